@@ -1,0 +1,88 @@
+// weave::Gemm: C[M,N] = A[M,K] * B[N,K]^T with fp32 accumulation, on Hopper.
+//
+// Operands (all device memory, K-contiguous, 16-byte aligned base and leading dimension):
+//   A      [M, K]  bf16 (mode bf16) or e4m3 (ptpc, blockscale, mxfp8)
+//   B      [N, K]  same dtype as A (a linear layer's weight, row-major [out, in])
+//   C      [M, N]  bf16 or fp32, row-major with leading dimension ldc
+//   scales (see GemmScales): none for bf16; fp32 [M] and [N] for ptpc; fp32 [M, K/128] and
+//          [N/128, K/128] (row-major, K-block contiguous) for blockscale; ue8m0 [M, K/32] and
+//          [N/32, K/32] for mxfp8 (raw) or the packed order (pack_mxfp8_scales).
+//
+// Verbs (same on every op): `Gemm::validate` returns "" or the reason a problem cannot run, and
+// calls the same checks as `run`; `plan` is a pure function of the problem and the SM count; the
+// constructor validates and plans once (throws weave::Error naming the argument and the rule);
+// `run(stream)` only enqueues: no allocation, no host sync, graph-capturable. Thread scope: one
+// Gemm object per thread at a time; distinct objects are independent.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "weave/tensor.hpp"
+#include "weave/types.hpp"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace weave {
+
+struct GemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  ScaleMode mode = ScaleMode::kBF16;
+  ScaleLayout scale_layout = ScaleLayout::kRaw;  // mxfp8 only
+  DType out_dtype = DType::kBF16;
+};
+
+// Overrides for the planner (0 / empty = let the planner choose).
+struct GemmPlanOverrides {
+  int block_m = 0, block_n = 0;  // tile shape, one of the built tiles
+  int grid = 0;                  // persistent CTAs
+  int split_k = 0;               // 1 = no split
+};
+
+struct GemmPlan {
+  int block_m = 0, block_n = 0, block_k = 0;
+  int stages = 0;
+  int cluster = 1;               // CTAs per cluster (TMA multicast of B across the pair)
+  int grid = 0;                  // persistent CTAs launched
+  int64_t tiles = 0;             // output tiles
+  int split_k = 1;
+  bool gemv = false;             // the decode GEMV path (small M)
+  std::string kernel;            // instance name, e.g. sm90_gemm_bf16_bf16_store_128x256x64
+  std::string reason;            // one line: why this plan
+};
+
+struct GemmScales {
+  TensorView a;  // per mode, see above; rank 0 (default) for bf16
+  TensorView b;
+};
+
+// "" if the problem (shape, mode, out dtype, layout) can run, else the rule it breaks.
+std::string gemm_validate_problem(const GemmProblem& problem);
+// Pure planner: tile and grid from M, N, K, mode and the SM count. Throws kInvalidArgument for
+// an invalid problem or override.
+GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides = {});
+
+class Gemm {
+ public:
+  // Validates every operand against `problem` (shapes, dtypes, alignment, device) and plans.
+  Gemm(const GemmProblem& problem, TensorView a, TensorView b, GemmScales scales, TensorView c,
+       const GemmPlanOverrides& overrides = {});
+  ~Gemm();
+  Gemm(Gemm&&) noexcept;
+  Gemm& operator=(Gemm&&) noexcept;
+
+  const GemmPlan& plan() const;
+  // Re-points the operands (same shapes/dtypes/device; checked) without re-planning, e.g. to
+  // rotate cold weight copies. Builds new TMA descriptors on the host; no GPU work.
+  void set_operands(TensorView a, TensorView b, GemmScales scales, TensorView c);
+  // Bytes of device workspace this plan needs (split-K partials); 0 if none.
+  std::size_t workspace_bytes() const;
+  void set_workspace(void* workspace, std::size_t bytes);
+  void run(cudaStream_t stream) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weave
