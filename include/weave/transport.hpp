@@ -1,6 +1,8 @@
 // The transports that move bytes between GPUs, and whether each can run here. Requesting one that
 // cannot (compiled out, no peer access, a peer outside the NVLink domain) is an error naming the
 // reason; nothing ever reports success having moved no bytes (docs/design.md, "transports").
+// Build note: the CMake options WEAVE_ENABLE_{NCCL_TRANSPORT,CE,LSA} become compile definitions
+// (0/1) for sources under src/comm/ only; code elsewhere asks transport_availability().
 #pragma once
 #include <optional>
 #include <string>

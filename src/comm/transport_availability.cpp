@@ -1,5 +1,10 @@
 #include <cuda_runtime.h>
 
+// WEAVE_ENABLE_* are compile definitions given only to sources under src/comm/ (src/CMakeLists.txt).
+#if !defined(WEAVE_ENABLE_CE) || !defined(WEAVE_ENABLE_LSA) || !defined(WEAVE_ENABLE_NCCL_TRANSPORT)
+#error "transport switches missing: this file must live under src/comm/"
+#endif
+
 #include "common/check.hpp"
 #include "weave/device.hpp"
 #include "weave/transport.hpp"

@@ -42,6 +42,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& common) {
       "suites on all visible GPUs. Suites:";
   for (const auto& s : bench_suites()) help += "\n  " + s.name + ": " + s.help;
   auto* bench = app.add_subcommand("bench", help);
+  bench->fallthrough();  // `weave bench copy -i 30` reaches the shared options too
   add_common_bench_options(*bench, common);
   for (auto& s : bench_suites()) s.add(*bench, common);
   bench->callback([bench, &common] {
