@@ -1,47 +1,55 @@
 #!/usr/bin/env bash
 # One device call: build, run the GPU and multi-GPU tests, then the benchmarks, and print a
-# short summary last. Logs and JSON go to $OUT (the device tool brings that folder back).
-#   device run (kind nvidia-h200-x2, carry [".deps"]):  bash scripts/gpu_all.sh [quick]
-# "quick" runs the default (short) bench suites instead of the full shape lists.
+# short summary last. Full logs are packed into $OUT/logs.tgz, JSON results and the summary are
+# copied to $OUT (the device tool brings back at most 8 files).
+#   device run (kind nvidia-h200-x2, carry [".deps"]):  bash scripts/gpu_all.sh [quick|tests|bench]
+# quick: tests + the default (short) bench suites; tests / bench: only that half; default: all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
+LOGS=$(mktemp -d /tmp/weave_logs.XXXX)
 mode=${1:-full}
 t0=$(date +%s)
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
+finish() {
+  tar -czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
+  cp "$LOGS"/*.json "$OUT"/ 2>/dev/null
+  { echo "===== summary ($(( $(date +%s) - t0 )) s, mode $mode) ====="; printf '%s\n' "${summary[@]}"; } | tee "$OUT/summary.txt"
+}
+trap finish EXIT
 
-nvidia-smi --query-gpu=index,name,utilization.gpu,clocks.sm,clocks.mem --format=csv >"$OUT/nvidia-smi.txt" 2>&1
-if ! bash scripts/device_build.sh >"$OUT/build.log" 2>&1; then
-  tail -60 "$OUT/build.log"; echo "BUILD FAILED"; exit 1
+nvidia-smi --query-gpu=index,name,utilization.gpu,clocks.sm,clocks.mem --format=csv >"$LOGS/nvidia-smi.txt" 2>&1
+if ! bash scripts/device_build.sh >"$LOGS/build.log" 2>&1; then
+  tail -60 "$LOGS/build.log"; note "BUILD FAILED"; exit 1
 fi
 note "build ok in $(( $(date +%s) - t0 )) s"
+cp build-gpu.build.log "$LOGS/" 2>/dev/null
 source build-gpu/env.sh
-./build-gpu/weave info >"$OUT/info.txt" 2>&1; cat "$OUT/info.txt"
+./build-gpu/weave info >"$LOGS/info.txt" 2>&1; cat "$LOGS/info.txt"
 
-for label in gpu multi_gpu; do
-  ctest --test-dir build-gpu -L "$label" --output-on-failure --timeout 600 >"$OUT/ctest_$label.log" 2>&1
-  note "ctest $label: $(grep -E 'tests passed|tests failed' "$OUT/ctest_$label.log" | tail -1) ($(grep -c '(Skipped)' "$OUT/ctest_$label.log") skipped)"
-done
-
-bench() {  # bench <suite> [args...]
-  local suite=$1; shift
-  ./build-gpu/weave bench "$suite" "$@" --json "$OUT/bench_$suite.json" >"$OUT/bench_$suite.txt" 2>"$OUT/bench_$suite.err"
-  local rc=$?
-  note "bench $suite: exit $rc"
-  cat "$OUT/bench_$suite.txt"
-}
-if [ "$mode" = quick ]; then
-  ./build-gpu/weave bench --json "$OUT/bench_default.json" >"$OUT/bench_default.txt" 2>&1; note "bench default: exit $?"
-  cat "$OUT/bench_default.txt"
-else
-  bench copy
-  ./build-gpu/weave bench copy --sizes 64 --inject-skip >"$OUT/bench_copy_negative.txt" 2>&1
-  note "bench copy --inject-skip (negative control, must exit 1): exit $?"
-  for s in gemm comm; do
-    if ./build-gpu/weave bench "$s" --help >/dev/null 2>&1; then bench "$s"; else note "bench $s: suite not built"; fi
+if [ "$mode" != bench ]; then
+  for label in gpu multi_gpu; do
+    ctest --test-dir build-gpu -L "$label" --output-on-failure --timeout 600 >"$LOGS/ctest_$label.log" 2>&1
+    note "ctest $label (exit $?): $(grep -E 'tests passed|No tests were found' "$LOGS/ctest_$label.log" | tail -1); skipped: $(grep -c '(Skipped)' "$LOGS/ctest_$label.log")"
+    grep -E '\*\*\*Failed|\(Failed\)|Timeout' "$LOGS/ctest_$label.log" | head -20
   done
 fi
-echo
-echo "===== summary ($(( $(date +%s) - t0 )) s) ====="
-printf '%s\n' "${summary[@]}"
+
+bench() {  # bench <name> <weave bench args...>
+  local name=$1; shift
+  ./build-gpu/weave bench "$@" --json "$LOGS/bench_$name.json" >"$LOGS/bench_$name.txt" 2>"$LOGS/bench_$name.err"
+  local rc=$?
+  note "bench $name: exit $rc"
+  cat "$LOGS/bench_$name.txt"; tail -3 "$LOGS/bench_$name.err"
+}
+if [ "$mode" = quick ]; then
+  bench default
+elif [ "$mode" != tests ]; then
+  bench copy copy
+  ./build-gpu/weave bench copy --sizes 64 --inject-skip >"$LOGS/bench_copy_negative.txt" 2>&1
+  note "bench copy --inject-skip (negative control, must exit 1): exit $?"
+  for s in gemm comm; do
+    if ./build-gpu/weave bench "$s" --help >/dev/null 2>&1; then bench "$s" "$s"; else note "bench $s: suite not built"; fi
+  done
+fi

@@ -2,19 +2,35 @@
 // dequantisers, and the mxfp8 scale packing. These define the numerical contract the GPU kernels
 // are tested against; they are deliberately simple, scalar and obviously correct.
 //
-// Rounding: e4m3 is round-to-nearest-even with saturation to +-448 (the "satfinite" rule the
-// GPU's cvt.rn.satfinite.e4m3x2.f32 applies); NaN stays NaN (0x7F / 0xFF). bf16 is RNE.
+// Rounding: e4m3 is round-to-nearest-even with saturation to +-448, infinities included (the
+// "satfinite" rule the GPU's cvt.rn.satfinite.e4m3x2.f32 applies); subnormals (k * 2^-9) are
+// kept; a NaN input becomes the canonical 0x7F, sign dropped, as that instruction does (the CUDA
+// toolkit's host emulation canonicalises NaN first); both 0x7F and 0xFF decode to NaN. bf16 is
+// RNE (overflow -> Inf), NaN -> canonical 0x7FFF, as cvt.rn.bf16.f32.
+//
+// Quantised elements are x / scale in fp32 (ptpc, blockscale) or x / 2^shared_exp, exact
+// (mxfp8), then rounded as above.
 //
 // Scale layouts (row-major unless stated):
-//   ptpc        A: fp32 [M], B: fp32 [N]; scale = amax(row) / 448 (a zero row gets scale 1).
-//   blockscale  A: fp32 [M, K/128], B: fp32 [N/128, K/128]; scale = amax(block) / 448 (zero -> 1).
+//   ptpc        A: fp32 [M], B: fp32 [N] (scale_rows = rows, scale_cols = 1); scale =
+//               amax(row) / 448 in fp32 (a zero row, or one so tiny that amax / 448 underflows
+//               to 0, gets scale 1).
+//   blockscale  A: fp32 [M, K/128], B: fp32 [ceil(N/128), K/128]; scale = amax(block) / 448
+//               (zero -> 1, as for ptpc).
+//               ptpc and blockscale: a row / block holding NaN gets scale NaN, one holding Inf
+//               gets Inf; either way the whole row / block dequantises to NaN.
 //               B blocks are 128x128 (N rows x K columns); N and K need not be multiples of 128
 //               at the API, but K must be (see gemm_validate_problem), and the last N block may be
 //               partial: its scale covers the rows that exist.
 //   mxfp8       A: ue8m0 [M, K/32], B: ue8m0 [N/32, K/32] (raw layout). OCP MX rule:
 //               shared_exp = floor(log2(amax)) - 8 (8 = e4m3's emax), clamped to [-127, 127];
 //               byte = shared_exp + 127; an all-zero block gets byte 0 (2^-127); a block holding
-//               NaN gets 0xFF (NaN). Elements are x / 2^shared_exp, rounded and saturated to e4m3.
+//               NaN or Inf gets 0xFF (NaN; Inf has no finite exponent, as in the OCP reference
+//               code where shared_exp > 127 becomes NaN). Elements are x / 2^shared_exp (exact),
+//               rounded and saturated to e4m3; in a 0xFF block they are scaled by the exponent
+//               of its finite elements instead (they dequantise to NaN regardless). For finite
+//               input shared_exp <= 119, so the +127 clamp never binds; the -127 one does for
+//               amax < 2^-118. B blocks are [ceil(N/32), K/32] with a partial last N block.
 //   mxfp8 packed: uint32 words [ceil(K/128), rows] where rows = M for A and ceil(N/32) for B;
 //               word (s, r) holds the bytes of K groups 4s..4s+3 of row r, group 4s in the low
 //               byte. Groups past K/32 are filled with 127 (scale 1.0). A kernel with a 128-wide
@@ -52,7 +68,11 @@ enum class Operand { kA, kB };  // A: 1 x group scales; B: group x group (blocks
 // Quantises an fp32 row-major [rows, cols] matrix. Throws weave::Error(kInvalidArgument) when
 // cols is not a multiple of the mode's K group (128 for blockscale, 32 for mxfp8), naming it.
 QuantMatrix quantize(const float* x, int64_t rows, int64_t cols, ScaleMode mode, Operand operand);
-// Back to fp32: element x scale, exactly as the GEMM contract defines the operand's value.
+// Back to fp32: element x scale, exactly as the GEMM contract defines the operand's value. The
+// fp32 product is exact for bf16, mxfp8 and power-of-two scales; for other ptpc / blockscale
+// scales it is that product rounded to fp32 (gemm_f64 on a QuantMatrix avoids even that). An
+// mxfp8 byte above 246 (never produced by quantize) can overflow fp32 to Inf; 0xFF gives NaN.
+// Throws kInvalidArgument when q's vectors or scale shape do not match its rows, cols and mode.
 std::vector<float> dequantize(const QuantMatrix& q, Operand operand);
 
 // mxfp8 raw <-> packed (see above). `rows` is the number of scale rows (M for A, ceil(N/32) for B)

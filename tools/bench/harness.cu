@@ -220,6 +220,17 @@ bool IdleGate::wait_idle(const std::vector<int>& devices, int threshold_pct, int
   }
 }
 
+std::string IdleGate::busy_after(const std::vector<int>& devices, int threshold_pct) const {
+  if (!available_) return "";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  std::string busy;
+  for (int d : devices) {
+    int u = utilisation(d);
+    if (u > threshold_pct) busy += "cuda:" + std::to_string(d) + " " + std::to_string(u) + "% ";
+  }
+  return busy;
+}
+
 // --- reports ---
 bool Report::any_wrong() const {
   for (const auto& r : rows_)

@@ -77,6 +77,10 @@ class IdleGate {
   // apart, at most max_wait_s. Returns false (and a line naming the busy device) if it never did.
   bool wait_idle(const std::vector<int>& devices, int threshold_pct, int samples, double max_wait_s,
                  std::string* report) const;
+  // After a run: waits out NVML's averaging window (~1.5 s, which would count our own kernels),
+  // then returns "" or "cuda:N U% ..." for every device still above threshold_pct (someone else's
+  // load during the run). Put it in the report meta and print it.
+  std::string busy_after(const std::vector<int>& devices, int threshold_pct) const;
 
  private:
   bool available_ = false;

@@ -25,9 +25,21 @@ struct CopyOptions {
   bool inject_skip = false;
 };
 
-// 16-byte vector copy; `skip` (an element index of uint4) is left unwritten for the negative control.
+// 16-byte vector copy, 4 loads in flight per thread before the stores; `skip` (a uint4 index) is
+// left unwritten for the negative control.
 __global__ void sm_copy(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t n, size_t skip) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+  constexpr int kUnroll = 4;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = src[i + u * stride];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (i + u * stride != skip) dst[i + u * stride] = v[u];
+  }
+  for (; i < n; i += stride)
     if (i != skip) dst[i] = src[i];
 }
 
@@ -130,7 +142,7 @@ int run_copy(const BenchOptions& common, const CopyOptions& opt) {
       const size_t skip = opt.inject_skip && c.sm ? n16 / 2 : n16;  // n16 = skip nothing
       auto enqueue = [&](cudaStream_t st, int) {
         if (c.sm) {
-          sm_copy<<<528, 512, 0, st>>>(static_cast<const uint4*>(src.ptr), static_cast<uint4*>(dst.ptr), n16, skip);
+          sm_copy<<<c.src_dev == c.dst_dev ? 132 * 8 : 528, 512, 0, st>>>(static_cast<const uint4*>(src.ptr), static_cast<uint4*>(dst.ptr), n16, skip);
           WEAVE_CHECK_LAUNCH();
         } else {
           WEAVE_CHECK_CUDA(cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDefault, st));
@@ -170,13 +182,7 @@ int run_copy(const BenchOptions& common, const CopyOptions& opt) {
       report.add(row);
     }
   }
-  // Busy flag after the run.
-  bench::IdleGate gate_after;
-  std::string busy_after;
-  for (int d : devices) {
-    int u = gate_after.utilisation(d);
-    if (u > 50) busy_after += "cuda:" + std::to_string(d) + " " + std::to_string(u) + "% ";
-  }
+  const std::string busy_after = bench::IdleGate().busy_after(devices, common.idle_threshold);
   report.print_table(stdout);
   std::printf("# ratio = time / time at the recorded ceiling (1.00 = at ceiling); algbw in GB/s one direction\n");
   if (!busy_after.empty()) std::printf("# BUSY after run: %s\n", busy_after.c_str());

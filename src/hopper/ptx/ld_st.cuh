@@ -1,0 +1,38 @@
+// Thin 1:1 wrappers over the loads, stores and asynchronous copies the GEMM uses, named after the
+// instruction (space, caching, width). Weak (plain) semantics unless the name says otherwise.
+#pragma once
+#include <cstdint>
+
+namespace weave::ptx {
+
+// ld.shared.f32 / ld.shared.v2.f32
+__device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ float2 ld_shared_v2_f32(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
+  return v;
+}
+
+// st.global.b32 / st.global.v2.f32: plain stores (the epilogue writes each element once).
+__device__ __forceinline__ void st_global_b32(void* ptr, uint32_t v) {
+  asm volatile("st.global.b32 [%0], %1;\n" ::"l"(ptr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_global_v2_f32(void* ptr, float x, float y) {
+  asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(ptr), "f"(x), "f"(y) : "memory");
+}
+
+// cp.async.ca.shared.global [dst], [src], 4, src_size: asynchronous 4-byte copy global -> shared;
+// src_size 0 reads nothing and writes zeros (used for rows past the tensor).
+__device__ __forceinline__ void cp_async_ca_shared_global_4(uint32_t dst, const void* src, uint32_t src_size) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_size)
+               : "memory");
+}
+
+// cp.async.wait_all: waits for every cp.async this thread issued.
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+}  // namespace weave::ptx
