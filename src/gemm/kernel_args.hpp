@@ -1,0 +1,45 @@
+// Arguments of the GEMM kernels: what the host (weave::Gemm, or a fused op) fills and passes by
+// value as one __grid_constant__ parameter. Host/device POD, no device code, so plain C++
+// translation units can build it. The epilogue's parameters are a separate type so a fused
+// epilogue (store into a peer window, store then signal) brings its own without touching these.
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace weave::gemm {
+
+struct MainloopArgs {
+  CUtensorMap tma_a;  // A [M, K], box [block_m, block_k], 128B swizzle
+  CUtensorMap tma_b;  // B [N, K], box [block_n, block_k], 128B swizzle
+  // ptpc: fp32 [M] and [N]. blockscale: fp32 [M, K/128] (row stride scale_a_ld) and
+  // [ceil(N/128), K/128] (row stride scale_b_ld). bf16: unused.
+  const float* scale_a = nullptr;
+  const float* scale_b = nullptr;
+  int64_t scale_a_ld = 0;
+  int64_t scale_b_ld = 0;
+  int32_t m = 0, n = 0, k = 0;
+  // Debug-only negative control (WEAVE_GEMM_DEBUG_DROP_WAIT=1): consumers read a stage before
+  // waiting on its full barrier (the wait moves after the reads, so the protocol still balances).
+  // Results are then wrong whenever a consumer overtakes the TMA; tests use it to prove they see
+  // pipeline races. Never set in production.
+  int32_t debug_drop_full_wait = 0;
+};
+
+// Epilogue "store to a local tensor": C [M, N] row-major, leading dimension ldc (elements).
+struct StoreLocalParams {
+  void* c = nullptr;
+  int64_t ldc = 0;
+};
+
+template <class EpilogueParams>
+struct KernelArgs {
+  MainloopArgs main;
+  EpilogueParams epi;
+};
+
+using LocalKernelArgs = KernelArgs<StoreLocalParams>;
+static_assert(std::is_trivially_copyable_v<LocalKernelArgs>);
+
+}  // namespace weave::gemm
