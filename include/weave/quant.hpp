@@ -4,8 +4,9 @@
 //
 // Rounding: e4m3 is round-to-nearest-even with saturation to +-448, infinities included (the
 // "satfinite" rule the GPU's cvt.rn.satfinite.e4m3x2.f32 applies); subnormals (k * 2^-9) are
-// kept; a NaN input becomes the canonical 0x7F, sign dropped, as that instruction does (the CUDA
-// toolkit's host emulation canonicalises NaN first); both 0x7F and 0xFF decode to NaN. bf16 is
+// kept; a NaN input becomes the canonical 0x7F, sign dropped, as the CUDA toolkit's host
+// emulation of that instruction does (cuda_fp8.hpp canonicalises NaN first; tested against it on
+// the CPU, not yet on hardware); both 0x7F and 0xFF decode to NaN. bf16 is
 // RNE (overflow -> Inf), NaN -> canonical 0x7FFF, as cvt.rn.bf16.f32.
 //
 // Quantised elements are x / scale in fp32 (ptpc, blockscale) or x / 2^shared_exp, exact
@@ -30,7 +31,7 @@
 //               rounded and saturated to e4m3; in a 0xFF block they are scaled by the exponent
 //               of its finite elements instead (they dequantise to NaN regardless). For finite
 //               input shared_exp <= 119, so the +127 clamp never binds; the -127 one does for
-//               amax < 2^-118. B blocks are [ceil(N/32), K/32] with a partial last N block.
+//               amax < 2^-119. B blocks are [ceil(N/32), K/32] with a partial last N block.
 //   mxfp8 packed: uint32 words [ceil(K/128), rows] where rows = M for A and ceil(N/32) for B;
 //               word (s, r) holds the bytes of K groups 4s..4s+3 of row r, group 4s in the low
 //               byte. Groups past K/32 are filled with 127 (scale 1.0). A kernel with a 128-wide
@@ -44,9 +45,9 @@
 namespace weave::ref {
 
 // --- scalar conversions ---
-uint8_t float_to_e4m3(float x);   // RNE, saturating to +-448, NaN -> 0x7F (sign kept)
+uint8_t float_to_e4m3(float x);   // RNE, saturating to +-448 (Inf too), NaN -> 0x7F (sign dropped)
 float e4m3_to_float(uint8_t v);
-uint16_t float_to_bf16(float x);  // RNE, NaN stays NaN
+uint16_t float_to_bf16(float x);  // RNE, NaN -> 0x7FFF
 float bf16_to_float(uint16_t v);
 float ue8m0_to_float(uint8_t e);  // 2^(e-127); 0xFF -> NaN
 // The ue8m0 byte of the OCP MX shared exponent for a block whose absolute maximum is amax.

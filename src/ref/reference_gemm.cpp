@@ -17,6 +17,9 @@ namespace {
 
 constexpr int64_t kTile = 4;      // 4 rows of A x 4 rows of B per register tile
 constexpr int64_t kBlockK = 256;  // K slice per pass, so a packed B slice stays in cache
+static_assert(kTile == 4, "the micro-kernel below is written for 4x4 tiles");
+// GCC / Clang vector extension: two doubles, element-wise IEEE arithmetic (no reassociation).
+typedef double Vec2 __attribute__((vector_size(16)));
 
 // b_packed: panel p holds rows 4p..4p+3 of B interleaved, [k][4], zero past n.
 template <typename T>
@@ -41,25 +44,33 @@ void gemm_rows(const T* a, const T* b_packed, double* c, int64_t m0, int64_t m1,
       const T* a_row[kTile];
       for (int64_t r = 0; r < kTile; ++r) a_row[r] = a + std::min(i + r, m1 - 1) * k;  // clamp: computed, not stored
       for (int64_t p = 0; p < panels; ++p) {
-        double acc[kTile][kTile];
-        for (int64_t r = 0; r < kTile; ++r)
-          for (int64_t jj = 0; jj < kTile; ++jj) {
-            const int64_t row = i + r, col = p * kTile + jj;
-            acc[r][jj] = (row < m1 && col < n) ? c[row * n + col] : 0.0;  // continue the running sum
-          }
+        // acc[r][h] holds columns 2h, 2h+1 of row r: two-lane vectors the compiler maps onto
+        // SSE2 mulpd / addpd, lane by lane the same operations as the scalar loop.
+        auto running_sum = [&](int64_t r, int64_t jj) {  // continue from the previous K slice
+          const int64_t row = i + r, col = p * kTile + jj;
+          return (row < m1 && col < n) ? c[row * n + col] : 0.0;
+        };
+        Vec2 acc[kTile][2];
+        for (int64_t r = 0; r < kTile; ++r) {
+          acc[r][0] = Vec2{running_sum(r, 0), running_sum(r, 1)};
+          acc[r][1] = Vec2{running_sum(r, 2), running_sum(r, 3)};
+        }
         const T* bp = b_packed + p * k * kTile;
         for (int64_t kk = k0; kk < k1; ++kk) {
-          double bv[kTile];
-          for (int64_t jj = 0; jj < kTile; ++jj) bv[jj] = static_cast<double>(bp[kk * kTile + jj]);
+          const T* bk = bp + kk * kTile;
+          const Vec2 b01 = {static_cast<double>(bk[0]), static_cast<double>(bk[1])};
+          const Vec2 b23 = {static_cast<double>(bk[2]), static_cast<double>(bk[3])};
           for (int64_t r = 0; r < kTile; ++r) {
-            const double av = static_cast<double>(a_row[r][kk]);
-            for (int64_t jj = 0; jj < kTile; ++jj) acc[r][jj] += av * bv[jj];
+            const auto av = static_cast<double>(a_row[r][kk]);
+            const Vec2 a2 = {av, av};
+            acc[r][0] += a2 * b01;
+            acc[r][1] += a2 * b23;
           }
         }
         for (int64_t r = 0; r < kTile; ++r)
           for (int64_t jj = 0; jj < kTile; ++jj) {
             const int64_t row = i + r, col = p * kTile + jj;
-            if (row < m1 && col < n) c[row * n + col] = acc[r][jj];
+            if (row < m1 && col < n) c[row * n + col] = acc[r][jj / 2][jj % 2];
           }
       }
     }
