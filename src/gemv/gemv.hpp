@@ -1,31 +1,61 @@
 // Decode GEMV (M <= 32): C[M,N] = A[M,K] * B[N,K]^T, memory-bound on the weight read B.
 // Internal interface between weave::Gemm (which plans and validates) and the GEMV kernels.
 // Operands have already been validated by Gemm; scales are read in their raw layout.
+//
+// How it works (src/gemv/gemv_kernel.cuh has the details):
+//   - one CTA = 8 warps = 128 rows of B (16 per warp) x one K slice; the K slices of one row band
+//     form a thread-block cluster of `split` CTAs whose fp32 partials are summed through
+//     distributed shared memory (no atomics, no workspace, deterministic order);
+//   - the weights stream through registers with 16-byte loads, several steps in flight per
+//     thread; A [M, K slice] (tiny) is staged once per CTA in shared memory;
+//   - the product runs on the tensor cores (mma.sync m16n8, weights as the 16-row operand, the
+//     M <= 32 tokens as 1, 2 or 4 n8 tiles); blockscale and mxfp8 partial sums are promoted into
+//     fp32 accumulators with the product of the two scales per 128- or 32-wide K group.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 #include "weave/gemm.hpp"
 
 namespace weave::detail {
 
 inline constexpr int64_t kGemvMaxM = 32;
+inline constexpr int kGemvMaxSplit = 16;  // cluster size; > 8 uses a non-portable cluster
 
 struct GemvArgs {
   const void* a = nullptr;        // [M, K] bf16 or e4m3, row stride lda (elements)
   const void* b = nullptr;        // [N, K] same dtype, row stride ldb
-  const void* scale_a = nullptr;  // per mode (weave/gemm.hpp); raw layout
+  const void* scale_a = nullptr;  // per mode (weave/gemm.hpp); raw layout, dense
   const void* scale_b = nullptr;
   void* c = nullptr;              // [M, N] out dtype, row stride ldc
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   ScaleMode mode = ScaleMode::kBF16;
   DType out_dtype = DType::kBF16;
+  int split = 0;     // K split (cluster size) 1, 2, 4, 8 or 16; 0 = planner's choice
+  // Programmatic dependent launch: the kernel starts streaming B before the preceding kernel on
+  // the stream has finished (A, the scales and C are touched only after griddepcontrol.wait).
+  // Only for weights B that no preceding kernel writes.
+  bool pdl = false;
+};
+
+// The launch shape the GEMV uses for a problem (a pure function; tests and benches print it).
+struct GemvConfig {
+  int tiles = 0;              // n8 token tiles: 1 (M <= 8), 2 (M <= 16), 4 (M <= 32)
+  int split = 0;              // CTAs per cluster along K
+  int64_t k_slice_bytes = 0;  // K bytes per CTA (multiple of 64)
+  int64_t n_blocks = 0;       // 128-row bands of B
+  int smem_bytes = 0;         // dynamic shared memory per CTA
+  std::string describe() const;  // "gemv tiles 4 split 8 k_slice 256 B grid 8x40 smem 17 KB"
 };
 
 // "" if the GEMV path implements this problem (M <= 32, mode, layout raw, out dtype), else why not.
 std::string gemv_unsupported_reason(const GemmProblem& problem);
-// Enqueues the GEMV on `stream`; no allocation, no sync, graph-capturable.
+// Throws kInvalidArgument for a problem gemv_unsupported_reason refuses or a bad split.
+GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override = 0);
+// Enqueues the GEMV on `stream`; no allocation, no sync, graph-capturable. Throws weave::Error
+// (kInvalidArgument) for arguments that break the rules above (shape, alignment, null pointers).
 void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream);
 
 }  // namespace weave::detail

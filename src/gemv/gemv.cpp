@@ -1,0 +1,187 @@
+// Decode GEMV host side: what it supports, how it splits a problem, and the launch.
+#include "gemv/gemv.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "common/check.hpp"
+#include "gemv/gemv_params.hpp"
+
+namespace weave::detail {
+
+namespace {
+
+using gemv::kMaxSmemBytes;
+using gemv::kPartStride;
+using gemv::kRowsPerCta;
+using gemv::kStepBytes;
+
+int64_t elem_bytes(ScaleMode mode) { return mode == ScaleMode::kBF16 ? 2 : 1; }
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int tiles_for(int64_t m) { return m <= 8 ? 1 : m <= 16 ? 2 : 4; }
+
+// Shared-memory bytes per token row of the staged A slice: 64 (mod 128) keeps the two token rows
+// one quarter-warp reads on different banks.
+int a_stride_for(int64_t k_slice) { return static_cast<int>(k_slice % 128 == 0 ? k_slice + 64 : k_slice); }
+
+int scale_groups_for(ScaleMode mode, int64_t k_slice) {
+  switch (mode) {
+    case ScaleMode::kBlockscale: return static_cast<int>(k_slice / 128 + 2);  // slice may straddle
+    case ScaleMode::kMxfp8: return static_cast<int>(k_slice / 32);
+    default: return 0;
+  }
+}
+
+struct Layout {
+  int a_stride = 0, region0 = 0, scale_groups = 0, smem = 0;
+};
+
+Layout layout_for(ScaleMode mode, int tiles, int64_t k_slice) {
+  Layout l;
+  const int tokens = 8 * tiles;
+  l.a_stride = a_stride_for(k_slice);
+  l.region0 = std::max(tokens * l.a_stride, tokens * kPartStride * 4);
+  l.scale_groups = scale_groups_for(mode, k_slice);
+  int scale_bytes = 0;
+  if (mode == ScaleMode::kPtpc) scale_bytes = (tokens + kRowsPerCta) * 4;  // sa[token], sb[row]
+  if (mode == ScaleMode::kBlockscale) scale_bytes = l.scale_groups * tokens * 4;
+  if (mode == ScaleMode::kMxfp8) scale_bytes = l.scale_groups * (tokens + 4) * 4;
+  l.smem = l.region0 + scale_bytes;
+  return l;
+}
+
+int64_t k_slice_for(int64_t k_bytes, int split) { return ceil_div(ceil_div(k_bytes, kStepBytes), split) * kStepBytes; }
+
+}  // namespace
+
+std::string GemvConfig::describe() const {
+  std::ostringstream os;
+  os << "gemv tiles " << tiles << " split " << split << " k_slice " << k_slice_bytes << " B grid "
+     << split << "x" << n_blocks << " smem " << (smem_bytes + 1023) / 1024 << " KB";
+  return os.str();
+}
+
+std::string gemv_unsupported_reason(const GemmProblem& problem) {
+  std::ostringstream why;
+  if (problem.m < 1 || problem.m > kGemvMaxM) {
+    why << "M = " << problem.m << ": the GEMV runs 1 <= M <= " << kGemvMaxM;
+  } else if (problem.n < 1 || problem.k < 1) {
+    why << "N and K must be >= 1 (got N = " << problem.n << ", K = " << problem.k << ")";
+  } else if (problem.n > (int64_t(1) << 30)) {
+    why << "N = " << problem.n << " exceeds the GEMV's 2^30 rows";
+  } else if (problem.out_dtype != DType::kBF16 && problem.out_dtype != DType::kF32) {
+    why << "output dtype " << to_string(problem.out_dtype) << ": the GEMV writes bf16 or fp32";
+  } else if (problem.mode == ScaleMode::kMxfp8 && problem.scale_layout != ScaleLayout::kRaw) {
+    why << "mxfp8 scale layout " << to_string(problem.scale_layout) << ": the GEMV reads raw scales only";
+  } else if ((problem.k * elem_bytes(problem.mode)) % 16 != 0) {
+    why << "K = " << problem.k << ": a row of " << to_string(problem.mode)
+        << " operands must be a multiple of 16 bytes (16-byte loads)";
+  } else if (problem.mode == ScaleMode::kBlockscale && problem.k % 128 != 0) {
+    why << "K = " << problem.k << ": blockscale needs K to be a multiple of 128";
+  } else if (problem.mode == ScaleMode::kMxfp8 && problem.k % 32 != 0) {
+    why << "K = " << problem.k << ": mxfp8 needs K to be a multiple of 32";
+  } else {
+    const int64_t k_slice = k_slice_for(problem.k * elem_bytes(problem.mode), kGemvMaxSplit);
+    const Layout l = layout_for(problem.mode, tiles_for(problem.m), k_slice);
+    if (l.smem > kMaxSmemBytes)
+      why << "K = " << problem.k << " at M = " << problem.m << ": the A slice of a " << kGemvMaxSplit
+          << "-way K split needs " << l.smem << " B of shared memory (limit " << kMaxSmemBytes << ")";
+  }
+  return why.str();
+}
+
+GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override) {
+  const std::string why = gemv_unsupported_reason(problem);
+  WEAVE_EXPECT_ARG(why.empty(), "gemv: " << why);
+  WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1, got " << num_sms);
+  const bool pow2 = split_override > 0 && (split_override & (split_override - 1)) == 0;
+  WEAVE_EXPECT_ARG(split_override == 0 || (pow2 && split_override <= kGemvMaxSplit),
+                   "argument 'split': must be 0 (planner) or a power of two <= " << kGemvMaxSplit
+                                                                                << ", got " << split_override);
+  GemvConfig cfg;
+  cfg.tiles = tiles_for(problem.m);
+  cfg.n_blocks = ceil_div(problem.n, kRowsPerCta);
+  const int64_t k_bytes = problem.k * elem_bytes(problem.mode);
+  int split = split_override;
+  if (split == 0) {
+    // Split K until a CTA's slice is about 640 K elements (320 for bf16 at M <= 8), but keep the
+    // grid within ~2.5 CTAs per SM (two are resident). Calibrated on H200 with
+    // tests/gpu/test_gemv_bandwidth.cu, which times every split: these are the fastest splits
+    // it measured for 8192x1280, 5120x2048 and 7168x2048 at every M and mode.
+    const int64_t target_k = (problem.mode == ScaleMode::kBF16 && cfg.tiles == 1) ? 320 : 640;
+    split = 1;
+    while (split < kGemvMaxSplit && ceil_div(problem.k, split) > target_k &&
+           (split < 8 || cfg.n_blocks * split < num_sms))
+      split *= 2;
+    while (split > 1 && 2 * cfg.n_blocks * split > 5 * int64_t(num_sms)) split /= 2;
+    while (split < kGemvMaxSplit &&
+           layout_for(problem.mode, cfg.tiles, k_slice_for(k_bytes, split)).smem > kMaxSmemBytes)
+      split *= 2;
+  }
+  cfg.split = split;
+  cfg.k_slice_bytes = k_slice_for(k_bytes, split);
+  const Layout l = layout_for(problem.mode, cfg.tiles, cfg.k_slice_bytes);
+  WEAVE_EXPECT_ARG(l.smem <= kMaxSmemBytes, "argument 'split': " << split << " leaves a K slice of "
+                                                                 << cfg.k_slice_bytes << " B that needs "
+                                                                 << l.smem << " B of shared memory (limit "
+                                                                 << kMaxSmemBytes << ")");
+  cfg.smem_bytes = l.smem;
+  return cfg;
+}
+
+void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
+  GemmProblem problem;
+  problem.m = args.m, problem.n = args.n, problem.k = args.k;
+  problem.mode = args.mode;
+  problem.scale_layout = ScaleLayout::kRaw;
+  problem.out_dtype = args.out_dtype;
+  const GemvConfig cfg = gemv_config(problem, num_sms, args.split);
+
+  const int64_t eb = elem_bytes(args.mode);
+  const int64_t ob = args.out_dtype == DType::kF32 ? 4 : 2;
+  WEAVE_EXPECT_ARG(args.a && args.b && args.c, "gemv: A, B and C must not be null");
+  WEAVE_EXPECT_ARG(args.mode == ScaleMode::kBF16 || (args.scale_a && args.scale_b),
+                   "gemv: mode " << to_string(args.mode) << " needs scale_a and scale_b");
+  WEAVE_EXPECT_ARG(args.lda >= args.k && args.ldb >= args.k && args.ldc >= args.n,
+                   "gemv: leading dimensions must cover a row (lda " << args.lda << ", ldb " << args.ldb
+                                                                     << " >= K " << args.k << "; ldc "
+                                                                     << args.ldc << " >= N " << args.n << ")");
+  WEAVE_EXPECT_ARG((args.lda * eb) % 16 == 0 && (args.ldb * eb) % 16 == 0,
+                   "gemv: lda and ldb must be multiples of 16 bytes (got " << args.lda * eb << " and "
+                                                                           << args.ldb * eb << ")");
+  WEAVE_EXPECT_ARG(reinterpret_cast<uintptr_t>(args.a) % 16 == 0 && reinterpret_cast<uintptr_t>(args.b) % 16 == 0,
+                   "gemv: A and B must be 16-byte aligned");
+  WEAVE_EXPECT_ARG(reinterpret_cast<uintptr_t>(args.c) % ob == 0, "gemv: C must be aligned to its element");
+  if (args.mode == ScaleMode::kPtpc || args.mode == ScaleMode::kBlockscale)
+    WEAVE_EXPECT_ARG(reinterpret_cast<uintptr_t>(args.scale_a) % 4 == 0 &&
+                         reinterpret_cast<uintptr_t>(args.scale_b) % 4 == 0,
+                     "gemv: fp32 scales must be 4-byte aligned");
+
+  const Layout l = layout_for(args.mode, cfg.tiles, cfg.k_slice_bytes);
+  gemv::KernelParams p;
+  p.a = static_cast<const uint8_t*>(args.a);
+  p.b = static_cast<const uint8_t*>(args.b);
+  p.scale_a = args.scale_a;
+  p.scale_b = args.scale_b;
+  p.c = args.c;
+  p.m = static_cast<int>(args.m);
+  p.n = static_cast<int>(args.n);
+  p.k = args.k;
+  p.k_bytes = args.k * eb;
+  p.lda_bytes = args.lda * eb;
+  p.ldb_bytes = args.ldb * eb;
+  p.ldc = args.ldc;
+  p.k_slice_bytes = cfg.k_slice_bytes;
+  p.a_stride = l.a_stride;
+  p.region0_bytes = l.region0;
+  p.scale_groups = l.scale_groups;
+  p.out_f32 = args.out_dtype == DType::kF32;
+  switch (args.mode) {
+    case ScaleMode::kBF16: gemv::launch_bf16(p, cfg, args.pdl, stream); break;
+    case ScaleMode::kPtpc: gemv::launch_ptpc(p, cfg, args.pdl, stream); break;
+    case ScaleMode::kBlockscale: gemv::launch_blockscale(p, cfg, args.pdl, stream); break;
+    case ScaleMode::kMxfp8: gemv::launch_mxfp8(p, cfg, args.pdl, stream); break;
+  }
+}
+
+}  // namespace weave::detail

@@ -1,0 +1,10 @@
+// Decode GEMV kernels for mode bf16: 1, 2 and 4 token tiles (M <= 8, 16, 32).
+#include "gemv/gemv_launch.cuh"
+
+namespace weave::detail::gemv {
+
+void launch_bf16(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream) {
+  launch_mode<ScaleMode::kBF16>(p, cfg, pdl, stream);
+}
+
+}  // namespace weave::detail::gemv

@@ -1,0 +1,10 @@
+// Decode GEMV kernels for mode blockscale: 1, 2 and 4 token tiles (M <= 8, 16, 32).
+#include "gemv/gemv_launch.cuh"
+
+namespace weave::detail::gemv {
+
+void launch_blockscale(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream) {
+  launch_mode<ScaleMode::kBlockscale>(p, cfg, pdl, stream);
+}
+
+}  // namespace weave::detail::gemv

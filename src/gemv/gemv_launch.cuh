@@ -1,0 +1,53 @@
+// The launcher shared by the per-mode translation units: picks the token-tile instantiation and
+// enqueues one cluster launch (optionally with programmatic dependent launch).
+#pragma once
+#include <array>
+#include <atomic>
+
+#include "common/check.hpp"
+#include "gemv/gemv_kernel.cuh"
+
+namespace weave::detail::gemv {
+
+template <ScaleMode kMode, int kTiles>
+void launch_tiles(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream) {
+  auto* kernel = gemv_kernel<kMode, kTiles>;
+  // Function attributes are per device; setting them is idempotent, so a race only repeats it.
+  static std::array<std::atomic<bool>, 64> configured{};
+  int device = 0;
+  WEAVE_CHECK_CUDA(cudaGetDevice(&device));
+  if (device < 0 || device >= 64 || !configured[device].load(std::memory_order_acquire)) {
+    WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmemBytes));
+    WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    if (device >= 0 && device < 64) configured[device].store(true, std::memory_order_release);
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(cfg.split), static_cast<unsigned>(cfg.n_blocks), 1);
+  config.blockDim = dim3(kThreads, 1, 1);
+  config.dynamicSmemBytes = static_cast<size_t>(cfg.smem_bytes);
+  config.stream = stream;
+  cudaLaunchAttribute attrs[2] = {};
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = static_cast<unsigned>(cfg.split);
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attrs;
+  config.numAttrs = pdl ? 2 : 1;
+  WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, p));
+  WEAVE_CHECK_LAUNCH();
+}
+
+template <ScaleMode kMode>
+void launch_mode(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream) {
+  switch (cfg.tiles) {
+    case 1: launch_tiles<kMode, 1>(p, cfg, pdl, stream); break;
+    case 2: launch_tiles<kMode, 2>(p, cfg, pdl, stream); break;
+    case 4: launch_tiles<kMode, 4>(p, cfg, pdl, stream); break;
+    default:
+      WEAVE_EXPECT(false, ::weave::Status::kInternal, "gemv: no kernel for " << cfg.tiles << " token tiles");
+  }
+}
+
+}  // namespace weave::detail::gemv

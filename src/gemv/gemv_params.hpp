@@ -1,0 +1,46 @@
+// Kernel parameters of the decode GEMV and the per-mode launchers (one .cu per mode, so the
+// builds of the four kernel families run in parallel). Host-side code fills KernelParams from
+// GemvArgs and GemvConfig (gemv.cpp); the kernels take it by value.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "gemv/gemv.hpp"
+
+namespace weave::detail::gemv {
+
+inline constexpr int kWarps = 8;
+inline constexpr int kThreads = kWarps * 32;
+inline constexpr int kRowsPerWarp = 16;                       // the m16 of mma.sync
+inline constexpr int kRowsPerCta = kWarps * kRowsPerWarp;     // one band of B rows
+inline constexpr int kStepBytes = 64;                         // K bytes per row per warp step
+inline constexpr int kPartStride = kRowsPerCta + 4;           // floats per token row of a partial
+inline constexpr int kMaxSmemBytes = 96 * 1024;               // keeps >= 2 CTAs per SM
+
+struct KernelParams {
+  const uint8_t* a = nullptr;   // [M, K] bytes, row stride lda_bytes
+  const uint8_t* b = nullptr;   // [N, K] bytes, row stride ldb_bytes
+  const void* scale_a = nullptr;
+  const void* scale_b = nullptr;
+  void* c = nullptr;            // [M, N], row stride ldc elements
+  int m = 0, n = 0;
+  int64_t k = 0;                // elements
+  int64_t k_bytes = 0;
+  int64_t lda_bytes = 0, ldb_bytes = 0, ldc = 0;
+  int64_t k_slice_bytes = 0;    // per cluster rank, multiple of kStepBytes
+  int a_stride = 0;             // shared-memory bytes per token row of the staged A slice
+  int region0_bytes = 0;        // A slice, later aliased by the fp32 partial tile
+  int scale_groups = 0;         // K groups per CTA held in shared memory (blockscale, mxfp8)
+  int out_f32 = 0;              // 1: fp32 output, 0: bf16
+};
+static_assert(std::is_trivially_copyable_v<KernelParams>);
+
+// Per-mode launchers: grid (split, n_blocks), cluster (split, 1, 1), kThreads threads.
+void launch_bf16(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream);
+void launch_ptpc(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream);
+void launch_blockscale(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream);
+void launch_mxfp8(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream);
+
+}  // namespace weave::detail::gemv

@@ -1,0 +1,239 @@
+// Decode GEMV weight-read bandwidth (issue 4 target: >= 75% of the HBM read bandwidth measured in
+// the same run). Reports, never fails on speed; fails on wrong results.
+//
+// For N x K = 8192x1280, 5120x2048, 7168x2048, modes bf16 / ptpc / blockscale / mxfp8 (bf16 out)
+// and M = 1, 2, 4, 8, 16, 32, all timed with CUDA graphs of 20 back-to-back calls, arms
+// alternating (bench::time_alternating), weights cold (each call reads the next of
+// bench::cold_copies copies of B and its scales, > 3x the L2 in one rotation):
+//   read      a plain 16-byte-load read kernel over the same bytes from the same copies (the
+//             ceiling one kernel launch reaches at this size)
+//   gemv      the GEMV as weave::Gemm will launch it (planner's split, no PDL)
+//   gemv+pdl  the same with programmatic dependent launch between the back-to-back calls
+//   split=s   each other valid K split (does the planner pick well? every split's time is printed)
+//   cublaslt  cuBLASLt at the same M, when tools/bench/cublaslt supports the mode and shape
+// and, once per run, the HBM read ceiling: the read kernel over 1 GiB.
+// GB/s = bytes of B (values + scales) per call / time per call. Every row's GEMV output is
+// NaN-poisoned before the timed run and compared afterwards with bench::gpu_reference_gemm.
+//
+// Run: ./weave_tests_gpu --gtest_filter='GemvBandwidth*'   (about 10 s on an H200)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/cublaslt.hpp"
+#include "bench/gemm_operands.hpp"
+#include "bench/gpu_reference.hpp"
+#include "bench/harness.hpp"
+#include "common/check.hpp"
+#include "gemv/gemv.hpp"
+#include "support/gpu.hpp"
+#include "weave/quant.hpp"
+#include "weave/reference.hpp"
+
+using namespace weave;
+
+namespace {
+
+// Reads n16 16-byte words, four independent loads in flight per thread per iteration; the xor
+// of everything read goes to `sink` only if it equals a magic value, so the loads stay alive.
+__global__ void read_kernel(const uint4* __restrict__ p, size_t n16, uint32_t* sink) {
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  uint32_t x = 0;
+  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    const uint4 a = __ldg(p + i), b = __ldg(p + i + stride), c = __ldg(p + i + 2 * stride),
+                d = __ldg(p + i + 3 * stride);
+    x ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+  }
+  for (; i < n16; i += stride) {
+    const uint4 a = __ldg(p + i);
+    x ^= a.x ^ a.y ^ a.z ^ a.w;
+  }
+  if (x == 0x9E3779B9u) *sink = x;
+}
+
+void launch_read(const void* p, size_t bytes, uint32_t* sink, int num_sms, cudaStream_t stream) {
+  const size_t n16 = bytes / 16;
+  const size_t want = (n16 + 4 * 256 - 1) / (4 * 256);
+  const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, size_t(num_sms) * 8)));
+  read_kernel<<<blocks, 256, 0, stream>>>(static_cast<const uint4*>(p), n16, sink);
+  WEAVE_CHECK_LAUNCH();
+}
+
+struct Shape {
+  int64_t n, k;
+};
+
+}  // namespace
+
+TEST(GemvBandwidth, WeightReadVersusHbmRead) {
+  WEAVE_REQUIRE_GPUS(1);
+  int device = 0, num_sms = 0, l2_bytes = 0;
+  WEAVE_CHECK_CUDA(cudaGetDevice(&device));
+  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
+  cudaStream_t stream;
+  WEAVE_CHECK_CUDA(cudaStreamCreate(&stream));
+  bench::DeviceBuffer sink(64);
+
+  {
+    bench::IdleGate gate;
+    std::string report;
+    const bool idle = gate.available() && gate.wait_idle({device}, 5, 5, 10.0, &report);
+    std::printf("idle gate: %s%s\n", gate.available() ? report.c_str() : gate.why_unavailable().c_str(),
+                idle ? "" : " (measuring anyway)");
+  }
+
+  // HBM read ceiling: 1 GiB, far past the L2.
+  double hbm_gbps = 0;
+  {
+    const size_t bytes = size_t(1) << 30;
+    bench::DeviceBuffer big(bytes);
+    WEAVE_CHECK_CUDA(cudaMemset(big.get(), 1, bytes));
+    bench::TimingConfig cfg;
+    cfg.calls_per_graph = 4;
+    cfg.samples = 9;
+    const auto t = bench::time_alternating(
+        {{"read 1 GiB", [&](cudaStream_t s, int) { launch_read(big.get(), bytes, sink.as<uint32_t>(), num_sms, s); }}},
+        cfg, stream);
+    hbm_gbps = bytes / (t[0].median_us * 1e3);
+    std::printf("HBM read ceiling: 1 GiB in %.1f us = %.0f GB/s (noise %.1f%%)\n", t[0].median_us, hbm_gbps,
+                t[0].noise_pct);
+  }
+
+  const Shape shapes[] = {{8192, 1280}, {5120, 2048}, {7168, 2048}};
+  const ScaleMode modes[] = {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale, ScaleMode::kMxfp8};
+  const int ms[] = {1, 2, 4, 8, 16, 32};
+  const DType out = DType::kBF16;
+  std::printf("\n%-10s %-10s %3s %-28s %9s %8s %8s %8s %6s %6s %6s %8s %6s  %-16s %6s\n", "NxK", "mode", "M",
+              "plan", "MB(B)", "read_us", "gemv_us", "pdl_us", "GB/s", "%HBM", "%read", "pdl_GB/s", "%HBM",
+              "#wrong", "us per split (*planner)");
+  std::vector<std::string> cublas_rows;
+  int64_t total_wrong = 0;
+  for (const Shape& shape : shapes)
+    for (ScaleMode mode : modes) {
+      const int64_t n = shape.n, k = shape.k;
+      ref::Random rng(1234 + n + k + int(mode));
+      const std::vector<float> bf = ref::random_normal(rng, n * k);
+      const ref::QuantMatrix qb = ref::quantize(bf.data(), n, k, mode, ref::Operand::kB);
+      std::vector<bench::DeviceOperand> copies;
+      copies.push_back(bench::upload_operand(qb, device));
+      const size_t b_bytes = copies[0].bytes();
+      const int num_copies = bench::cold_copies(b_bytes, l2_bytes);
+      while (int(copies.size()) < num_copies) copies.push_back(bench::clone_operand(copies[0]));
+
+      for (int m : ms) {
+        const std::vector<float> af = ref::random_normal(rng, int64_t(m) * k);
+        const ref::QuantMatrix qa = ref::quantize(af.data(), m, k, mode, ref::Operand::kA);
+        const bench::DeviceOperand da = bench::upload_operand(qa, device);
+        bench::DeviceBuffer c(size_t(m) * n * 2), c_ref(size_t(m) * n * 4);
+        const TensorView c_view = TensorView::matrix(c.get(), out, m, n, device);
+        const GemmProblem problem{.m = m, .n = n, .k = k, .mode = mode, .scale_layout = ScaleLayout::kRaw, .out_dtype = out};
+        const detail::GemvConfig plan = detail::gemv_config(problem, num_sms);
+
+        auto gemv_arm = [&](int split, bool pdl) {
+          return [&, split, pdl](cudaStream_t s, int call) {
+            const bench::DeviceOperand& b = copies[call % copies.size()];
+            detail::GemvArgs args;
+            args.a = da.values.get(), args.b = b.values.get(), args.c = c.get();
+            args.scale_a = da.scales.get(), args.scale_b = b.scales.get();
+            args.m = m, args.n = n, args.k = k, args.lda = k, args.ldb = k, args.ldc = n;
+            args.mode = mode, args.out_dtype = out, args.split = split, args.pdl = pdl;
+            detail::gemv_launch(args, num_sms, s);
+          };
+        };
+        std::vector<bench::Arm> arms;
+        arms.push_back({"read", [&](cudaStream_t s, int call) {
+                          const bench::DeviceOperand& b = copies[call % copies.size()];
+                          launch_read(b.values.get(), b.values.bytes(), sink.as<uint32_t>(), num_sms, s);
+                        }});
+        arms.push_back({"gemv", gemv_arm(0, false)});
+        arms.push_back({"gemv+pdl", gemv_arm(0, true)});
+        std::vector<int> sweep;
+        for (int s : {1, 2, 4, 8, 16}) {
+          if (s == plan.split) continue;
+          try {
+            detail::gemv_config(problem, num_sms, s);
+            sweep.push_back(s);
+            arms.push_back({"split=" + std::to_string(s), gemv_arm(s, false)});
+          } catch (const weave::Error&) {
+          }
+        }
+        // cuBLASLt at the same M where the wrapper supports it (rotating the same copies).
+        std::unique_ptr<bench::CublasLtGemm> lt;
+        std::vector<bench::CublasLtScales> lt_scales;
+        bench::DeviceBuffer c_lt(size_t(m) * n * 2);
+        std::string lt_note;
+        try {
+          lt_note = bench::CublasLtGemm::supports(problem);
+          if (lt_note.empty()) {
+            lt = std::make_unique<bench::CublasLtGemm>(problem, device);
+            for (const auto& b : copies) lt_scales.push_back(lt->prepare_scales({da.scale_view, b.scale_view}, stream));
+            arms.push_back({"cublaslt", [&](cudaStream_t s, int call) {
+                              const size_t i = call % copies.size();
+                              lt->run(da.view, copies[i].view, lt_scales[i],
+                                      TensorView::matrix(c_lt.get(), out, m, n, device), s);
+                            }});
+          }
+        } catch (const weave::Error& e) {
+          lt.reset();
+          lt_note = e.what();
+        }
+
+        bench::poison_nan(c.get(), c.bytes(), out, stream);
+        bench::TimingConfig cfg;
+        cfg.calls_per_graph = 20;
+        cfg.samples = 15;
+        const std::vector<bench::Timing> t = bench::time_alternating(arms, cfg, stream);
+
+        // The last call wrote C from the last copy: check it against the plain GPU reference.
+        bench::gpu_reference_gemm(problem, da.view, copies[0].view, {da.scale_view, copies[0].scale_view},
+                                  c_ref.as<float>(), stream);
+        const ref::Comparison cmp =
+            bench::gpu_compare(c_view, c_ref.as<float>(), {.rtol = 1.0 / 128, .atol = 0, .atol_rms = 2e-3}, stream);
+        total_wrong += cmp.wrong;
+        EXPECT_EQ(cmp.wrong, 0) << n << "x" << k << " " << to_string(mode) << " M=" << m
+                                << " rel_l2 " << cmp.rel_l2 << " first wrong " << cmp.first_wrong;
+
+        const double mb = b_bytes / 1e6;
+        auto gbps = [&](double us) { return b_bytes / (us * 1e3); };
+        // Every split's time, the planner's marked with '*': "1:9.8 2:8.0 *4:7.9 8:9.1".
+        std::vector<std::pair<int, double>> by_split = {{plan.split, t[1].median_us}};
+        for (size_t i = 0; i < sweep.size(); ++i) by_split.push_back({sweep[i], t[3 + i].median_us});
+        std::sort(by_split.begin(), by_split.end());
+        std::string best;
+        for (const auto& [s, us] : by_split) {
+          char item[32];
+          std::snprintf(item, sizeof item, "%s%d:%.1f ", s == plan.split ? "*" : "", s, us);
+          best += item;
+        }
+        std::printf("%5ldx%-5ld %-10s %3d %-28s %9.2f %8.2f %8.2f %8.2f %6.0f %6.1f %6.1f %8.0f %6.1f %6ld  %s\n",
+                    long(n), long(k), std::string(to_string(mode)).c_str(), m,
+                    ("split " + std::to_string(plan.split) + " k_slice " + std::to_string(plan.k_slice_bytes)).c_str(),
+                    mb, t[0].median_us, t[1].median_us, t[2].median_us, gbps(t[1].median_us),
+                    100 * gbps(t[1].median_us) / hbm_gbps, 100 * t[0].median_us / t[1].median_us,
+                    gbps(t[2].median_us), 100 * gbps(t[2].median_us) / hbm_gbps, long(cmp.wrong), best.c_str());
+        char line[256];
+        if (lt) {
+          const bench::Timing& tl = t.back();
+          std::snprintf(line, sizeof line, "%5ldx%-5ld %-10s M=%-3d cublaslt %8.2f us  gemv %8.2f us  gemv/cublaslt %.2f",
+                        long(n), long(k), std::string(to_string(mode)).c_str(), m, tl.median_us, t[1].median_us,
+                        t[1].median_us / tl.median_us);
+        } else {
+          std::snprintf(line, sizeof line, "%5ldx%-5ld %-10s M=%-3d cublaslt n/a: %.150s", long(n), long(k),
+                        std::string(to_string(mode)).c_str(), m, lt_note.c_str());
+        }
+        cublas_rows.push_back(line);
+      }
+    }
+  std::printf("\ncuBLASLt at the same M (same operands, same cold rotation, alternating with the GEMV):\n");
+  for (const auto& r : cublas_rows) std::printf("%s\n", r.c_str());
+  std::printf("\n%%HBM = GEMV weight-read GB/s / the 1 GiB read's GB/s (%.0f); %%read = same-bytes read kernel time / "
+              "GEMV time. total #wrong %ld\n",
+              hbm_gbps, long(total_wrong));
+  WEAVE_CHECK_CUDA(cudaStreamDestroy(stream));
+}
