@@ -91,10 +91,12 @@ struct CublasLtGemm::Impl {
   cublasLtMatmulAlgo_t algo{};
   cublasLtMatmulHeuristicResult_t heuristic{};
   void* workspace = nullptr;
+  float* scale_placeholder = nullptr;    // see the heuristic query below
   const float* bound_a_scale = nullptr;  // scale pointers currently set on `desc`
   const float* bound_b_scale = nullptr;
 
   ~Impl() {
+    if (scale_placeholder) cudaFree(scale_placeholder);
     if (workspace) cudaFree(workspace);
     if (lt_c) cublasLtMatrixLayoutDestroy(lt_c);
     if (lt_b) cublasLtMatrixLayoutDestroy(lt_b);
@@ -181,6 +183,19 @@ CublasLtGemm::CublasLtGemm(const GemmProblem& problem, int device, CublasLtOptio
     WEAVE_LT(cublasLtMatrixLayoutCreate(&s.lt_b, in, problem.k, problem.m, s.lda));
     WEAVE_LT(cublasLtMatrixLayoutCreate(&s.lt_c, out, problem.n, problem.m, s.ldc));
 
+    if (s.fp8()) {
+      // cuBLASLt refuses the heuristic query (CUBLAS_STATUS_INVALID_VALUE: "the scaling mode ...
+      // requires a custom pointer for A scale") for vector / block scale modes whose scale
+      // pointers are unset, and a kernel chosen without scales need not support them. So the
+      // query sees placeholder pointers (16-byte aligned device memory, never read); `run` binds
+      // the real ones before every enqueue that changes them.
+      WEAVE_CHECK_CUDA(cudaMalloc(&s.scale_placeholder, 256));
+      WEAVE_LT(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                              &s.scale_placeholder, sizeof(s.scale_placeholder)));
+      WEAVE_LT(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                              &s.scale_placeholder, sizeof(s.scale_placeholder)));
+      s.bound_a_scale = s.bound_b_scale = s.scale_placeholder;
+    }
     cublasLtMatmulPreference_t pref = nullptr;
     WEAVE_LT(cublasLtMatmulPreferenceCreate(&pref));
     std::size_t ws = options.workspace_bytes;

@@ -1,9 +1,15 @@
 #include "bench/gemm_operands.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <exception>
+#include <functional>
+#include <thread>
 #include <utility>
 
 #include "common/check.hpp"
+#include "weave/reference.hpp"
 
 namespace weave::bench {
 
@@ -135,6 +141,78 @@ std::vector<float> download_as_f32(const TensorView& out) {
     }
   }
   return f;
+}
+
+namespace {
+
+constexpr int64_t kChunkRows = 1024;  // a multiple of every scale group (128, 32)
+
+// Runs body(chunk_index, row0, row1) over row chunks on up to hardware_concurrency threads;
+// rethrows the first exception.
+void for_row_chunks(int64_t rows, const std::function<void(int64_t, int64_t, int64_t)>& body) {
+  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  const int64_t workers =
+      std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(1, chunks));
+  std::vector<std::exception_ptr> errors(workers);
+  auto work = [&](int64_t w) {
+    try {
+      for (int64_t c = w; c < chunks; c += workers)
+        body(c, c * kChunkRows, std::min(rows, (c + 1) * kChunkRows));
+    } catch (...) {
+      errors[w] = std::current_exception();
+    }
+  };
+  if (workers == 1) {
+    work(0);
+  } else {
+    std::vector<std::thread> threads;
+    for (int64_t w = 0; w < workers; ++w) threads.emplace_back(work, w);
+    for (auto& t : threads) t.join();
+  }
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
+std::vector<float> random_operand(uint64_t seed, int64_t rows, int64_t cols) {
+  WEAVE_EXPECT_ARG(rows >= 1 && cols >= 1, "random_operand: rows and cols must be >= 1 (got "
+                                               << rows << ", " << cols << ")");
+  std::vector<float> x(static_cast<std::size_t>(rows * cols));
+  for_row_chunks(rows, [&](int64_t chunk, int64_t r0, int64_t r1) {
+    ref::Random rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(chunk) + 1);
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c0 = 0; c0 < cols; c0 += 128) {
+        const float f = std::exp2(rng.uniform(-3.0f, 3.0f));
+        for (int64_t c = c0; c < std::min(cols, c0 + 128); ++c) x[r * cols + c] = f * rng.normal();
+      }
+  });
+  return x;
+}
+
+ref::QuantMatrix quantize_parallel(const std::vector<float>& x, int64_t rows, int64_t cols,
+                                   ScaleMode mode, ref::Operand operand) {
+  WEAVE_EXPECT_ARG(static_cast<int64_t>(x.size()) == rows * cols,
+                   "quantize_parallel: x holds " << x.size() << " values, expected " << rows * cols);
+  if (rows <= kChunkRows) return ref::quantize(x.data(), rows, cols, mode, operand);
+  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  std::vector<ref::QuantMatrix> parts(chunks);
+  for_row_chunks(rows, [&](int64_t chunk, int64_t r0, int64_t r1) {
+    parts[chunk] = ref::quantize(x.data() + r0 * cols, r1 - r0, cols, mode, operand);
+  });
+  ref::QuantMatrix q;
+  q.rows = rows;
+  q.cols = cols;
+  q.mode = mode;
+  q.scale_cols = parts[0].scale_cols;
+  for (auto& p : parts) {
+    q.e4m3.insert(q.e4m3.end(), p.e4m3.begin(), p.e4m3.end());
+    q.bf16.insert(q.bf16.end(), p.bf16.begin(), p.bf16.end());
+    q.scales.insert(q.scales.end(), p.scales.begin(), p.scales.end());
+    q.ue8m0.insert(q.ue8m0.end(), p.ue8m0.begin(), p.ue8m0.end());
+    q.scale_rows += p.scale_rows;
+  }
+  return q;
 }
 
 }  // namespace weave::bench

@@ -60,6 +60,18 @@ DeviceOperand upload_operand(const ref::QuantMatrix& q, int device);
 // A device-side copy of `src` with the same layout (cold-weight rotation); synchronous.
 DeviceOperand clone_operand(const DeviceOperand& src);
 
+// --- host-side generation (threaded by row chunks; deterministic for a given seed) ---
+
+// Normal values whose magnitude varies by a factor 2^u, u uniform in [-3, 3], per (row, 128-column
+// block): a scale applied to the wrong row or K block then changes the result visibly, so layout
+// mistakes cannot hide behind uniform data. Chunks of rows draw from independent streams seeded
+// from `seed` and the chunk index.
+std::vector<float> random_operand(uint64_t seed, int64_t rows, int64_t cols);
+// weave::ref::quantize over row chunks on several threads, stitched: identical to one call
+// (chunks are multiples of 128 rows, so no scale block straddles two chunks).
+ref::QuantMatrix quantize_parallel(const std::vector<float>& x, int64_t rows, int64_t cols,
+                                   ScaleMode mode, ref::Operand operand);
+
 // Host copy of a [rows, cols] output of dtype fp32 or bf16 as fp32 values (bf16 widened exactly),
 // for comparisons against the CPU fp64 reference.
 std::vector<float> download_as_f32(const TensorView& out);

@@ -3,7 +3,10 @@
 //
 // gpu_reference_gemm: C_ref[M,N] (fp32, row-major, ld = N) = sum_k deq(A)[m,k] * deq(B)[n,k].
 // Every operand element is dequantised on the fly exactly as weave::ref::dequantize defines it
-// (element x its scale, in fp32), then multiplied and accumulated in fp32 in increasing k order.
+// (element x its scale, rounded once to fp32); products are exact in fp64 and are summed in fp64
+// in increasing k order, then rounded once to fp32. (fp64 rather than fp32 accumulation: the
+// checked kernels accumulate in fp32 or less, and a reference whose own summation error grows
+// with K would eat into their bound; fp64 FMAs cost this load-bound kernel next to nothing.)
 // One 64x64 output tile per block of 256 threads, 4x4 outputs per thread, a 16-deep K slice staged
 // through shared memory: deliberately plain (no tensor cores, no fp8 instructions, no TMA), so it
 // shares no code path with the kernels it checks. Modes: bf16, ptpc, blockscale, mxfp8 with raw
@@ -42,6 +45,21 @@ struct Tolerance {
   double atol = 0;      // absolute
   double atol_rms = 0;  // absolute, in units of rms(ref) over finite elements
 };
+
+// The bounds a GEMM output must meet against a reference computed from the same quantised
+// operands (so quantisation error is not part of them; only accumulation and output rounding).
+// Measured on H200 with cuBLASLt 13.0 (weave bench gemm, K = 640..8192, random_operand inputs):
+//   bf16 inputs   fp32 out: max error 1.2e-4 x rms (8192^3)  -> rtol 1e-4, atol 5e-4 x rms
+//                 bf16 out: rounding moves a value by at most half an ulp (<= 2^-8 relative), a
+//                 sum near a rounding midpoint may round either way -> rtol 2^-7, atol 2e-3 x rms
+//   fp8 inputs    (ptpc, blockscale, mxfp8) Hopper's fp8 tensor-core accumulator keeps ~13
+//                 mantissa bits between promotions to fp32: rel_l2 1.3e-4, tails up to 3.7e-3 x
+//                 rms (cuBLASLt, default accumulation) -> atol 1e-2 x rms; rtol 1e-3 (fp32 out)
+//                 or 2^-7 (bf16 out)
+//   fast_accum    fp8 partial sums never promoted; errors grow with K (more than 1e-2 x rms for
+//                 1e-4 of the elements at K = 8192) -> atol 5e-2 x rms.
+// A real defect (a missed tile, a wrong scale, a race) moves elements by O(rms) and stays visible.
+Tolerance gemm_tolerance(ScaleMode mode, DType out_dtype, bool fast_accum = false);
 
 ref::Comparison gpu_compare(const TensorView& out, const float* ref, const Tolerance& tol,
                             cudaStream_t stream);

@@ -1,0 +1,609 @@
+// `weave bench gemm`: weave::Gemm against cuBLASLt in the same run, same operands, same scaling
+// and output dtype (issue 3 "Benchmark and targets"; mxfp8 rows for issue 4).
+//
+// Per shape and quantisation mode (and output dtype), the arms are:
+//   bf16, ptpc   weave | cublaslt (same mode)
+//   blockscale   weave | cublaslt (1x128 / 128x128 block scaling) | cublaslt-ptpc (the fp8 speed
+//                of light on Hopper, on ptpc-quantised copies of the same fp32 data)
+//   mxfp8        weave | cublaslt-bs (cuBLASLt block-wise, the nearest vendor mode; Hopper has no
+//                MX mode) | weave-bs (our blockscale)
+// Inputs: fresh random fp32 data (bench::random_operand: magnitudes vary per row and 128-column
+// block, so misapplied scales show) quantised by the host reference (weave::ref::quantize).
+// Weights are cold by default: every call of a graph reads its own copy of B and its scales,
+// enough copies to cover 3 x L2, so each call streams its weights from HBM (--hot: one copy).
+// Timing: bench::time_alternating (CUDA graphs, arms alternating, median / noise%).
+// Validation, per arm: the output is NaN-poisoned, one call is run, and the output is compared on
+// the GPU against bench::gpu_reference_gemm of the arm's own operands (and, for shapes up to
+// --cpu-ref-max multiply-adds, against the CPU fp64 reference, which also checks the GPU
+// reference itself); after timing the last call's output is compared again. #wrong sums these.
+// Bounds: bench::gemm_tolerance. A row with #wrong > 0 (or an arm that failed) makes the exit
+// status 1; a weave::Gemm that refuses a mode (not built yet) gives an "unsupported" row with the
+// reason, which does not fail the run.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/cublaslt.hpp"
+#include "bench/gemm_operands.hpp"
+#include "bench/gpu_reference.hpp"
+#include "bench/harness.hpp"
+#include "cli/commands.hpp"
+#include "cli/registry.hpp"
+#include "common/check.hpp"
+#include "weave/gemm.hpp"
+#include "weave/quant.hpp"
+#include "weave/reference.hpp"
+
+namespace weave::cli {
+namespace {
+
+struct Shape {
+  int64_t m = 0, n = 0, k = 0;
+};
+
+// Issue 3's shape list (M, N, K).
+const std::vector<Shape> kIssueShapes = {
+    {64, 8192, 1280},    {1024, 5120, 2048},  {4096, 5120, 2048},  {8192, 5120, 2048},
+    {8192, 7168, 640},   {8192, 7168, 4096},  {16384, 7168, 2048}, {32768, 7168, 1792},
+    {2048, 2048, 7168},  {8192, 2048, 7168},  {16384, 2048, 7168}, {2048, 1024, 5120},
+    {16384, 1024, 5120}, {8192, 8192, 8192}};
+// A bare `weave bench` runs this short subset: one mid-size and one large shape.
+const std::vector<Shape> kDefaultShapes = {{1024, 5120, 2048}, {8192, 7168, 4096}};
+
+struct GemmSuiteOptions {
+  int64_t m = 0, n = 0, k = 0;
+  std::vector<std::string> shapes;  // "MxNxK"
+  std::vector<std::string> quants{"bf16", "ptpc", "blockscale"};
+  std::vector<std::string> outs{"bf16", "fp32"};
+  bool fast_accum = false;
+  double cpu_ref_max_macs = 1.2e10;
+  bool check_targets = false;
+  bool baselines_only = false;  // no weave arms: measure and validate the baselines alone
+  uint64_t seed = 1;
+};
+
+std::string shape_name(const Shape& s) {
+  return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+}
+
+Shape parse_shape(const std::string& text) {
+  Shape s;
+  char x1 = 0, x2 = 0;
+  std::istringstream is(text);
+  long long m = 0, n = 0, k = 0;
+  is >> m >> x1 >> n >> x2 >> k;
+  WEAVE_EXPECT_ARG(is && is.peek() == EOF && x1 == 'x' && x2 == 'x' && m >= 1 && n >= 1 && k >= 1,
+                   "--shapes: '" << text << "' is not MxNxK with positive integers");
+  s.m = m, s.n = n, s.k = k;
+  return s;
+}
+
+std::vector<Shape> shapes_from(const GemmSuiteOptions& o) {
+  const int given = (o.m > 0) + (o.n > 0) + (o.k > 0);
+  WEAVE_EXPECT_ARG(given == 0 || given == 3,
+                   "-m, -n, -k: give all three for a single shape, or none (got m=" << o.m << " n="
+                                                                                    << o.n << " k=" << o.k << ")");
+  std::vector<Shape> out;
+  if (given == 3) out.push_back({o.m, o.n, o.k});
+  for (const auto& t : o.shapes) out.push_back(parse_shape(t));
+  if (out.empty()) out = kIssueShapes;
+  return out;
+}
+
+// ---- operands of one mode for one shape ----
+
+struct ModeData {
+  GemmProblem problem;                  // out_dtype is set per row
+  bench::DeviceOperand a;
+  std::vector<bench::DeviceOperand> b;  // b[0] and its cold copies (identical bytes)
+  bench::DeviceBuffer ref;              // fp32 [M, N] from gpu_reference_gemm
+  std::vector<double> ref64;            // fp64 [M, N] for small shapes, else empty
+  double ref64_rms = 0;
+  bool ref_checked = false;
+  ref::Comparison ref_check;            // the GPU reference against fp64
+};
+
+std::unique_ptr<ModeData> make_mode_data(ScaleMode mode, const Shape& s, const std::vector<float>& xa,
+                                         const std::vector<float>& xb, bool hot, std::size_t l2_bytes,
+                                         double cpu_max_macs, int device, cudaStream_t stream) {
+  auto md = std::make_unique<ModeData>();
+  md->problem = GemmProblem{.m = s.m, .n = s.n, .k = s.k, .mode = mode};
+  const ref::QuantMatrix qa = bench::quantize_parallel(xa, s.m, s.k, mode, ref::Operand::kA);
+  const ref::QuantMatrix qb = bench::quantize_parallel(xb, s.n, s.k, mode, ref::Operand::kB);
+  md->a = bench::upload_operand(qa, device);
+  md->b.push_back(bench::upload_operand(qb, device));
+  const int copies = hot ? 1 : bench::cold_copies(md->b[0].bytes(), l2_bytes);
+  for (int i = 1; i < copies; ++i) md->b.push_back(bench::clone_operand(md->b[0]));
+  md->ref = bench::DeviceBuffer(static_cast<std::size_t>(s.m * s.n) * sizeof(float));
+  bench::gpu_reference_gemm(md->problem, md->a.view, md->b[0].view,
+                            {md->a.scale_view, md->b[0].scale_view}, md->ref.as<float>(), stream);
+  WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
+  if (static_cast<double>(s.m) * s.n * s.k <= cpu_max_macs) {
+    md->ref64 = ref::gemm_f64(qa, qb);
+    double sq = 0;
+    for (double v : md->ref64) sq += v * v;
+    md->ref64_rms = std::sqrt(sq / md->ref64.size());
+    const std::vector<float> g =
+        bench::download_as_f32(TensorView::matrix(md->ref.get(), DType::kF32, s.m, s.n, device));
+    // Both sum in fp64; they differ only by the fp32 rounding of each dequantised operand and of
+    // the result (~1e-7 relative), so 1e-5 is a wide margin that still catches any real slip.
+    md->ref_check = ref::compare(g.data(), md->ref64.data(), g.size(), 1e-5, 1e-5 * md->ref64_rms);
+    md->ref_checked = true;
+  }
+  return md;
+}
+
+// ---- arms ----
+
+struct ArmState {
+  std::string name;           // "weave", "cublaslt", "cublaslt-ptpc", "cublaslt-bs", "weave-bs"
+  const ModeData* data = nullptr;
+  GemmProblem problem;        // the arm's own mode, the row's out dtype
+  bool fast_accum = false;
+  std::string unsupported;    // non-empty: not run
+  std::string error;          // non-empty: failed while running (counts as a failure)
+  std::string describe;       // plan / algorithm
+  bench::DeviceBuffer out;
+  TensorView out_view;
+  std::vector<Gemm> gemms;                       // weave: one per weight copy
+  bench::DeviceBuffer workspace;
+  std::unique_ptr<bench::CublasLtGemm> lt;       // cuBLASLt
+  std::vector<bench::CublasLtScales> lt_scales;  // one per weight copy
+  int64_t wrong = 0;
+  nlohmann::json checks = nlohmann::json::object();
+  bench::Timing timing;
+
+  bool runnable() const { return unsupported.empty() && error.empty(); }
+  int copies() const { return static_cast<int>(data->b.size()); }
+  void enqueue(cudaStream_t s, int call) {
+    const int i = call % copies();
+    if (lt)
+      lt->run(data->a.view, data->b[i].view, lt_scales[i], out_view, s);
+    else
+      gemms[i].run(s);
+  }
+};
+
+void alloc_output(ArmState& arm, int device) {
+  const GemmProblem& p = arm.problem;
+  arm.out = bench::DeviceBuffer(static_cast<std::size_t>(p.m * p.n) * dtype_bytes(p.out_dtype));
+  arm.out_view = TensorView::matrix(arm.out.get(), p.out_dtype, p.m, p.n, device);
+}
+
+void setup_weave(ArmState& arm) {
+  const std::string bad = gemm_validate_problem(arm.problem);
+  if (!bad.empty()) {
+    arm.unsupported = bad;
+    return;
+  }
+  try {
+    for (const auto& b : arm.data->b)
+      arm.gemms.emplace_back(arm.problem, arm.data->a.view, b.view,
+                             GemmScales{arm.data->a.scale_view, b.scale_view}, arm.out_view);
+    const std::size_t ws = arm.gemms[0].workspace_bytes();
+    if (ws) {
+      arm.workspace = bench::DeviceBuffer(ws);
+      for (auto& g : arm.gemms) g.set_workspace(arm.workspace.get(), ws);
+    }
+    const GemmPlan& plan = arm.gemms[0].plan();
+    arm.describe = plan.kernel + " grid " + std::to_string(plan.grid) + " split_k " +
+                   std::to_string(plan.split_k) + " (" + plan.reason + ")";
+  } catch (const Error& e) {
+    arm.gemms.clear();
+    arm.unsupported = e.what();
+  }
+}
+
+void setup_cublaslt(ArmState& arm, int device, cudaStream_t stream) {
+  const std::string why = bench::CublasLtGemm::supports(arm.problem);
+  if (!why.empty()) {
+    arm.unsupported = why;
+    return;
+  }
+  try {
+    arm.lt = std::make_unique<bench::CublasLtGemm>(arm.problem, device,
+                                                   bench::CublasLtOptions{.fast_accum = arm.fast_accum});
+  } catch (const Error& e) {
+    if (e.status() != Status::kUnsupported) throw;
+    arm.unsupported = e.what();
+    return;
+  }
+  for (const auto& b : arm.data->b)
+    arm.lt_scales.push_back(arm.lt->prepare_scales({arm.data->a.scale_view, b.scale_view}, stream));
+  arm.describe = arm.lt->describe();
+}
+
+// Compares the arm's current output with its references; returns the number of wrong elements
+// and records the comparison under checks[label].
+int64_t check_output(ArmState& arm, const std::string& label, bool with_cpu, cudaStream_t stream) {
+  const bench::Tolerance tol =
+      bench::gemm_tolerance(arm.problem.mode, arm.problem.out_dtype, arm.fast_accum);
+  const ref::Comparison g = bench::gpu_compare(arm.out_view, arm.data->ref.as<float>(), tol, stream);
+  auto as_json = [](const ref::Comparison& c) {
+    return nlohmann::json{{"wrong", c.wrong},         {"nonfinite", c.nonfinite},
+                          {"never_written", c.never_written}, {"rel_l2", c.rel_l2},
+                          {"max_abs", c.max_abs},     {"first_wrong", c.first_wrong}};
+  };
+  arm.checks[label + "_gpu_ref"] = as_json(g);
+  int64_t wrong = g.wrong;
+  if (with_cpu && !arm.data->ref64.empty()) {
+    const std::vector<float> h = bench::download_as_f32(arm.out_view);
+    // bf16 values widen exactly; poison (0x7FC0) widens to fp32 poison (0x7FC00000).
+    const ref::Comparison c = ref::compare(h.data(), arm.data->ref64.data(), h.size(), tol.rtol,
+                                           tol.atol + tol.atol_rms * arm.data->ref64_rms);
+    arm.checks[label + "_cpu_fp64"] = as_json(c);
+    wrong += c.wrong;
+  }
+  return wrong;
+}
+
+// Poisons the output, runs one call (weight copy 0) and checks it.
+void validate(ArmState& arm, cudaStream_t stream) {
+  try {
+    bench::poison_nan(arm.out.get(), arm.out.bytes(), arm.problem.out_dtype, stream);
+    arm.enqueue(stream, 0);
+    WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
+  } catch (const Error& e) {
+    if (e.status() == Status::kUnsupported) {
+      arm.unsupported = e.what();
+    } else {
+      arm.error = e.what();
+      arm.wrong = -1;
+    }
+    return;
+  }
+  arm.wrong += check_output(arm, "validation", true, stream);
+}
+
+std::string quant_name(const GemmProblem& p) {
+  return std::string(to_string(p.mode)) + "->" + std::string(to_string(p.out_dtype));
+}
+
+double tflops(const GemmProblem& p, double us) {
+  return 2.0 * double(p.m) * double(p.n) * double(p.k) / (us * 1e-6) / 1e12;
+}
+
+// ---- targets (issue 3; mxfp8 from issue 4) ----
+
+struct Target {
+  std::string quant_prefix;  // matches Row::quant's mode part
+  std::string against;       // the extra field holding the ratio
+  double median_max;
+  double each_max;           // <= 0: no per-shape bound
+};
+const std::vector<Target> kTargets = {
+    {"bf16", "ratio", 1.05, 0},
+    {"ptpc", "ratio", 1.00, 1.10},
+    {"blockscale", "ratio", 0.85, 0},
+    {"blockscale", "ratio_vs_cublaslt_ptpc", 1.10, 0},
+    {"mxfp8", "ratio", 1.00, 0},
+    {"mxfp8", "ratio_vs_weave_blockscale", 1.25, 0},
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Prints one line per target with data; returns false if any measured target is missed.
+bool report_targets(const bench::Report& report, nlohmann::json& out) {
+  bool all_met = true;
+  for (const Target& t : kTargets) {
+    for (const char* o : {"bf16", "fp32"}) {
+      const std::string quant = t.quant_prefix + "->" + o;
+      std::vector<double> r;
+      for (const auto& row : report.rows())
+        if (row.mode == "weave" && row.quant == quant && row.extra.contains(t.against) &&
+            row.extra[t.against].is_number())
+          r.push_back(row.extra[t.against].get<double>());
+      if (r.empty()) continue;
+      const double med = median(r), mx = *std::max_element(r.begin(), r.end());
+      const bool met = med <= t.median_max && (t.each_max <= 0 || mx <= t.each_max);
+      all_met = all_met && met;
+      std::printf("# target %-16s %-26s median %.3f (<= %.2f)  max %.3f%s  over %zu shapes: %s\n",
+                  quant.c_str(), t.against.c_str(), med, t.median_max, mx,
+                  t.each_max > 0 ? (" (<= " + std::to_string(t.each_max).substr(0, 4) + ")").c_str() : "",
+                  r.size(), met ? "met" : "MISSED");
+      out.push_back({{"quant", quant}, {"against", t.against}, {"median", med}, {"max", mx},
+                     {"median_target", t.median_max}, {"each_target", t.each_max},
+                     {"shapes", r.size()}, {"met", met}});
+    }
+  }
+  return all_met;
+}
+
+// ---- the suite ----
+
+struct ArmSpec {
+  std::string name;
+  ScaleMode mode;
+  bool weave;
+};
+
+std::vector<ArmSpec> arms_for(ScaleMode mode) {
+  switch (mode) {
+    case ScaleMode::kBF16: return {{"weave", mode, true}, {"cublaslt", mode, false}};
+    case ScaleMode::kPtpc: return {{"weave", mode, true}, {"cublaslt", mode, false}};
+    case ScaleMode::kBlockscale:
+      return {{"weave", mode, true}, {"cublaslt", mode, false}, {"cublaslt-ptpc", ScaleMode::kPtpc, false}};
+    case ScaleMode::kMxfp8:
+      return {{"weave", mode, true},
+              {"cublaslt-bs", ScaleMode::kBlockscale, false},
+              {"weave-bs", ScaleMode::kBlockscale, true}};
+  }
+  return {};
+}
+
+int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
+  const std::vector<Shape> shapes = shapes_from(opt);
+  std::vector<ScaleMode> modes;
+  for (const auto& q : opt.quants) {
+    const auto m = parse_scale_mode(q);
+    WEAVE_EXPECT_ARG(m.has_value(), "--quant: '" << q << "' is not one of bf16, ptpc, blockscale, mxfp8");
+    modes.push_back(*m);
+  }
+  std::vector<DType> outs;
+  for (const auto& o : opt.outs) {
+    const auto d = parse_dtype(o);
+    WEAVE_EXPECT_ARG(d == DType::kBF16 || d == DType::kF32, "--out: '" << o << "' is not bf16 or fp32");
+    outs.push_back(*d);
+  }
+  WEAVE_EXPECT_ARG(!modes.empty() && !outs.empty(), "--quant and --out must each name at least one");
+
+  const std::vector<int> devices = bench_devices(common);
+  WEAVE_EXPECT(!devices.empty(), Status::kNoDevice, "no Hopper GPU visible");
+  const int device = devices[0];
+  WEAVE_CHECK_CUDA(cudaSetDevice(device));
+  const std::string gate = gate_idle(common, {device});
+  int l2 = 0;
+  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  cudaStream_t stream = nullptr;
+  WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  struct StreamGuard {
+    cudaStream_t s;
+    ~StreamGuard() { cudaStreamDestroy(s); }
+  } stream_guard{stream};
+
+  bench::Report report("gemm");
+  bool failed = false;
+  nlohmann::json reference_checks = nlohmann::json::array();
+  std::vector<std::string> unsupported_notes;
+  const int total = static_cast<int>(shapes.size() * modes.size() * outs.size());
+  int done = 0;
+
+  for (std::size_t si = 0; si < shapes.size(); ++si) {
+    const Shape& s = shapes[si];
+    std::fprintf(stderr, "weave bench gemm: shape %zu/%zu %s: generating inputs\n", si + 1,
+                 shapes.size(), shape_name(s).c_str());
+    const std::vector<float> xa = bench::random_operand(opt.seed * 1000003 + si * 2, s.m, s.k);
+    const std::vector<float> xb = bench::random_operand(opt.seed * 1000003 + si * 2 + 1, s.n, s.k);
+    std::map<ScaleMode, std::unique_ptr<ModeData>> data;  // per shape, made on first use
+    auto data_for = [&](ScaleMode mode) -> const ModeData* {
+      auto& slot = data[mode];
+      if (!slot) {
+        slot = make_mode_data(mode, s, xa, xb, common.hot, static_cast<std::size_t>(l2),
+                              opt.cpu_ref_max_macs, device, stream);
+        if (slot->ref_checked) {
+          const bool ok = slot->ref_check.wrong == 0;
+          failed = failed || !ok;
+          reference_checks.push_back({{"shape", shape_name(s)}, {"mode", to_string(mode)},
+                                      {"wrong", slot->ref_check.wrong}, {"rel_l2", slot->ref_check.rel_l2}});
+          if (!ok)
+            std::fprintf(stderr, "weave bench gemm: GPU reference DISAGREES with fp64 for %s %s: %lld wrong\n",
+                         shape_name(s).c_str(), std::string(to_string(mode)).c_str(),
+                         static_cast<long long>(slot->ref_check.wrong));
+        }
+      }
+      return slot.get();
+    };
+
+    for (ScaleMode mode : modes) {
+      for (DType out : outs) {
+        ++done;
+        GemmProblem row_problem{.m = s.m, .n = s.n, .k = s.k, .mode = mode, .out_dtype = out};
+        const std::string quant = quant_name(row_problem);
+        std::vector<std::unique_ptr<ArmState>> arms;
+        try {
+          for (const ArmSpec& spec : arms_for(mode)) {
+            if (spec.weave && opt.baselines_only) continue;
+            auto arm = std::make_unique<ArmState>();
+            arm->name = spec.name;
+            arm->data = data_for(spec.mode);
+            arm->problem = arm->data->problem;
+            arm->problem.out_dtype = out;
+            arm->fast_accum = opt.fast_accum && spec.mode == ScaleMode::kPtpc && !spec.weave;
+            alloc_output(*arm, device);
+            if (spec.weave)
+              setup_weave(*arm);
+            else
+              setup_cublaslt(*arm, device, stream);
+            if (arm->runnable()) validate(*arm, stream);
+            arms.push_back(std::move(arm));
+          }
+          std::vector<bench::Arm> timed;
+          std::vector<ArmState*> timed_state;
+          int max_copies = 1;
+          for (auto& a : arms)
+            if (a->runnable()) {
+              ArmState* p = a.get();
+              timed.push_back({p->name, [p](cudaStream_t st, int call) { p->enqueue(st, call); }});
+              timed_state.push_back(p);
+              max_copies = std::max(max_copies, p->copies());
+            }
+          if (!timed.empty()) {
+            bench::TimingConfig cfg;
+            // Cold: one graph touches every weight copy once, so no call finds its weights in L2.
+            cfg.calls_per_graph = std::max(common.calls_per_graph, max_copies);
+            cfg.warmup = common.warmup;
+            cfg.samples = common.iters;
+            const std::vector<bench::Timing> t = bench::time_alternating(timed, cfg, stream);
+            for (std::size_t i = 0; i < t.size(); ++i) {
+              timed_state[i]->timing = t[i];
+              // The last call of the last replay wrote the output: check it again (no poison).
+              timed_state[i]->wrong += check_output(*timed_state[i], "after_timing", false, stream);
+            }
+          }
+        } catch (const Error& e) {
+          // A failure outside one arm's own run (setup of data, timing): one failed row.
+          failed = true;
+          bench::Row row;
+          row.shape = shape_name(s);
+          row.quant = quant;
+          row.mode = "error";
+          row.extra["error"] = e.what();
+          report.add(row);
+          std::fprintf(stderr, "weave bench gemm: [%d/%d] %s %s: ERROR %s\n", done, total,
+                       shape_name(s).c_str(), quant.c_str(), e.what());
+          continue;
+        }
+
+        // Rows: the first cuBLASLt arm is the weave row's baseline.
+        const ArmState* baseline = nullptr;
+        const ArmState* lt_ptpc = nullptr;
+        const ArmState* weave_bs = nullptr;
+        for (auto& a : arms) {
+          if (!baseline && a->name.rfind("cublaslt", 0) == 0 && a->runnable()) baseline = a.get();
+          if (a->name == "cublaslt-ptpc" && a->runnable()) lt_ptpc = a.get();
+          if (a->name == "weave-bs" && a->runnable()) weave_bs = a.get();
+        }
+        std::string progress;
+        for (auto& a : arms) {
+          bench::Row row;
+          row.shape = shape_name(s);
+          row.quant = quant_name(a->problem);
+          row.mode = a->name;
+          row.wrong = a->runnable() ? a->wrong : -1;
+          row.extra["checks"] = a->checks;
+          row.extra["weight_copies"] = a->copies();
+          if (!a->describe.empty()) row.extra["plan"] = a->describe;
+          if (a->fast_accum) row.extra["fast_accum"] = true;
+          if (!a->unsupported.empty()) {
+            row.extra["unsupported"] = a->unsupported;
+            unsupported_notes.push_back(row.shape + " " + row.quant + " " + row.mode + ": " + a->unsupported);
+          }
+          if (!a->error.empty()) {
+            row.extra["error"] = a->error;
+            failed = true;
+          }
+          if (a->runnable() && a->timing.samples > 0) {
+            row.time_us = a->timing.median_us;
+            row.noise_pct = a->timing.noise_pct;
+            row.tflops = tflops(a->problem, row.time_us);
+            if (a->name.rfind("weave", 0) == 0 && baseline) {
+              row.baseline = baseline->name;
+              row.baseline_us = baseline->timing.median_us;
+              row.ratio = row.time_us / row.baseline_us;
+              row.extra["ratio"] = row.ratio;
+              if (lt_ptpc) row.extra["ratio_vs_cublaslt_ptpc"] = row.time_us / lt_ptpc->timing.median_us;
+              if (weave_bs && a->name == "weave")
+                row.extra["ratio_vs_weave_blockscale"] = row.time_us / weave_bs->timing.median_us;
+            }
+          }
+          if (row.wrong > 0) failed = true;
+          char buf[160];
+          if (!a->runnable())
+            std::snprintf(buf, sizeof(buf), " %s %s", a->name.c_str(), a->error.empty() ? "unsupported" : "FAILED");
+          else
+            std::snprintf(buf, sizeof(buf), " %s %.1f us (#wrong %lld)", a->name.c_str(), row.time_us,
+                          static_cast<long long>(row.wrong));
+          progress += buf;
+          report.add(std::move(row));
+        }
+        std::fprintf(stderr, "weave bench gemm: [%d/%d] %s %s:%s\n", done, total, shape_name(s).c_str(),
+                     quant.c_str(), progress.c_str());
+      }
+    }
+  }
+
+  report.print_table(stdout);
+  for (const auto& note : unsupported_notes) std::printf("# unsupported: %s\n", note.c_str());
+  nlohmann::json targets = nlohmann::json::array();
+  const bool targets_met = report_targets(report, targets);
+  const std::string busy_after = bench::IdleGate().busy_after({device}, common.idle_threshold);
+  if (!busy_after.empty()) std::printf("# BUSY after run: %s\n", busy_after.c_str());
+  if (!common.json_path.empty()) {
+    nlohmann::json meta = {{"machine", bench::machine_json()},
+                           {"idle_gate", gate},
+                           {"busy_after", busy_after},
+                           {"device", device},
+                           {"cold", !common.hot},
+                           {"calls_per_graph_min", common.calls_per_graph},
+                           {"warmup", common.warmup},
+                           {"samples", common.iters},
+                           {"quants", opt.quants},
+                           {"outs", opt.outs},
+                           {"fast_accum_cublaslt_ptpc", opt.fast_accum},
+                           {"cpu_ref_max_macs", opt.cpu_ref_max_macs},
+                           {"seed", opt.seed},
+                           {"baselines_only", opt.baselines_only},
+                           {"reference_checks", reference_checks},
+                           {"targets", targets}};
+    report.write_json(common.json_path, meta);
+  }
+  if (failed) {
+    std::fprintf(stderr, "weave bench gemm: FAILED: a row has #wrong > 0, an arm failed, or the GPU "
+                         "reference disagreed with fp64\n");
+    return 1;
+  }
+  if (opt.check_targets && !targets_met) {
+    std::fprintf(stderr, "weave bench gemm: a target was missed (--check-targets)\n");
+    return 1;
+  }
+  return 0;
+}
+
+GemmSuiteOptions& suite_options() {
+  static GemmSuiteOptions options;
+  return options;
+}
+
+void add_gemm_suite(CLI::App& bench, BenchOptions& common) {
+  GemmSuiteOptions& o = suite_options();
+  auto* app = bench.add_subcommand(
+      "gemm",
+      "weave::Gemm vs cuBLASLt (same mode, scales, output dtype; blockscale also vs cuBLASLt ptpc), "
+      "cold weights, CUDA graphs, alternating arms, every row validated against a GPU reference "
+      "(and CPU fp64 for small shapes). Default shapes: the 14 of issue 3.");
+  add_common_bench_options(*app, common);
+  app->add_option("-m", o.m, "rows of A and C (with -n and -k: one shape instead of the list)");
+  app->add_option("-n", o.n, "rows of B (output columns)");
+  app->add_option("-k", o.k, "reduction length");
+  app->add_option("--shapes", o.shapes, "shapes as MxNxK, comma-separated (instead of the issue's list)")
+      ->delimiter(',');
+  app->add_option("--quant", o.quants, "quantisation modes: bf16, ptpc, blockscale, mxfp8 (raw scales)")
+      ->delimiter(',')
+      ->capture_default_str();
+  app->add_option("--out", o.outs, "output dtypes: bf16, fp32")->delimiter(',')->capture_default_str();
+  app->add_flag("--fast-accum", o.fast_accum,
+                "cuBLASLt ptpc arms use fp8 fast accumulation (no promotion; looser bound)");
+  app->add_option("--cpu-ref-max", o.cpu_ref_max_macs,
+                  "largest M*N*K also checked against the CPU fp64 reference")
+      ->capture_default_str();
+  app->add_flag("--check-targets", o.check_targets, "exit 1 when a ratio target of the issue is missed");
+  app->add_flag("--baselines-only", o.baselines_only,
+                "leave out the weave arms (measure and validate the cuBLASLt baselines alone)");
+  app->add_option("--seed", o.seed, "seed of the random inputs")->capture_default_str();
+  app->callback([&common] { exit_code() = run_gemm_suite(common, suite_options()); });
+}
+
+int run_gemm_default(const BenchOptions& common) {
+  GemmSuiteOptions o;
+  for (const Shape& s : kDefaultShapes) o.shapes.push_back(shape_name(s));
+  o.outs = {"bf16"};
+  return run_gemm_suite(common, o);
+}
+
+}  // namespace
+
+WEAVE_REGISTER_BENCH_SUITE(gemm, "weave::Gemm vs cuBLASLt: bf16, fp8 ptpc, fp8 blockscale (issue 3 shapes)",
+                           add_gemm_suite, run_gemm_default);
+
+}  // namespace weave::cli
