@@ -37,6 +37,7 @@ struct GemmPlanOverrides {
   int block_m = 0, block_n = 0;  // tile shape, one of the built tiles
   int grid = 0;                  // persistent CTAs
   int split_k = 0;               // 1 = no split
+  int group_rows = 0;            // row blocks per L2 group of the tile order
 };
 
 struct GemmPlan {
@@ -46,6 +47,7 @@ struct GemmPlan {
   int grid = 0;                  // persistent CTAs launched
   int64_t tiles = 0;             // output tiles
   int split_k = 1;
+  int group_rows = 8;            // tile order: row blocks per group, each group swept along N
   bool gemv = false;             // the decode GEMV path (small M)
   std::string kernel;            // instance name, e.g. sm90_gemm_bf16_bf16_store_128x256x64
   std::string reason;            // one line: why this plan

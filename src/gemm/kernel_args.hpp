@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "hopper/wait_record.hpp"
+
 namespace weave::gemm {
 
 struct MainloopArgs {
@@ -20,11 +22,14 @@ struct MainloopArgs {
   int64_t scale_a_ld = 0;
   int64_t scale_b_ld = 0;
   int32_t m = 0, n = 0, k = 0;
+  int32_t group_rows = 8;  // tile scheduler: row blocks per L2 group (GemmPlan::group_rows)
   // Debug-only negative control (WEAVE_GEMM_DEBUG_DROP_WAIT=1): consumers read a stage before
   // waiting on its full barrier (the wait moves after the reads, so the protocol still balances).
   // Results are then wrong whenever a consumer overtakes the TMA; tests use it to prove they see
   // pipeline races. Never set in production.
   int32_t debug_drop_full_wait = 0;
+  // Where a timed-out pipeline wait records itself before trapping (host-mapped; may be null).
+  hopper::WaitTimeoutRecord* timeout_record = nullptr;
 };
 
 // Epilogue "store to a local tensor": C [M, N] row-major, leading dimension ldc (elements).

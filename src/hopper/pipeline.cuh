@@ -7,39 +7,45 @@
 // producer waits on empty[s] with the opposite parity, so its first lap passes at once.
 #pragma once
 #include <cstdint>
-#include <cstdio>
 
 #include "hopper/ptx/mbarrier.cuh"
 #include "hopper/ptx/misc.cuh"
+#include "hopper/wait_record.hpp"
 
 namespace weave::hopper {
 
-// Where a wait came from, for the diagnostic printed when it times out.
-enum class WaitSite : uint32_t { kProducerEmpty = 1, kConsumerFull = 2 };
-
-// A wait longer than this is a protocol bug (or a peer that died), not slowness: report and trap
-// so the host sees cudaErrorLaunchFailure instead of a hang.
+// A wait longer than this is a protocol bug (or a peer that died), not slowness: record where it
+// happened and trap, so the host sees cudaErrorLaunchFailure instead of a hang. No printf: a
+// function call inside the kernel would serialise wgmma and defeat setmaxnreg (ptxas C7510/C7507).
 inline constexpr uint64_t kMbarrierTimeoutNs = 10ull * 1000 * 1000 * 1000;
 
-__device__ __noinline__ inline void report_wait_timeout(WaitSite site, uint32_t stage, uint32_t parity,
-                                                        uint64_t waited_ns) {
-  printf("weave: mbarrier wait timed out after %llu ns: block %d thread %d site %s stage %u parity %u\n",
-         static_cast<unsigned long long>(waited_ns), static_cast<int>(blockIdx.x),
-         static_cast<int>(threadIdx.x), site == WaitSite::kProducerEmpty ? "producer/empty" : "consumer/full",
-         stage, parity);
+__device__ __forceinline__ void report_wait_timeout(WaitTimeoutRecord* record, WaitSite site, uint32_t stage,
+                                                    uint32_t parity, uint64_t waited_ns) {
+  if (record != nullptr) {
+    volatile WaitTimeoutRecord* r = record;  // host-mapped memory: readable after the trap
+    r->site = static_cast<uint32_t>(site);
+    r->stage = stage;
+    r->parity = parity;
+    r->block = static_cast<int32_t>(blockIdx.x);
+    r->thread = static_cast<int32_t>(threadIdx.x);
+    r->waited_ns = waited_ns;
+    __threadfence_system();
+    r->magic = kWaitTimeoutMagic;
+    __threadfence_system();
+  }
   __trap();
 }
 
 // Waits until the phase of parity `parity` of barrier `bar` completed, at most kMbarrierTimeoutNs.
-__device__ __forceinline__ void mbarrier_wait_bounded(uint32_t bar, uint32_t parity, WaitSite site,
-                                                      uint32_t stage) {
+__device__ __forceinline__ void mbarrier_wait_bounded(uint32_t bar, uint32_t parity, WaitSite site, uint32_t stage,
+                                                      WaitTimeoutRecord* record) {
   if (ptx::mbarrier_try_wait_parity_acquire_cta(bar, parity)) return;
   const uint64_t start = ptx::globaltimer();
   for (uint32_t spins = 1;; ++spins) {
     if (ptx::mbarrier_try_wait_parity_acquire_cta(bar, parity)) return;
     if ((spins & 255u) == 0) {
       const uint64_t waited = ptx::globaltimer() - start;
-      if (waited > kMbarrierTimeoutNs) report_wait_timeout(site, stage, parity, waited);
+      if (waited > kMbarrierTimeoutNs) report_wait_timeout(record, site, stage, parity, waited);
     }
   }
 }

@@ -2,7 +2,7 @@
 // and by SM kernel (16-byte loads/stores), against the ceilings recorded for the H200 machines.
 // It exists to exercise the harness end to end on a GPU: graphs, alternating arms, NaN-poisoned
 // destinations validated per row (a deliberately skipped element, --inject-skip, must show as
-// #wrong = 1 and exit status 1).
+// #wrong = 4 32-bit words and exit status 1).
 //
 // Bytes counted: algbw = bytes copied / time (one direction). For d2d, HBM traffic is twice that
 // (read + write); the ceiling column says which convention it uses.
@@ -205,7 +205,7 @@ void add_copy_suite(CLI::App& bench, BenchOptions& common) {
   auto* cmd = bench.add_subcommand("copy", "device-to-device and peer copy bandwidth (copy engine and SM kernel) against the H200 ceilings");
   cmd->add_option("--sizes", copy_options().sizes_mb, "sizes in MB, comma-separated")->delimiter(',')->capture_default_str();
   cmd->add_flag("--inject-skip", copy_options().inject_skip,
-                "negative control: the SM copy leaves one element unwritten; the row must show #wrong = 1");
+                "negative control: the SM copy leaves one 16-byte element unwritten; the row must show #wrong = 4 (32-bit words)");
   cmd->callback([&common] { exit_code() = run_copy(common, copy_options()); });
 }
 

@@ -1,0 +1,292 @@
+// The persistent, warp-specialised Hopper GEMM kernel: C = A * B^T, A [M, K], B [N, K].
+//
+//   warpgroup 0 (producer, 40 registers): warp 0 walks the tiles; lane 0 issues the TMA loads of
+//     A and B for each 128-byte K slice into a ring of `kStages` shared-memory stages; with a
+//     main-loop scale policy all 32 lanes also cp.async the stage's scales.
+//   warpgroups 1, 2 (consumers, 232 registers): wgmma from the ring, then the epilogue policy.
+//
+//   stage s:  full[s]  <- producer arrive.expect_tx + TMA complete_tx (+ 32 cp.async arrivals)
+//             empty[s] <- lane 0 of each of the 8 consumer warps, once its wgmmas reading s are done
+//
+// See docs/gemm.md for the protocol, the register budget and the debug negative control.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "common/check.hpp"
+#include "gemm/dispatch.hpp"
+#include "gemm/epilogue_store.cuh"
+#include "gemm/kernel_args.hpp"
+#include "gemm/scale_policy.cuh"
+#include "gemm/tile_config.cuh"
+#include "gemm/tile_scheduler.cuh"
+#include "hopper/pipeline.cuh"
+#include "hopper/ptx/fence.cuh"
+#include "hopper/ptx/mbarrier.cuh"
+#include "hopper/ptx/misc.cuh"
+#include "hopper/ptx/tma.cuh"
+#include "hopper/ptx/wgmma.cuh"
+
+namespace weave::gemm {
+
+inline constexpr uint32_t kProducerRegisters = 40;
+inline constexpr uint32_t kConsumerRegisters = 232;
+
+template <class Tile, class Scale, class Epilogue, class Scheduler>
+__global__ void __launch_bounds__(Tile::kThreads, 1)
+    sm90_gemm_kernel(const __grid_constant__ KernelArgs<typename Epilogue::Params> args) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using L = SmemLayout<Tile, Scale>;
+  using Mma = typename Tile::Mma;
+  constexpr int kStages = L::kStages;
+  constexpr int kAcc = Mma::kAcc;
+
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const uint32_t smem_base = ptx::smem_addr(smem);
+  const uint32_t full_bar0 = smem_base + L::kBarrierOffset;
+  const uint32_t empty_bar0 = full_bar0 + 8 * kStages;
+  auto full_bar = [&](uint32_t s) { return full_bar0 + 8 * s; };
+  auto empty_bar = [&](uint32_t s) { return empty_bar0 + 8 * s; };
+  auto smem_a = [&](uint32_t s) { return smem_base + L::kAOffset + s * Tile::kATileBytes; };
+  auto smem_b = [&](uint32_t s) { return smem_base + L::kBOffset + s * Tile::kBTileBytes; };
+  auto stage_scales = [&](uint32_t s) { return smem_base + L::kStageScaleOffset + s * L::kStageScaleBytes; };
+
+  const MainloopArgs& a = args.main;
+  const int warpgroup = static_cast<int>(threadIdx.x) / 128;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const Scheduler sched(a, Tile::kBlockM, Tile::kBlockN);
+  const int num_tiles = sched.num_tiles();
+  const int num_k_blocks = (a.k + Tile::kBlockK - 1) / Tile::kBlockK;
+
+  if (threadIdx.x == 0) {
+    // The 128B swizzle pattern is a function of the address bits, so tiles must be 1024-aligned.
+    if ((smem_base & 1023u) != 0) __trap();
+    ptx::prefetch_tensormap(&a.tma_a);
+    ptx::prefetch_tensormap(&a.tma_b);
+    for (uint32_t s = 0; s < kStages; ++s) {
+      ptx::mbarrier_init_shared_cta(full_bar(s), 1 + Scale::kProducerArrivals);
+      ptx::mbarrier_init_shared_cta(empty_bar(s), Tile::kConsumerThreads / 32);
+    }
+    ptx::fence_mbarrier_init_release_cluster();
+    ptx::fence_proxy_async_shared_cta();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    // ---------------- producer ----------------
+    ptx::setmaxnreg_dec_sync_aligned_u32<kProducerRegisters>();
+    if (warp == 0) {
+      hopper::PipelineState<kStages> ps;
+      for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
+        int m_blk, n_blk;
+        sched.coords(tile, m_blk, n_blk);
+        const int m0 = m_blk * Tile::kBlockM, n0 = n_blk * Tile::kBlockN;
+        for (int kb = 0; kb < num_k_blocks; ++kb) {
+          // First lap: parity 1 refers to the phase "before" the barrier's first, already complete.
+          hopper::mbarrier_wait_bounded(empty_bar(ps.stage), ps.phase ^ 1u, hopper::WaitSite::kProducerEmpty,
+                                        ps.stage, a.timeout_record);
+          const uint32_t full = full_bar(ps.stage);
+          if (lane == 0) {
+            ptx::mbarrier_arrive_expect_tx_release_cta(full, Tile::kStageBytes);
+            ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_a(ps.stage), &a.tma_a, kb * Tile::kBlockK, m0, full,
+                                                          ptx::kL2EvictNormal);
+            ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_b(ps.stage), &a.tma_b, kb * Tile::kBlockK, n0, full,
+                                                          ptx::kL2EvictNormal);
+          }
+          if constexpr (Scale::kWhere == ScaleWhere::kMainloop)
+            Scale::template producer_copy_stage<Tile>(a, stage_scales(ps.stage), full, m0, n_blk, kb, lane);
+          ps.advance();
+        }
+      }
+    }
+  } else {
+    // ---------------- consumers ----------------
+    ptx::setmaxnreg_inc_sync_aligned_u32<kConsumerRegisters>();
+    const int cwg = warpgroup - 1;                   // consumer warpgroup 0..1
+    const int ctid = static_cast<int>(threadIdx.x) - 128;  // consumer thread 0..255
+    const int row_in_wg = (warp % 4) * 16 + lane / 4;      // fragment row of this thread (and +8)
+    const int col_in_n8 = (lane % 4) * 2;                  // fragment column in each n8 chunk
+    const bool drop_wait = a.debug_drop_full_wait != 0;
+    hopper::PipelineState<kStages> ps;
+
+    auto release = [&](uint32_t s) {
+      if (lane == 0) ptx::mbarrier_arrive_release_cta(empty_bar(s));
+    };
+    auto wait_full = [&](uint32_t s, uint32_t phase) {
+      hopper::mbarrier_wait_bounded(full_bar(s), phase, hopper::WaitSite::kConsumerFull, s, a.timeout_record);
+    };
+    auto desc_a = [&](uint32_t s, int slice, int ks) {
+      const int row0 = cwg * Tile::kWgRows + slice * 64;
+      return ptx::wgmma_desc_k_major_sw128(smem_a(s) + row0 * 128 + ks * 32);
+    };
+    auto desc_b = [&](uint32_t s, int ks) { return ptx::wgmma_desc_k_major_sw128(smem_b(s) + ks * 32); };
+
+    uint32_t tile_iter = 0;
+    for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x, ++tile_iter) {
+      int m_blk, n_blk;
+      sched.coords(tile, m_blk, n_blk);
+      const int m0 = m_blk * Tile::kBlockM, n0 = n_blk * Tile::kBlockN;
+      [[maybe_unused]] const uint32_t tile_scales =
+          smem_base + L::kTileScaleOffset + (tile_iter & 1u) * (L::kTileScaleBytes / 2);
+      if constexpr (Scale::kWhere == ScaleWhere::kEpilogue)
+        Scale::template tile_prologue<Tile>(a, tile_scales, m0, n0, ctid);
+
+      float acc[Tile::kSlices][kAcc];
+
+      if constexpr (Scale::kWhere != ScaleWhere::kMainloop) {
+        // One wgmma group per stage; keep one group in flight and release the stage before it.
+        uint32_t prev_stage = 0;
+        for (int kb = 0; kb < num_k_blocks; ++kb) {
+          const uint32_t s = ps.stage;
+          if (!drop_wait) wait_full(s, ps.phase);
+#pragma unroll
+          for (int j = 0; j < Tile::kSlices; ++j)
+#pragma unroll
+            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[j][i]);
+          ptx::wgmma_fence_sync_aligned();
+#pragma unroll
+          for (int ks = 0; ks < Tile::kKSteps; ++ks)
+#pragma unroll
+            for (int j = 0; j < Tile::kSlices; ++j)
+              Mma::mma(acc[j], desc_a(s, j, ks), desc_b(s, ks), (kb > 0 || ks > 0) ? 1u : 0u);
+          ptx::wgmma_commit_group_sync_aligned();
+#pragma unroll
+          for (int j = 0; j < Tile::kSlices; ++j)
+#pragma unroll
+            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[j][i]);
+          if (drop_wait) {
+            ptx::wgmma_wait_group_sync_aligned<0>();
+            wait_full(s, ps.phase);
+          }
+          if (kb > 0) {
+            ptx::wgmma_wait_group_sync_aligned<1>();
+            release(prev_stage);
+          }
+          prev_stage = s;
+          ps.advance();
+        }
+        ptx::wgmma_wait_group_sync_aligned<0>();
+#pragma unroll
+        for (int j = 0; j < Tile::kSlices; ++j)
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[j][i]);
+        release(prev_stage);
+      } else {
+        // Blockwise scales: each 128-wide K block goes into a fresh accumulator `blk`, then is
+        // promoted into acc in fp32 with that block's scales (also avoids the tensor cores'
+        // reduced-precision fp8 accumulation over long K).
+#pragma unroll
+        for (int j = 0; j < Tile::kSlices; ++j)
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) acc[j][i] = 0.0f;
+        float blk[kAcc];
+        for (int kb = 0; kb < num_k_blocks; ++kb) {
+          const uint32_t s = ps.stage;
+          if (!drop_wait) wait_full(s, ps.phase);
+          const uint32_t slot = stage_scales(s);
+          const float sb = Scale::template col_scale<Tile>(slot);
+          float sa[Tile::kSlices][2];
+#pragma unroll
+          for (int j = 0; j < Tile::kSlices; ++j) {
+            const int r = cwg * Tile::kWgRows + j * 64 + row_in_wg;
+            sa[j][0] = Scale::row_scale(slot, r) * sb;
+            sa[j][1] = Scale::row_scale(slot, r + 8) * sb;
+          }
+#pragma unroll
+          for (int j = 0; j < Tile::kSlices; ++j) {
+#pragma unroll
+            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
+            ptx::wgmma_fence_sync_aligned();
+#pragma unroll
+            for (int ks = 0; ks < Tile::kKSteps; ++ks) Mma::mma(blk, desc_a(s, j, ks), desc_b(s, ks), ks > 0 ? 1u : 0u);
+            ptx::wgmma_commit_group_sync_aligned();
+            ptx::wgmma_wait_group_sync_aligned<0>();
+#pragma unroll
+            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
+            if (j == Tile::kSlices - 1) {
+              if (drop_wait) wait_full(s, ps.phase);
+              release(s);  // scales were read above, all wgmmas on stage s are complete
+            }
+#pragma unroll
+            for (int i = 0; i < kAcc / 4; ++i) {
+              acc[j][4 * i + 0] += blk[4 * i + 0] * sa[j][0];
+              acc[j][4 * i + 1] += blk[4 * i + 1] * sa[j][0];
+              acc[j][4 * i + 2] += blk[4 * i + 2] * sa[j][1];
+              acc[j][4 * i + 3] += blk[4 * i + 3] * sa[j][1];
+            }
+          }
+          ps.advance();
+        }
+      }
+
+      // ---------------- epilogue ----------------
+      if constexpr (Scale::kWhere == ScaleWhere::kEpilogue) Scale::template epilogue_ready<Tile>();
+#pragma unroll
+      for (int j = 0; j < Tile::kSlices; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row_local = cwg * Tile::kWgRows + j * 64 + row_in_wg + h * 8;
+          const int row = m0 + row_local;
+          if (row >= a.m) continue;
+          float row_factor = 1.0f;
+          if constexpr (Scale::kWhere == ScaleWhere::kEpilogue)
+            row_factor = Scale::template row_factor<Tile>(tile_scales, row_local);
+#pragma unroll
+          for (int i = 0; i < kAcc / 4; ++i) {
+            const int col_local = i * 8 + col_in_n8;
+            float v0 = acc[j][4 * i + 2 * h + 0];
+            float v1 = acc[j][4 * i + 2 * h + 1];
+            if constexpr (Scale::kWhere == ScaleWhere::kEpilogue) {
+              const float2 cf = Scale::template col_factors<Tile>(tile_scales, col_local);
+              v0 = v0 * row_factor * cf.x;
+              v1 = v1 * row_factor * cf.y;
+            }
+            Epilogue::store_pair(args.epi, row, n0 + col_local, a.n, v0, v1);
+          }
+        }
+      }
+      Epilogue::tile_done(args.epi, m_blk, n_blk);
+    }
+  }
+#endif
+}
+
+// ---- host side of one instance ----
+template <class Tile, class Scale, class Epilogue, class Scheduler>
+struct KernelInstance {
+  using Layout = SmemLayout<Tile, Scale>;
+  static constexpr auto kernel = sm90_gemm_kernel<Tile, Scale, Epilogue, Scheduler>;
+
+  static void prepare() {
+    WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout::kBytes));
+  }
+  static void launch(const LocalKernelArgs& args, int grid, cudaStream_t stream) {
+    kernel<<<grid, Tile::kThreads, Layout::kBytes, stream>>>(args);
+    WEAVE_CHECK_LAUNCH();
+  }
+};
+
+}  // namespace weave::gemm
+
+// Defines and registers one instance. NAME must match the file name (see dispatch.hpp).
+#define WEAVE_GEMM_INSTANCE(NAME, IN, BM, BN, SCALE, OUT, MODE, OUT_DTYPE)                                  \
+  namespace {                                                                                               \
+  using NAME##_t = ::weave::gemm::KernelInstance<                                                           \
+      ::weave::gemm::TileShape<::weave::gemm::IN, BM, BN>, ::weave::gemm::SCALE,                            \
+      ::weave::gemm::EpilogueStoreLocal<OUT>,                                                               \
+      ::weave::gemm::GroupedRowsScheduler>;                             \
+  const bool NAME##_registered = ::weave::gemm::register_gemm_instance(::weave::gemm::GemmInstance{         \
+      .name = #NAME,                                                                                        \
+      .mode = MODE,                                                                                         \
+      .out_dtype = OUT_DTYPE,                                                                               \
+      .epilogue = ::weave::gemm::EpilogueKind::kStoreLocal,                                                 \
+      .block_m = BM,                                                                                        \
+      .block_n = BN,                                                                                        \
+      .block_k = ::weave::gemm::TileShape<::weave::gemm::IN, BM, BN>::kBlockK,                              \
+      .stages = NAME##_t::Layout::kStages,                                                                  \
+      .threads = ::weave::gemm::TileShape<::weave::gemm::IN, BM, BN>::kThreads,                             \
+      .smem_bytes = NAME##_t::Layout::kBytes,                                                               \
+      .prepare = &NAME##_t::prepare,                                                                        \
+      .launch = &NAME##_t::launch,                                                                          \
+  });                                                                                                       \
+  }

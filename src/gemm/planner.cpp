@@ -1,0 +1,180 @@
+// The GEMM planner: which problems the kernels accept, and the tile and grid for one.
+//
+// Tile rule (issue 3): among the built tiles for the mode and output dtype, take the largest tile
+// (by area) whose tile count still covers the SMs (tiles >= num_sms); if none does, the one with
+// the most tiles (the largest grid; then the least padding). Ties between tiles of one area go to the one that wastes
+// less padding, then to the wider-N tile. The persistent grid is min(tiles, num_sms). Every
+// choice is overridable (GemmPlanOverrides). M <= 32 goes to the decode GEMV when it implements
+// the problem.
+#include <algorithm>
+#include <sstream>
+
+#include "common/check.hpp"
+#include "gemm/dispatch.hpp"
+#include "gemm/planner.hpp"
+#include "gemv/gemv.hpp"
+#include "weave/gemm.hpp"
+
+namespace weave {
+namespace gemm {
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Row blocks per group of the L2-friendly tile order (GroupedRowsScheduler).
+constexpr int kDefaultGroupRows = 8;
+
+std::vector<std::string> gemm_problem_violations(const GemmProblem& p) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& s) { out.push_back(s); };
+  constexpr int64_t kMax = int64_t{1} << 31;
+  if (p.m < 1) add("m must be >= 1 (got " + std::to_string(p.m) + ")");
+  if (p.n < 1) add("n must be >= 1 (got " + std::to_string(p.n) + ")");
+  if (p.k < 1) add("k must be >= 1 (got " + std::to_string(p.k) + ")");
+  if (p.m >= kMax || p.n >= kMax || p.k >= kMax)
+    add("m, n and k must each be < 2^31 (TMA coordinates are 32-bit)");
+  if (p.out_dtype != DType::kBF16 && p.out_dtype != DType::kF32)
+    add("out_dtype must be bf16 or fp32 (got " + std::string(to_string(p.out_dtype)) + ")");
+  if (p.mode == ScaleMode::kMxfp8)
+    add("mode mxfp8: the tiled GEMM kernels do not implement it yet (only the decode GEMV may, for m <= 32)");
+  if (p.mode != ScaleMode::kMxfp8 && p.scale_layout != ScaleLayout::kRaw)
+    add("scale_layout '" + std::string(to_string(p.scale_layout)) + "' applies to mode mxfp8 only; use raw");
+  const int64_t in_bytes = p.mode == ScaleMode::kBF16 ? 2 : 1;
+  if (p.k >= 1 && (p.k * in_bytes) % 16 != 0)
+    add("k must be a multiple of " + std::to_string(16 / in_bytes) + " for " +
+        (p.mode == ScaleMode::kBF16 ? "bf16" : "e4m3") +
+        " inputs: rows of A and B are read by TMA, which needs 16-byte row pitches (got k = " + std::to_string(p.k) +
+        ")");
+  if (p.mode == ScaleMode::kBlockscale && p.k >= 1 && p.k % 128 != 0)
+    add("k must be a multiple of 128 for blockscale: one scale per 128-wide K block, and partial blocks are "
+        "not defined (got k = " + std::to_string(p.k) + ")");
+  const int64_t out_bytes = p.out_dtype == DType::kF32 ? 4 : 2;
+  if ((p.out_dtype == DType::kBF16 || p.out_dtype == DType::kF32) && p.n >= 1 && (p.n * out_bytes) % 16 != 0)
+    add("n must be a multiple of " + std::to_string(16 / out_bytes) + " for " + std::string(to_string(p.out_dtype)) +
+        " output: rows of C must be 16-byte multiples (got n = " + std::to_string(p.n) + ")");
+  return out;
+}
+
+std::vector<TileCandidate> gemm_tile_candidates(const GemmProblem& p) {
+  std::vector<TileCandidate> out;
+  for (const auto& i : gemm_instances())
+    if (i.mode == p.mode && i.out_dtype == p.out_dtype && i.epilogue == EpilogueKind::kStoreLocal)
+      out.push_back({i.block_m, i.block_n, i.block_k, i.stages, i.name});
+  return out;
+}
+
+static std::string tiles_list(const std::vector<TileCandidate>& c) {
+  std::ostringstream os;
+  for (size_t i = 0; i < c.size(); ++i) os << (i ? ", " : "") << c[i].block_m << "x" << c[i].block_n;
+  return os.str();
+}
+
+GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverrides& o,
+                         const std::vector<TileCandidate>& cands) {
+  WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1 (got " << num_sms << ")");
+  WEAVE_EXPECT_ARG(o.split_k == 0 || o.split_k == 1,
+                   "override 'split_k': only 1 (no split) is implemented (got " << o.split_k << ")");
+  WEAVE_EXPECT_ARG(o.grid >= 0, "override 'grid': must be >= 1, or 0 for the planner's choice (got " << o.grid << ")");
+  WEAVE_EXPECT_ARG(o.group_rows >= 0,
+                   "override 'group_rows': must be >= 1, or 0 for the planner's choice (got " << o.group_rows << ")");
+  WEAVE_EXPECT_ARG((o.block_m == 0) == (o.block_n == 0),
+                   "override tile: give both block_m and block_n (got " << o.block_m << "x" << o.block_n << ")");
+  WEAVE_EXPECT(!cands.empty(), Status::kUnsupported,
+               "no GEMM kernel instance is built for mode " << to_string(p.mode) << " with " << to_string(p.out_dtype)
+                                                           << " output (is the build narrowed by WEAVE_GEMM_KERNELS?)");
+  auto tiles_of = [&](const TileCandidate& c) { return ceil_div(p.m, c.block_m) * ceil_div(p.n, c.block_n); };
+  auto waste_of = [&](const TileCandidate& c) {
+    return ceil_div(p.m, c.block_m) * c.block_m * ceil_div(p.n, c.block_n) * c.block_n - p.m * p.n;
+  };
+
+  const TileCandidate* pick = nullptr;
+  std::ostringstream why;
+  if (o.block_m != 0) {
+    for (const auto& c : cands)
+      if (c.block_m == o.block_m && c.block_n == o.block_n) pick = &c;
+    WEAVE_EXPECT_ARG(pick != nullptr, "override tile " << o.block_m << "x" << o.block_n << ": not built for mode "
+                                                      << to_string(p.mode) << " / " << to_string(p.out_dtype)
+                                                      << " output (built: " << tiles_list(cands) << ")");
+    why << "tile " << o.block_m << "x" << o.block_n << " (override)";
+  } else {
+    // Better = larger area, then less padding, then wider N.
+    auto better = [&](const TileCandidate& x, const TileCandidate& y) {
+      const int64_t ax = int64_t{x.block_m} * x.block_n, ay = int64_t{y.block_m} * y.block_n;
+      if (ax != ay) return ax > ay;
+      if (waste_of(x) != waste_of(y)) return waste_of(x) < waste_of(y);
+      return x.block_n > y.block_n;
+    };
+    for (const auto& c : cands)
+      if (tiles_of(c) >= num_sms && (pick == nullptr || better(c, *pick))) pick = &c;
+    if (pick != nullptr) {
+      why << "largest tile whose " << tiles_of(*pick) << " tiles cover the " << num_sms << " SMs";
+    } else {
+      // Same grid: the tile that computes fewer padded rows/columns finishes first.
+      auto more_parallel = [&](const TileCandidate& x, const TileCandidate& y) {
+        if (tiles_of(x) != tiles_of(y)) return tiles_of(x) > tiles_of(y);
+        if (waste_of(x) != waste_of(y)) return waste_of(x) < waste_of(y);
+        return better(x, y);
+      };
+      for (const auto& c : cands)
+        if (pick == nullptr || more_parallel(c, *pick)) pick = &c;
+      why << "no tile gives " << num_sms << " tiles; the largest grid is " << tiles_of(*pick) << " tiles";
+    }
+  }
+
+  GemmPlan plan;
+  plan.block_m = pick->block_m;
+  plan.block_n = pick->block_n;
+  plan.block_k = pick->block_k;
+  plan.stages = pick->stages;
+  plan.cluster = 1;
+  plan.tiles = tiles_of(*pick);
+  plan.split_k = 1;
+  plan.kernel = pick->kernel;
+  plan.group_rows = o.group_rows > 0 ? o.group_rows : kDefaultGroupRows;
+  if (o.grid > 0) {
+    plan.grid = o.grid;
+    why << "; grid " << o.grid << " (override)";
+  } else {
+    plan.grid = static_cast<int>(std::min<int64_t>(plan.tiles, num_sms));
+    why << "; grid " << plan.grid << " persistent CTAs, " << std::fixed;
+    why.precision(2);
+    why << static_cast<double>(plan.tiles) / plan.grid << " tiles each";
+  }
+  plan.reason = why.str();
+  return plan;
+}
+
+}  // namespace gemm
+
+std::string gemm_validate_problem(const GemmProblem& problem) {
+  // The decode GEMV takes problems the tiled kernels refuse (e.g. mxfp8 at m <= 32).
+  if (problem.m >= 1 && problem.m <= detail::kGemvMaxM && detail::gemv_unsupported_reason(problem).empty()) return "";
+  const auto v = gemm::gemm_problem_violations(problem);
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? "; " : "") + v[i];
+  return out;
+}
+
+GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides) {
+  const std::string bad = gemm_validate_problem(problem);
+  WEAVE_EXPECT_ARG(bad.empty(), "problem m=" << problem.m << " n=" << problem.n << " k=" << problem.k << " mode "
+                                             << to_string(problem.mode) << ": " << bad);
+  WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1 (got " << num_sms << ")");
+  const bool tile_forced = overrides.block_m != 0 || overrides.block_n != 0;
+  if (problem.m <= detail::kGemvMaxM && !tile_forced) {
+    const std::string gemv_why = detail::gemv_unsupported_reason(problem);
+    if (gemv_why.empty()) {
+      GemmPlan plan;
+      plan.gemv = true;
+      plan.kernel = "gemv";
+      const detail::GemvConfig cfg = detail::gemv_config(problem, num_sms);
+      plan.grid = static_cast<int>(cfg.n_blocks * cfg.split);
+      plan.split_k = cfg.split;
+      plan.reason = "m = " + std::to_string(problem.m) + " <= " + std::to_string(detail::kGemvMaxM) +
+                    ": decode GEMV, memory-bound on B (" + cfg.describe() + ")";
+      return plan;
+    }
+  }
+  return gemm::gemm_plan_tiles(problem, num_sms, overrides, gemm::gemm_tile_candidates(problem));
+}
+
+}  // namespace weave

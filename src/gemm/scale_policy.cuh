@@ -1,0 +1,111 @@
+// Scale policies: how the quantisation scales enter the GEMM. One family keyed by granularity;
+// each policy says where it applies:
+//   ScaleNone       bf16: nothing.
+//   ScalePerRowCol  ptpc (constant along K): epilogue, acc * sa[m] * sb[n]. Consumers copy the
+//                   tile's sa/sb slices into shared memory with cp.async when a tile starts (double
+//                   buffered by tile parity) and wait for them only at the epilogue.
+//   ScaleBlockwise  blockscale 1x128 / 128x128 (varies along K): main loop. The producer warp
+//                   copies each stage's sa[m0.., kb] column and sb[n_blk, kb] into the stage's
+//                   scale slot with cp.async, completing on the same full barrier as the TMA
+//                   tiles; consumers wgmma each 128-wide K block into a fresh accumulator and
+//                   promote it into fp32 registers: total += blk * sa[row] * sb.
+#pragma once
+#include <cstdint>
+
+#include "gemm/kernel_args.hpp"
+#include "hopper/ptx/fence.cuh"
+#include "hopper/ptx/ld_st.cuh"
+#include "hopper/ptx/mbarrier.cuh"
+
+namespace weave::gemm {
+
+enum class ScaleWhere { kNone, kEpilogue, kMainloop };
+
+struct ScaleNone {
+  static constexpr ScaleWhere kWhere = ScaleWhere::kNone;
+  static constexpr uint32_t kProducerArrivals = 0;  // extra arrivals on each full barrier
+  template <class Tile>
+  static constexpr int stage_bytes() { return 0; }
+  template <class Tile>
+  static constexpr int tile_bytes() { return 0; }
+};
+
+struct ScalePerRowCol {
+  static constexpr ScaleWhere kWhere = ScaleWhere::kEpilogue;
+  static constexpr uint32_t kProducerArrivals = 0;
+  template <class Tile>
+  static constexpr int stage_bytes() { return 0; }
+  // Two buffers of [block_m] + [block_n] floats.
+  template <class Tile>
+  static constexpr int tile_bytes() { return 2 * (Tile::kBlockM + Tile::kBlockN) * 4; }
+
+  // Consumer thread `ctid` (0..kConsumerThreads-1) starts the copies for the tile at (m0, n0).
+  template <class Tile>
+  __device__ __forceinline__ static void tile_prologue(const MainloopArgs& a, uint32_t buf, int m0, int n0,
+                                                       int ctid) {
+    for (int i = ctid; i < Tile::kBlockM; i += Tile::kConsumerThreads) {
+      const bool in = m0 + i < a.m;
+      ptx::cp_async_ca_shared_global_4(buf + 4 * i, in ? a.scale_a + m0 + i : a.scale_a, in ? 4 : 0);
+    }
+    for (int i = ctid; i < Tile::kBlockN; i += Tile::kConsumerThreads) {
+      const bool in = n0 + i < a.n;
+      ptx::cp_async_ca_shared_global_4(buf + 4 * (Tile::kBlockM + i), in ? a.scale_b + n0 + i : a.scale_b,
+                                       in ? 4 : 0);
+    }
+  }
+  // Before the epilogue reads the buffer: own copies done, then everyone's (named barrier 1 over
+  // the consumer threads). The barrier also orders this tile's reads of buffer t%2 before tile
+  // t+2's copies into it.
+  template <class Tile>
+  __device__ __forceinline__ static void epilogue_ready() {
+    ptx::cp_async_wait_all();
+    ptx::bar_sync(1, Tile::kConsumerThreads);
+  }
+  template <class Tile>
+  __device__ __forceinline__ static float row_factor(uint32_t buf, int row_local) {
+    return ptx::ld_shared_f32(buf + 4 * row_local);
+  }
+  template <class Tile>
+  __device__ __forceinline__ static float2 col_factors(uint32_t buf, int col_local) {
+    return ptx::ld_shared_v2_f32(buf + 4 * (Tile::kBlockM + col_local));
+  }
+};
+
+struct ScaleBlockwise {
+  static constexpr ScaleWhere kWhere = ScaleWhere::kMainloop;
+  static constexpr uint32_t kProducerArrivals = 32;  // one cp.async arrival per producer lane
+  // sa column [block_m] then sb (padded to 16 bytes).
+  template <class Tile>
+  static constexpr int stage_bytes() { return Tile::kBlockM * 4 + 16; }
+  template <class Tile>
+  static constexpr int tile_bytes() { return 0; }
+
+  // Producer lane `lane` copies its share of stage kb's scales into `slot`, then arms the stage's
+  // full barrier with an arrival that fires once its copies land.
+  template <class Tile>
+  __device__ __forceinline__ static void producer_copy_stage(const MainloopArgs& a, uint32_t slot, uint32_t full_bar,
+                                                             int m0, int n_blk, int kb, int lane) {
+    static_assert(Tile::kBlockN == 128, "blockscale tiles cover exactly one 128-row block of B");
+    // Rolled loop with a running pointer: the producer runs on 40 registers.
+    const int64_t step = 32 * a.scale_a_ld;
+    const float* src = a.scale_a + static_cast<int64_t>(m0 + lane) * a.scale_a_ld + kb;
+#pragma unroll 1
+    for (int i = lane; i < Tile::kBlockM; i += 32, src += step) {
+      const bool in = m0 + i < a.m;
+      ptx::cp_async_ca_shared_global_4(slot + 4 * i, in ? src : a.scale_a, in ? 4 : 0);
+    }
+    if (lane == 0)
+      ptx::cp_async_ca_shared_global_4(slot + 4 * Tile::kBlockM,
+                                       a.scale_b + static_cast<int64_t>(n_blk) * a.scale_b_ld + kb, 4);
+    ptx::cp_async_mbarrier_arrive_noinc_shared_cta(full_bar);
+  }
+  __device__ __forceinline__ static float row_scale(uint32_t slot, int row_local) {
+    return ptx::ld_shared_f32(slot + 4 * row_local);
+  }
+  template <class Tile>
+  __device__ __forceinline__ static float col_scale(uint32_t slot) {
+    return ptx::ld_shared_f32(slot + 4 * Tile::kBlockM);
+  }
+};
+
+}  // namespace weave::gemm

@@ -1,0 +1,96 @@
+// Compile-time shape of one kernel instance: input element, CTA tile, warp roles, the wgmma
+// instruction, and the shared-memory layout with the number of pipeline stages that fits.
+#pragma once
+#include <cstdint>
+
+#include "hopper/ptx/wgmma.cuh"
+
+namespace weave::gemm {
+
+// Input element tags (A and B share one type).
+struct InBf16 {
+  static constexpr int kBytes = 2;
+};
+struct InE4m3 {
+  static constexpr int kBytes = 1;
+};
+
+// One wgmma instruction: 64 x N x (32 bytes of K) from two shared-memory descriptors.
+template <class In, int N>
+struct Wgmma;
+template <>
+struct Wgmma<InBf16, 128> {
+  static constexpr int kAcc = 64;
+  __device__ __forceinline__ static void mma(float (&d)[64], uint64_t a, uint64_t b, uint32_t acc) {
+    ptx::wgmma_mma_async_sync_aligned_m64n128k16_f32_bf16_bf16(d, a, b, acc);
+  }
+};
+template <>
+struct Wgmma<InBf16, 256> {
+  static constexpr int kAcc = 128;
+  __device__ __forceinline__ static void mma(float (&d)[128], uint64_t a, uint64_t b, uint32_t acc) {
+    ptx::wgmma_mma_async_sync_aligned_m64n256k16_f32_bf16_bf16(d, a, b, acc);
+  }
+};
+template <>
+struct Wgmma<InE4m3, 128> {
+  static constexpr int kAcc = 64;
+  __device__ __forceinline__ static void mma(float (&d)[64], uint64_t a, uint64_t b, uint32_t acc) {
+    ptx::wgmma_mma_async_sync_aligned_m64n128k32_f32_e4m3_e4m3(d, a, b, acc);
+  }
+};
+template <>
+struct Wgmma<InE4m3, 256> {
+  static constexpr int kAcc = 128;
+  __device__ __forceinline__ static void mma(float (&d)[128], uint64_t a, uint64_t b, uint32_t acc) {
+    ptx::wgmma_mma_async_sync_aligned_m64n256k32_f32_e4m3_e4m3(d, a, b, acc);
+  }
+};
+
+// Warp roles: warpgroup 0 is the producer (one warp issues TMA), warpgroups 1..2 are consumers;
+// consumer warpgroup w owns rows [w * BM/2, (w+1) * BM/2) of the tile, as BM/128 m64 slices.
+template <class In, int BM, int BN>
+struct TileShape {
+  using Input = In;
+  static constexpr int kBlockM = BM;
+  static constexpr int kBlockN = BN;
+  static constexpr int kBlockK = 128 / In::kBytes;  // one 128-byte swizzle row of K per stage
+  static constexpr int kMmaK = 32 / In::kBytes;     // K of one wgmma (32 bytes)
+  static constexpr int kKSteps = kBlockK / kMmaK;   // wgmmas per stage and m64 slice
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
+  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
+  static constexpr int kWgRows = BM / kConsumerWarpgroups;
+  static constexpr int kSlices = kWgRows / 64;  // m64 wgmma slices per consumer warpgroup
+  static constexpr int kATileBytes = BM * 128;
+  static constexpr int kBTileBytes = BN * 128;
+  static constexpr int kStageBytes = kATileBytes + kBTileBytes;
+  static_assert(BM == 128 || BM == 256, "tile rows: 128 or 256");
+  static_assert(BN == 128 || BN == 256, "tile columns: 128 or 256");
+  using Mma = Wgmma<In, BN>;
+};
+
+inline constexpr int kSmemLimitBytes = 232448;  // 227 KB: the sm_90 per-block opt-in maximum
+inline constexpr int kMaxStages = 8;
+
+// Shared memory, in this order: A tiles [stages], B tiles [stages] (each 1024-byte aligned for
+// the 128B swizzle), per-stage scales (main-loop scale policies), per-tile scales (epilogue scale
+// policies, double-buffered), then the full/empty mbarriers.
+template <class Tile, class Scale>
+struct SmemLayout {
+  static constexpr int kStageScaleBytes = Scale::template stage_bytes<Tile>();
+  static constexpr int kTileScaleBytes = Scale::template tile_bytes<Tile>();
+  static constexpr int kFixed = kTileScaleBytes + 2 * kMaxStages * 8 + 64;
+  static constexpr int kStagesFit = (kSmemLimitBytes - kFixed) / (Tile::kStageBytes + kStageScaleBytes);
+  static constexpr int kStages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;
+  static_assert(kStages >= 2, "tile too large for a two-stage ring");
+  static constexpr int kAOffset = 0;
+  static constexpr int kBOffset = kAOffset + kStages * Tile::kATileBytes;
+  static constexpr int kStageScaleOffset = kBOffset + kStages * Tile::kBTileBytes;
+  static constexpr int kTileScaleOffset = kStageScaleOffset + kStages * kStageScaleBytes;
+  static constexpr int kBarrierOffset = (kTileScaleOffset + kTileScaleBytes + 7) / 8 * 8;
+  static constexpr int kBytes = kBarrierOffset + 2 * kStages * 8;
+  static_assert(kBytes <= kSmemLimitBytes);
+};
+
+}  // namespace weave::gemm

@@ -1,0 +1,45 @@
+// Tile schedulers: the order in which a persistent CTA walks the output tiles. A policy type, so a
+// fused schedule can bring another order (e.g. one destination rank's row band at a time)
+// without touching the main loop. Producer and consumers of a CTA walk the same sequence.
+#pragma once
+#include <cstdint>
+
+#include "gemm/kernel_args.hpp"
+
+namespace weave::gemm {
+
+// Grouped order for L2 reuse: tiles are taken in groups of `group_rows` row-blocks; inside a group
+// the walk goes down the rows first, then along N. The CTAs running at one time then touch
+// ~group_rows A panels and ~grid/group_rows B panels, which stay in L2 while they are reused.
+//
+//   n ->   0  1  2  3 ...
+//   m 0    0  4  8 12        (kGroupRows = 4)
+//     1    1  5  9 13
+//     2    2  6 10 14
+//     3    3  7 11 15
+//     4   16 ...             next group
+// (group_rows = 4 in the picture; the planner's value is GemmPlan::group_rows.)
+struct GroupedRowsScheduler {
+  int num_m_blocks = 0;
+  int num_n_blocks = 0;
+  int group_rows = 1;
+
+  __device__ __forceinline__ GroupedRowsScheduler(const MainloopArgs& a, int block_m, int block_n)
+      : num_m_blocks((a.m + block_m - 1) / block_m),
+        num_n_blocks((a.n + block_n - 1) / block_n),
+        group_rows(a.group_rows > 0 ? a.group_rows : 1) {}
+
+  __device__ __forceinline__ int num_tiles() const { return num_m_blocks * num_n_blocks; }
+
+  __device__ __forceinline__ void coords(int tile, int& m_blk, int& n_blk) const {
+    const int per_group = group_rows * num_n_blocks;
+    const int group = tile / per_group;
+    const int first_m = group * group_rows;
+    const int rows = min(group_rows, num_m_blocks - first_m);
+    const int in_group = tile - group * per_group;
+    m_blk = first_m + in_group % rows;
+    n_blk = in_group / rows;
+  }
+};
+
+}  // namespace weave::gemm

@@ -1,0 +1,58 @@
+// Thin 1:1 wrappers over the loads, stores and fences the communication protocols use to publish
+// and consume flags, credits and peer data (PTX ISA "Memory Consistency Model", "ld", "st",
+// "fence", "globaltimer"). Scope and semantics are in the names. Which protocol uses which one,
+// and why, is in docs/memory_ordering.md (notes "publish-release", "consume-acquire", "credit").
+#pragma once
+#include <cstdint>
+
+namespace weave::ptx {
+
+// ld.acquire.sys.global.u32: later loads/stores of this thread are ordered after this load; pairs
+// with a st.release.sys (or fence + relaxed store) by another GPU's thread.
+__device__ __forceinline__ uint32_t ld_acquire_sys_u32(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// ld.relaxed.sys.global.u32: a strong load that sees other GPUs' stores without ordering.
+__device__ __forceinline__ uint32_t ld_relaxed_sys_u32(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// st.release.sys.global.u32: every memory operation this thread has performed or observed before
+// (including other CTA threads' stores ordered by a preceding bar.sync) is visible system-wide
+// before the flag value is.
+__device__ __forceinline__ void st_release_sys_u32(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+// st.relaxed.sys.global.u32: a strong store without ordering (local-only state, abort flags).
+__device__ __forceinline__ void st_relaxed_sys_u32(uint32_t* p, uint32_t v) {
+  asm volatile("st.relaxed.sys.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
+// fence.acq_rel.sys: a light-weight fence at system scope.
+__device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;\n" ::: "memory"); }
+
+// atom.acq_rel.gpu.global.inc.u32: wrapping increment (returns the old value; wraps to 0 after
+// `limit`), used for the last-CTA election of a kernel.
+__device__ __forceinline__ uint32_t atom_inc_acq_rel_gpu_u32(uint32_t* p, uint32_t limit) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(limit) : "memory");
+  return old;
+}
+
+// mov.u64 %globaltimer: nanoseconds, for bounding spin-waits.
+__device__ __forceinline__ uint64_t globaltimer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
+}
+
+// nanosleep.u32: back off a spinning thread.
+__device__ __forceinline__ void nanosleep(uint32_t ns) { asm volatile("nanosleep.u32 %0;\n" ::"r"(ns)); }
+
+}  // namespace weave::ptx

@@ -1,0 +1,38 @@
+#include "hopper/wait_record.hpp"
+
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <sstream>
+
+namespace weave::hopper {
+
+static WaitTimeoutRecord* g_record = nullptr;
+static std::once_flag g_once;
+
+WaitTimeoutRecord* wait_timeout_record() {
+  std::call_once(g_once, [] {
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, sizeof(WaitTimeoutRecord), cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess) {
+      *static_cast<WaitTimeoutRecord*>(p) = WaitTimeoutRecord{};
+      g_record = static_cast<WaitTimeoutRecord*>(p);
+    } else {
+      cudaGetLastError();  // clear: the record is optional
+    }
+  });
+  return g_record;  // unified addressing: the host pointer is valid on every device
+}
+
+std::string take_wait_timeout_report() {
+  if (g_record == nullptr) return "";
+  volatile WaitTimeoutRecord* r = g_record;
+  if (r->magic != kWaitTimeoutMagic) return "";
+  std::ostringstream os;
+  os << "GEMM pipeline wait timed out after " << r->waited_ns / 1000000 << " ms: block " << r->block << " thread "
+     << r->thread << " waiting on " << (r->site == static_cast<uint32_t>(WaitSite::kProducerEmpty) ? "empty" : "full")
+     << "[" << r->stage << "] parity " << r->parity;
+  r->magic = 0;
+  return os.str();
+}
+
+}  // namespace weave::hopper

@@ -1,0 +1,31 @@
+// Diagnostic record of a bounded wait that timed out inside a kernel (host/device POD). It lives
+// in host-mapped pinned memory, so the host can read it after the kernel trapped and the CUDA
+// context is unusable.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace weave::hopper {
+
+enum class WaitSite : uint32_t { kProducerEmpty = 1, kConsumerFull = 2 };
+inline constexpr uint32_t kWaitTimeoutMagic = 0x7EA7E0u;
+
+struct WaitTimeoutRecord {
+  uint32_t magic = 0;  // kWaitTimeoutMagic once written
+  uint32_t site = 0;   // WaitSite
+  uint32_t stage = 0;
+  uint32_t parity = 0;
+  int32_t block = 0;
+  int32_t thread = 0;
+  uint64_t waited_ns = 0;
+};
+
+// The process-wide record, allocated on first use (cudaHostAlloc mapped; a host call, never in
+// a run()). Returns the device-visible pointer, or nullptr if mapped memory is unavailable (the
+// kernels then trap without a record).
+WaitTimeoutRecord* wait_timeout_record();
+// "" if no kernel recorded a timeout; else one line naming block, thread, site, stage, parity.
+// Clears the record.
+std::string take_wait_timeout_report();
+
+}  // namespace weave::hopper

@@ -1,0 +1,170 @@
+// weave::Gemm beyond plain correctness: the debug negative control (a dropped pipeline wait must be
+// seen by the repeated checks), re-pointed operands, CUDA-graph capture, refusals of bad operands,
+// and a small all-instance case for compute-sanitizer.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "gemm/dispatch.hpp"
+#include "support/gpu.hpp"
+#include "test_gemm_support.hpp"
+
+using namespace weave;
+using namespace weave::test;
+
+namespace {
+
+// Sets an environment variable for one scope.
+struct ScopedEnv {
+  const char* name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+};
+
+RepeatResult run_planned(const OperandSet& o, DType out, int repeats, std::string* kernel = nullptr) {
+  GemmProblem p = o.p;
+  p.out_dtype = out;
+  Guarded c(p.m * p.n * dtype_bytes(out));
+  Gemm g(p, o.va, o.vb, o.scales, TensorView::matrix(c.get(), out, p.m, p.n, 0));
+  if (kernel) *kernel = g.plan().kernel;
+  return run_repeated(g, o, c, out, repeats, nullptr);
+}
+
+}  // namespace
+
+// With WEAVE_GEMM_DEBUG_DROP_WAIT=1 the consumers read each stage before its TMA has landed
+// (the wait moves after the reads). The same repeated check that passes without the switch must
+// fail with it: proof that the tests can see a pipeline race.
+TEST(GemmNegativeControl, DroppedFullWaitIsDetected) {
+  WEAVE_REQUIRE_GPUS(1);
+  for (ScaleMode mode : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale}) {
+    const OperandSet o = make_operands(mode, 1000, 1024, 2048, 77 + static_cast<int>(mode), false);
+    std::string kernel;
+    const RepeatResult clean = run_planned(o, DType::kF32, 20, &kernel);
+    EXPECT_EQ(clean.bad_runs, 0) << to_string(mode) << " " << kernel << " without the switch";
+    RepeatResult dropped;
+    {
+      ScopedEnv env("WEAVE_GEMM_DEBUG_DROP_WAIT", "1");
+      dropped = run_planned(o, DType::kF32, 20);
+    }
+    std::printf("  negative control %-10s %-46s: clean %d/%d bad, dropped wait %d/%d bad (worst %lld wrong)\n",
+                std::string(to_string(mode)).c_str(), kernel.c_str(), clean.bad_runs, clean.runs, dropped.bad_runs,
+                dropped.runs, static_cast<long long>(dropped.worst_wrong));
+    EXPECT_GT(dropped.bad_runs, 0) << to_string(mode) << ": the dropped wait went unnoticed in 20 runs";
+  }
+}
+
+TEST(GemmOperands, SetOperandsRepointsWithoutReplanning) {
+  WEAVE_REQUIRE_GPUS(1);
+  const OperandSet o1 = make_operands(ScaleMode::kBlockscale, 300, 512, 1024, 11, false);
+  const OperandSet o2 = make_operands(ScaleMode::kBlockscale, 300, 512, 1024, 12, false);
+  GemmProblem p = o1.p;
+  p.out_dtype = DType::kBF16;
+  Guarded c1(p.m * p.n * 2), c2(p.m * p.n * 2);
+  Gemm g(p, o1.va, o1.vb, o1.scales, TensorView::matrix(c1.get(), DType::kBF16, p.m, p.n, 0));
+  const GemmPlan before = g.plan();
+  EXPECT_EQ(run_repeated(g, o1, c1, DType::kBF16, 3, nullptr).bad_runs, 0);
+  g.set_operands(o2.va, o2.vb, o2.scales, TensorView::matrix(c2.get(), DType::kBF16, p.m, p.n, 0));
+  EXPECT_EQ(g.plan().kernel, before.kernel);
+  EXPECT_EQ(run_repeated(g, o2, c2, DType::kBF16, 3, nullptr).bad_runs, 0);
+  // Shapes are checked again: a B of the wrong height is refused naming it.
+  try {
+    g.set_operands(o2.va, TensorView::matrix(o2.b.get(), DType::kE4M3, 256, 1024, 0), o2.scales,
+                   TensorView::matrix(c2.get(), DType::kBF16, p.m, p.n, 0));
+    ADD_FAILURE() << "expected a throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'B'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GemmOperands, RunIsGraphCapturable) {
+  WEAVE_REQUIRE_GPUS(1);
+  const OperandSet o = make_operands(ScaleMode::kPtpc, 257, 768, 1280, 21, false);
+  GemmProblem p = o.p;
+  p.out_dtype = DType::kBF16;
+  Guarded c(p.m * p.n * 2);
+  Gemm g(p, o.va, o.vb, o.scales, TensorView::matrix(c.get(), DType::kBF16, p.m, p.n, 0));
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  bench::poison_nan(c.get(), c.bytes(), DType::kBF16, s);
+  for (int i = 0; i < 4; ++i) g.run(s);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int rep = 0; rep < 3; ++rep) {
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    const ref::Comparison cmp = compare_output(o, c, DType::kBF16);
+    EXPECT_EQ(cmp.wrong, 0) << "graph replay " << rep;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
+TEST(GemmOperands, BadOperandsAreRefusedNamingTheArgument) {
+  WEAVE_REQUIRE_GPUS(1);
+  const OperandSet o = make_operands(ScaleMode::kBlockscale, 256, 256, 512, 31, false);
+  GemmProblem p = o.p;
+  p.out_dtype = DType::kF32;
+  Guarded c(p.m * p.n * 4);
+  const TensorView cv = TensorView::matrix(c.get(), DType::kF32, p.m, p.n, 0);
+  auto expect_refusal = [&](const char* needle, auto&& make) {
+    try {
+      make();
+      ADD_FAILURE() << "expected a refusal mentioning " << needle;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  // A in bf16 where e4m3 is required.
+  expect_refusal("'A'", [&] { Gemm g(p, TensorView::matrix(o.a.get(), DType::kBF16, 256, 256, 0), o.vb, o.scales, cv); });
+  // Misaligned base address (TMA needs 16 bytes).
+  expect_refusal("16-byte", [&] {
+    Gemm g(p, TensorView::matrix(static_cast<char*>(o.a.get()) + 8, DType::kE4M3, 256, 512, 0), o.vb, o.scales, cv);
+  });
+  // Block scales in the transposed (M-major) layout: same shape, strides say otherwise.
+  expect_refusal("'scale_a'", [&] {
+    TensorView t = o.scales.a;
+    t.strides = {1, p.m, 0, 0};
+    Gemm g(p, o.va, o.vb, GemmScales{t, o.scales.b}, cv);
+  });
+  // ptpc-style vector scales handed to blockscale.
+  expect_refusal("'scale_b'", [&] {
+    Gemm g(p, o.va, o.vb, GemmScales{o.scales.a, TensorView::vector(o.sb.get(), DType::kF32, 256, 0)}, cv);
+  });
+  // C of the wrong dtype.
+  expect_refusal("'C'", [&] { Gemm g(p, o.va, o.vb, o.scales, TensorView::matrix(c.get(), DType::kBF16, 256, 256, 0)); });
+  // Host memory.
+  std::vector<uint8_t> host(256 * 512);
+  expect_refusal("'A'", [&] { Gemm g(p, TensorView::matrix(host.data(), DType::kE4M3, 256, 512, kHostDevice), o.vb, o.scales, cv); });
+  // K not a multiple of 128 for blockscale: the problem itself is refused.
+  GemmProblem bad = p;
+  bad.k = 320;
+  expect_refusal("multiple of 128", [&] { Gemm g(bad, o.va, o.vb, o.scales, cv); });
+}
+
+// One small case per instance, a single launch each: the workload for
+// `compute-sanitizer --tool memcheck|racecheck --gtest_filter=GemmSanitizer.*`.
+TEST(GemmSanitizer, EveryInstanceOnce) {
+  WEAVE_REQUIRE_GPUS(1);
+  for (ScaleMode mode : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale}) {
+    const OperandSet o = make_operands(mode, 129, 264, 384, 41, false);
+    for (const auto& inst : gemm::gemm_instances()) {
+      if (inst.mode != mode) continue;
+      GemmProblem p = o.p;
+      p.out_dtype = inst.out_dtype;
+      Guarded c(p.m * p.n * dtype_bytes(p.out_dtype));
+      GemmPlanOverrides ov;
+      ov.block_m = inst.block_m;
+      ov.block_n = inst.block_n;
+      Gemm g(p, o.va, o.vb, o.scales, TensorView::matrix(c.get(), p.out_dtype, p.m, p.n, 0), ov);
+      const RepeatResult r = run_repeated(g, o, c, p.out_dtype, 1, nullptr);
+      EXPECT_EQ(r.bad_runs, 0) << inst.name;
+      EXPECT_TRUE(c.guard_intact()) << inst.name;
+    }
+  }
+}

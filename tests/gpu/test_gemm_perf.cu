@@ -1,0 +1,123 @@
+// Quick throughput check of weave::Gemm against cuBLASLt in the same process (CUDA graphs of 20
+// calls, alternating arms, cold weights). Not the benchmark of record (`weave bench gemm` is);
+// skipped unless WEAVE_GEMM_PERF=1 so the GPU test suite stays short.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "bench/cublaslt.hpp"
+#include "gemm/dispatch.hpp"
+#include "support/gpu.hpp"
+#include "test_gemm_support.hpp"
+
+using namespace weave;
+
+namespace {
+
+struct PerfShape {
+  int64_t m, n, k;
+};
+
+void time_shape(ScaleMode mode, PerfShape s, int l2_bytes) {
+  GemmProblem p{.m = s.m, .n = s.n, .k = s.k, .mode = mode, .out_dtype = DType::kBF16};
+  // Operands: one A, several B copies (cold weights), one C per arm.
+  const auto xa = bench::random_operand(1, s.m, s.k);
+  const auto xb = bench::random_operand(2, s.n, s.k);
+  const auto qa = bench::quantize_parallel(xa, s.m, s.k, mode, ref::Operand::kA);
+  const auto qb = bench::quantize_parallel(xb, s.n, s.k, mode, ref::Operand::kB);
+  bench::DeviceOperand a = bench::upload_operand(qa, 0);
+  std::vector<bench::DeviceOperand> b;
+  b.push_back(bench::upload_operand(qb, 0));
+  const int copies = bench::cold_copies(b[0].bytes(), l2_bytes);
+  for (int i = 1; i < copies; ++i) b.push_back(bench::clone_operand(b[0]));
+  bench::DeviceBuffer c_weave(s.m * s.n * 2), c_lt(s.m * s.n * 2);
+  const TensorView cw = TensorView::matrix(c_weave.get(), DType::kBF16, s.m, s.n, 0);
+  const TensorView cl = TensorView::matrix(c_lt.get(), DType::kBF16, s.m, s.n, 0);
+
+  // Arm 0 is the planner's choice; the others vary one decision (tile, L2 group size) so one run
+  // shows whether the planner picked well. Each arm has one Gemm per weight copy.
+  std::vector<std::pair<std::string, GemmPlanOverrides>> variants = {{"weave", {}}};
+  for (const auto& inst : gemm::gemm_instances())
+    if (inst.mode == mode && inst.out_dtype == DType::kBF16)
+      variants.push_back({"tile " + std::to_string(inst.block_m) + "x" + std::to_string(inst.block_n),
+                          GemmPlanOverrides{.block_m = inst.block_m, .block_n = inst.block_n}});
+  for (int g : {2, 4, 16, 64}) variants.push_back({"group " + std::to_string(g), GemmPlanOverrides{.group_rows = g}});
+  std::vector<std::vector<std::unique_ptr<Gemm>>> gemm_sets(variants.size());
+  std::vector<bench::Arm> arms;
+  for (size_t v = 0; v < variants.size(); ++v) {
+    for (int i = 0; i < copies; ++i)
+      gemm_sets[v].push_back(std::make_unique<Gemm>(p, a.view, b[i].view, GemmScales{a.scale_view, b[i].scale_view},
+                                                    cw, variants[v].second));
+    auto* set = &gemm_sets[v];
+    arms.push_back({variants[v].first, [set, copies](cudaStream_t st, int call) { (*set)[call % copies]->run(st); }});
+  }
+  auto& gemms = gemm_sets[0];
+
+  std::unique_ptr<bench::CublasLtGemm> lt, lt_fast;
+  std::vector<bench::CublasLtScales> lt_scales;
+  std::string lt_why = bench::CublasLtGemm::supports(p);
+  if (lt_why.empty()) {
+    try {
+      lt = std::make_unique<bench::CublasLtGemm>(p, 0);
+      for (int i = 0; i < copies; ++i)
+        lt_scales.push_back(lt->prepare_scales(GemmScales{a.scale_view, b[i].scale_view}, nullptr));
+      arms.push_back({"cublaslt", [&](cudaStream_t st, int call) {
+                        lt->run(a.view, b[call % copies].view, lt_scales[call % copies], cl, st);
+                      }});
+    } catch (const Error& e) {
+      lt_why = e.what();
+    }
+    if (mode == ScaleMode::kPtpc && lt) {
+      try {
+        bench::CublasLtOptions fast;
+        fast.fast_accum = true;
+        lt_fast = std::make_unique<bench::CublasLtGemm>(p, 0, fast);
+        arms.push_back({"cublaslt_fast", [&](cudaStream_t st, int call) {
+                          lt_fast->run(a.view, b[call % copies].view, lt_scales[call % copies], cl, st);
+                        }});
+      } catch (const Error& e) {
+        std::printf("  (cublaslt fast accumulation unavailable: %s)\n", e.what());
+      }
+    }
+  }
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  bench::TimingConfig cfg;
+  cfg.samples = 10;
+  const auto t = bench::time_alternating(arms, cfg, stream);
+
+  // Validate weave's output of the timed run against the GPU reference (#wrong).
+  bench::DeviceBuffer ref(s.m * s.n * 4);
+  bench::poison_nan(c_weave.get(), c_weave.bytes(), DType::kBF16, stream);
+  gemms[0]->run(stream);
+  bench::gpu_reference_gemm(p, a.view, b[0].view, GemmScales{a.scale_view, b[0].scale_view}, ref.as<float>(), stream);
+  const auto cmp = bench::gpu_compare(cw, ref.as<float>(), test::tolerance_for(mode, DType::kBF16), stream);
+  cudaStreamDestroy(stream);
+
+  const double flop = 2.0 * s.m * s.n * s.k;
+  std::printf("  %-10s %6lld %6lld %6lld  %-44s weave %9.1f us %7.1f TFLOPS noise %.1f%% #wrong %lld",
+              std::string(to_string(mode)).c_str(), static_cast<long long>(s.m), static_cast<long long>(s.n),
+              static_cast<long long>(s.k), gemms[0]->plan().kernel.c_str(), t[0].median_us,
+              flop / t[0].median_us * 1e-6, t[0].noise_pct, static_cast<long long>(cmp.wrong));
+  for (size_t i = 1; i < t.size(); ++i)
+    std::printf(" | %s %.1f us (%.3f)", arms[i].name.c_str(), t[i].median_us, t[0].median_us / t[i].median_us);
+  if (!lt_why.empty()) std::printf(" | cublaslt: %s", lt_why.c_str());
+  std::printf("\n");
+  EXPECT_EQ(cmp.wrong, 0) << "weave output wrong in the timed configuration";
+}
+
+}  // namespace
+
+TEST(GemmPerf, AgainstCublasLt) {
+  WEAVE_REQUIRE_GPUS(1);
+  const char* on = std::getenv("WEAVE_GEMM_PERF");
+  if (on == nullptr || std::string(on) != "1") GTEST_SKIP() << "set WEAVE_GEMM_PERF=1 to time";
+  int l2 = 0;
+  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0);
+  const PerfShape shapes[] = {{8192, 8192, 8192}, {8192, 5120, 2048}, {16384, 2048, 7168},
+                              {2048, 2048, 7168}, {8192, 7168, 640},  {64, 8192, 1280}};
+  for (ScaleMode mode : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale})
+    for (const auto& s : shapes) time_shape(mode, s, l2);
+}
