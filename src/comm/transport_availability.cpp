@@ -6,6 +6,7 @@
 #endif
 
 #include "common/check.hpp"
+#include "common/driver_api.hpp"
 #include "weave/device.hpp"
 #include "weave/transport.hpp"
 
@@ -63,6 +64,22 @@ std::string peer_problem(const std::vector<int>& devices) {
   return "";
 }
 
+// Whether every device supports stream memory operations (cuStreamWaitValue32 / WriteValue32),
+// which device-triggered copy-engine puts would need; "" when the driver cannot be asked.
+std::string stream_mem_ops(const std::vector<int>& devices) {
+  try {
+    auto get = driver_fn<PFN_cuDeviceGetAttribute_v2000>("cuDeviceGetAttribute", 2000);
+    for (int d : devices) {
+      int v = 0;
+      if (get(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, d) != CUDA_SUCCESS || !v)
+        return "stream memory ops: not supported on cuda:" + std::to_string(d);
+    }
+    return "stream memory ops: supported (not used by weave's collectives yet)";
+  } catch (const Error&) {
+    return "";
+  }
+}
+
 }  // namespace
 
 std::vector<TransportAvailability> transport_availability(const std::vector<int>& devices) {
@@ -83,6 +100,10 @@ std::vector<TransportAvailability> transport_availability(const std::vector<int>
       a.reason = a.available ? (t == Transport::kCe ? "copy engines to peer window addresses"
                                                     : "SM loads/stores through the symmetric window")
                              : problem;
+      if (a.available && t == Transport::kCe) {
+        const std::string ops = stream_mem_ops(devices);
+        if (!ops.empty()) a.reason += "; " + ops;
+      }
     }
     out.push_back(a);
   }

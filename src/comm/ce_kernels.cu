@@ -1,0 +1,122 @@
+// Small protocol kernels: op initialisation, and the ce transport's enter / arrive steps and its
+// local reduction. Copy-engine copies themselves are cudaMemcpyAsync calls (collective.cpp).
+//
+//   ce call e, rank r:   [enter: e = epoch + 1; ready -> peers; wait peers' ready >= e - lag]
+//                        -> per-peer streams: cudaMemcpyAsync(peer window, ...) -> join
+//                        -> [arrive(phase): flag -> peers; wait peers' flags >= e]
+//                        -> (reduce / copy out on the caller's stream)
+// docs/memory_ordering.md "ce-completion": the arrive kernel starts only after the copies have
+// completed in stream order; its release-store of the flag follows them.
+#include <cuda_bf16.h>
+
+#include "comm/call_protocol.cuh"
+#include "comm/kernels.hpp"
+#include "comm/op_layout.hpp"
+#include "common/check.hpp"
+
+namespace weave::comm {
+
+namespace {
+
+// Every word of the op's control (epoch = initial, aborted = 0, election = 0), credits and flags
+// regions starts at `initial`: stale zeros from the window's creation would otherwise read as a
+// future epoch once epochs start near 2^32.
+__global__ void init_op_kernel(const Proto p, uint32_t initial) {
+  uint32_t* ctrl = ctrl_word(p, 0);
+  const size_t nflags = static_cast<size_t>(kFlagPhases) * p.win.world * p.max_blocks;
+  uint32_t* flags = reinterpret_cast<uint32_t*>(p.win.base[p.win.rank] + p.flags);
+  uint32_t* credits = reinterpret_cast<uint32_t*>(p.win.base[p.win.rank] + p.credits);
+  const size_t tid = blockIdx.x * size_t(blockDim.x) + threadIdx.x, nth = size_t(gridDim.x) * blockDim.x;
+  for (size_t i = tid; i < nflags; i += nth) flags[i] = initial;
+  for (size_t i = tid; i < static_cast<size_t>(p.win.world); i += nth) credits[i] = initial;
+  if (tid == 0) {
+    ctrl[kCtrlEpoch] = initial;
+    ctrl[kCtrlAborted] = 0;
+    ctrl[kCtrlDoneCount] = 0;
+  }
+}
+
+__global__ void ce_enter_kernel(const Proto p, uint32_t lag, int use_credits) {
+  __shared__ uint32_t s_epoch;
+  bool bad = false;
+  if (threadIdx.x == 0) {
+    bad = aborted(p);
+    s_epoch = *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) + 1u;
+    // One CTA: the epoch of this call is stored at once; the call's later kernels read it.
+    if (!bad) *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) = s_epoch;
+  }
+  if (__syncthreads_or(bad)) return;
+  if (use_credits) exchange_credits(p, s_epoch, lag);
+}
+
+__global__ void ce_arrive_kernel(const Proto p, int phase) {
+  const int t = threadIdx.x, w = p.win.world, r = p.win.rank;
+  if (aborted(p)) return;
+  const uint32_t e = *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch));
+  if (t < w && t != r) {
+    publish(flag_slot(p, t, phase, r, 0), e);
+    wait_reached(p, flag_slot(p, r, phase, t, 0), e, t, phase, FlagKind::kArrival);
+  }
+}
+
+template <typename T, int W>
+__global__ void __launch_bounds__(kLsaThreads, W <= 2 ? 2 : 1) local_reduce_kernel(const ReduceCall c) {
+  const Proto& p = c.p;
+  if (aborted(p)) return;
+  const int w = p.win.world, r = p.win.rank;
+  const uint32_t e = *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch));
+  const uint32_t slot = slot_of(e, c.slots);
+  const T* srcs[W] = {};
+#pragma unroll
+  for (int q = 0; q < W; ++q)
+    if (q < w)
+      srcs[q] = q == r ? reinterpret_cast<const T*>(c.own)
+                       : reinterpret_cast<const T*>(p.win.base[r] + c.staging + slot * c.slot_bytes + q * c.stride);
+  T* const dsts[W + 1] = {reinterpret_cast<T*>(c.dst)};
+  const Range part = part_range(c.count, gridDim.x, blockIdx.x, kVecBytes / sizeof(T));
+  reduce_range<T, W>(srcs, w, dsts, 1, part.begin, part.end, threadIdx.x, blockDim.x);
+}
+
+__global__ void __launch_bounds__(kLsaThreads, 1) sm_put_kernel(const Proto p, uint64_t dst_off, const char* src,
+                                                                  size_t bytes) {
+  if (aborted(p)) return;
+  const int w = p.win.world, r = p.win.rank;
+  const Range part = part_range(bytes, gridDim.x, blockIdx.x, kVecBytes);
+  for (int s = 1; s < w; ++s)
+    copy_bytes(p.win.base[peer_at(r, s, w)] + dst_off + part.begin, src + part.begin, part.size(), threadIdx.x,
+               blockDim.x);
+  __threadfence_system();  // the stores are performed before this kernel counts as complete
+}
+
+}  // namespace
+
+void launch_sm_put(const Proto& p, uint64_t dst_off, const char* src, size_t bytes, int blocks, cudaStream_t stream) {
+  sm_put_kernel<<<blocks, kLsaThreads, 0, stream>>>(p, dst_off, src, bytes);
+  WEAVE_CHECK_LAUNCH();
+}
+
+void launch_init_op(const Proto& p, uint32_t initial_epoch, cudaStream_t stream) {
+  init_op_kernel<<<16, 256, 0, stream>>>(p, initial_epoch);
+  WEAVE_CHECK_LAUNCH();
+}
+
+void launch_ce_enter(const Proto& p, uint32_t credit_lag, bool use_credits, cudaStream_t stream) {
+  ce_enter_kernel<<<1, 32, 0, stream>>>(p, credit_lag, use_credits ? 1 : 0);
+  WEAVE_CHECK_LAUNCH();
+}
+
+void launch_ce_arrive(const Proto& p, int phase, cudaStream_t stream) {
+  ce_arrive_kernel<<<1, 32, 0, stream>>>(p, phase);
+  WEAVE_CHECK_LAUNCH();
+}
+
+void launch_local_reduce(const ReduceCall& c, DType dtype, cudaStream_t stream) {
+  dispatch_world(c.p.win.world, [&](auto w) {
+    constexpr int W = decltype(w)::value;
+    if (dtype == DType::kBF16) local_reduce_kernel<__nv_bfloat16, W><<<c.blocks, kLsaThreads, 0, stream>>>(c);
+    else local_reduce_kernel<float, W><<<c.blocks, kLsaThreads, 0, stream>>>(c);
+  });
+  WEAVE_CHECK_LAUNCH();
+}
+
+}  // namespace weave::comm

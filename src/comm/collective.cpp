@@ -1,0 +1,437 @@
+// weave::Collective: construction (plan, agreement, window, op init) and run() for each
+// transport. run() only enqueues: no allocation, no host sync, graph-capturable.
+//
+// ce call shapes (rank r; "enter"/"arrive" are one-CTA kernels, ce_kernels.cu):
+//   all-gather : enter -> fork -> [peer s: memcpy in -> peer.land[r]] -> join -> arrive(0) -> copy out
+//   reduce-scat: enter -> fork -> [peer s: memcpy in[s] -> peer.staging[r]] -> join -> arrive(0) -> reduce
+//   one-shot AR: enter -> fork -> [peer s: memcpy in -> peer.staging[r]] -> join -> arrive(0) -> reduce
+//   two-shot AR: enter -> fork -> [memcpy chunk s -> owner s] -> join -> arrive(0) -> reduce my chunk
+//                -> fork -> [memcpy my sum -> peer.land] -> join -> arrive(1) -> copy out
+// The ce transport uses one staging copy (slot 0) and a full credit (lag 0): a captured graph's
+// memcpy destinations are fixed, so they cannot rotate with the call epoch the way lsa slots do.
+#include <cstring>
+#include <sstream>
+
+#include "comm/collective_impl.hpp"
+#include "comm/protocol.hpp"
+#include "common/check.hpp"
+#include "common/log.hpp"
+
+namespace weave {
+
+namespace {
+
+bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
+  const auto* x = static_cast<const char*>(a);
+  const auto* y = static_cast<const char*>(b);
+  return x < y + nb && y < x + na;
+}
+
+ncclDataType_t nccl_type(DType d) { return d == DType::kBF16 ? ncclBfloat16 : ncclFloat32; }
+
+}  // namespace
+
+Collective::Impl::Impl(Communicator& c, const CollectiveConfig& config) : comm(&c), cfg(config) {
+  WEAVE_EXPECT_ARG(cfg.max_count >= 1, "CollectiveConfig.max_count must be >= 1 (the largest call's count)");
+  WEAVE_EXPECT_ARG(cfg.op == CollectiveOp::kAllGather || cfg.dtype == DType::kBF16 || cfg.dtype == DType::kF32,
+                   "CollectiveConfig.dtype for " << to_string(cfg.op) << " must be bf16 or fp32 (fp32 accumulation), got "
+                                                 << to_string(cfg.dtype));
+  WEAVE_EXPECT_ARG(cfg.ce_sm_share >= 0 && cfg.ce_sm_share <= 0.9,
+                   "CollectiveConfig.ce_sm_share must be in [0, 0.9], got " << cfg.ce_sm_share);
+  WEAVE_EXPECT_ARG(cfg.max_blocks >= 0 && cfg.max_blocks <= 4096,
+                   "CollectiveConfig.max_blocks must be in 0..4096 (0 = from occupancy), got " << cfg.max_blocks);
+  esz = cfg.op == CollectiveOp::kAllGather ? 1 : dtype_bytes(cfg.dtype);
+  PlanInputs pin;
+  pin.op = cfg.op;
+  pin.bytes = cfg.max_count * esz;
+  pin.world = c.world_size();
+  pin.lsa_team_size = c.lsa_team_size();
+  pin.compiled_nccl = WEAVE_ENABLE_NCCL_TRANSPORT;
+  pin.compiled_ce = WEAVE_ENABLE_CE;
+  pin.compiled_lsa = WEAVE_ENABLE_LSA;
+  pin.peer_access = true;  // NCCL's LSA team (lsa_team_size) is built from peer access
+  pin.transport = cfg.transport;
+  pin.algorithm = cfg.algorithm;
+  plan = plan_collective(pin);
+  if (plan.fell_back) WEAVE_LOG(kWarn, "rank " << c.rank() << ": " << to_string(cfg.op) << ": " << plan.reason);
+  WEAVE_CHECK_CUDA(cudaSetDevice(c.device()));
+
+  // Every rank must run the same op with the same grid cap (flags are per CTA).
+  int blocks = cfg.max_blocks > 0 ? cfg.max_blocks : comm::lsa_max_blocks(c.device(), c.world_size());
+  for (auto b : c.all_gather(static_cast<uint64_t>(blocks), "the lsa grid size"))
+    blocks = std::min<int>(blocks, static_cast<int>(b));
+  max_blocks = blocks;
+  std::ostringstream id;
+  id << "weave.collective.v1|" << static_cast<int>(cfg.op) << "|" << static_cast<int>(plan.transport) << "|"
+     << static_cast<int>(plan.algorithm) << "|" << static_cast<int>(cfg.dtype) << "|" << cfg.max_count << "|"
+     << cfg.flow_control << "|" << cfg.initial_epoch << "|" << max_blocks << "|" << cfg.ce_sm_share;
+  const std::string ids = id.str();
+  c.agree(fnv1a64(ids.data(), ids.size()),
+          std::string(to_string(cfg.op)) + " configuration (transport, algorithm, dtype, max_count, testing hooks)");
+  try {
+    Communicator* wcomm = &c;
+    if (plan.algorithm == Algorithm::kNcclCopyEngine) {
+      ncclConfig_t nc = NCCL_CONFIG_INITIALIZER;
+      nc.CTAPolicy = NCCL_CTA_POLICY_ZERO;
+      ncclComm_t split = nullptr;
+      WEAVE_CHECK_NCCL(ncclCommSplit(c.nccl(), 0, c.rank(), &split, &nc));
+      CommOptions o;
+      o.timeout_s = c.timeout_s();
+      nccl_ce_comm = Communicator::adopt(split, o);
+      wcomm = nccl_ce_comm.get();
+    }
+    comm::OpShape shape;
+    shape.op = cfg.op;
+    shape.algorithm = plan.algorithm;
+    shape.world = c.world_size();
+    shape.elem_bytes = esz;
+    shape.max_count = cfg.max_count;
+    shape.max_blocks = max_blocks;
+    WindowLayout layout;
+    off = comm::add_op_regions(layout, "op", shape);
+    win = std::make_unique<SymmetricWindow>(*wcomm, std::move(layout));
+
+    WEAVE_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&err), sizeof(comm::DeviceErrorRecord),
+                                   cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memset(err, 0, sizeof(*err));
+    comm::DeviceErrorRecord* err_dev = nullptr;
+    WEAVE_CHECK_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&err_dev), err, 0));
+    proto.win = win->handle();
+    proto.control = off.control;
+    proto.credits = off.credits;
+    proto.flags = off.flags;
+    proto.max_blocks = max_blocks;
+    proto.flow_control = cfg.flow_control ? 1 : 0;
+    proto.timeout_ns = static_cast<uint64_t>(c.timeout_s() * 1e9);
+    proto.err = err_dev;
+    if (plan.transport != Transport::kNccl)
+      for (int r = 0; r < c.world_size(); ++r)
+        WEAVE_EXPECT(proto.win.base[r] != nullptr, Status::kUnavailable,
+                     "rank " << c.rank() << ": rank " << r << "'s window is not mapped (not in one NVLink domain)");
+
+    cudaStream_t init = nullptr;
+    WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&init, cudaStreamNonBlocking));
+    comm::launch_init_op(proto, cfg.initial_epoch, init);
+    const cudaError_t st = cudaStreamSynchronize(init);
+    cudaStreamDestroy(init);
+    WEAVE_CHECK_CUDA(st);
+    if (plan.transport == Transport::kCe) {
+      WEAVE_CHECK_CUDA(cudaEventCreateWithFlags(&fork_event, cudaEventDisableTiming));
+      for (int s = 1; s < c.world_size(); ++s) {
+        cudaStream_t ps = nullptr;
+        WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&ps, cudaStreamNonBlocking));
+        peer_streams.push_back(ps);
+        cudaEvent_t ev = nullptr;
+        WEAVE_CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+        join_events.push_back(ev);
+      }
+    }
+    c.barrier();  // no peer writes our flags before we initialised them
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+void Collective::Impl::release() noexcept {
+  cudaSetDevice(comm->device());
+  for (auto s : peer_streams) cudaStreamDestroy(s);
+  for (auto e : join_events) cudaEventDestroy(e);
+  peer_streams.clear();
+  join_events.clear();
+  if (fork_event) cudaEventDestroy(fork_event);
+  fork_event = nullptr;
+  win.reset();           // before the communicator it is registered with
+  nccl_ce_comm.reset();
+  if (err) cudaFreeHost(err);
+  err = nullptr;
+}
+
+Collective::Impl::~Impl() { release(); }
+
+ncclComm_t Collective::Impl::nccl_comm() const { return nccl_ce_comm ? nccl_ce_comm->nccl() : comm->nccl(); }
+
+void Collective::Impl::check() const {
+  if (err == nullptr || *reinterpret_cast<volatile const uint32_t*>(&err->valid) == 0) return;
+  throw Error(Status::kTimeout, std::string(to_string(cfg.op)) + " over " + std::string(to_string(plan.transport)),
+              WEAVE_LOCATION,
+              comm::describe(*err) + ". The op is unusable after a timeout; destroy it on every rank.");
+}
+
+bool Collective::Impl::use_one_shot(size_t count) const {
+  if (plan.algorithm == Algorithm::kOneShot) return true;
+  if (plan.algorithm == Algorithm::kTwoShot) return false;
+  return count <= off.oneshot_max_count;
+}
+
+void Collective::Impl::run(const void* in, void* out, size_t count, cudaStream_t stream) {
+  check();
+  const int w = comm->world_size(), r = comm->rank();
+  WEAVE_EXPECT_ARG(count >= 1 && count <= cfg.max_count,
+                   to_string(cfg.op) << ": count must be in 1.." << cfg.max_count << " (max_count), got " << count);
+  WEAVE_EXPECT_ARG(in != nullptr && out != nullptr, to_string(cfg.op) << ": in and out must not be null");
+  const auto* ci = static_cast<const char*>(in);
+  auto* co = static_cast<char*>(out);
+  const size_t bytes = count * esz;
+  switch (cfg.op) {
+    case CollectiveOp::kAllGather:
+      WEAVE_EXPECT_ARG(ci == co + r * bytes || !overlaps(ci, bytes, co, w * bytes),
+                       "all-gather: in overlaps out; only in == out + rank * bytes (in-place) may");
+      break;
+    case CollectiveOp::kReduceScatter:
+      WEAVE_EXPECT_ARG(co == ci + r * bytes || !overlaps(ci, w * bytes, co, bytes),
+                       "reduce-scatter: out overlaps in; only out == in + rank * count (in-place) may");
+      break;
+    case CollectiveOp::kAllReduce:
+      WEAVE_EXPECT_ARG(ci == co || !overlaps(ci, bytes, co, bytes), "all-reduce: in overlaps out; only in == out may");
+      break;
+  }
+  WEAVE_CHECK_CUDA(cudaSetDevice(comm->device()));
+  switch (plan.transport) {
+    case Transport::kNccl:
+#if WEAVE_ENABLE_NCCL_TRANSPORT
+      run_nccl(in, out, count, stream);
+      return;
+#else
+      break;
+#endif
+    case Transport::kLsa:
+#if WEAVE_ENABLE_LSA
+      run_lsa(in, out, count, stream);
+      return;
+#else
+      break;
+#endif
+    case Transport::kCe:
+#if WEAVE_ENABLE_CE
+      run_ce(in, out, count, stream);
+      return;
+#else
+      break;
+#endif
+  }
+  (void)stream;  // reached only when the selected transport is compiled out
+  WEAVE_EXPECT(false, Status::kUnavailable, "transport '" << to_string(plan.transport) << "' is compiled out");
+}
+
+bool Collective::Impl::nccl_symmetric_defect(const void* in, const void* out, size_t count) const {
+  if (plan.transport != Transport::kNccl || cfg.op == CollectiveOp::kAllReduce || (count * esz) % 4 == 0) return false;
+  const int w = comm->world_size();
+  const size_t in_bytes = (cfg.op == CollectiveOp::kReduceScatter ? w : 1) * count * esz;
+  const size_t out_bytes = (cfg.op == CollectiveOp::kAllGather ? w : 1) * count * esz;
+  return win->contains(in, in_bytes) && win->contains(out, out_bytes);
+}
+
+void Collective::Impl::run_nccl(const void* in, void* out, size_t count, cudaStream_t stream) {
+  // docs/comm.md "NCCL symmetric kernels": with both buffers in a symmetric window NCCL 2.28.9
+  // returned wrong data for all-gather and reduce-scatter blocks whose size is not a multiple of
+  // 4 bytes (Collectives.NcclSymmetricKernelsOnOddSizesCharacterised). Refuse rather than return it.
+  WEAVE_EXPECT(!nccl_symmetric_defect(in, out, count), Status::kUnsupported,
+               to_string(cfg.op) << " over nccl: " << count * esz
+                                 << " bytes per rank with both buffers in the symmetric window would run NCCL's "
+                                    "symmetric kernels, which returned wrong data for block sizes that are not a "
+                                    "multiple of 4 bytes in weave's self-test (NCCL 2.28.9); pass buffers outside "
+                                    "the window, or use the ce or lsa transport");
+  const ncclComm_t c = nccl_comm();
+  switch (cfg.op) {
+    case CollectiveOp::kAllGather: WEAVE_CHECK_NCCL(ncclAllGather(in, out, count, ncclUint8, c, stream)); break;
+    case CollectiveOp::kReduceScatter:
+      WEAVE_CHECK_NCCL(ncclReduceScatter(in, out, count, nccl_type(cfg.dtype), ncclSum, c, stream));
+      break;
+    case CollectiveOp::kAllReduce:
+      WEAVE_CHECK_NCCL(ncclAllReduce(in, out, count, nccl_type(cfg.dtype), ncclSum, c, stream));
+      break;
+  }
+}
+
+void Collective::Impl::run_lsa(const void* in, void* out, size_t count, cudaStream_t stream) {
+  const int w = comm->world_size(), r = comm->rank();
+  const auto* ci = static_cast<const char*>(in);
+  auto* co = static_cast<char*>(out);
+  comm::LsaCall c;
+  c.p = proto;
+  c.in = ci;
+  c.out = co;
+  c.count = count;
+  c.slots = off.slots;
+  c.staging = off.staging;
+  c.slot_bytes = off.slot_bytes;
+  switch (cfg.op) {
+    case CollectiveOp::kAllGather: {
+      const bool out_win = win->contains(out, w * count);
+      c.in_place = ci == co + r * count;
+      c.blocks = comm::lsa_blocks_for(count, max_blocks);
+      if (plan.algorithm == Algorithm::kPull) {
+        if (c.in_place && out_win) {
+          c.src_off = offset_of(out);
+          c.src_stride = count;
+        } else if (!c.in_place && win->contains(in, count)) {
+          c.src_off = offset_of(in);
+        } else {
+          c.stage_in = 1;
+          c.src_off = off.input;
+        }
+        comm::launch_lsa_all_gather_pull(c, stream);
+      } else {
+        c.land = out_win ? offset_of(out) : off.output;
+        c.copy_out = out_win ? 0 : 1;
+        c.credit_lag = 0;  // lands in the receiver's output itself: one copy, full credit
+        comm::launch_lsa_all_gather_push(c, stream);
+      }
+      return;
+    }
+    case CollectiveOp::kReduceScatter:
+      c.stride = off.oneshot_stride;
+      c.credit_lag = off.slots - 1;
+      c.blocks = comm::lsa_blocks_for(count * esz, max_blocks);
+      comm::launch_lsa_reduce_scatter(c, cfg.dtype, stream);
+      return;
+    case CollectiveOp::kAllReduce:
+      if (use_one_shot(count)) {
+        c.stride = off.oneshot_stride;
+        c.credit_lag = off.slots - 1;
+        c.blocks = comm::lsa_blocks_for(count * esz, max_blocks);
+        comm::launch_lsa_all_reduce_one_shot(c, cfg.dtype, stream);
+      } else {
+        const bool out_win = win->contains(out, count * esz);
+        c.stride = off.twoshot_stride;
+        c.land = out_win ? offset_of(out) : off.output;
+        c.copy_out = out_win ? 0 : 1;
+        c.credit_lag = 0;  // the gather leg lands in the receiver's output
+        c.blocks = comm::lsa_blocks_for(comm::max_owner_chunk(count, w, comm::kVecBytes / esz) * esz, max_blocks);
+        comm::launch_lsa_all_reduce_two_shot(c, cfg.dtype, stream);
+      }
+      return;
+  }
+}
+
+void Collective::Impl::ce_fork(cudaStream_t stream) {
+  WEAVE_CHECK_CUDA(cudaEventRecord(fork_event, stream));
+  for (auto ps : peer_streams) WEAVE_CHECK_CUDA(cudaStreamWaitEvent(ps, fork_event, 0));
+}
+
+void Collective::Impl::ce_join(cudaStream_t stream) {
+  for (size_t i = 0; i < peer_streams.size(); ++i) {
+    WEAVE_CHECK_CUDA(cudaEventRecord(join_events[i], peer_streams[i]));
+    WEAVE_CHECK_CUDA(cudaStreamWaitEvent(stream, join_events[i], 0));
+  }
+}
+
+void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStream_t stream) {
+  const int w = comm->world_size(), r = comm->rank();
+  const auto* ci = static_cast<const char*>(in);
+  auto* co = static_cast<char*>(out);
+  const WindowHandle& h = win->handle();
+  char* local = win->local();
+  const size_t bytes = count * esz;
+  auto peer_copy = [&](int step, char* dst, const char* src, size_t n) {
+    if (n) WEAVE_CHECK_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, peer_streams[step - 1]));
+  };
+  auto local_copy = [&](char* dst, const char* src, size_t n) {
+    if (n) WEAVE_CHECK_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream));
+  };
+  comm::ReduceCall rc;
+  rc.p = proto;
+  rc.staging = off.staging;
+  rc.slot_bytes = off.slot_bytes;
+  rc.slots = 1;  // fixed slot: see the file comment
+  comm::launch_ce_enter(proto, /*credit_lag=*/0, /*use_credits=*/true, stream);
+  switch (cfg.op) {
+    case CollectiveOp::kAllGather: {
+      const bool out_win = win->contains(out, w * bytes);
+      const uint64_t land = out_win ? offset_of(out) : off.output;
+      // Optionally the first `sm` bytes of the block go by SM stores, concurrently with the copy
+      // engines moving the rest (docs/memory_ordering.md "ce-completion": the put kernel fences).
+      const size_t sm = w > 1 && bytes >= (size_t(1) << 20) ? static_cast<size_t>(bytes * cfg.ce_sm_share) / 16 * 16 : 0;
+      ce_fork(stream);
+      for (int s = 1; s < w; ++s)
+        peer_copy(s, h.base[comm::peer_at(r, s, w)] + land + r * bytes + sm, ci + sm, bytes - sm);
+      if (sm) comm::launch_sm_put(proto, land + r * bytes, ci, sm, comm::lsa_blocks_for(sm, max_blocks), stream);
+      if (ci != co + r * bytes) local_copy(co + r * bytes, ci, bytes);
+      ce_join(stream);
+      comm::launch_ce_arrive(proto, 0, stream);
+      if (!out_win) {
+        local_copy(co, local + land, r * bytes);
+        local_copy(co + (r + 1) * bytes, local + land + (r + 1) * bytes, (w - r - 1) * bytes);
+      }
+      return;
+    }
+    case CollectiveOp::kReduceScatter:
+    case CollectiveOp::kAllReduce: {
+      const bool rs = cfg.op == CollectiveOp::kReduceScatter;
+      if (rs || use_one_shot(count)) {
+        rc.stride = off.oneshot_stride;
+        ce_fork(stream);
+        for (int s = 1; s < w; ++s) {
+          const int peer = comm::peer_at(r, s, w);
+          peer_copy(s, h.base[peer] + off.staging + r * rc.stride, rs ? ci + peer * bytes : ci, bytes);
+        }
+        ce_join(stream);
+        comm::launch_ce_arrive(proto, 0, stream);
+        rc.own = rs ? ci + r * bytes : ci;
+        rc.dst = co;
+        rc.count = count;
+        rc.blocks = comm::lsa_blocks_for(bytes, max_blocks);
+        comm::launch_local_reduce(rc, cfg.dtype, stream);
+        return;
+      }
+      // two-shot
+      const size_t g = comm::kVecBytes / esz;
+      const bool out_win = win->contains(out, bytes);
+      const uint64_t land = out_win ? offset_of(out) : off.output;
+      rc.stride = off.twoshot_stride;
+      ce_fork(stream);
+      for (int s = 1; s < w; ++s) {
+        const int peer = comm::peer_at(r, s, w);
+        const comm::Range ch = comm::owner_chunk(count, w, peer, g);
+        peer_copy(s, h.base[peer] + off.staging + r * rc.stride, ci + ch.begin * esz, ch.size() * esz);
+      }
+      ce_join(stream);
+      comm::launch_ce_arrive(proto, 0, stream);
+      const comm::Range my = comm::owner_chunk(count, w, r, g);
+      if (my.size()) {
+        rc.own = ci + my.begin * esz;
+        rc.dst = co + my.begin * esz;
+        rc.count = my.size();
+        rc.blocks = comm::lsa_blocks_for(my.size() * esz, max_blocks);
+        comm::launch_local_reduce(rc, cfg.dtype, stream);
+      }
+      ce_fork(stream);
+      for (int s = 1; s < w; ++s)
+        peer_copy(s, h.base[comm::peer_at(r, s, w)] + land + my.begin * esz, co + my.begin * esz, my.size() * esz);
+      ce_join(stream);
+      comm::launch_ce_arrive(proto, 1, stream);
+      if (!out_win)
+        for (int s = 1; s < w; ++s) {
+          const comm::Range ch = comm::owner_chunk(count, w, comm::source_at(r, s, w), g);
+          local_copy(co + ch.begin * esz, local + land + ch.begin * esz, ch.size() * esz);
+        }
+      return;
+    }
+  }
+}
+
+// --- public forwarding ---
+Collective::Collective(Communicator& comm, const CollectiveConfig& config) : impl_(std::make_unique<Impl>(comm, config)) {}
+Collective::~Collective() = default;
+const CollectiveConfig& Collective::config() const noexcept { return impl_->cfg; }
+Transport Collective::transport() const noexcept { return impl_->plan.transport; }
+Algorithm Collective::algorithm() const noexcept { return impl_->plan.algorithm; }
+void Collective::run(const void* in, void* out, std::size_t count, cudaStream_t stream) { impl_->run(in, out, count, stream); }
+void* Collective::window_input() const noexcept { return impl_->win->local() + impl_->off.input; }
+void* Collective::window_output() const noexcept { return impl_->win->local() + impl_->off.output; }
+void* Collective::peer_window_output(int r) const { return impl_->win->peer(r) + impl_->off.output; }
+void Collective::check() const { impl_->check(); }
+
+std::string Collective::describe() const {
+  std::ostringstream os;
+  os << to_string(impl_->cfg.op);
+  if (impl_->cfg.op != CollectiveOp::kAllGather) os << " " << to_string(impl_->cfg.dtype);
+  os << " over " << to_string(impl_->plan.transport) << " (" << to_string(impl_->plan.algorithm) << "), rank "
+     << impl_->comm->rank() << "/" << impl_->comm->world_size() << ", window " << impl_->win->bytes() << " bytes, "
+     << impl_->max_blocks << " max blocks, credits " << (impl_->cfg.flow_control ? "on" : "OFF (testing)")
+     << "; " << impl_->plan.reason;
+  return os.str();
+}
+
+}  // namespace weave

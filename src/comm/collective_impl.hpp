@@ -1,0 +1,53 @@
+// The state behind weave::Collective (internal): the resolved plan, the op's window and region
+// offsets, the mapped error slot, and the ce transport's per-peer streams.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <vector>
+
+#include "comm/device_error.hpp"
+#include "comm/kernels.hpp"
+#include "comm/op_layout.hpp"
+#include "weave/collectives.hpp"
+
+namespace weave {
+
+struct Collective::Impl {
+  Communicator* comm = nullptr;
+  CollectiveConfig cfg;
+  CollectivePlan plan;
+  size_t esz = 1;  // element bytes (1 for all-gather)
+  int max_blocks = 1;
+  comm::OpOffsets off;
+  std::unique_ptr<Communicator> nccl_ce_comm;  // nccl-ce: a split with NCCL_CTA_POLICY_ZERO
+  std::unique_ptr<SymmetricWindow> win;
+  comm::DeviceErrorRecord* err = nullptr;      // mapped pinned host memory
+  comm::Proto proto{};
+  std::vector<cudaStream_t> peer_streams;      // ce: one per peer step
+  std::vector<cudaEvent_t> join_events;        // ce: one per peer step
+  cudaEvent_t fork_event = nullptr;
+  uint64_t self_test_seed = 0x5eed;
+
+  Impl(Communicator& c, const CollectiveConfig& config);
+  ~Impl();
+  void release() noexcept;
+
+  ncclComm_t nccl_comm() const;
+  void check() const;
+  // nccl transport: a call NCCL's symmetric kernels get wrong (see run_nccl), refused by run().
+  bool nccl_symmetric_defect(const void* in, const void* out, size_t count) const;
+  void run(const void* in, void* out, size_t count, cudaStream_t stream);
+
+ private:
+  void run_nccl(const void* in, void* out, size_t count, cudaStream_t stream);
+  void run_lsa(const void* in, void* out, size_t count, cudaStream_t stream);
+  void run_ce(const void* in, void* out, size_t count, cudaStream_t stream);
+  bool use_one_shot(size_t count) const;
+  uint64_t offset_of(const void* p) const { return static_cast<uint64_t>(static_cast<const char*>(p) - win->local()); }
+  // ce helpers: copies on the per-peer streams, forked from and joined into `stream`.
+  void ce_fork(cudaStream_t stream);
+  void ce_join(cudaStream_t stream);
+};
+
+}  // namespace weave

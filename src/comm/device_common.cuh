@@ -1,0 +1,229 @@
+// Device building blocks shared by the lsa and ce kernels: bounded flag waits that record a
+// diagnostic instead of hanging, publish/consume of flags (docs/memory_ordering.md), byte copies
+// with 16-byte vectors where alignment allows, and rank-ordered fp32-accumulated reductions.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "comm/device_error.hpp"
+#include "comm/kernels.hpp"
+#include "comm/protocol.hpp"
+#include "hopper/ptx/comm_flags.cuh"
+#include "weave/window_handle.hpp"
+
+namespace weave::comm {
+
+// What every protocol kernel needs besides its data pointers (kernels.hpp: Proto), by value.
+using ProtoArgs = Proto;
+
+__device__ __forceinline__ uint32_t* ctrl_word(const ProtoArgs& a, int idx) {
+  return reinterpret_cast<uint32_t*>(a.win.base[a.win.rank] + a.control) + idx;
+}
+// My credit slot for peer `src` (written by src: its ready epoch).
+__device__ __forceinline__ uint32_t* credit_slot(const ProtoArgs& a, int owner, int src) {
+  return reinterpret_cast<uint32_t*>(a.win.base[owner] + a.credits) + src;
+}
+// Arrival flag [phase][src][block] in `owner`'s window.
+__device__ __forceinline__ uint32_t* flag_slot(const ProtoArgs& a, int owner, int phase, int src, int block) {
+  return reinterpret_cast<uint32_t*>(a.win.base[owner] + a.flags) +
+         flag_index(phase, src, block, a.win.world, a.max_blocks);
+}
+
+__device__ __forceinline__ bool aborted(const ProtoArgs& a) {
+  return ptx::ld_relaxed_sys_u32(ctrl_word(a, kCtrlAborted)) != 0;
+}
+
+__device__ inline void record_timeout(const ProtoArgs& a, const uint32_t* flag, int peer, int phase,
+                                      FlagKind kind, uint32_t expected, uint32_t seen, uint64_t waited) {
+  // The claim is an atomic on the op's local control word (device memory): atomics on mapped
+  // host memory are not atomic without host-native atomic support. The winner fills the record.
+  if (atomicCAS(ctrl_word(a, kCtrlAborted), 0u, 1u) == 0u) {
+    a.err->claimed = 1u;
+    a.err->rank = a.win.rank;
+    a.err->peer = peer;
+    a.err->block = static_cast<int32_t>(blockIdx.x);
+    a.err->phase = phase;
+    a.err->flag_kind = static_cast<uint32_t>(kind);
+    a.err->expected = expected;
+    a.err->seen = seen;
+    a.err->waited_ns = waited;
+    a.err->flag_offset = static_cast<uint64_t>(reinterpret_cast<const char*>(flag) - a.win.base[a.win.rank]);
+    __threadfence_system();
+    *reinterpret_cast<volatile uint32_t*>(&a.err->valid) = 1u;
+    __threadfence_system();
+  }
+}
+
+// docs/memory_ordering.md "bounded-wait".
+// Spins (acquire loads, docs/memory_ordering.md "consume-acquire") until *flag has reached
+// `expected` (wrap-safe). Bounded: after timeout_ns, or when another thread of this op already
+// timed out, records the diagnostic and returns false; the caller then leaves the kernel.
+__device__ inline bool wait_reached(const ProtoArgs& a, const uint32_t* flag, uint32_t expected, int peer,
+                                    int phase, FlagKind kind) {
+  uint32_t seen = ptx::ld_acquire_sys_u32(flag);
+  if (epoch_reached(seen, expected)) return true;
+  const uint64_t start = ptx::globaltimer_ns();
+  for (uint32_t it = 1;; ++it) {
+    seen = ptx::ld_acquire_sys_u32(flag);
+    if (epoch_reached(seen, expected)) return true;
+    if ((it & 127u) == 0) {
+      if (aborted(a)) return false;
+      const uint64_t waited = ptx::globaltimer_ns() - start;
+      if (waited > a.timeout_ns) {
+        record_timeout(a, flag, peer, phase, kind, expected, seen, waited);
+        return false;
+      }
+      if (it > 4096u) ptx::nanosleep(64);
+    }
+  }
+}
+
+// Publishes `epoch` into a flag in a peer's window: release (docs/memory_ordering.md
+// "publish-release"). The caller has ordered the data stores before it with __syncthreads().
+__device__ __forceinline__ void publish(uint32_t* flag, uint32_t epoch) { ptx::st_release_sys_u32(flag, epoch); }
+
+// --- copies ---
+template <typename V>
+__device__ __forceinline__ void copy_units(V* __restrict__ dst, const V* __restrict__ src, size_t n, int tid, int nth) {
+  size_t i = static_cast<size_t>(tid);
+  const size_t step = static_cast<size_t>(nth);
+  for (; i + 3 * step < n; i += 4 * step) {
+    const V a = src[i], b = src[i + step], c = src[i + 2 * step], d = src[i + 3 * step];
+    dst[i] = a;
+    dst[i + step] = b;
+    dst[i + 2 * step] = c;
+    dst[i + 3 * step] = d;
+  }
+  for (; i < n; i += step) dst[i] = src[i];
+}
+
+// Copies n bytes with the widest unit both addresses allow after a common head: 16 bytes when
+// src and dst agree modulo 16 (the usual case), down to single bytes for odd relative offsets.
+// All threads of [0, nth) must call it with the same arguments.
+static __device__ __noinline__ void copy_bytes(char* dst, const char* src, size_t n, int tid, int nth) {
+  if (n == 0) return;
+  const uintptr_t d = reinterpret_cast<uintptr_t>(dst), s = reinterpret_cast<uintptr_t>(src);
+  size_t w = 16;
+  while (w > 1 && ((d ^ s) & (w - 1))) w >>= 1;
+  size_t head = (w - (d & (w - 1))) & (w - 1);
+  if (head > n) head = n;
+  for (size_t i = tid; i < head; i += nth) dst[i] = src[i];
+  const size_t units = (n - head) / w;
+  char* db = dst + head;
+  const char* sb = src + head;
+  switch (w) {
+    case 16: copy_units(reinterpret_cast<int4*>(db), reinterpret_cast<const int4*>(sb), units, tid, nth); break;
+    case 8: copy_units(reinterpret_cast<int2*>(db), reinterpret_cast<const int2*>(sb), units, tid, nth); break;
+    case 4: copy_units(reinterpret_cast<int*>(db), reinterpret_cast<const int*>(sb), units, tid, nth); break;
+    case 2: copy_units(reinterpret_cast<short*>(db), reinterpret_cast<const short*>(sb), units, tid, nth); break;
+    default: copy_units(db, sb, units, tid, nth); break;
+  }
+  const size_t done = head + units * w;
+  for (size_t i = done + tid; i < n; i += nth) dst[i] = src[i];
+}
+
+// --- reductions: fp32 accumulation in rank order 0..nsrc-1 (bitwise identical on every rank) ---
+template <typename T> struct Elem;
+template <> struct Elem<float> {
+  static constexpr int kPerVec = 4;
+  __device__ static float load(const float* p) { return *p; }
+  __device__ static void store(float* p, float v) { *p = v; }
+  __device__ static void unpack(const int4& v, float* f) {
+    f[0] = __int_as_float(v.x); f[1] = __int_as_float(v.y); f[2] = __int_as_float(v.z); f[3] = __int_as_float(v.w);
+  }
+  __device__ static int4 pack(const float* f) {
+    return make_int4(__float_as_int(f[0]), __float_as_int(f[1]), __float_as_int(f[2]), __float_as_int(f[3]));
+  }
+};
+template <> struct Elem<__nv_bfloat16> {
+  static constexpr int kPerVec = 8;
+  __device__ static float load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+  __device__ static void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+  __device__ static void unpack(const int4& v, float* f) {
+    const uint32_t w[4] = {static_cast<uint32_t>(v.x), static_cast<uint32_t>(v.y), static_cast<uint32_t>(v.z),
+                           static_cast<uint32_t>(v.w)};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[2 * i] = __uint_as_float(w[i] << 16);
+      f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    }
+  }
+  __device__ static int4 pack(const float* f) {
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t lo = __bfloat16_as_ushort(__float2bfloat16_rn(f[2 * i]));
+      const uint32_t hi = __bfloat16_as_ushort(__float2bfloat16_rn(f[2 * i + 1]));
+      w[i] = lo | (hi << 16);
+    }
+    return make_int4(static_cast<int>(w[0]), static_cast<int>(w[1]), static_cast<int>(w[2]), static_cast<int>(w[3]));
+  }
+};
+
+// out_d[i] = sum_{s in 0..nsrc-1} src_s[i] for i in [begin, end), written to every one of the
+// ndst destinations (local output and/or peers' windows). W (>= nsrc) sizes the pointer arrays at
+// compile time: the kernels are instantiated for W = 2, 4, 8 so a 2-rank run does not pay the
+// registers of 8 (dispatch_world in lsa_kernels.cu). Vectorised when every pointer is
+// 16-byte aligned at `begin`; scalar otherwise (odd offsets of caller buffers).
+template <typename T, int W>
+__device__ inline void reduce_range(const T* const (&src)[W], int nsrc, T* const (&dst)[W + 1],
+                                    int ndst, size_t begin, size_t end, int tid, int nth) {
+  if (begin >= end) return;
+  constexpr int kV = Elem<T>::kPerVec;
+  bool aligned = true;
+#pragma unroll
+  for (int s = 0; s < W; ++s)
+    if (s < nsrc) aligned &= (reinterpret_cast<uintptr_t>(src[s] + begin) & 15u) == 0;
+#pragma unroll
+  for (int d = 0; d < W + 1; ++d)
+    if (d < ndst) aligned &= (reinterpret_cast<uintptr_t>(dst[d] + begin) & 15u) == 0;
+  size_t i = begin;
+  if (aligned) {
+    const size_t nvec = (end - begin) / kV;
+    for (size_t v = tid; v < nvec; v += nth) {
+      const size_t e = begin + v * kV;
+      float acc[kV];
+      {
+        const int4 x = *reinterpret_cast<const int4*>(src[0] + e);
+        Elem<T>::unpack(x, acc);
+      }
+#pragma unroll
+      for (int s = 1; s < W; ++s) {
+        if (s < nsrc) {
+          float f[kV];
+          const int4 x = *reinterpret_cast<const int4*>(src[s] + e);
+          Elem<T>::unpack(x, f);
+#pragma unroll
+          for (int k = 0; k < kV; ++k) acc[k] += f[k];
+        }
+      }
+      const int4 packed = Elem<T>::pack(acc);
+#pragma unroll
+      for (int d = 0; d < W + 1; ++d)
+        if (d < ndst) *reinterpret_cast<int4*>(dst[d] + e) = packed;
+    }
+    i = begin + nvec * kV;
+  }
+  for (size_t e = i + tid; e < end; e += nth) {
+    float acc = Elem<T>::load(src[0] + e);
+#pragma unroll
+    for (int s = 1; s < W; ++s)
+      if (s < nsrc) acc += Elem<T>::load(src[s] + e);
+#pragma unroll
+    for (int d = 0; d < W + 1; ++d)
+      if (d < ndst) Elem<T>::store(dst[d] + e, acc);
+  }
+}
+
+// Calls f(std::integral_constant<int, W>{}) with the smallest W in {2, 4, 8} that holds `world`
+// ranks (world 1 uses W = 2): the compile-time array size of the reduction kernels.
+template <typename F>
+void dispatch_world(int world, F&& f) {
+  if (world <= 2) f(std::integral_constant<int, 2>{});
+  else if (world <= 4) f(std::integral_constant<int, 4>{});
+  else f(std::integral_constant<int, 8>{});
+}
+
+}  // namespace weave::comm

@@ -1,0 +1,39 @@
+// The host-visible error slot a kernel fills when a bounded wait times out (STYLE.md habit 7):
+// one per op, in mapped pinned host memory, so the host can read it after the kernel exits
+// without a device copy. The first failing thread claims it (atomicCAS on the op's local abort
+// word), writes the fields, then sets `valid` after a system fence. The host raises
+// Error(kTimeout) naming them.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace weave::comm {
+
+enum class FlagKind : uint32_t {
+  kCredit = 1,   // waiting for a receiver's ready epoch before writing into its window
+  kArrival = 2,  // waiting for a sender's data-arrived flag
+  kDone = 3,     // pull: waiting for readers to finish reading this rank's window
+  kReady = 4,    // pull: waiting for a sender's data-ready flag
+};
+const char* to_string(FlagKind kind) noexcept;
+
+struct DeviceErrorRecord {
+  uint32_t claimed;  // informational: 1 once a device thread took the record
+  uint32_t valid;    // 1 once the fields below are written
+  int32_t rank;
+  int32_t peer;
+  int32_t block;
+  int32_t phase;
+  uint32_t flag_kind;  // FlagKind
+  uint32_t expected;   // the epoch waited for
+  uint32_t seen;       // the last value read
+  uint32_t pad;
+  uint64_t waited_ns;
+  uint64_t flag_offset;  // byte offset of the flag in the waiting rank's window
+};
+
+// "rank 1 timed out after 2.00 s waiting for peer 0's arrival flag (phase 0, block 3, window
+//  offset 4352): expected epoch >= 8, seen 7"
+std::string describe(const DeviceErrorRecord& r);
+
+}  // namespace weave::comm

@@ -1,0 +1,77 @@
+// Launchers of the protocol kernels (lsa: one kernel per call; ce: small protocol kernels around
+// copy-engine copies). Host-callable; the argument structs are trivially copyable and passed by
+// value. Each launcher checks the launch (WEAVE_CHECK_LAUNCH).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "comm/device_error.hpp"
+#include "weave/types.hpp"
+#include "weave/window_handle.hpp"
+
+namespace weave::comm {
+
+// What every protocol kernel needs besides its data pointers. Trivially copyable.
+struct Proto {
+  WindowHandle win;
+  uint64_t control, credits, flags;
+  int max_blocks;
+  int flow_control;
+  uint64_t timeout_ns;
+  DeviceErrorRecord* err;     // mapped host memory
+};
+
+// One lsa call. Offsets are into every rank's window (symmetric).
+struct LsaCall {
+  Proto p;
+  const char* in = nullptr;  // local input (any device memory)
+  char* out = nullptr;       // local output (any device memory)
+  size_t count = 0;          // all-gather: bytes per rank; reduce-scatter: output elems; all-reduce: elems
+  uint64_t land = 0;         // where pushes land in every rank's window (all-gather / two-shot gather leg)
+  int copy_out = 0;          // 1: `out` is not the landing area; copy what landed into it
+  int in_place = 0;          // all-gather: in == out + rank*count
+  uint64_t src_off = 0, src_stride = 0;  // pull: sender p's chunk at src_off + p * src_stride
+  int stage_in = 0;          // pull: copy `in` to src_off + rank * src_stride first
+  uint64_t staging = 0, slot_bytes = 0, stride = 0;  // reduction staging (slots of slot_bytes)
+  uint32_t slots = 2;
+  uint32_t credit_lag = 0;   // credit needed for call e = e - credit_lag
+  int blocks = 1;
+};
+
+void launch_init_op(const Proto& p, uint32_t initial_epoch, cudaStream_t stream);
+void launch_lsa_all_gather_push(const LsaCall& c, cudaStream_t stream);
+void launch_lsa_all_gather_pull(const LsaCall& c, cudaStream_t stream);
+void launch_lsa_reduce_scatter(const LsaCall& c, DType dtype, cudaStream_t stream);
+void launch_lsa_all_reduce_one_shot(const LsaCall& c, DType dtype, cudaStream_t stream);
+void launch_lsa_all_reduce_two_shot(const LsaCall& c, DType dtype, cudaStream_t stream);
+
+// ce protocol: enter (epoch + 1, publish ready, wait credits >= e - lag) and arrive (publish
+// phase flag e after the copies, wait every peer's).
+void launch_ce_enter(const Proto& p, uint32_t credit_lag, bool use_credits, cudaStream_t stream);
+void launch_ce_arrive(const Proto& p, int phase, cudaStream_t stream);
+// Local reduction of the staged slots of the current call (rank order, fp32 accumulation):
+// dst[i] = sum_s (s == rank ? own[i] : staging[slot(e)][s][i]) for i in [0, count).
+struct ReduceCall {
+  Proto p;
+  const char* own = nullptr;
+  char* dst = nullptr;
+  size_t count = 0;
+  uint64_t staging = 0, slot_bytes = 0, stride = 0;
+  uint32_t slots = 2;
+  int blocks = 1;
+};
+void launch_local_reduce(const ReduceCall& c, DType dtype, cudaStream_t stream);
+// Stores `bytes` from `src` to offset `dst_off` of every peer's window with SM 16-byte stores, then
+// fences at system scope (no flags: the ce arrive kernel that follows publishes them).
+void launch_sm_put(const Proto& p, uint64_t dst_off, const char* src, size_t bytes, int blocks, cudaStream_t stream);
+
+// Largest grid of the lsa kernels on `device` for `world` ranks (co-resident CTAs of
+// kLsaThreads, at most 2 per SM).
+int lsa_max_blocks(int device, int world);
+inline constexpr int kLsaThreads = 512;
+// Grid for a call moving `bytes` per peer: ~32 KB per block, at most max_blocks.
+int lsa_blocks_for(size_t bytes, int max_blocks);
+
+}  // namespace weave::comm

@@ -1,0 +1,51 @@
+// Which window regions one collective op needs, and where they are (docs/comm.md, "window
+// layout"). CPU-only arithmetic: the CPU tests check sizes, alignment and non-aliasing for every
+// op, algorithm and world size, and the kernels receive the resulting offsets by value.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "weave/collectives.hpp"
+#include "weave/window_layout.hpp"
+
+namespace weave::comm {
+
+inline constexpr uint32_t kStagingSlots = 2;      // rotating staging copies (power of two)
+inline constexpr size_t kSlotAlign = 256;         // per-source slot stride alignment (bytes)
+inline constexpr size_t kVecBytes = 16;           // 16-byte vector loads/stores
+// One-shot all-reduce staging is sized for calls up to this many bytes when the op can also
+// choose two-shot (auto); an explicit one-shot op stages its whole max_count.
+inline constexpr size_t kOneShotAutoMaxBytes = size_t(1) << 20;
+
+struct OpShape {
+  CollectiveOp op = CollectiveOp::kAllGather;
+  Algorithm algorithm = Algorithm::kAuto;  // resolved for push/pull; kAuto allowed for all-reduce
+  int world = 1;
+  size_t elem_bytes = 1;   // 1 for all-gather (counts are bytes)
+  size_t max_count = 0;
+  int max_blocks = 1;
+};
+
+// Byte offsets into the op's window, identical on every rank; passed to kernels by value.
+struct OpOffsets {
+  uint64_t control = 0, credits = 0, flags = 0;
+  uint64_t input = 0, input_bytes = 0;    // window_input()
+  uint64_t output = 0, output_bytes = 0;  // window_output(); also the landing area of pushes
+  uint64_t staging = 0;                   // kStagingSlots copies of slot_bytes
+  uint64_t slot_bytes = 0;                // one staging copy
+  uint64_t oneshot_stride = 0;            // per-source stride inside a copy: one-shot all-reduce, reduce-scatter
+  uint64_t twoshot_stride = 0;            // per-source stride inside a copy: two-shot reduce-scatter leg
+  uint32_t slots = kStagingSlots;         // lsa; the ce transport uses slot 0 only (see collective.cpp)
+  int max_blocks = 1;
+  size_t oneshot_max_count = 0;           // largest count the one-shot staging holds
+};
+
+// Adds "<prefix>.control", ".credits", ".flags", ".in", ".out" and (reductions) ".staging" to
+// `layout` and returns their offsets. Throws Error(kInvalidArgument) for an impossible shape.
+OpOffsets add_op_regions(WindowLayout& layout, const std::string& prefix, const OpShape& shape);
+
+// Bytes of the regions add_op_regions would add (for `weave plan comm`).
+size_t op_window_bytes(const OpShape& shape);
+
+}  // namespace weave::comm

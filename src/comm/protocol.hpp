@@ -1,0 +1,86 @@
+// The arithmetic every transport shares, host- and device-callable so the CPU tests check exactly
+// what the kernels run: call epochs and credits (wrap-safe), peer orders, per-block partitions,
+// flag indices, reduction chunks. World-size generic (1..kMaxWorld).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define WEAVE_HD __host__ __device__ __forceinline__
+#else
+#define WEAVE_HD inline
+#endif
+
+namespace weave::comm {
+
+// --- epochs (docs/memory_ordering.md, "credit" and "wrap") ---
+// Every op counts its calls in a u32 epoch (call e = previous + 1) that wraps at 2^32. `seen`
+// has reached `expected` when it is at most 2^31 - 1 calls ahead of it; comparisons are never
+// plain >=, which would fail at the wrap.
+WEAVE_HD bool epoch_reached(uint32_t seen, uint32_t expected) {
+  return static_cast<int32_t>(seen - expected) >= 0;
+}
+
+// A receiver publishes ready = e when its call e starts (all of its earlier stream work, which
+// includes every read of the buffers the op writes into, is then complete). A sender may write
+// call `epoch` into a buffer that rotates through `slots` copies once the receiver's ready epoch
+// has reached credit_needed(epoch, slots): the copy it overwrites was last used by call
+// epoch - slots, which finished before the receiver started call epoch - slots + 1.
+WEAVE_HD uint32_t credit_needed(uint32_t epoch, uint32_t slots) { return epoch - slots + 1u; }
+
+// Slots must be a power of two: 2^32 is then a multiple of `slots` and the rotation does not jump
+// at the wrap (3 slots would map 0xFFFFFFFF and 0 to the same slot).
+WEAVE_HD bool valid_slot_count(uint32_t slots) { return slots != 0 && (slots & (slots - 1)) == 0; }
+WEAVE_HD uint32_t slot_of(uint32_t epoch, uint32_t slots) { return epoch & (slots - 1u); }
+
+// --- peer orders ---
+// Step s (1..world-1) of rank r talks to (r + s) mod world: in every step each rank sends to a
+// distinct rank and receives from a distinct rank, so no receiver is hit by all senders at once.
+WEAVE_HD int peer_at(int rank, int step, int world) { return (rank + step) % world; }
+// The rank whose step-s send arrives at `rank`.
+WEAVE_HD int source_at(int rank, int step, int world) { return (rank - step % world + world) % world; }
+
+// --- partitions ---
+struct Range {
+  size_t begin = 0, end = 0;
+  WEAVE_HD size_t size() const { return end - begin; }
+};
+WEAVE_HD size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+WEAVE_HD size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
+
+// Part `idx` of `parts` contiguous parts of [0, total), each part a multiple of `granule` (the
+// last one shorter, trailing ones possibly empty). Both sides of a transfer compute the same
+// parts, which is what lets block b of one rank signal block b of another.
+WEAVE_HD Range part_range(size_t total, int parts, int idx, size_t granule) {
+  const size_t per = round_up(ceil_div(total, static_cast<size_t>(parts)), granule);
+  Range r;
+  r.begin = per * static_cast<size_t>(idx);
+  if (r.begin > total) r.begin = total;
+  r.end = r.begin + per;
+  if (r.end > total) r.end = total;
+  return r;
+}
+
+// Two-shot all-reduce: elements [0, count) split into `world` owner chunks (granule-aligned).
+WEAVE_HD Range owner_chunk(size_t count, int world, int owner, size_t granule) {
+  return part_range(count, world, owner, granule);
+}
+// Largest owner chunk for counts up to max_count (sizes the reduce-scatter staging slots).
+WEAVE_HD size_t max_owner_chunk(size_t max_count, int world, size_t granule) {
+  return round_up(ceil_div(max_count, static_cast<size_t>(world)), granule);
+}
+
+// --- flags ---
+// Arrival flags live in the RECEIVER's window: [phase][source rank][block] u32 epochs.
+WEAVE_HD size_t flag_index(int phase, int src, int block, int world, int max_blocks) {
+  return (static_cast<size_t>(phase) * world + src) * max_blocks + block;
+}
+inline constexpr int kFlagPhases = 2;  // e.g. two-shot: reduce-scatter leg, all-gather leg
+
+// Control words (local only) at the start of an op's control region.
+inline constexpr int kCtrlEpoch = 0;      // last completed call epoch
+inline constexpr int kCtrlAborted = 1;    // nonzero after a timed-out wait: skip all waits
+inline constexpr int kCtrlDoneCount = 2;  // last-CTA election counter (atomicInc wraps to 0)
+inline constexpr size_t kControlBytes = 256;
+
+}  // namespace weave::comm

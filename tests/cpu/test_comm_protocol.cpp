@@ -1,0 +1,174 @@
+// Protocol arithmetic the kernels run (comm/protocol.hpp), checked on the CPU for world sizes
+// 2, 4 and 8: wrap-safe epochs, the credit rule (simulated with a slow reader, with epochs
+// crossing 2^32, and with credits disabled as a negative control), peer orders, partitions and
+// flag indices.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+#include <vector>
+
+#include "comm/device_error.hpp"
+#include "comm/protocol.hpp"
+
+using namespace weave::comm;
+
+TEST(CommEpochs, ComparisonsAreWrapSafe) {
+  EXPECT_TRUE(epoch_reached(5, 5));
+  EXPECT_TRUE(epoch_reached(6, 5));
+  EXPECT_FALSE(epoch_reached(4, 5));
+  EXPECT_TRUE(epoch_reached(0, 0xFFFFFFFFu));   // one call past the wrap
+  EXPECT_TRUE(epoch_reached(3, 0xFFFFFFFEu));
+  EXPECT_FALSE(epoch_reached(0xFFFFFFFFu, 0));  // one call before the wrap
+  EXPECT_FALSE(epoch_reached(0xFFFFFFF0u, 2));
+  // A plain >= would get both of these wrong:
+  volatile uint32_t after_wrap = 0, before_wrap = 0xFFFFFFFFu;
+  EXPECT_NE(epoch_reached(after_wrap, before_wrap), after_wrap >= before_wrap);
+  EXPECT_NE(epoch_reached(before_wrap, after_wrap), before_wrap >= after_wrap);
+}
+
+TEST(CommEpochs, CreditAndSlotsAcrossTheWrap) {
+  EXPECT_EQ(credit_needed(0, 2), 0xFFFFFFFFu);
+  EXPECT_EQ(credit_needed(7, 1), 7u);
+  EXPECT_TRUE(valid_slot_count(1));
+  EXPECT_TRUE(valid_slot_count(2));
+  EXPECT_TRUE(valid_slot_count(4));
+  EXPECT_FALSE(valid_slot_count(0));
+  EXPECT_FALSE(valid_slot_count(3));
+  // Consecutive epochs alternate slots, also from 0xFFFFFFFF to 0.
+  for (uint32_t slots : {1u, 2u, 4u}) {
+    uint32_t e = 0xFFFFFFF0u;
+    for (int i = 0; i < 40; ++i, ++e) EXPECT_EQ(slot_of(e + 1, slots), (slot_of(e, slots) + 1) % slots) << e;
+  }
+}
+
+namespace {
+
+// A sender and a receiver sharing `slots` copies of a buffer, with epochs starting at `start`.
+// The receiver is in call `ready` (it published ready = that epoch when it entered); once the data
+// of that call has arrived (sent has reached ready) it reads slot(ready) until it enters the next
+// call. The sender may write call e = sent + 1 only after finishing call sent, which needed the
+// receiver's data of call sent (ready has reached sent), and, with credits, only when ready has
+// reached credit_needed(e, slots). Random interleavings; returns how many writes hit the slot the
+// receiver was still reading for an older call.
+int simulate(uint32_t start, uint32_t slots, bool credits, uint32_t seed) {
+  std::mt19937 rng(seed);
+  uint32_t ready = start, sent = start;
+  int overwrites = 0;
+  for (int step = 0; step < 20000; ++step) {
+    if (rng() % 2) {
+      const uint32_t e = sent + 1;
+      if (!epoch_reached(ready + 1, e)) continue;
+      if (credits && !epoch_reached(ready, credit_needed(e, slots))) continue;
+      const bool reading = epoch_reached(sent, ready);
+      if (reading && e != ready && slot_of(e, slots) == slot_of(ready, slots)) ++overwrites;
+      sent = e;
+    } else if (epoch_reached(sent, ready)) {
+      ready += 1;  // finished reading call `ready`, enters the next one
+    }
+  }
+  EXPECT_TRUE(epoch_reached(ready, start + 100)) << "the simulation should make progress";
+  return overwrites;
+}
+
+}  // namespace
+
+TEST(CommCredits, NeverOverwriteASlotStillBeingReadAcrossTheWrap) {
+  for (uint32_t start : {0u, 0xFFFFF000u, 0xFFFFFFFFu - 5000u})
+    for (uint32_t slots : {1u, 2u})
+      for (uint32_t seed = 1; seed <= 5; ++seed) EXPECT_EQ(simulate(start, slots, true, seed), 0) << start << " " << slots;
+}
+
+TEST(CommCredits, DisabledCreditsDoOverwriteNegativeControl) {
+  int total = 0;
+  for (uint32_t seed = 1; seed <= 5; ++seed) total += simulate(0xFFFFF000u, 1, false, seed);
+  EXPECT_GT(total, 0) << "without credits the fast sender must be seen overwriting a slot still being read";
+}
+
+TEST(CommPeerOrder, EveryStepIsAPermutationForWorld2To8) {
+  for (int world : {2, 3, 4, 8}) {
+    for (int step = 1; step < world; ++step) {
+      std::set<int> targets;
+      for (int r = 0; r < world; ++r) {
+        const int p = peer_at(r, step, world);
+        EXPECT_NE(p, r);
+        targets.insert(p);
+        EXPECT_EQ(source_at(p, step, world), r) << "world " << world << " step " << step;
+      }
+      EXPECT_EQ(static_cast<int>(targets.size()), world) << "two ranks send to one peer in the same step";
+    }
+    for (int r = 0; r < world; ++r) {  // the steps of one rank reach every other rank exactly once
+      std::set<int> peers;
+      for (int step = 1; step < world; ++step) peers.insert(peer_at(r, step, world));
+      EXPECT_EQ(static_cast<int>(peers.size()), world - 1);
+      EXPECT_EQ(peers.count(r), 0u);
+    }
+  }
+}
+
+TEST(CommPartition, PartsCoverExactlyWithAlignedStarts) {
+  for (size_t total : {size_t(0), size_t(1), size_t(15), size_t(16), size_t(17), size_t(4099), size_t(1) << 20,
+                       (size_t(64) << 20) + 3})
+    for (int parts : {1, 2, 3, 7, 132, 264, 528})
+      for (size_t granule : {size_t(1), size_t(4), size_t(8), size_t(16)}) {
+        size_t expect_begin = 0;
+        for (int b = 0; b < parts; ++b) {
+          const Range r = part_range(total, parts, b, granule);
+          ASSERT_LE(r.begin, r.end);
+          if (r.size() == 0) continue;
+          EXPECT_EQ(r.begin, expect_begin) << total << " " << parts << " " << b;
+          EXPECT_EQ(r.begin % granule, 0u);
+          expect_begin = r.end;
+        }
+        EXPECT_EQ(expect_begin, total) << total << " " << parts << " " << granule;
+      }
+}
+
+TEST(CommPartition, OwnerChunksForWorld2To8) {
+  for (int world : {1, 2, 4, 8})
+    for (size_t count : {size_t(1), size_t(9), size_t(4099), size_t(1) << 20, (size_t(3) << 20) + 7})
+      for (size_t g : {size_t(4), size_t(8)}) {
+        size_t covered = 0;
+        for (int q = 0; q < world; ++q) {
+          const Range c = owner_chunk(count, world, q, g);
+          if (c.size()) {
+            EXPECT_EQ(c.begin, covered);
+            EXPECT_EQ(c.begin % g, 0u);
+            covered = c.end;
+          }
+          EXPECT_LE(c.size(), max_owner_chunk(count, world, g));
+        }
+        EXPECT_EQ(covered, count) << world << " " << count;
+      }
+}
+
+TEST(CommFlags, IndicesAreUniqueAndInRange) {
+  for (int world : {2, 4, 8})
+    for (int max_blocks : {1, 132, 264}) {
+      std::vector<char> seen(static_cast<size_t>(kFlagPhases) * world * max_blocks, 0);
+      for (int ph = 0; ph < kFlagPhases; ++ph)
+        for (int s = 0; s < world; ++s)
+          for (int b = 0; b < max_blocks; ++b) {
+            const size_t i = flag_index(ph, s, b, world, max_blocks);
+            ASSERT_LT(i, seen.size());
+            EXPECT_EQ(seen[i], 0);
+            seen[i] = 1;
+          }
+    }
+}
+
+TEST(CommErrorRecord, NamesRankPeerFlagExpectedAndSeen) {
+  DeviceErrorRecord r{};
+  r.rank = 1;
+  r.peer = 0;
+  r.block = 3;
+  r.phase = 0;
+  r.flag_kind = static_cast<uint32_t>(FlagKind::kArrival);
+  r.expected = 8;
+  r.seen = 7;
+  r.waited_ns = 2000000000ull;
+  r.flag_offset = 4352;
+  const std::string s = describe(r);
+  for (const char* part : {"rank 1", "peer 0", "arrival flag", ">= 8", "seen 7", "block 3", "offset 4352", "2 s"})
+    EXPECT_NE(s.find(part), std::string::npos) << part << " missing from: " << s;
+}

@@ -1,0 +1,66 @@
+#include "comm_support.hpp"
+
+#include <mutex>
+
+namespace weave::test {
+
+namespace {
+
+struct CommEnv : ::testing::Environment {
+  std::vector<std::unique_ptr<Communicator>> comms;
+  std::mutex mutex;
+  void TearDown() override { comms.clear(); }
+};
+CommEnv* env() {
+  static CommEnv* e = static_cast<CommEnv*>(::testing::AddGlobalTestEnvironment(new CommEnv));
+  return e;
+}
+[[maybe_unused]] const bool registered = env() != nullptr;
+
+__global__ void spin_kernel(uint64_t ns) {
+  uint64_t start;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  uint64_t now = start;
+  while (now - start < ns) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+}
+
+}  // namespace
+
+const std::vector<std::unique_ptr<Communicator>>& local_comms() {
+  CommEnv* e = env();
+  std::lock_guard<std::mutex> lock(e->mutex);
+  if (e->comms.empty()) {
+    std::vector<int> devices;
+    for (int d = 0; d < std::min(hopper_gpu_count(), 8); ++d) devices.push_back(d);
+    e->comms = Communicator::create_local(devices);
+  }
+  return e->comms;
+}
+
+int local_world() { return static_cast<int>(local_comms().size()); }
+
+void for_each_rank(const std::function<void(Communicator&)>& fn) { run_per_rank(local_comms(), fn); }
+
+void spin_delay(uint64_t ns, cudaStream_t stream) { spin_kernel<<<1, 1, 0, stream>>>(ns); }
+
+DevBuf::DevBuf(size_t n) : bytes(n) {
+  if (cudaMalloc(&p, n == 0 ? 1 : n) != cudaSuccess) throw std::bad_alloc();
+}
+DevBuf::~DevBuf() { cudaFree(p); }
+
+StreamHolder::StreamHolder() { cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); }
+StreamHolder::~StreamHolder() { cudaStreamDestroy(s); }
+
+uint8_t byte_value(int src, size_t i, uint32_t call) {
+  uint32_t x = static_cast<uint32_t>(src + 1) * 0x9E3779B1u ^ static_cast<uint32_t>(i) * 0x85EBCA77u ^ call * 0xC2B2AE3Du;
+  x ^= x >> 13;
+  x *= 0x5bd1e995u;
+  x ^= x >> 15;
+  return static_cast<uint8_t>(x);
+}
+
+float small_value(int src, size_t i, uint32_t call) {
+  return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(src) * 5 + call * 3) % 9) - 4);
+}
+
+}  // namespace weave::test

@@ -1,0 +1,48 @@
+// Shared pieces of the multi-GPU communication tests: one set of communicators for the whole test
+// process (one rank per visible Hopper GPU, up to 8; created on first use, destroyed at the end),
+// per-rank threads, a spin-delay kernel for "slow rank" tests, and device buffers.
+#pragma once
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "support/gpu.hpp"
+#include "weave/collectives.hpp"
+#include "weave/communicator.hpp"
+
+namespace weave::test {
+
+// The process-wide communicators (world = number of Hopper GPUs, capped at 8).
+const std::vector<std::unique_ptr<Communicator>>& local_comms();
+int local_world();
+// run_per_rank over local_comms().
+void for_each_rank(const std::function<void(Communicator&)>& fn);
+
+// Enqueues a kernel that spins for `ns` nanoseconds (a deliberately slow rank).
+void spin_delay(uint64_t ns, cudaStream_t stream);
+
+struct DevBuf {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DevBuf(size_t n);
+  ~DevBuf();
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  template <typename T = char> T* as() const { return static_cast<T*>(p); }
+};
+
+struct StreamHolder {
+  cudaStream_t s = nullptr;
+  StreamHolder();
+  ~StreamHolder();
+};
+
+// Deterministic test values. Bytes for all-gather: distinct per (source rank, index, call).
+uint8_t byte_value(int src, size_t i, uint32_t call);
+// Small integers (exact sums in bf16 and fp32): value of source `src`, element i, call `call`.
+float small_value(int src, size_t i, uint32_t call);
+
+}  // namespace weave::test

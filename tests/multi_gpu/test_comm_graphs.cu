@@ -1,0 +1,130 @@
+// CUDA graphs: every transport captured (three back-to-back calls per graph), replayed hundreds
+// of times with the inputs changed between replays (outside the graph); every replay's outputs are
+// checked against that replay's inputs, so a replay that reuses stale data or a stale epoch fails.
+#include <cstring>
+
+#include "comm_support.hpp"
+#include "common/check.hpp"
+
+using namespace weave;
+using namespace weave::test;
+
+namespace {
+
+struct GraphCase {
+  CollectiveOp op;
+  Transport t;
+  Algorithm a;
+  int replays;
+};
+
+void encode(std::vector<uint8_t>& dst, CollectiveOp op, DType d, int rank, size_t elems, uint32_t variant) {
+  const size_t esz = op == CollectiveOp::kAllGather ? 1 : dtype_bytes(d);
+  dst.resize(elems * esz);
+  for (size_t j = 0; j < elems; ++j) {
+    if (op == CollectiveOp::kAllGather) {
+      dst[j] = byte_value(rank, j, variant);
+      continue;
+    }
+    const float f = small_value(rank, j, variant);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if (d == DType::kF32) std::memcpy(&dst[j * 4], &u, 4);
+    else {
+      const uint16_t b = static_cast<uint16_t>(u >> 16);
+      std::memcpy(&dst[j * 2], &b, 2);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(CommGraphs, EveryTransportReplaysWithInputsChangedBetweenReplays) {
+  WEAVE_REQUIRE_GPUS(2);
+  const GraphCase cases[] = {
+      {CollectiveOp::kAllGather, Transport::kNccl, Algorithm::kNcclDefault, 200},
+      {CollectiveOp::kAllGather, Transport::kNccl, Algorithm::kNcclCopyEngine, 200},
+      {CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPush, 300},
+      {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPush, 1000},
+      {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPull, 300},
+      {CollectiveOp::kReduceScatter, Transport::kNccl, Algorithm::kNcclDefault, 200},
+      {CollectiveOp::kReduceScatter, Transport::kCe, Algorithm::kPush, 300},
+      {CollectiveOp::kReduceScatter, Transport::kLsa, Algorithm::kPush, 300},
+      {CollectiveOp::kAllReduce, Transport::kNccl, Algorithm::kNcclDefault, 200},
+      {CollectiveOp::kAllReduce, Transport::kCe, Algorithm::kOneShot, 300},
+      {CollectiveOp::kAllReduce, Transport::kCe, Algorithm::kTwoShot, 300},
+      {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kOneShot, 1000},
+      {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kTwoShot, 1000},
+  };
+  constexpr int kCallsPerGraph = 3, kVariants = 4;
+  const DType dtype = DType::kBF16;
+  const size_t count = 12345;
+  for (const GraphCase& gc : cases) {
+    SCOPED_TRACE(std::string(to_string(gc.op)) + "/" + std::string(to_string(gc.t)) + "/" + std::string(to_string(gc.a)));
+    for_each_rank([&](Communicator& c) {
+      const int w = c.world_size(), r = c.rank();
+      CollectiveConfig cfg;
+      cfg.op = gc.op;
+      cfg.transport = gc.t;
+      cfg.algorithm = gc.a;
+      cfg.dtype = dtype;
+      cfg.max_count = count;
+      Collective op(c, cfg);
+      const size_t esz = gc.op == CollectiveOp::kAllGather ? 1 : dtype_bytes(dtype);
+      const size_t in_elems = gc.op == CollectiveOp::kReduceScatter ? w * count : count;
+      const size_t out_elems = gc.op == CollectiveOp::kAllGather ? w * count : count;
+      const size_t in_bytes = in_elems * esz, out_bytes = out_elems * esz;
+      // Variant v of my input, prepared once on the device.
+      DevBuf variants(in_bytes * kVariants), ins(in_bytes * kCallsPerGraph), outs(out_bytes * kCallsPerGraph);
+      std::vector<uint8_t> host;
+      for (int v = 0; v < kVariants; ++v) {
+        encode(host, gc.op, dtype, r, in_elems, v);
+        WEAVE_CHECK_CUDA(cudaMemcpy(variants.as<char>() + v * in_bytes, host.data(), in_bytes, cudaMemcpyHostToDevice));
+      }
+      // Expected outputs per variant.
+      std::vector<std::vector<uint8_t>> expect(kVariants, std::vector<uint8_t>(out_bytes));
+      for (int v = 0; v < kVariants; ++v)
+        for (size_t i = 0; i < out_elems; ++i) {
+          if (gc.op == CollectiveOp::kAllGather) {
+            expect[v][i] = byte_value(static_cast<int>(i / count), i % count, v);
+            continue;
+          }
+          const size_t gi = gc.op == CollectiveOp::kReduceScatter ? r * count + i : i;
+          float sum = 0;
+          for (int q = 0; q < w; ++q) sum += small_value(q, gi, v);
+          uint32_t u;
+          std::memcpy(&u, &sum, 4);
+          const uint16_t b = static_cast<uint16_t>(u >> 16);
+          std::memcpy(&expect[v][i * 2], &b, 2);
+        }
+      StreamHolder st;
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal));
+      for (int k = 0; k < kCallsPerGraph; ++k)
+        op.run(ins.as<char>() + k * in_bytes, outs.as<char>() + k * out_bytes, count, st.s);
+      WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
+      WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      int64_t wrong = 0;
+      std::vector<uint8_t> got(out_bytes * kCallsPerGraph);
+      for (int rep = 0; rep < gc.replays; ++rep) {
+        for (int k = 0; k < kCallsPerGraph; ++k)
+          WEAVE_CHECK_CUDA(cudaMemcpyAsync(ins.as<char>() + k * in_bytes,
+                                           variants.as<char>() + ((rep + k) % kVariants) * in_bytes, in_bytes,
+                                           cudaMemcpyDeviceToDevice, st.s));
+        WEAVE_CHECK_CUDA(cudaMemsetAsync(outs.p, 0xFF, outs.bytes, st.s));
+        WEAVE_CHECK_CUDA(cudaGraphLaunch(exec, st.s));
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(got.data(), outs.p, got.size(), cudaMemcpyDeviceToHost, st.s));
+        WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+        for (int k = 0; k < kCallsPerGraph; ++k)
+          wrong += std::memcmp(got.data() + k * out_bytes, expect[(rep + k) % kVariants].data(), out_bytes) != 0;
+        if (wrong) break;
+      }
+      op.check();
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      EXPECT_EQ(wrong, 0) << "rank " << r << ": replays with a wrong output";
+      c.barrier();
+    });
+  }
+}
