@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds here (no device time) and copies what a GPU run needs into carry/ (git-ignored):
+# the CLI, libweave.so and the GPU test binaries. Then, through the device tool:
+#   carry ["carry"], command: WEAVE_PREBUILT=carry bash scripts/gpu_all.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh
+export PATH=/usr/local/cuda/bin:$PATH
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$(nproc)" --target weave_cli weave_tests_gpu weave_tests_multi_gpu
+rm -rf carry && mkdir carry
+cp build/weave build/src/libweave.so build/tests/weave_tests_gpu build/tests/weave_tests_multi_gpu carry/
+du -sh carry
