@@ -5,8 +5,18 @@
 //   B      [N, K]  same dtype as A (a linear layer's weight, row-major [out, in])
 //   C      [M, N]  bf16 or fp32, row-major with leading dimension ldc
 //   scales (see GemmScales): none for bf16; fp32 [M] and [N] for ptpc; fp32 [M, K/128] and
-//          [N/128, K/128] (row-major, K-block contiguous) for blockscale; ue8m0 [M, K/32] and
-//          [N/32, K/32] for mxfp8 (raw) or the packed order (pack_mxfp8_scales).
+//          [N/128, K/128] (row-major, K-block contiguous) for blockscale; for mxfp8 either
+//          raw:    ue8m0 [M, K/32] and [ceil(N/32), K/32], row-major, any leading dimension, or
+//          packed: the uint32 words of weave::ref::pack_mxfp8_scales ([ceil(K/128), rows], rows =
+//                  M and ceil(N/32)) viewed as ue8m0 [ceil(K/128), 4 * rows] (ld a multiple of 4),
+//          selected by GemmProblem::scale_layout; both 4-byte aligned. Raw and packed give
+//          bitwise identical results. An 0xFF scale byte is NaN: every output it touches is NaN.
+//
+// split-K: a plan with split_k > 1 (the planner's choice where the output tiles leave SMs idle
+// and K is long, or GemmPlanOverrides::split_k) needs a device workspace of workspace_bytes()
+// (fp32 partials [split_k, M, N]) handed to set_workspace before run(); run() throws
+// kInvalidArgument naming set_workspace otherwise. The partials are summed in split order, so
+// results are bitwise reproducible. One run at a time may use a given workspace (stream order).
 //
 // Verbs (same on every op): `Gemm::validate` returns "" or the reason a problem cannot run, and
 // calls the same checks as `run`; `plan` is a pure function of the problem and the SM count; the
@@ -36,7 +46,7 @@ struct GemmProblem {
 struct GemmPlanOverrides {
   int block_m = 0, block_n = 0;  // tile shape, one of the built tiles
   int grid = 0;                  // persistent CTAs
-  int split_k = 0;               // 1 = no split
+  int split_k = 0;               // 1 = no split, 2..16 = split K that many ways (fp32 partials)
   int group_rows = 0;            // row blocks per L2 group of the tile order
 };
 
@@ -46,7 +56,7 @@ struct GemmPlan {
   int cluster = 1;               // CTAs per cluster (TMA multicast of B across the pair)
   int grid = 0;                  // persistent CTAs launched
   int64_t tiles = 0;             // output tiles
-  int split_k = 1;
+  int split_k = 1;               // tiled: K splits (workspace_bytes() > 0 when > 1); GEMV: its cluster split
   int group_rows = 8;            // tile order: row blocks per group, each group swept along N
   bool gemv = false;             // the decode GEMV path (small M)
   std::string kernel;            // instance name, e.g. sm90_gemm_bf16_bf16_store_128x256x64

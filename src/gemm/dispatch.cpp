@@ -21,10 +21,10 @@ bool register_gemm_instance(const GemmInstance& instance) {
 const std::vector<GemmInstance>& gemm_instances() { return registry(); }
 
 const GemmInstance* find_gemm_instance(ScaleMode mode, DType out_dtype, EpilogueKind epilogue, int block_m,
-                                       int block_n) {
+                                       int block_n, ScaleLayout scale_layout) {
   for (const auto& i : registry())
     if (i.mode == mode && i.out_dtype == out_dtype && i.epilogue == epilogue && i.block_m == block_m &&
-        i.block_n == block_n)
+        i.block_n == block_n && i.scale_layout == scale_layout)
       return &i;
   return nullptr;
 }

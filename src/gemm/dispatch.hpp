@@ -18,6 +18,7 @@ enum class EpilogueKind { kStoreLocal };
 struct GemmInstance {
   const char* name = "";  // e.g. "sm90_gemm_bf16_bf16_store_128x256x64"
   ScaleMode mode = ScaleMode::kBF16;
+  ScaleLayout scale_layout = ScaleLayout::kRaw;  // mxfp8: the scale layout it reads; kRaw otherwise
   DType out_dtype = DType::kBF16;
   EpilogueKind epilogue = EpilogueKind::kStoreLocal;
   int block_m = 0, block_n = 0, block_k = 0;
@@ -35,7 +36,7 @@ struct GemmInstance {
 const std::vector<GemmInstance>& gemm_instances();
 // nullptr if no such instance was built.
 const GemmInstance* find_gemm_instance(ScaleMode mode, DType out_dtype, EpilogueKind epilogue, int block_m,
-                                       int block_n);
+                                       int block_n, ScaleLayout scale_layout = ScaleLayout::kRaw);
 bool register_gemm_instance(const GemmInstance& instance);
 
 }  // namespace weave::gemm

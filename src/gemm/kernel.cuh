@@ -8,6 +8,10 @@
 //   stage s:  full[s]  <- producer arrive.expect_tx + TMA complete_tx (+ 32 cp.async arrivals)
 //             empty[s] <- lane 0 of each of the 8 consumer warps, once its wgmmas reading s are done
 //
+// Work items: tiles x split_k (MainloopArgs); split s of a tile covers its own range of K blocks
+// and stores an fp32 partial into rows [s * M, s * M + M) of the epilogue's output (the split-K
+// workspace, reduced by gemm/split_k_reduce). split_k = 1 is the plain GEMM.
+//
 // See docs/gemm.md for the protocol, the register budget and the debug negative control.
 #pragma once
 #include <cuda_runtime.h>
@@ -16,6 +20,7 @@
 #include "gemm/dispatch.hpp"
 #include "gemm/epilogue_store.cuh"
 #include "gemm/kernel_args.hpp"
+#include "gemm/scale_mx32.cuh"
 #include "gemm/scale_policy.cuh"
 #include "gemm/tile_config.cuh"
 #include "gemm/tile_scheduler.cuh"
@@ -57,6 +62,16 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   const Scheduler sched(a, Tile::kBlockM, Tile::kBlockN);
   const int num_tiles = sched.num_tiles();
   const int num_k_blocks = (a.k + Tile::kBlockK - 1) / Tile::kBlockK;
+  const int k_blocks_per_split = a.k_blocks_per_split > 0 ? a.k_blocks_per_split : num_k_blocks;
+  const int num_items = num_tiles * a.split_k;
+  // Work item -> (tile, split, K-block range). Split-major, so each split walks the tiles in the
+  // scheduler's L2-friendly order.
+  auto item_coords = [&](int item, int& tile, int& split, int& kb_begin, int& kb_end) {
+    split = item / num_tiles;
+    tile = item - split * num_tiles;
+    kb_begin = split * k_blocks_per_split;
+    kb_end = min(num_k_blocks, kb_begin + k_blocks_per_split);
+  };
 
   if (threadIdx.x == 0) {
     // The 128B swizzle pattern is a function of the address bits, so tiles must be 1024-aligned.
@@ -77,11 +92,12 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     ptx::setmaxnreg_dec_sync_aligned_u32<kProducerRegisters>();
     if (warp == 0) {
       hopper::PipelineState<kStages> ps;
-      for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x) {
-        int m_blk, n_blk;
+      for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
+        int tile, split, kb_begin, kb_end, m_blk, n_blk;
+        item_coords(item, tile, split, kb_begin, kb_end);
         sched.coords(tile, m_blk, n_blk);
         const int m0 = m_blk * Tile::kBlockM, n0 = n_blk * Tile::kBlockN;
-        for (int kb = 0; kb < num_k_blocks; ++kb) {
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
           // First lap: parity 1 refers to the phase "before" the barrier's first, already complete.
           hopper::mbarrier_wait_bounded(empty_bar(ps.stage), ps.phase ^ 1u, hopper::WaitSite::kProducerEmpty,
                                         ps.stage, a.timeout_record);
@@ -122,8 +138,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     auto desc_b = [&](uint32_t s, int ks) { return ptx::wgmma_desc_k_major_sw128(smem_b(s) + ks * 32); };
 
     uint32_t tile_iter = 0;
-    for (int tile = blockIdx.x; tile < num_tiles; tile += gridDim.x, ++tile_iter) {
-      int m_blk, n_blk;
+    for (int item = blockIdx.x; item < num_items; item += gridDim.x, ++tile_iter) {
+      int tile, split, kb_begin, kb_end, m_blk, n_blk;
+      item_coords(item, tile, split, kb_begin, kb_end);
       sched.coords(tile, m_blk, n_blk);
       const int m0 = m_blk * Tile::kBlockM, n0 = n_blk * Tile::kBlockN;
       [[maybe_unused]] const uint32_t tile_scales =
@@ -136,7 +153,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       if constexpr (Scale::kWhere != ScaleWhere::kMainloop) {
         // One wgmma group per stage; keep one group in flight and release the stage before it.
         uint32_t prev_stage = 0;
-        for (int kb = 0; kb < num_k_blocks; ++kb) {
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
           const uint32_t s = ps.stage;
           if (!drop_wait) wait_full(s, ps.phase);
 #pragma unroll
@@ -148,7 +165,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           for (int ks = 0; ks < Tile::kKSteps; ++ks)
 #pragma unroll
             for (int j = 0; j < Tile::kSlices; ++j)
-              Mma::mma(acc[j], desc_a(s, j, ks), desc_b(s, ks), (kb > 0 || ks > 0) ? 1u : 0u);
+              Mma::mma(acc[j], desc_a(s, j, ks), desc_b(s, ks), (kb > kb_begin || ks > 0) ? 1u : 0u);
           ptx::wgmma_commit_group_sync_aligned();
 #pragma unroll
           for (int j = 0; j < Tile::kSlices; ++j)
@@ -158,7 +175,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
             ptx::wgmma_wait_group_sync_aligned<0>();
             wait_full(s, ps.phase);
           }
-          if (kb > 0) {
+          if (kb > kb_begin) {
             ptx::wgmma_wait_group_sync_aligned<1>();
             release(prev_stage);
           }
@@ -171,6 +188,67 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[j][i]);
         release(prev_stage);
+      } else if constexpr (Scale::kGroupK == 32) {
+        // mxfp8 (ScaleMx32): each 32-wide K group (one wgmma k32) goes into a fresh accumulator
+        // set and is promoted into acc with its two ue8m0 scales. Two sets alternate so the
+        // tensor cores run one group while the FMAs promote the one before; per stage s:
+        //
+        //   wait full[s]; issue g0 -> set0
+        //   issue g1 -> set1; wait_group 1; promote g0 (set0)
+        //   issue g2 -> set0; wait_group 1; promote g1 (set1)
+        //   issue g3 -> set1; wait_group 1; promote g2 (set0)
+        //   wait_group 0; release s; promote g3 (set1)
+        //
+        // Three of four promotions run under a wgmma of this warpgroup; the fourth under the other
+        // warpgroup's. No wgmma is in flight across the loop's back edge and every wgmma is issued
+        // on a straight path: carrying an in-flight set over the back edge (issuing the next
+        // stage's g0 before promoting g3) made the compiler copy in-flight accumulators at the
+        // loop header, and ptxas serialised every wgmma (C7514) or injected waits (C7517).
+        static_assert(Tile::kSlices == 1 && kAcc == 64, "mxfp8 tiles: one m64n128 slice per consumer warpgroup");
+        float set0[kAcc], set1[kAcc];
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) acc[0][i] = set0[i] = set1[i] = 0.0f;
+        const int groups = a.k / 32;
+        const int row_local = cwg * Tile::kWgRows + row_in_wg;
+        const uint32_t mis = Scale::template row_misalignment<Tile>(a, m0 + row_local, n_blk);
+        auto issue = [&](float(&set)[kAcc], uint32_t s, int ks) {
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
+          ptx::wgmma_fence_sync_aligned();
+          Mma::mma(set, desc_a(s, 0, ks), desc_b(s, ks), 0u);
+          ptx::wgmma_commit_group_sync_aligned();
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
+        };
+        auto landed = [&](float(&set)[kAcc]) {
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
+        };
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
+          const uint32_t s = ps.stage;
+          if (!drop_wait) wait_full(s, ps.phase);
+          issue(set0, s, 0);
+          if (drop_wait) wait_full(s, ps.phase);
+          const MxStageWords w =
+              Scale::template load_words<Tile>(stage_scales(s), row_local, mis, groups - 4 * kb);
+          issue(set1, s, 1);
+          ptx::wgmma_wait_group_sync_aligned<1>();
+          landed(set0);
+          Scale::promote(acc[0], set0, w, 0);
+          issue(set0, s, 2);
+          ptx::wgmma_wait_group_sync_aligned<1>();
+          landed(set1);
+          Scale::promote(acc[0], set1, w, 1);
+          issue(set1, s, 3);
+          ptx::wgmma_wait_group_sync_aligned<1>();
+          landed(set0);
+          Scale::promote(acc[0], set0, w, 2);
+          ptx::wgmma_wait_group_sync_aligned<0>();
+          landed(set1);
+          release(s);  // every group reading stage s is complete; its scales are in w
+          Scale::promote(acc[0], set1, w, 3);
+          ps.advance();
+        }
       } else {
         // Blockwise scales: each 128-wide K block goes into a fresh accumulator `blk`, then is
         // promoted into acc in fp32 with that block's scales (also avoids the tensor cores'
@@ -180,7 +258,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) acc[j][i] = 0.0f;
         float blk[kAcc];
-        for (int kb = 0; kb < num_k_blocks; ++kb) {
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
           const uint32_t s = ps.stage;
           if (!drop_wait) wait_full(s, ps.phase);
           const uint32_t slot = stage_scales(s);
@@ -228,6 +306,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           const int row_local = cwg * Tile::kWgRows + j * 64 + row_in_wg + h * 8;
           const int row = m0 + row_local;
           if (row >= a.m) continue;
+          const int out_row = row + split * a.m;  // split-K: partial plane `split` of the workspace
           float row_factor = 1.0f;
           if constexpr (Scale::kWhere == ScaleWhere::kEpilogue)
             row_factor = Scale::template row_factor<Tile>(tile_scales, row_local);
@@ -241,7 +320,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
               v0 = v0 * row_factor * cf.x;
               v1 = v1 * row_factor * cf.y;
             }
-            Epilogue::store_pair(args.epi, row, n0 + col_local, a.n, v0, v1);
+            Epilogue::store_pair(args.epi, out_row, n0 + col_local, a.n, v0, v1);
           }
         }
       }
@@ -269,15 +348,16 @@ struct KernelInstance {
 }  // namespace weave::gemm
 
 // Defines and registers one instance. NAME must match the file name (see dispatch.hpp).
-#define WEAVE_GEMM_INSTANCE(NAME, IN, BM, BN, SCALE, OUT, MODE, OUT_DTYPE)                                  \
+// LAYOUT is the mxfp8 scale layout the instance reads (kRaw for every other mode).
+#define WEAVE_GEMM_INSTANCE_LAYOUT(NAME, IN, BM, BN, SCALE, OUT, MODE, LAYOUT, OUT_DTYPE)                    \
   namespace {                                                                                               \
   using NAME##_t = ::weave::gemm::KernelInstance<                                                           \
       ::weave::gemm::TileShape<::weave::gemm::IN, BM, BN>, ::weave::gemm::SCALE,                            \
-      ::weave::gemm::EpilogueStoreLocal<OUT>,                                                               \
-      ::weave::gemm::GroupedRowsScheduler>;                             \
+      ::weave::gemm::EpilogueStoreLocal<OUT>, ::weave::gemm::GroupedRowsScheduler>;                         \
   const bool NAME##_registered = ::weave::gemm::register_gemm_instance(::weave::gemm::GemmInstance{         \
       .name = #NAME,                                                                                        \
       .mode = MODE,                                                                                         \
+      .scale_layout = LAYOUT,                                                                               \
       .out_dtype = OUT_DTYPE,                                                                               \
       .epilogue = ::weave::gemm::EpilogueKind::kStoreLocal,                                                 \
       .block_m = BM,                                                                                        \
@@ -290,3 +370,5 @@ struct KernelInstance {
       .launch = &NAME##_t::launch,                                                                          \
   });                                                                                                       \
   }
+#define WEAVE_GEMM_INSTANCE(NAME, IN, BM, BN, SCALE, OUT, MODE, OUT_DTYPE) \
+  WEAVE_GEMM_INSTANCE_LAYOUT(NAME, IN, BM, BN, SCALE, OUT, MODE, ::weave::ScaleLayout::kRaw, OUT_DTYPE)

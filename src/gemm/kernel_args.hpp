@@ -16,13 +16,21 @@ struct MainloopArgs {
   CUtensorMap tma_a;  // A [M, K], box [block_m, block_k], 128B swizzle
   CUtensorMap tma_b;  // B [N, K], box [block_n, block_k], 128B swizzle
   // ptpc: fp32 [M] and [N]. blockscale: fp32 [M, K/128] (row stride scale_a_ld) and
-  // [ceil(N/128), K/128] (row stride scale_b_ld). bf16: unused.
-  const float* scale_a = nullptr;
-  const float* scale_b = nullptr;
+  // [ceil(N/128), K/128] (row stride scale_b_ld). mxfp8 raw: ue8m0 bytes [M, K/32] and
+  // [ceil(N/32), K/32] (row strides in bytes); mxfp8 packed: uint32 words [ceil(K/128), M] and
+  // [ceil(K/128), ceil(N/32)] (row strides in words). bf16: unused.
+  const void* scale_a = nullptr;
+  const void* scale_b = nullptr;
   int64_t scale_a_ld = 0;
   int64_t scale_b_ld = 0;
   int32_t m = 0, n = 0, k = 0;
   int32_t group_rows = 8;  // tile scheduler: row blocks per L2 group (GemmPlan::group_rows)
+  // split-K: work item w covers tile (w % tiles) over K blocks [s * k_blocks_per_split,
+  // (s + 1) * k_blocks_per_split) with s = w / tiles; its fp32 partial goes to rows [s * M, s * M + M)
+  // of the epilogue's output ([split_k * M, N], the workspace). split_k = 1: the whole K, rows as is.
+  // The host guarantees every split holds at least one K block.
+  int32_t split_k = 1;
+  int32_t k_blocks_per_split = 0;  // 0: all K blocks (split_k must then be 1)
   // Debug-only negative control (WEAVE_GEMM_DEBUG_DROP_WAIT=1): consumers read a stage before
   // waiting on its full barrier (the wait moves after the reads, so the protocol still balances).
   // Results are then wrong whenever a consumer overtakes the TMA; tests use it to prove they see

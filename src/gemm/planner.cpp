@@ -1,11 +1,19 @@
-// The GEMM planner: which problems the kernels accept, and the tile and grid for one.
+// The GEMM planner: which problems the kernels accept, and the tile, grid and K split for one.
 //
 // Tile rule (issue 3): among the built tiles for the mode and output dtype, take the largest tile
 // (by area) whose tile count still covers the SMs (tiles >= num_sms); if none does, the one with
 // the most tiles (the largest grid; then the least padding). Ties between tiles of one area go to the one that wastes
-// less padding, then to the wider-N tile. The persistent grid is min(tiles, num_sms). Every
+// less padding, then to the wider-N tile. The persistent grid is min(work items, num_sms). Every
 // choice is overridable (GemmPlanOverrides). M <= 32 goes to the decode GEMV when it implements
 // the problem.
+//
+// split-K rule (issue 4): when even the chosen tile's grid leaves SMs idle (tiles < num_sms), split
+// K into S = min(floor(num_sms / tiles), K / kMinSplitKElems, kMaxSplitK) parts if S >= 2, so
+// tiles x S work items fill the SMs in one wave while each split keeps >= 1024 K elements (enough
+// stages to amortise the pipeline fill and the fp32 partial round trip). No split when the tiles
+// already cover the SMs: splitting a >= 1-wave grid only adds waves of shorter items plus the
+// reduction. Partials are fp32 [S, M, N] in the workspace, written by the tile's fp32-output
+// instance and summed in split order by a second kernel (deterministic).
 #include <algorithm>
 #include <sstream>
 
@@ -34,8 +42,6 @@ std::vector<std::string> gemm_problem_violations(const GemmProblem& p) {
     add("m, n and k must each be < 2^31 (TMA coordinates are 32-bit)");
   if (p.out_dtype != DType::kBF16 && p.out_dtype != DType::kF32)
     add("out_dtype must be bf16 or fp32 (got " + std::string(to_string(p.out_dtype)) + ")");
-  if (p.mode == ScaleMode::kMxfp8)
-    add("mode mxfp8: the tiled GEMM kernels do not implement it yet (only the decode GEMV may, for m <= 32)");
   if (p.mode != ScaleMode::kMxfp8 && p.scale_layout != ScaleLayout::kRaw)
     add("scale_layout '" + std::string(to_string(p.scale_layout)) + "' applies to mode mxfp8 only; use raw");
   const int64_t in_bytes = p.mode == ScaleMode::kBF16 ? 2 : 1;
@@ -47,6 +53,9 @@ std::vector<std::string> gemm_problem_violations(const GemmProblem& p) {
   if (p.mode == ScaleMode::kBlockscale && p.k >= 1 && p.k % 128 != 0)
     add("k must be a multiple of 128 for blockscale: one scale per 128-wide K block, and partial blocks are "
         "not defined (got k = " + std::to_string(p.k) + ")");
+  if (p.mode == ScaleMode::kMxfp8 && p.k >= 1 && p.k % 32 != 0)
+    add("k must be a multiple of 32 for mxfp8: one ue8m0 scale per 32-wide K group, and partial groups are not "
+        "defined (got k = " + std::to_string(p.k) + ")");
   const int64_t out_bytes = p.out_dtype == DType::kF32 ? 4 : 2;
   if ((p.out_dtype == DType::kBF16 || p.out_dtype == DType::kF32) && p.n >= 1 && (p.n * out_bytes) % 16 != 0)
     add("n must be a multiple of " + std::to_string(16 / out_bytes) + " for " + std::string(to_string(p.out_dtype)) +
@@ -55,10 +64,15 @@ std::vector<std::string> gemm_problem_violations(const GemmProblem& p) {
 }
 
 std::vector<TileCandidate> gemm_tile_candidates(const GemmProblem& p) {
+  const ScaleLayout layout = p.mode == ScaleMode::kMxfp8 ? p.scale_layout : ScaleLayout::kRaw;
   std::vector<TileCandidate> out;
-  for (const auto& i : gemm_instances())
-    if (i.mode == p.mode && i.out_dtype == p.out_dtype && i.epilogue == EpilogueKind::kStoreLocal)
-      out.push_back({i.block_m, i.block_n, i.block_k, i.stages, i.name});
+  for (const auto& i : gemm_instances()) {
+    if (i.mode != p.mode || i.scale_layout != layout || i.out_dtype != p.out_dtype ||
+        i.epilogue != EpilogueKind::kStoreLocal)
+      continue;
+    const GemmInstance* f32 = find_gemm_instance(p.mode, DType::kF32, i.epilogue, i.block_m, i.block_n, layout);
+    out.push_back({i.block_m, i.block_n, i.block_k, i.stages, i.name, f32 ? f32->name : ""});
+  }
   return out;
 }
 
@@ -71,8 +85,9 @@ static std::string tiles_list(const std::vector<TileCandidate>& c) {
 GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverrides& o,
                          const std::vector<TileCandidate>& cands) {
   WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1 (got " << num_sms << ")");
-  WEAVE_EXPECT_ARG(o.split_k == 0 || o.split_k == 1,
-                   "override 'split_k': only 1 (no split) is implemented (got " << o.split_k << ")");
+  WEAVE_EXPECT_ARG(o.split_k >= 0 && o.split_k <= kMaxSplitK,
+                   "override 'split_k': must be 1 (no split) .. " << kMaxSplitK << ", or 0 for the planner's choice (got "
+                                                                 << o.split_k << ")");
   WEAVE_EXPECT_ARG(o.grid >= 0, "override 'grid': must be >= 1, or 0 for the planner's choice (got " << o.grid << ")");
   WEAVE_EXPECT_ARG(o.group_rows >= 0,
                    "override 'group_rows': must be >= 1, or 0 for the planner's choice (got " << o.group_rows << ")");
@@ -127,17 +142,59 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
   plan.stages = pick->stages;
   plan.cluster = 1;
   plan.tiles = tiles_of(*pick);
-  plan.split_k = 1;
   plan.kernel = pick->kernel;
   plan.group_rows = o.group_rows > 0 ? o.group_rows : kDefaultGroupRows;
+
+  // split-K (see the rule at the top of this file).
+  const int64_t k_blocks = ceil_div(p.k, pick->block_k);
+  int64_t split = 1;
+  if (o.split_k >= 2) {
+    WEAVE_EXPECT(!pick->split_kernel.empty(), Status::kUnsupported,
+                 "override 'split_k' = " << o.split_k << ": split-K writes fp32 partials, and no fp32-output instance of tile "
+                                         << pick->block_m << "x" << pick->block_n << " is built for mode "
+                                         << to_string(p.mode));
+    WEAVE_EXPECT_ARG(o.split_k <= k_blocks, "override 'split_k' = " << o.split_k << ": K = " << p.k << " has only "
+                                                                    << k_blocks << " K blocks of " << pick->block_k
+                                                                    << " (each split needs at least one)");
+    split = o.split_k;
+  } else if (o.split_k == 0 && plan.tiles < num_sms && !pick->split_kernel.empty()) {
+    split = std::min<int64_t>({num_sms / plan.tiles, p.k / kMinSplitKElems, kMaxSplitK, k_blocks});
+  }
+  if (split >= 2) {
+    // Normalise so that every split holds at least one K block.
+    const int64_t per = split_k_blocks_per_split(k_blocks, static_cast<int>(split));
+    split = ceil_div(k_blocks, per);
+  }
+  if (split >= 2 && split * p.m >= (int64_t{1} << 31)) {
+    WEAVE_EXPECT_ARG(o.split_k < 2, "override 'split_k' = " << o.split_k << ": split_k x m must be < 2^31 (partial rows "
+                                                            << "are 32-bit indices)");
+    split = 1;
+  }
+  plan.split_k = static_cast<int>(std::max<int64_t>(split, 1));
+  const int64_t items = plan.tiles * plan.split_k;
+  if (plan.split_k > 1) {
+    plan.kernel = pick->split_kernel;
+    why << "; split-K " << plan.split_k << (o.split_k >= 2 ? " (override)" : "") << ": " << plan.tiles << " tiles x "
+        << plan.split_k << " K splits of " << split_k_blocks_per_split(k_blocks, plan.split_k) << " K blocks = " << items
+        << " work items (fp32 partials in the workspace, summed in split order by a second kernel)";
+  } else if (o.split_k == 0 && plan.tiles < num_sms) {
+    why << "; no split-K (";
+    if (pick->split_kernel.empty())
+      why << "no fp32-output instance of this tile is built";
+    else if (num_sms / plan.tiles < 2)
+      why << "2 x " << plan.tiles << " tiles would exceed the " << num_sms << " SMs";
+    else
+      why << "K = " << p.k << " < 2 x " << kMinSplitKElems;
+    why << ")";
+  }
   if (o.grid > 0) {
     plan.grid = o.grid;
     why << "; grid " << o.grid << " (override)";
   } else {
-    plan.grid = static_cast<int>(std::min<int64_t>(plan.tiles, num_sms));
+    plan.grid = static_cast<int>(std::min<int64_t>(items, num_sms));
     why << "; grid " << plan.grid << " persistent CTAs, " << std::fixed;
     why.precision(2);
-    why << static_cast<double>(plan.tiles) / plan.grid << " tiles each";
+    why << static_cast<double>(items) / plan.grid << (plan.split_k > 1 ? " work items each" : " tiles each");
   }
   plan.reason = why.str();
   return plan;
@@ -159,7 +216,8 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
   WEAVE_EXPECT_ARG(bad.empty(), "problem m=" << problem.m << " n=" << problem.n << " k=" << problem.k << " mode "
                                              << to_string(problem.mode) << ": " << bad);
   WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1 (got " << num_sms << ")");
-  const bool tile_forced = overrides.block_m != 0 || overrides.block_n != 0;
+  // A forced tile or K split asks for the tiled kernels.
+  const bool tile_forced = overrides.block_m != 0 || overrides.block_n != 0 || overrides.split_k >= 2;
   if (problem.m <= detail::kGemvMaxM && !tile_forced) {
     const std::string gemv_why = detail::gemv_unsupported_reason(problem);
     if (gemv_why.empty()) {

@@ -1,6 +1,7 @@
 // Internal side of the GEMM planner (the public verbs are in weave/gemm.hpp): every rule a problem
 // breaks (for `weave plan gemm`), and the tile rule on an explicit candidate list (CPU tests).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,10 +14,20 @@ std::vector<std::string> gemm_problem_violations(const GemmProblem& problem);
 
 struct TileCandidate {
   int block_m = 0, block_n = 0, block_k = 0, stages = 0;
-  std::string kernel;
+  std::string kernel;        // the instance writing the problem's output dtype
+  std::string split_kernel;  // the fp32-output instance of the same tile (split-K partials); "" if not built
 };
-// Instances built for (mode, out dtype) with the local-store epilogue.
+// Tiles built for (mode, mxfp8 scale layout, out dtype) with the local-store epilogue, each with
+// its fp32-output twin for split-K when that is built.
 std::vector<TileCandidate> gemm_tile_candidates(const GemmProblem& problem);
+
+// split-K rule constants (see gemm_plan_tiles).
+inline constexpr int kMaxSplitK = 16;
+inline constexpr int64_t kMinSplitKElems = 1024;  // K elements per split the planner keeps at least
+
+// K blocks of each split for a plan with `split_k` splits of `k_blocks` blocks: every split is
+// non-empty because the planner normalises split_k to ceil(k_blocks / k_blocks_per_split).
+inline int64_t split_k_blocks_per_split(int64_t k_blocks, int split_k) { return (k_blocks + split_k - 1) / split_k; }
 
 // The tiled-kernel planning rule on an explicit list (see gemm_plan). No GEMV choice here.
 GemmPlan gemm_plan_tiles(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides,

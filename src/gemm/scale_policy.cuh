@@ -43,14 +43,15 @@ struct ScalePerRowCol {
   template <class Tile>
   __device__ __forceinline__ static void tile_prologue(const MainloopArgs& a, uint32_t buf, int m0, int n0,
                                                        int ctid) {
+    const float* sa = static_cast<const float*>(a.scale_a);
+    const float* sb = static_cast<const float*>(a.scale_b);
     for (int i = ctid; i < Tile::kBlockM; i += Tile::kConsumerThreads) {
       const bool in = m0 + i < a.m;
-      ptx::cp_async_ca_shared_global_4(buf + 4 * i, in ? a.scale_a + m0 + i : a.scale_a, in ? 4 : 0);
+      ptx::cp_async_ca_shared_global_4(buf + 4 * i, in ? sa + m0 + i : sa, in ? 4 : 0);
     }
     for (int i = ctid; i < Tile::kBlockN; i += Tile::kConsumerThreads) {
       const bool in = n0 + i < a.n;
-      ptx::cp_async_ca_shared_global_4(buf + 4 * (Tile::kBlockM + i), in ? a.scale_b + n0 + i : a.scale_b,
-                                       in ? 4 : 0);
+      ptx::cp_async_ca_shared_global_4(buf + 4 * (Tile::kBlockM + i), in ? sb + n0 + i : sb, in ? 4 : 0);
     }
   }
   // Before the epilogue reads the buffer: own copies done, then everyone's (named barrier 1 over
@@ -73,6 +74,7 @@ struct ScalePerRowCol {
 
 struct ScaleBlockwise {
   static constexpr ScaleWhere kWhere = ScaleWhere::kMainloop;
+  static constexpr int kGroupK = 128;  // K elements per scale group (one stage)
   static constexpr uint32_t kProducerArrivals = 32;  // one cp.async arrival per producer lane
   // sa column [block_m] then sb (padded to 16 bytes).
   template <class Tile>
@@ -88,15 +90,17 @@ struct ScaleBlockwise {
     static_assert(Tile::kBlockN == 128, "blockscale tiles cover exactly one 128-row block of B");
     // Rolled loop with a running pointer: the producer runs on 40 registers.
     const int64_t step = 32 * a.scale_a_ld;
-    const float* src = a.scale_a + static_cast<int64_t>(m0 + lane) * a.scale_a_ld + kb;
+    const float* sa = static_cast<const float*>(a.scale_a);
+    const float* src = sa + static_cast<int64_t>(m0 + lane) * a.scale_a_ld + kb;
 #pragma unroll 1
     for (int i = lane; i < Tile::kBlockM; i += 32, src += step) {
       const bool in = m0 + i < a.m;
-      ptx::cp_async_ca_shared_global_4(slot + 4 * i, in ? src : a.scale_a, in ? 4 : 0);
+      ptx::cp_async_ca_shared_global_4(slot + 4 * i, in ? src : sa, in ? 4 : 0);
     }
     if (lane == 0)
       ptx::cp_async_ca_shared_global_4(slot + 4 * Tile::kBlockM,
-                                       a.scale_b + static_cast<int64_t>(n_blk) * a.scale_b_ld + kb, 4);
+                                       static_cast<const float*>(a.scale_b) + static_cast<int64_t>(n_blk) * a.scale_b_ld + kb,
+                                       4);
     ptx::cp_async_mbarrier_arrive_noinc_shared_cta(full_bar);
   }
   __device__ __forceinline__ static float row_scale(uint32_t slot, int row_local) {

@@ -27,6 +27,13 @@ std::vector<gemm::TileCandidate> three_tiles() {
   return {{128, 128, 64, 6, "t128x128"}, {128, 256, 64, 4, "t128x256"}, {256, 128, 64, 4, "t256x128"}};
 }
 
+// The same tiles (fp8: 128-wide K blocks) with their fp32-output twins, so split-K is possible.
+std::vector<gemm::TileCandidate> three_fp8_tiles_with_split() {
+  return {{128, 128, 128, 6, "t128x128", "f128x128"},
+          {128, 256, 128, 4, "t128x256", "f128x256"},
+          {256, 128, 128, 4, "t256x128", "f256x128"}};
+}
+
 bool mentions(const std::vector<std::string>& v, const std::string& needle) {
   for (const auto& s : v)
     if (s.find(needle) != std::string::npos) return true;
@@ -69,10 +76,15 @@ TEST(GemmPlanValidate, NamesEveryBrokenRule) {
   p = problem(int64_t{1} << 31, 256, 256);
   EXPECT_TRUE(mentions(gemm::gemm_problem_violations(p), "< 2^31"));
 
-  // mxfp8 is not a tiled-kernel mode; at m > 32 nothing takes it.
+  // mxfp8: any M, K a multiple of 32 (one ue8m0 per 32-wide group), both layouts.
   p = problem(64, 256, 256, ScaleMode::kMxfp8);
-  EXPECT_TRUE(mentions(gemm::gemm_problem_violations(p), "mxfp8"));
-  EXPECT_NE(gemm_validate_problem(p), "");
+  EXPECT_TRUE(gemm::gemm_problem_violations(p).empty());
+  p.scale_layout = ScaleLayout::kPacked;
+  EXPECT_TRUE(gemm::gemm_problem_violations(p).empty());
+  EXPECT_TRUE(gemm::gemm_problem_violations(problem(1000, 136, 32, ScaleMode::kMxfp8, DType::kF32)).empty());
+  v = gemm::gemm_problem_violations(problem(64, 256, 48, ScaleMode::kMxfp8));
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_NE(v[0].find("multiple of 32 for mxfp8"), std::string::npos) << v[0];
 }
 
 TEST(GemmPlanValidate, JoinsAllReasonsAndThrowsFromPlan) {
@@ -185,8 +197,15 @@ TEST(GemmPlanInstances, TableIsConsistent) {
     EXPECT_EQ(i.block_k * (i.mode == ScaleMode::kBF16 ? 2 : 1), 128) << name;
     EXPECT_NE(i.launch, nullptr);
     EXPECT_NE(i.prepare, nullptr);
-    EXPECT_EQ(gemm::find_gemm_instance(i.mode, i.out_dtype, i.epilogue, i.block_m, i.block_n), &i);
     if (i.mode == ScaleMode::kBlockscale) EXPECT_EQ(i.block_n, 128) << "blockscale tiles cover one B scale block";
+    if (i.mode == ScaleMode::kMxfp8) {
+      EXPECT_EQ(i.block_n, 128) << "mxfp8 tiles hold four 32-row B scale blocks";
+      EXPECT_NE(name.find(i.scale_layout == ScaleLayout::kRaw ? "_mxfp8_raw_" : "_mxfp8_packed_"), std::string::npos)
+          << name;
+    } else {
+      EXPECT_EQ(i.scale_layout, ScaleLayout::kRaw) << name;
+    }
+    EXPECT_EQ(gemm::find_gemm_instance(i.mode, i.out_dtype, i.epilogue, i.block_m, i.block_n, i.scale_layout), &i);
   }
 }
 
@@ -229,5 +248,134 @@ TEST(GemmPlanTiles, GroupRowsDefaultAndOverride) {
   o.group_rows = -1;
   EXPECT_THROW(gemm::gemm_plan_tiles(problem(4096, 4096, 4096), 132, o, three_tiles()), Error);
 }
+}  // namespace
+}  // namespace weave
+
+namespace weave {
+namespace {
+
+TEST(GemmPlanSplitK, ChosenWhereTilesLeaveSmsIdleAndKIsLong) {
+  const auto c = three_fp8_tiles_with_split();
+  // 64 x 8192: 64 tiles of 128x128 (the largest grid) on 132 SMs; K = 7168 -> split 2 = 128 items.
+  auto plan = gemm::gemm_plan_tiles(problem(64, 8192, 7168, ScaleMode::kPtpc), 132, {}, c);
+  EXPECT_EQ(plan.tiles, 64);
+  EXPECT_EQ(plan.split_k, 2);
+  EXPECT_EQ(plan.kernel, "f128x128");  // partials come from the fp32-output instance
+  EXPECT_EQ(plan.grid, 128);
+  EXPECT_NE(plan.reason.find("split-K 2"), std::string::npos) << plan.reason;
+  // 256 x 1024: 16 tiles; min(132 / 16 = 8, 7168 / 1024 = 7) = 7 splits of 8 K blocks.
+  plan = gemm::gemm_plan_tiles(problem(256, 1024, 7168, ScaleMode::kBlockscale), 132, {}, c);
+  EXPECT_EQ(plan.tiles, 16);
+  EXPECT_EQ(plan.split_k, 7);
+  EXPECT_EQ(plan.grid, 112);
+  // Output dtype fp32: the split kernel is still the fp32 twin.
+  plan = gemm::gemm_plan_tiles(problem(256, 1024, 7168, ScaleMode::kBlockscale, DType::kF32), 132, {}, c);
+  EXPECT_EQ(plan.split_k, 7);
+  EXPECT_EQ(plan.kernel, "f128x128");
+}
+
+TEST(GemmPlanSplitK, NotChosenWhereTilesCoverTheSmsOrKIsShort) {
+  const auto c = three_fp8_tiles_with_split();
+  // 2048 x 2048: 128x128 gives 256 tiles >= 132: no split (a >= 1-wave grid gains nothing).
+  auto plan = gemm::gemm_plan_tiles(problem(2048, 2048, 7168, ScaleMode::kBlockscale), 132, {}, c);
+  EXPECT_EQ(plan.split_k, 1);
+  EXPECT_EQ(plan.kernel, "t128x128");
+  // 2048 x 1024: 128 tiles < 132, but 2 x 128 would exceed the SMs.
+  plan = gemm::gemm_plan_tiles(problem(2048, 1024, 5120, ScaleMode::kBlockscale), 132, {}, c);
+  EXPECT_EQ(plan.tiles, 128);
+  EXPECT_EQ(plan.split_k, 1);
+  EXPECT_NE(plan.reason.find("no split-K"), std::string::npos) << plan.reason;
+  // 64 x 8192, K = 1280: 64 tiles, but K < 2 x 1024.
+  plan = gemm::gemm_plan_tiles(problem(64, 8192, 1280, ScaleMode::kPtpc), 132, {}, c);
+  EXPECT_EQ(plan.split_k, 1);
+  EXPECT_NE(plan.reason.find("K = 1280"), std::string::npos) << plan.reason;
+  // No fp32 twin built: no split, and the reason says why.
+  plan = gemm::gemm_plan_tiles(problem(64, 8192, 7168, ScaleMode::kPtpc), 132, {}, three_tiles());
+  EXPECT_EQ(plan.split_k, 1);
+  EXPECT_NE(plan.reason.find("no fp32-output instance"), std::string::npos) << plan.reason;
+  // A forced split without an fp32 twin is refused.
+  GemmPlanOverrides o;
+  o.split_k = 2;
+  try {
+    gemm::gemm_plan_tiles(problem(64, 8192, 7168, ScaleMode::kPtpc), 132, o, three_tiles());
+    FAIL() << "expected a throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kUnsupported);
+  }
+}
+
+TEST(GemmPlanSplitK, OverrideIsHonouredNormalisedOrRefused) {
+  const auto c = three_fp8_tiles_with_split();
+  GemmPlanOverrides o;
+  o.split_k = 3;  // even where the tiles cover the SMs
+  auto plan = gemm::gemm_plan_tiles(problem(2048, 2048, 7168, ScaleMode::kBlockscale), 132, o, c);
+  EXPECT_EQ(plan.split_k, 3);
+  EXPECT_EQ(plan.grid, 132);
+  EXPECT_NE(plan.reason.find("(override)"), std::string::npos);
+  o.split_k = 1;  // forbids the planner's split
+  EXPECT_EQ(gemm::gemm_plan_tiles(problem(64, 8192, 7168, ScaleMode::kPtpc), 132, o, c).split_k, 1);
+  // 10 K blocks in 6 splits would leave one empty: normalised to 5 splits of 2.
+  o.split_k = 6;
+  EXPECT_EQ(gemm::gemm_plan_tiles(problem(256, 256, 1280, ScaleMode::kPtpc), 132, o, c).split_k, 5);
+  // More splits than K blocks, out of range: refused naming the override.
+  o.split_k = 3;
+  try {
+    gemm::gemm_plan_tiles(problem(256, 256, 256, ScaleMode::kPtpc), 132, o, c);
+    FAIL() << "expected a throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("split_k"), std::string::npos) << e.what();
+  }
+  o.split_k = gemm::kMaxSplitK + 1;
+  EXPECT_THROW(gemm::gemm_plan_tiles(problem(256, 256, 7168, ScaleMode::kPtpc), 132, o, c), Error);
+  o.split_k = -1;
+  EXPECT_THROW(gemm::gemm_plan_tiles(problem(256, 256, 7168, ScaleMode::kPtpc), 132, o, c), Error);
+}
+
+TEST(GemmPlanSplitK, EverySplitHoldsAtLeastOneKBlock) {
+  const auto c = three_fp8_tiles_with_split();
+  for (int64_t kb = 1; kb <= 200; ++kb) {
+    for (int s = 2; s <= gemm::kMaxSplitK && s <= kb; ++s) {
+      GemmPlanOverrides o;
+      o.split_k = s;
+      const GemmPlan plan = gemm::gemm_plan_tiles(problem(256, 256, kb * 128, ScaleMode::kPtpc), 132, o, c);
+      ASSERT_GE(plan.split_k, 1);
+      ASSERT_LE(plan.split_k, s);
+      const int64_t per = gemm::split_k_blocks_per_split(kb, plan.split_k);
+      ASSERT_LT((plan.split_k - 1) * per, kb) << "kb " << kb << " split " << s << " -> " << plan.split_k;
+      ASSERT_GE(plan.split_k * per, kb);
+    }
+  }
+}
+
+TEST(GemmPlanInstances, Mxfp8PlansTheLayoutsInstancesAndSplitK) {
+  auto p = problem(4096, 5120, 2048, ScaleMode::kMxfp8);
+  for (ScaleLayout layout : {ScaleLayout::kRaw, ScaleLayout::kPacked}) {
+    p.scale_layout = layout;
+    const auto cands = gemm::gemm_tile_candidates(p);
+    if (cands.empty()) continue;  // narrowed build
+    const GemmPlan plan = gemm_plan(p, 132);
+    EXPECT_FALSE(plan.gemv);
+    EXPECT_NE(plan.kernel.find(layout == ScaleLayout::kRaw ? "mxfp8_raw" : "mxfp8_packed"), std::string::npos)
+        << plan.kernel;
+  }
+  // Packed scales at m <= 32: the GEMV reads raw only, so the tiled kernel takes it.
+  p = problem(7, 5120, 2048, ScaleMode::kMxfp8);
+  p.scale_layout = ScaleLayout::kPacked;
+  if (!gemm::gemm_tile_candidates(p).empty()) {
+    EXPECT_EQ(gemm_validate_problem(p), "");
+    EXPECT_FALSE(gemm_plan(p, 132).gemv);
+  }
+  // A forced K split takes the tiled kernels even at m <= 32.
+  p = problem(16, 1024, 7168, ScaleMode::kBlockscale);
+  if (!gemm::gemm_tile_candidates(p).empty() && detail::gemv_unsupported_reason(p).empty()) {
+    GemmPlanOverrides o;
+    o.split_k = 4;
+    const GemmPlan plan = gemm_plan(p, 132, o);
+    EXPECT_FALSE(plan.gemv);
+    EXPECT_EQ(plan.split_k, 4);
+  }
+}
+
 }  // namespace
 }  // namespace weave

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "gemm/dispatch.hpp"
+#include "gemm/planner.hpp"
 #include "support/gpu.hpp"
 #include "test_gemm_support.hpp"
 
@@ -21,11 +22,15 @@ struct ScopedEnv {
   ~ScopedEnv() { unsetenv(name); }
 };
 
-RepeatResult run_planned(const OperandSet& o, DType out, int repeats, std::string* kernel = nullptr) {
+RepeatResult run_planned(const OperandSet& o, DType out, int repeats, std::string* kernel = nullptr,
+                         ScaleLayout layout = ScaleLayout::kRaw) {
   GemmProblem p = o.p;
   p.out_dtype = out;
+  p.scale_layout = layout;
   Guarded c(p.m * p.n * dtype_bytes(out));
-  Gemm g(p, o.va, o.vb, o.scales, TensorView::matrix(c.get(), out, p.m, p.n, 0));
+  // split_k = 1: the negative control targets the GEMM kernel's own pipeline.
+  Gemm g(p, o.va, o.vb, o.scales_for(layout), TensorView::matrix(c.get(), out, p.m, p.n, 0),
+         GemmPlanOverrides{.split_k = 1});
   if (kernel) *kernel = g.plan().kernel;
   return run_repeated(g, o, c, out, repeats, nullptr);
 }
@@ -37,15 +42,26 @@ RepeatResult run_planned(const OperandSet& o, DType out, int repeats, std::strin
 // fail with it: proof that the tests can see a pipeline race.
 TEST(GemmNegativeControl, DroppedFullWaitIsDetected) {
   WEAVE_REQUIRE_GPUS(1);
-  for (ScaleMode mode : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale}) {
+  struct Case {
+    ScaleMode mode;
+    ScaleLayout layout;
+  };
+  for (const Case cs : {Case{ScaleMode::kBF16, ScaleLayout::kRaw}, Case{ScaleMode::kPtpc, ScaleLayout::kRaw},
+                        Case{ScaleMode::kBlockscale, ScaleLayout::kRaw}, Case{ScaleMode::kMxfp8, ScaleLayout::kRaw},
+                        Case{ScaleMode::kMxfp8, ScaleLayout::kPacked}}) {
+    const ScaleMode mode = cs.mode;
+    if (gemm::gemm_tile_candidates(GemmProblem{.m = 1000, .n = 1024, .k = 2048, .mode = mode,
+                                               .scale_layout = cs.layout, .out_dtype = DType::kF32})
+            .empty())
+      continue;  // not built in this (narrowed) build
     const OperandSet o = make_operands(mode, 1000, 1024, 2048, 77 + static_cast<int>(mode), false);
     std::string kernel;
-    const RepeatResult clean = run_planned(o, DType::kF32, 20, &kernel);
+    const RepeatResult clean = run_planned(o, DType::kF32, 20, &kernel, cs.layout);
     EXPECT_EQ(clean.bad_runs, 0) << to_string(mode) << " " << kernel << " without the switch";
     RepeatResult dropped;
     {
       ScopedEnv env("WEAVE_GEMM_DEBUG_DROP_WAIT", "1");
-      dropped = run_planned(o, DType::kF32, 20);
+      dropped = run_planned(o, DType::kF32, 20, nullptr, cs.layout);
     }
     std::printf("  negative control %-10s %-46s: clean %d/%d bad, dropped wait %d/%d bad (worst %lld wrong)\n",
                 std::string(to_string(mode)).c_str(), kernel.c_str(), clean.bad_runs, clean.runs, dropped.bad_runs,
@@ -151,20 +167,32 @@ TEST(GemmOperands, BadOperandsAreRefusedNamingTheArgument) {
 // `compute-sanitizer --tool memcheck|racecheck --gtest_filter=GemmSanitizer.*`.
 TEST(GemmSanitizer, EveryInstanceOnce) {
   WEAVE_REQUIRE_GPUS(1);
-  for (ScaleMode mode : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale}) {
-    const OperandSet o = make_operands(mode, 129, 264, 384, 41, false);
+  for (ScaleMode mode : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale, ScaleMode::kMxfp8}) {
+    // K = 416: 3.25 stages (an mxfp8 K tail of one group; blockscale needs K % 128, so 384 there).
+    const int64_t k = mode == ScaleMode::kBlockscale ? 384 : 416;
+    const OperandSet o = make_operands(mode, 129, 264, k, 41, false);
     for (const auto& inst : gemm::gemm_instances()) {
       if (inst.mode != mode) continue;
       GemmProblem p = o.p;
       p.out_dtype = inst.out_dtype;
-      Guarded c(p.m * p.n * dtype_bytes(p.out_dtype));
-      GemmPlanOverrides ov;
-      ov.block_m = inst.block_m;
-      ov.block_n = inst.block_n;
-      Gemm g(p, o.va, o.vb, o.scales, TensorView::matrix(c.get(), p.out_dtype, p.m, p.n, 0), ov);
-      const RepeatResult r = run_repeated(g, o, c, p.out_dtype, 1, nullptr);
-      EXPECT_EQ(r.bad_runs, 0) << inst.name;
-      EXPECT_TRUE(c.guard_intact()) << inst.name;
+      p.scale_layout = inst.scale_layout;
+      for (int split : {1, 2}) {
+        // split 2 (fp32 partials + the reduction) once per tile: the bf16 instance's split plan
+        // runs the same fp32 kernel.
+        if (split > 1 && inst.out_dtype != DType::kF32) continue;
+        Guarded c(p.m * p.n * dtype_bytes(p.out_dtype));
+        GemmPlanOverrides ov;
+        ov.block_m = inst.block_m;
+        ov.block_n = inst.block_n;
+        ov.split_k = split;
+        Gemm g(p, o.va, o.vb, o.scales_for(inst.scale_layout), TensorView::matrix(c.get(), p.out_dtype, p.m, p.n, 0),
+               ov);
+        const Guarded ws = attach_workspace(g);
+        const RepeatResult r = run_repeated(g, o, c, p.out_dtype, 1, nullptr);
+        EXPECT_EQ(r.bad_runs, 0) << inst.name << " split " << split;
+        EXPECT_TRUE(c.guard_intact()) << inst.name;
+        if (split > 1) EXPECT_TRUE(ws.guard_intact()) << inst.name;
+      }
     }
   }
 }

@@ -60,15 +60,20 @@ class Guarded {
 };
 
 // A, B and scales of one problem on device 0 in guarded buffers, with the fp64 reference.
+// mxfp8 holds both scale layouts: raw ue8m0 in sa/sb (scales) and the pack_mxfp8_scales words in
+// sa_packed/sb_packed (scales_packed); p.scale_layout picks what scales_for() returns.
 struct OperandSet {
   GemmProblem p;  // out_dtype set per run
   ref::QuantMatrix qa, qb;
-  Guarded a, b, sa, sb;
+  Guarded a, b, sa, sb, sa_packed, sb_packed;
   TensorView va, vb;
-  GemmScales scales;
+  GemmScales scales, scales_packed;
   std::vector<double> ref;  // [M, N] fp64
   double rms = 0;
   bool exact = false;  // integer-valued inputs and power-of-two scales: bitwise comparable
+  const GemmScales& scales_for(ScaleLayout layout) const {
+    return layout == ScaleLayout::kPacked ? scales_packed : scales;
+  }
 };
 
 inline Guarded upload_values(const ref::QuantMatrix& q) {
@@ -91,7 +96,43 @@ inline ref::QuantMatrix integer_operand(ref::Random& rng, ScaleMode mode, int64_
     else q.e4m3[i] = ref::float_to_e4m3(v);
   }
   for (auto& s : q.scales) s = std::ldexp(1.0f, rng.integer(-2, 2));
+  for (auto& e : q.ue8m0) e = static_cast<uint8_t>(127 + rng.integer(-2, 2));
   return q;
+}
+
+// Uploads the scales of an mxfp8 pair into `o` (raw and packed) and computes the reference.
+// `raw_ld_pad` adds bytes to the raw rows' leading dimension (misaligned rows for the staging).
+inline void finish_mx_operands(OperandSet& o, int64_t raw_ld_pad = 0) {
+  const int64_t groups = o.p.k / 32, k_words = (o.p.k + 127) / 128;
+  auto upload_raw = [&](const ref::QuantMatrix& q, Guarded& g, TensorView& view) {
+    const int64_t ld = groups + raw_ld_pad;
+    std::vector<uint8_t> bytes(static_cast<std::size_t>((q.scale_rows - 1) * ld + groups), 0x5A);
+    for (int64_t r = 0; r < q.scale_rows; ++r)
+      std::memcpy(bytes.data() + r * ld, q.ue8m0.data() + r * groups, static_cast<std::size_t>(groups));
+    g = Guarded(bytes.size());  // the tensor ends where the guard begins
+    g.upload(bytes.data());
+    view = TensorView::matrix(g.get(), DType::kUE8M0, q.scale_rows, groups, ld, 0);
+  };
+  auto upload_packed = [&](const ref::QuantMatrix& q, Guarded& g, TensorView& view) {
+    const std::vector<uint32_t> words = ref::pack_mxfp8_scales(q.ue8m0.data(), q.scale_rows, groups);
+    g = Guarded(words.size() * 4);
+    g.upload(words.data());
+    view = TensorView::matrix(g.get(), DType::kUE8M0, k_words, 4 * q.scale_rows, 0);
+  };
+  upload_raw(o.qa, o.sa, o.scales.a);
+  upload_raw(o.qb, o.sb, o.scales.b);
+  upload_packed(o.qa, o.sa_packed, o.scales_packed.a);
+  upload_packed(o.qb, o.sb_packed, o.scales_packed.b);
+}
+
+// The fp64 reference of o.qa x o.qb^T (NaN where a 0xFF scale touches) and its rms over finite values.
+inline void compute_reference(OperandSet& o) {
+  o.ref = ref::gemm_f64(o.qa, o.qb);
+  double sq = 0;
+  int64_t finite = 0;
+  for (double v : o.ref)
+    if (std::isfinite(v)) sq += v * v, ++finite;
+  o.rms = finite > 0 ? std::sqrt(sq / static_cast<double>(finite)) : 0.0;
 }
 
 inline OperandSet make_operands(ScaleMode mode, int64_t m, int64_t n, int64_t k, uint64_t seed, bool exact) {
@@ -113,7 +154,9 @@ inline OperandSet make_operands(ScaleMode mode, int64_t m, int64_t n, int64_t k,
   const DType in = mode == ScaleMode::kBF16 ? DType::kBF16 : DType::kE4M3;
   o.va = TensorView::matrix(o.a.get(), in, m, k, 0);
   o.vb = TensorView::matrix(o.b.get(), in, n, k, 0);
-  if (mode != ScaleMode::kBF16) {
+  if (mode == ScaleMode::kMxfp8) {
+    finish_mx_operands(o);
+  } else if (mode != ScaleMode::kBF16) {
     o.sa = Guarded(o.qa.scales.size() * 4);
     o.sa.upload(o.qa.scales.data());
     o.sb = Guarded(o.qb.scales.size() * 4);
@@ -126,15 +169,15 @@ inline OperandSet make_operands(ScaleMode mode, int64_t m, int64_t n, int64_t k,
       o.scales.b = TensorView::matrix(o.sb.get(), DType::kF32, o.qb.scale_rows, o.qb.scale_cols, 0);
     }
   }
-  o.ref = ref::gemm_f64(o.qa, o.qb);
-  double sq = 0;
-  for (double v : o.ref) sq += v * v;
-  o.rms = std::sqrt(sq / static_cast<double>(o.ref.size()));
+  compute_reference(o);
   return o;
 }
 
 inline bool inputs_intact(const OperandSet& o) {
-  return o.a.guard_intact() && o.b.guard_intact() && (o.p.mode == ScaleMode::kBF16 || (o.sa.guard_intact() && o.sb.guard_intact()));
+  const bool mx = o.p.mode == ScaleMode::kMxfp8;
+  return o.a.guard_intact() && o.b.guard_intact() &&
+         (o.p.mode == ScaleMode::kBF16 || (o.sa.guard_intact() && o.sb.guard_intact())) &&
+         (!mx || (o.sa_packed.guard_intact() && o.sb_packed.guard_intact()));
 }
 
 // Per-element bounds against the fp64 reference on the same quantised operands.
@@ -153,7 +196,7 @@ inline bench::Tolerance tolerance_for(ScaleMode mode, DType out) {
 inline double rel_l2_bound(ScaleMode mode, DType out) {
   if (out == DType::kBF16) return 4e-3;
   if (mode == ScaleMode::kBF16) return 2e-5;
-  if (mode == ScaleMode::kBlockscale) return 5e-4;
+  if (mode == ScaleMode::kBlockscale || mode == ScaleMode::kMxfp8) return 5e-4;  // promoted per 128 / 32
   return 5e-3;  // ptpc, fp32 out: measured 2.3e-3 at K = 7168
 }
 
@@ -199,6 +242,16 @@ struct RepeatResult {
   double worst_max_abs = 0;
   int64_t never_written = 0;
 };
+
+// Allocates (guarded) and attaches the device workspace a split-K plan needs; empty otherwise.
+inline Guarded attach_workspace(Gemm& g) {
+  Guarded w;
+  if (g.workspace_bytes() > 0) {
+    w = Guarded(g.workspace_bytes());
+    g.set_workspace(w.get(), w.bytes());
+  }
+  return w;
+}
 
 // Poisons C, runs, synchronises and compares `repeats` times.
 inline RepeatResult run_repeated(const Gemm& g, const OperandSet& o, const Guarded& c, DType out, int repeats,

@@ -19,6 +19,7 @@ struct PlanGemmOptions {
   int sms = 132;
   std::string tile;  // "128x256"
   int grid = 0;
+  int split_k = 0;
 };
 
 int run_plan_gemm(const PlanGemmOptions& o) {
@@ -41,6 +42,7 @@ int run_plan_gemm(const PlanGemmOptions& o) {
   p.scale_layout = *layout;
   GemmPlanOverrides ov;
   ov.grid = o.grid;
+  ov.split_k = o.split_k;
   if (!o.tile.empty()) {
     if (std::sscanf(o.tile.c_str(), "%dx%d", &ov.block_m, &ov.block_n) != 2) {
       std::fprintf(stderr, "weave plan gemm: --tile '%s': expected BMxBN, e.g. 128x256\n", o.tile.c_str());
@@ -67,8 +69,9 @@ int run_plan_gemm(const PlanGemmOptions& o) {
     std::printf("built tiles for %s/%s:\n", o.quant.c_str(), o.out.c_str());
     for (const auto& c : cands) {
       const int64_t tiles = ((p.m + c.block_m - 1) / c.block_m) * ((p.n + c.block_n - 1) / c.block_n);
-      std::printf("  %-48s %3dx%-3d x%-3d stages %d  tiles %6lld  waves %.2f\n", c.kernel.c_str(), c.block_m,
-                  c.block_n, c.block_k, c.stages, static_cast<long long>(tiles), static_cast<double>(tiles) / o.sms);
+      std::printf("  %-48s %3dx%-3d x%-3d stages %d  tiles %6lld  waves %.2f  split-K partials: %s\n",
+                  c.kernel.c_str(), c.block_m, c.block_n, c.block_k, c.stages, static_cast<long long>(tiles),
+                  static_cast<double>(tiles) / o.sms, c.split_kernel.empty() ? "(not built)" : c.split_kernel.c_str());
     }
   }
   try {
@@ -81,6 +84,10 @@ int run_plan_gemm(const PlanGemmOptions& o) {
                   static_cast<long long>(plan.tiles), plan.split_k, plan.group_rows);
     }
     std::printf("reason: %s\n", plan.reason.c_str());
+    if (!plan.gemv && plan.split_k > 1)
+      std::printf("workspace: %lld bytes (fp32 partials [%d, %lld, %lld]; Gemm::set_workspace)\n",
+                  static_cast<long long>(plan.split_k) * p.m * p.n * 4, plan.split_k, static_cast<long long>(p.m),
+                  static_cast<long long>(p.n));
   } catch (const Error& e) {
     std::printf("plan: refused: %s\n", e.what());
     return 1;
@@ -100,6 +107,8 @@ void add_plan_gemm(CLI::App& plan) {
   c->add_option("--sms", opts->sms, "SM count to plan for")->capture_default_str();
   c->add_option("--tile", opts->tile, "force a tile, BMxBN (e.g. 128x256)");
   c->add_option("--grid", opts->grid, "force the persistent grid size");
+  c->add_option("--split-k", opts->split_k, "force a K split (1 = none, 2..16); 0 = planner's choice")
+      ->capture_default_str();
   c->callback([opts] { exit_code() = run_plan_gemm(*opts); });
 }
 

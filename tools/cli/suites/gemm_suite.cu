@@ -5,8 +5,10 @@
 //   bf16, ptpc   weave | cublaslt (same mode)
 //   blockscale   weave | cublaslt (1x128 / 128x128 block scaling) | cublaslt-ptpc (the fp8 speed
 //                of light on Hopper, on ptpc-quantised copies of the same fp32 data)
-//   mxfp8        weave | cublaslt-bs (cuBLASLt block-wise, the nearest vendor mode; Hopper has no
-//                MX mode) | weave-bs (our blockscale)
+//   mxfp8        weave (raw scales) | weave-packed (packed scales, with --layout packed) |
+//                cublaslt-bs (cuBLASLt block-wise, the nearest vendor mode; Hopper has no MX mode) |
+//                weave-bs (our blockscale)
+// split-K plans (the planner's, e.g. where the output tiles leave SMs idle) get their workspace.
 // Inputs: fresh random fp32 data (bench::random_operand: magnitudes vary per row and 128-column
 // block, so misapplied scales show) quantised by the host reference (weave::ref::quantize).
 // Weights are cold by default: every call of a graph reads its own copy of B and its scales,
@@ -62,6 +64,7 @@ struct GemmSuiteOptions {
   std::vector<std::string> shapes;  // "MxNxK"
   std::vector<std::string> quants{"bf16", "ptpc", "blockscale"};
   std::vector<std::string> outs{"bf16", "fp32"};
+  std::vector<std::string> layouts{"raw", "packed"};  // mxfp8 scale layouts measured
   bool fast_accum = false;
   double cpu_ref_max_macs = 1.2e10;
   bool check_targets = false;
@@ -108,6 +111,15 @@ struct ModeData {
   double ref64_rms = 0;
   bool ref_checked = false;
   ref::Comparison ref_check;            // the GPU reference against fp64
+  // mxfp8 only: the packed scales (weave::ref::pack_mxfp8_scales) of A and of every B copy,
+  // viewed as ue8m0 [ceil(K/128), 4 * rows].
+  std::vector<bench::DeviceBuffer> packed;
+  TensorView a_packed;
+  std::vector<TensorView> b_packed;
+  GemmScales scales(std::size_t copy, ScaleLayout layout) const {
+    if (layout == ScaleLayout::kPacked) return {a_packed, b_packed[copy]};
+    return {a.scale_view, b[copy].scale_view};
+  }
 };
 
 std::unique_ptr<ModeData> make_mode_data(ScaleMode mode, const Shape& s, const std::vector<float>& xa,
@@ -121,6 +133,18 @@ std::unique_ptr<ModeData> make_mode_data(ScaleMode mode, const Shape& s, const s
   md->b.push_back(bench::upload_operand(qb, device));
   const int copies = hot ? 1 : bench::cold_copies(md->b[0].bytes(), l2_bytes);
   for (int i = 1; i < copies; ++i) md->b.push_back(bench::clone_operand(md->b[0]));
+  if (mode == ScaleMode::kMxfp8) {
+    const int64_t groups = s.k / 32, k_words = (s.k + 127) / 128;
+    auto pack = [&](const ref::QuantMatrix& q) {
+      const std::vector<uint32_t> w = ref::pack_mxfp8_scales(q.ue8m0.data(), q.scale_rows, groups);
+      md->packed.emplace_back(w.size() * 4);
+      md->packed.back().upload(w.data(), w.size() * 4);
+      return TensorView::matrix(md->packed.back().get(), DType::kUE8M0, k_words, 4 * q.scale_rows, device);
+    };
+    md->packed.reserve(1 + copies);  // views point into the buffers: no reallocation
+    md->a_packed = pack(qa);
+    for (int i = 0; i < copies; ++i) md->b_packed.push_back(pack(qb));
+  }
   md->ref = bench::DeviceBuffer(static_cast<std::size_t>(s.m * s.n) * sizeof(float));
   bench::gpu_reference_gemm(md->problem, md->a.view, md->b[0].view,
                             {md->a.scale_view, md->b[0].scale_view}, md->ref.as<float>(), stream);
@@ -143,8 +167,9 @@ std::unique_ptr<ModeData> make_mode_data(ScaleMode mode, const Shape& s, const s
 // ---- arms ----
 
 struct ArmState {
-  std::string name;           // "weave", "cublaslt", "cublaslt-ptpc", "cublaslt-bs", "weave-bs"
+  std::string name;           // "weave", "weave-packed", "cublaslt", "cublaslt-ptpc", "cublaslt-bs", "weave-bs"
   const ModeData* data = nullptr;
+  ScaleLayout layout = ScaleLayout::kRaw;  // mxfp8 scales the weave arm reads
   GemmProblem problem;        // the arm's own mode, the row's out dtype
   bool fast_accum = false;
   std::string unsupported;    // non-empty: not run
@@ -184,9 +209,11 @@ void setup_weave(ArmState& arm) {
     return;
   }
   try {
-    for (const auto& b : arm.data->b)
-      arm.gemms.emplace_back(arm.problem, arm.data->a.view, b.view,
-                             GemmScales{arm.data->a.scale_view, b.scale_view}, arm.out_view);
+    for (std::size_t i = 0; i < arm.data->b.size(); ++i)
+      arm.gemms.emplace_back(arm.problem, arm.data->a.view, arm.data->b[i].view, arm.data->scales(i, arm.layout),
+                             arm.out_view);
+    // split-K plans write fp32 partials into a workspace; the weight copies run one after another
+    // on one stream, so they share it.
     const std::size_t ws = arm.gemms[0].workspace_bytes();
     if (ws) {
       arm.workspace = bench::DeviceBuffer(ws);
@@ -326,18 +353,23 @@ struct ArmSpec {
   std::string name;
   ScaleMode mode;
   bool weave;
+  ScaleLayout layout = ScaleLayout::kRaw;
 };
 
-std::vector<ArmSpec> arms_for(ScaleMode mode) {
+std::vector<ArmSpec> arms_for(ScaleMode mode, const std::vector<ScaleLayout>& layouts) {
   switch (mode) {
     case ScaleMode::kBF16: return {{"weave", mode, true}, {"cublaslt", mode, false}};
     case ScaleMode::kPtpc: return {{"weave", mode, true}, {"cublaslt", mode, false}};
     case ScaleMode::kBlockscale:
       return {{"weave", mode, true}, {"cublaslt", mode, false}, {"cublaslt-ptpc", ScaleMode::kPtpc, false}};
-    case ScaleMode::kMxfp8:
-      return {{"weave", mode, true},
-              {"cublaslt-bs", ScaleMode::kBlockscale, false},
-              {"weave-bs", ScaleMode::kBlockscale, true}};
+    case ScaleMode::kMxfp8: {
+      std::vector<ArmSpec> arms;
+      for (ScaleLayout l : layouts)
+        arms.push_back({l == ScaleLayout::kRaw ? "weave" : "weave-packed", mode, true, l});
+      arms.push_back({"cublaslt-bs", ScaleMode::kBlockscale, false});
+      arms.push_back({"weave-bs", ScaleMode::kBlockscale, true});
+      return arms;
+    }
   }
   return {};
 }
@@ -356,7 +388,14 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
     WEAVE_EXPECT_ARG(d == DType::kBF16 || d == DType::kF32, "--out: '" << o << "' is not bf16 or fp32");
     outs.push_back(*d);
   }
-  WEAVE_EXPECT_ARG(!modes.empty() && !outs.empty(), "--quant and --out must each name at least one");
+  std::vector<ScaleLayout> layouts;
+  for (const auto& l : opt.layouts) {
+    const auto x = parse_scale_layout(l);
+    WEAVE_EXPECT_ARG(x.has_value(), "--layout: '" << l << "' is not raw or packed");
+    if (std::find(layouts.begin(), layouts.end(), *x) == layouts.end()) layouts.push_back(*x);
+  }
+  WEAVE_EXPECT_ARG(!modes.empty() && !outs.empty() && !layouts.empty(),
+                   "--quant, --out and --layout must each name at least one");
 
   const std::vector<int> devices = bench_devices(common);
   WEAVE_EXPECT(!devices.empty(), Status::kNoDevice, "no Hopper GPU visible");
@@ -412,13 +451,15 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
         const std::string quant = quant_name(row_problem);
         std::vector<std::unique_ptr<ArmState>> arms;
         try {
-          for (const ArmSpec& spec : arms_for(mode)) {
+          for (const ArmSpec& spec : arms_for(mode, layouts)) {
             if (spec.weave && opt.baselines_only) continue;
             auto arm = std::make_unique<ArmState>();
             arm->name = spec.name;
             arm->data = data_for(spec.mode);
             arm->problem = arm->data->problem;
             arm->problem.out_dtype = out;
+            arm->layout = spec.layout;
+            arm->problem.scale_layout = spec.layout;
             arm->fast_accum = opt.fast_accum && spec.mode == ScaleMode::kPtpc && !spec.weave;
             alloc_output(*arm, device);
             if (spec.weave)
@@ -469,7 +510,9 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
         const ArmState* baseline = nullptr;
         const ArmState* lt_ptpc = nullptr;
         const ArmState* weave_bs = nullptr;
+        const ArmState* weave_raw = nullptr;
         for (auto& a : arms) {
+          if (a->name == "weave" && a->runnable()) weave_raw = a.get();
           if (!baseline && a->name.rfind("cublaslt", 0) == 0 && a->runnable()) baseline = a.get();
           if (a->name == "cublaslt-ptpc" && a->runnable()) lt_ptpc = a.get();
           if (a->name == "weave-bs" && a->runnable()) weave_bs = a.get();
@@ -503,8 +546,10 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
               row.ratio = row.time_us / row.baseline_us;
               row.extra["ratio"] = row.ratio;
               if (lt_ptpc) row.extra["ratio_vs_cublaslt_ptpc"] = row.time_us / lt_ptpc->timing.median_us;
-              if (weave_bs && a->name == "weave")
+              if (weave_bs && (a->name == "weave" || a->name == "weave-packed"))
                 row.extra["ratio_vs_weave_blockscale"] = row.time_us / weave_bs->timing.median_us;
+              if (weave_raw && a->name == "weave-packed")
+                row.extra["ratio_vs_weave_raw"] = row.time_us / weave_raw->timing.median_us;
             }
           }
           if (row.wrong > 0) failed = true;
@@ -540,6 +585,7 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
                            {"samples", common.iters},
                            {"quants", opt.quants},
                            {"outs", opt.outs},
+                           {"layouts", opt.layouts},
                            {"fast_accum_cublaslt_ptpc", opt.fast_accum},
                            {"cpu_ref_max_macs", opt.cpu_ref_max_macs},
                            {"seed", opt.seed},
@@ -578,10 +624,13 @@ void add_gemm_suite(CLI::App& bench, BenchOptions& common) {
   app->add_option("-k", o.k, "reduction length");
   app->add_option("--shapes", o.shapes, "shapes as MxNxK, comma-separated (instead of the issue's list)")
       ->delimiter(',');
-  app->add_option("--quant", o.quants, "quantisation modes: bf16, ptpc, blockscale, mxfp8 (raw scales)")
+  app->add_option("--quant", o.quants, "quantisation modes: bf16, ptpc, blockscale, mxfp8")
       ->delimiter(',')
       ->capture_default_str();
   app->add_option("--out", o.outs, "output dtypes: bf16, fp32")->delimiter(',')->capture_default_str();
+  app->add_option("--layout", o.layouts, "mxfp8 scale layouts to measure: raw, packed (one weave arm each)")
+      ->delimiter(',')
+      ->capture_default_str();
   app->add_flag("--fast-accum", o.fast_accum,
                 "cuBLASLt ptpc arms use fp8 fast accumulation (no promotion; looser bound)");
   app->add_option("--cpu-ref-max", o.cpu_ref_max_macs,

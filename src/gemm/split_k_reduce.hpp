@@ -1,0 +1,20 @@
+// The second step of split-K: C[M, N] = sum over s = 0..split_k-1 of partials[s, M, N] (fp32,
+// row-major, ld = N), summed in that fixed order (bitwise deterministic), converted to the output
+// dtype (RNE to bf16) and stored with C's leading dimension. Scales are already in the partials:
+// each is the fp32-output kernel's result for its K range (ptpc's epilogue scale, blockscale's and
+// mxfp8's main-loop scales applied). Enqueue only: no allocation, no sync, graph-capturable.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "weave/types.hpp"
+
+namespace weave::gemm {
+
+// Requirements (checked by weave::Gemm, not here): n % 4 == 0; partials and c 16-byte aligned;
+// ldc * sizeof(out) a multiple of 16 bytes.
+void split_k_reduce(const float* partials, int64_t m, int64_t n, int split_k, void* c, int64_t ldc, DType out_dtype,
+                    int num_sms, cudaStream_t stream);
+
+}  // namespace weave::gemm
