@@ -6,6 +6,7 @@
 # quick: tests + the default (short) bench suites; tests / bench: only that half; default: all.
 # To save device time, build here instead (scripts/pack_prebuilt.sh fills carry/), carry
 # ["carry"] and set WEAVE_PREBUILT=carry: the build step is then skipped.
+# Bench arguments: COPY_ARGS, GEMM_ARGS (and a second gemm run GEMM_ARGS2), COMM_ARGS.
 # Tests run as their GoogleTest binaries (one process per label: much faster than one per case).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -43,7 +44,7 @@ fi
 if [ "$mode" != bench ]; then
   for label in gpu multi_gpu; do
     t1=$(date +%s)
-    "$TBIN/weave_tests_$label" --gtest_brief=1 >"$LOGS/tests_$label.log" 2>&1
+    timeout ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_$label" --gtest_brief=1 >"$LOGS/tests_$label.log" 2>&1
     rc=$?
     note "tests $label (exit $rc, $(( $(date +%s) - t1 )) s): $(grep -E '^\[  PASSED  \]' "$LOGS/tests_$label.log" | tail -1) $(grep -E '^\[  SKIPPED \] [0-9]' "$LOGS/tests_$label.log" | tail -1) $(grep -E '^\[  FAILED  \] [0-9]' "$LOGS/tests_$label.log" | tail -1)"
     grep -E '^\[  FAILED  \] [A-Z]' "$LOGS/tests_$label.log" | head -20
@@ -52,7 +53,7 @@ fi
 
 bench() {  # bench <name> <weave bench args...>
   local name=$1; shift
-  "$BIN"/weave bench "$@" --json "$LOGS/bench_$name.json" >"$LOGS/bench_$name.txt" 2>"$LOGS/bench_$name.err"
+  timeout ${BENCH_TIMEOUT:-300} "$BIN"/weave bench "$@" --json "$LOGS/bench_$name.json" >"$LOGS/bench_$name.txt" 2>"$LOGS/bench_$name.err"
   local rc=$?
   note "bench $name: exit $rc"
   cat "$LOGS/bench_$name.txt"; tail -3 "$LOGS/bench_$name.err"
@@ -60,10 +61,10 @@ bench() {  # bench <name> <weave bench args...>
 if [ "$mode" = quick ]; then
   bench default
 elif [ "$mode" != tests ]; then
-  bench copy copy
+  bench copy copy ${COPY_ARGS:-}
   "$BIN"/weave bench copy --sizes 64 --inject-skip >"$LOGS/bench_copy_negative.txt" 2>&1
   note "bench copy --inject-skip (negative control, must exit 1): exit $?"
-  for s in gemm comm; do
-    if "$BIN"/weave bench "$s" --help >/dev/null 2>&1; then bench "$s" "$s"; else note "bench $s: suite not built"; fi
-  done
+  bench gemm gemm ${GEMM_ARGS:-}
+  [ -n "${GEMM_ARGS2:-}" ] && bench gemm2 gemm ${GEMM_ARGS2}
+  bench comm comm ${COMM_ARGS:-}
 fi
