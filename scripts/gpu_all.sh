@@ -3,7 +3,8 @@
 # short summary last. Full logs are packed into $OUT/logs.tgz, JSON results and the summary are
 # copied to $OUT (the device tool brings back at most 8 files).
 #   device run (kind nvidia-h200-x2, carry [".deps"]):  bash scripts/gpu_all.sh [quick|tests|bench]
-# quick: tests + the default (short) bench suites; tests / bench: only that half; default: all.
+# quick: tests + the default (short) bench suites; tests / bench: only that half; gemm: the GPU
+# tests and the gemm suite only; default: all.
 # To save device time, build here instead (scripts/pack_prebuilt.sh fills carry/), carry
 # ["carry"] and set WEAVE_PREBUILT=carry: the build step is then skipped.
 # Bench arguments: COPY_ARGS, GEMM_ARGS (and a second gemm run GEMM_ARGS2), COMM_ARGS.
@@ -42,7 +43,8 @@ fi
 "$BIN"/weave info >"$LOGS/info.txt" 2>&1; cat "$LOGS/info.txt"
 
 if [ "$mode" != bench ]; then
-  for label in gpu multi_gpu; do
+  labels="gpu multi_gpu"; [ "$mode" = gemm ] && labels=gpu
+  for label in $labels; do
     t1=$(date +%s)
     timeout ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_$label" --gtest_brief=1 >"$LOGS/tests_$label.log" 2>&1
     rc=$?
@@ -61,10 +63,12 @@ bench() {  # bench <name> <weave bench args...>
 if [ "$mode" = quick ]; then
   bench default
 elif [ "$mode" != tests ]; then
-  bench copy copy ${COPY_ARGS:-}
-  "$BIN"/weave bench copy --sizes 64 --inject-skip >"$LOGS/bench_copy_negative.txt" 2>&1
-  note "bench copy --inject-skip (negative control, must exit 1): exit $?"
+  if [ "$mode" != gemm ]; then
+    bench copy copy ${COPY_ARGS:-}
+    "$BIN"/weave bench copy --sizes 64 --inject-skip >"$LOGS/bench_copy_negative.txt" 2>&1
+    note "bench copy --inject-skip (negative control, must exit 1): exit $?"
+  fi
   bench gemm gemm ${GEMM_ARGS:-}
   [ -n "${GEMM_ARGS2:-}" ] && bench gemm2 gemm ${GEMM_ARGS2}
-  bench comm comm ${COMM_ARGS:-}
+  [ "$mode" != gemm ] && bench comm comm ${COMM_ARGS:-}
 fi

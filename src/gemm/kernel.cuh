@@ -149,8 +149,59 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         Scale::template tile_prologue<Tile>(a, tile_scales, m0, n0, ctid);
 
       float acc[Tile::kSlices][kAcc];
+      // fp8 inputs whose scales apply in the epilogue (ptpc) still promote partial sums per K
+      // block into fp32 registers; bf16 accumulates in full fp32 precision on the tensor cores.
+      constexpr bool kPromoteFp8 =
+          Scale::kWhere == ScaleWhere::kEpilogue && Tile::Input::kBytes == 1;
 
-      if constexpr (Scale::kWhere != ScaleWhere::kMainloop) {
+      if constexpr (kPromoteFp8) {
+        // fp8 with epilogue scales (ptpc): Hopper's fp8 wgmma accumulates with reduced precision,
+        // and an accumulator carried over all of K loses accuracy with K (docs/gemm.md, "fp8
+        // accumulation"). Each stage's 128-wide K block is therefore split into two halves of two
+        // wgmma k32 each, into two fresh sets that are promoted into acc in fp32:
+        //
+        //   wait full[s]; issue ks 0,1 -> set0; issue ks 2,3 -> set1
+        //   wait_group 1; acc += set0          (under set1's wgmmas)
+        //   wait_group 0; release s; acc += set1 (under the other warpgroup's wgmmas)
+        //
+        // No wgmma is in flight across the loop's back edge (see the mxfp8 branch for why).
+        static_assert(Tile::kSlices == 1 && Tile::kKSteps == 4,
+                      "promoted fp8: one m64 slice per consumer warpgroup and 4 wgmma k32 per stage");
+        float set0[kAcc], set1[kAcc];
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) acc[0][i] = 0.0f;
+        auto issue_half = [&](float(&set)[kAcc], uint32_t s, int half) {
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
+          ptx::wgmma_fence_sync_aligned();
+#pragma unroll
+          for (int ks = 2 * half; ks < 2 * half + 2; ++ks)
+            Mma::mma(set, desc_a(s, 0, ks), desc_b(s, ks), ks > 2 * half ? 1u : 0u);
+          ptx::wgmma_commit_group_sync_aligned();
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
+        };
+        auto promote = [&](float(&set)[kAcc]) {
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) {
+            ptx::fence_operand(set[i]);
+            acc[0][i] += set[i];
+          }
+        };
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
+          const uint32_t s = ps.stage;
+          if (!drop_wait) wait_full(s, ps.phase);
+          issue_half(set0, s, 0);
+          if (drop_wait) wait_full(s, ps.phase);
+          issue_half(set1, s, 1);
+          ptx::wgmma_wait_group_sync_aligned<1>();
+          promote(set0);
+          ptx::wgmma_wait_group_sync_aligned<0>();
+          release(s);
+          promote(set1);
+          ps.advance();
+        }
+      } else if constexpr (Scale::kWhere != ScaleWhere::kMainloop) {
         // One wgmma group per stage; keep one group in flight and release the stage before it.
         uint32_t prev_stage = 0;
         for (int kb = kb_begin; kb < kb_end; ++kb) {
@@ -257,6 +308,53 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         for (int j = 0; j < Tile::kSlices; ++j)
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) acc[j][i] = 0.0f;
+        if constexpr (Tile::kSlices == 1) {
+          // One m64 slice per warpgroup (128-row tiles): the stage's 128-wide K block is split
+          // into two halves of two wgmma k32 each, into two fresh sets, so the first half is
+          // promoted while the tensor cores run the second (same schedule as the ptpc branch
+          // above; both halves share the block's scales).
+          float set0[kAcc], set1[kAcc];
+          const int r = cwg * Tile::kWgRows + row_in_wg;
+          auto issue_half = [&](float(&set)[kAcc], uint32_t s, int half) {
+#pragma unroll
+            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
+            ptx::wgmma_fence_sync_aligned();
+#pragma unroll
+            for (int ks = 2 * half; ks < 2 * half + 2; ++ks)
+              Mma::mma(set, desc_a(s, 0, ks), desc_b(s, ks), ks > 2 * half ? 1u : 0u);
+            ptx::wgmma_commit_group_sync_aligned();
+#pragma unroll
+            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
+          };
+          auto promote = [&](float(&set)[kAcc], float s0, float s1) {
+#pragma unroll
+            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
+#pragma unroll
+            for (int i = 0; i < kAcc / 4; ++i) {
+              acc[0][4 * i + 0] += set[4 * i + 0] * s0;
+              acc[0][4 * i + 1] += set[4 * i + 1] * s0;
+              acc[0][4 * i + 2] += set[4 * i + 2] * s1;
+              acc[0][4 * i + 3] += set[4 * i + 3] * s1;
+            }
+          };
+          for (int kb = kb_begin; kb < kb_end; ++kb) {
+            const uint32_t s = ps.stage;
+            if (!drop_wait) wait_full(s, ps.phase);
+            issue_half(set0, s, 0);
+            if (drop_wait) wait_full(s, ps.phase);
+            issue_half(set1, s, 1);
+            const uint32_t slot = stage_scales(s);
+            const float sb = Scale::template col_scale<Tile>(slot);
+            const float s0 = Scale::row_scale(slot, r) * sb;
+            const float s1 = Scale::row_scale(slot, r + 8) * sb;
+            ptx::wgmma_wait_group_sync_aligned<1>();
+            promote(set0, s0, s1);
+            ptx::wgmma_wait_group_sync_aligned<0>();
+            release(s);  // scales are in registers; every wgmma reading stage s is complete
+            promote(set1, s0, s1);
+            ps.advance();
+          }
+        } else {
         float blk[kAcc];
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           const uint32_t s = ps.stage;
@@ -295,6 +393,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           }
           ps.advance();
         }
+        }  // kSlices > 1
       }
 
       // ---------------- epilogue ----------------
