@@ -48,7 +48,7 @@
 #include <cstdint>
 
 #include "gemv/gemv_params.hpp"
-#include "gemv/gemv_ptx.cuh"
+#include "hopper/ptx/sync_mma_ld.cuh"
 
 namespace weave::detail::gemv {
 

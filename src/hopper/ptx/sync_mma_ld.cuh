@@ -1,6 +1,6 @@
-// Thin 1:1 wrappers over the PTX instructions the decode GEMV uses that src/hopper/ptx/ does not
-// (yet) provide: predicated streaming loads, asynchronous copies, mma.sync for e4m3 and bf16, and
-// the programmatic dependent launch controls. Named after the instruction. (Candidates to move to hopper/ptx/.)
+// Thin 1:1 wrappers over the PTX instructions of the decode GEMV (src/gemv): predicated streaming
+// loads, asynchronous copies, mma.sync for e4m3 and bf16, and the programmatic dependent launch
+// controls. Named after the instruction. (Namespace kept from their first home in src/gemv.)
 #pragma once
 #include <cstdint>
 
