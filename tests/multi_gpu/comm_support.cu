@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "hopper/ptx/misc.cuh"
+
 namespace weave::test {
 
 namespace {
@@ -18,10 +20,9 @@ CommEnv* env() {
 [[maybe_unused]] const bool registered = env() != nullptr;
 
 __global__ void spin_kernel(uint64_t ns) {
-  uint64_t start;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  uint64_t now = start;
-  while (now - start < ns) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  const uint64_t start = weave::ptx::globaltimer();
+  while (weave::ptx::globaltimer() - start < ns) {
+  }
 }
 
 }  // namespace
