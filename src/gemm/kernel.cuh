@@ -34,6 +34,13 @@
 namespace weave::gemm {
 
 inline constexpr uint32_t kProducerRegisters = 40;
+
+// K elements per scale group of a main-loop scale policy; 0 for policies without one.
+template <class Scale>
+constexpr int scale_group_k() {
+  if constexpr (requires { Scale::kGroupK; }) return Scale::kGroupK;
+  else return 0;
+}
 inline constexpr uint32_t kConsumerRegisters = 232;
 
 template <class Tile, class Scale, class Epilogue, class Scheduler>
@@ -149,24 +156,25 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         Scale::template tile_prologue<Tile>(a, tile_scales, m0, n0, ctid);
 
       float acc[Tile::kSlices][kAcc];
-      // fp8 inputs whose scales apply in the epilogue (ptpc) still promote partial sums per K
-      // block into fp32 registers; bf16 accumulates in full fp32 precision on the tensor cores.
-      constexpr bool kPromoteFp8 =
-          Scale::kWhere == ScaleWhere::kEpilogue && Tile::Input::kBytes == 1;
+      // fp8 with 128-row tiles, per-row/col (ptpc) or 128x128-block scales: promoted halves.
+      // Hopper's fp8 wgmma accumulates with reduced precision, so an accumulator carried over
+      // all of K loses accuracy with K (docs/gemm.md): each stage's 128-wide K block is split into
+      // two halves of two wgmma k32, into two fresh sets promoted into acc in fp32 (times the
+      // block's scales for blockscale; ptpc applies its scales in the epilogue):
+      //
+      //   wait full[s]; issue ks 0,1 -> set0; issue ks 2,3 -> set1; (read the block's scales)
+      //   wait_group 1; acc += set0 * scale          (under set1's wgmmas)
+      //   wait_group 0; release s; acc += set1 * scale (under the other warpgroup's wgmmas)
+      //
+      // No wgmma is in flight across the loop's back edge (see the mxfp8 branch for why).
+      // Multi-slice tiles (256x128 blockscale) keep the serial per-slice path further below.
+      constexpr bool kPromotedHalves =
+          Tile::Input::kBytes == 1 && Tile::kSlices == 1 &&
+          (Scale::kWhere == ScaleWhere::kEpilogue || scale_group_k<Scale>() == 128);
 
-      if constexpr (kPromoteFp8) {
-        // fp8 with epilogue scales (ptpc): Hopper's fp8 wgmma accumulates with reduced precision,
-        // and an accumulator carried over all of K loses accuracy with K (docs/gemm.md, "fp8
-        // accumulation"). Each stage's 128-wide K block is therefore split into two halves of two
-        // wgmma k32 each, into two fresh sets that are promoted into acc in fp32:
-        //
-        //   wait full[s]; issue ks 0,1 -> set0; issue ks 2,3 -> set1
-        //   wait_group 1; acc += set0          (under set1's wgmmas)
-        //   wait_group 0; release s; acc += set1 (under the other warpgroup's wgmmas)
-        //
-        // No wgmma is in flight across the loop's back edge (see the mxfp8 branch for why).
-        static_assert(Tile::kSlices == 1 && Tile::kKSteps == 4,
-                      "promoted fp8: one m64 slice per consumer warpgroup and 4 wgmma k32 per stage");
+      if constexpr (kPromotedHalves) {
+        static_assert(Tile::kKSteps == 4, "promoted halves: 4 wgmma k32 per stage");
+        static_assert(kAcc == 64, "promoted halves: acc + two sets must fit 232 registers (N = 128)");
         float set0[kAcc], set1[kAcc];
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) acc[0][i] = 0.0f;
@@ -181,24 +189,37 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
         };
-        auto promote = [&](float(&set)[kAcc]) {
+        // Fragment rows: elements 4i, 4i+1 belong to row r, 4i+2, 4i+3 to row r + 8.
+        auto promote = [&](float(&set)[kAcc], float s0, float s1) {
 #pragma unroll
-          for (int i = 0; i < kAcc; ++i) {
-            ptx::fence_operand(set[i]);
-            acc[0][i] += set[i];
+          for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
+#pragma unroll
+          for (int i = 0; i < kAcc / 4; ++i) {
+            acc[0][4 * i + 0] = fmaf(set[4 * i + 0], s0, acc[0][4 * i + 0]);
+            acc[0][4 * i + 1] = fmaf(set[4 * i + 1], s0, acc[0][4 * i + 1]);
+            acc[0][4 * i + 2] = fmaf(set[4 * i + 2], s1, acc[0][4 * i + 2]);
+            acc[0][4 * i + 3] = fmaf(set[4 * i + 3], s1, acc[0][4 * i + 3]);
           }
         };
+        const int r = cwg * Tile::kWgRows + row_in_wg;
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           const uint32_t s = ps.stage;
           if (!drop_wait) wait_full(s, ps.phase);
           issue_half(set0, s, 0);
           if (drop_wait) wait_full(s, ps.phase);
           issue_half(set1, s, 1);
+          float s0 = 1.0f, s1 = 1.0f;  // fma(x, 1, acc) == acc + x exactly: ptpc adds plainly
+          if constexpr (Scale::kWhere == ScaleWhere::kMainloop) {
+            const uint32_t slot = stage_scales(s);
+            const float sb = Scale::template col_scale<Tile>(slot);
+            s0 = Scale::row_scale(slot, r) * sb;
+            s1 = Scale::row_scale(slot, r + 8) * sb;
+          }
           ptx::wgmma_wait_group_sync_aligned<1>();
-          promote(set0);
+          promote(set0, s0, s1);
           ptx::wgmma_wait_group_sync_aligned<0>();
-          release(s);
-          promote(set1);
+          release(s);  // scales are in registers; every wgmma reading stage s is complete
+          promote(set1, s0, s1);
           ps.advance();
         }
       } else if constexpr (Scale::kWhere != ScaleWhere::kMainloop) {
@@ -308,53 +329,6 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         for (int j = 0; j < Tile::kSlices; ++j)
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) acc[j][i] = 0.0f;
-        if constexpr (Tile::kSlices == 1) {
-          // One m64 slice per warpgroup (128-row tiles): the stage's 128-wide K block is split
-          // into two halves of two wgmma k32 each, into two fresh sets, so the first half is
-          // promoted while the tensor cores run the second (same schedule as the ptpc branch
-          // above; both halves share the block's scales).
-          float set0[kAcc], set1[kAcc];
-          const int r = cwg * Tile::kWgRows + row_in_wg;
-          auto issue_half = [&](float(&set)[kAcc], uint32_t s, int half) {
-#pragma unroll
-            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
-            ptx::wgmma_fence_sync_aligned();
-#pragma unroll
-            for (int ks = 2 * half; ks < 2 * half + 2; ++ks)
-              Mma::mma(set, desc_a(s, 0, ks), desc_b(s, ks), ks > 2 * half ? 1u : 0u);
-            ptx::wgmma_commit_group_sync_aligned();
-#pragma unroll
-            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
-          };
-          auto promote = [&](float(&set)[kAcc], float s0, float s1) {
-#pragma unroll
-            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
-#pragma unroll
-            for (int i = 0; i < kAcc / 4; ++i) {
-              acc[0][4 * i + 0] += set[4 * i + 0] * s0;
-              acc[0][4 * i + 1] += set[4 * i + 1] * s0;
-              acc[0][4 * i + 2] += set[4 * i + 2] * s1;
-              acc[0][4 * i + 3] += set[4 * i + 3] * s1;
-            }
-          };
-          for (int kb = kb_begin; kb < kb_end; ++kb) {
-            const uint32_t s = ps.stage;
-            if (!drop_wait) wait_full(s, ps.phase);
-            issue_half(set0, s, 0);
-            if (drop_wait) wait_full(s, ps.phase);
-            issue_half(set1, s, 1);
-            const uint32_t slot = stage_scales(s);
-            const float sb = Scale::template col_scale<Tile>(slot);
-            const float s0 = Scale::row_scale(slot, r) * sb;
-            const float s1 = Scale::row_scale(slot, r + 8) * sb;
-            ptx::wgmma_wait_group_sync_aligned<1>();
-            promote(set0, s0, s1);
-            ptx::wgmma_wait_group_sync_aligned<0>();
-            release(s);  // scales are in registers; every wgmma reading stage s is complete
-            promote(set1, s0, s1);
-            ps.advance();
-          }
-        } else {
         float blk[kAcc];
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           const uint32_t s = ps.stage;
@@ -393,7 +367,6 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           }
           ps.advance();
         }
-        }  // kSlices > 1
       }
 
       // ---------------- epilogue ----------------
