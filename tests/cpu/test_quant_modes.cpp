@@ -1,6 +1,8 @@
 // Quantisers and dequantisers of every scale mode against hand-computed cases.
 #include <gtest/gtest.h>
 
+#include "support/expect_error.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -18,17 +20,7 @@ namespace {
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
 
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status(), Status::kInvalidArgument);
-    return e.message();
-  }
-  ADD_FAILURE() << "expected a weave::Error";
-  return "";
-}
+using weave::test::error_of;
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 }  // namespace
 

@@ -1,24 +1,15 @@
 // TensorView validation: every broken rule is rejected with the argument named.
 #include <gtest/gtest.h>
 
+#include "support/expect_error.hpp"
+
 #include "weave/error.hpp"
 #include "weave/tensor.hpp"
 
 using namespace weave;
 
 namespace {
-// Returns the message of the weave::Error `fn` throws, or "" (and a test failure) if none.
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status(), Status::kInvalidArgument);
-    return e.message();
-  }
-  ADD_FAILURE() << "expected a weave::Error";
-  return "";
-}
+using weave::test::error_of;
 alignas(16) char buffer[1 << 16];
 }  // namespace
 
