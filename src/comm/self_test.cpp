@@ -140,9 +140,8 @@ SelfTestReport Collective::self_test(std::size_t count) {
     WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream.s));
     m.comm->barrier();
   };
-  auto run_pass = [&](const void* in, void* out, const char* pass) -> bool {
-    WEAVE_CHECK_CUDA(cudaMemsetAsync(out, 0xFF, out_bytes, stream.s));
-    WEAVE_CHECK_CUDA(cudaMemcpyAsync(const_cast<void*>(in), host_in.data(), in_bytes, cudaMemcpyHostToDevice, stream.s));
+  // Runs the collective on buffers the caller has poisoned and filled, and checks the output.
+  auto run_and_verify = [&](const void* in, void* out, const char* pass) -> bool {
     ready();
     run(in, out, count, stream.s);
     WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream.s));  // device waits are bounded: this returns
@@ -150,6 +149,14 @@ SelfTestReport Collective::self_test(std::size_t count) {
     std::vector<uint8_t> got(out_bytes);
     WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), out, out_bytes, cudaMemcpyDeviceToHost));
     return verify(got, pass);
+  };
+  auto upload_input = [&](void* dst) {
+    WEAVE_CHECK_CUDA(cudaMemcpyAsync(dst, host_in.data(), in_bytes, cudaMemcpyHostToDevice, stream.s));
+  };
+  auto run_pass = [&](const void* in, void* out, const char* pass) -> bool {
+    WEAVE_CHECK_CUDA(cudaMemsetAsync(out, 0xFF, out_bytes, stream.s));
+    upload_input(const_cast<void*>(in));
+    return run_and_verify(in, out, pass);
   };
   {
     DeviceBuffer in(in_bytes), out(out_bytes);
@@ -167,30 +174,18 @@ SelfTestReport Collective::self_test(std::size_t count) {
     switch (op) {
       case CollectiveOp::kAllGather: {
         // In-place: my block of the window output is the input; poison the rest only.
-        char* mine = wout + r * count;
+        char* mine = wout + r * count * esz;
         WEAVE_CHECK_CUDA(cudaMemsetAsync(wout, 0xFF, out_bytes, stream.s));
-        WEAVE_CHECK_CUDA(cudaMemcpyAsync(mine, host_in.data(), in_bytes, cudaMemcpyHostToDevice, stream.s));
-        ready();
-        run(mine, wout, count, stream.s);
-        WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream.s));
-        m.check();
-        std::vector<uint8_t> got(out_bytes);
-        WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), wout, out_bytes, cudaMemcpyDeviceToHost));
-        report.window_buffers_ok = verify(got, "window buffers, in-place");
+        upload_input(mine);
+        report.window_buffers_ok = run_and_verify(mine, wout, "window buffers, in-place");
         break;
       }
       case CollectiveOp::kReduceScatter: report.window_buffers_ok = run_pass(window_input(), wout, "window buffers"); break;
       case CollectiveOp::kAllReduce: {
         // In-place in the window (the output starts as this rank's input, so it cannot be poisoned;
         // the fp32 digits still show every missing source).
-        WEAVE_CHECK_CUDA(cudaMemcpyAsync(wout, host_in.data(), in_bytes, cudaMemcpyHostToDevice, stream.s));
-        ready();
-        run(wout, wout, count, stream.s);
-        WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream.s));
-        m.check();
-        std::vector<uint8_t> got(out_bytes);
-        WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), wout, out_bytes, cudaMemcpyDeviceToHost));
-        report.window_buffers_ok = verify(got, "window buffers, in-place");
+        upload_input(wout);
+        report.window_buffers_ok = run_and_verify(wout, wout, "window buffers, in-place");
         break;
       }
     }
