@@ -17,12 +17,6 @@ using namespace weave::test;
 
 namespace {
 
-constexpr int kRepeats = 20;
-
-struct Shape {
-  int64_t m, n, k;
-  bool exact;
-};
 
 // Runs every built instance of (mode, out) on `o` with the planner's grid and with a grid of 3
 // (many tiles per persistent CTA), kRepeats poisoned launches each.

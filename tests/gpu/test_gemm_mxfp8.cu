@@ -20,12 +20,6 @@ using namespace weave::test;
 
 namespace {
 
-constexpr int kRepeats = 20;
-
-struct Shape {
-  int64_t m, n, k;
-  bool exact;
-};
 
 const ScaleLayout kLayouts[] = {ScaleLayout::kRaw, ScaleLayout::kPacked};
 

@@ -17,7 +17,6 @@ using namespace weave::test;
 
 namespace {
 
-constexpr int kRepeats = 20;
 
 struct Mode {
   ScaleMode mode;

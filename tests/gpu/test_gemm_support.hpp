@@ -62,6 +62,15 @@ class Guarded {
 // A, B and scales of one problem on device 0 in guarded buffers, with the fp64 reference.
 // mxfp8 holds both scale layouts: raw ue8m0 in sa/sb (scales) and the pack_mxfp8_scales words in
 // sa_packed/sb_packed (scales_packed); p.scale_layout picks what scales_for() returns.
+// Launches per correctness case: pipeline races show intermittently (REFERENCE.md, lesson 3).
+constexpr int kRepeats = 20;
+
+// A GEMM shape; `exact` selects integer-valued inputs with power-of-two scales (bitwise compare).
+struct Shape {
+  int64_t m, n, k;
+  bool exact;
+};
+
 struct OperandSet {
   GemmProblem p;  // out_dtype set per run
   ref::QuantMatrix qa, qb;
