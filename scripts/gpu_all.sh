@@ -2,9 +2,10 @@
 # One device call: build, run the GPU and multi-GPU tests, then the benchmarks, and print a
 # short summary last. Full logs are packed into $OUT/logs.tgz, JSON results and the summary are
 # copied to $OUT (the device tool brings back at most 8 files).
-#   device run (kind nvidia-h200-x2, carry [".deps"]):  bash scripts/gpu_all.sh [quick|tests|bench]
+#   device run (kind nvidia-h200-x2, carry [".deps"]):  bash scripts/gpu_all.sh [quick|tests|bench|gemm|comm]
 # quick: tests + the default (short) bench suites; tests / bench: only that half; gemm: the GPU
-# tests and the gemm suite only; default: all.
+# tests and the gemm suite only; comm: the multi-GPU tests and the comm suite only; default: all.
+# GTEST_FILTER (GoogleTest reads it) narrows the tests.
 # To save device time, build here instead (scripts/pack_prebuilt.sh fills carry/), carry
 # ["carry"] and set WEAVE_PREBUILT=carry: the build step is then skipped.
 # Bench arguments: COPY_ARGS, GEMM_ARGS (and a second gemm run GEMM_ARGS2), COMM_ARGS.
@@ -43,7 +44,7 @@ fi
 "$BIN"/weave info >"$LOGS/info.txt" 2>&1; cat "$LOGS/info.txt"
 
 if [ "$mode" != bench ]; then
-  labels="gpu multi_gpu"; [ "$mode" = gemm ] && labels=gpu
+  labels="gpu multi_gpu"; [ "$mode" = gemm ] && labels=gpu; [ "$mode" = comm ] && labels=multi_gpu
   for label in $labels; do
     t1=$(date +%s)
     timeout ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_$label" --gtest_brief=1 >"$LOGS/tests_$label.log" 2>&1
@@ -63,12 +64,14 @@ bench() {  # bench <name> <weave bench args...>
 if [ "$mode" = quick ]; then
   bench default
 elif [ "$mode" != tests ]; then
-  if [ "$mode" != gemm ]; then
+  if [ "$mode" != gemm ] && [ "$mode" != comm ]; then
     bench copy copy ${COPY_ARGS:-}
     "$BIN"/weave bench copy --sizes 64 --inject-skip >"$LOGS/bench_copy_negative.txt" 2>&1
     note "bench copy --inject-skip (negative control, must exit 1): exit $?"
   fi
-  bench gemm gemm ${GEMM_ARGS:-}
-  [ -n "${GEMM_ARGS2:-}" ] && bench gemm2 gemm ${GEMM_ARGS2}
+  if [ "$mode" != comm ]; then
+    bench gemm gemm ${GEMM_ARGS:-}
+    [ -n "${GEMM_ARGS2:-}" ] && bench gemm2 gemm ${GEMM_ARGS2}
+  fi
   [ "$mode" != gemm ] && bench comm comm ${COMM_ARGS:-}
 fi

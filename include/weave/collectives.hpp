@@ -40,13 +40,14 @@ std::string_view to_string(CollectiveOp op) noexcept;
 std::optional<CollectiveOp> parse_collective_op(std::string_view name) noexcept;  // "all-gather", ...
 
 enum class Algorithm : uint8_t {
-  kAuto,
+  kAuto,          // lsa: ll for small calls, else push (all-gather, reduce-scatter) or one-/two-shot
   kPush,           // lsa/ce: write into the receivers' windows (all-gather, reduce-scatter)
   kPull,           // lsa: read from the senders' windows (all-gather)
   kOneShot,        // all-reduce: every rank receives every input and reduces all of it
   kTwoShot,        // all-reduce: reduce-scatter to the owner, then all-gather of the sums
   kNcclDefault,    // nccl: NCCL's kernels
   kNcclCopyEngine, // nccl: NCCL_CTA_POLICY_ZERO (copy-engine collectives) on window buffers
+  kLowLatency,     // lsa: flag-in-data lines, one kernel, no fence (small calls; twice the bytes)
 };
 std::string_view to_string(Algorithm a) noexcept;
 std::optional<Algorithm> parse_algorithm(std::string_view name) noexcept;
@@ -66,6 +67,7 @@ struct CollectiveConfig {
   bool flow_control = true;       // false disables credits: the negative control must corrupt
   std::uint32_t initial_epoch = 0;  // start call epochs here (e.g. near 2^32 to force wrap-around)
   int max_blocks = 0;             // lsa grid cap; 0 = from occupancy
+  std::uint64_t receive_delay_ns = 0;  // lsa ll: the last rank waits this long between sending and receiving
 };
 
 // What a collective would run and why (CPU only; weave plan comm prints it).
@@ -103,6 +105,13 @@ class Collective {
   // transport (auto: see plan_collective; a fallback logs one WEAVE_LOG line saying why), checks
   // all ranks agree (kMismatch) and creates the op's window.
   Collective(Communicator& comm, const CollectiveConfig& config);
+  // Collective. Several ops in ONE symmetric window (one allocation, registration and device
+  // communicator for all): op i owns the regions "op<i>.*" (docs/comm.md, "window layout"), so
+  // they never alias, and the ops may run in any interleaving on one stream. Same validation and
+  // errors as the constructor; 'nccl-ce' is refused (its window belongs to its own communicator
+  // split). The window lives until the last of the returned ops is destroyed.
+  static std::vector<std::unique_ptr<Collective>> create_sharing_window(Communicator& comm,
+                                                                        const std::vector<CollectiveConfig>& configs);
   ~Collective();
   Collective(const Collective&) = delete;
   Collective& operator=(const Collective&) = delete;
@@ -125,6 +134,9 @@ class Collective {
   // Rank `r`'s window_output() as mapped on this rank's GPU (a copy-engine destination; used by
   // the benchmark's peer-copy ceiling). Error(kUnavailable) if r's window is not mapped here.
   void* peer_window_output(int r) const;
+  // The symmetric window holding this op's regions (shared with the other ops of
+  // create_sharing_window).
+  const SymmetricWindow& window() const noexcept;
 
   // Raises Error(kTimeout) with (rank, peer, flag, expected, seen) if a device wait timed out.
   // Does not synchronize: call after the stream work of interest has completed.
@@ -139,6 +151,7 @@ class Collective {
   struct Impl;
 
  private:
+  explicit Collective(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,26 +1,50 @@
 // Per-call protocol steps of the lsa kernels, one CTA at a time (docs/memory_ordering.md):
-//   begin_call        read the op's epoch (e = last completed + 1); skip everything if aborted
+//   begin_call        (programmatic dependent launch: let the next call's grid be scheduled, then
+//                     wait for the previous grid on the stream to complete, "pdl"); read the op's
+//                     epoch (e = last completed + 1); skip everything if aborted
 //   exchange_credits  publish ready = e to every peer ("credit"), wait for theirs >= e - lag
 //   signal_peers      after this CTA's stores: release-publish flag[phase][me][cta] = e at peers
 //   wait_peers        acquire-wait flag[phase][peer][cta] >= e from every peer
-//   end_call          the last CTA to finish stores the epoch (atomicInc election)
+//   end_call          the CTA that drew the last election ticket (taken in begin_call right after
+//                     reading the epoch) stores the epoch
 // CTA b of every rank handles the same part b of each transfer, so flags are per (source, CTA)
 // and no CTA ever waits for another CTA of its own grid (no co-residency assumption).
 #pragma once
 #include "comm/device_common.cuh"
+#include "common/check.hpp"
+#include "hopper/ptx/griddepcontrol.cuh"
 
 namespace weave::comm {
 
-__device__ inline bool begin_call(const ProtoArgs& p, uint32_t* epoch) {
+// One call as a CTA sees it: the epoch, and (thread 0) the CTA's ticket of the epoch election.
+struct CallEpoch {
+  uint32_t e = 0;
+  uint32_t ticket = 0;
+};
+
+// `prefetch` runs in every thread after the wait and before the epoch is known: loads of the
+// call's input issued there overlap the epoch load (the LL kernel's latency path).
+// docs/memory_ordering.md "epoch-election": thread 0 takes its CTA's ticket right after reading
+// the epoch; the result is needed only in end_call, so the atomic's latency is hidden.
+template <typename Prefetch>
+__device__ inline bool begin_call(const ProtoArgs& p, CallEpoch* call, Prefetch&& prefetch) {
   __shared__ uint32_t s_epoch;
+  // docs/memory_ordering.md "pdl": nothing before the wait touches memory.
+  ptx::griddepcontrol_launch_dependents();
+  ptx::griddepcontrol_wait();
   bool bad = false;
   if (threadIdx.x == 0) {
     bad = aborted(p);
     s_epoch = *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) + 1u;
+    if (gridDim.x > 1) call->ticket = ptx::atom_inc_acq_rel_gpu_u32(ctrl_word(p, kCtrlDoneCount), gridDim.x - 1);
   }
+  prefetch();
   if (__syncthreads_or(bad)) return false;
-  *epoch = s_epoch;
+  call->e = s_epoch;
   return true;
+}
+__device__ inline bool begin_call(const ProtoArgs& p, CallEpoch* call) {
+  return begin_call(p, call, [] {});
 }
 
 // docs/memory_ordering.md "credit": ready = e means every earlier stream operation of this rank,
@@ -52,14 +76,29 @@ __device__ inline bool wait_peers(const ProtoArgs& p, int phase, uint32_t e, Fla
   return !__syncthreads_or(bad);
 }
 
-// docs/memory_ordering.md "epoch-election".
-__device__ inline void end_call(const ProtoArgs& p, uint32_t e) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const uint32_t last = gridDim.x - 1;
-    if (ptx::atom_inc_acq_rel_gpu_u32(ctrl_word(p, kCtrlDoneCount), last) == last)
-      *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) = e;
-  }
+// docs/memory_ordering.md "epoch-election": the CTA that drew the last ticket stores the epoch
+// (every CTA has read the old one before drawing its ticket); a one-CTA grid stores it directly.
+__device__ inline void end_call(const ProtoArgs& p, const CallEpoch& call) {
+  if (threadIdx.x == 0 && (gridDim.x == 1 || call.ticket == gridDim.x - 1))
+    *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) = call.e;
+}
+
+// Launches an lsa kernel (every one starts with begin_call) with programmatic stream
+// serialization, so its launch overlaps the tail of the previous kernel on the stream
+// (docs/memory_ordering.md "pdl"). Captured into graphs as a programmatic edge.
+template <typename Kernel, typename Call>
+void launch_lsa_kernel(Kernel kernel, const Call& c, int blocks, cudaStream_t stream) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(blocks), 1, 1);
+  config.blockDim = dim3(kLsaThreads, 1, 1);
+  config.stream = stream;
+  cudaLaunchAttribute attr = {};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, c));
+  WEAVE_CHECK_LAUNCH();
 }
 
 }  // namespace weave::comm

@@ -9,6 +9,7 @@
 //                -> fork -> [memcpy my sum -> peer.land] -> join -> arrive(1) -> copy out
 // The ce transport uses one staging copy (slot 0) and a full credit (lag 0): a captured graph's
 // memcpy destinations are fixed, so they cannot rotate with the call epoch the way lsa slots do.
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -64,12 +65,12 @@ Collective::Impl::Impl(Communicator& c, const CollectiveConfig& config) : comm(&
   std::ostringstream id;
   id << "weave.collective.v1|" << static_cast<int>(cfg.op) << "|" << static_cast<int>(plan.transport) << "|"
      << static_cast<int>(plan.algorithm) << "|" << static_cast<int>(cfg.dtype) << "|" << cfg.max_count << "|"
-     << cfg.flow_control << "|" << cfg.initial_epoch << "|" << max_blocks << "|" << cfg.ce_sm_share;
+     << cfg.flow_control << "|" << cfg.initial_epoch << "|" << max_blocks << "|" << cfg.ce_sm_share << "|"
+     << cfg.receive_delay_ns;
   const std::string ids = id.str();
   c.agree(fnv1a64(ids.data(), ids.size()),
           std::string(to_string(cfg.op)) + " configuration (transport, algorithm, dtype, max_count, testing hooks)");
   try {
-    Communicator* wcomm = &c;
     if (plan.algorithm == Algorithm::kNcclCopyEngine) {
       ncclConfig_t nc = NCCL_CONFIG_INITIALIZER;
       nc.CTAPolicy = NCCL_CTA_POLICY_ZERO;
@@ -78,19 +79,31 @@ Collective::Impl::Impl(Communicator& c, const CollectiveConfig& config) : comm(&
       CommOptions o;
       o.timeout_s = c.timeout_s();
       nccl_ce_comm = Communicator::adopt(split, o);
-      wcomm = nccl_ce_comm.get();
     }
-    comm::OpShape shape;
-    shape.op = cfg.op;
-    shape.algorithm = plan.algorithm;
-    shape.world = c.world_size();
-    shape.elem_bytes = esz;
-    shape.max_count = cfg.max_count;
-    shape.max_blocks = max_blocks;
-    WindowLayout layout;
-    off = comm::add_op_regions(layout, "op", shape);
-    win = std::make_unique<SymmetricWindow>(*wcomm, std::move(layout));
+  } catch (...) {
+    release();
+    throw;
+  }
+}
 
+comm::OpShape Collective::Impl::shape() const {
+  comm::OpShape shape;
+  shape.op = cfg.op;
+  shape.algorithm = plan.algorithm;
+  shape.world = comm->world_size();
+  shape.elem_bytes = esz;
+  shape.max_count = cfg.max_count;
+  shape.max_blocks = max_blocks;
+  shape.ll_max_count = comm::ll_max_count_for(plan.transport, plan.algorithm, cfg.max_count, esz);
+  return shape;
+}
+
+void Collective::Impl::attach(std::shared_ptr<SymmetricWindow> window, const comm::OpOffsets& offsets) {
+  Communicator& c = *comm;
+  try {
+    off = offsets;
+    win = std::move(window);
+    WEAVE_CHECK_CUDA(cudaSetDevice(c.device()));
     WEAVE_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&err), sizeof(comm::DeviceErrorRecord),
                                    cudaHostAllocMapped | cudaHostAllocPortable));
     std::memset(err, 0, sizeof(*err));
@@ -141,7 +154,7 @@ void Collective::Impl::release() noexcept {
   join_events.clear();
   if (fork_event) cudaEventDestroy(fork_event);
   fork_event = nullptr;
-  win.reset();           // before the communicator it is registered with
+  win.reset();           // before the communicator it is registered with (the last op sharing it frees it)
   nccl_ce_comm.reset();
   if (err) cudaFreeHost(err);
   err = nullptr;
@@ -156,6 +169,11 @@ void Collective::Impl::check() const {
   throw Error(Status::kTimeout, std::string(to_string(cfg.op)) + " over " + std::string(to_string(plan.transport)),
               WEAVE_LOCATION,
               comm::describe(*err) + ". The op is unusable after a timeout; destroy it on every rank.");
+}
+
+bool Collective::Impl::use_ll(size_t count) const {
+  if (plan.algorithm == Algorithm::kLowLatency) return true;
+  return plan.algorithm == Algorithm::kAuto && count <= off.ll_max_count;
 }
 
 bool Collective::Impl::use_one_shot(size_t count) const {
@@ -248,6 +266,23 @@ void Collective::Impl::run_lsa(const void* in, void* out, size_t count, cudaStre
   const int w = comm->world_size(), r = comm->rank();
   const auto* ci = static_cast<const char*>(in);
   auto* co = static_cast<char*>(out);
+  if (use_ll(count)) {
+    comm::LlCall l;
+    l.p = proto;
+    l.in = ci;
+    l.out = co;
+    l.count = count;
+    l.in_place = cfg.op == CollectiveOp::kAllGather && ci == co + r * count;
+    l.ll = off.ll;
+    l.ll_stride = off.ll_stride;
+    // Negative control: one copy per source lets a rank a call ahead overwrite lines its peer
+    // has not read yet (docs/memory_ordering.md "ll-reuse").
+    l.slots = cfg.flow_control ? comm::kLLSlots : 1;
+    l.receive_delay_ns = r == w - 1 ? cfg.receive_delay_ns : 0;
+    l.blocks = comm::ll_blocks_for(count * esz, max_blocks);
+    comm::launch_lsa_ll(l, cfg.op, cfg.dtype, stream);
+    return;
+  }
   comm::LsaCall c;
   c.p = proto;
   c.in = ci;
@@ -412,7 +447,38 @@ void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStrea
 }
 
 // --- public forwarding ---
-Collective::Collective(Communicator& comm, const CollectiveConfig& config) : impl_(std::make_unique<Impl>(comm, config)) {}
+Collective::Collective(Communicator& comm, const CollectiveConfig& config) : impl_(std::make_unique<Impl>(comm, config)) {
+  WindowLayout layout;
+  const comm::OpOffsets off = comm::add_op_regions(layout, "op", impl_->shape());
+  Communicator& wcomm = impl_->nccl_ce_comm ? *impl_->nccl_ce_comm : comm;
+  impl_->attach(std::make_shared<SymmetricWindow>(wcomm, std::move(layout)), off);
+}
+
+Collective::Collective(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::vector<std::unique_ptr<Collective>> Collective::create_sharing_window(Communicator& comm,
+                                                                           const std::vector<CollectiveConfig>& configs) {
+  WEAVE_EXPECT_ARG(!configs.empty(), "create_sharing_window: configs must name at least one collective");
+  std::vector<std::unique_ptr<Impl>> impls;
+  for (size_t i = 0; i < configs.size(); ++i)
+    WEAVE_EXPECT_ARG(configs[i].algorithm != Algorithm::kNcclCopyEngine,
+                     "create_sharing_window: configs[" << i << "] uses algorithm 'nccl-ce', whose window belongs to its "
+                                                              "own communicator split; construct it on its own");
+  for (const auto& cfg : configs) impls.push_back(std::make_unique<Impl>(comm, cfg));
+  WindowLayout layout;
+  std::vector<comm::OpOffsets> offs;
+  for (size_t i = 0; i < impls.size(); ++i)
+    offs.push_back(comm::add_op_regions(layout, "op" + std::to_string(i), impls[i]->shape()));
+  auto window = std::make_shared<SymmetricWindow>(comm, std::move(layout));
+  std::vector<std::unique_ptr<Collective>> out;
+  for (size_t i = 0; i < impls.size(); ++i) {
+    impls[i]->attach(window, offs[i]);
+    out.push_back(std::unique_ptr<Collective>(new Collective(std::move(impls[i]))));
+  }
+  return out;
+}
+
+const SymmetricWindow& Collective::window() const noexcept { return *impl_->win; }
 Collective::~Collective() = default;
 const CollectiveConfig& Collective::config() const noexcept { return impl_->cfg; }
 Transport Collective::transport() const noexcept { return impl_->plan.transport; }
@@ -428,7 +494,9 @@ std::string Collective::describe() const {
   os << to_string(impl_->cfg.op);
   if (impl_->cfg.op != CollectiveOp::kAllGather) os << " " << to_string(impl_->cfg.dtype);
   os << " over " << to_string(impl_->plan.transport) << " (" << to_string(impl_->plan.algorithm) << "), rank "
-     << impl_->comm->rank() << "/" << impl_->comm->world_size() << ", window " << impl_->win->bytes() << " bytes, "
+     << impl_->comm->rank() << "/" << impl_->comm->world_size() << ", window " << impl_->win->bytes() << " bytes"
+     << (impl_->win.use_count() > 1 ? " (shared by " + std::to_string(impl_->win.use_count()) + " ops)" : std::string())
+     << ", "
      << impl_->max_blocks << " max blocks, credits " << (impl_->cfg.flow_control ? "on" : "OFF (testing)")
      << "; " << impl_->plan.reason;
   return os.str();

@@ -21,7 +21,7 @@ struct Collective::Impl {
   int max_blocks = 1;
   comm::OpOffsets off;
   std::unique_ptr<Communicator> nccl_ce_comm;  // nccl-ce: a split with NCCL_CTA_POLICY_ZERO
-  std::unique_ptr<SymmetricWindow> win;
+  std::shared_ptr<SymmetricWindow> win;       // shared by every op of create_sharing_window
   comm::DeviceErrorRecord* err = nullptr;      // mapped pinned host memory
   comm::Proto proto{};
   std::vector<cudaStream_t> peer_streams;      // ce: one per peer step
@@ -29,7 +29,12 @@ struct Collective::Impl {
   cudaEvent_t fork_event = nullptr;
   uint64_t self_test_seed = 0x5eed;
 
+  // Construction in two steps, so several ops can share one window: the constructor validates,
+  // plans and agrees (collective); shape() says which regions the op needs; attach() takes the
+  // window holding them and initialises the op's control, credit and flag words (collective).
   Impl(Communicator& c, const CollectiveConfig& config);
+  comm::OpShape shape() const;
+  void attach(std::shared_ptr<SymmetricWindow> window, const comm::OpOffsets& offsets);
   ~Impl();
   void release() noexcept;
 
@@ -44,6 +49,7 @@ struct Collective::Impl {
   void run_lsa(const void* in, void* out, size_t count, cudaStream_t stream);
   void run_ce(const void* in, void* out, size_t count, cudaStream_t stream);
   bool use_one_shot(size_t count) const;
+  bool use_ll(size_t count) const;
   uint64_t offset_of(const void* p) const { return static_cast<uint64_t>(static_cast<const char*>(p) - win->local()); }
   // ce helpers: copies on the per-peer streams, forked from and joined into `stream`.
   void ce_fork(cudaStream_t stream);

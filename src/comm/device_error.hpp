@@ -14,6 +14,7 @@ enum class FlagKind : uint32_t {
   kArrival = 2,  // waiting for a sender's data-arrived flag
   kDone = 3,     // pull: waiting for readers to finish reading this rank's window
   kReady = 4,    // pull: waiting for a sender's data-ready flag
+  kLine = 5,     // ll: waiting for a flag-in-data line of this call (equality, not >=)
 };
 const char* to_string(FlagKind kind) noexcept;
 

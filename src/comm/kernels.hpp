@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "comm/device_error.hpp"
+#include "weave/collectives.hpp"
 #include "weave/types.hpp"
 #include "weave/window_handle.hpp"
 
@@ -39,6 +40,24 @@ struct LsaCall {
   uint32_t credit_lag = 0;   // credit needed for call e = e - credit_lag
   int blocks = 1;
 };
+
+// One lsa low-latency (LL) call (ll_kernels.cu): every rank stores its payload for each peer as
+// flag-in-data lines into that peer's LL buffer, then polls its own LL buffer and consumes what
+// arrived (all-gather: copy out; reduce-scatter / all-reduce: fp32 sum in rank order).
+struct LlCall {
+  Proto p;
+  const char* in = nullptr;  // local input (any device memory, any alignment)
+  char* out = nullptr;       // local output
+  size_t count = 0;          // as LsaCall
+  int in_place = 0;          // all-gather: in == out + rank * count
+  uint64_t ll = 0, ll_stride = 0;  // LL buffers: [slots][source][ll_stride] in every rank's window
+  uint32_t slots = 2;        // 1 only in the negative control (flow_control = false)
+  uint64_t receive_delay_ns = 0;   // testing hook: wait between sending and receiving
+  int blocks = 1;
+};
+void launch_lsa_ll(const LlCall& c, CollectiveOp op, DType dtype, cudaStream_t stream);
+// Grid of an LL call moving `payload_bytes` per peer: one 8-byte unit per thread.
+int ll_blocks_for(size_t payload_bytes, int max_blocks);
 
 void launch_init_op(const Proto& p, uint32_t initial_epoch, cudaStream_t stream);
 void launch_lsa_all_gather_push(const LsaCall& c, cudaStream_t stream);

@@ -34,8 +34,9 @@ __device__ __forceinline__ char* staging_at(const LsaCall& c, int owner, uint32_
 
 __global__ void __launch_bounds__(kLsaThreads, 1) all_gather_push_kernel(const LsaCall c) {
   const ProtoArgs& p = c.p;
-  uint32_t e;
-  if (!begin_call(p, &e)) return;
+  CallEpoch call;
+  if (!begin_call(p, &call)) return;
+  const uint32_t e = call.e;
   if (!exchange_credits(p, e, c.credit_lag)) return;
   const int w = p.win.world, r = p.win.rank, t = threadIdx.x, nth = blockDim.x;
   const size_t n = c.count;
@@ -53,14 +54,15 @@ __global__ void __launch_bounds__(kLsaThreads, 1) all_gather_push_kernel(const L
       const int q = source_at(r, s, w);
       copy_bytes(c.out + q * n + part.begin, p.win.base[r] + c.land + q * n + part.begin, part.size(), t, nth);
     }
-  end_call(p, e);
+  end_call(p, call);
 }
 
 // docs/memory_ordering.md "pull-done".
 __global__ void __launch_bounds__(kLsaThreads, 1) all_gather_pull_kernel(const LsaCall c) {
   const ProtoArgs& p = c.p;
-  uint32_t e;
-  if (!begin_call(p, &e)) return;
+  CallEpoch call;
+  if (!begin_call(p, &call)) return;
+  const uint32_t e = call.e;
   const int w = p.win.world, r = p.win.rank, t = threadIdx.x, nth = blockDim.x;
   const size_t n = c.count;
   const Range part = part_range(n, gridDim.x, blockIdx.x, kVecBytes);
@@ -76,14 +78,15 @@ __global__ void __launch_bounds__(kLsaThreads, 1) all_gather_pull_kernel(const L
   }
   signal_peers(p, 1, e);  // "done reading your part b": your input may change after the call
   if (!wait_peers(p, 1, e, FlagKind::kDone)) return;
-  end_call(p, e);
+  end_call(p, call);
 }
 
 template <typename T, int W>
 __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) reduce_scatter_kernel(const LsaCall c) {
   const ProtoArgs& p = c.p;
-  uint32_t e;
-  if (!begin_call(p, &e)) return;
+  CallEpoch call;
+  if (!begin_call(p, &call)) return;
+  const uint32_t e = call.e;
   if (!exchange_credits(p, e, c.credit_lag)) return;
   const int w = p.win.world, r = p.win.rank, t = threadIdx.x, nth = blockDim.x;
   const size_t n = c.count;
@@ -103,14 +106,15 @@ __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) reduce_scatter_ker
     if (q < w) srcs[q] = q == r ? in + r * n : reinterpret_cast<const T*>(staging_at(c, r, slot, q));
   T* const dsts[W + 1] = {reinterpret_cast<T*>(c.out)};
   reduce_range<T, W>(srcs, w, dsts, 1, part.begin, part.end, t, nth);
-  end_call(p, e);
+  end_call(p, call);
 }
 
 template <typename T, int W>
 __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) all_reduce_one_shot_kernel(const LsaCall c) {
   const ProtoArgs& p = c.p;
-  uint32_t e;
-  if (!begin_call(p, &e)) return;
+  CallEpoch call;
+  if (!begin_call(p, &call)) return;
+  const uint32_t e = call.e;
   if (!exchange_credits(p, e, c.credit_lag)) return;
   const int w = p.win.world, r = p.win.rank, t = threadIdx.x, nth = blockDim.x;
   const uint32_t slot = slot_of(e, c.slots);
@@ -129,14 +133,15 @@ __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) all_reduce_one_sho
     if (q < w) srcs[q] = q == r ? in : reinterpret_cast<const T*>(staging_at(c, r, slot, q));
   T* const dsts[W + 1] = {reinterpret_cast<T*>(c.out)};
   reduce_range<T, W>(srcs, w, dsts, 1, part.begin, part.end, t, nth);
-  end_call(p, e);
+  end_call(p, call);
 }
 
 template <typename T, int W>
 __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) all_reduce_two_shot_kernel(const LsaCall c) {
   const ProtoArgs& p = c.p;
-  uint32_t e;
-  if (!begin_call(p, &e)) return;
+  CallEpoch call;
+  if (!begin_call(p, &call)) return;
+  const uint32_t e = call.e;
   if (!exchange_credits(p, e, c.credit_lag)) return;
   const int w = p.win.world, r = p.win.rank, t = threadIdx.x, nth = blockDim.x;
   const size_t granule = kVecBytes / sizeof(T);
@@ -176,13 +181,12 @@ __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) all_reduce_two_sho
       copy_bytes(c.out + (ch.begin + pq.begin) * sizeof(T),
                  p.win.base[r] + c.land + (ch.begin + pq.begin) * sizeof(T), pq.size() * sizeof(T), t, nth);
     }
-  end_call(p, e);
+  end_call(p, call);
 }
 
 template <typename Kernel>
 void launch(Kernel kernel, const LsaCall& c, cudaStream_t stream) {
-  kernel<<<c.blocks, kLsaThreads, 0, stream>>>(c);
-  WEAVE_CHECK_LAUNCH();
+  launch_lsa_kernel(kernel, c, c.blocks, stream);
 }
 
 }  // namespace

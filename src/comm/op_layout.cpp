@@ -8,6 +8,13 @@
 
 namespace weave::comm {
 
+size_t ll_max_count_for(Transport transport, Algorithm algorithm, size_t max_count, size_t elem_bytes) {
+  if (transport != Transport::kLsa) return 0;
+  if (algorithm == Algorithm::kLowLatency) return max_count;
+  if (algorithm == Algorithm::kAuto) return std::min(max_count, std::max<size_t>(1, kLLAutoMaxBytes / elem_bytes));
+  return 0;
+}
+
 OpOffsets add_op_regions(WindowLayout& layout, const std::string& prefix, const OpShape& s) {
   WEAVE_EXPECT_ARG(s.world >= 1 && s.world <= kMaxWorld,
                    "world size must be in 1.." << kMaxWorld << ", got " << s.world);
@@ -35,7 +42,7 @@ OpOffsets add_op_regions(WindowLayout& layout, const std::string& prefix, const 
     case CollectiveOp::kReduceScatter: {
       o.input_bytes = w * unit_bytes;
       o.output_bytes = unit_bytes;
-      if (!nccl) {
+      if (!nccl && s.algorithm != Algorithm::kLowLatency) {
         o.oneshot_stride = round_up(unit_bytes, kSlotAlign);
         o.slot_bytes = w * o.oneshot_stride;
         o.oneshot_max_count = s.max_count;
@@ -63,6 +70,15 @@ OpOffsets add_op_regions(WindowLayout& layout, const std::string& prefix, const 
   o.output = layout.add(prefix + ".out", RegionKind::kData, o.output_bytes).offset;
   if (o.slot_bytes > 0)
     o.staging = layout.add(prefix + ".staging", RegionKind::kData, o.slots * o.slot_bytes).offset;
+  if (s.ll_max_count > 0) {
+    // Per source: the payload one peer sends it per call (all-gather: its block; reduce-scatter:
+    // the receiver's block; all-reduce: the whole buffer), as 16-byte lines of 8 payload bytes.
+    WEAVE_EXPECT_ARG(s.ll_max_count <= s.max_count,
+                     "ll_max_count (" << s.ll_max_count << ") must not exceed max_count (" << s.max_count << ")");
+    o.ll_max_count = s.ll_max_count;
+    o.ll_stride = round_up(ll_lines(s.ll_max_count * s.elem_bytes) * kLLLineBytes, kSlotAlign);
+    o.ll = layout.add(prefix + ".ll", RegionKind::kData, kLLSlots * w * o.ll_stride).offset;
+  }
   return o;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "weave/collectives.hpp"
+#include "weave/transport.hpp"
 #include "weave/window_layout.hpp"
 
 namespace weave::comm {
@@ -17,6 +18,10 @@ inline constexpr size_t kVecBytes = 16;           // 16-byte vector loads/stores
 // One-shot all-reduce staging is sized for calls up to this many bytes when the op can also
 // choose two-shot (auto); an explicit one-shot op stages its whole max_count.
 inline constexpr size_t kOneShotAutoMaxBytes = size_t(1) << 20;
+// lsa auto: calls whose payload per peer is at most this many bytes use the LL protocol (its
+// lines carry 8 payload bytes in 16, so it wins only where latency, not bandwidth, dominates;
+// docs/perf/comm.md has the crossover measured). An explicit ll op holds its whole max_count.
+inline constexpr size_t kLLAutoMaxBytes = size_t(1) << 20;
 
 struct OpShape {
   CollectiveOp op = CollectiveOp::kAllGather;
@@ -25,6 +30,8 @@ struct OpShape {
   size_t elem_bytes = 1;   // 1 for all-gather (counts are bytes)
   size_t max_count = 0;
   int max_blocks = 1;
+  // lsa low-latency protocol: largest call (in `max_count` units) its LL buffers hold; 0 = none.
+  size_t ll_max_count = 0;
 };
 
 // Byte offsets into the op's window, identical on every rank; passed to kernels by value.
@@ -39,9 +46,17 @@ struct OpOffsets {
   uint32_t slots = kStagingSlots;         // lsa; the ce transport uses slot 0 only (see collective.cpp)
   int max_blocks = 1;
   size_t oneshot_max_count = 0;           // largest count the one-shot staging holds
+  uint64_t ll = 0;                        // LL buffers: [kLLSlots][source rank][ll_stride]
+  uint64_t ll_stride = 0;                 // bytes of LL lines per source (0: no LL region)
+  size_t ll_max_count = 0;                // largest call the LL buffers hold
 };
 
-// Adds "<prefix>.control", ".credits", ".flags", ".in", ".out" and (reductions) ".staging" to
+// The LL buffers an op needs (OpShape::ll_max_count): lsa with algorithm ll holds its whole
+// max_count; lsa auto holds calls up to kLLAutoMaxBytes per peer; anything else none (0).
+size_t ll_max_count_for(Transport transport, Algorithm algorithm, size_t max_count, size_t elem_bytes);
+
+// Adds "<prefix>.control", ".credits", ".flags", ".in", ".out", (reductions) ".staging" and (LL)
+// ".ll" to
 // `layout` and returns their offsets. Throws Error(kInvalidArgument) for an impossible shape.
 OpOffsets add_op_regions(WindowLayout& layout, const std::string& prefix, const OpShape& shape);
 

@@ -32,13 +32,14 @@ std::string_view to_string(Algorithm a) noexcept {
     case Algorithm::kTwoShot: return "two-shot";
     case Algorithm::kNcclDefault: return "nccl";
     case Algorithm::kNcclCopyEngine: return "nccl-ce";
+    case Algorithm::kLowLatency: return "ll";
   }
   return "?";
 }
 
 std::optional<Algorithm> parse_algorithm(std::string_view name) noexcept {
   for (Algorithm a : {Algorithm::kAuto, Algorithm::kPush, Algorithm::kPull, Algorithm::kOneShot, Algorithm::kTwoShot,
-                      Algorithm::kNcclDefault, Algorithm::kNcclCopyEngine})
+                      Algorithm::kNcclDefault, Algorithm::kNcclCopyEngine, Algorithm::kLowLatency})
     if (name == to_string(a)) return a;
   return std::nullopt;
 }
@@ -75,8 +76,9 @@ std::string why_not(const PlanInputs& in, Transport t) {
   return "";
 }
 
-// Which algorithms each (op, transport) implements; kAuto resolves here (all-reduce keeps kAuto:
-// it picks one- or two-shot per call by size).
+// Which algorithms each (op, transport) implements. kAuto stays kAuto over lsa (it picks ll for
+// small calls, else push or one-/two-shot, per call by size) and for all-reduce over ce (one- or
+// two-shot per call); it resolves to push for all-gather and reduce-scatter over ce.
 Algorithm resolve(const PlanInputs& in, Transport t) {
   const Algorithm a = in.algorithm;
   std::ostringstream bad;
@@ -88,19 +90,24 @@ Algorithm resolve(const PlanInputs& in, Transport t) {
                      bad.str() << " (nccl: 'nccl', or 'nccl-ce' for all-gather, where NCCL_CTA_POLICY_ZERO applies)");
     return a;
   }
+  const bool lsa = t == Transport::kLsa;
+  if (a == Algorithm::kLowLatency) {
+    WEAVE_EXPECT_ARG(lsa, bad.str() << " (ll: lsa only)");
+    return a;
+  }
   switch (in.op) {
     case CollectiveOp::kAllGather:
-      if (a == Algorithm::kAuto) return Algorithm::kPush;
-      WEAVE_EXPECT_ARG(a == Algorithm::kPush || (a == Algorithm::kPull && t == Transport::kLsa),
-                       bad.str() << " (all-gather: push; pull over lsa only)");
+      if (a == Algorithm::kAuto) return lsa ? Algorithm::kAuto : Algorithm::kPush;
+      WEAVE_EXPECT_ARG(a == Algorithm::kPush || (a == Algorithm::kPull && lsa),
+                       bad.str() << " (all-gather: push; pull and ll over lsa only)");
       return a;
     case CollectiveOp::kReduceScatter:
-      if (a == Algorithm::kAuto) return Algorithm::kPush;
-      WEAVE_EXPECT_ARG(a == Algorithm::kPush, bad.str() << " (reduce-scatter: push)");
+      if (a == Algorithm::kAuto) return lsa ? Algorithm::kAuto : Algorithm::kPush;
+      WEAVE_EXPECT_ARG(a == Algorithm::kPush, bad.str() << " (reduce-scatter: push; ll over lsa only)");
       return a;
     case CollectiveOp::kAllReduce:
       WEAVE_EXPECT_ARG(a == Algorithm::kAuto || a == Algorithm::kOneShot || a == Algorithm::kTwoShot,
-                       bad.str() << " (all-reduce: auto, one-shot, two-shot)");
+                       bad.str() << " (all-reduce: auto, one-shot, two-shot; ll over lsa only)");
       return a;
   }
   return a;
@@ -110,6 +117,7 @@ Algorithm resolve(const PlanInputs& in, Transport t) {
 // all-gathers (they reach the NVLink peer-copy ceiling and leave the SMs free), SM kernels
 // otherwise (lower latency, and reductions need SMs anyway).
 Transport preferred(const PlanInputs& in) {
+  if (in.algorithm == Algorithm::kPull || in.algorithm == Algorithm::kLowLatency) return Transport::kLsa;
   if (in.op == CollectiveOp::kAllGather && in.bytes >= (size_t(16) << 20)) return Transport::kCe;
   return Transport::kLsa;
 }
@@ -134,7 +142,7 @@ CollectivePlan plan_collective(const PlanInputs& in) {
   }
   WEAVE_EXPECT_ARG(in.algorithm == Algorithm::kAuto || in.algorithm == Algorithm::kOneShot ||
                        in.algorithm == Algorithm::kTwoShot || in.algorithm == Algorithm::kPush ||
-                       in.algorithm == Algorithm::kPull,
+                       in.algorithm == Algorithm::kPull || in.algorithm == Algorithm::kLowLatency,
                    "algorithm '" << to_string(in.algorithm) << "' needs an explicit transport 'nccl'");
   const Transport first = preferred(in);
   const Transport second = first == Transport::kCe ? Transport::kLsa : Transport::kCe;
@@ -146,8 +154,9 @@ CollectivePlan plan_collective(const PlanInputs& in) {
                                           : "auto: SM load/store kernels (lowest latency; reductions need SMs)";
     return plan;
   }
-  // The pull algorithm exists over lsa only; do not "fall back" into an algorithm error.
-  const bool second_ok = why_not(in, second).empty() && !(second == Transport::kCe && in.algorithm == Algorithm::kPull);
+  // pull and ll exist over lsa only; do not "fall back" into an algorithm error.
+  const bool lsa_only = in.algorithm == Algorithm::kPull || in.algorithm == Algorithm::kLowLatency;
+  const bool second_ok = why_not(in, second).empty() && !(second == Transport::kCe && lsa_only);
   if (second_ok) {
     plan.transport = second;
     plan.algorithm = resolve(in, second);

@@ -70,6 +70,22 @@ WEAVE_HD size_t max_owner_chunk(size_t max_count, int world, size_t granule) {
   return round_up(ceil_div(max_count, static_cast<size_t>(world)), granule);
 }
 
+// --- low-latency (LL) lines (docs/memory_ordering.md "ll-flag-in-data") ---
+// A 16-byte line {d0, flag, d1, flag} carries 8 payload bytes; each 8-byte half {data, flag}
+// lands whole, so a receiver that sees the call's flag in both halves holds that call's data,
+// with no fence on the sender and no separate flag.
+inline constexpr size_t kLLPayloadBytes = 8;
+inline constexpr size_t kLLLineBytes = 16;
+// LL buffers rotate through two copies per source (the negative control uses one).
+inline constexpr uint32_t kLLSlots = 2;
+WEAVE_HD size_t ll_lines(size_t payload_bytes) { return ceil_div(payload_bytes, kLLPayloadBytes); }
+// The flag value of call `epoch`. A polled copy holds zeros (never written: the window starts
+// zeroed) or the line of call epoch - 2 (same copy; epoch +- 1 too in the one-copy negative
+// control), so the flag must be nonzero and differ from those calls' flags across the 2^32 wrap:
+// the epoch itself, except that call 0 (which follows 0xFFFFFFFF) uses 2^31, far from every
+// neighbour. ((e mod (2^32 - 1)) + 1 would give calls 0xFFFFFFFF and 0 the same flag.)
+WEAVE_HD uint32_t ll_flag(uint32_t epoch) { return epoch != 0u ? epoch : 0x80000000u; }
+
 // --- flags ---
 // Arrival flags live in the RECEIVER's window: [phase][source rank][block] u32 epochs.
 WEAVE_HD size_t flag_index(int phase, int src, int block, int world, int max_blocks) {

@@ -145,11 +145,46 @@ TEST(OpLayout, SeveralOpsShareOneWindowWithoutAliasing) {
   const OpOffsets ag = add_op_regions(l, "ag", OpShape{CollectiveOp::kAllGather, Algorithm::kPush, 8, 1, 1 << 20, 264});
   const OpOffsets ar = add_op_regions(l, "ar", OpShape{CollectiveOp::kAllReduce, Algorithm::kAuto, 8, 2, 1 << 22, 264});
   const OpOffsets rs = add_op_regions(l, "rs", OpShape{CollectiveOp::kReduceScatter, Algorithm::kPush, 8, 4, 12345, 64});
+  OpShape ll{CollectiveOp::kAllReduce, Algorithm::kAuto, 8, 2, 1 << 20, 264};
+  ll.ll_max_count = 1 << 19;
+  const OpOffsets arll = add_op_regions(l, "arll", ll);
   expect_disjoint(l);
-  EXPECT_EQ(l.regions().size(), 5u + 6u + 6u);
+  EXPECT_EQ(l.regions().size(), 5u + 6u + 6u + 7u);
+  EXPECT_NE(arll.ll, 0u);
   EXPECT_NE(ag.flags, ar.flags);
   EXPECT_NE(ar.staging, rs.staging);
   EXPECT_THROW(add_op_regions(l, "ag", OpShape{CollectiveOp::kAllGather, Algorithm::kPush, 8, 1, 16, 1}), Error);
+}
+
+TEST(OpLayout, LowLatencyLinesHoldEveryPayloadForEverySourceAndCopy) {
+  for (int world : {1, 2, 4, 8})
+    for (auto op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kAllReduce})
+      for (size_t esz : {size_t(1), size_t(2), size_t(4)})
+        for (size_t max_count : {size_t(1), size_t(3), size_t(4099), size_t(1) << 17}) {
+          if (op == CollectiveOp::kAllGather && esz != 1) continue;
+          SCOPED_TRACE(::testing::Message() << to_string(op) << " world " << world << " esz " << esz << " max_count "
+                                            << max_count);
+          for (auto alg : {Algorithm::kLowLatency, Algorithm::kAuto}) {
+            OpShape s{op, alg, world, esz, max_count, 16};
+            s.ll_max_count = alg == Algorithm::kLowLatency ? max_count : std::min<size_t>(max_count, 1000);
+            WindowLayout l;
+            const OpOffsets o = add_op_regions(l, "op", s);
+            expect_disjoint(l);
+            EXPECT_EQ(o.ll_max_count, s.ll_max_count);
+            // The last line of the largest payload of the last source in the last copy is inside.
+            const size_t lines = ll_lines(s.ll_max_count * esz);
+            EXPECT_LE(lines * kLLLineBytes, o.ll_stride);
+            EXPECT_EQ(o.ll_stride % kSlotAlign, 0u);
+            EXPECT_EQ(l.at("op.ll").offset, o.ll);
+            EXPECT_EQ(l.at("op.ll").bytes, kLLSlots * world * o.ll_stride);
+            if (alg == Algorithm::kLowLatency && op != CollectiveOp::kAllGather)
+              EXPECT_EQ(l.find("op.staging"), nullptr) << "ll stages nothing besides its lines";
+          }
+        }
+  WindowLayout l;
+  OpShape too_big{CollectiveOp::kAllReduce, Algorithm::kLowLatency, 2, 2, 16, 1};
+  too_big.ll_max_count = 17;
+  EXPECT_NE(invalid_argument_of([&] { add_op_regions(l, "x", too_big); }).find("ll_max_count"), std::string::npos);
 }
 
 TEST(OpLayout, RefusesImpossibleShapes) {

@@ -38,12 +38,36 @@ TEST(CommPlan, AutoPicksCopyEnginesForLargeAllGatherAndLsaOtherwise) {
     EXPECT_FALSE(big.fell_back);
     auto small = plan_collective(inputs(CollectiveOp::kAllGather, 64 << 10, world));
     EXPECT_EQ(small.transport, Transport::kLsa);
+    EXPECT_EQ(small.algorithm, Algorithm::kAuto);  // ll for small calls, else push, per call
     auto ar = plan_collective(inputs(CollectiveOp::kAllReduce, 64 << 20, world));
     EXPECT_EQ(ar.transport, Transport::kLsa);
     EXPECT_EQ(ar.algorithm, Algorithm::kAuto);  // one- or two-shot per call
     auto rs = plan_collective(inputs(CollectiveOp::kReduceScatter, 1 << 20, world));
     EXPECT_EQ(rs.transport, Transport::kLsa);
-    EXPECT_EQ(rs.algorithm, Algorithm::kPush);
+    EXPECT_EQ(rs.algorithm, Algorithm::kAuto);  // ll for small calls, else push, per call
+  }
+}
+
+TEST(CommPlan, LowLatencyProtocolIsLsaOnly) {
+  for (auto op : {CollectiveOp::kAllGather, CollectiveOp::kReduceScatter, CollectiveOp::kAllReduce}) {
+    SCOPED_TRACE(to_string(op));
+    auto in = inputs(op, 64 << 20);  // an all-gather this large would otherwise pick ce
+    in.algorithm = Algorithm::kLowLatency;
+    const auto plan = plan_collective(in);
+    EXPECT_EQ(plan.transport, Transport::kLsa);
+    EXPECT_EQ(plan.algorithm, Algorithm::kLowLatency);
+    in.transport = Transport::kCe;
+    const Error e = error_of(in);
+    EXPECT_EQ(e.status(), Status::kInvalidArgument);
+    EXPECT_NE(e.message().find("ll: lsa only"), std::string::npos) << e.message();
+    in.transport = Transport::kNccl;
+    EXPECT_EQ(error_of(in).status(), Status::kInvalidArgument);
+    // lsa compiled out: ll cannot fall back to ce (it does not exist there); NCCL instead.
+    in.transport.reset();
+    in.compiled_lsa = false;
+    const auto fb = plan_collective(in);
+    EXPECT_EQ(fb.transport, Transport::kNccl);
+    EXPECT_TRUE(fb.fell_back);
   }
 }
 

@@ -85,6 +85,34 @@ TEST(CommCredits, DisabledCreditsDoOverwriteNegativeControl) {
   EXPECT_GT(total, 0) << "without credits the fast sender must be seen overwriting a slot still being read";
 }
 
+// The LL receiver accepts a line when its flag equals ll_flag(e). The copy it polls holds either
+// zeros (never written: the window starts zeroed) or the line of call e - kLLSlots (same copy),
+// and in the one-copy negative control also e - 1 or e + 1: none of those may read as call e.
+TEST(CommLowLatency, FlagNeverMatchesAStaleOrUnwrittenLineAcrossTheWrap) {
+  std::mt19937 rng(20261130);
+  std::vector<uint32_t> epochs = {0u, 1u, 2u, 3u, 0x7FFFFFFFu, 0x80000000u, 0xFFFFFFFDu, 0xFFFFFFFEu, 0xFFFFFFFFu};
+  for (int i = 0; i < 100000; ++i) epochs.push_back(rng());
+  for (uint32_t e : epochs) {
+    SCOPED_TRACE(e);
+    EXPECT_NE(ll_flag(e), 0u);
+    EXPECT_NE(ll_flag(e), ll_flag(e - kLLSlots));
+    EXPECT_NE(ll_flag(e), ll_flag(e - 1u));
+    EXPECT_NE(ll_flag(e), ll_flag(e + 1u));
+  }
+  // Planted bugs this test exists for: the plain epoch reads an unwritten (zero) line as call 0
+  // after the wrap; (e mod (2^32 - 1)) + 1 gives calls 0xFFFFFFFF and 0 the same flag.
+  auto plain = [](uint32_t e) { return e; };
+  auto modulo = [](uint32_t e) { return e % 0xFFFFFFFFu + 1u; };
+  EXPECT_EQ(plain(0xFFFFFFFFu + 1u), 0u);
+  EXPECT_EQ(modulo(0xFFFFFFFFu), modulo(0u));
+  EXPECT_EQ(ll_lines(0), 0u);
+  EXPECT_EQ(ll_lines(1), 1u);
+  EXPECT_EQ(ll_lines(8), 1u);
+  EXPECT_EQ(ll_lines(9), 2u);
+  EXPECT_EQ(kLLLineBytes, 2 * kLLPayloadBytes);
+  EXPECT_TRUE(valid_slot_count(kLLSlots));
+}
+
 TEST(CommPeerOrder, EveryStepIsAPermutationForWorld2To8) {
   for (int world : {2, 3, 4, 8}) {
     for (int step = 1; step < world; ++step) {
@@ -170,5 +198,22 @@ TEST(CommErrorRecord, NamesRankPeerFlagExpectedAndSeen) {
   r.flag_offset = 4352;
   const std::string s = describe(r);
   for (const char* part : {"rank 1", "peer 0", "arrival flag", ">= 8", "seen 7", "block 3", "offset 4352", "2 s"})
+    EXPECT_NE(s.find(part), std::string::npos) << part << " missing from: " << s;
+}
+
+TEST(CommErrorRecord, LowLatencyLineSaysWhetherThePeerIsLateOrTheLineWasOverwritten) {
+  DeviceErrorRecord r{};
+  r.rank = 0;
+  r.peer = 1;
+  r.flag_kind = static_cast<uint32_t>(FlagKind::kLine);
+  r.expected = 9;
+  r.waited_ns = 1000000000ull;
+  r.seen = 0;
+  EXPECT_NE(describe(r).find("never written"), std::string::npos) << describe(r);
+  r.seen = 7;
+  EXPECT_NE(describe(r).find("older call"), std::string::npos) << describe(r);
+  r.seen = 10;
+  const std::string s = describe(r);
+  for (const char* part : {"rank 0", "peer 1", "ll data line", "expected line flag 9", "seen 10", "overwritten"})
     EXPECT_NE(s.find(part), std::string::npos) << part << " missing from: " << s;
 }

@@ -1,5 +1,7 @@
 #include "comm_support.hpp"
 
+#include <cstring>
+
 #include <mutex>
 
 #include "hopper/ptx/misc.cuh"
@@ -62,6 +64,48 @@ uint8_t byte_value(int src, size_t i, uint32_t call) {
 
 float small_value(int src, size_t i, uint32_t call) {
   return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(src) * 5 + call * 3) % 9) - 4);
+}
+
+void encode_input(std::vector<uint8_t>& dst, CollectiveOp op, DType d, int rank, size_t elems, uint32_t variant) {
+  const size_t esz = op == CollectiveOp::kAllGather ? 1 : dtype_bytes(d);
+  dst.resize(elems * esz);
+  for (size_t j = 0; j < elems; ++j) {
+    if (op == CollectiveOp::kAllGather) {
+      dst[j] = byte_value(rank, j, variant);
+      continue;
+    }
+    const float f = small_value(rank, j, variant);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if (d == DType::kF32) std::memcpy(&dst[j * 4], &u, 4);
+    else {
+      const uint16_t b = static_cast<uint16_t>(u >> 16);  // exact: small integers
+      std::memcpy(&dst[j * 2], &b, 2);
+    }
+  }
+}
+
+std::vector<uint8_t> expected_output(CollectiveOp op, DType d, int rank, int world, size_t count, uint32_t variant) {
+  const size_t esz = op == CollectiveOp::kAllGather ? 1 : dtype_bytes(d);
+  const size_t out_elems = op == CollectiveOp::kAllGather ? world * count : count;
+  std::vector<uint8_t> out(out_elems * esz);
+  for (size_t i = 0; i < out_elems; ++i) {
+    if (op == CollectiveOp::kAllGather) {
+      out[i] = byte_value(static_cast<int>(i / count), i % count, variant);
+      continue;
+    }
+    const size_t gi = op == CollectiveOp::kReduceScatter ? rank * count + i : i;
+    float sum = 0;
+    for (int q = 0; q < world; ++q) sum += small_value(q, gi, variant);  // exact: small integers
+    uint32_t u;
+    std::memcpy(&u, &sum, 4);
+    if (d == DType::kF32) std::memcpy(&out[i * 4], &u, 4);
+    else {
+      const uint16_t b = static_cast<uint16_t>(u >> 16);
+      std::memcpy(&out[i * 2], &b, 2);
+    }
+  }
+  return out;
 }
 
 }  // namespace weave::test

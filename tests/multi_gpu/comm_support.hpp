@@ -44,5 +44,11 @@ struct StreamHolder {
 uint8_t byte_value(int src, size_t i, uint32_t call);
 // Small integers (exact sums in bf16 and fp32): value of source `src`, element i, call `call`.
 float small_value(int src, size_t i, uint32_t call);
+// Input of `rank` for call `variant`: `elems` elements of the op's type (all-gather: bytes;
+// reductions: small_value in bf16 or fp32).
+void encode_input(std::vector<uint8_t>& dst, CollectiveOp op, DType d, int rank, size_t elems, uint32_t variant);
+// What rank `rank`'s output must hold after a call where every rank passed encode_input(variant):
+// computed on the CPU from the value functions, not from the code under test.
+std::vector<uint8_t> expected_output(CollectiveOp op, DType d, int rank, int world, size_t count, uint32_t variant);
 
 }  // namespace weave::test

@@ -37,15 +37,20 @@ const Combo kCombos[] = {
     {CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPush},
     {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPush},
     {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPull},
+    {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kLowLatency},
+    {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kAuto},
     {CollectiveOp::kReduceScatter, Transport::kNccl, Algorithm::kNcclDefault},
     {CollectiveOp::kReduceScatter, Transport::kCe, Algorithm::kPush},
     {CollectiveOp::kReduceScatter, Transport::kLsa, Algorithm::kPush},
+    {CollectiveOp::kReduceScatter, Transport::kLsa, Algorithm::kLowLatency},
+    {CollectiveOp::kReduceScatter, Transport::kLsa, Algorithm::kAuto},
     {CollectiveOp::kAllReduce, Transport::kNccl, Algorithm::kNcclDefault},
     {CollectiveOp::kAllReduce, Transport::kCe, Algorithm::kOneShot},
     {CollectiveOp::kAllReduce, Transport::kCe, Algorithm::kTwoShot},
     {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kOneShot},
     {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kTwoShot},
     {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kAuto},
+    {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency},
 };
 
 std::string name_of(const Combo& c, DType d) {

@@ -26,6 +26,7 @@ struct Sequence {
   uint32_t initial_epoch = 0;
   uint64_t slow_consumer_ns = 0;  // the last rank consumes each output this much later
   uint64_t slow_caller_ns = 0;    // the last rank enters each call this much later
+  uint64_t receive_delay_ns = 0;  // ll: the last rank waits this long between sending and receiving
   bool window_out = true;         // outputs in the op's window (zero-copy: peers write there)
   bool poison_before_call = false;  // every rank overwrites its output right before each call
   double ce_sm_share = 0;
@@ -47,6 +48,7 @@ std::vector<int64_t> run_sequence(const Sequence& s) {
     cfg.flow_control = s.flow_control;
     cfg.initial_epoch = s.initial_epoch;
     cfg.ce_sm_share = s.ce_sm_share;
+    cfg.receive_delay_ns = s.receive_delay_ns;
     Collective op(c, cfg);
     const size_t esz = s.op == CollectiveOp::kAllGather ? 1 : dtype_bytes(s.dtype);
     const size_t in_elems = s.op == CollectiveOp::kReduceScatter ? w * s.count : s.count;
@@ -162,6 +164,10 @@ TEST(FlowControl, DelayedRankBackToBackReductionsStayCorrect) {
       {CollectiveOp::kReduceScatter, Transport::kCe, Algorithm::kPush, DType::kBF16, true},
       {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPull, DType::kBF16, false},
       {CollectiveOp::kAllReduce, Transport::kNccl, Algorithm::kNcclDefault, DType::kBF16, false},
+      {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency, DType::kBF16, false},
+      {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency, DType::kF32, true},
+      {CollectiveOp::kReduceScatter, Transport::kLsa, Algorithm::kLowLatency, DType::kBF16, false},
+      {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kLowLatency, DType::kBF16, true},
   };
   for (const Case& cs : cases) {
     for (bool slow_consumer : {false, true}) {
@@ -180,6 +186,61 @@ TEST(FlowControl, DelayedRankBackToBackReductionsStayCorrect) {
   }
 }
 
+// ll: lines rotate through two copies per source with no credit (docs/memory_ordering.md
+// "ll-reuse"). A rank that dawdles between sending and receiving must still read every line of
+// its call; with one copy (negative control) the fast rank overwrites lines before they are read,
+// which the flag-in-data check turns into a timeout naming the overwritten line (never into wrong
+// data), or into wrong outputs if the check itself were broken: either way the run must fail.
+TEST(FlowControl, LowLatencyLinesAreNotOverwrittenBeforeTheyAreReadAndTheNegativeControlIs) {
+  WEAVE_REQUIRE_GPUS(2);
+  for (auto op : {CollectiveOp::kAllReduce, CollectiveOp::kAllGather, CollectiveOp::kReduceScatter}) {
+    Sequence s;
+    s.op = op;
+    s.transport = Transport::kLsa;
+    s.algorithm = Algorithm::kLowLatency;
+    s.count = 20000 + 3;
+    s.calls = 16;
+    s.receive_delay_ns = 200000;
+    EXPECT_EQ(total(run_sequence(s)), 0) << to_string(op) << ": two copies, slow receiver";
+  }
+  // Negative control on its own communicators with a 1 s timeout (a timed-out op is unusable).
+  std::vector<int> devices = {0, 1};
+  CommOptions o;
+  o.timeout_s = 1.0;
+  auto comms = Communicator::create_local(devices, o);
+  std::atomic<int> caught{0}, wrong{0};
+  run_per_rank(comms, [&](Communicator& c) {
+    CollectiveConfig cfg;
+    cfg.op = CollectiveOp::kAllReduce;
+    cfg.transport = Transport::kLsa;
+    cfg.algorithm = Algorithm::kLowLatency;
+    cfg.max_count = 20000;
+    cfg.flow_control = false;  // one copy per source
+    cfg.receive_delay_ns = 200000;
+    Collective op(c, cfg);
+    DevBuf in(20000 * 2), out(20000 * 2 * 8);
+    WEAVE_CHECK_CUDA(cudaMemset(in.p, 0, in.bytes));
+    StreamHolder st;
+    for (int k = 0; k < 8; ++k) op.run(in.p, out.as<char>() + k * 40000, 20000, st.s);
+    WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+    try {
+      op.check();
+      std::vector<uint16_t> host(20000 * 8);
+      WEAVE_CHECK_CUDA(cudaMemcpy(host.data(), out.p, out.bytes, cudaMemcpyDeviceToHost));
+      for (auto v : host) wrong += v != 0;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kTimeout) << e.what();
+      if (c.rank() == c.world_size() - 1)
+        EXPECT_NE(e.message().find("overwritten before it was read"), std::string::npos) << e.message();
+      ++caught;
+    }
+    c.barrier();
+  });
+  EXPECT_GT(caught.load() + wrong.load(), 0)
+      << "negative control: with one LL copy per source and a slow receiver the run must fail";
+  std::printf("[ INFO     ] ll negative control: %d rank(s) timed out, %d wrong elements\n", caught.load(), wrong.load());
+}
+
 TEST(FlowControl, EpochsWrapAroundTwoToThe32) {
   WEAVE_REQUIRE_GPUS(2);
   struct Case {
@@ -192,6 +253,8 @@ TEST(FlowControl, EpochsWrapAroundTwoToThe32) {
       {CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPush},    {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kOneShot},
       {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kTwoShot}, {CollectiveOp::kAllReduce, Transport::kCe, Algorithm::kTwoShot},
       {CollectiveOp::kReduceScatter, Transport::kLsa, Algorithm::kPush},
+      {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kLowLatency}, {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency},
+      {CollectiveOp::kReduceScatter, Transport::kLsa, Algorithm::kLowLatency},
   };
   for (const Case& cs : cases) {
     Sequence s;
@@ -212,9 +275,11 @@ TEST(FlowControl, AMissingRankTimesOutNamingRankPeerFlagAndEpochs) {
   CommOptions o;
   o.timeout_s = 1.0;
   auto comms = Communicator::create_local(devices, o);
-  for (auto [t, a, flag] : {std::tuple{Transport::kLsa, Algorithm::kPush, "credit"},
-                            std::tuple{Transport::kLsa, Algorithm::kPull, "data-ready flag"},
-                            std::tuple{Transport::kCe, Algorithm::kPush, "credit"}}) {
+  for (auto [t, a, flag, expected] :
+       {std::tuple{Transport::kLsa, Algorithm::kPush, "credit", "expected epoch >= 1"},
+        std::tuple{Transport::kLsa, Algorithm::kPull, "data-ready flag", "expected epoch >= 1"},
+        std::tuple{Transport::kLsa, Algorithm::kLowLatency, "ll data line", "expected line flag 1"},
+        std::tuple{Transport::kCe, Algorithm::kPush, "credit", "expected epoch >= 1"}}) {
     std::atomic<int> timeouts{0};
     std::atomic<bool> rank0_done{false};
     run_per_rank(comms, [&](Communicator& c) {
@@ -240,7 +305,7 @@ TEST(FlowControl, AMissingRankTimesOutNamingRankPeerFlagAndEpochs) {
           ADD_FAILURE() << to_string(t) << ": no timeout recorded";
         } catch (const Error& e) {
           EXPECT_EQ(e.status(), Status::kTimeout);
-          for (const char* part : {"rank 0", "peer 1", flag, "expected epoch >= 1", "seen 0"})
+          for (const char* part : {"rank 0", "peer 1", flag, expected, "seen 0"})
             EXPECT_NE(e.message().find(part), std::string::npos) << part << " missing from: " << e.message();
           ++timeouts;
         }

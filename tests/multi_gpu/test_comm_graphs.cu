@@ -18,25 +18,6 @@ struct GraphCase {
   int replays;
 };
 
-void encode(std::vector<uint8_t>& dst, CollectiveOp op, DType d, int rank, size_t elems, uint32_t variant) {
-  const size_t esz = op == CollectiveOp::kAllGather ? 1 : dtype_bytes(d);
-  dst.resize(elems * esz);
-  for (size_t j = 0; j < elems; ++j) {
-    if (op == CollectiveOp::kAllGather) {
-      dst[j] = byte_value(rank, j, variant);
-      continue;
-    }
-    const float f = small_value(rank, j, variant);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if (d == DType::kF32) std::memcpy(&dst[j * 4], &u, 4);
-    else {
-      const uint16_t b = static_cast<uint16_t>(u >> 16);
-      std::memcpy(&dst[j * 2], &b, 2);
-    }
-  }
-}
-
 }  // namespace
 
 TEST(CommGraphs, EveryTransportReplaysWithInputsChangedBetweenReplays) {
@@ -55,6 +36,9 @@ TEST(CommGraphs, EveryTransportReplaysWithInputsChangedBetweenReplays) {
       {CollectiveOp::kAllReduce, Transport::kCe, Algorithm::kTwoShot, 300},
       {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kOneShot, 1000},
       {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kTwoShot, 1000},
+      {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency, 1000},
+      {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kLowLatency, 1000},
+      {CollectiveOp::kReduceScatter, Transport::kLsa, Algorithm::kLowLatency, 300},
   };
   constexpr int kCallsPerGraph = 3, kVariants = 4;
   const DType dtype = DType::kBF16;
@@ -78,25 +62,12 @@ TEST(CommGraphs, EveryTransportReplaysWithInputsChangedBetweenReplays) {
       DevBuf variants(in_bytes * kVariants), ins(in_bytes * kCallsPerGraph), outs(out_bytes * kCallsPerGraph);
       std::vector<uint8_t> host;
       for (int v = 0; v < kVariants; ++v) {
-        encode(host, gc.op, dtype, r, in_elems, v);
+        encode_input(host, gc.op, dtype, r, in_elems, v);
         WEAVE_CHECK_CUDA(cudaMemcpy(variants.as<char>() + v * in_bytes, host.data(), in_bytes, cudaMemcpyHostToDevice));
       }
       // Expected outputs per variant.
-      std::vector<std::vector<uint8_t>> expect(kVariants, std::vector<uint8_t>(out_bytes));
-      for (int v = 0; v < kVariants; ++v)
-        for (size_t i = 0; i < out_elems; ++i) {
-          if (gc.op == CollectiveOp::kAllGather) {
-            expect[v][i] = byte_value(static_cast<int>(i / count), i % count, v);
-            continue;
-          }
-          const size_t gi = gc.op == CollectiveOp::kReduceScatter ? r * count + i : i;
-          float sum = 0;
-          for (int q = 0; q < w; ++q) sum += small_value(q, gi, v);
-          uint32_t u;
-          std::memcpy(&u, &sum, 4);
-          const uint16_t b = static_cast<uint16_t>(u >> 16);
-          std::memcpy(&expect[v][i * 2], &b, 2);
-        }
+      std::vector<std::vector<uint8_t>> expect;
+      for (int v = 0; v < kVariants; ++v) expect.push_back(expected_output(gc.op, dtype, r, w, count, v));
       StreamHolder st;
       cudaGraph_t graph = nullptr;
       cudaGraphExec_t exec = nullptr;

@@ -93,6 +93,7 @@ TEST(CommMultiProcessChild, Run) {
   for (const Case& cs : {Case{CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPush},
                          Case{CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPush},
                          Case{CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kTwoShot},
+                         Case{CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency},
                          Case{CollectiveOp::kAllReduce, Transport::kCe, Algorithm::kOneShot},
                          Case{CollectiveOp::kReduceScatter, Transport::kNccl, Algorithm::kNcclDefault}}) {
     CollectiveConfig cfg;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/registry.hpp"
+#include "comm/kernels.hpp"
 #include "comm/op_layout.hpp"
 #include "comm/protocol.hpp"
 #include "common/check.hpp"
@@ -76,7 +77,7 @@ int run_plan_comm(const PlanCommOptions& o) {
   }
   auto alg = parse_algorithm(o.algorithm);
   WEAVE_EXPECT_ARG(alg.has_value(), "--algorithm '" << o.algorithm
-                                                    << "': expected auto, push, pull, one-shot, two-shot, nccl, nccl-ce");
+                                                    << "': expected auto, push, pull, one-shot, two-shot, ll, nccl, nccl-ce");
   in.algorithm = *alg;
   // --bytes follows nccl-tests: all-gather = output bytes, reduce-scatter = input bytes.
   const size_t total = parse_bytes(o.bytes);
@@ -100,6 +101,7 @@ int run_plan_comm(const PlanCommOptions& o) {
               std::string(to_string(plan.algorithm)).c_str(), plan.fell_back ? " (fallback)" : "");
   std::printf("reason: %s\n", plan.reason.c_str());
   comm::OpShape shape{*op, plan.algorithm, o.world, esz, count, o.max_blocks};
+  shape.ll_max_count = comm::ll_max_count_for(plan.transport, plan.algorithm, count, esz);
   WindowLayout layout;
   const comm::OpOffsets off = comm::add_op_regions(layout, "op", shape);
   std::printf("window (max_count = this size): %s\n", human(layout.total_bytes()).c_str());
@@ -108,7 +110,13 @@ int run_plan_comm(const PlanCommOptions& o) {
                 human(r.bytes).c_str());
   if (plan.transport == Transport::kNccl) return 0;
   std::string per_call;
-  if (*op == CollectiveOp::kAllReduce) {
+  const bool ll = plan.algorithm == Algorithm::kLowLatency || (plan.algorithm == Algorithm::kAuto && off.ll_max_count >= count);
+  if (ll) {
+    per_call = "ll: flag-in-data lines (8 payload bytes per 16-byte store) straight into every peer's LL buffer, "
+               "one kernel, no fence; the receiver polls the lines";
+    if (plan.algorithm == Algorithm::kAuto)
+      per_call += " (auto: ll up to " + human(comm::kLLAutoMaxBytes) + " per peer)";
+  } else if (*op == CollectiveOp::kAllReduce) {
     const bool one = plan.algorithm == Algorithm::kOneShot ||
                      (plan.algorithm == Algorithm::kAuto && count <= off.oneshot_max_count);
     per_call = one ? "one-shot: push the whole input to every peer's staging slot, reduce all ranks in rank order"
@@ -122,7 +130,10 @@ int run_plan_comm(const PlanCommOptions& o) {
     per_call = "push: block q of the input to owner q's staging slot; the owner reduces in rank order";
   }
   std::printf("per call: %s\n", per_call.c_str());
-  if (plan.transport == Transport::kLsa) {
+  if (plan.transport == Transport::kLsa && ll) {
+    std::printf("lsa grid: %d CTAs x 512 threads (one 8-byte unit per thread, at most %d)\n",
+                comm::ll_blocks_for(count * esz, o.max_blocks), o.max_blocks);
+  } else if (plan.transport == Transport::kLsa) {
     const size_t moved = *op == CollectiveOp::kAllReduce && per_call.rfind("two", 0) == 0
                              ? comm::max_owner_chunk(count, o.world, comm::kVecBytes / esz) * esz
                              : in.bytes;
@@ -142,7 +153,7 @@ void add_plan_comm(CLI::App& plan) {
   c->add_option("--world", opts->world, "ranks")->check(CLI::Range(1, 8))->capture_default_str();
   c->add_option("--bytes", opts->bytes, "size, nccl-tests convention (K/M/G suffixes)")->capture_default_str();
   c->add_option("--transport", opts->transport, "auto | nccl | ce | lsa")->capture_default_str();
-  c->add_option("--algorithm", opts->algorithm, "auto | push | pull | one-shot | two-shot | nccl | nccl-ce")
+  c->add_option("--algorithm", opts->algorithm, "auto | push | pull | one-shot | two-shot | ll | nccl | nccl-ce")
       ->capture_default_str();
   c->add_option("--dtype", opts->dtype, "reduction dtype: bf16 | fp32")->capture_default_str();
   c->add_option("--lsa-team", opts->lsa_team, "ranks in one NVLink domain with each rank (default: world)");

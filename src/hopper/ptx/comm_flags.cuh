@@ -45,6 +45,25 @@ __device__ __forceinline__ uint32_t atom_inc_acq_rel_gpu_u32(uint32_t* p, uint32
   return old;
 }
 
+// st.volatile.global.v4.u32: one 16-byte store of a low-latency (LL) line {data, flag, data, flag}.
+// The protocol relies only on each 8-byte half {data, flag} arriving whole (docs/memory_ordering.md
+// "ll-flag-in-data"); volatile keeps the compiler from merging, splitting or caching it.
+__device__ __forceinline__ void st_volatile_v4_u32(void* p, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d)
+               : "memory");
+}
+
+// ld.volatile.global.v4.u32: re-reads a 16-byte LL line from memory on every call (never a cached
+// copy), so a polling loop sees a peer's store when it lands.
+__device__ __forceinline__ uint4 ld_volatile_v4_u32(const void* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+
 // mov.u64 %globaltimer: nanoseconds, for bounding spin-waits.
 __device__ __forceinline__ uint64_t globaltimer_ns() {
   uint64_t t;

@@ -3,6 +3,7 @@
 // controls. Named after the instruction. (Namespace kept from their first home in src/gemv.)
 #pragma once
 #include <cstdint>
+#include "hopper/ptx/griddepcontrol.cuh"
 
 namespace weave::detail::gemv::ptx {
 
@@ -64,14 +65,8 @@ __device__ __forceinline__ void cp_async_ca_shared_global_8(uint32_t dst, const 
 // cp.async.wait_all: waits until every cp.async this thread issued has landed in shared memory.
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
-// griddepcontrol.wait: blocks until the grids this one depends on (programmatic dependent launch)
-// have completed and their memory operations are visible; a no-op without such a dependency.
-__device__ __forceinline__ void griddepcontrol_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-
-// griddepcontrol.launch_dependents: lets the dependent grid be scheduled once every CTA of this
-// grid has issued it (or exited); a no-op without a dependent.
-__device__ __forceinline__ void griddepcontrol_launch_dependents() {
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-}
+// Programmatic dependent launch (griddepcontrol.cuh, shared with the collective kernels).
+using ::weave::ptx::griddepcontrol_launch_dependents;
+using ::weave::ptx::griddepcontrol_wait;
 
 }  // namespace weave::detail::gemv::ptx

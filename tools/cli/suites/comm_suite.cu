@@ -119,7 +119,12 @@ struct Arm {
   bool ceiling = false;  // the peer-copy ceiling row
   CollectiveConfig cfg;
   bool window = true;    // run on the op's window buffers
+  size_t max_size = 0;   // skip sizes above this (0: none); the ll arm, whose lines double the bytes
 };
+
+// The explicit ll arm runs up to here (the auto choice switches to the bandwidth protocols far
+// below; larger ll calls would only show the doubled bytes, at a window twice the payload).
+constexpr size_t kLLArmMaxSize = size_t(4) << 20;
 
 std::vector<Arm> arms_for(CollectiveOp op, DType dtype, int world) {
   auto make = [&](std::string name, std::optional<Transport> t, Algorithm a, bool nccl, bool window) {
@@ -147,17 +152,22 @@ std::vector<Arm> arms_for(CollectiveOp op, DType dtype, int world) {
     }
     arms.push_back(make("lsa-push", Transport::kLsa, Algorithm::kPush, false, true));
     arms.push_back(make("lsa-pull", Transport::kLsa, Algorithm::kPull, false, true));
+    arms.push_back(make("lsa-ll", Transport::kLsa, Algorithm::kLowLatency, false, true));
     Arm ceil = make("peer-copy", Transport::kCe, Algorithm::kPush, false, true);
     ceil.ceiling = true;
     if (world >= 2) arms.push_back(ceil);
   } else if (op == CollectiveOp::kReduceScatter) {
     arms.push_back(make("ce", Transport::kCe, Algorithm::kPush, false, true));
     arms.push_back(make("lsa", Transport::kLsa, Algorithm::kPush, false, true));
+    arms.push_back(make("lsa-ll", Transport::kLsa, Algorithm::kLowLatency, false, true));
   } else {
     arms.push_back(make("ce-2shot", Transport::kCe, Algorithm::kTwoShot, false, true));
     arms.push_back(make("lsa-1shot", Transport::kLsa, Algorithm::kOneShot, false, true));
     arms.push_back(make("lsa-2shot", Transport::kLsa, Algorithm::kTwoShot, false, true));
+    arms.push_back(make("lsa-ll", Transport::kLsa, Algorithm::kLowLatency, false, true));
   }
+  for (auto& a : arms)
+    if (a.cfg.algorithm == Algorithm::kLowLatency) a.max_size = kLLArmMaxSize;
   return arms;
 }
 
@@ -213,8 +223,12 @@ int run_comm(const BenchOptions& common, const CommOptionsCli& opt) {
     };
     const size_t max_count = count_of(sizes.back());
     std::vector<Arm> arms = arms_for(op, *dtype, world);
+    auto runs_at = [&](const Arm& a, size_t size) { return a.max_size == 0 || size <= a.max_size; };
     for (auto& a : arms) {
-      a.cfg.max_count = max_count;
+      size_t largest = 0;
+      for (size_t size : sizes)
+        if (runs_at(a, size)) largest = size;
+      a.cfg.max_count = count_of(largest == 0 ? sizes.front() : largest);
       a.cfg.max_blocks = opt.lsa_blocks;
     }
     std::vector<std::vector<RankResult>> results(sizes.size(), std::vector<RankResult>(world));
@@ -277,7 +291,10 @@ int run_comm(const BenchOptions& common, const CommOptionsCli& opt) {
         };
         RankResult& rr = results[si][r];
         rr.wrong.assign(arms.size(), 0);
+        std::vector<size_t> timed_arm;  // arm index of each timed entry (arms above their max_size are skipped)
         for (size_t a = 0; a < arms.size(); ++a) {
+          if (!runs_at(arms[a], sizes[si])) continue;
+          timed_arm.push_back(a);
           Collective* coll = colls[a].get();
           auto [in, out] = io[a];
           bench::Arm arm;
@@ -308,8 +325,10 @@ int run_comm(const BenchOptions& common, const CommOptionsCli& opt) {
         const size_t bytes = sizes[si];
         tc.calls_per_graph = std::max(1, std::min(common.calls_per_graph, bytes >= (size_t(256) << 20) ? 5 : common.calls_per_graph));
         tc.align = [&c](cudaStream_t) { c.barrier(); };
-        rr.timings = bench::time_alternating(timed, tc, stream);
-        for (size_t a = 0; a < arms.size(); ++a) rr.wrong[a] += validate(a);
+        const std::vector<bench::Timing> got = bench::time_alternating(timed, tc, stream);
+        rr.timings.assign(arms.size(), bench::Timing{});  // NaN: not run at this size
+        for (size_t k = 0; k < timed_arm.size(); ++k) rr.timings[timed_arm[k]] = got[k];
+        for (size_t a : timed_arm) rr.wrong[a] += validate(a);
         c.barrier();
       }
       cudaStreamDestroy(stream);
@@ -337,6 +356,7 @@ int run_comm(const BenchOptions& common, const CommOptionsCli& opt) {
       for (size_t a = 0; a < arms.size(); ++a)
         if (arms[a].ceiling) ceiling_busbw = count * esz / (per_arm[a].median_us * 1e3);
       for (size_t a = 0; a < arms.size(); ++a) {
+        if (!runs_at(arms[a], sizes[si])) continue;
         bench::Row row;
         row.shape = size_name(size_bytes);
         row.quant = std::string(to_string(op)) + (ag ? "" : " " + std::string(to_string(*dtype)));
@@ -360,7 +380,8 @@ int run_comm(const BenchOptions& common, const CommOptionsCli& opt) {
       auto best_weave = [&](const char* prefix) {
         double t = 1e300;
         for (size_t a = 0; a < arms.size(); ++a)
-          if (!arms[a].nccl && !arms[a].ceiling && arms[a].name.rfind(prefix, 0) == 0) t = std::min(t, per_arm[a].median_us);
+          if (!arms[a].nccl && !arms[a].ceiling && runs_at(arms[a], sizes[si]) && arms[a].name.rfind(prefix, 0) == 0)
+            t = std::min(t, per_arm[a].median_us);
         return t;
       };
       const double weave_t = std::min(best_weave("ce"), best_weave("lsa"));
