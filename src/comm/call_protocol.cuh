@@ -36,7 +36,9 @@ __device__ inline bool begin_call(const ProtoArgs& p, CallEpoch* call, Prefetch&
   if (threadIdx.x == 0) {
     bad = aborted(p);
     s_epoch = *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) + 1u;
-    if (gridDim.x > 1) call->ticket = ptx::atom_inc_acq_rel_gpu_u32(ctrl_word(p, kCtrlDoneCount), gridDim.x - 1);
+    // Release, not acq_rel: the acquire half would hold back every later load and store of this
+    // thread (its sends) until the atomic's round trip ends; end_call fences before acting.
+    if (gridDim.x > 1) call->ticket = ptx::atom_inc_release_gpu_u32(ctrl_word(p, kCtrlDoneCount), gridDim.x - 1);
   }
   prefetch();
   if (__syncthreads_or(bad)) return false;
@@ -79,8 +81,13 @@ __device__ inline bool wait_peers(const ProtoArgs& p, int phase, uint32_t e, Fla
 // docs/memory_ordering.md "epoch-election": the CTA that drew the last ticket stores the epoch
 // (every CTA has read the old one before drawing its ticket); a one-CTA grid stores it directly.
 __device__ inline void end_call(const ProtoArgs& p, const CallEpoch& call) {
-  if (threadIdx.x == 0 && (gridDim.x == 1 || call.ticket == gridDim.x - 1))
+  if (threadIdx.x != 0) return;
+  if (gridDim.x == 1) {
     *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) = call.e;
+  } else if (call.ticket == gridDim.x - 1) {
+    ptx::fence_acq_rel_gpu();  // acquire side of the election: every CTA's epoch read is before this
+    *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) = call.e;
+  }
 }
 
 // Launches an lsa kernel (every one starts with begin_call) with programmatic stream

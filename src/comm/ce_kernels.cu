@@ -33,6 +33,7 @@ __global__ void init_op_kernel(const Proto p, uint32_t initial) {
     ctrl[kCtrlEpoch] = initial;
     ctrl[kCtrlAborted] = 0;
     ctrl[kCtrlDoneCount] = 0;
+    for (int s = 0; s < 8; ++s) ctrl[kCtrlTrigger + s] = 0;
   }
 }
 
@@ -49,13 +50,38 @@ __global__ void ce_enter_kernel(const Proto p, uint32_t lag, int use_credits) {
   if (use_credits) exchange_credits(p, s_epoch, lag);
 }
 
-__global__ void ce_arrive_kernel(const Proto p, int phase) {
+// ce pull, device-triggered (docs/memory_ordering.md "ce-device-trigger"): e = epoch + 1
+// (stored); flag[0] = e at every peer ("my block is readable": my earlier stream work, which wrote
+// it, is complete); wait for every peer's flag[0] >= e (bounded; skipped in the negative control,
+// flow_control = 0); then store trigger[s] = 1 for every copy stream, which is waiting on it with
+// cuStreamWaitValue32. The triggers are stored on every path, aborted ones included: those waits
+// have no bound of their own, and the copies only read peers' windows into this rank's output.
+__global__ void ce_pull_enter_kernel(const Proto p) {
+  __shared__ uint32_t s_epoch;
+  const int t = threadIdx.x, w = p.win.world, r = p.win.rank;
+  bool bad = false;
+  if (t == 0) {
+    bad = aborted(p);
+    s_epoch = *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) + 1u;
+    if (!bad) *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) = s_epoch;
+  }
+  bad = __syncthreads_or(bad);
+  const uint32_t e = s_epoch;
+  if (!bad && t < w && t != r) {
+    publish(flag_slot(p, t, 0, r, 0), e);
+    if (p.flow_control) wait_reached(p, flag_slot(p, r, 0, t, 0), e, t, 0, FlagKind::kReady);
+  }
+  __syncthreads();
+  if (t >= 1 && t < w) ptx::st_release_sys_u32(ctrl_word(p, kCtrlTrigger + t - 1), 1u);
+}
+
+__global__ void ce_arrive_kernel(const Proto p, int phase, FlagKind kind) {
   const int t = threadIdx.x, w = p.win.world, r = p.win.rank;
   if (aborted(p)) return;
   const uint32_t e = *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch));
   if (t < w && t != r) {
     publish(flag_slot(p, t, phase, r, 0), e);
-    wait_reached(p, flag_slot(p, r, phase, t, 0), e, t, phase, FlagKind::kArrival);
+    wait_reached(p, flag_slot(p, r, phase, t, 0), e, t, phase, kind);
   }
 }
 
@@ -100,13 +126,18 @@ void launch_init_op(const Proto& p, uint32_t initial_epoch, cudaStream_t stream)
   WEAVE_CHECK_LAUNCH();
 }
 
+void launch_ce_pull_enter(const Proto& p, cudaStream_t stream) {
+  ce_pull_enter_kernel<<<1, 32, 0, stream>>>(p);
+  WEAVE_CHECK_LAUNCH();
+}
+
 void launch_ce_enter(const Proto& p, uint32_t credit_lag, bool use_credits, cudaStream_t stream) {
   ce_enter_kernel<<<1, 32, 0, stream>>>(p, credit_lag, use_credits ? 1 : 0);
   WEAVE_CHECK_LAUNCH();
 }
 
-void launch_ce_arrive(const Proto& p, int phase, cudaStream_t stream) {
-  ce_arrive_kernel<<<1, 32, 0, stream>>>(p, phase);
+void launch_ce_arrive(const Proto& p, int phase, cudaStream_t stream, FlagKind kind) {
+  ce_arrive_kernel<<<1, 32, 0, stream>>>(p, phase, kind);
   WEAVE_CHECK_LAUNCH();
 }
 

@@ -129,6 +129,12 @@ void Collective::Impl::attach(std::shared_ptr<SymmetricWindow> window, const com
     cudaStreamDestroy(init);
     WEAVE_CHECK_CUDA(st);
     if (plan.transport == Transport::kCe) {
+      // Checked on every rank, then agreed: a rank without stream memory ops must not leave the
+      // others waiting in their first call.
+      std::string why;
+      if (plan.algorithm == Algorithm::kPull) why = comm::StreamMemOps::unsupported_reason(c.device());
+      c.agree_ok(why.empty(), "ce pull (device-triggered copies)", why);
+      if (plan.algorithm == Algorithm::kPull) mem_ops = std::make_unique<comm::StreamMemOps>(c.device());
       WEAVE_CHECK_CUDA(cudaEventCreateWithFlags(&fork_event, cudaEventDisableTiming));
       for (int s = 1; s < c.world_size(); ++s) {
         cudaStream_t ps = nullptr;
@@ -370,6 +376,10 @@ void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStrea
   rc.staging = off.staging;
   rc.slot_bytes = off.slot_bytes;
   rc.slots = 1;  // fixed slot: see the file comment
+  if (cfg.op == CollectiveOp::kAllGather && plan.algorithm == Algorithm::kPull) {
+    run_ce_pull_all_gather(ci, co, bytes, stream);
+    return;
+  }
   comm::launch_ce_enter(proto, /*credit_lag=*/0, /*use_credits=*/true, stream);
   switch (cfg.op) {
     case CollectiveOp::kAllGather: {
@@ -444,6 +454,43 @@ void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStrea
       return;
     }
   }
+}
+
+// ce pull all-gather, device-triggered (docs/memory_ordering.md "ce-device-trigger"):
+//   main:  [stage in -> my window] -> fork -> pull_enter (ready flags; then trigger[s] = 1)
+//   copy s (peer q): wait trigger[s] == 1 -> trigger[s] = 0 -> memcpy q's block -> out[q]
+//   main:  [in -> out[r]] -> join -> arrive(1) ("done reading": peers may reuse their blocks)
+// Each copy starts when the enter kernel stores its trigger, not when a kernel boundary and an
+// event let it; the trigger words are local and always stored, so no wait depends on a peer.
+void Collective::Impl::run_ce_pull_all_gather(const char* in, char* out, size_t bytes, cudaStream_t stream) {
+  const int w = comm->world_size(), r = comm->rank();
+  const WindowHandle& h = win->handle();
+  // Where every rank's block lies in its window (symmetric offsets): in place with `out` in the
+  // window, its block of `out`; else `in` itself if it is in the window; else staged.
+  uint64_t src_off = 0, src_stride = 0;
+  if (in == out + r * bytes && win->contains(out, w * bytes)) {
+    src_off = offset_of(out);
+    src_stride = bytes;
+  } else if (in != out + r * bytes && win->contains(in, bytes)) {
+    src_off = offset_of(in);
+  } else {
+    src_off = off.input;
+    WEAVE_CHECK_CUDA(cudaMemcpyAsync(win->local() + off.input, in, bytes, cudaMemcpyDeviceToDevice, stream));
+  }
+  ce_fork(stream);
+  comm::launch_ce_pull_enter(proto, stream);
+  uint32_t* trigger = reinterpret_cast<uint32_t*>(win->local() + off.control) + comm::kCtrlTrigger;
+  for (int s = 1; s < w; ++s) {
+    const int q = comm::peer_at(r, s, w);
+    cudaStream_t ps = peer_streams[s - 1];
+    mem_ops->wait_eq(ps, trigger + s - 1, 1u);
+    mem_ops->write(ps, trigger + s - 1, 0u);
+    WEAVE_CHECK_CUDA(cudaMemcpyAsync(out + q * bytes, h.base[q] + src_off + q * src_stride, bytes,
+                                     cudaMemcpyDeviceToDevice, ps));
+  }
+  if (in != out + r * bytes) WEAVE_CHECK_CUDA(cudaMemcpyAsync(out + r * bytes, in, bytes, cudaMemcpyDeviceToDevice, stream));
+  ce_join(stream);
+  comm::launch_ce_arrive(proto, 1, stream, comm::FlagKind::kDone);
 }
 
 // --- public forwarding ---

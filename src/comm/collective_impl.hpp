@@ -9,6 +9,7 @@
 #include "comm/device_error.hpp"
 #include "comm/kernels.hpp"
 #include "comm/op_layout.hpp"
+#include "comm/stream_mem_ops.hpp"
 #include "weave/collectives.hpp"
 
 namespace weave {
@@ -27,6 +28,7 @@ struct Collective::Impl {
   std::vector<cudaStream_t> peer_streams;      // ce: one per peer step
   std::vector<cudaEvent_t> join_events;        // ce: one per peer step
   cudaEvent_t fork_event = nullptr;
+  std::unique_ptr<comm::StreamMemOps> mem_ops;  // ce pull: the copy streams wait on kernel-stored triggers
   uint64_t self_test_seed = 0x5eed;
 
   // Construction in two steps, so several ops can share one window: the constructor validates,
@@ -48,6 +50,7 @@ struct Collective::Impl {
   void run_nccl(const void* in, void* out, size_t count, cudaStream_t stream);
   void run_lsa(const void* in, void* out, size_t count, cudaStream_t stream);
   void run_ce(const void* in, void* out, size_t count, cudaStream_t stream);
+  void run_ce_pull_all_gather(const char* in, char* out, size_t bytes, cudaStream_t stream);
   bool use_one_shot(size_t count) const;
   bool use_ll(size_t count) const;
   uint64_t offset_of(const void* p) const { return static_cast<uint64_t>(static_cast<const char*>(p) - win->local()); }

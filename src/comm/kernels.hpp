@@ -69,7 +69,10 @@ void launch_lsa_all_reduce_two_shot(const LsaCall& c, DType dtype, cudaStream_t 
 // ce protocol: enter (epoch + 1, publish ready, wait credits >= e - lag) and arrive (publish
 // phase flag e after the copies, wait every peer's).
 void launch_ce_enter(const Proto& p, uint32_t credit_lag, bool use_credits, cudaStream_t stream);
-void launch_ce_arrive(const Proto& p, int phase, cudaStream_t stream);
+void launch_ce_arrive(const Proto& p, int phase, cudaStream_t stream, FlagKind kind = FlagKind::kArrival);
+// ce pull all-gather, device-triggered: enter (epoch + 1; "block readable" flag to peers; wait
+// theirs) then store trigger word kCtrlTrigger + s - 1 = 1 for copy stream s (ce_kernels.cu).
+void launch_ce_pull_enter(const Proto& p, cudaStream_t stream);
 // Local reduction of the staged slots of the current call (rank order, fp32 accumulation):
 // dst[i] = sum_s (s == rank ? own[i] : staging[slot(e)][s][i]) for i in [0, count).
 struct ReduceCall {

@@ -98,8 +98,8 @@ Algorithm resolve(const PlanInputs& in, Transport t) {
   switch (in.op) {
     case CollectiveOp::kAllGather:
       if (a == Algorithm::kAuto) return lsa ? Algorithm::kAuto : Algorithm::kPush;
-      WEAVE_EXPECT_ARG(a == Algorithm::kPush || (a == Algorithm::kPull && lsa),
-                       bad.str() << " (all-gather: push; pull and ll over lsa only)");
+      WEAVE_EXPECT_ARG(a == Algorithm::kPush || a == Algorithm::kPull,
+                       bad.str() << " (all-gather: push, pull (ce: device-triggered); ll over lsa only)");
       return a;
     case CollectiveOp::kReduceScatter:
       if (a == Algorithm::kAuto) return lsa ? Algorithm::kAuto : Algorithm::kPush;

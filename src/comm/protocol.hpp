@@ -97,6 +97,8 @@ inline constexpr int kFlagPhases = 2;  // e.g. two-shot: reduce-scatter leg, all
 inline constexpr int kCtrlEpoch = 0;      // last completed call epoch
 inline constexpr int kCtrlAborted = 1;    // nonzero after a timed-out wait: skip all waits
 inline constexpr int kCtrlDoneCount = 2;  // last-CTA election counter (atomicInc wraps to 0)
+inline constexpr int kCtrlTrigger = 8;    // ce pull: words 8 .. 8 + world - 2, one per copy stream
 inline constexpr size_t kControlBytes = 256;
+static_assert((kCtrlTrigger + 8) * 4 <= kControlBytes, "the trigger words fit the control region");
 
 }  // namespace weave::comm

@@ -118,8 +118,11 @@ TEST(CommPlan, CompiledOutTransportsRaiseNamingTheOption) {
 TEST(CommPlan, AlgorithmsAnOpDoesNotImplementAreRefused) {
   auto in = inputs(CollectiveOp::kAllGather, 1 << 20);
   in.transport = Transport::kCe;
-  in.algorithm = Algorithm::kPull;
+  in.algorithm = Algorithm::kPull;  // ce pull: device-triggered copies
+  EXPECT_EQ(plan_collective(in).algorithm, Algorithm::kPull);
+  in.algorithm = Algorithm::kTwoShot;
   EXPECT_EQ(error_of(in).status(), Status::kInvalidArgument);
+  in.algorithm = Algorithm::kPull;
   in.transport = Transport::kLsa;
   EXPECT_EQ(plan_collective(in).algorithm, Algorithm::kPull);
   in.algorithm = Algorithm::kOneShot;

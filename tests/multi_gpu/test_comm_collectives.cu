@@ -35,6 +35,7 @@ const Combo kCombos[] = {
     {CollectiveOp::kAllGather, Transport::kNccl, Algorithm::kNcclDefault},
     {CollectiveOp::kAllGather, Transport::kNccl, Algorithm::kNcclCopyEngine},
     {CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPush},
+    {CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPull},
     {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPush},
     {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPull},
     {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kLowLatency},
@@ -192,6 +193,7 @@ TEST(Collectives, SelfTestLargeSizes) {
   const size_t mb256 = size_t(256) << 20;
   self_test_sizes({CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPush}, DType::kBF16, {mb256 + 1});
   self_test_sizes({CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPush}, DType::kBF16, {mb256 + 1});
+  self_test_sizes({CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPull}, DType::kBF16, {mb256 + 1});
   // copy engines + SM stores sharing each block (odd sizes: the SM part ends on a 16-byte boundary)
   self_test_sizes({CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPush}, DType::kBF16,
                   {(size_t(1) << 20) + 3, (size_t(64) << 20) + 1}, 0.3);

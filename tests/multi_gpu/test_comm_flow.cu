@@ -163,6 +163,8 @@ TEST(FlowControl, DelayedRankBackToBackReductionsStayCorrect) {
       {CollectiveOp::kReduceScatter, Transport::kLsa, Algorithm::kPush, DType::kF32, false},
       {CollectiveOp::kReduceScatter, Transport::kCe, Algorithm::kPush, DType::kBF16, true},
       {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPull, DType::kBF16, false},
+      {CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPull, DType::kBF16, false},
+      {CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPull, DType::kBF16, true},
       {CollectiveOp::kAllReduce, Transport::kNccl, Algorithm::kNcclDefault, DType::kBF16, false},
       {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency, DType::kBF16, false},
       {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency, DType::kF32, true},
@@ -241,6 +243,28 @@ TEST(FlowControl, LowLatencyLinesAreNotOverwrittenBeforeTheyAreReadAndTheNegativ
   std::printf("[ INFO     ] ll negative control: %d rank(s) timed out, %d wrong elements\n", caught.load(), wrong.load());
 }
 
+// ce pull: a copy engine reads a peer's block only after the peer said it is written (its ready
+// flag, waited on by the kernel that triggers the copy). With that wait skipped (negative
+// control) a slow caller's block is read before it is staged, and the outputs must be wrong.
+TEST(FlowControl, CePullReadsABlockOnlyAfterItsOwnerSaysReadyAndTheNegativeControlDoesNot) {
+  WEAVE_REQUIRE_GPUS(2);
+  Sequence s;
+  s.op = CollectiveOp::kAllGather;
+  s.transport = Transport::kCe;
+  s.algorithm = Algorithm::kPull;
+  s.count = (1 << 20) + 48;
+  s.calls = 16;
+  s.window_out = false;  // caller buffers: every block is staged into its owner's window per call
+  s.slow_caller_ns = 300000;
+  EXPECT_EQ(total(run_sequence(s)), 0) << "ce pull, ready flags on, slow caller";
+  s.flow_control = false;
+  const auto without = run_sequence(s);
+  EXPECT_GT(without.front(), 0) << "negative control: without the ready wait the fast rank must read the slow "
+                                   "rank's block before it is staged";
+  std::printf("[ INFO     ] ce pull negative control (ready wait skipped): %lld wrong bytes on rank 0\n",
+              static_cast<long long>(without.front()));
+}
+
 TEST(FlowControl, EpochsWrapAroundTwoToThe32) {
   WEAVE_REQUIRE_GPUS(2);
   struct Case {
@@ -251,6 +275,7 @@ TEST(FlowControl, EpochsWrapAroundTwoToThe32) {
   const Case cases[] = {
       {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPush},   {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPull},
       {CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPush},    {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kOneShot},
+      {CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPull},
       {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kTwoShot}, {CollectiveOp::kAllReduce, Transport::kCe, Algorithm::kTwoShot},
       {CollectiveOp::kReduceScatter, Transport::kLsa, Algorithm::kPush},
       {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kLowLatency}, {CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency},
@@ -279,7 +304,8 @@ TEST(FlowControl, AMissingRankTimesOutNamingRankPeerFlagAndEpochs) {
        {std::tuple{Transport::kLsa, Algorithm::kPush, "credit", "expected epoch >= 1"},
         std::tuple{Transport::kLsa, Algorithm::kPull, "data-ready flag", "expected epoch >= 1"},
         std::tuple{Transport::kLsa, Algorithm::kLowLatency, "ll data line", "expected line flag 1"},
-        std::tuple{Transport::kCe, Algorithm::kPush, "credit", "expected epoch >= 1"}}) {
+        std::tuple{Transport::kCe, Algorithm::kPush, "credit", "expected epoch >= 1"},
+        std::tuple{Transport::kCe, Algorithm::kPull, "data-ready flag", "expected epoch >= 1"}}) {
     std::atomic<int> timeouts{0};
     std::atomic<bool> rank0_done{false};
     run_per_rank(comms, [&](Communicator& c) {

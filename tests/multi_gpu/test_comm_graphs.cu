@@ -26,6 +26,7 @@ TEST(CommGraphs, EveryTransportReplaysWithInputsChangedBetweenReplays) {
       {CollectiveOp::kAllGather, Transport::kNccl, Algorithm::kNcclDefault, 200},
       {CollectiveOp::kAllGather, Transport::kNccl, Algorithm::kNcclCopyEngine, 200},
       {CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPush, 300},
+      {CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPull, 300},
       {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPush, 1000},
       {CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPull, 300},
       {CollectiveOp::kReduceScatter, Transport::kNccl, Algorithm::kNcclDefault, 200},

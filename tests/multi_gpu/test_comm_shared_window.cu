@@ -33,6 +33,7 @@ TEST(SharedWindow, OpsOfDifferentKindsShareOneWindowAndRunInterleaved) {
       config(CollectiveOp::kAllReduce, Transport::kCe, Algorithm::kTwoShot, DType::kF32, 70001),
       config(CollectiveOp::kAllGather, Transport::kNccl, Algorithm::kNcclDefault, DType::kBF16, 4096),
       config(CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency, DType::kBF16, 777),
+      config(CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPull, DType::kBF16, 50001),
   };
   // Call sizes per round: the largest, and a smaller one (auto all-reduce: two-shot, then ll).
   auto count_for = [](const CollectiveConfig& c, int round) { return round % 2 ? c.max_count : c.max_count / 3 + 1; };

@@ -144,6 +144,7 @@ std::vector<Arm> arms_for(CollectiveOp op, DType dtype, int world) {
   if (op == CollectiveOp::kAllGather) {
     arms.push_back(make("nccl-ce", Transport::kNccl, Algorithm::kNcclCopyEngine, true, true));
     arms.push_back(make("ce", Transport::kCe, Algorithm::kPush, false, true));
+    arms.push_back(make("ce-pull", Transport::kCe, Algorithm::kPull, false, true));  // device-triggered
     for (double share : {0.15, 0.3}) {  // copy engines plus SM stores on the same links
       Arm hybrid = make("ce+sm" + std::to_string(static_cast<int>(share * 100)), Transport::kCe, Algorithm::kPush,
                         false, true);

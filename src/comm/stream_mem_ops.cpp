@@ -1,0 +1,44 @@
+#include "comm/stream_mem_ops.hpp"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "common/check.hpp"
+#include "common/driver_api.hpp"
+
+namespace weave::comm {
+
+std::string StreamMemOps::unsupported_reason(int device) {
+  try {
+    auto get = driver_fn<PFN_cuDeviceGetAttribute_v2000>("cuDeviceGetAttribute", 2000);
+    int v = 0;
+    if (get(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device) != CUDA_SUCCESS || !v)
+      return "stream memory operations are not supported on cuda:" + std::to_string(device);
+    driver_fn<PFN_cuStreamWaitValue32_v11070>("cuStreamWaitValue32", 11070);
+    driver_fn<PFN_cuStreamWriteValue32_v11070>("cuStreamWriteValue32", 11070);
+    return "";
+  } catch (const Error& e) {
+    return "the CUDA driver cannot be asked for stream memory operations: " + e.message();
+  }
+}
+
+StreamMemOps::StreamMemOps(int device) {
+  const std::string why = unsupported_reason(device);
+  WEAVE_EXPECT(why.empty(), Status::kUnavailable, "device-triggered copies need stream memory operations: " << why);
+  wait_ = reinterpret_cast<void*>(driver_fn<PFN_cuStreamWaitValue32_v11070>("cuStreamWaitValue32", 11070));
+  write_ = reinterpret_cast<void*>(driver_fn<PFN_cuStreamWriteValue32_v11070>("cuStreamWriteValue32", 11070));
+}
+
+void StreamMemOps::wait_eq(cudaStream_t stream, const uint32_t* word, uint32_t value) const {
+  auto fn = reinterpret_cast<PFN_cuStreamWaitValue32_v11070>(wait_);
+  WEAVE_CHECK_CU(fn(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(word), value,
+                    CU_STREAM_WAIT_VALUE_EQ));
+}
+
+void StreamMemOps::write(cudaStream_t stream, uint32_t* word, uint32_t value) const {
+  auto fn = reinterpret_cast<PFN_cuStreamWriteValue32_v11070>(write_);
+  WEAVE_CHECK_CU(fn(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(word), value,
+                    CU_STREAM_WRITE_VALUE_DEFAULT));
+}
+
+}  // namespace weave::comm

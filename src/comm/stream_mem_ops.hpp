@@ -1,0 +1,30 @@
+// Stream memory operations (CUDA driver cuStreamWaitValue32 / cuStreamWriteValue32), the means by
+// which a kernel triggers copy-engine work: a copy stream waits for a word that a kernel stores,
+// then copies (docs/memory_ordering.md "ce-device-trigger"). Entry points are fetched at run time
+// (no libcuda link). Used only on words a kernel of the same op always writes, so a wait never
+// depends on a peer (the rule that every wait on a peer is bounded holds).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+namespace weave::comm {
+
+class StreamMemOps {
+ public:
+  // "" when `device` supports them (and the driver exports them), else why not.
+  static std::string unsupported_reason(int device);
+  // Loads the entry points; throws Error(kUnavailable) with unsupported_reason().
+  explicit StreamMemOps(int device);
+  // Enqueues "wait until *word == value" on `stream`.
+  void wait_eq(cudaStream_t stream, const uint32_t* word, uint32_t value) const;
+  // Enqueues "*word = value" on `stream`, after a memory barrier over the stream's earlier work.
+  void write(cudaStream_t stream, uint32_t* word, uint32_t value) const;
+
+ private:
+  void* wait_ = nullptr;
+  void* write_ = nullptr;
+};
+
+}  // namespace weave::comm
