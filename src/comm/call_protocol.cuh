@@ -37,7 +37,7 @@ __device__ inline bool begin_call(const ProtoArgs& p, CallEpoch* call, Prefetch&
     bad = aborted(p);
     s_epoch = *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) + 1u;
     // Release, not acq_rel: the acquire half would hold back every later load and store of this
-    // thread (its sends) until the atomic's round trip ends; end_call fences before acting.
+    // thread (its sends) until the atomic's round trip ends; end_call acquires before acting.
     if (gridDim.x > 1) call->ticket = ptx::atom_inc_release_gpu_u32(ctrl_word(p, kCtrlDoneCount), gridDim.x - 1);
   }
   prefetch();
@@ -85,7 +85,11 @@ __device__ inline void end_call(const ProtoArgs& p, const CallEpoch& call) {
   if (gridDim.x == 1) {
     *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) = call.e;
   } else if (call.ticket == gridDim.x - 1) {
-    ptx::fence_acq_rel_gpu();  // acquire side of the election: every CTA's epoch read is before this
+    // Acquire side of the election: an acquire LOAD of the counter (it reads this CTA's own
+    // increment, the last of the release sequence every CTA's increment heads), not a fence: a
+    // fence would also wait until this thread's stores to peers are performed, one NVLink round
+    // trip on the call's tail.
+    (void)ptx::ld_acquire_sys_u32(ctrl_word(p, kCtrlDoneCount));
     *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) = call.e;
   }
 }

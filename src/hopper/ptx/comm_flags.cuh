@@ -66,15 +66,12 @@ __device__ __forceinline__ uint4 ld_volatile_v4_u32(const void* p) {
 
 // atom.release.gpu.global.inc.u32: like the acq_rel form, but only this thread's EARLIER memory
 // operations are ordered before the increment; later ones are not held back until it returns
-// (an election ticket drawn early and used late; pair with fence_acq_rel_gpu before acting on it).
+// (an election ticket drawn early and used late; pair with an acquire load before acting on it).
 __device__ __forceinline__ uint32_t atom_inc_release_gpu_u32(uint32_t* p, uint32_t limit) {
   uint32_t old;
   asm volatile("atom.release.gpu.global.inc.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(limit) : "memory");
   return old;
 }
-
-// fence.acq_rel.gpu: orders this thread's memory operations before and after it at GPU scope.
-__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 
 // mov.u64 %globaltimer: nanoseconds, for bounding spin-waits.
 __device__ __forceinline__ uint64_t globaltimer_ns() {
