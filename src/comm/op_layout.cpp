@@ -58,7 +58,7 @@ OpOffsets add_op_regions(WindowLayout& layout, const std::string& prefix, const 
       if (one) {
         o.oneshot_max_count = s.algorithm == Algorithm::kOneShot
                                   ? s.max_count
-                                  : std::min(s.max_count, std::max<size_t>(1, kOneShotAutoMaxBytes / s.elem_bytes));
+                                  : std::min(s.max_count, std::max<size_t>(1, one_shot_auto_max_bytes(s.world) / s.elem_bytes));
         o.oneshot_stride = round_up(o.oneshot_max_count * s.elem_bytes, kSlotAlign);
       }
       if (two) o.twoshot_stride = round_up(max_owner_chunk(s.max_count, s.world, granule) * s.elem_bytes, kSlotAlign);

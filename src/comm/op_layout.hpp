@@ -15,9 +15,14 @@ namespace weave::comm {
 inline constexpr uint32_t kStagingSlots = 2;      // rotating staging copies (power of two)
 inline constexpr size_t kSlotAlign = 256;         // per-source slot stride alignment (bytes)
 inline constexpr size_t kVecBytes = 16;           // 16-byte vector loads/stores
-// One-shot all-reduce staging is sized for calls up to this many bytes when the op can also
-// choose two-shot (auto); an explicit one-shot op stages its whole max_count.
-inline constexpr size_t kOneShotAutoMaxBytes = size_t(1) << 20;
+// Auto all-reduce runs one-shot (every rank receives the whole buffer from each of the world - 1
+// peers) up to this many bytes, two-shot above; its one-shot staging is sized for that. Measured on
+// 2 x H200 (docs/perf/comm.md): one-shot is faster up to 8 MB, two-shot from 16 MB; one-shot's
+// traffic per rank grows with world - 1, hence the division. An explicit one-shot op stages its
+// whole max_count.
+inline constexpr size_t one_shot_auto_max_bytes(int world) {
+  return (size_t(8) << 20) / static_cast<size_t>(world > 1 ? world - 1 : 1);
+}
 // lsa auto: calls whose payload per peer is at most this many bytes use the LL protocol (its
 // lines carry 8 payload bytes in 16, so it wins only where latency, not bandwidth, dominates;
 // docs/perf/comm.md has the crossover measured). An explicit ll op holds its whole max_count.
