@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "comm/kernels.hpp"
 #include "comm/op_layout.hpp"
 #include "comm/protocol.hpp"
 #include "weave/error.hpp"
@@ -185,6 +186,27 @@ TEST(OpLayout, LowLatencyLinesHoldEveryPayloadForEverySourceAndCopy) {
   OpShape too_big{CollectiveOp::kAllReduce, Algorithm::kLowLatency, 2, 2, 16, 1};
   too_big.ll_max_count = 17;
   EXPECT_NE(invalid_argument_of([&] { add_op_regions(l, "x", too_big); }).find("ll_max_count"), std::string::npos);
+}
+
+TEST(OpLayout, AutoThresholdsAndLowLatencyGrid) {
+  // one-shot all-reduce up to 8 MiB at 2 ranks, shrinking with the world-1 copies each rank receives
+  EXPECT_EQ(one_shot_auto_max_bytes(2), size_t(8) << 20);
+  EXPECT_EQ(one_shot_auto_max_bytes(8), (size_t(8) << 20) / 7);
+  EXPECT_EQ(one_shot_auto_max_bytes(1), size_t(8) << 20);
+  // ll buffers: lsa only; explicit ll holds max_count, auto up to kLLAutoMaxBytes per peer
+  EXPECT_EQ(ll_max_count_for(Transport::kLsa, Algorithm::kLowLatency, 12345, 2), 12345u);
+  EXPECT_EQ(ll_max_count_for(Transport::kLsa, Algorithm::kAuto, size_t(1) << 30, 2), kLLAutoMaxBytes / 2);
+  EXPECT_EQ(ll_max_count_for(Transport::kLsa, Algorithm::kAuto, 100, 4), 100u);
+  EXPECT_EQ(ll_max_count_for(Transport::kLsa, Algorithm::kPush, 100, 1), 0u);
+  EXPECT_EQ(ll_max_count_for(Transport::kCe, Algorithm::kAuto, 100, 2), 0u);
+  EXPECT_EQ(ll_max_count_for(Transport::kNccl, Algorithm::kAuto, 100, 2), 0u);
+  // one 8-byte unit per 512-thread CTA slot, at least one CTA, at most the cap
+  EXPECT_EQ(ll_blocks_for(1, 264), 1);
+  EXPECT_EQ(ll_blocks_for(4096, 264), 1);
+  EXPECT_EQ(ll_blocks_for(4097, 264), 2);
+  EXPECT_EQ(ll_blocks_for(size_t(1) << 20, 264), 256);
+  EXPECT_EQ(ll_blocks_for(size_t(2) << 20, 264), 264);
+  EXPECT_EQ(ll_blocks_for(size_t(2) << 20, 7), 7);
 }
 
 TEST(OpLayout, RefusesImpossibleShapes) {

@@ -36,6 +36,8 @@ TEST(CommPlan, AutoPicksCopyEnginesForLargeAllGatherAndLsaOtherwise) {
     EXPECT_EQ(big.transport, Transport::kCe);
     EXPECT_EQ(big.algorithm, Algorithm::kPush);
     EXPECT_FALSE(big.fell_back);
+    // Below 64 MiB per rank SM pushes were measured faster (docs/perf/comm.md).
+    EXPECT_EQ(plan_collective(inputs(CollectiveOp::kAllGather, size_t(32) << 20, world)).transport, Transport::kLsa);
     auto small = plan_collective(inputs(CollectiveOp::kAllGather, 64 << 10, world));
     EXPECT_EQ(small.transport, Transport::kLsa);
     EXPECT_EQ(small.algorithm, Algorithm::kAuto);  // ll for small calls, else push, per call
