@@ -457,6 +457,14 @@ void add_comm_suite(CLI::App& bench, BenchOptions& common) {
   cmd->add_option("--lsa-blocks", o.lsa_blocks, "cap of the lsa (and ce reduce) grid; 0 = from occupancy")
       ->capture_default_str();
   cmd->add_flag("--check-targets", o.check_targets, "exit 1 when a performance target of issue 5/6 is missed");
+  cmd->footer(
+      "Arms (each size, timed alternating under CUDA graphs, validated before and after timing):\n"
+      "  NCCL:  nccl (plain cudaMalloc buffers), nccl-sym (symmetric-window buffers), nccl-ce (all-gather:\n"
+      "         NCCL_CTA_POLICY_ZERO copy-engine collectives); 'best NCCL' is the fastest of them per size\n"
+      "  weave: ce, ce-pull (device-triggered copies), ce+sm15/30 (all-gather), ce-2shot (all-reduce),\n"
+      "         lsa-push, lsa-pull, lsa (reduce-scatter), lsa-1shot, lsa-2shot, lsa-ll (up to 4 MB)\n"
+      "  peer-copy: one cudaMemcpyAsync of the per-rank block to the peer (all-gather ceiling)\n"
+      "docs/perf/comm.md has a full run, its command and what limits each number.");
   cmd->callback([&common] { exit_code() = run_comm(common, comm_options()); });
 }
 
