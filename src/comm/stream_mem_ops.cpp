@@ -13,12 +13,12 @@ std::string StreamMemOps::unsupported_reason(int device) {
     auto get = driver_fn<PFN_cuDeviceGetAttribute_v2000>("cuDeviceGetAttribute", 2000);
     int v = 0;
     if (get(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device) != CUDA_SUCCESS || !v)
-      return "stream memory operations are not supported on cuda:" + std::to_string(device);
+      return "not supported on cuda:" + std::to_string(device);
     driver_fn<PFN_cuStreamWaitValue32_v11070>("cuStreamWaitValue32", 11070);
     driver_fn<PFN_cuStreamWriteValue32_v11070>("cuStreamWriteValue32", 11070);
     return "";
   } catch (const Error& e) {
-    return "the CUDA driver cannot be asked for stream memory operations: " + e.message();
+    return "the CUDA driver cannot be asked: " + e.message();
   }
 }
 

@@ -6,7 +6,7 @@
 #endif
 
 #include "common/check.hpp"
-#include "common/driver_api.hpp"
+#include "comm/stream_mem_ops.hpp"
 #include "weave/device.hpp"
 #include "weave/transport.hpp"
 
@@ -65,19 +65,13 @@ std::string peer_problem(const std::vector<int>& devices) {
 }
 
 // Whether every device supports stream memory operations (cuStreamWaitValue32 / WriteValue32),
-// which device-triggered copy-engine puts would need; "" when the driver cannot be asked.
+// which the ce transport's device-triggered pull needs (the same check that op runs).
 std::string stream_mem_ops(const std::vector<int>& devices) {
-  try {
-    auto get = driver_fn<PFN_cuDeviceGetAttribute_v2000>("cuDeviceGetAttribute", 2000);
-    for (int d : devices) {
-      int v = 0;
-      if (get(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, d) != CUDA_SUCCESS || !v)
-        return "stream memory ops: not supported on cuda:" + std::to_string(d);
-    }
-    return "stream memory ops: supported (device-triggered copies: ce pull all-gather)";
-  } catch (const Error&) {
-    return "";
+  for (int d : devices) {
+    const std::string why = comm::StreamMemOps::unsupported_reason(d);
+    if (!why.empty()) return "stream memory ops: " + why;
   }
+  return "stream memory ops: supported (device-triggered copies: ce pull all-gather)";
 }
 
 }  // namespace
