@@ -177,17 +177,6 @@ void Collective::Impl::check() const {
               comm::describe(*err) + ". The op is unusable after a timeout; destroy it on every rank.");
 }
 
-bool Collective::Impl::use_ll(size_t count) const {
-  if (plan.algorithm == Algorithm::kLowLatency) return true;
-  return plan.algorithm == Algorithm::kAuto && count <= off.ll_max_count;
-}
-
-bool Collective::Impl::use_one_shot(size_t count) const {
-  if (plan.algorithm == Algorithm::kOneShot) return true;
-  if (plan.algorithm == Algorithm::kTwoShot) return false;
-  return count <= off.oneshot_max_count;
-}
-
 void Collective::Impl::run(const void* in, void* out, size_t count, cudaStream_t stream) {
   check();
   const int w = comm->world_size(), r = comm->rank();
@@ -272,7 +261,7 @@ void Collective::Impl::run_lsa(const void* in, void* out, size_t count, cudaStre
   const int w = comm->world_size(), r = comm->rank();
   const auto* ci = static_cast<const char*>(in);
   auto* co = static_cast<char*>(out);
-  if (use_ll(count)) {
+  if (comm::call_uses_ll(off, plan.algorithm, count)) {
     comm::LlCall l;
     l.p = proto;
     l.in = ci;
@@ -328,7 +317,7 @@ void Collective::Impl::run_lsa(const void* in, void* out, size_t count, cudaStre
       comm::launch_lsa_reduce_scatter(c, cfg.dtype, stream);
       return;
     case CollectiveOp::kAllReduce:
-      if (use_one_shot(count)) {
+      if (comm::call_uses_one_shot(off, plan.algorithm, count)) {
         c.stride = off.oneshot_stride;
         c.credit_lag = off.slots - 1;
         c.blocks = comm::lsa_blocks_for(count * esz, max_blocks);
@@ -404,7 +393,7 @@ void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStrea
     case CollectiveOp::kReduceScatter:
     case CollectiveOp::kAllReduce: {
       const bool rs = cfg.op == CollectiveOp::kReduceScatter;
-      if (rs || use_one_shot(count)) {
+      if (rs || comm::call_uses_one_shot(off, plan.algorithm, count)) {
         rc.stride = off.oneshot_stride;
         ce_fork(stream);
         for (int s = 1; s < w; ++s) {

@@ -51,8 +51,6 @@ struct Collective::Impl {
   void run_lsa(const void* in, void* out, size_t count, cudaStream_t stream);
   void run_ce(const void* in, void* out, size_t count, cudaStream_t stream);
   void run_ce_pull_all_gather(const char* in, char* out, size_t bytes, cudaStream_t stream);
-  bool use_one_shot(size_t count) const;
-  bool use_ll(size_t count) const;
   uint64_t offset_of(const void* p) const { return static_cast<uint64_t>(static_cast<const char*>(p) - win->local()); }
   // ce helpers: copies on the per-peer streams, forked from and joined into `stream`.
   void ce_fork(cudaStream_t stream);

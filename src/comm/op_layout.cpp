@@ -15,6 +15,17 @@ size_t ll_max_count_for(Transport transport, Algorithm algorithm, size_t max_cou
   return 0;
 }
 
+bool call_uses_ll(const OpOffsets& off, Algorithm algorithm, size_t count) {
+  if (algorithm == Algorithm::kLowLatency) return true;
+  return algorithm == Algorithm::kAuto && count <= off.ll_max_count;
+}
+
+bool call_uses_one_shot(const OpOffsets& off, Algorithm algorithm, size_t count) {
+  if (algorithm == Algorithm::kOneShot) return true;
+  if (algorithm == Algorithm::kTwoShot) return false;
+  return count <= off.oneshot_max_count;
+}
+
 OpOffsets add_op_regions(WindowLayout& layout, const std::string& prefix, const OpShape& s) {
   WEAVE_EXPECT_ARG(s.world >= 1 && s.world <= kMaxWorld,
                    "world size must be in 1.." << kMaxWorld << ", got " << s.world);

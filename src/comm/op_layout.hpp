@@ -60,6 +60,12 @@ struct OpOffsets {
 // max_count; lsa auto holds calls up to kLLAutoMaxBytes per peer; anything else none (0).
 size_t ll_max_count_for(Transport transport, Algorithm algorithm, size_t max_count, size_t elem_bytes);
 
+// Which protocol one call of `count` takes, for an op planned with `algorithm` whose regions are
+// `off` (run() and `weave plan comm` both ask these): ll for explicit ll ops and for auto calls the
+// LL buffers hold; one-shot all-reduce for explicit one-shot and for auto calls its staging holds.
+bool call_uses_ll(const OpOffsets& off, Algorithm algorithm, size_t count);
+bool call_uses_one_shot(const OpOffsets& off, Algorithm algorithm, size_t count);
+
 // Adds "<prefix>.control", ".credits", ".flags", ".in", ".out", (reductions) ".staging" and (LL)
 // ".ll" to
 // `layout` and returns their offsets. Throws Error(kInvalidArgument) for an impossible shape.

@@ -110,19 +110,19 @@ int run_plan_comm(const PlanCommOptions& o) {
                 human(r.bytes).c_str());
   if (plan.transport == Transport::kNccl) return 0;
   std::string per_call;
-  const bool ll = plan.algorithm == Algorithm::kLowLatency || (plan.algorithm == Algorithm::kAuto && off.ll_max_count >= count);
+  const bool ll = comm::call_uses_ll(off, plan.algorithm, count);
+  const bool two_shot =
+      !ll && *op == CollectiveOp::kAllReduce && !comm::call_uses_one_shot(off, plan.algorithm, count);
   if (ll) {
     per_call = "ll: flag-in-data lines (8 payload bytes per 16-byte store) straight into every peer's LL buffer, "
                "one kernel, no fence; the receiver polls the lines";
     if (plan.algorithm == Algorithm::kAuto)
       per_call += " (auto: ll up to " + human(comm::kLLAutoMaxBytes) + " per peer)";
   } else if (*op == CollectiveOp::kAllReduce) {
-    const bool one = plan.algorithm == Algorithm::kOneShot ||
-                     (plan.algorithm == Algorithm::kAuto && count <= off.oneshot_max_count);
-    per_call = one ? "one-shot: push the whole input to every peer's staging slot, reduce all ranks in rank order"
+    per_call = !two_shot ? "one-shot: push the whole input to every peer's staging slot, reduce all ranks in rank order"
                    : "two-shot: push chunk q to owner q, owner reduces in rank order and pushes its sum to every peer";
     if (plan.algorithm == Algorithm::kAuto)
-      per_call += " (auto: one-shot up to " + human(off.oneshot_max_count * esz) + ")";
+      per_call += " (auto: one-shot up to " + human(comm::one_shot_auto_max_bytes(o.world)) + ")";
   } else if (*op == CollectiveOp::kAllGather) {
     per_call = plan.algorithm == Algorithm::kPull ? "pull: peers load this rank's block from its window"
                                                   : "push: this rank stores its block into every peer's output";
@@ -134,11 +134,9 @@ int run_plan_comm(const PlanCommOptions& o) {
     std::printf("lsa grid: %d CTAs x 512 threads (one 8-byte unit per thread, at most %d)\n",
                 comm::ll_blocks_for(count * esz, o.max_blocks), o.max_blocks);
   } else if (plan.transport == Transport::kLsa) {
-    const size_t moved = *op == CollectiveOp::kAllReduce && per_call.rfind("two", 0) == 0
-                             ? comm::max_owner_chunk(count, o.world, comm::kVecBytes / esz) * esz
-                             : in.bytes;
-    const size_t blocks = std::min<size_t>(comm::ceil_div(moved, size_t(32) << 10), static_cast<size_t>(o.max_blocks));
-    std::printf("lsa grid: %zu CTAs x 512 threads (~32 KiB per CTA per peer, at most %d)\n", blocks, o.max_blocks);
+    const size_t moved = two_shot ? comm::max_owner_chunk(count, o.world, comm::kVecBytes / esz) * esz : in.bytes;
+    std::printf("lsa grid: %d CTAs x 512 threads (~32 KiB per CTA per peer, at most %d)\n",
+                comm::lsa_blocks_for(moved, o.max_blocks), o.max_blocks);
   } else {
     std::printf("ce: %d copies per call from %d per-peer streams, ordered by events; enter/arrive kernels of one CTA\n",
                 o.world - 1, o.world - 1);
