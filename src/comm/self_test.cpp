@@ -13,6 +13,7 @@
 
 #include "comm/collective_impl.hpp"
 #include "common/check.hpp"
+#include "weave/quant.hpp"
 
 namespace weave {
 
@@ -31,18 +32,6 @@ int digit(int src, size_t i, uint64_t seed) { return 1 + static_cast<int>((i * 7
 float fp32_value(int src, size_t i, uint64_t seed) { return static_cast<float>(digit(src, i, seed) << (3 * src)); }
 float bf16_value(int src, size_t i, uint64_t seed) {
   return static_cast<float>(static_cast<int>((i * 5 + static_cast<size_t>(src) * 3 + seed) % 7) - 3);
-}
-
-uint16_t to_bf16_bits(float f) {  // exact for the small integers used here
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>(u >> 16);
-}
-float from_bf16_bits(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
 }
 
 struct DeviceBuffer {
@@ -83,7 +72,7 @@ SelfTestReport Collective::self_test(std::size_t count) {
       const float f = value(r, j);
       std::memcpy(&host_in[j * 4], &f, 4);
     } else {
-      const uint16_t b = to_bf16_bits(value(r, j));
+      const uint16_t b = ref::float_to_bf16(value(r, j));
       std::memcpy(&host_in[j * 2], &b, 2);
     }
   }
@@ -120,7 +109,7 @@ SelfTestReport Collective::self_test(std::size_t count) {
         std::memcpy(&b, &got[i * 2], 2);
         float want = 0;
         for (int s = 0; s < w; ++s) want += value(s, g);
-        if (from_bf16_bits(b) != want) {
+        if (ref::bf16_to_float(b) != want) {
           for (int s = 0; s < w; ++s) ++report.wrong_from_rank[s];  // a sum: no per-source attribution
           if (first_bad < 0) first_bad = static_cast<int64_t>(i);
         }

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "hopper/ptx/misc.cuh"
+#include "weave/quant.hpp"
 
 namespace weave::test {
 
@@ -75,11 +76,9 @@ void encode_input(std::vector<uint8_t>& dst, CollectiveOp op, DType d, int rank,
       continue;
     }
     const float f = small_value(rank, j, variant);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if (d == DType::kF32) std::memcpy(&dst[j * 4], &u, 4);
+    if (d == DType::kF32) std::memcpy(&dst[j * 4], &f, 4);
     else {
-      const uint16_t b = static_cast<uint16_t>(u >> 16);  // exact: small integers
+      const uint16_t b = ref::float_to_bf16(f);  // exact: small integers
       std::memcpy(&dst[j * 2], &b, 2);
     }
   }
@@ -97,11 +96,9 @@ std::vector<uint8_t> expected_output(CollectiveOp op, DType d, int rank, int wor
     const size_t gi = op == CollectiveOp::kReduceScatter ? rank * count + i : i;
     float sum = 0;
     for (int q = 0; q < world; ++q) sum += small_value(q, gi, variant);  // exact: small integers
-    uint32_t u;
-    std::memcpy(&u, &sum, 4);
-    if (d == DType::kF32) std::memcpy(&out[i * 4], &u, 4);
+    if (d == DType::kF32) std::memcpy(&out[i * 4], &sum, 4);
     else {
-      const uint16_t b = static_cast<uint16_t>(u >> 16);
+      const uint16_t b = ref::float_to_bf16(sum);
       std::memcpy(&out[i * 2], &b, 2);
     }
   }

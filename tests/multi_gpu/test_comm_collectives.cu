@@ -7,24 +7,12 @@
 
 #include "comm_support.hpp"
 #include "common/check.hpp"
+#include "weave/quant.hpp"
 
 using namespace weave;
 using namespace weave::test;
 
 namespace {
-uint16_t bf16_round(float f) {  // round to nearest even, as __float2bfloat16_rn
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint32_t lsb = (u >> 16) & 1u;
-  return static_cast<uint16_t>((u + 0x7FFFu + lsb) >> 16);
-}
-float bf16_float(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 struct Combo {
   CollectiveOp op;
   Transport transport;
@@ -134,10 +122,7 @@ TEST(Collectives, NcclSymmetricKernelsOnOddSizesCharacterised) {
       // reduce-scatter bf16 out of place, both buffers in the window.
       std::vector<uint16_t> in(w * n), out(n);
       for (size_t j = 0; j < w * n; ++j) {
-        const float f = small_value(r, j, 3);
-        uint32_t u;
-        std::memcpy(&u, &f, 4);
-        in[j] = static_cast<uint16_t>(u >> 16);
+        in[j] = ref::float_to_bf16(small_value(r, j, 3));
       }
       WEAVE_CHECK_CUDA(cudaMemcpyAsync(win.region("rs.in"), in.data(), w * n * 2, cudaMemcpyHostToDevice, st.s));
       WEAVE_CHECK_CUDA(cudaMemsetAsync(win.region("rs.out"), 0xFF, n * 2, st.s));
@@ -150,7 +135,7 @@ TEST(Collectives, NcclSymmetricKernelsOnOddSizesCharacterised) {
       for (size_t j = 0; j < n; ++j) {
         float want = 0;
         for (int q = 0; q < w; ++q) want += small_value(q, r * n + j, 3);
-        wrong_rs += bf16_float(out[j]) != want;
+        wrong_rs += ref::bf16_to_float(out[j]) != want;
       }
       const auto all_ag = c.all_gather(wrong, "ag outcome"), all_rs = c.all_gather(wrong_rs, "rs outcome");
       if (r == 0) {
@@ -214,12 +199,12 @@ TEST(Collectives, AllReduceIsBitwiseIdenticalOnEveryRankAndSumsInRankOrder) {
   std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
   std::uniform_int_distribution<int> expo(-8, 8);
   for (auto& v : inputs)
-    for (auto& x : v) x = bf16_round(std::ldexp(mant(rng), expo(rng)));
+    for (auto& x : v) x = ref::float_to_bf16(std::ldexp(mant(rng), expo(rng)));
   std::vector<uint16_t> reference(n);
   for (size_t i = 0; i < n; ++i) {
-    float acc = bf16_float(inputs[0][i]);
-    for (int s = 1; s < world; ++s) acc += bf16_float(inputs[s][i]);
-    reference[i] = bf16_round(acc);
+    float acc = ref::bf16_to_float(inputs[0][i]);
+    for (int s = 1; s < world; ++s) acc += ref::bf16_to_float(inputs[s][i]);
+    reference[i] = ref::float_to_bf16(acc);
   }
   for (const Combo& combo : kCombos) {
     if (combo.op != CollectiveOp::kAllReduce) continue;

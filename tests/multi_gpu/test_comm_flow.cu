@@ -55,22 +55,11 @@ std::vector<int64_t> run_sequence(const Sequence& s) {
     const size_t out_elems = s.op == CollectiveOp::kAllGather ? w * s.count : s.count;
     const size_t in_bytes = in_elems * esz, out_bytes = out_elems * esz;
     DevBuf inputs(in_bytes * s.calls), history(out_bytes * s.calls), user_out(out_bytes);
-    std::vector<uint8_t> host(in_bytes * s.calls);
-    for (int k = 0; k < s.calls; ++k)
-      for (size_t j = 0; j < in_elems; ++j) {
-        uint8_t* dst = host.data() + k * in_bytes + j * esz;
-        if (s.op == CollectiveOp::kAllGather) *dst = byte_value(r, j, k);
-        else if (s.dtype == DType::kF32) {
-          const float f = small_value(r, j, k);
-          std::memcpy(dst, &f, 4);
-        } else {
-          const float f = small_value(r, j, k);
-          uint32_t u;
-          std::memcpy(&u, &f, 4);
-          const uint16_t b = static_cast<uint16_t>(u >> 16);  // exact: small integers
-          std::memcpy(dst, &b, 2);
-        }
-      }
+    std::vector<uint8_t> host(in_bytes * s.calls), one;
+    for (int k = 0; k < s.calls; ++k) {
+      encode_input(one, s.op, s.dtype, r, in_elems, k);
+      std::memcpy(host.data() + k * in_bytes, one.data(), in_bytes);
+    }
     WEAVE_CHECK_CUDA(cudaMemcpy(inputs.p, host.data(), host.size(), cudaMemcpyHostToDevice));
     StreamHolder st;
     void* out = s.window_out ? op.window_output() : user_out.p;
@@ -88,27 +77,10 @@ std::vector<int64_t> run_sequence(const Sequence& s) {
     std::vector<uint8_t> got(out_bytes * s.calls);
     WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), history.p, got.size(), cudaMemcpyDeviceToHost));
     int64_t bad = 0;
-    for (int k = 0; k < s.calls; ++k) {
+    for (int k = 0; k < s.calls; ++k) {  // wrong output elements of call k
       const uint8_t* g = got.data() + k * out_bytes;
-      for (size_t i = 0; i < out_elems; ++i) {
-        if (s.op == CollectiveOp::kAllGather) {
-          bad += g[i] != byte_value(static_cast<int>(i / s.count), i % s.count, k);
-          continue;
-        }
-        const size_t gi = s.op == CollectiveOp::kReduceScatter ? r * s.count + i : i;
-        float want = 0;
-        for (int q = 0; q < w; ++q) want += small_value(q, gi, k);
-        float have;
-        if (s.dtype == DType::kF32) {
-          std::memcpy(&have, g + i * 4, 4);
-        } else {
-          uint16_t b;
-          std::memcpy(&b, g + i * 2, 2);
-          const uint32_t u = static_cast<uint32_t>(b) << 16;
-          std::memcpy(&have, &u, 4);
-        }
-        bad += have != want;
-      }
+      const std::vector<uint8_t> want = expected_output(s.op, s.dtype, r, w, s.count, k);
+      for (size_t i = 0; i < out_elems; ++i) bad += std::memcmp(g + i * esz, want.data() + i * esz, esz) != 0;
     }
     wrong[r] = bad;
     c.barrier();
