@@ -29,22 +29,6 @@ __device__ __forceinline__ void st_release_sys_u32(uint32_t* p, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
-// st.relaxed.sys.global.u32: a strong store without ordering (local-only state, abort flags).
-__device__ __forceinline__ void st_relaxed_sys_u32(uint32_t* p, uint32_t v) {
-  asm volatile("st.relaxed.sys.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
-// fence.acq_rel.sys: a light-weight fence at system scope.
-__device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;\n" ::: "memory"); }
-
-// atom.acq_rel.gpu.global.inc.u32: wrapping increment (returns the old value; wraps to 0 after
-// `limit`), used for the last-CTA election of a kernel.
-__device__ __forceinline__ uint32_t atom_inc_acq_rel_gpu_u32(uint32_t* p, uint32_t limit) {
-  uint32_t old;
-  asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(limit) : "memory");
-  return old;
-}
-
 // st.volatile.global.v4.u32: one 16-byte store of a low-latency (LL) line {data, flag, data, flag}.
 // The protocol relies only on each 8-byte half {data, flag} arriving whole (docs/memory_ordering.md
 // "ll-flag-in-data"); volatile keeps the compiler from merging, splitting or caching it.
@@ -64,7 +48,8 @@ __device__ __forceinline__ uint4 ld_volatile_v4_u32(const void* p) {
   return v;
 }
 
-// atom.release.gpu.global.inc.u32: like the acq_rel form, but only this thread's EARLIER memory
+// atom.release.gpu.global.inc.u32: wrapping increment (returns the old value; wraps to 0 after
+// `limit`), for the last-CTA election of a kernel. Release, not acq_rel: only this thread's EARLIER memory
 // operations are ordered before the increment; later ones are not held back until it returns
 // (an election ticket drawn early and used late; pair with an acquire load before acting on it).
 __device__ __forceinline__ uint32_t atom_inc_release_gpu_u32(uint32_t* p, uint32_t limit) {
