@@ -67,6 +67,24 @@ float small_value(int src, size_t i, uint32_t call) {
   return static_cast<float>(static_cast<int>((i * 7 + static_cast<size_t>(src) * 5 + call * 3) % 9) - 4);
 }
 
+CollectiveConfig collective_config(CollectiveOp op, Transport t, Algorithm a, DType d, size_t max_count) {
+  CollectiveConfig c;
+  c.op = op;
+  c.transport = t;
+  c.algorithm = a;
+  c.dtype = d;
+  c.max_count = max_count;
+  return c;
+}
+
+CallSizes call_sizes(CollectiveOp op, DType d, int world, size_t count) {
+  CallSizes s;
+  s.esz = op == CollectiveOp::kAllGather ? 1 : dtype_bytes(d);
+  s.in_elems = op == CollectiveOp::kReduceScatter ? world * count : count;
+  s.out_elems = op == CollectiveOp::kAllGather ? world * count : count;
+  return s;
+}
+
 void encode_input(std::vector<uint8_t>& dst, CollectiveOp op, DType d, int rank, size_t elems, uint32_t variant) {
   const size_t esz = op == CollectiveOp::kAllGather ? 1 : dtype_bytes(d);
   dst.resize(elems * esz);
@@ -85,10 +103,9 @@ void encode_input(std::vector<uint8_t>& dst, CollectiveOp op, DType d, int rank,
 }
 
 std::vector<uint8_t> expected_output(CollectiveOp op, DType d, int rank, int world, size_t count, uint32_t variant) {
-  const size_t esz = op == CollectiveOp::kAllGather ? 1 : dtype_bytes(d);
-  const size_t out_elems = op == CollectiveOp::kAllGather ? world * count : count;
-  std::vector<uint8_t> out(out_elems * esz);
-  for (size_t i = 0; i < out_elems; ++i) {
+  const CallSizes sz = call_sizes(op, d, world, count);
+  std::vector<uint8_t> out(sz.out_bytes());
+  for (size_t i = 0; i < sz.out_elems; ++i) {
     if (op == CollectiveOp::kAllGather) {
       out[i] = byte_value(static_cast<int>(i / count), i % count, variant);
       continue;

@@ -44,6 +44,18 @@ struct StreamHolder {
 uint8_t byte_value(int src, size_t i, uint32_t call);
 // Small integers (exact sums in bf16 and fp32): value of source `src`, element i, call `call`.
 float small_value(int src, size_t i, uint32_t call);
+// A config of the fields every test sets; tests set testing hooks on the result.
+CollectiveConfig collective_config(CollectiveOp op, Transport t, Algorithm a, DType d, size_t max_count);
+
+// Element size and per-rank input / output element counts of one call of `count` (the counting
+// convention of Collective::run: all-gather bytes per rank, reduce-scatter output elements).
+struct CallSizes {
+  size_t esz = 1, in_elems = 0, out_elems = 0;
+  size_t in_bytes() const { return in_elems * esz; }
+  size_t out_bytes() const { return out_elems * esz; }
+};
+CallSizes call_sizes(CollectiveOp op, DType d, int world, size_t count);
+
 // Input of `rank` for call `variant`: `elems` elements of the op's type (all-gather: bytes;
 // reductions: small_value in bf16 or fp32).
 void encode_input(std::vector<uint8_t>& dst, CollectiveOp op, DType d, int rank, size_t elems, uint32_t variant);

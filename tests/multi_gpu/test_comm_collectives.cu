@@ -53,12 +53,7 @@ void self_test_sizes(const Combo& combo, DType dtype, const std::vector<size_t>&
   size_t max_count = 0;
   for (size_t n : counts) max_count = std::max(max_count, n);
   for_each_rank([&](Communicator& c) {
-    CollectiveConfig cfg;
-    cfg.op = combo.op;
-    cfg.transport = combo.transport;
-    cfg.algorithm = combo.algorithm;
-    cfg.dtype = dtype;
-    cfg.max_count = max_count;
+    CollectiveConfig cfg = collective_config(combo.op, combo.transport, combo.algorithm, dtype, max_count);
     cfg.ce_sm_share = ce_sm_share;
     Collective op(c, cfg);
     EXPECT_EQ(op.transport(), combo.transport);
@@ -210,12 +205,7 @@ TEST(Collectives, AllReduceIsBitwiseIdenticalOnEveryRankAndSumsInRankOrder) {
     if (combo.op != CollectiveOp::kAllReduce) continue;
     std::vector<std::vector<uint16_t>> results(world);
     for_each_rank([&](Communicator& c) {
-      CollectiveConfig cfg;
-      cfg.op = combo.op;
-      cfg.transport = combo.transport;
-      cfg.algorithm = combo.algorithm;
-      cfg.max_count = n;
-      Collective op(c, cfg);
+      Collective op(c, collective_config(combo.op, combo.transport, combo.algorithm, DType::kBF16, n));
       DevBuf in(n * 2), out(n * 2);
       WEAVE_CHECK_CUDA(cudaMemcpy(in.p, inputs[c.rank()].data(), n * 2, cudaMemcpyHostToDevice));
       WEAVE_CHECK_CUDA(cudaMemset(out.p, 0xFF, n * 2));

@@ -39,21 +39,15 @@ std::vector<int64_t> run_sequence(const Sequence& s) {
   std::vector<int64_t> wrong(world, 0);
   for_each_rank([&](Communicator& c) {
     const int w = c.world_size(), r = c.rank();
-    CollectiveConfig cfg;
-    cfg.op = s.op;
-    cfg.transport = s.transport;
-    cfg.algorithm = s.algorithm;
-    cfg.dtype = s.dtype;
-    cfg.max_count = s.count;
+    CollectiveConfig cfg = collective_config(s.op, s.transport, s.algorithm, s.dtype, s.count);
     cfg.flow_control = s.flow_control;
     cfg.initial_epoch = s.initial_epoch;
     cfg.ce_sm_share = s.ce_sm_share;
     cfg.receive_delay_ns = s.receive_delay_ns;
     Collective op(c, cfg);
-    const size_t esz = s.op == CollectiveOp::kAllGather ? 1 : dtype_bytes(s.dtype);
-    const size_t in_elems = s.op == CollectiveOp::kReduceScatter ? w * s.count : s.count;
-    const size_t out_elems = s.op == CollectiveOp::kAllGather ? w * s.count : s.count;
-    const size_t in_bytes = in_elems * esz, out_bytes = out_elems * esz;
+    const CallSizes sz = call_sizes(s.op, s.dtype, w, s.count);
+    const size_t esz = sz.esz, in_elems = sz.in_elems, out_elems = sz.out_elems;
+    const size_t in_bytes = sz.in_bytes(), out_bytes = sz.out_bytes();
     DevBuf inputs(in_bytes * s.calls), history(out_bytes * s.calls), user_out(out_bytes);
     std::vector<uint8_t> host(in_bytes * s.calls), one;
     for (int k = 0; k < s.calls; ++k) {
@@ -184,11 +178,8 @@ TEST(FlowControl, LowLatencyLinesAreNotOverwrittenBeforeTheyAreReadAndTheNegativ
   auto comms = Communicator::create_local(devices, o);
   std::atomic<int> caught{0}, wrong{0};
   run_per_rank(comms, [&](Communicator& c) {
-    CollectiveConfig cfg;
-    cfg.op = CollectiveOp::kAllReduce;
-    cfg.transport = Transport::kLsa;
-    cfg.algorithm = Algorithm::kLowLatency;
-    cfg.max_count = 20000;
+    CollectiveConfig cfg =
+        collective_config(CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency, DType::kBF16, 20000);
     cfg.flow_control = false;  // one copy per source
     cfg.receive_delay_ns = 200000;
     Collective op(c, cfg);
@@ -281,12 +272,7 @@ TEST(FlowControl, AMissingRankTimesOutNamingRankPeerFlagAndEpochs) {
     std::atomic<int> timeouts{0};
     std::atomic<bool> rank0_done{false};
     run_per_rank(comms, [&](Communicator& c) {
-      CollectiveConfig cfg;
-      cfg.op = CollectiveOp::kAllGather;
-      cfg.transport = t;
-      cfg.algorithm = a;
-      cfg.max_count = 4096;
-      Collective op(c, cfg);
+      Collective op(c, collective_config(CollectiveOp::kAllGather, t, a, DType::kBF16, 4096));
       if (c.rank() == 0) {
         struct Release {  // rank 1 is released however this block ends (also by an exception)
           std::atomic<bool>& flag;

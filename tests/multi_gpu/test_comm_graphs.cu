@@ -48,17 +48,9 @@ TEST(CommGraphs, EveryTransportReplaysWithInputsChangedBetweenReplays) {
     SCOPED_TRACE(std::string(to_string(gc.op)) + "/" + std::string(to_string(gc.t)) + "/" + std::string(to_string(gc.a)));
     for_each_rank([&](Communicator& c) {
       const int w = c.world_size(), r = c.rank();
-      CollectiveConfig cfg;
-      cfg.op = gc.op;
-      cfg.transport = gc.t;
-      cfg.algorithm = gc.a;
-      cfg.dtype = dtype;
-      cfg.max_count = count;
-      Collective op(c, cfg);
-      const size_t esz = gc.op == CollectiveOp::kAllGather ? 1 : dtype_bytes(dtype);
-      const size_t in_elems = gc.op == CollectiveOp::kReduceScatter ? w * count : count;
-      const size_t out_elems = gc.op == CollectiveOp::kAllGather ? w * count : count;
-      const size_t in_bytes = in_elems * esz, out_bytes = out_elems * esz;
+      Collective op(c, collective_config(gc.op, gc.t, gc.a, dtype, count));
+      const CallSizes sz = call_sizes(gc.op, dtype, w, count);
+      const size_t in_elems = sz.in_elems, in_bytes = sz.in_bytes(), out_bytes = sz.out_bytes();
       // Variant v of my input, prepared once on the device.
       DevBuf variants(in_bytes * kVariants), ins(in_bytes * kCallsPerGraph), outs(out_bytes * kCallsPerGraph);
       std::vector<uint8_t> host;

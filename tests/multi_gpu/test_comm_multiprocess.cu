@@ -96,12 +96,7 @@ TEST(CommMultiProcessChild, Run) {
                          Case{CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency},
                          Case{CollectiveOp::kAllReduce, Transport::kCe, Algorithm::kOneShot},
                          Case{CollectiveOp::kReduceScatter, Transport::kNccl, Algorithm::kNcclDefault}}) {
-    CollectiveConfig cfg;
-    cfg.op = cs.op;
-    cfg.transport = cs.t;
-    cfg.algorithm = cs.a;
-    cfg.dtype = DType::kF32;
-    cfg.max_count = 100003;
+    const CollectiveConfig cfg = collective_config(cs.op, cs.t, cs.a, DType::kF32, 100003);
     Collective op(*comm, cfg);
     const SelfTestReport rep = op.self_test();
     EXPECT_TRUE(rep.ok) << rep.detail;

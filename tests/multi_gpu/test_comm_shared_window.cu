@@ -10,30 +10,17 @@
 using namespace weave;
 using namespace weave::test;
 
-namespace {
-
-CollectiveConfig config(CollectiveOp op, Transport t, Algorithm a, DType d, size_t max_count) {
-  CollectiveConfig c;
-  c.op = op;
-  c.transport = t;
-  c.algorithm = a;
-  c.dtype = d;
-  c.max_count = max_count;
-  return c;
-}
-
-}  // namespace
 
 TEST(SharedWindow, OpsOfDifferentKindsShareOneWindowAndRunInterleaved) {
   WEAVE_REQUIRE_GPUS(2);
   const std::vector<CollectiveConfig> configs = {
-      config(CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kAuto, DType::kBF16, 1000001),
-      config(CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPush, DType::kBF16, 100003),
-      config(CollectiveOp::kReduceScatter, Transport::kLsa, Algorithm::kLowLatency, DType::kF32, 5001),
-      config(CollectiveOp::kAllReduce, Transport::kCe, Algorithm::kTwoShot, DType::kF32, 70001),
-      config(CollectiveOp::kAllGather, Transport::kNccl, Algorithm::kNcclDefault, DType::kBF16, 4096),
-      config(CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency, DType::kBF16, 777),
-      config(CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPull, DType::kBF16, 50001),
+      collective_config(CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kAuto, DType::kBF16, 1000001),
+      collective_config(CollectiveOp::kAllGather, Transport::kLsa, Algorithm::kPush, DType::kBF16, 100003),
+      collective_config(CollectiveOp::kReduceScatter, Transport::kLsa, Algorithm::kLowLatency, DType::kF32, 5001),
+      collective_config(CollectiveOp::kAllReduce, Transport::kCe, Algorithm::kTwoShot, DType::kF32, 70001),
+      collective_config(CollectiveOp::kAllGather, Transport::kNccl, Algorithm::kNcclDefault, DType::kBF16, 4096),
+      collective_config(CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency, DType::kBF16, 777),
+      collective_config(CollectiveOp::kAllGather, Transport::kCe, Algorithm::kPull, DType::kBF16, 50001),
   };
   // Call sizes per round: the largest, and a smaller one (auto all-reduce: two-shot, then ll).
   auto count_for = [](const CollectiveConfig& c, int round) { return round % 2 ? c.max_count : c.max_count / 3 + 1; };
@@ -48,24 +35,22 @@ TEST(SharedWindow, OpsOfDifferentKindsShareOneWindowAndRunInterleaved) {
       EXPECT_TRUE(op->self_test().ok);
     }
     struct Io {
-      size_t esz, in_bytes, out_bytes;
+      size_t in_bytes, out_bytes;
       DevBuf *ins, *hist;
     };
     std::vector<std::unique_ptr<DevBuf>> bufs;
     std::vector<Io> io;
     for (size_t i = 0; i < ops.size(); ++i) {
       const CollectiveConfig& cf = configs[i];
-      const size_t esz = cf.op == CollectiveOp::kAllGather ? 1 : dtype_bytes(cf.dtype);
-      const size_t in_elems = cf.op == CollectiveOp::kReduceScatter ? w * cf.max_count : cf.max_count;
-      const size_t out_elems = cf.op == CollectiveOp::kAllGather ? w * cf.max_count : cf.max_count;
-      bufs.push_back(std::make_unique<DevBuf>(in_elems * esz * kRounds));
+      const CallSizes largest = call_sizes(cf.op, cf.dtype, w, cf.max_count);
+      bufs.push_back(std::make_unique<DevBuf>(largest.in_bytes() * kRounds));
       DevBuf* ins = bufs.back().get();
-      bufs.push_back(std::make_unique<DevBuf>(out_elems * esz * kRounds));
-      io.push_back({esz, in_elems * esz, out_elems * esz, ins, bufs.back().get()});
+      bufs.push_back(std::make_unique<DevBuf>(largest.out_bytes() * kRounds));
+      io.push_back({largest.in_bytes(), largest.out_bytes(), ins, bufs.back().get()});
       for (int k = 0; k < kRounds; ++k) {
         const size_t n = count_for(cf, k);
         std::vector<uint8_t> host;
-        encode_input(host, cf.op, cf.dtype, r, cf.op == CollectiveOp::kReduceScatter ? w * n : n, 1000 * i + k);
+        encode_input(host, cf.op, cf.dtype, r, call_sizes(cf.op, cf.dtype, w, n).in_elems, 1000 * i + k);
         WEAVE_CHECK_CUDA(cudaMemcpy(ins->as<char>() + k * io.back().in_bytes, host.data(), host.size(),
                                     cudaMemcpyHostToDevice));
       }
@@ -77,7 +62,7 @@ TEST(SharedWindow, OpsOfDifferentKindsShareOneWindowAndRunInterleaved) {
     for (int k = 0; k < kRounds; ++k)
       for (size_t i = 0; i < ops.size(); ++i) {
         const size_t n = count_for(configs[i], k);
-        const size_t out_now = (configs[i].op == CollectiveOp::kAllGather ? w * n : n) * io[i].esz;
+        const size_t out_now = call_sizes(configs[i].op, configs[i].dtype, w, n).out_bytes();
         // Odd rounds: the op's window buffers (zero-copy); even rounds: caller buffers.
         char* out = k % 2 ? static_cast<char*>(ops[i]->window_output()) : scratch_out.as<char>();
         ops[i]->run(io[i].ins->as<char>() + k * io[i].in_bytes, out, n, st.s);
@@ -104,7 +89,7 @@ TEST(SharedWindow, RefusesNcclCopyEngineAndEmptySets) {
   WEAVE_REQUIRE_GPUS(2);
   for_each_rank([&](Communicator& c) {
     try {
-      Collective::create_sharing_window(c, {config(CollectiveOp::kAllGather, Transport::kNccl,
+      Collective::create_sharing_window(c, {collective_config(CollectiveOp::kAllGather, Transport::kNccl,
                                                    Algorithm::kNcclCopyEngine, DType::kBF16, 4096)});
       ADD_FAILURE() << "nccl-ce accepted into a shared window";
     } catch (const Error& e) {
