@@ -129,12 +129,13 @@ void Collective::Impl::attach(std::shared_ptr<SymmetricWindow> window, const com
     cudaStreamDestroy(init);
     WEAVE_CHECK_CUDA(st);
     if (plan.transport == Transport::kCe) {
-      // Checked on every rank, then agreed: a rank without stream memory ops must not leave the
-      // others waiting in their first call.
-      std::string why;
-      if (plan.algorithm == Algorithm::kPull) why = comm::StreamMemOps::unsupported_reason(c.device());
-      c.agree_ok(why.empty(), "ce pull (device-triggered copies)", why);
-      if (plan.algorithm == Algorithm::kPull) mem_ops = std::make_unique<comm::StreamMemOps>(c.device());
+      if (plan.algorithm == Algorithm::kPull) {
+        // Checked on every rank, then agreed (every rank has this plan): a rank without stream
+        // memory ops must not leave the others waiting in their first call.
+        const std::string why = comm::StreamMemOps::unsupported_reason(c.device());
+        c.agree_ok(why.empty(), "ce pull (device-triggered copies)", why);
+        mem_ops = std::make_unique<comm::StreamMemOps>(c.device());
+      }
       WEAVE_CHECK_CUDA(cudaEventCreateWithFlags(&fork_event, cudaEventDisableTiming));
       for (int s = 1; s < c.world_size(); ++s) {
         cudaStream_t ps = nullptr;
@@ -500,7 +501,14 @@ std::vector<std::unique_ptr<Collective>> Collective::create_sharing_window(Commu
     WEAVE_EXPECT_ARG(configs[i].algorithm != Algorithm::kNcclCopyEngine,
                      "create_sharing_window: configs[" << i << "] uses algorithm 'nccl-ce', whose window belongs to its "
                                                               "own communicator split; construct it on its own");
-  for (const auto& cfg : configs) impls.push_back(std::make_unique<Impl>(comm, cfg));
+  for (size_t i = 0; i < configs.size(); ++i) {
+    try {
+      impls.push_back(std::make_unique<Impl>(comm, configs[i]));
+    } catch (const Error& e) {  // say which config broke the rule
+      throw Error(e.status(), e.call(), e.location(),
+                  "create_sharing_window: configs[" + std::to_string(i) + "]: " + e.message());
+    }
+  }
   WindowLayout layout;
   std::vector<comm::OpOffsets> offs;
   for (size_t i = 0; i < impls.size(); ++i)
