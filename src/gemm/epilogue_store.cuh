@@ -1,36 +1,43 @@
-// Epilogue policy "store to a local tensor". An epilogue receives, per consumer thread, pairs of
-// finished fp32 values (row, col, col+1 of the output) and a per-op parameter struct; it owns
-// the conversion and the memory traffic. Later epilogues (store into a peer's window, store then
-// signal per finished chunk) implement the same two hooks with their own Params.
+// Epilogue policies. An epilogue policy names the output element type and its parameters (whose
+// first member is the TMA-store destination `tma_c`, see kernel_args.hpp), and may bring a
+// per-tile completion hook. The staged store itself (registers -> shared memory -> TMA store) is
+// gemm/epilogue_staged.cuh, the same for every policy.
+//
+// Hooks (all optional; called by the one elected thread of a consumer warpgroup, for the rows
+// that warpgroup stores: [m_blk * BM + cwg * BM/2, +BM/2) x [n_blk * BN, +BN) of plane `split`):
+//   before_store(p, m_blk, n_blk, split, cwg) before the tile's first TMA store is issued (the
+//                                             warpgroup waits for it at its next barrier): where a
+//                                             fused op waits for the credit that its destination
+//                                             slot is free (docs/memory_ordering.md "fused-credit").
+//   tile_issued(p, m_blk, n_blk, split, cwg)  right after that warpgroup's TMA stores of the tile
+//                                             were committed (nothing has landed yet).
+//   tile_stored(p, m_blk, n_blk, split, cwg)  once those stores are COMPLETE
+//                                             (cp.async.bulk.wait_group, not .read) and
+//                                             fence.proxy.async.global ran: a release by the hook
+//                                             then publishes the tile (docs/memory_ordering.md
+//                                             "tile-publish"). Runs at the start of the
+//                                             warpgroup's next epilogue, or at kernel exit, so
+//                                             the wait is off the tensor-core path.
 #pragma once
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
 #include "gemm/kernel_args.hpp"
-#include "hopper/ptx/ld_st.cuh"
 
 namespace weave::gemm {
 
 template <class Out>
 struct EpilogueStoreLocal {
   using Params = StoreLocalParams;
+  using OutType = Out;
   static_assert(sizeof(Out) == 2 || sizeof(Out) == 4, "bf16 or fp32 output");
-
-  // Stores C[row, col] and C[row, col+1]. The caller guarantees row < M; N is a multiple of the
-  // 16-byte row rule (even), so col < N implies col+1 < N.
-  __device__ __forceinline__ static void store_pair(const Params& p, int row, int col, int n, float v0, float v1) {
-    if (col >= n) return;
-    Out* ptr = static_cast<Out*>(p.c) + static_cast<int64_t>(row) * p.ldc + col;
-    if constexpr (sizeof(Out) == 2) {
-      const __nv_bfloat162 h = __float22bfloat162_rn(make_float2(v0, v1));
-      ptx::st_global_b32(ptr, *reinterpret_cast<const uint32_t*>(&h));
-    } else {
-      ptx::st_global_v2_f32(ptr, v0, v1);
-    }
-  }
-  // Called by every consumer thread after its stores of tile (m_blk, n_blk); nothing to do here.
-  __device__ __forceinline__ static void tile_done(const Params&, int, int) {}
+  static constexpr bool kHasBeforeHook = false;
+  static constexpr bool kHasStoredHook = false;
+  static constexpr bool kHasIssuedHook = false;
+  __device__ __forceinline__ static void before_store(const Params&, int, int, int, int) {}
+  __device__ __forceinline__ static void tile_issued(const Params&, int, int, int, int) {}
+  __device__ __forceinline__ static void tile_stored(const Params&, int, int, int, int) {}
 };
 
 }  // namespace weave::gemm

@@ -29,7 +29,17 @@ struct Gemm::Impl {
   bool drop_wait = false;
   void* workspace = nullptr;  // split-K partials (set_workspace)
   std::size_t workspace_size = 0;
+  gemm::StoreLocalParams split_epi{};  // the epilogue over the workspace planes (split-K only)
+  void* c = nullptr;                   // C and its leading dimension (the split-K reduction's output)
+  int64_t ldc = 0;
 };
+
+// The epilogue's TMA-store map over `planes` stacked [m, n] outputs of `dtype` (gemm/kernel_args.hpp).
+static CUtensorMap epilogue_map(const char* what, void* base, DType dtype, int64_t planes, int64_t m, int64_t n,
+                                int64_t ld) {
+  return hopper::make_tma_3d_planes(what, base, dtype, planes, m, n, ld, m * ld, gemm::kEpilogueBoxRows,
+                                    static_cast<int>(128 / dtype_bytes(dtype)), hopper::TmaSwizzle::k128B);
+}
 
 static DType input_dtype(ScaleMode mode) { return mode == ScaleMode::kBF16 ? DType::kBF16 : DType::kE4M3; }
 
@@ -100,10 +110,14 @@ static void check_gemv_scales(const GemmProblem& p, const GemmScales& s) {
 struct ArgsOut {
   gemm::LocalKernelArgs& args;
   detail::GemvArgs& gemv;
+  void*& c;
+  int64_t& ldc;
 };
 
 static void fill_args(const GemmProblem& p, const GemmPlan& plan, bool drop_wait, ArgsOut out, const TensorView& a,
                       const TensorView& b, const GemmScales& s, const TensorView& c) {
+  out.c = c.data;
+  out.ldc = c.ld();
   if (plan.gemv) {
     auto& g = out.gemv;
     g.a = a.data;
@@ -147,8 +161,9 @@ static void fill_args(const GemmProblem& p, const GemmPlan& plan, bool drop_wait
                "split-K plan " << plan.split_k << " over " << k_blocks << " K blocks leaves an empty split");
   m.debug_drop_full_wait = drop_wait ? 1 : 0;
   m.timeout_record = hopper::wait_timeout_record();
-  out.args.epi.c = c.data;
-  out.args.epi.ldc = c.ld();
+  // With split-K the kernel stores fp32 partials into the workspace (set_workspace builds that
+  // map); C is then written by the reduction only.
+  if (plan.split_k <= 1) out.args.epi.tma_c = epilogue_map("C", c.data, p.out_dtype, 1, p.m, p.n, c.ld());
 }
 
 Gemm::Gemm(const GemmProblem& problem, TensorView a, TensorView b, GemmScales scales, TensorView c,
@@ -183,7 +198,7 @@ Gemm::Gemm(const GemmProblem& problem, TensorView a, TensorView b, GemmScales sc
     }
     if (current != im.device) WEAVE_CHECK_CUDA(cudaSetDevice(current));
   }
-  fill_args(problem, im.plan, im.drop_wait, ArgsOut{im.args, im.gemv}, a, b, scales, c);
+  fill_args(problem, im.plan, im.drop_wait, ArgsOut{im.args, im.gemv, im.c, im.ldc}, a, b, scales, c);
 }
 
 Gemm::~Gemm() = default;
@@ -196,7 +211,7 @@ void Gemm::set_operands(TensorView a, TensorView b, GemmScales scales, TensorVie
   check_operands(impl_->problem, a, b, scales, c, impl_->device);
   auto& im = *impl_;
   if (im.plan.gemv) check_gemv_scales(im.problem, scales);
-  fill_args(im.problem, im.plan, im.drop_wait, ArgsOut{im.args, im.gemv}, a, b, scales, c);
+  fill_args(im.problem, im.plan, im.drop_wait, ArgsOut{im.args, im.gemv, im.c, im.ldc}, a, b, scales, c);
 }
 
 std::size_t Gemm::workspace_bytes() const {
@@ -223,6 +238,10 @@ void Gemm::set_workspace(void* workspace, std::size_t bytes) {
   }
   im.workspace = workspace;
   im.workspace_size = bytes;
+  if (need > 0) {
+    im.split_epi.tma_c = epilogue_map("workspace", workspace, DType::kF32, im.plan.split_k, im.problem.m,
+                                           im.problem.n, im.problem.n);
+  }
 }
 
 void Gemm::run(cudaStream_t stream) const {
@@ -243,11 +262,10 @@ void Gemm::run(cudaStream_t stream) const {
                                                << " bytes for its fp32 partials; call Gemm::set_workspace(ptr, bytes) "
                                                   "with bytes >= workspace_bytes() before run()");
   gemm::LocalKernelArgs args = im.args;
-  args.epi.c = im.workspace;
-  args.epi.ldc = im.problem.n;
+  args.epi = im.split_epi;
   im.instance->launch(args, im.plan.grid, stream);
-  gemm::split_k_reduce(static_cast<const float*>(im.workspace), im.problem.m, im.problem.n, im.plan.split_k,
-                       im.args.epi.c, im.args.epi.ldc, im.problem.out_dtype, im.num_sms, stream);
+  gemm::split_k_reduce(static_cast<const float*>(im.workspace), im.problem.m, im.problem.n, im.plan.split_k, im.c,
+                       im.ldc, im.problem.out_dtype, im.num_sms, stream);
 }
 
 }  // namespace weave

@@ -18,6 +18,7 @@
 
 #include "common/check.hpp"
 #include "gemm/dispatch.hpp"
+#include "gemm/epilogue_staged.cuh"
 #include "gemm/epilogue_store.cuh"
 #include "gemm/kernel_args.hpp"
 #include "gemm/scale_mx32.cuh"
@@ -47,7 +48,7 @@ template <class Tile, class Scale, class Epilogue, class Scheduler>
 __global__ void __launch_bounds__(Tile::kThreads, 1)
     sm90_gemm_kernel(const __grid_constant__ KernelArgs<typename Epilogue::Params> args) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using L = SmemLayout<Tile, Scale>;
+  using L = SmemLayout<Tile, Scale, static_cast<int>(sizeof(typename Epilogue::OutType))>;
   using Mma = typename Tile::Mma;
   constexpr int kStages = L::kStages;
   constexpr int kAcc = Mma::kAcc;
@@ -85,6 +86,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     if ((smem_base & 1023u) != 0) __trap();
     ptx::prefetch_tensormap(&a.tma_a);
     ptx::prefetch_tensormap(&a.tma_b);
+    ptx::prefetch_tensormap(&args.epi.tma_c);
     for (uint32_t s = 0; s < kStages; ++s) {
       ptx::mbarrier_init_shared_cta(full_bar(s), 1 + Scale::kProducerArrivals);
       ptx::mbarrier_init_shared_cta(empty_bar(s), Tile::kConsumerThreads / 32);
@@ -131,6 +133,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     const int col_in_n8 = (lane % 4) * 2;                  // fragment column in each n8 chunk
     const bool drop_wait = a.debug_drop_full_wait != 0;
     hopper::PipelineState<kStages> ps;
+    StagedEpilogue<Tile, L, Epilogue> epi;
 
     auto release = [&](uint32_t s) {
       if (lane == 0) ptx::mbarrier_arrive_release_cta(empty_bar(s));
@@ -370,33 +373,30 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       }
 
       // ---------------- epilogue ----------------
-      if constexpr (Scale::kWhere == ScaleWhere::kEpilogue) Scale::template epilogue_ready<Tile>();
+      // Scales that are constant along K (ptpc) are applied here, in registers; then the staged
+      // store (gemm/epilogue_staged.cuh) writes the tile through shared memory and TMA. Rows past
+      // M and columns past N are clipped by the TMA, inside the tile's own plane.
+      if constexpr (Scale::kWhere == ScaleWhere::kEpilogue) {
+        Scale::template epilogue_ready<Tile>();
 #pragma unroll
-      for (int j = 0; j < Tile::kSlices; ++j) {
+        for (int j = 0; j < Tile::kSlices; ++j) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row_local = cwg * Tile::kWgRows + j * 64 + row_in_wg + h * 8;
-          const int row = m0 + row_local;
-          if (row >= a.m) continue;
-          const int out_row = row + split * a.m;  // split-K: partial plane `split` of the workspace
-          float row_factor = 1.0f;
-          if constexpr (Scale::kWhere == ScaleWhere::kEpilogue)
-            row_factor = Scale::template row_factor<Tile>(tile_scales, row_local);
+          for (int h = 0; h < 2; ++h) {
+            const int row_local = cwg * Tile::kWgRows + j * 64 + row_in_wg + h * 8;
+            const float row_factor = Scale::template row_factor<Tile>(tile_scales, row_local);
 #pragma unroll
-          for (int i = 0; i < kAcc / 4; ++i) {
-            const int col_local = i * 8 + col_in_n8;
-            float v0 = acc[j][4 * i + 2 * h + 0];
-            float v1 = acc[j][4 * i + 2 * h + 1];
-            if constexpr (Scale::kWhere == ScaleWhere::kEpilogue) {
-              const float2 cf = Scale::template col_factors<Tile>(tile_scales, col_local);
-              v0 = v0 * row_factor * cf.x;
-              v1 = v1 * row_factor * cf.y;
+            for (int i = 0; i < kAcc / 4; ++i) {
+              const float2 cf = Scale::template col_factors<Tile>(tile_scales, i * 8 + col_in_n8);
+              acc[j][4 * i + 2 * h + 0] = acc[j][4 * i + 2 * h + 0] * row_factor * cf.x;
+              acc[j][4 * i + 2 * h + 1] = acc[j][4 * i + 2 * h + 1] * row_factor * cf.y;
             }
-            Epilogue::store_pair(args.epi, out_row, n0 + col_local, a.n, v0, v1);
           }
         }
       }
-      Epilogue::tile_done(args.epi, m_blk, n_blk);
+      epi.store(args.epi, smem_base + L::kEpiOffset, acc, m_blk, n_blk, split);
+      // The CTA's last tile: retire its stores before exit. Inside the loop on purpose: any code
+      // after the consumer loop made ptxas spill the fp8 main loops (~350 bytes).
+      if (item + static_cast<int>(gridDim.x) >= num_items) epi.finish(args.epi);
     }
   }
 #endif
@@ -405,7 +405,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 // ---- host side of one instance ----
 template <class Tile, class Scale, class Epilogue, class Scheduler>
 struct KernelInstance {
-  using Layout = SmemLayout<Tile, Scale>;
+  using Layout = SmemLayout<Tile, Scale, static_cast<int>(sizeof(typename Epilogue::OutType))>;
   static constexpr auto kernel = sm90_gemm_kernel<Tile, Scale, Epilogue, Scheduler>;
 
   static void prepare() {

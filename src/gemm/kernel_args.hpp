@@ -40,10 +40,14 @@ struct MainloopArgs {
   hopper::WaitTimeoutRecord* timeout_record = nullptr;
 };
 
-// Epilogue "store to a local tensor": C [M, N] row-major, leading dimension ldc (elements).
+// Epilogue "store through TMA": the staged epilogue (gemm/epilogue_staged.cuh) TMA-stores each
+// finished tile from shared memory into `tma_c`, a 3-D map [planes, rows, cols] with boxes of
+// [1, 64, 128 bytes] and 128B swizzle (hopper::make_tma_3d_planes): C [M, N] is one plane; the
+// split-K workspace [S, M, N] is S planes, split s storing into plane s. The map may name any
+// global address: local C, a region of a SymmetricWindow, a peer's copy of it.
+inline constexpr int kEpilogueBoxRows = 64;  // rows of one TMA-store box (one m64 wgmma slice)
 struct StoreLocalParams {
-  void* c = nullptr;
-  int64_t ldc = 0;
+  CUtensorMap tma_c;
 };
 
 template <class EpilogueParams>

@@ -74,22 +74,45 @@ inline constexpr int kSmemLimitBytes = 232448;  // 227 KB: the sm_90 per-block o
 inline constexpr int kMaxStages = 8;
 
 // Shared memory, in this order: A tiles [stages], B tiles [stages] (each 1024-byte aligned for
-// the 128B swizzle), per-stage scales (main-loop scale policies), per-tile scales (epilogue scale
-// policies, double-buffered), then the full/empty mbarriers.
-template <class Tile, class Scale>
+// the 128B swizzle), the epilogue's staging strips [2 consumer warpgroups][kEpiBufsPerWg] of
+// 64 rows x 128 bytes (gemm/epilogue_staged.cuh; 1024-aligned as they follow whole tiles), per-stage
+// scales (main-loop scale policies), per-tile scales (epilogue scale policies, double-buffered),
+// then the full/empty mbarriers.
+//
+// Stages vs staging: the most stages that still leave each consumer warpgroup
+// min(2, its strips per tile) staging buffers (two let a warpgroup write one strip while the
+// TMA drains the other); what is left after those stages then goes to more buffers, up to a whole
+// tile's strips.
+template <class Tile, class Scale, int kOutBytes>
 struct SmemLayout {
+  static constexpr int kStripBytes = 64 * 128;
+  static constexpr int kStripsPerWg = Tile::kSlices * (Tile::kBlockN * kOutBytes / 128);
+  static constexpr int kMinBufsPerWg = kStripsPerWg < 2 ? kStripsPerWg : 2;
   static constexpr int kStageScaleBytes = Scale::template stage_bytes<Tile>();
   static constexpr int kTileScaleBytes = Scale::template tile_bytes<Tile>();
   static constexpr int kFixed = kTileScaleBytes + 2 * kMaxStages * 8 + 64;
-  static constexpr int kStagesFit = (kSmemLimitBytes - kFixed) / (Tile::kStageBytes + kStageScaleBytes);
-  static constexpr int kStages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;
-  static_assert(kStages >= 2, "tile too large for a two-stage ring");
+  static constexpr int kPerStage = Tile::kStageBytes + kStageScaleBytes;
+  static constexpr int bufs_left(int stages) {
+    const int left = kSmemLimitBytes - kFixed - stages * kPerStage;
+    return left < 0 ? -1 : left / (Tile::kConsumerWarpgroups * kStripBytes);
+  }
+  static constexpr int pick_stages() {
+    for (int s = kMaxStages; s >= 2; --s)
+      if (bufs_left(s) >= kMinBufsPerWg) return s;
+    return 0;
+  }
+  static constexpr int kStages = pick_stages();
+  static_assert(kStages >= 2, "tile too large for a two-stage ring plus epilogue staging");
+  static constexpr int kEpiBufsPerWg = bufs_left(kStages) < kStripsPerWg ? bufs_left(kStages) : kStripsPerWg;
   static constexpr int kAOffset = 0;
   static constexpr int kBOffset = kAOffset + kStages * Tile::kATileBytes;
-  static constexpr int kStageScaleOffset = kBOffset + kStages * Tile::kBTileBytes;
+  static constexpr int kEpiOffset = kBOffset + kStages * Tile::kBTileBytes;
+  static constexpr int kEpiBytes = Tile::kConsumerWarpgroups * kEpiBufsPerWg * kStripBytes;
+  static constexpr int kStageScaleOffset = kEpiOffset + kEpiBytes;
   static constexpr int kTileScaleOffset = kStageScaleOffset + kStages * kStageScaleBytes;
   static constexpr int kBarrierOffset = (kTileScaleOffset + kTileScaleBytes + 7) / 8 * 8;
   static constexpr int kBytes = kBarrierOffset + 2 * kStages * 8;
+  static_assert(kEpiOffset % 1024 == 0, "staging strips must be 1024-byte aligned (128B swizzle)");
   static_assert(kBytes <= kSmemLimitBytes);
 };
 

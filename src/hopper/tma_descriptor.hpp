@@ -18,4 +18,13 @@ enum class TmaSwizzle { kNone, k128B };
 CUtensorMap make_tma_2d(const char* what, const void* base, DType dtype, int64_t rows, int64_t cols,
                         int64_t ld, int box_rows, int box_cols, TmaSwizzle swizzle);
 
+// A stack of `planes` row-major [rows, cols] matrices (leading dimension `ld`, plane `p` starting
+// `plane_stride` elements after plane p-1), accessed in boxes of [1, box_rows, box_cols]: the GEMM
+// epilogue's TMA-store destination (C is one plane; the split-K workspace [S, M, N] is S planes, so
+// a tile's rows past M are clipped inside its own plane instead of landing in the next one).
+// Same rules and errors as make_tma_2d; plane_stride is in elements (its bytes a multiple of 16).
+CUtensorMap make_tma_3d_planes(const char* what, const void* base, DType dtype, int64_t planes, int64_t rows,
+                               int64_t cols, int64_t ld, int64_t plane_stride, int box_rows, int box_cols,
+                               TmaSwizzle swizzle);
+
 }  // namespace weave::hopper

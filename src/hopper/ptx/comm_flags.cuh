@@ -58,6 +58,20 @@ __device__ __forceinline__ uint32_t atom_inc_release_gpu_u32(uint32_t* p, uint32
   return old;
 }
 
+// ld.acquire.gpu.global.u32: as ld_acquire_sys_u32, for flags written on this GPU only.
+__device__ __forceinline__ uint32_t ld_acquire_gpu_u32(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// red.release.gpu.global.add.u32: adds without returning; this thread's earlier memory operations
+// (and what it observed, e.g. completed TMA stores after fence.proxy.async.global) are visible
+// GPU-wide before the new count is.
+__device__ __forceinline__ void red_release_gpu_add_u32(uint32_t* p, uint32_t v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
 // mov.u64 %globaltimer: nanoseconds, for bounding spin-waits.
 __device__ __forceinline__ uint64_t globaltimer_ns() {
   uint64_t t;

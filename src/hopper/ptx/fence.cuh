@@ -10,6 +10,12 @@ __device__ __forceinline__ void fence_proxy_async_shared_cta() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// fence.proxy.async.global: orders this thread's async-proxy global accesses (completed TMA
+// stores) with its later generic-proxy accesses, e.g. before releasing a flag that says they landed.
+__device__ __forceinline__ void fence_proxy_async_global() {
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
 // fence.mbarrier_init.release.cluster: makes prior mbarrier.init visible to the cluster (and to
 // the async proxy that TMA completions arrive through).
 __device__ __forceinline__ void fence_mbarrier_init_release_cluster() {

@@ -39,6 +39,21 @@ __device__ __forceinline__ uint4 ld_shared_v4_u32(uint32_t addr) {
   return v;
 }
 
+// st.shared.v2.f32 (address 8-byte aligned)
+__device__ __forceinline__ void st_shared_v2_f32(uint32_t addr, float x, float y) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(x), "f"(y) : "memory");
+}
+
+// stmatrix.sync.aligned.m8n8.x4.shared.b16: warp-collective store of four 8x8 b16 matrices.
+// Register r<j> of lane l holds row l/4, columns 2*(l%4), 2*(l%4)+1 of matrix j (the mma
+// accumulator fragment layout); lane l gives the shared address of row l%8 of matrix l/8.
+__device__ __forceinline__ void stmatrix_sync_aligned_m8n8_x4_shared_b16(uint32_t addr, uint32_t r0, uint32_t r1,
+                                                                         uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
 // st.global.b32 / st.global.v2.f32: plain stores (the epilogue writes each element once).
 __device__ __forceinline__ void st_global_b32(void* ptr, uint32_t v) {
   asm volatile("st.global.b32 [%0], %1;\n" ::"l"(ptr), "r"(v) : "memory");

@@ -28,6 +28,39 @@ __device__ __forceinline__ void cp_async_bulk_tensor_2d_global_to_shared(uint32_
       : "memory");
 }
 
+// cp.async.bulk.tensor.3d.global.shared::cta.bulk_group: stores the box at shared::cta address
+// `src` to coordinates (c0 = innermost, c1, c2) of the tensor `map`; parts of the box outside the
+// tensor are not written (TMA clips). The store joins this thread's current bulk async-group
+// (commit it with cp_async_bulk_commit_group). It reads shared memory through the async proxy:
+// the writing threads' generic stores must be ordered before it by fence.proxy.async.shared::cta.
+__device__ __forceinline__ void cp_async_bulk_tensor_3d_shared_to_global(const CUtensorMap* map, int32_t c0,
+                                                                         int32_t c1, int32_t c2, uint32_t src) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(c2), "r"(src)
+               : "memory");
+}
+
+// cp.async.bulk.commit_group: closes this thread's current bulk async-group.
+__device__ __forceinline__ void cp_async_bulk_commit_group() {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// cp.async.bulk.wait_group.read N: waits until at most N of this thread's most recent bulk
+// groups still have to READ their shared-memory source (the buffer may then be rewritten; the
+// writes to global memory may still be in flight).
+template <int N>
+__device__ __forceinline__ void cp_async_bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+
+// cp.async.bulk.wait_group N: waits until at most N of this thread's most recent bulk groups are
+// pending, i.e. every older group is COMPLETE: its writes to global memory are performed.
+template <int N>
+__device__ __forceinline__ void cp_async_bulk_wait_group() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // L2 eviction-priority policies for the cache_hint operand (the encodings CUTLASS's
 // TMA::CacheHintSm90 uses): operands re-read by many CTAs stay, streamed ones go first.
 inline constexpr uint64_t kL2EvictNormal = 0x1000000000000000ull;
