@@ -159,74 +159,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         Scale::template tile_prologue<Tile>(a, tile_scales, m0, n0, ctid);
 
       float acc[Tile::kSlices][kAcc];
-      // fp8 with 128-row tiles, per-row/col (ptpc) or 128x128-block scales: promoted halves.
-      // Hopper's fp8 wgmma accumulates with reduced precision, so an accumulator carried over
-      // all of K loses accuracy with K (docs/gemm.md): each stage's 128-wide K block is split into
-      // two halves of two wgmma k32, into two fresh sets promoted into acc in fp32 (times the
-      // block's scales for blockscale; ptpc applies its scales in the epilogue):
-      //
-      //   wait full[s]; issue ks 0,1 -> set0; issue ks 2,3 -> set1; (read the block's scales)
-      //   wait_group 1; acc += set0 * scale          (under set1's wgmmas)
-      //   wait_group 0; release s; acc += set1 * scale (under the other warpgroup's wgmmas)
-      //
-      // No wgmma is in flight across the loop's back edge (see the mxfp8 branch for why).
-      // Multi-slice tiles (256x128 blockscale) keep the serial per-slice path further below.
-      constexpr bool kPromotedHalves =
-          Tile::Input::kBytes == 1 && Tile::kSlices == 1 &&
-          (Scale::kWhere == ScaleWhere::kEpilogue || scale_group_k<Scale>() == 128);
-
-      if constexpr (kPromotedHalves) {
-        static_assert(Tile::kKSteps == 4, "promoted halves: 4 wgmma k32 per stage");
-        static_assert(kAcc == 64, "promoted halves: acc + two sets must fit 232 registers (N = 128)");
-        float set0[kAcc], set1[kAcc];
-#pragma unroll
-        for (int i = 0; i < kAcc; ++i) acc[0][i] = 0.0f;
-        auto issue_half = [&](float(&set)[kAcc], uint32_t s, int half) {
-#pragma unroll
-          for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
-          ptx::wgmma_fence_sync_aligned();
-#pragma unroll
-          for (int ks = 2 * half; ks < 2 * half + 2; ++ks)
-            Mma::mma(set, desc_a(s, 0, ks), desc_b(s, ks), ks > 2 * half ? 1u : 0u);
-          ptx::wgmma_commit_group_sync_aligned();
-#pragma unroll
-          for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
-        };
-        // Fragment rows: elements 4i, 4i+1 belong to row r, 4i+2, 4i+3 to row r + 8.
-        auto promote = [&](float(&set)[kAcc], float s0, float s1) {
-#pragma unroll
-          for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
-#pragma unroll
-          for (int i = 0; i < kAcc / 4; ++i) {
-            acc[0][4 * i + 0] = fmaf(set[4 * i + 0], s0, acc[0][4 * i + 0]);
-            acc[0][4 * i + 1] = fmaf(set[4 * i + 1], s0, acc[0][4 * i + 1]);
-            acc[0][4 * i + 2] = fmaf(set[4 * i + 2], s1, acc[0][4 * i + 2]);
-            acc[0][4 * i + 3] = fmaf(set[4 * i + 3], s1, acc[0][4 * i + 3]);
-          }
-        };
-        const int r = cwg * Tile::kWgRows + row_in_wg;
-        for (int kb = kb_begin; kb < kb_end; ++kb) {
-          const uint32_t s = ps.stage;
-          if (!drop_wait) wait_full(s, ps.phase);
-          issue_half(set0, s, 0);
-          if (drop_wait) wait_full(s, ps.phase);
-          issue_half(set1, s, 1);
-          float s0 = 1.0f, s1 = 1.0f;  // fma(x, 1, acc) == acc + x exactly: ptpc adds plainly
-          if constexpr (Scale::kWhere == ScaleWhere::kMainloop) {
-            const uint32_t slot = stage_scales(s);
-            const float sb = Scale::template col_scale<Tile>(slot);
-            s0 = Scale::row_scale(slot, r) * sb;
-            s1 = Scale::row_scale(slot, r + 8) * sb;
-          }
-          ptx::wgmma_wait_group_sync_aligned<1>();
-          promote(set0, s0, s1);
-          ptx::wgmma_wait_group_sync_aligned<0>();
-          release(s);  // scales are in registers; every wgmma reading stage s is complete
-          promote(set1, s0, s1);
-          ps.advance();
-        }
-      } else if constexpr (Scale::kWhere != ScaleWhere::kMainloop) {
-        // One wgmma group per stage; keep one group in flight and release the stage before it.
+      if constexpr (Tile::Input::kBytes == 2) {
+        // bf16: fp32 accumulation in the tensor cores over the whole K. One wgmma group per stage;
+        // keep one group in flight and release the stage before it.
         uint32_t prev_stage = 0;
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           const uint32_t s = ps.stage;
@@ -263,7 +198,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[j][i]);
         release(prev_stage);
-      } else if constexpr (Scale::kGroupK == 32) {
+      } else if constexpr (scale_group_k<Scale>() == 32) {
         // mxfp8 (ScaleMx32): each 32-wide K group (one wgmma k32) goes into a fresh accumulator
         // set and is promoted into acc with its two ue8m0 scales. Two sets alternate so the
         // tensor cores run one group while the FMAs promote the one before; per stage s:
@@ -325,9 +260,19 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           ps.advance();
         }
       } else {
-        // Blockwise scales: each 128-wide K block goes into a fresh accumulator `blk`, then is
-        // promoted into acc in fp32 with that block's scales (also avoids the tensor cores'
-        // reduced-precision fp8 accumulation over long K).
+        // fp8 ptpc and blockscale: promotion once per 128-wide K block. Hopper's fp8 wgmma
+        // accumulates with reduced precision, so an accumulator carried over all of K loses
+        // accuracy with K (docs/gemm.md): each m64 slice's four k32 wgmmas of a stage go into one
+        // fresh set `blk`, which is then added into the fp32 sums, times the block's scales for
+        // blockscale (ptpc applies its per-row/col scales in the epilogue). Per stage s:
+        //
+        //   wait full[s]; (read the block's scales)
+        //   per slice j: issue 4 wgmma -> blk; wait_group 0; (last slice: release s); acc[j] += blk * scale
+        //
+        // This warpgroup waits for its own wgmmas and then promotes; meanwhile the other consumer
+        // warpgroup's wgmmas keep the tensor cores busy (the two run half a stage apart). One set
+        // of kAcc registers beside the sums: 128x128 and 256x128 fit 232 registers. Promoting every
+        // 128 K is cuBLASLt's interval for its default (non-fast-accumulation) fp8.
 #pragma unroll
         for (int j = 0; j < Tile::kSlices; ++j)
 #pragma unroll
@@ -336,14 +281,16 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           const uint32_t s = ps.stage;
           if (!drop_wait) wait_full(s, ps.phase);
-          const uint32_t slot = stage_scales(s);
-          const float sb = Scale::template col_scale<Tile>(slot);
-          float sa[Tile::kSlices][2];
+          [[maybe_unused]] float sa[Tile::kSlices][2];
+          if constexpr (Scale::kWhere == ScaleWhere::kMainloop) {
+            const uint32_t slot = stage_scales(s);
+            const float sb = Scale::template col_scale<Tile>(slot);
 #pragma unroll
-          for (int j = 0; j < Tile::kSlices; ++j) {
-            const int r = cwg * Tile::kWgRows + j * 64 + row_in_wg;
-            sa[j][0] = Scale::row_scale(slot, r) * sb;
-            sa[j][1] = Scale::row_scale(slot, r + 8) * sb;
+            for (int j = 0; j < Tile::kSlices; ++j) {
+              const int r = cwg * Tile::kWgRows + j * 64 + row_in_wg;
+              sa[j][0] = Scale::row_scale(slot, r) * sb;
+              sa[j][1] = Scale::row_scale(slot, r + 8) * sb;
+            }
           }
 #pragma unroll
           for (int j = 0; j < Tile::kSlices; ++j) {
@@ -360,12 +307,18 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
               if (drop_wait) wait_full(s, ps.phase);
               release(s);  // scales were read above, all wgmmas on stage s are complete
             }
+            // Fragment rows: elements 4i, 4i+1 belong to row r, 4i+2, 4i+3 to row r + 8.
+            if constexpr (Scale::kWhere == ScaleWhere::kMainloop) {
 #pragma unroll
-            for (int i = 0; i < kAcc / 4; ++i) {
-              acc[j][4 * i + 0] += blk[4 * i + 0] * sa[j][0];
-              acc[j][4 * i + 1] += blk[4 * i + 1] * sa[j][0];
-              acc[j][4 * i + 2] += blk[4 * i + 2] * sa[j][1];
-              acc[j][4 * i + 3] += blk[4 * i + 3] * sa[j][1];
+              for (int i = 0; i < kAcc / 4; ++i) {
+                acc[j][4 * i + 0] = fmaf(blk[4 * i + 0], sa[j][0], acc[j][4 * i + 0]);
+                acc[j][4 * i + 1] = fmaf(blk[4 * i + 1], sa[j][0], acc[j][4 * i + 1]);
+                acc[j][4 * i + 2] = fmaf(blk[4 * i + 2], sa[j][1], acc[j][4 * i + 2]);
+                acc[j][4 * i + 3] = fmaf(blk[4 * i + 3], sa[j][1], acc[j][4 * i + 3]);
+              }
+            } else {
+#pragma unroll
+              for (int i = 0; i < kAcc; ++i) acc[j][i] += blk[i];
             }
           }
           ps.advance();

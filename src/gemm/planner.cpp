@@ -1,9 +1,15 @@
 // The GEMM planner: which problems the kernels accept, and the tile, grid and K split for one.
 //
-// Tile rule (issue 3): among the built tiles for the mode and output dtype, take the largest tile
-// (by area) whose tile count still covers the SMs (tiles >= num_sms); if none does, the one with
-// the most tiles (the largest grid; then the least padding). Ties between tiles of one area go to the one that wastes
-// less padding, then to the wider-N tile. The persistent grid is min(work items, num_sms). Every
+// Tile rule (wave efficiency): among the built tiles for the mode and output dtype, take the one
+// with the least modelled time
+//     waves x tile area / efficiency,   waves = ceil(tiles / num_sms)
+// (the persistent CTAs run the tiles in waves; a last, partly filled wave costs a whole one).
+// efficiency is 1 for 128x128 and kLargeTileEfficiency for the 32K-element tiles (128x256,
+// 256x128): measured on the H200 with every tile forced at 6 shapes (tests/gpu GemmPerf), a
+// 256x128 fp8 tile does 1.19-1.30x the work per unit time of 128x128, a bf16 large tile 1.00-1.03x.
+// Ties go to the larger area, then the one that wastes less padding, then the wider-N tile. So a
+// grid below the SM count wins where it saves a wave (2048x2048 fp8: 128 tiles of 256x128 in one
+// wave beat 256 tiles of 128x128 in two). The persistent grid is min(work items, num_sms). Every
 // choice is overridable (GemmPlanOverrides). M <= 32 goes to the decode GEMV when it implements
 // the problem.
 //
@@ -27,6 +33,10 @@ namespace weave {
 namespace gemm {
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Relative work per unit time of a 32K-element tile against a 128x128 one (see the tile rule).
+constexpr double kLargeTileEfficiencyFp8 = 1.2;
+constexpr double kLargeTileEfficiencyBf16 = 1.02;
 
 // Row blocks per group of the L2-friendly tile order (GroupedRowsScheduler).
 constexpr int kDefaultGroupRows = 8;
@@ -111,28 +121,36 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
                                                       << " output (built: " << tiles_list(cands) << ")");
     why << "tile " << o.block_m << "x" << o.block_n << " (override)";
   } else {
-    // Better = larger area, then less padding, then wider N.
+    // Better = larger area, then less padding, then wider N (the tie-break after the model).
     auto better = [&](const TileCandidate& x, const TileCandidate& y) {
       const int64_t ax = int64_t{x.block_m} * x.block_n, ay = int64_t{y.block_m} * y.block_n;
       if (ax != ay) return ax > ay;
       if (waste_of(x) != waste_of(y)) return waste_of(x) < waste_of(y);
       return x.block_n > y.block_n;
     };
-    for (const auto& c : cands)
-      if (tiles_of(c) >= num_sms && (pick == nullptr || better(c, *pick))) pick = &c;
-    if (pick != nullptr) {
-      why << "largest tile whose " << tiles_of(*pick) << " tiles cover the " << num_sms << " SMs";
-    } else {
-      // Same grid: the tile that computes fewer padded rows/columns finishes first.
-      auto more_parallel = [&](const TileCandidate& x, const TileCandidate& y) {
-        if (tiles_of(x) != tiles_of(y)) return tiles_of(x) > tiles_of(y);
-        if (waste_of(x) != waste_of(y)) return waste_of(x) < waste_of(y);
-        return better(x, y);
-      };
-      for (const auto& c : cands)
-        if (pick == nullptr || more_parallel(c, *pick)) pick = &c;
-      why << "no tile gives " << num_sms << " tiles; the largest grid is " << tiles_of(*pick) << " tiles";
+    const double large_eff = p.mode == ScaleMode::kBF16 ? kLargeTileEfficiencyBf16 : kLargeTileEfficiencyFp8;
+    auto waves_of = [&](const TileCandidate& c) { return ceil_div(tiles_of(c), num_sms); };
+    auto cost_of = [&](const TileCandidate& c) {
+      const double area = static_cast<double>(c.block_m) * c.block_n;
+      return static_cast<double>(waves_of(c)) * area / (area > 128.0 * 128.0 ? large_eff : 1.0);
+    };
+    for (const auto& c : cands) {
+      if (pick == nullptr) {
+        pick = &c;
+        continue;
+      }
+      const double cc = cost_of(c), cp = cost_of(*pick);
+      if (cc < cp * (1 - 1e-9) || (cc <= cp * (1 + 1e-9) && better(c, *pick))) pick = &c;
     }
+    why.setf(std::ios::fixed);
+    why.precision(2);
+    why << "least modelled time: " << tiles_of(*pick) << " tiles in " << waves_of(*pick) << " wave"
+        << (waves_of(*pick) == 1 ? "" : "s") << " on " << num_sms << " SMs (wave efficiency "
+        << 100.0 * static_cast<double>(tiles_of(*pick)) / static_cast<double>(waves_of(*pick) * num_sms) << "%)";
+    for (const auto& c : cands)
+      if (&c != pick)
+        why << "; " << c.block_m << "x" << c.block_n << ": " << tiles_of(c) << " tiles, " << waves_of(c)
+            << " waves, time x" << cost_of(c) / cost_of(*pick);
   }
 
   GemmPlan plan;

@@ -79,15 +79,18 @@ inline constexpr int kMaxStages = 8;
 // scales (main-loop scale policies), per-tile scales (epilogue scale policies, double-buffered),
 // then the full/empty mbarriers.
 //
-// Stages vs staging: the most stages that still leave each consumer warpgroup
-// min(2, its strips per tile) staging buffers (two let a warpgroup write one strip while the
-// TMA drains the other); what is left after those stages then goes to more buffers, up to a whole
-// tile's strips.
+// Stages vs staging: two staging buffers per consumer warpgroup let it write one strip while the
+// TMA drains the other; with one, each strip waits for the previous one's shared-memory read.
+// Two buffers are kept where the ring still has >= kPreferredStages stages with them (bf16 and
+// ptpc 128x128: 6 of 7); otherwise the most stages that leave one buffer (blockscale and mxfp8
+// 128x128 keep their 6 stages, the 48 KB-stage tiles their 4). What is left after the stages goes
+// to more buffers, up to a whole tile's strips. (Measured: "two buffers always" cost 256x128 fp8
+// its 4th stage, and mxfp8 at 5 stages ran 2-3% slower than before at long K.)
 template <class Tile, class Scale, int kOutBytes>
 struct SmemLayout {
   static constexpr int kStripBytes = 64 * 128;
   static constexpr int kStripsPerWg = Tile::kSlices * (Tile::kBlockN * kOutBytes / 128);
-  static constexpr int kMinBufsPerWg = kStripsPerWg < 2 ? kStripsPerWg : 2;
+  static constexpr int kPreferredStages = 6;
   static constexpr int kStageScaleBytes = Scale::template stage_bytes<Tile>();
   static constexpr int kTileScaleBytes = Scale::template tile_bytes<Tile>();
   static constexpr int kFixed = kTileScaleBytes + 2 * kMaxStages * 8 + 64;
@@ -96,10 +99,14 @@ struct SmemLayout {
     const int left = kSmemLimitBytes - kFixed - stages * kPerStage;
     return left < 0 ? -1 : left / (Tile::kConsumerWarpgroups * kStripBytes);
   }
-  static constexpr int pick_stages() {
+  static constexpr int most_stages_with(int bufs) {
     for (int s = kMaxStages; s >= 2; --s)
-      if (bufs_left(s) >= kMinBufsPerWg) return s;
+      if (bufs_left(s) >= bufs) return s;
     return 0;
+  }
+  static constexpr int kTwoBufs = kStripsPerWg < 2 ? kStripsPerWg : 2;
+  static constexpr int pick_stages() {
+    return most_stages_with(kTwoBufs) >= kPreferredStages ? most_stages_with(kTwoBufs) : most_stages_with(1);
   }
   static constexpr int kStages = pick_stages();
   static_assert(kStages >= 2, "tile too large for a two-stage ring plus epilogue staging");

@@ -101,22 +101,37 @@ TEST(GemmPlanValidate, JoinsAllReasonsAndThrowsFromPlan) {
   }
 }
 
-TEST(GemmPlanTiles, LargestTileThatCoversTheSms) {
-  // 8192^2: every tile covers 132 SMs; the largest area wins, tie (no waste either way) -> wider N.
+TEST(GemmPlanTiles, LeastModelledTimeOverWaves) {
+  // 8192^2 bf16: 4096 tiles of 128x128 take 32 waves (x 16384), 2048 of the 32K tiles 16 waves
+  // (x 32768 / 1.02): the large tiles win; the two tie -> wider N.
   auto plan = gemm::gemm_plan_tiles(problem(8192, 8192, 8192), 132, {}, three_tiles());
   EXPECT_EQ(plan.block_m, 128);
   EXPECT_EQ(plan.block_n, 256);
   EXPECT_EQ(plan.tiles, 64 * 32);
   EXPECT_EQ(plan.grid, 132);
   EXPECT_EQ(plan.kernel, "t128x256");
-  EXPECT_NE(plan.reason.find("cover"), std::string::npos);
+  EXPECT_NE(plan.reason.find("least modelled time: 2048 tiles in 16 waves"), std::string::npos) << plan.reason;
 
-  // 2048^2: the 32K-element tiles give 128 < 132 tiles; 128x128 gives 256.
+  // 2048^2: 128 tiles of 128x256 fill one wave (grid 128 < 132 SMs); 256 of 128x128 need two.
   plan = gemm::gemm_plan_tiles(problem(2048, 2048, 7168), 132, {}, three_tiles());
   EXPECT_EQ(plan.block_m, 128);
+  EXPECT_EQ(plan.block_n, 256);
+  EXPECT_EQ(plan.tiles, 128);
+  EXPECT_EQ(plan.grid, 128);
+  EXPECT_NE(plan.reason.find("1 wave on 132 SMs"), std::string::npos) << plan.reason;
+  EXPECT_NE(plan.reason.find("128x128: 256 tiles, 2 waves"), std::string::npos) << plan.reason;
+
+  // 1024 x 5120: 320 tiles of 128x128 in 3 waves (x 49152) beat 160 large tiles in 2 (x 64251).
+  plan = gemm::gemm_plan_tiles(problem(1024, 5120, 2048), 132, {}, three_tiles());
+  EXPECT_EQ(plan.block_m, 128);
   EXPECT_EQ(plan.block_n, 128);
-  EXPECT_EQ(plan.tiles, 256);
-  EXPECT_EQ(plan.grid, 132);
+  EXPECT_EQ(plan.tiles, 320);
+  // fp8 (large tiles 1.2x as efficient): 160 tiles in 2 waves cost x 54613 against x 49152, so
+  // 128x128 still wins there; at 8192^2 (same wave ratio) the large fp8 tile wins by 1.2.
+  plan = gemm::gemm_plan_tiles(problem(1024, 5120, 2048, ScaleMode::kPtpc), 132, {}, three_fp8_tiles_with_split());
+  EXPECT_EQ(plan.block_n * plan.block_m, 128 * 128);
+  plan = gemm::gemm_plan_tiles(problem(8192, 8192, 8192, ScaleMode::kPtpc), 132, {}, three_fp8_tiles_with_split());
+  EXPECT_EQ(plan.block_n * plan.block_m, 256 * 128);
 }
 
 TEST(GemmPlanTiles, TieOnAreaGoesToLessPadding) {
@@ -130,15 +145,15 @@ TEST(GemmPlanTiles, TieOnAreaGoesToLessPadding) {
   EXPECT_EQ(plan.block_n, 128);
 }
 
-TEST(GemmPlanTiles, NoTileCoversTheSmsTakesTheLargestGrid) {
-  // M = 64, N = 8192: 32 / 64 / 64 tiles, all < 132: the largest grid is 64 tiles; of the two,
-  // 128x128 pads less than 256x128.
+TEST(GemmPlanTiles, NoTileCoversTheSmsTakesTheSmallestTile) {
+  // M = 64, N = 8192: 64 / 32 / 64 tiles, all one wave: the cost is then the tile itself, and
+  // 128x128 (the largest grid) wins.
   auto plan = gemm::gemm_plan_tiles(problem(64, 8192, 1280), 132, {}, three_tiles());
   EXPECT_EQ(plan.tiles, 64);
   EXPECT_EQ(plan.block_m, 128);
   EXPECT_EQ(plan.block_n, 128);
   EXPECT_EQ(plan.grid, 64);
-  EXPECT_NE(plan.reason.find("largest grid"), std::string::npos);
+  EXPECT_NE(plan.reason.find("64 tiles in 1 wave"), std::string::npos) << plan.reason;
   // M = 1 is planned like any other M (TMA zero-fills the missing rows).
   plan = gemm::gemm_plan_tiles(problem(1, 256, 64), 132, {}, three_tiles());
   EXPECT_EQ(plan.tiles, 2);
@@ -276,10 +291,13 @@ TEST(GemmPlanSplitK, ChosenWhereTilesLeaveSmsIdleAndKIsLong) {
 
 TEST(GemmPlanSplitK, NotChosenWhereTilesCoverTheSmsOrKIsShort) {
   const auto c = three_fp8_tiles_with_split();
-  // 2048 x 2048: 128x128 gives 256 tiles >= 132: no split (a >= 1-wave grid gains nothing).
+  // 2048 x 2048: 128 large tiles in one wave; 2 x 128 splits would exceed the 132 SMs: no split.
   auto plan = gemm::gemm_plan_tiles(problem(2048, 2048, 7168, ScaleMode::kBlockscale), 132, {}, c);
   EXPECT_EQ(plan.split_k, 1);
-  EXPECT_EQ(plan.kernel, "t128x128");
+  EXPECT_EQ(plan.kernel, "t128x256");
+  // 4096 x 4096: 1024 tiles of 128x128 >= 132 SMs: no split (a >= 1-wave grid gains nothing).
+  plan = gemm::gemm_plan_tiles(problem(4096, 4096, 7168, ScaleMode::kBlockscale), 132, {}, c);
+  EXPECT_EQ(plan.split_k, 1);
   // 2048 x 1024: 128 tiles < 132, but 2 x 128 would exceed the SMs.
   plan = gemm::gemm_plan_tiles(problem(2048, 1024, 5120, ScaleMode::kBlockscale), 132, {}, c);
   EXPECT_EQ(plan.tiles, 128);
