@@ -18,8 +18,8 @@
 // kInvalidArgument naming set_workspace otherwise. The partials are summed in split order, so
 // results are bitwise reproducible. One run at a time may use a given workspace (stream order).
 //
-// Verbs (same on every op): `Gemm::validate` returns "" or the reason a problem cannot run, and
-// calls the same checks as `run`; `plan` is a pure function of the problem and the SM count; the
+// Verbs (same on every op): `gemm_validate_problem` returns "" or every reason a problem cannot
+// run, and is the check the constructor and `gemm_plan` call; `plan` is a pure function of the problem and the SM count; the
 // constructor validates and plans once (throws weave::Error naming the argument and the rule);
 // `run(stream)` only enqueues: no allocation, no host sync, graph-capturable. Thread scope: one
 // Gemm object per thread at a time; distinct objects are independent.

@@ -31,6 +31,7 @@ template <class Out>
 struct EpilogueStoreLocal {
   using Params = StoreLocalParams;
   using OutType = Out;
+  static constexpr EpilogueKind kKind = EpilogueKind::kStoreLocal;
   static_assert(sizeof(Out) == 2 || sizeof(Out) == 4, "bf16 or fp32 output");
   static constexpr bool kHasBeforeHook = false;
   static constexpr bool kHasStoredHook = false;

@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const Scheduler sched(a, Tile::kBlockM, Tile::kBlockN);
+  const Scheduler sched(args, Tile::kBlockM, Tile::kBlockN);
   const int num_tiles = sched.num_tiles();
   const int num_k_blocks = (a.k + Tile::kBlockK - 1) / Tile::kBlockK;
   const int k_blocks_per_split = a.k_blocks_per_split > 0 ? a.k_blocks_per_split : num_k_blocks;
@@ -359,41 +359,48 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 template <class Tile, class Scale, class Epilogue, class Scheduler>
 struct KernelInstance {
   using Layout = SmemLayout<Tile, Scale, static_cast<int>(sizeof(typename Epilogue::OutType))>;
+  using Args = KernelArgs<typename Epilogue::Params>;
   static constexpr auto kernel = sm90_gemm_kernel<Tile, Scale, Epilogue, Scheduler>;
 
   static void prepare() {
     WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout::kBytes));
   }
-  static void launch(const LocalKernelArgs& args, int grid, cudaStream_t stream) {
+  static void launch(const Args& args, int grid, cudaStream_t stream) {
     kernel<<<grid, Tile::kThreads, Layout::kBytes, stream>>>(args);
     WEAVE_CHECK_LAUNCH();
+  }
+  // The table entry of this instance (gemm/dispatch.hpp), in the table of its epilogue's Params.
+  static GemmKernelEntry<typename Epilogue::Params> entry(const char* name, ScaleMode mode, ScaleLayout layout,
+                                                          DType out_dtype) {
+    return GemmKernelEntry<typename Epilogue::Params>{
+        .name = name,
+        .mode = mode,
+        .scale_layout = layout,
+        .out_dtype = out_dtype,
+        .epilogue = Epilogue::kKind,
+        .scheduler = Scheduler::kKind,
+        .block_m = Tile::kBlockM,
+        .block_n = Tile::kBlockN,
+        .block_k = Tile::kBlockK,
+        .stages = Layout::kStages,
+        .threads = Tile::kThreads,
+        .smem_bytes = Layout::kBytes,
+        .prepare = &prepare,
+        .launch = &launch,
+    };
   }
 };
 
 }  // namespace weave::gemm
 
-// Defines and registers one instance. NAME must match the file name (see dispatch.hpp).
-// LAYOUT is the mxfp8 scale layout the instance reads (kRaw for every other mode).
-#define WEAVE_GEMM_INSTANCE_LAYOUT(NAME, IN, BM, BN, SCALE, OUT, MODE, LAYOUT, OUT_DTYPE)                    \
-  namespace {                                                                                               \
-  using NAME##_t = ::weave::gemm::KernelInstance<                                                           \
-      ::weave::gemm::TileShape<::weave::gemm::IN, BM, BN>, ::weave::gemm::SCALE,                            \
-      ::weave::gemm::EpilogueStoreLocal<OUT>, ::weave::gemm::GroupedRowsScheduler>;                         \
-  const bool NAME##_registered = ::weave::gemm::register_gemm_instance(::weave::gemm::GemmInstance{         \
-      .name = #NAME,                                                                                        \
-      .mode = MODE,                                                                                         \
-      .scale_layout = LAYOUT,                                                                               \
-      .out_dtype = OUT_DTYPE,                                                                               \
-      .epilogue = ::weave::gemm::EpilogueKind::kStoreLocal,                                                 \
-      .block_m = BM,                                                                                        \
-      .block_n = BN,                                                                                        \
-      .block_k = ::weave::gemm::TileShape<::weave::gemm::IN, BM, BN>::kBlockK,                              \
-      .stages = NAME##_t::Layout::kStages,                                                                  \
-      .threads = ::weave::gemm::TileShape<::weave::gemm::IN, BM, BN>::kThreads,                             \
-      .smem_bytes = NAME##_t::Layout::kBytes,                                                               \
-      .prepare = &NAME##_t::prepare,                                                                        \
-      .launch = &NAME##_t::launch,                                                                          \
-  });                                                                                                       \
+// Defines and registers one instance (the generated files of src/gemm/instances.cmake call it).
+// NAME must match the file name; LAYOUT is the mxfp8 scale layout the instance reads (kRaw for
+// every other mode).
+#define WEAVE_GEMM_KERNEL(NAME, IN, BM, BN, SCALE, EPILOGUE, SCHEDULER, MODE, LAYOUT, OUT_DTYPE)                  \
+  namespace {                                                                                                 \
+  using NAME##_t = ::weave::gemm::KernelInstance<::weave::gemm::TileShape<::weave::gemm::IN, BM, BN>,         \
+                                                 ::weave::gemm::SCALE, ::weave::gemm::EPILOGUE,               \
+                                                 ::weave::gemm::SCHEDULER>;                                   \
+  const bool NAME##_registered =                                                                              \
+      ::weave::gemm::register_gemm_kernel(NAME##_t::entry(#NAME, MODE, LAYOUT, OUT_DTYPE));                   \
   }
-#define WEAVE_GEMM_INSTANCE(NAME, IN, BM, BN, SCALE, OUT, MODE, OUT_DTYPE) \
-  WEAVE_GEMM_INSTANCE_LAYOUT(NAME, IN, BM, BN, SCALE, OUT, MODE, ::weave::ScaleLayout::kRaw, OUT_DTYPE)

@@ -12,6 +12,11 @@
 
 namespace weave::gemm {
 
+// What an instance is keyed by besides mode, dtypes and tile (gemm/dispatch.hpp); each epilogue
+// policy and scheduler names its own kind.
+enum class EpilogueKind { kStoreLocal };
+enum class SchedulerKind { kGroupedRows };
+
 struct MainloopArgs {
   CUtensorMap tma_a;  // A [M, K], box [block_m, block_k], 128B swizzle
   CUtensorMap tma_b;  // B [N, K], box [block_n, block_k], 128B swizzle

@@ -19,15 +19,19 @@ namespace weave::gemm {
 //     3    3  7 11 15
 //     4   16 ...             next group
 // (group_rows = 4 in the picture; the planner's value is GemmPlan::group_rows.)
+// Built from the kernel's full arguments (a fused op's scheduler also reads its epilogue's
+// parameters: rank, world size, chunk layout).
 struct GroupedRowsScheduler {
+  static constexpr SchedulerKind kKind = SchedulerKind::kGroupedRows;
   int num_m_blocks = 0;
   int num_n_blocks = 0;
   int group_rows = 1;
 
-  __device__ __forceinline__ GroupedRowsScheduler(const MainloopArgs& a, int block_m, int block_n)
-      : num_m_blocks((a.m + block_m - 1) / block_m),
-        num_n_blocks((a.n + block_n - 1) / block_n),
-        group_rows(a.group_rows > 0 ? a.group_rows : 1) {}
+  template <class EpilogueParams>
+  __device__ __forceinline__ GroupedRowsScheduler(const KernelArgs<EpilogueParams>& args, int block_m, int block_n)
+      : num_m_blocks((args.main.m + block_m - 1) / block_m),
+        num_n_blocks((args.main.n + block_n - 1) / block_n),
+        group_rows(args.main.group_rows > 0 ? args.main.group_rows : 1) {}
 
   __device__ __forceinline__ int num_tiles() const { return num_m_blocks * num_n_blocks; }
 

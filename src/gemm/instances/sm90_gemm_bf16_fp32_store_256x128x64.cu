@@ -1,4 +1,0 @@
-// bf16 x bf16 -> fp32, 256x128 tile, 64-wide K stages, stored to a local tensor.
-#include "gemm/kernel.cuh"
-WEAVE_GEMM_INSTANCE(sm90_gemm_bf16_fp32_store_256x128x64, InBf16, 256, 128, ScaleNone, float, ::weave::ScaleMode::kBF16,
-                    ::weave::DType::kF32)

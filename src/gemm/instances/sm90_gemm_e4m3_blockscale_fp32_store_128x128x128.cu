@@ -1,4 +1,0 @@
-// e4m3 x e4m3, 1x128 / 128x128 block scales promoted per K block -> fp32, 128x128 tile, 128-wide K stages, stored to a local tensor.
-#include "gemm/kernel.cuh"
-WEAVE_GEMM_INSTANCE(sm90_gemm_e4m3_blockscale_fp32_store_128x128x128, InE4m3, 128, 128, ScaleBlockwise, float, ::weave::ScaleMode::kBlockscale,
-                    ::weave::DType::kF32)

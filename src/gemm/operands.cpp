@@ -1,0 +1,112 @@
+// Operand rules and kernel-argument building of the tiled GEMM (gemm/operands.hpp).
+#include "gemm/operands.hpp"
+
+#include "common/check.hpp"
+#include "gemm/planner.hpp"
+#include "hopper/tma_descriptor.hpp"
+#include "hopper/wait_record.hpp"
+
+namespace weave::gemm {
+
+// The epilogue's TMA-store map over `planes` stacked [m, n] outputs of `dtype` (gemm/kernel_args.hpp).
+CUtensorMap make_epilogue_map(const char* what, void* base, DType dtype, int64_t planes, int64_t m, int64_t n,
+                              int64_t ld) {
+  return hopper::make_tma_3d_planes(what, base, dtype, planes, m, n, ld, m * ld, kEpilogueBoxRows,
+                                    static_cast<int>(128 / dtype_bytes(dtype)), hopper::TmaSwizzle::k128B);
+}
+
+DType gemm_input_dtype(ScaleMode mode) { return mode == ScaleMode::kBF16 ? DType::kBF16 : DType::kE4M3; }
+
+void check_gemm_inputs(const GemmProblem& p, const TensorView& a, const TensorView& b, const GemmScales& s,
+                       int device) {
+  const DType in = gemm_input_dtype(p.mode);
+  expect_matrix(a, "A", MatrixRule{in, p.m, p.k, true, true, device});
+  expect_matrix(b, "B", MatrixRule{in, p.n, p.k, true, true, device});
+  switch (p.mode) {
+    case ScaleMode::kBF16:
+      WEAVE_EXPECT_ARG(s.a.rank == 0 && s.b.rank == 0,
+                       "argument 'scales': mode bf16 takes no scales (got scale_a rank " << s.a.rank << ", scale_b rank "
+                                                                                         << s.b.rank << ")");
+      break;
+    case ScaleMode::kPtpc:
+      expect_vector(s.a, "scale_a", DType::kF32, p.m, device);
+      expect_vector(s.b, "scale_b", DType::kF32, p.n, device);
+      break;
+    case ScaleMode::kBlockscale: {
+      // Exactly one layout is accepted: row-major, K-block contiguous. A transposed (M-major)
+      // tensor of the same shape fails the contiguity rule instead of being guessed.
+      const int64_t kb = p.k / 128;
+      expect_matrix(s.a, "scale_a", MatrixRule{DType::kF32, p.m, kb, true, false, device});
+      expect_matrix(s.b, "scale_b", MatrixRule{DType::kF32, (p.n + 127) / 128, kb, true, false, device});
+      WEAVE_EXPECT_ARG(reinterpret_cast<uintptr_t>(s.a.data) % 4 == 0 && reinterpret_cast<uintptr_t>(s.b.data) % 4 == 0,
+                       "arguments 'scale_a'/'scale_b': must be 4-byte aligned fp32");
+      break;
+    }
+    case ScaleMode::kMxfp8: {
+      // The layout is explicit (problem.scale_layout), so a tensor whose shape happens to fit both
+      // layouts (e.g. M = 1, K = 128) is read as the one declared.
+      const int64_t groups = p.k / 32, b_rows = (p.n + 31) / 32;
+      if (p.scale_layout == ScaleLayout::kRaw) {
+        expect_matrix(s.a, "scale_a", MatrixRule{DType::kUE8M0, p.m, groups, true, false, device});
+        expect_matrix(s.b, "scale_b", MatrixRule{DType::kUE8M0, b_rows, groups, true, false, device});
+      } else {
+        // pack_mxfp8_scales' uint32 words [ceil(K/128), rows], viewed as bytes [ceil(K/128), 4 * rows].
+        const int64_t k_words = (p.k + 127) / 128;
+        expect_matrix(s.a, "scale_a", MatrixRule{DType::kUE8M0, k_words, 4 * p.m, true, false, device});
+        expect_matrix(s.b, "scale_b", MatrixRule{DType::kUE8M0, k_words, 4 * b_rows, true, false, device});
+        WEAVE_EXPECT_ARG(s.a.ld() % 4 == 0 && s.b.ld() % 4 == 0,
+                         "arguments 'scale_a'/'scale_b': packed mxfp8 rows must be whole uint32 words (leading "
+                         "dimensions "
+                             << s.a.ld() << " and " << s.b.ld() << " bytes must be multiples of 4)");
+      }
+      WEAVE_EXPECT_ARG(reinterpret_cast<uintptr_t>(s.a.data) % 4 == 0 && reinterpret_cast<uintptr_t>(s.b.data) % 4 == 0,
+                       "arguments 'scale_a'/'scale_b': mxfp8 scale tensors must be 4-byte aligned (the kernels copy "
+                       "aligned 4-byte words)");
+      break;
+    }
+  }
+}
+
+void check_gemv_scales(const GemmProblem& p, const GemmScales& s) {
+  if (p.mode != ScaleMode::kBlockscale && p.mode != ScaleMode::kMxfp8) return;
+  WEAVE_EXPECT_ARG(s.a.ld() == s.a.cols() && s.b.ld() == s.b.cols(),
+                   "arguments 'scale_a'/'scale_b': m = " << p.m << " runs the decode GEMV, which reads "
+                                                         << to_string(p.mode)
+                                                         << " scales densely; leading dimensions must equal the "
+                                                            "column counts (got "
+                                                         << s.a.ld() << " / " << s.a.cols() << " and " << s.b.ld()
+                                                         << " / " << s.b.cols() << ")");
+}
+
+MainloopArgs make_mainloop_args(const GemmProblem& p, const GemmPlan& plan, const TensorView& a, const TensorView& b,
+                                const GemmScales& s, bool drop_wait) {
+  MainloopArgs m{};
+  const DType in = gemm_input_dtype(p.mode);
+  m.tma_a = hopper::make_tma_2d("A", a.data, in, p.m, p.k, a.ld(), plan.block_m, plan.block_k,
+                                hopper::TmaSwizzle::k128B);
+  m.tma_b = hopper::make_tma_2d("B", b.data, in, p.n, p.k, b.ld(), plan.block_n, plan.block_k,
+                                hopper::TmaSwizzle::k128B);
+  m.scale_a = s.a.data;
+  m.scale_b = s.b.data;
+  // Row strides in the unit each policy indexes: floats (blockscale), bytes (mxfp8 raw), uint32
+  // words (mxfp8 packed).
+  const bool packed = p.mode == ScaleMode::kMxfp8 && p.scale_layout == ScaleLayout::kPacked;
+  const bool strided = p.mode == ScaleMode::kBlockscale || p.mode == ScaleMode::kMxfp8;
+  m.scale_a_ld = strided ? (packed ? s.a.ld() / 4 : s.a.ld()) : 0;
+  m.scale_b_ld = strided ? (packed ? s.b.ld() / 4 : s.b.ld()) : 0;
+  m.m = static_cast<int32_t>(p.m);
+  m.n = static_cast<int32_t>(p.n);
+  m.k = static_cast<int32_t>(p.k);
+  m.group_rows = plan.group_rows;
+  const int64_t k_blocks = (p.k + plan.block_k - 1) / plan.block_k;
+  m.split_k = plan.split_k;
+  m.k_blocks_per_split = static_cast<int32_t>(gemm::split_k_blocks_per_split(k_blocks, plan.split_k));
+  WEAVE_EXPECT(plan.split_k >= 1 && static_cast<int64_t>(plan.split_k - 1) * m.k_blocks_per_split < k_blocks,
+               Status::kInternal,
+               "split-K plan " << plan.split_k << " over " << k_blocks << " K blocks leaves an empty split");
+  m.debug_drop_full_wait = drop_wait ? 1 : 0;
+  m.timeout_record = hopper::wait_timeout_record();
+  return m;
+}
+
+}  // namespace weave::gemm

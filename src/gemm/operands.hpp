@@ -1,0 +1,39 @@
+// The tiled GEMM's operand rules and kernel-argument building, shared by weave::Gemm and the fused
+// operators: a fused op checks A, B and the scales with the same rules, builds the same main-loop
+// arguments (TMA maps, scales, split) from its plan, and brings its own epilogue parameters (its
+// output lives in a window, not in a caller's C). Host only; every failure is a weave::Error
+// (kInvalidArgument naming the argument and the rule).
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "gemm/kernel_args.hpp"
+#include "weave/gemm.hpp"
+#include "weave/tensor.hpp"
+
+namespace weave::gemm {
+
+// bf16 for mode bf16, e4m3 for every fp8 mode.
+DType gemm_input_dtype(ScaleMode mode);
+
+// A [M, K], B [N, K] and the scales of `p.mode` in the layouts weave/gemm.hpp documents, on
+// `device`. (C is the caller's: weave::Gemm checks C [M, N] itself.)
+void check_gemm_inputs(const GemmProblem& p, const TensorView& a, const TensorView& b, const GemmScales& s,
+                       int device);
+
+// The decode GEMV reads blockscale and mxfp8 scales densely (no leading dimension).
+void check_gemv_scales(const GemmProblem& p, const GemmScales& s);
+
+// The main-loop half of the kernel arguments for a tiled plan (TMA maps of A and B, scales and
+// their strides, the K split, the debug negative control, the timeout record).
+MainloopArgs make_mainloop_args(const GemmProblem& p, const GemmPlan& plan, const TensorView& a, const TensorView& b,
+                                const GemmScales& s, bool drop_wait);
+
+// The epilogue's TMA-store map over `planes` stacked [m, n] outputs of `dtype` with leading
+// dimension `ld` (gemm/kernel_args.hpp, StoreLocalParams::tma_c): any global address, local C,
+// a split-K workspace, a window region or a peer's copy of it.
+CUtensorMap make_epilogue_map(const char* what, void* base, DType dtype, int64_t planes, int64_t m, int64_t n,
+                              int64_t ld);
+
+}  // namespace weave::gemm
