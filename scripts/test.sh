@@ -15,6 +15,9 @@ echo "== build (Release, all kernels) =="
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$jobs"
 
+echo "== libweave.so exports only weave's API =="
+bash scripts/check_exports.sh build/src/libweave.so
+
 echo "== GPUs =="
 ./build/weave info | sed -n '3,4p'
 
