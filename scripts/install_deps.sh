@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian/Ubuntu machine of this project lacks to build weave: CMake, Ninja,
-# GoogleTest, CLI11, nlohmann-json, ccache (the CUDA 13 toolkit with cuBLASLt and NCCL 2.28 is
-# expected to be there; CMake says what is missing if not). Idempotent and quiet when all is there.
+# GoogleTest, CLI11, nlohmann-json, ccache, Python's venv and headers (the CUDA 13 toolkit with
+# cuBLASLt and NCCL 2.28 is expected to be there; CMake says what is missing if not). Idempotent
+# and quiet when all is there.
 set -euo pipefail
 need=()
 command -v cmake >/dev/null || need+=(cmake)
@@ -11,6 +12,13 @@ command -v ccache >/dev/null || need+=(ccache)
 [ -f /usr/include/nlohmann/json.hpp ] || need+=(nlohmann-json3-dev)
 [ -d /usr/src/googletest ] || need+=(googletest)
 [ -f /usr/include/gtest/gtest.h ] || need+=(libgtest-dev)
+# The Python package (pip install .): venv + pip, and the headers the extension compiles against.
+command -v python3 >/dev/null || need+=(python3)
+if command -v python3 >/dev/null; then
+  python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+  python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    || need+=(python3-dev)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null; then
     echo "weave: missing ${need[*]} and no apt-get here; install them with your package manager" >&2

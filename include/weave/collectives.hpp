@@ -30,10 +30,11 @@
 #include <vector>
 
 #include "weave/communicator.hpp"
+#include "weave/export.hpp"
 #include "weave/transport.hpp"
 #include "weave/types.hpp"
 
-namespace weave {
+namespace weave WEAVE_API {
 
 enum class CollectiveOp : uint8_t { kAllGather, kReduceScatter, kAllReduce };
 std::string_view to_string(CollectiveOp op) noexcept;

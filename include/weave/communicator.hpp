@@ -19,13 +19,14 @@
 #include <vector>
 
 #include "weave/error.hpp"
+#include "weave/export.hpp"
 #include "weave/transport.hpp"
 #include "weave/window_handle.hpp"
 #include "weave/window_layout.hpp"
 
 struct ncclDevComm;  // nccl_device.h; only device code needs its definition
 
-namespace weave {
+namespace weave WEAVE_API {
 
 struct CommOptions {
   // Anything else the ranks must agree on (a model name, a plan id): hashed into the check.

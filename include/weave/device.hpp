@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
-namespace weave {
+#include "weave/export.hpp"
+
+namespace weave WEAVE_API {
 
 struct DeviceInfo {
   int ordinal = -1;

@@ -5,7 +5,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace weave {
+#include "weave/export.hpp"
+
+namespace weave WEAVE_API {
 
 enum class Status {
   kOk = 0,

@@ -28,12 +28,13 @@
 #include <memory>
 #include <string>
 
+#include "weave/export.hpp"
 #include "weave/tensor.hpp"
 #include "weave/types.hpp"
 
 typedef struct CUstream_st* cudaStream_t;
 
-namespace weave {
+namespace weave WEAVE_API {
 
 struct GemmProblem {
   int64_t m = 0, n = 0, k = 0;

@@ -40,9 +40,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "weave/export.hpp"
 #include "weave/types.hpp"
 
-namespace weave::ref {
+namespace weave WEAVE_API {
+namespace ref {
 
 // --- scalar conversions ---
 uint8_t float_to_e4m3(float x);   // RNE, saturating to +-448 (Inf too), NaN -> 0x7F (sign dropped)
@@ -81,4 +83,5 @@ std::vector<float> dequantize(const QuantMatrix& q, Operand operand);
 std::vector<uint32_t> pack_mxfp8_scales(const uint8_t* raw, int64_t rows, int64_t k_groups);
 std::vector<uint8_t> unpack_mxfp8_scales(const uint32_t* packed, int64_t rows, int64_t k_groups);
 
-}  // namespace weave::ref
+}  // namespace ref
+}  // namespace weave

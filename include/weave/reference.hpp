@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "weave/export.hpp"
 #include "weave/quant.hpp"
 #include "weave/types.hpp"
 
-namespace weave::ref {
+namespace weave WEAVE_API {
+namespace ref {
 
 // C[m, n] = sum_k A[m, k] * B[n, k] over dequantised values; returns fp64 [M, N].
 std::vector<double> gemm_f64(const std::vector<float>& a_deq, const std::vector<float>& b_deq,
@@ -54,4 +56,5 @@ std::vector<float> random_normal(Random& rng, int64_t count, float stddev = 1.0f
 // Small integers in [-range, range]: exactly representable in e4m3 / bf16 for range <= 16.
 std::vector<float> random_integers(Random& rng, int64_t count, int range);
 
-}  // namespace weave::ref
+}  // namespace ref
+}  // namespace weave

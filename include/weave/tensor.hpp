@@ -6,9 +6,10 @@
 #include <cstdint>
 #include <string>
 
+#include "weave/export.hpp"
 #include "weave/types.hpp"
 
-namespace weave {
+namespace weave WEAVE_API {
 
 inline constexpr int kHostDevice = -1;
 inline constexpr int kMaxRank = 4;

@@ -9,7 +9,9 @@
 #include <string_view>
 #include <vector>
 
-namespace weave {
+#include "weave/export.hpp"
+
+namespace weave WEAVE_API {
 
 enum class Transport {
   kNccl,  // NCCL collectives (and NCCL's copy-engine collectives, NCCL_CTA_POLICY_ZERO)

@@ -5,7 +5,9 @@
 #include <optional>
 #include <string_view>
 
-namespace weave {
+#include "weave/export.hpp"
+
+namespace weave WEAVE_API {
 
 enum class DType : uint8_t {
   kBF16,   // bfloat16

@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace weave {
+#include "weave/export.hpp"
+
+namespace weave WEAVE_API {
 
 inline constexpr int kMaxWorld = 8;  // one NVLink domain of H100/H200 (HGX): 8 GPUs
 

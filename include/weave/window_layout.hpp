@@ -15,7 +15,9 @@
 #include <string_view>
 #include <vector>
 
-namespace weave {
+#include "weave/export.hpp"
+
+namespace weave WEAVE_API {
 
 enum class RegionKind : uint8_t {
   kData,     // payload slots peers write into or read from

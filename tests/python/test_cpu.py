@@ -1,0 +1,245 @@
+"""The package without a GPU: import, plans, and every validation error with its message. Operands
+are described through __cuda_array_interface__ objects that point nowhere: weave checks every
+rule on the host before it touches a GPU, so the errors are the ones a real tensor gets."""
+import os
+import shutil
+import subprocess
+import sys
+import types
+
+import pytest
+
+import weave
+from conftest import GPU_SKIP
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Dev:
+    """A CUDA array as __cuda_array_interface__ (v3) describes it; nothing is allocated."""
+
+    def __init__(self, shape, typestr, ptr=1 << 24, strides=None, device=0):
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, False),
+                                         "strides": strides, "version": 3}
+        self.device = types.SimpleNamespace(id=device)
+
+
+BF16, F32, U8, I32 = "<V2", "<f4", "|u1", "<i4"
+
+
+def test_import_without_gpu_reports_why():
+    assert weave.__version__
+    if GPU_SKIP:
+        assert weave.devices() == [] or all(not d["hopper"] for d in weave.devices())
+        assert weave.no_gpu_reason() != ""
+    v = weave.nccl_versions()
+    assert v["build"] == weave.nccl_build_version and v["runtime"].count(".") == 2
+
+
+@pytest.mark.parametrize("mode,out,k", [("bf16", "bf16", 2048), ("bf16", "fp32", 1024), ("ptpc", "bf16", 2048),
+                                        ("blockscale", "bf16", 2048), ("blockscale", "fp32", 7168),
+                                        ("mxfp8", "bf16", 2048)])
+def test_plan_gemm(mode, out, k):
+    p = weave.plan_gemm(4096, 5120, k, mode, out)
+    assert isinstance(p, weave.GemmPlan)
+    assert p.kernel.startswith("sm90_gemm_") and ("bf16" if mode == "bf16" else mode) in p.kernel
+    assert p.grid >= 1 and p.tiles >= 1 and p.reason and not p.gemv
+    assert weave.validate_gemm(4096, 5120, k, mode, out) == ""
+    assert weave.plan_gemm(1, 5120, k, mode, out).gemv  # decode shapes take the GEMV
+
+
+def test_plan_overrides_and_layouts():
+    assert weave.plan_gemm(256, 512, 8192, "bf16", split_k=4).split_k == 4
+    assert weave.plan_gemm(4096, 4096, 2048, block_m=128, block_n=128).block_n == 128
+    packed = weave.plan_gemm(4096, 4096, 2048, "mxfp8", scale_layout="packed")
+    assert "packed" in packed.kernel
+    assert weave.plan_gemm(4096, 4096, 2048, weave.ScaleMode.PTPC, weave.DType.F32).kernel.endswith(
+        weave.plan_gemm(4096, 4096, 2048, "ptpc", "fp32").kernel[-7:])
+
+
+@pytest.mark.parametrize("args,needle", [
+    ((0, 64, 64), "m must be >= 1 (got 0)"),
+    ((64, 64, 100, "bf16"), "k must be a multiple of 8 for bf16 inputs"),
+    ((64, 64, 100, "ptpc"), "k must be a multiple of 16 for e4m3 inputs"),
+    ((64, 64, 160, "blockscale"), "k must be a multiple of 128 for blockscale"),
+    ((64, 100, 128, "bf16", "bf16"), "n must be a multiple of 8 for bf16 output"),
+])
+def test_validate_gemm_rules(args, needle):
+    assert needle in weave.validate_gemm(*args)
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.plan_gemm(*args)
+    assert needle in e.value.message and e.value.status == weave.Status.INVALID_ARGUMENT
+    assert e.value.location  # raised by the C++ library, file:line kept
+
+
+@pytest.mark.parametrize("kw,needle", [
+    ({"mode": "int8"}, "argument 'mode': unknown scale mode 'int8'"),
+    ({"out_dtype": "fp16"}, "argument 'out_dtype': unknown output dtype"),
+    ({"out_dtype": "e4m3"}, "argument 'out_dtype': must be bf16 or fp32 (got e4m3)"),
+    ({"scale_layout": "tiled"}, "argument 'scale_layout': unknown scale layout"),
+    ({"split_k": 99}, "split"),
+    ({"block_m": 96}, "block"),
+])
+def test_plan_argument_errors(kw, needle):
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.plan_gemm(4096, 4096, 2048, **kw)
+    assert needle in str(e.value)
+
+
+def test_error_types():
+    with pytest.raises(ValueError):
+        weave.plan_gemm(0, 8, 8)
+    err = weave.ArgumentError(weave.Status.INVALID_ARGUMENT, "argument 'x': rule")
+    assert isinstance(err, weave.Error) and isinstance(err, RuntimeError)
+    assert "invalid argument" in str(err) and err.message == "argument 'x': rule"
+
+
+M, N, K = 96, 256, 512
+
+
+def operands(mode="bf16", **over):
+    ab = BF16 if mode == "bf16" else U8
+    d = {"a": Dev((M, K), ab), "b": Dev((N, K), ab), "out": Dev((M, N), BF16)}
+    if mode == "ptpc":
+        d.update(scale_a=Dev((M,), F32), scale_b=Dev((N,), F32))
+    elif mode == "blockscale":
+        d.update(scale_a=Dev((M, K // 128), F32), scale_b=Dev(((N + 127) // 128, K // 128), F32))
+    elif mode == "mxfp8":
+        d.update(scale_a=Dev((M, K // 32), U8), scale_b=Dev(((N + 31) // 32, K // 32), U8))
+    d.update(over)
+    return d
+
+
+def build(mode, **over):
+    d = operands(mode, **over)
+    return weave.Gemm(d.pop("a"), d.pop("b"), d.pop("out"), mode=mode, **d)
+
+
+CASES = [
+    ("bf16", {"a": Dev((M, K), "<f2")}, "argument 'A': dtype <f2 is not one weave reads (expected bf16"),
+    ("ptpc", {"a": Dev((M, K), BF16)}, "argument 'A': dtype must be e4m3 (got bf16)"),
+    ("bf16", {"b": Dev((N, K + 64), BF16)}, f"argument 'B': shape must be [{N}, {K}] (got [{N}, {K + 64}])"),
+    ("bf16", {"a": Dev((M, K), BF16, strides=(2, 2 * M))}, "argument 'A': last dimension must be contiguous"),
+    ("bf16", {"a": Dev((M, K), BF16, ptr=(1 << 24) + 2)}, "argument 'A': base address must be 16-byte aligned"),
+    ("bf16", {"a": Dev((M, K), BF16, strides=(2 * (K + 4), 2))}, "leading dimension in bytes"),
+    ("bf16", {"out": Dev((M, N), "<f2")}, "argument 'out': dtype must be bf16 or fp32 (got <f2)"),
+    ("bf16", {"out": Dev((M, N + 8), BF16)}, f"argument 'C': shape must be [{M}, {N}]"),
+    ("bf16", {"b": Dev((N, K), BF16, device=1)}, "argument 'B': must live in cuda:0 (got cuda:1)"),
+    ("bf16", {"a": Dev((2, M, K), BF16)}, "argument 'A': must be a 2-D matrix (got rank 3"),
+    ("bf16", {"a": [[1.0]]}, "argument 'A': expected a torch tensor or an object with __cuda_array_interface__"),
+    ("bf16", {"scale_a": Dev((M,), F32)}, "mode bf16 takes no scales"),
+    ("ptpc", {"scale_b": None}, "argument 'scale_b': mode ptpc needs it"),
+    ("ptpc", {"scale_a": Dev((M, 1), F32)}, f"argument 'scale_a': ptpc takes fp32 [M] = [{M}], a 1-D vector"),
+    ("ptpc", {"scale_b": Dev((N + 1,), F32)}, f"argument 'scale_b': length must be {N} (got {N + 1})"),
+    ("ptpc", {"scale_a": Dev((M,), F32, strides=(8,))}, "argument 'scale_a': must be contiguous (stride 1; got 2)"),
+    ("ptpc", {"scale_a": Dev((M,), BF16)}, "argument 'scale_a': dtype must be fp32 (got bf16)"),
+    ("blockscale", {"scale_a": Dev((M, K // 128), F32, strides=(4, 4 * M))},
+     "argument 'scale_a': last dimension must be contiguous"),
+    ("blockscale", {"scale_b": Dev((N, K // 128), F32)}, "argument 'scale_b': shape must be [2, 4]"),
+    ("mxfp8", {"scale_a": Dev((M, K // 16), U8)}, f"argument 'scale_a': shape must be [{M}, {K // 32}]"),
+    ("mxfp8", {"scale_b": Dev(((N + 31) // 32, K // 32), F32)}, "argument 'scale_b': dtype must be ue8m0 (got fp32)"),
+]
+
+
+@pytest.mark.parametrize("mode,over,needle", CASES, ids=[f"{c[0]}-{c[2][:40]}" for c in CASES])
+def test_gemm_operand_errors(mode, over, needle):
+    with pytest.raises(weave.ArgumentError) as e:
+        build(mode, **over)
+    assert needle in str(e.value), str(e.value)
+
+
+def test_gemm_packed_mxfp8_scales_take_int32_words():
+    kw = K // 128
+    # int32 words [ceil(K/128), rows] pass the operand checks (then the missing GPU stops it).
+    d = operands("mxfp8", scale_a=Dev((kw, M), I32), scale_b=Dev((kw, (N + 31) // 32), I32))
+    if GPU_SKIP:
+        with pytest.raises(weave.Error) as e:
+            weave.Gemm(d.pop("a"), d.pop("b"), d.pop("out"), mode="mxfp8", scale_layout="packed", **d)
+        assert e.value.status != weave.Status.INVALID_ARGUMENT, str(e.value)
+    else:  # a GPU: constructing (never running) on pointers that lead nowhere is host work only
+        g = weave.Gemm(d.pop("a"), d.pop("b"), d.pop("out"), mode="mxfp8", scale_layout="packed", **d)
+        assert "packed" in g.plan.kernel
+    bad = operands("mxfp8", scale_a=Dev((kw, M + 1), I32), scale_b=Dev((kw, (N + 31) // 32), I32))
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.Gemm(bad.pop("a"), bad.pop("b"), bad.pop("out"), mode="mxfp8", scale_layout="packed", **bad)
+    assert f"argument 'scale_a': shape must be [{kw}, {4 * M}]" in str(e.value)
+
+
+@pytest.mark.skipif(not GPU_SKIP, reason="checks the no-GPU path")
+@pytest.mark.parametrize("mode", ["bf16", "ptpc", "blockscale", "mxfp8"])
+def test_valid_operands_without_gpu_raise_not_crash(mode):
+    with pytest.raises(weave.Error) as e:
+        build(mode)
+    assert e.value.status in (weave.Status.CUDA_ERROR, weave.Status.NO_DEVICE), str(e.value)
+
+
+def test_host_memory_is_refused():
+    np = pytest.importorskip("numpy")
+    a = np.zeros((M, K), dtype=np.float32)
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.Gemm(a, Dev((N, K), BF16), Dev((M, N), BF16))
+    assert "argument 'A': dtype float32 is not one weave reads" in str(e.value)
+    b = np.zeros((N, K), dtype=np.uint8)  # e4m3 bytes, but on the host
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.Gemm(Dev((M, K), U8), b, Dev((M, N), BF16), mode="ptpc", scale_a=Dev((M,), F32), scale_b=Dev((N,), F32))
+    assert "argument 'B': must live in cuda:0 (got host memory)" in str(e.value)
+
+
+def test_comm_argument_errors():
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.Communicator.create(b"short", 0, 1, 0)
+    assert "argument 'unique_id': must be 128 bytes (got 5)" in str(e.value)
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.Collective(object(), "all-reduce", max_count=16)
+    assert "argument 'comm': must be a weave.Communicator" in str(e.value)
+    with pytest.raises(TypeError):
+        weave.Communicator(object())
+
+
+def test_stream_argument():
+    from weave._tensors import resolve_stream
+
+    assert resolve_stream(1234, 0) == 1234
+    assert resolve_stream(types.SimpleNamespace(ptr=77), 0) == 77
+    with pytest.raises(weave.ArgumentError) as e:
+        resolve_stream("s", 0)
+    assert "argument 'stream'" in str(e.value)
+
+
+def test_pack_mxfp8_scales_matches_the_documented_layout(seed):
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(seed)
+    for rows, groups in ((5, 4), (3, 7), (1, 64)):
+        raw = rng.integers(0, 255, size=(rows, groups), dtype=np.uint8)
+        words = (groups + 3) // 4
+        pad = np.full((rows, words * 4), 127, dtype=np.uint64)
+        pad[:, :groups] = raw
+        ref = (pad[:, 0::4] | pad[:, 1::4] << 8 | pad[:, 2::4] << 16 | pad[:, 3::4] << 24).T.astype(np.uint32)
+        got = weave.pack_mxfp8_scales(raw)
+        assert got.shape == (words, rows) and got.dtype == np.int32
+        assert (got.view(np.uint32) == ref).all()
+
+
+def test_libweave_exports_only_the_api():
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm (binutils) is not installed")
+    lib = os.path.join(os.path.dirname(weave.__file__), "libweave.so")
+    out = subprocess.run([nm, "-DC", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
+    names = [line.split(" ", 2)[2] for line in out.splitlines() if line.count(" ") >= 2]
+    assert names
+    foreign = [n for n in names if not n.startswith(("weave::", "typeinfo for weave::", "typeinfo name for weave::",
+                                                       "vtable for weave::"))]
+    assert foreign == [], foreign[:10]
+
+
+@pytest.mark.parametrize("order", ["numpy,weave", "weave,numpy", "torch,weave", "weave,torch"])
+def test_foreign_process(order):
+    """Issue 13's regression: weave imported beside numpy / torch, in either order, plans every
+    mode (the planner's stream formatting crashed there) and, with a GPU, runs every GEMM mode and
+    a collective against torch. A fresh interpreter each, so the import order is the one named."""
+    pytest.importorskip([m for m in order.split(",") if m != "weave"][0])
+    r = subprocess.run([sys.executable, os.path.join(HERE, "foreign_process_check.py"), order],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"exit {r.returncode}\nstdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
+    assert "foreign-process check ok" in r.stdout

@@ -1,0 +1,257 @@
+"""The package on a Hopper GPU, against torch (skipped, with the reason, elsewhere). Operands are
+quantised with torch (tests/python/quant.py); references are torch._scaled_mm where cuBLASLt takes
+the shape and torch.matmul in fp32 on the same dequantised operands always. Outputs are
+NaN-poisoned first; seeds are fresh per test (printed)."""
+import pytest
+
+from conftest import GPU_SKIP
+
+if GPU_SKIP:
+    pytest.skip(GPU_SKIP, allow_module_level=True)
+torch = pytest.importorskip("torch")
+import quant  # noqa: E402
+import weave  # noqa: E402
+
+DEV = torch.device("cuda", 0) if torch.cuda.is_available() else None
+NAN = float("nan")
+
+
+def poisoned(m, n, dtype):
+    return torch.full((m, n), NAN, device=DEV, dtype=dtype)
+
+
+def assert_close(out, ref, mode, what):
+    """Bounds against the fp32 reference on the same quantised operands (those of
+    tests/gpu/test_gemm_support.hpp): bf16 inputs are exact products with fp32 sums; fp8 inputs go
+    through the tensor cores' fp8 accumulation (~13-14 mantissa bits inside each wgmma, measured on
+    H200: rel L2 ~1e-4, ptpc elements up to ~3e-2 x rms at long K). A missed tile, a race or a
+    wrong scale moves elements by O(rms), far outside either bound."""
+    got = out.float()
+    assert not torch.isnan(got).any(), f"{what}: {int(torch.isnan(got).sum())} outputs never written (NaN)"
+    err = ((got - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    rms = ref.pow(2).mean().sqrt().item()
+    bf16_out = out.dtype == torch.bfloat16
+    if mode == "bf16":
+        rel_l2, rtol, atol = (5e-3, 2 ** -7, 1e-2 * rms) if bf16_out else (2e-5, 1e-4, 1e-4 * rms)
+    else:
+        rel_l2, rtol, atol = 1e-3 if not bf16_out else 5e-3, 2 ** -7 if bf16_out else 1e-2, \
+            (3e-2 if mode == "ptpc" else 1e-2) * rms
+    assert err <= rel_l2, f"{what}: relative L2 error {err:.3e} > {rel_l2}"
+    bad = (got - ref).abs() > rtol * ref.abs() + atol
+    assert not bad.any(), (f"{what}: {int(bad.sum())} elements outside |d| <= {rtol:.2e} |ref| + {atol:.2e}; "
+                           f"max |d| {(got - ref).abs().max().item():.3e}")
+
+
+def operands(m, n, k, gen):
+    x = torch.randn(m, k, device=DEV, generator=gen)
+    w = torch.randn(n, k, device=DEV, generator=gen) * 0.05
+    return x, w
+
+
+def quantised(mode, x, w, layout="raw"):
+    """(a, b, scale_a, scale_b, fp32 reference of a @ b.T on the dequantised operands)."""
+    if mode == "bf16":
+        a, b = x.to(torch.bfloat16), w.to(torch.bfloat16)
+        return a, b, None, None, a.float() @ b.float().T
+    if mode == "ptpc":
+        a, sa = quant.ptpc(x)
+        b, sb = quant.ptpc(w)
+        return a, b, sa, sb, (a.float() * sa[:, None]) @ (b.float() * sb[:, None]).T
+    if mode == "blockscale":
+        a, sa = quant.blockscale(x, 1)
+        b, sb = quant.blockscale(w, 128)
+        return a, b, sa, sb, quant.dequant_blockscale(a, sa, 1) @ quant.dequant_blockscale(b, sb, 128).T
+    a, sa = quant.mxfp8(x, 1)
+    b, sb = quant.mxfp8(w, 32)
+    ref = quant.dequant_mx(a, sa, 1) @ quant.dequant_mx(b, sb, 32).T
+    if layout == "packed":
+        sa, sb = quant.pack_mx_reference(sa).to(DEV), quant.pack_mx_reference(sb).to(DEV)
+    return a, b, sa, sb, ref
+
+
+def scaled_mm_reference(mode, a, b, sa, sb, out_dtype):
+    """torch._scaled_mm on the same operands, or None where this torch / cuBLASLt refuses the shape."""
+    try:
+        if mode == "ptpc":
+            return torch._scaled_mm(a, b.t(), scale_a=sa[:, None].contiguous(), scale_b=sb[None, :].contiguous(),
+                                    out_dtype=out_dtype).float()
+        if mode == "blockscale":
+            return torch._scaled_mm(a, b.t(), scale_a=sa.t().contiguous().t(), scale_b=sb.t(),
+                                    out_dtype=out_dtype).float()
+    except (RuntimeError, ValueError, TypeError) as e:
+        print(f"torch._scaled_mm {mode} refused {tuple(a.shape)}x{tuple(b.shape)}: {str(e)[:120]}")
+    return None
+
+
+SHAPES = [(1, 256, 512), (7, 512, 1024), (77, 384, 1024), (203, 1024, 2048), (1025, 2048, 1024), (4096, 2048, 2048)]
+MODES = [("bf16", "raw"), ("ptpc", "raw"), ("blockscale", "raw"), ("mxfp8", "raw"), ("mxfp8", "packed")]
+
+
+@pytest.mark.parametrize("mode,layout", MODES, ids=[f"{m}-{lay}" for m, lay in MODES])
+@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32], ids=["bf16out", "fp32out"])
+@pytest.mark.parametrize("m,n,k", SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
+def test_gemm_modes(mode, layout, out_dtype, m, n, k, seed):
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    x, w = operands(m, n, k, gen)
+    a, b, sa, sb, ref = quantised(mode, x, w, layout)
+    out = poisoned(m, n, out_dtype)
+    g = weave.Gemm(a, b, out, scale_a=sa, scale_b=sb, mode=mode, scale_layout=layout)
+    assert g.run() is out
+    torch.cuda.synchronize()
+    what = f"{mode}/{layout} {m}x{n}x{k} -> {out_dtype} ({g.plan.kernel}, split_k {g.plan.split_k}, seed {seed})"
+    assert_close(out, ref, mode, what + " vs torch.matmul")
+    cublas = scaled_mm_reference(mode, a, b, sa, sb, out_dtype)
+    if cublas is not None:
+        assert_close(out, cublas, mode, what + " vs torch._scaled_mm")
+
+
+def test_mxfp8_raw_and_packed_bitwise(seed):
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    x, w = operands(333, 768, 2048, gen)
+    a, b, sa, sb, _ = quantised("mxfp8", x, w)
+    pa, pb = weave.pack_mxfp8_scales(sa.cpu()).to(DEV), weave.pack_mxfp8_scales(sb.cpu()).to(DEV)
+    assert torch.equal(pa, quant.pack_mx_reference(sa).to(DEV))
+    raw, packed = poisoned(333, 768, torch.float32), poisoned(333, 768, torch.float32)
+    weave.gemm(a, b, scale_a=sa, scale_b=sb, mode="mxfp8", out=raw)
+    weave.gemm(a, b, scale_a=pa, scale_b=pb, mode="mxfp8", scale_layout="packed", out=packed)
+    torch.cuda.synchronize()
+    assert torch.equal(raw, packed)
+
+
+@pytest.mark.parametrize("mode", ["bf16", "blockscale"])
+def test_split_k_workspace(mode, seed):
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    x, w = operands(128, 256, 8192, gen)
+    a, b, sa, sb, ref = quantised(mode, x, w)
+    outs = []
+    for split in (4, 7):
+        out = poisoned(128, 256, torch.float32)
+        g = weave.Gemm(a, b, out, scale_a=sa, scale_b=sb, mode=mode, split_k=split)
+        assert g.plan.split_k == split and g.workspace_bytes == split * 128 * 256 * 4
+        assert g.workspace is not None and g.workspace.numel() >= g.workspace_bytes
+        g.run()
+        g.run()  # the partials are summed in split order: bitwise reproducible
+        outs.append(out)
+    torch.cuda.synchronize()
+    for out in outs:
+        assert_close(out, ref, mode, f"{mode} split-K (seed {seed})")
+    given = torch.empty(4 * 128 * 256 * 4 + 64, dtype=torch.uint8, device=DEV)
+    out = poisoned(128, 256, torch.float32)
+    weave.Gemm(a, b, out, scale_a=sa, scale_b=sb, mode=mode, split_k=4, workspace=given).run()
+    torch.cuda.synchronize()
+    assert torch.equal(out, outs[0])
+    with pytest.raises(weave.ArgumentError, match="needs a workspace of"):
+        weave.Gemm(a, b, out, scale_a=sa, scale_b=sb, mode=mode, split_k=4, workspace=given[:1024])
+
+
+def test_current_and_given_streams(seed):
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    x, w = operands(512, 1024, 4096, gen)
+    a, b, _, _, ref = quantised("bf16", x, w)
+    side = torch.cuda.Stream()
+    out1, out2 = poisoned(512, 1024, torch.bfloat16), poisoned(512, 1024, torch.bfloat16)
+    g1, g2 = weave.Gemm(a, b, out1), weave.Gemm(a, b, out2)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        g1.run()  # current stream = side
+        done = torch.cuda.Event()
+        done.record()
+    g2.run(stream=side)
+    side.synchronize()
+    assert done.query()
+    assert_close(out1, ref, "bf16", "on torch.cuda.current_stream()")
+    assert_close(out2, ref, "bf16", "on a given stream")
+
+
+@pytest.mark.parametrize("mode,split_k,m", [("bf16", 0, 300), ("ptpc", 0, 1), ("blockscale", 0, 257),
+                                            ("blockscale", 4, 128), ("mxfp8", 0, 96)])
+def test_graph_capture_and_replay_with_changed_inputs(mode, split_k, m, seed):
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    n, k = 512, 4096
+    x, w = operands(m, n, k, gen)
+    a, b, sa, sb, _ = quantised(mode, x, w)
+    out = poisoned(m, n, torch.float32)
+    g = weave.Gemm(a, b, out, scale_a=sa, scale_b=sb, mode=mode, split_k=split_k)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        g.run()  # warm-up outside capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        g.run()
+    for _ in range(3):  # new operand values in the same buffers, then replay
+        x2, w2 = operands(m, n, k, gen)
+        a2, b2, sa2, sb2, ref2 = quantised(mode, x2, w2)
+        for dst, src in ((a, a2), (b, b2), (sa, sa2), (sb, sb2)):
+            if dst is not None:
+                dst.copy_(src)
+        out.fill_(NAN)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_close(out, ref2, mode, f"{mode} split_k {split_k} graph replay (seed {seed})")
+
+
+WRONG = [
+    ("A fp16", lambda a, b, o: (a.half(), b, o), "argument 'A': dtype torch.float16 is not one weave reads"),
+    ("A transposed", lambda a, b, o: (a.t().contiguous().t(), b, o), "argument 'A': last dimension must be contiguous"),
+    ("A misaligned", lambda a, b, o: (a[:, 1:-7], b[:, :-8], o), "argument 'A': base address must be 16-byte aligned"),
+    ("B on the host", lambda a, b, o: (a, b.cpu(), o), "argument 'B': must live in cuda:0 (got host memory)"),
+    ("out fp16", lambda a, b, o: (a, b, o.half()), "argument 'out': dtype must be bf16 or fp32 (got torch.float16)"),
+    ("out wrong shape", lambda a, b, o: (a, b, o[:, :-8]), "argument 'C': shape must be"),
+    ("out strided", lambda a, b, o: (a, b, o.t()), "argument 'C'"),
+]
+
+
+@pytest.mark.parametrize("name,mutate,needle", WRONG, ids=[w[0] for w in WRONG])
+def test_wrong_tensors_raise(name, mutate, needle):
+    a = torch.randn(64, 256, device=DEV).to(torch.bfloat16)
+    b = torch.randn(128, 256, device=DEV).to(torch.bfloat16)
+    out = torch.empty(64, 128, device=DEV, dtype=torch.bfloat16)
+    a2, b2, o2 = mutate(a, b, out)
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.Gemm(a2, b2, o2)
+    assert needle in str(e.value)
+
+
+def test_wrong_scales_raise():
+    a, sa = quant.blockscale(torch.randn(64, 256, device=DEV), 1)
+    b, sb = quant.blockscale(torch.randn(128, 256, device=DEV), 128)
+    out = torch.empty(64, 128, device=DEV, dtype=torch.bfloat16)
+    with pytest.raises(weave.ArgumentError, match="argument 'scale_a': last dimension must be contiguous"):
+        weave.Gemm(a, b, out, scale_a=sa.t().contiguous().t(), scale_b=sb, mode="blockscale")  # torch's layout
+    with pytest.raises(weave.ArgumentError, match="ptpc takes fp32"):
+        weave.Gemm(a, b, out, scale_a=torch.ones(64, 1, device=DEV), scale_b=torch.ones(128, device=DEV), mode="ptpc")
+
+
+def test_one_rank_collectives(seed):
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    (comm,) = weave.Communicator.create_local([0])
+    assert comm.rank == 0 and comm.world_size == 1 and comm.device == 0
+    n = 1 << 15
+    for op, kw in (("all-reduce", {"dtype": "bf16"}), ("all-reduce", {"dtype": torch.float32}),
+                   ("all-gather", {}), ("reduce-scatter", {"dtype": "fp32"})):
+        c = weave.Collective(comm, op, max_count=n if op != "all-gather" else 2 * n, **kw)
+        dtype = torch.float32 if kw.get("dtype") in ("fp32", torch.float32) else torch.bfloat16
+        inp = torch.randn(n, device=DEV, generator=gen).to(dtype)
+        out = torch.full_like(inp, NAN)
+        c.run(inp, out)
+        torch.cuda.synchronize()
+        assert torch.equal(out, inp), c.describe()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            c.run(inp, out)
+        inp.copy_(torch.randn(n, device=DEV, generator=gen).to(dtype))
+        out.fill_(NAN)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, inp), c.describe() + " (graph replay)"
+        c.check()
+    c = weave.Collective(comm, "all-reduce", max_count=n, dtype="bf16")
+    with pytest.raises(weave.ArgumentError, match="dtype must be bf16"):
+        c.run(torch.zeros(n, device=DEV), torch.zeros(n, device=DEV))
+    with pytest.raises(weave.ArgumentError, match="max_count"):
+        c.run(torch.zeros(2 * n, device=DEV, dtype=torch.bfloat16), torch.zeros(2 * n, device=DEV, dtype=torch.bfloat16))
+    with pytest.raises(weave.ArgumentError, match="must be contiguous"):
+        x = torch.zeros(n, 2, device=DEV, dtype=torch.bfloat16)
+        c.run(x[:, 0], x[:, 1])
