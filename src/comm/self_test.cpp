@@ -2,37 +2,21 @@
 // transport, algorithm and kernels) and checks what arrived from each source rank, so a transport
 // that silently moves nothing cannot pass (docs/REFERENCE requirement 1).
 //
-// Values (exact in every dtype, so results compare bitwise):
-//   all-gather: a hashed byte per (source, index, seed)        -> checked per source
-//   fp32      : source s contributes v_s * 8^s, v_s in 1..7     -> the sum's octal digit s is v_s
-//   bf16      : small integers in -3..3 (sums exact in bf16)    -> checked as a sum
-// Two passes: caller-style buffers (cudaMalloc; staged path) and the op's window buffers
-// (zero-copy; in-place for all-gather and all-reduce). Outputs are poisoned (0xFF) first.
+// Values and the check: comm/self_test_values (pure, CPU-tested with planted faults): every value
+// hashes (source, index, seed), so misplaced, missing or untouched data shows. Two passes:
+// caller-style buffers (cudaMalloc; staged path) and the op's window buffers (zero-copy; in-place
+// for all-gather and all-reduce). Outputs are poisoned (0xFF) first.
 #include <cstring>
 #include <sstream>
 
 #include "comm/collective_impl.hpp"
+#include "comm/self_test_values.hpp"
 #include "common/check.hpp"
 #include "weave/quant.hpp"
 
 namespace weave {
 
 namespace {
-
-uint8_t ag_byte(int src, size_t i, uint64_t seed) {
-  uint32_t x = static_cast<uint32_t>(src) * 0x9E3779B1u ^ static_cast<uint32_t>(i) * 0x85EBCA77u ^
-               static_cast<uint32_t>(i >> 32) ^ static_cast<uint32_t>(seed) * 0xC2B2AE3Du;
-  x ^= x >> 15;
-  x *= 0x2C1B3C6Du;
-  x ^= x >> 12;
-  return static_cast<uint8_t>(x >> 24);
-}
-
-int digit(int src, size_t i, uint64_t seed) { return 1 + static_cast<int>((i * 7 + static_cast<size_t>(src) * 3 + seed) % 7); }
-float fp32_value(int src, size_t i, uint64_t seed) { return static_cast<float>(digit(src, i, seed) << (3 * src)); }
-float bf16_value(int src, size_t i, uint64_t seed) {
-  return static_cast<float>(static_cast<int>((i * 5 + static_cast<size_t>(src) * 3 + seed) % 7) - 3);
-}
 
 struct DeviceBuffer {
   void* p = nullptr;
@@ -56,68 +40,24 @@ SelfTestReport Collective::self_test(std::size_t count) {
   WEAVE_EXPECT_ARG(count >= 1 && count <= m.cfg.max_count, "self_test: count must be in 1..max_count");
   WEAVE_CHECK_CUDA(cudaSetDevice(m.comm->device()));
   const size_t esz = m.esz;
-  const uint64_t seed = m.self_test_seed++;
-  const size_t in_elems = op == CollectiveOp::kReduceScatter ? w * count : count;
-  const size_t out_elems = op == CollectiveOp::kAllGather ? w * count : count;
-  const size_t in_bytes = in_elems * esz, out_bytes = out_elems * esz;
-  // The global element index of input element j of source s (reduce-scatter inputs hold every
-  // rank's block; element j of block q is output element j - q*count of rank q).
-  auto value = [&](int src, size_t j) -> float {
-    return m.cfg.dtype == DType::kF32 ? fp32_value(src, j, seed) : bf16_value(src, j, seed);
-  };
-  std::vector<uint8_t> host_in(in_bytes);
-  for (size_t j = 0; j < in_elems; ++j) {
-    if (op == CollectiveOp::kAllGather) host_in[j] = ag_byte(r, j, seed);
-    else if (m.cfg.dtype == DType::kF32) {
-      const float f = value(r, j);
-      std::memcpy(&host_in[j * 4], &f, 4);
-    } else {
-      const uint16_t b = ref::float_to_bf16(value(r, j));
-      std::memcpy(&host_in[j * 2], &b, 2);
-    }
-  }
+  const comm::SelfTestShape shape{.op = op, .dtype = m.cfg.dtype, .world = w, .rank = r, .count = count,
+                                  .seed = m.self_test_seed++};
+  const size_t in_bytes = comm::self_test_in_elems(shape) * esz, out_bytes = comm::self_test_out_elems(shape) * esz;
+  WEAVE_EXPECT(esz == comm::self_test_elem_bytes(shape), Status::kInternal,
+               "self_test: element size " << esz << " does not match the self-test values' "
+                                          << comm::self_test_elem_bytes(shape));
+  const std::vector<uint8_t> host_in = comm::self_test_input(shape);
 
   SelfTestReport report;
   report.wrong_from_rank.assign(w, 0);
   std::ostringstream detail;
   auto verify = [&](const std::vector<uint8_t>& got, const char* pass) -> bool {
-    int64_t first_bad = -1;
-    for (size_t i = 0; i < out_elems; ++i) {
-      if (op == CollectiveOp::kAllGather) {
-        const int src = static_cast<int>(i / count);
-        if (got[i] != ag_byte(src, i % count, seed)) {
-          ++report.wrong_from_rank[src];
-          if (first_bad < 0) first_bad = static_cast<int64_t>(i);
-        }
-        continue;
-      }
-      const size_t g = op == CollectiveOp::kReduceScatter ? r * count + i : i;  // index into inputs
-      if (m.cfg.dtype == DType::kF32) {
-        float f;
-        std::memcpy(&f, &got[i * 4], 4);
-        const double d = f;
-        const bool integral = d >= 0 && d < 16777216.0 && d == static_cast<double>(static_cast<int64_t>(d));
-        const int64_t v = integral ? static_cast<int64_t>(d) : -1;
-        for (int s = 0; s < w; ++s)
-          if (v < 0 || ((v >> (3 * s)) & 7) != digit(s, g, seed)) {
-            ++report.wrong_from_rank[s];
-            if (first_bad < 0) first_bad = static_cast<int64_t>(i);
-          }
-        if (v >= 0 && (v >> (3 * w)) != 0 && first_bad < 0) first_bad = static_cast<int64_t>(i);
-      } else {
-        uint16_t b;
-        std::memcpy(&b, &got[i * 2], 2);
-        float want = 0;
-        for (int s = 0; s < w; ++s) want += value(s, g);
-        if (ref::bf16_to_float(b) != want) {
-          for (int s = 0; s < w; ++s) ++report.wrong_from_rank[s];  // a sum: no per-source attribution
-          if (first_bad < 0) first_bad = static_cast<int64_t>(i);
-        }
-      }
-    }
-    if (first_bad >= 0 && detail.tellp() == 0)
-      detail << "rank " << r << " " << pass << ": first wrong output element " << first_bad << " of " << out_elems;
-    return first_bad < 0;
+    const comm::SelfTestCheck c = comm::self_test_verify(shape, got);
+    for (int src = 0; src < w; ++src) report.wrong_from_rank[src] += c.wrong_from_rank[src];
+    if (!c.ok() && detail.tellp() == 0)
+      detail << "rank " << r << " " << pass << ": first wrong output element " << c.first_wrong << " of "
+             << comm::self_test_out_elems(shape);
+    return c.ok();
   };
 
   Stream stream;
@@ -179,7 +119,7 @@ SelfTestReport Collective::self_test(std::size_t count) {
       }
     }
   }
-  bool ok = true;
+  bool ok = report.caller_buffers_ok && report.window_buffers_ok;
   for (auto v : report.wrong_from_rank) ok &= v == 0;
   const auto all = m.comm->all_gather(ok ? 1 : 0, "the self-test outcome");
   report.ok = true;
