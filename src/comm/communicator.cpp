@@ -16,17 +16,11 @@
 #include "common/check.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "comm/timeout.hpp"
 
 namespace weave {
 
 namespace {
-
-double resolve_timeout(double requested) {
-  if (requested > 0) return requested;
-  const double env = env::get_double("WEAVE_COMM_TIMEOUT_S", 10.0);
-  WEAVE_EXPECT_ARG(env > 0, "WEAVE_COMM_TIMEOUT_S must be > 0 seconds, got " << env);
-  return env;
-}
 
 struct DeviceGuard {
   int saved = -1;
@@ -42,7 +36,7 @@ struct DeviceGuard {
 }  // namespace
 
 Communicator::Communicator(ncclComm_t comm, bool owned, const CommOptions& options)
-    : comm_(comm), owned_(owned), timeout_s_(resolve_timeout(options.timeout_s)), tag_(options.tag) {
+    : comm_(comm), owned_(owned), timeout_s_(comm::resolve_timeout(options.timeout_s)), tag_(options.tag) {
   WEAVE_EXPECT_ARG(comm != nullptr, "Communicator: ncclComm_t must not be null");
   try {
     WEAVE_CHECK_NCCL(ncclCommUserRank(comm_, &rank_));
@@ -241,6 +235,9 @@ void run_per_rank(const std::vector<std::unique_ptr<Communicator>>& comms,
 
 ncclUniqueId unique_id_via_file(const std::string& path, int rank, double timeout_s) {
   WEAVE_EXPECT_ARG(!path.empty(), "unique_id_via_file: path must not be empty");
+  WEAVE_EXPECT_ARG(timeout_s > 0 && timeout_s <= comm::kMaxTimeoutS,
+                   "unique_id_via_file: timeout_s must be a finite number of seconds in (0, " << comm::kMaxTimeoutS
+                                                                                              << "], got " << timeout_s);
   ncclUniqueId id;
   if (rank == 0) {
     id = Communicator::new_unique_id();

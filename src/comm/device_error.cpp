@@ -15,6 +15,32 @@ const char* to_string(FlagKind kind) noexcept {
   return "unknown flag";
 }
 
+// The epochs an LL line flag can stand for (protocol.hpp ll_flag): 2^31 is the flag of epoch 0
+// and of epoch 2^31 alike; every other nonzero flag is its own epoch.
+static int32_t ll_calls_behind(uint32_t expected_flag, uint32_t seen_flag) {
+  auto candidates = [](uint32_t flag, uint32_t out[2]) {
+    out[0] = flag;
+    out[1] = flag == 0x80000000u ? 0u : flag;
+    return flag == 0x80000000u ? 2 : 1;
+  };
+  uint32_t e[2], s[2];
+  const int ne = candidates(expected_flag, e), ns = candidates(seen_flag, s);
+  // The reading nearest to the expected call is the one a peer a few calls off produces.
+  int32_t best = static_cast<int32_t>(e[0] - s[0]);
+  for (int i = 0; i < ne; ++i)
+    for (int j = 0; j < ns; ++j) {
+      const int32_t d = static_cast<int32_t>(e[i] - s[j]);
+      const int64_t ad = d < 0 ? -int64_t{d} : int64_t{d}, ab = best < 0 ? -int64_t{best} : int64_t{best};
+      if (ad < ab) best = d;
+    }
+  return best;
+}
+
+LineState classify_ll_line(uint32_t expected_flag, uint32_t seen_flag) {
+  if (seen_flag == 0) return LineState::kNeverWritten;
+  return ll_calls_behind(expected_flag, seen_flag) > 0 ? LineState::kOlderCall : LineState::kLaterCall;
+}
+
 std::string describe(const DeviceErrorRecord& r) {
   std::ostringstream os;
   os << "rank " << r.rank << " timed out after " << static_cast<double>(r.waited_ns) * 1e-9 << " s waiting for peer "
@@ -23,11 +49,19 @@ std::string describe(const DeviceErrorRecord& r) {
   else os << " (block " << r.block << ")";
   os << " at window offset " << r.flag_offset;
   if (static_cast<FlagKind>(r.flag_kind) == FlagKind::kLine) {
-    const int32_t behind = static_cast<int32_t>(r.expected - r.seen);
     os << ": expected line flag " << r.expected << ", seen " << r.seen;
-    if (r.seen == 0) os << " (never written: peer " << r.peer << " did not make this call, or is stuck)";
-    else if (behind > 0) os << " (an older call's line: peer " << r.peer << " is slow, stuck, or did not make this call)";
-    else os << " (a LATER call's line: the line was overwritten before it was read; buffer reuse is broken)";
+    switch (classify_ll_line(r.expected, r.seen)) {
+      case LineState::kNeverWritten:
+        os << " (never written: peer " << r.peer << " did not make this call, or is stuck)";
+        break;
+      case LineState::kOlderCall:
+        os << " (an older call's line, " << ll_calls_behind(r.expected, r.seen) << " call(s) back: peer " << r.peer
+           << " is slow, stuck, or did not make this call)";
+        break;
+      case LineState::kLaterCall:
+        os << " (a LATER call's line: the line was overwritten before it was read; buffer reuse is broken)";
+        break;
+    }
     return os.str();
   }
   os << ": expected epoch >= " << r.expected << ", seen " << r.seen

@@ -37,4 +37,10 @@ struct DeviceErrorRecord {
 //  offset 4352): expected epoch >= 8, seen 7"
 std::string describe(const DeviceErrorRecord& r);
 
+// What an LL line with flag `seen_flag` is, for a receiver waiting for `expected_flag`: zeros, a
+// line of an earlier call, or of a later one. Flags are mapped back to epochs first (ll_flag gives
+// epoch 0 the flag 2^31), so calls around 0 and the 2^32 wrap are classified right.
+enum class LineState { kNeverWritten, kOlderCall, kLaterCall };
+LineState classify_ll_line(uint32_t expected_flag, uint32_t seen_flag);
+
 }  // namespace weave::comm

@@ -8,12 +8,17 @@
 
 namespace weave::comm {
 
+// Only the 32-bit operations are used. Since CUDA 11.7 (the V2 entry points) they are available
+// on every device and platform and have no device attribute; CAN_USE_64_BIT_STREAM_MEM_OPS
+// describes cuStreamWaitValue64 / WriteValue64 only, so it is not asked (a device without 64-bit
+// operations would have been refused for no reason). What can be missing is a driver too old to
+// provide the V2 entry points.
 std::string StreamMemOps::unsupported_reason(int device) {
   try {
     auto get = driver_fn<PFN_cuDeviceGetAttribute_v2000>("cuDeviceGetAttribute", 2000);
-    int v = 0;
-    if (get(&v, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, device) != CUDA_SUCCESS || !v)
-      return "not supported on cuda:" + std::to_string(device);
+    int major = 0;
+    if (get(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device) != CUDA_SUCCESS)
+      return "cuda:" + std::to_string(device) + " cannot be queried";
     driver_fn<PFN_cuStreamWaitValue32_v11070>("cuStreamWaitValue32", 11070);
     driver_fn<PFN_cuStreamWriteValue32_v11070>("cuStreamWriteValue32", 11070);
     return "";

@@ -4,12 +4,16 @@
 // flag indices.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <limits>
 #include <random>
 #include <set>
 #include <vector>
 
 #include "comm/device_error.hpp"
 #include "comm/protocol.hpp"
+#include "comm/timeout.hpp"
+#include "weave/error.hpp"
 
 using namespace weave::comm;
 
@@ -216,4 +220,49 @@ TEST(CommErrorRecord, LowLatencyLineSaysWhetherThePeerIsLateOrTheLineWasOverwrit
   const std::string s = describe(r);
   for (const char* part : {"rank 0", "peer 1", "ll data line", "expected line flag 9", "seen 10", "overwritten"})
     EXPECT_NE(s.find(part), std::string::npos) << part << " missing from: " << s;
+}
+
+TEST(CommErrorRecord, LowLatencyLinesAroundCallZeroAreClassifiedByEpoch) {
+  // Call 0's flag is 2^31 (ll_flag): a receiver waiting for call 0 that sees the line of call
+  // 0xFFFFFFFF (the call before), or one waiting for call 1 that sees call 0's line, sees an
+  // OLDER call; the plain difference of the flags said "later" (the line overwritten) for both.
+  EXPECT_EQ(classify_ll_line(ll_flag(0), ll_flag(0xFFFFFFFFu)), LineState::kOlderCall);
+  EXPECT_EQ(classify_ll_line(ll_flag(1), ll_flag(0)), LineState::kOlderCall);
+  EXPECT_EQ(classify_ll_line(ll_flag(0), ll_flag(0xFFFFFFFEu)), LineState::kOlderCall);
+  EXPECT_EQ(classify_ll_line(ll_flag(0), ll_flag(1)), LineState::kLaterCall);
+  EXPECT_EQ(classify_ll_line(ll_flag(0xFFFFFFFFu), ll_flag(0)), LineState::kLaterCall);
+  EXPECT_EQ(classify_ll_line(ll_flag(5), 0), LineState::kNeverWritten);
+  // Far from call 0, the flag is the epoch.
+  EXPECT_EQ(classify_ll_line(ll_flag(9), ll_flag(7)), LineState::kOlderCall);
+  EXPECT_EQ(classify_ll_line(ll_flag(9), ll_flag(10)), LineState::kLaterCall);
+  EXPECT_EQ(classify_ll_line(ll_flag(0x80000001u), ll_flag(0x80000000u)), LineState::kOlderCall);
+  DeviceErrorRecord r{};
+  r.flag_kind = static_cast<uint32_t>(FlagKind::kLine);
+  r.expected = ll_flag(1);
+  r.seen = ll_flag(0);
+  EXPECT_NE(describe(r).find("older call's line, 1 call(s) back"), std::string::npos) << describe(r);
+}
+
+TEST(CommTimeout, EveryWaitIsBoundedSoNonFiniteOrHugeTimeoutsAreRefused) {
+  unsetenv("WEAVE_COMM_TIMEOUT_S");
+  EXPECT_EQ(resolve_timeout(0), 10.0);
+  EXPECT_EQ(resolve_timeout(2.5), 2.5);
+  EXPECT_EQ(resolve_timeout(kMaxTimeoutS), kMaxTimeoutS);
+  for (double bad : {-1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN(),
+                     2 * kMaxTimeoutS, 1e300}) {
+    try {
+      resolve_timeout(bad);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const weave::Error& e) {
+      EXPECT_EQ(e.status(), weave::Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("timeout_s"), std::string::npos) << e.what();
+    }
+  }
+  for (const char* bad : {"inf", "nan", "-3", "1e30"}) {
+    setenv("WEAVE_COMM_TIMEOUT_S", bad, 1);
+    EXPECT_THROW(resolve_timeout(0), weave::Error) << bad;
+  }
+  setenv("WEAVE_COMM_TIMEOUT_S", "4", 1);
+  EXPECT_EQ(resolve_timeout(0), 4.0);
+  unsetenv("WEAVE_COMM_TIMEOUT_S");
 }
