@@ -21,6 +21,9 @@ echo "== GPUs =="
 echo "== tests (labels cpu, gpu, multi_gpu) =="
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 1200
 
+echo "== consumer project against the installed package (install, find_package, add_subdirectory, examples) =="
+bash scripts/check_consumer.sh build
+
 echo "== build with every transport compiled out (-DWEAVE_ENABLE_{CE,LSA,NCCL_TRANSPORT}=OFF) =="
 cmake -S . -B build-notransport -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEAVE_ENABLE_CE=OFF \
   -DWEAVE_ENABLE_LSA=OFF -DWEAVE_ENABLE_NCCL_TRANSPORT=OFF >/dev/null
