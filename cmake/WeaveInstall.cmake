@@ -1,6 +1,6 @@
 # weave as a package a C++ project consumes: the usage requirements weave::weave carries, the
 # ABI version of libweave.so, install rules, and the CMake package (weaveConfig.cmake) for the
-# install prefix and for the build tree. Three ways in, one target name:
+# install prefix and for the build tree, and a pkg-config file. The CMake ways in share one target:
 #
 #   find_package(weave 0.1 REQUIRED)           # from an install prefix (CMAKE_PREFIX_PATH) or a
 #   target_link_libraries(app PRIVATE weave::weave)   # build tree (weave_DIR=<build>)
@@ -57,10 +57,14 @@ set(WEAVE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/weave CACHE STRING
 # Installed binaries find libweave next to them (relocatable) and NCCL where this build linked it
 # (outside the system folders only; LD_LIBRARY_PATH / ld.so.conf still apply first).
 set_target_properties(weave PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
-set_target_properties(weave_cli PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}"
-                                           INSTALL_RPATH_USE_LINK_PATH ON EXPORT_NAME cli)
+set(_weave_installed weave)
+if(TARGET weave_cli)  # WEAVE_BUILD_TOOLS
+  set_target_properties(weave_cli PROPERTIES INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}"
+                                             INSTALL_RPATH_USE_LINK_PATH ON EXPORT_NAME cli)
+  list(APPEND _weave_installed weave_cli)
+endif()
 
-install(TARGETS weave weave_cli EXPORT weaveTargets
+install(TARGETS ${_weave_installed} EXPORT weaveTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
@@ -86,6 +90,21 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/weaveConfigVersion.cmake
                                  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/package/weaveConfig.cmake ${PROJECT_BINARY_DIR}/weaveConfigVersion.cmake
         DESTINATION ${WEAVE_INSTALL_CMAKEDIR})
+
+# pkg-config, for builds without CMake.
+file(RELATIVE_PATH WEAVE_PC_TO_PREFIX /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)
+string(REGEX REPLACE "/$" "" WEAVE_PC_TO_PREFIX "${WEAVE_PC_TO_PREFIX}")
+list(GET CUDAToolkit_INCLUDE_DIRS 0 _weave_cuda_include)
+set(_weave_pc_includes ${_weave_cuda_include} ${WEAVE_NCCL_HINT_INCLUDE})
+set(_weave_pc_libdirs ${WEAVE_NCCL_HINT_LIBDIR} ${CUDAToolkit_LIBRARY_DIR})
+list(REMOVE_DUPLICATES _weave_pc_includes)
+list(REMOVE_DUPLICATES _weave_pc_libdirs)
+list(TRANSFORM _weave_pc_includes PREPEND "-I")
+list(TRANSFORM _weave_pc_libdirs PREPEND "-L")
+list(JOIN _weave_pc_includes " " WEAVE_PC_DEP_CFLAGS)
+list(JOIN _weave_pc_libdirs " " WEAVE_PC_DEP_LIBDIRS)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/weave.pc.in ${PROJECT_BINARY_DIR}/package/weave.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/package/weave.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # The same package straight from the build tree (weave_DIR=<build folder>): targets point at the
 # build's library and the source tree's headers.

@@ -4,7 +4,8 @@
 #   2. the package's promises (tests/consumer: version rules, targets, soname, NCCL_ROOT);
 #   3. examples/ built against the moved prefix and run (CPU part: plan and validate; the GPU
 #      part where Hopper GPUs are visible, otherwise each says why it skipped it);
-#   4. the same examples against the build tree (weave_DIR) and through add_subdirectory.
+#   4. the examples without CMake (pkg-config), against the build tree (weave_DIR) and through
+#      add_subdirectory.
 # Usage: bash scripts/check_consumer.sh [build folder, default build]. Called by scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,7 @@ cmake --install "$build" --prefix "$work/prefix-installed" >/dev/null
 mv "$work/prefix-installed" "$work/prefix"
 prefix=$(cd "$work/prefix" && pwd)
 for f in lib/libweave.so "lib/libweave.so.$major_minor" "lib/libweave.so.$version" bin/weave include/weave/weave.hpp \
-         lib/cmake/weave/weaveConfig.cmake lib/cmake/weave/weaveConfigVersion.cmake; do
+         lib/cmake/weave/weaveConfig.cmake lib/cmake/weave/weaveConfigVersion.cmake lib/pkgconfig/weave.pc; do
   [ -e "$prefix/$f" ] || { echo "consumer: the install lacks $f" >&2; exit 1; }
 done
 soname=$(objdump -p "$prefix/lib/libweave.so.$version" | awk '$1 == "SONAME" {print $2}')
@@ -61,7 +62,18 @@ cmake --build "$work/examples" >/dev/null
 say "examples built against $prefix"
 run_examples "$work/examples"
 
-# 4. the build tree's package and add_subdirectory (same target name, weave::weave)
+# 3b. without CMake: pkg-config
+if command -v pkg-config >/dev/null; then
+  flags=$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs weave)
+  g++ examples/gemm.cpp -o "$work/gemm-pkgconfig" $flags -Wl,-rpath,"$prefix/lib"
+  "$work/gemm-pkgconfig" >/dev/null
+  say "examples/gemm.cpp built with pkg-config (weave $(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --modversion weave)) and run"
+else
+  say "pkg-config is not installed: the pkg-config check SKIPPED"
+fi
+
+# 4. the build tree's package and add_subdirectory (same target name, weave::weave; the tools and
+#    tests are off by default below another project)
 cfg -S examples -B "$work/examples-buildtree" -Dweave_DIR="$(cd "$build" && pwd)"
 cmake --build "$work/examples-buildtree" >/dev/null
 "$work/examples-buildtree/gemm" >/dev/null
