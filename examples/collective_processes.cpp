@@ -5,7 +5,8 @@
 //
 //   ./collective_processes                      starts one process per visible Hopper GPU (itself,
 //                                               with the arguments below) and waits for them all
-//   ./collective_processes RANK WORLD ID_FILE   one rank (what a launcher would start)
+//   ./collective_processes RANK WORLD ID_FILE   one rank (what a launcher would start); rank r
+//                                               drives CUDA device r
 //
 // Rank r contributes bytes (r * 31 + i) % 251 in its block; every rank checks every block. Without
 // two Hopper GPUs it prints the plan (pure CPU), says why the GPU part is skipped, and exits 0.
@@ -39,8 +40,11 @@ int run_rank(int rank, int world, const std::string& id_file) {
   cfg.op = weave::CollectiveOp::kAllGather;
   cfg.max_count = kBytesPerRank;  // all-gather: bytes per rank
   weave::Collective op(*comm, cfg);
-  // Zero copy, in place: this rank's block of the window output is its input.
-  auto* out = static_cast<unsigned char*>(op.window_output());
+  // Zero copy, in place: this rank's block of the window's output is its input. (Had the plan
+  // fallen back to NCCL's default algorithm, which needs no window, any device buffer would do.)
+  void* own = nullptr;
+  if (op.window_output() == nullptr) check_cuda(cudaMalloc(&own, kBytesPerRank * world), "cudaMalloc");
+  auto* out = static_cast<unsigned char*>(own ? own : op.window_output());
   std::vector<unsigned char> host(kBytesPerRank * world);
   for (std::size_t i = 0; i < kBytesPerRank; ++i) host[rank * kBytesPerRank + i] = expected(rank, i);
   check_cuda(cudaMemcpy(out + rank * kBytesPerRank, host.data() + rank * kBytesPerRank, kBytesPerRank,
@@ -56,6 +60,7 @@ int run_rank(int rank, int world, const std::string& id_file) {
     for (std::size_t i = 0; i < kBytesPerRank; ++i) wrong += host[r * kBytesPerRank + i] != expected(r, i);
   std::printf("rank %d (%s): %lld of %zu bytes wrong\n", rank, op.describe().c_str(), wrong, host.size());
   cudaStreamDestroy(stream);
+  cudaFree(own);
   return wrong == 0 ? 0 : 1;
 }
 

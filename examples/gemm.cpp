@@ -106,7 +106,8 @@ int main(int argc, char** argv) try {
 
   // CPU part: validate and plan every mode (no GPU needed; 132 SMs = H100/H200).
   for (const Case& c : cases) {
-    const weave::GemmProblem p{.m = m, .n = n, .k = k, .mode = c.mode, .scale_layout = c.layout};
+    const weave::GemmProblem p{.m = m, .n = n, .k = k, .mode = c.mode, .scale_layout = c.layout,
+                               .out_dtype = weave::DType::kF32};
     const std::string why = weave::gemm_validate_problem(p);
     if (!why.empty()) {
       std::printf("  %-12s cannot run: %s\n", c.name, why.c_str());
