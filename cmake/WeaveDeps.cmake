@@ -36,11 +36,11 @@ target_include_directories(weave_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
 target_link_libraries(weave_nccl INTERFACE ${NCCL_LIBRARY})
 message(STATUS "weave: NCCL ${NCCL_VERSION} (${NCCL_LIBRARY})")
 
-# --- header-only CLI libraries: CLI11 (arguments), nlohmann_json (JSON); only the CLI and the harness use them ---
+# --- header-only CLI libraries: CLI11 (arguments), nlohmann_json (JSON); the tools only ---
+if(WEAVE_DEPS_DIR)
+  list(PREPEND CMAKE_PREFIX_PATH ${WEAVE_DEPS_DIR})
+endif()
 if(WEAVE_BUILD_TOOLS)
-  if(WEAVE_DEPS_DIR)
-    list(PREPEND CMAKE_PREFIX_PATH ${WEAVE_DEPS_DIR})
-  endif()
   find_package(CLI11 CONFIG QUIET)
   if(NOT TARGET CLI11::CLI11)
     find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp HINTS ${WEAVE_DEPS_DIR}/include)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds here (no device time) and copies what a GPU run needs into carry/ (git-ignored):
-# the CLI, libweave.so and the GPU test binaries. Then, through the device tool:
+# the CLI, libweave and the GPU test binaries. Then, through the device tool:
 #   carry ["carry"], command: WEAVE_PREBUILT=carry bash scripts/gpu_all.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,5 +9,7 @@ export PATH=/usr/local/cuda/bin:$PATH
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)" --target weave_cli weave_tests_gpu weave_tests_multi_gpu
 rm -rf carry && mkdir carry
-cp build/weave build/src/libweave.so build/tests/weave_tests_gpu build/tests/weave_tests_multi_gpu carry/
+# The binaries load libweave by its soname (libweave.so.<major>.<minor>); carry it under that name.
+soname=$(objdump -p build/src/libweave.so | awk '$1 == "SONAME" {print $2}')
+cp build/weave "build/src/$soname" build/tests/weave_tests_gpu build/tests/weave_tests_multi_gpu carry/
 du -sh carry

@@ -25,6 +25,9 @@ echo "== GPUs =="
 echo "== tests (labels cpu, gpu, multi_gpu) =="
 ctest --test-dir build --output-on-failure -j "$jobs" --timeout 1200
 
+echo "== consumer project against the installed package (install, find_package, add_subdirectory, examples) =="
+bash scripts/check_consumer.sh build
+
 echo "== Python package: pip install . into a venv, then pytest (GPU tests skip, with the reason, without a GPU) =="
 # The same command a user runs; the build (library + extension only) reuses ccache, so it costs
 # little after the build above. pytest runs from the repository root, where no weave/ folder

@@ -20,6 +20,21 @@ const char* to_string(Status status) noexcept {
   return "unknown";
 }
 
+// WEAVE_LOCATION is __FILE__, the path the compiler was given: absolute in a plain CMake build
+// (the build machine's folders, meaningless to whoever reads the error), relative (../src/...)
+// under ccache's base_dir. Either way only the part from the project root on is kept
+// ("src/comm/plan.cpp:123"); the root is what precedes this file's own path.
+static std::string relative_location(std::string location) {
+  static const std::string root = [] {
+    const std::string self = __FILE__;
+    const std::string tail = "src/common/error.cpp";
+    if (self.size() < tail.size() || self.compare(self.size() - tail.size(), tail.size(), tail) != 0) return std::string();
+    return self.substr(0, self.size() - tail.size());
+  }();
+  if (!root.empty() && location.compare(0, root.size(), root) == 0) location.erase(0, root.size());
+  return location;
+}
+
 static std::string compose(Status status, const std::string& call, const std::string& location,
                            const std::string& message) {
   std::string text = std::string("weave: ") + to_string(status) + ": " + message;
@@ -29,10 +44,10 @@ static std::string compose(Status status, const std::string& call, const std::st
 }
 
 Error::Error(Status status, std::string call, std::string location, std::string message)
-    : std::runtime_error(compose(status, call, location, message)),
+    : std::runtime_error(compose(status, call, relative_location(location), message)),
       status_(status),
       call_(std::move(call)),
-      location_(std::move(location)),
+      location_(relative_location(std::move(location))),
       message_(std::move(message)) {}
 
 }  // namespace weave

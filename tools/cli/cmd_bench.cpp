@@ -3,11 +3,17 @@
 #include <cstdio>
 
 #include "bench/harness.hpp"
+#include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "weave/device.hpp"
 #include "weave/error.hpp"
 
 namespace weave::cli {
+
+void check_bench_options(const BenchOptions& options) {
+  check_output_file("--json", options.json_path);
+  check_device_list("--devices", options.devices);
+}
 
 std::vector<int> bench_devices(const BenchOptions& options) {
   const std::string why = no_gpu_reason();
@@ -47,6 +53,7 @@ CLI::App* add_bench_command(CLI::App& app, BenchOptions& common) {
   for (auto& s : bench_suites()) s.add(*bench, common);
   bench->callback([bench, &common] {
     if (!bench->get_subcommands().empty()) return;  // a suite ran
+    check_bench_options(common);
     bench_devices(common);                          // no GPU -> kNoDevice -> exit 2
     int worst = 0;
     for (auto& s : bench_suites()) {

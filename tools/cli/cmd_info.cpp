@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "weave/device.hpp"
 #include "weave/transport.hpp"
+#include "weave/version.hpp"
 
 namespace weave::cli {
 
@@ -16,7 +17,7 @@ static void print_info() {
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
   ncclGetVersion(&nccl);
-  std::printf("weave 0.1.0\n");
+  std::printf("weave %s\n", weave::version());
   std::printf("CUDA runtime %d.%d, driver %s, NCCL %d.%d.%d (built against %s)\n", runtime / 1000,
               (runtime % 1000) / 10,
               driver ? (std::to_string(driver / 1000) + "." + std::to_string((driver % 1000) / 10)).c_str()

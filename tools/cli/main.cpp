@@ -1,15 +1,17 @@
 // weave: the command-line tool. Subcommands: info, plan <topic>, bench [suite], selftest.
 // Errors never end in a stack trace: weave::Error and CLI11 errors become one line and an exit
-// status (0 ok, 1 a check failed, 2 bad usage or no GPU, 3 other error).
+// status (0 ok, 1 a check failed, 2 bad usage or no GPU, 3 other error). A usage error names the
+// option (or the unknown subcommand) and the rule, and comes before any GPU work.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <exception>
 
+#include "cli/args.hpp"
 #include "cli/commands.hpp"
-#include "weave/device.hpp"
-#include "weave/error.hpp"
 #include "cli/registry.hpp"
+#include "weave/error.hpp"
+#include "weave/version.hpp"
 
 int main(int argc, char** argv) {
   using namespace weave::cli;
@@ -17,7 +19,7 @@ int main(int argc, char** argv) {
       "weave: fused GEMM + collective operators for NVIDIA Hopper (H100/H200, sm_90a).\n"
       "Subcommands measure, plan and inspect; see `weave <subcommand> --help`."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("weave 0.1.0"));
+  app.set_version_flag("--version", std::string("weave ") + WEAVE_VERSION_STRING);
 
   add_info_command(app);
   CLI::App* plan = app.add_subcommand(
@@ -33,13 +35,23 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) {
+      const std::string unknown = unknown_subcommand_message(app);
+      if (!unknown.empty()) {
+        std::fprintf(stderr, "%s\nRun with --help for more information.\n", unknown.c_str());
+        return 2;
+      }
+    }
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   } catch (const weave::Error& e) {
+    // A usage error is the user's input, not a place in weave's sources: no location.
+    if (e.status() == weave::Status::kInvalidArgument || e.status() == weave::Status::kNoDevice) {
+      std::fprintf(stderr, "weave: %s: %s\n", weave::to_string(e.status()), e.message().c_str());
+      return 2;
+    }
     std::fprintf(stderr, "%s\n", e.what());
-    return e.status() == weave::Status::kInvalidArgument || e.status() == weave::Status::kNoDevice
-               ? 2
-               : 3;
+    return 3;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "weave: error: %s\n", e.what());
     return 3;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "cli/args.hpp"
 #include "cli/registry.hpp"
 #include "comm/kernels.hpp"
 #include "comm/op_layout.hpp"
@@ -29,33 +30,11 @@ struct PlanCommOptions {
   int max_blocks = 264;  // H100/H200: 132 SMs x 2 co-resident lsa CTAs
 };
 
-size_t parse_bytes(const std::string& s) {
-  size_t mult = 1;
-  std::string digits = s;
-  if (!s.empty()) {
-    const char c = static_cast<char>(std::toupper(static_cast<unsigned char>(s.back())));
-    if (c == 'K' || c == 'M' || c == 'G') {
-      mult = c == 'K' ? 1024 : c == 'M' ? 1024 * 1024 : size_t(1024) * 1024 * 1024;
-      digits = s.substr(0, s.size() - 1);
-    }
-  }
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(digits.c_str(), &end, 10);
-  WEAVE_EXPECT_ARG(!digits.empty() && end && *end == '\0' && v > 0,
-                   "--bytes '" << s << "': expected a positive number with an optional K/M/G suffix");
-  return static_cast<size_t>(v) * mult;
-}
-
-std::string human(size_t b) {
-  char buf[64];
-  if (b >= (size_t(1) << 30)) std::snprintf(buf, sizeof(buf), "%.2f GiB", b / 1073741824.0);
-  else if (b >= (size_t(1) << 20)) std::snprintf(buf, sizeof(buf), "%.2f MiB", b / 1048576.0);
-  else if (b >= 1024) std::snprintf(buf, sizeof(buf), "%.1f KiB", b / 1024.0);
-  else std::snprintf(buf, sizeof(buf), "%zu B", b);
-  return buf;
-}
-
 int run_plan_comm(const PlanCommOptions& o) {
+  // --bytes follows nccl-tests: all-gather = output bytes, reduce-scatter = input bytes.
+  const size_t total = parse_size("--bytes", o.bytes);
+  WEAVE_EXPECT_ARG(o.lsa_team <= o.world, "--lsa-team " << o.lsa_team << ": at most --world = " << o.world
+                                                         << " ranks (0: the whole world)");
   auto op = parse_collective_op(o.op);
   WEAVE_EXPECT_ARG(op.has_value(), "--op '" << o.op << "': expected all-gather, reduce-scatter or all-reduce");
   auto dtype = parse_dtype(o.dtype);
@@ -79,14 +58,12 @@ int run_plan_comm(const PlanCommOptions& o) {
   WEAVE_EXPECT_ARG(alg.has_value(), "--algorithm '" << o.algorithm
                                                     << "': expected auto, push, pull, one-shot, two-shot, ll, nccl, nccl-ce");
   in.algorithm = *alg;
-  // --bytes follows nccl-tests: all-gather = output bytes, reduce-scatter = input bytes.
-  const size_t total = parse_bytes(o.bytes);
   const size_t esz = *op == CollectiveOp::kAllGather ? 1 : dtype_bytes(*dtype);
   const size_t per_rank = *op == CollectiveOp::kAllReduce ? total : total / static_cast<size_t>(o.world);
   const size_t count = std::max<size_t>(1, per_rank / esz);
   in.bytes = count * esz;
-  std::printf("collective: %s, %s (nccl-tests size), world %d, %s per rank%s\n", o.op.c_str(), human(total).c_str(),
-              o.world, human(in.bytes).c_str(), *op == CollectiveOp::kAllGather ? "" : (", " + o.dtype).c_str());
+  std::printf("collective: %s, %s (nccl-tests size), world %d, %s per rank%s\n", o.op.c_str(), human_bytes(total).c_str(),
+              o.world, human_bytes(in.bytes).c_str(), *op == CollectiveOp::kAllGather ? "" : (", " + o.dtype).c_str());
   std::printf("build: nccl %s, ce %s, lsa %s; NVLink/LSA team %d of %d ranks; peer access %s\n",
               in.compiled_nccl ? "in" : "OUT", in.compiled_ce ? "in" : "OUT", in.compiled_lsa ? "in" : "OUT",
               in.lsa_team_size, o.world, in.peer_access ? "yes" : "no");
@@ -104,10 +81,10 @@ int run_plan_comm(const PlanCommOptions& o) {
   shape.ll_max_count = comm::ll_max_count_for(plan.transport, plan.algorithm, count, esz);
   WindowLayout layout;
   const comm::OpOffsets off = comm::add_op_regions(layout, "op", shape);
-  std::printf("window (max_count = this size): %s\n", human(layout.total_bytes()).c_str());
+  std::printf("window (max_count = this size): %s\n", human_bytes(layout.total_bytes()).c_str());
   for (const auto& r : layout.regions())
     std::printf("  %-12s %-8s offset %12zu  %s\n", r.name.c_str(), std::string(to_string(r.kind)).c_str(), r.offset,
-                human(r.bytes).c_str());
+                human_bytes(r.bytes).c_str());
   if (plan.transport == Transport::kNccl) return 0;
   std::string per_call;
   const bool ll = comm::call_uses_ll(off, plan.algorithm, count);
@@ -117,12 +94,12 @@ int run_plan_comm(const PlanCommOptions& o) {
     per_call = "ll: flag-in-data lines (8 payload bytes per 16-byte store) straight into every peer's LL buffer, "
                "one kernel, no fence; the receiver polls the lines";
     if (plan.algorithm == Algorithm::kAuto)
-      per_call += " (auto: ll up to " + human(comm::kLLAutoMaxBytes) + " per peer)";
+      per_call += " (auto: ll up to " + human_bytes(comm::kLLAutoMaxBytes) + " per peer)";
   } else if (*op == CollectiveOp::kAllReduce) {
     per_call = !two_shot ? "one-shot: push the whole input to every peer's staging slot, reduce all ranks in rank order"
                    : "two-shot: push chunk q to owner q, owner reduces in rank order and pushes its sum to every peer";
     if (plan.algorithm == Algorithm::kAuto)
-      per_call += " (auto: one-shot up to " + human(comm::one_shot_auto_max_bytes(o.world)) + ")";
+      per_call += " (auto: one-shot up to " + human_bytes(comm::one_shot_auto_max_bytes(o.world)) + ")";
   } else if (*op == CollectiveOp::kAllGather) {
     per_call = plan.algorithm == Algorithm::kPull ? "pull: peers load this rank's block from its window"
                                                   : "push: this rank stores its block into every peer's output";
@@ -154,9 +131,11 @@ void add_plan_comm(CLI::App& plan) {
   c->add_option("--algorithm", opts->algorithm, "auto | push | pull | one-shot | two-shot | ll | nccl | nccl-ce")
       ->capture_default_str();
   c->add_option("--dtype", opts->dtype, "reduction dtype: bf16 | fp32")->capture_default_str();
-  c->add_option("--lsa-team", opts->lsa_team, "ranks in one NVLink domain with each rank (default: world)");
+  c->add_option("--lsa-team", opts->lsa_team, "ranks in one NVLink domain with each rank, 1 .. world (0: world)")
+      ->check(CLI::Range(0, 8));
   c->add_flag("--no-peer-access", opts->no_peer_access, "plan as if the GPUs had no peer access");
-  c->add_option("--max-blocks", opts->max_blocks, "lsa grid cap (H200: 264)")->capture_default_str();
+  c->add_option("--max-blocks", opts->max_blocks, "lsa grid cap (H200: 264)")
+      ->check(CLI::Range(1, 65535))->capture_default_str();
   c->callback([opts] { exit_code() = run_plan_comm(*opts); });
 }
 

@@ -1,8 +1,10 @@
 // `weave plan gemm`: what weave::Gemm would run for a shape (kernel, tile, grid, why) and every
 // rule the input breaks. Pure planning: runs on a machine without a GPU (default 132 SMs, H100/H200).
 #include <cstdio>
+#include <limits>
 #include <string>
 
+#include "cli/args.hpp"
 #include "cli/registry.hpp"
 #include "gemm/planner.hpp"
 #include "weave/error.hpp"
@@ -22,6 +24,22 @@ struct PlanGemmOptions {
   int split_k = 0;
 };
 
+constexpr int kMaxSms = 1024;
+
+// The option a planner override error is about (its messages name the override field).
+const char* override_option(const std::string& message) {
+  if (message.find("'split_k'") != std::string::npos) return "--split-k";
+  if (message.find("'grid'") != std::string::npos) return "--grid";
+  return "--tile";
+}
+
+int usage_error(const std::string& what) {
+  std::fprintf(stderr, "weave plan gemm: %s\n", what.c_str());
+  return 2;
+}
+
+// Exit status: 0 planned, 1 the problem breaks a rule of the kernels (each is printed) or this
+// build cannot run it, 2 bad usage (an option's value, checked before anything is printed).
 int run_plan_gemm(const PlanGemmOptions& o) {
   GemmProblem p;
   p.m = o.m;
@@ -30,31 +48,58 @@ int run_plan_gemm(const PlanGemmOptions& o) {
   auto mode = parse_scale_mode(o.quant);
   auto out = parse_dtype(o.out);
   auto layout = parse_scale_layout(o.layout);
-  if (!mode || !out || !layout) {
-    std::fprintf(stderr, "weave plan gemm: %s\n",
-                 !mode  ? ("--quant '" + o.quant + "': expected bf16, ptpc, blockscale or mxfp8").c_str()
-                 : !out ? ("--out '" + o.out + "': expected bf16 or fp32").c_str()
-                        : ("--layout '" + o.layout + "': expected raw or packed").c_str());
-    return 2;
-  }
+  if (!mode) return usage_error("--quant '" + o.quant + "': expected bf16, ptpc, blockscale or mxfp8");
+  if (!out || (*out != DType::kBF16 && *out != DType::kF32))
+    return usage_error("--out '" + o.out + "': expected bf16 or fp32");
+  if (!layout) return usage_error("--layout '" + o.layout + "': expected raw or packed");
   p.mode = *mode;
   p.out_dtype = *out;
   p.scale_layout = *layout;
   GemmPlanOverrides ov;
   ov.grid = o.grid;
   ov.split_k = o.split_k;
+  const auto cands = gemm::gemm_tile_candidates(p);
   if (!o.tile.empty()) {
-    if (std::sscanf(o.tile.c_str(), "%dx%d", &ov.block_m, &ov.block_n) != 2) {
-      std::fprintf(stderr, "weave plan gemm: --tile '%s': expected BMxBN, e.g. 128x256\n", o.tile.c_str());
-      return 2;
+    const Tile t = parse_tile("--tile", o.tile);
+    std::string built;
+    bool found = false;
+    for (const auto& c : cands) {
+      built += (built.empty() ? "" : ", ") + std::to_string(c.block_m) + "x" + std::to_string(c.block_n);
+      found = found || (c.block_m == t.block_m && c.block_n == t.block_n);
     }
+    if (!found)
+      return usage_error("--tile '" + o.tile + "': no " + o.quant + "/" + o.out + " kernel of that tile is built (built: " +
+                         (built.empty() ? "none" : built) + ")");
+    ov.block_m = t.block_m;
+    ov.block_n = t.block_n;
+  }
+  if (o.grid > o.sms)
+    return usage_error("--grid " + std::to_string(o.grid) + ": a persistent grid has at most one CTA per SM, so at most --sms = " +
+                       std::to_string(o.sms) + " (0: the planner's choice)");
+
+  const auto violations = gemm::gemm_problem_violations(p);
+  const std::string overall = gemm_validate_problem(p);
+  GemmPlan plan;
+  std::string refused;
+  if (overall.empty()) {
+    try {
+      plan = gemm_plan(p, o.sms, ov);
+    } catch (const Error& e) {
+      if (e.status() != Status::kInvalidArgument) {
+        refused = e.message();
+      } else {
+        return usage_error(std::string(override_option(e.message())) + ": " + e.message());
+      }
+    }
+    if (refused.empty() && plan.gemv && (o.grid > 0 || o.split_k > 0))
+      return usage_error(std::string(o.grid > 0 ? "--grid" : "--split-k") + ": m = " + std::to_string(p.m) +
+                         " goes to the decode GEMV, which takes no grid or K-split override (force the tiled "
+                         "kernels with --tile)");
   }
 
   std::printf("problem: m=%lld n=%lld k=%lld quant=%s out=%s layout=%s sms=%d\n", static_cast<long long>(p.m),
               static_cast<long long>(p.n), static_cast<long long>(p.k), o.quant.c_str(), o.out.c_str(),
               o.layout.c_str(), o.sms);
-  const auto violations = gemm::gemm_problem_violations(p);
-  const std::string overall = gemm_validate_problem(p);
   if (violations.empty()) {
     std::printf("constraints: all met\n");
   } else {
@@ -64,7 +109,6 @@ int run_plan_gemm(const PlanGemmOptions& o) {
   }
   if (!overall.empty()) return 1;
 
-  const auto cands = gemm::gemm_tile_candidates(p);
   if (!cands.empty()) {
     std::printf("built tiles for %s/%s:\n", o.quant.c_str(), o.out.c_str());
     for (const auto& c : cands) {
@@ -74,41 +118,42 @@ int run_plan_gemm(const PlanGemmOptions& o) {
                   static_cast<double>(tiles) / o.sms, c.split_kernel.empty() ? "(not built)" : c.split_kernel.c_str());
     }
   }
-  try {
-    const GemmPlan plan = gemm_plan(p, o.sms, ov);
-    if (plan.gemv) {
-      std::printf("plan: %s grid %d split_k %d\n", plan.kernel.c_str(), plan.grid, plan.split_k);
-    } else {
-      std::printf("plan: %s tile %dx%dx%d stages %d cluster %d grid %d tiles %lld split_k %d group_rows %d\n",
-                  plan.kernel.c_str(), plan.block_m, plan.block_n, plan.block_k, plan.stages, plan.cluster, plan.grid,
-                  static_cast<long long>(plan.tiles), plan.split_k, plan.group_rows);
-    }
-    std::printf("reason: %s\n", plan.reason.c_str());
-    if (!plan.gemv && plan.split_k > 1)
-      std::printf("workspace: %lld bytes (fp32 partials [%d, %lld, %lld]; Gemm::set_workspace)\n",
-                  static_cast<long long>(plan.split_k) * p.m * p.n * 4, plan.split_k, static_cast<long long>(p.m),
-                  static_cast<long long>(p.n));
-  } catch (const Error& e) {
-    std::printf("plan: refused: %s\n", e.what());
+  if (!refused.empty()) {
+    std::printf("plan: refused: %s\n", refused.c_str());
     return 1;
   }
+  if (plan.gemv) {
+    std::printf("plan: %s grid %d split_k %d\n", plan.kernel.c_str(), plan.grid, plan.split_k);
+  } else {
+    std::printf("plan: %s tile %dx%dx%d stages %d cluster %d grid %d tiles %lld split_k %d group_rows %d\n",
+                plan.kernel.c_str(), plan.block_m, plan.block_n, plan.block_k, plan.stages, plan.cluster, plan.grid,
+                static_cast<long long>(plan.tiles), plan.split_k, plan.group_rows);
+  }
+  std::printf("reason: %s\n", plan.reason.c_str());
+  if (!plan.gemv && plan.split_k > 1)
+    std::printf("workspace: %lld bytes (fp32 partials [%d, %lld, %lld]; Gemm::set_workspace)\n",
+                static_cast<long long>(plan.split_k) * p.m * p.n * 4, plan.split_k, static_cast<long long>(p.m),
+                static_cast<long long>(p.n));
   return 0;
 }
 
 void add_plan_gemm(CLI::App& plan) {
   auto opts = std::make_shared<PlanGemmOptions>();
   CLI::App* c = plan.add_subcommand("gemm", "Tile, grid and kernel weave::Gemm picks for a shape; every broken rule");
-  c->add_option("-m", opts->m, "rows of A and C")->required();
-  c->add_option("-n", opts->n, "rows of B (columns of C)")->required();
-  c->add_option("-k", opts->k, "reduction length")->required();
+  // Shapes >= 1 here; the kernels' own rules (alignment, K multiples, < 2^31) are what the plan reports.
+  const auto positive = CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max() / 4);
+  c->add_option("-m", opts->m, "rows of A and C")->required()->check(positive);
+  c->add_option("-n", opts->n, "rows of B (columns of C)")->required()->check(positive);
+  c->add_option("-k", opts->k, "reduction length")->required()->check(positive);
   c->add_option("--quant", opts->quant, "bf16 | ptpc | blockscale | mxfp8")->capture_default_str();
   c->add_option("--out", opts->out, "output dtype: bf16 | fp32")->capture_default_str();
   c->add_option("--layout", opts->layout, "mxfp8 scale layout: raw | packed")->capture_default_str();
-  c->add_option("--sms", opts->sms, "SM count to plan for")->capture_default_str();
-  c->add_option("--tile", opts->tile, "force a tile, BMxBN (e.g. 128x256)");
-  c->add_option("--grid", opts->grid, "force the persistent grid size");
+  c->add_option("--sms", opts->sms, "SM count to plan for")->check(CLI::Range(1, kMaxSms))->capture_default_str();
+  c->add_option("--tile", opts->tile, "force a tile, BMxBN (e.g. 128x256); one of the built tiles");
+  c->add_option("--grid", opts->grid, "force the persistent grid size (1 .. --sms); 0 = planner's choice")
+      ->check(CLI::Range(0, kMaxSms))->capture_default_str();
   c->add_option("--split-k", opts->split_k, "force a K split (1 = none, 2..16); 0 = planner's choice")
-      ->capture_default_str();
+      ->check(CLI::Range(0, gemm::kMaxSplitK))->capture_default_str();
   c->callback([opts] { exit_code() = run_plan_gemm(*opts); });
 }
 

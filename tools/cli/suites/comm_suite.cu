@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench/harness.hpp"
+#include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/registry.hpp"
 #include "common/check.hpp"
@@ -42,21 +43,6 @@ struct CommOptionsCli {
   bool check_targets = false;
   int lsa_blocks = 0;  // lsa grid cap (0 = from occupancy)
 };
-
-size_t parse_size(const std::string& s) {
-  WEAVE_EXPECT_ARG(!s.empty(), "size must not be empty");
-  size_t mult = 1;
-  std::string digits = s;
-  const char last = static_cast<char>(std::toupper(static_cast<unsigned char>(s.back())));
-  if (last == 'K' || last == 'M' || last == 'G') {
-    mult = last == 'K' ? 1024 : last == 'M' ? 1024 * 1024 : size_t(1024) * 1024 * 1024;
-    digits = s.substr(0, s.size() - 1);
-  }
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(digits.c_str(), &end, 10);
-  WEAVE_EXPECT_ARG(end && *end == '\0' && v > 0, "size '" << s << "': expected a positive number with optional K/M/G");
-  return static_cast<size_t>(v) * mult;
-}
 
 std::string size_name(size_t b) {
   if (b >= (size_t(1) << 30) && b % (size_t(1) << 30) == 0) return std::to_string(b >> 30) + "GB";
@@ -126,6 +112,9 @@ struct Arm {
 // below; larger ll calls would only show the doubled bytes, at a window twice the payload).
 constexpr size_t kLLArmMaxSize = size_t(4) << 20;
 
+constexpr int kMaxStepFactor = 1024;
+constexpr int kMaxLsaBlocks = 4096;  // CollectiveConfig::max_blocks rule
+
 std::vector<Arm> arms_for(CollectiveOp op, DType dtype, int world) {
   auto make = [&](std::string name, std::optional<Transport> t, Algorithm a, bool nccl, bool window) {
     Arm arm;
@@ -185,18 +174,18 @@ struct RankResult {
 };
 
 int run_comm(const BenchOptions& common, const CommOptionsCli& opt) {
-  std::vector<int> devices = bench_devices(common);
-  if (devices.size() < 2) {
-    std::fprintf(stderr, "weave bench comm: needs at least 2 Hopper GPUs, found %zu; skipped\n", devices.size());
-    return 0;
-  }
-  if (devices.size() > 8) devices.resize(8);
-  const std::string gate = gate_idle(common, devices);
+  // Every option first: nothing below may probe a GPU or wait for one before the input is known good.
+  check_bench_options(common);
   const auto dtype = parse_dtype(opt.dtype);
-  WEAVE_EXPECT_ARG(dtype && (*dtype == DType::kBF16 || *dtype == DType::kF32), "--dtype must be bf16 or fp32");
-  const size_t lo = parse_size(opt.min_bytes), hi = parse_size(opt.max_bytes);
-  WEAVE_EXPECT_ARG(lo <= hi, "-b must be <= -e");
-  WEAVE_EXPECT_ARG(opt.factor >= 2, "-f must be >= 2");
+  WEAVE_EXPECT_ARG(dtype && (*dtype == DType::kBF16 || *dtype == DType::kF32),
+                   "--dtype '" << opt.dtype << "': expected bf16 or fp32");
+  const size_t lo = parse_size("-b/--minbytes", opt.min_bytes), hi = parse_size("-e/--maxbytes", opt.max_bytes);
+  WEAVE_EXPECT_ARG(lo <= hi, "-b/--minbytes " << opt.min_bytes << " must not exceed -e/--maxbytes " << opt.max_bytes);
+  WEAVE_EXPECT_ARG(opt.factor >= 2 && opt.factor <= kMaxStepFactor,
+                   "-f/--stepfactor " << opt.factor << ": must be in 2.." << kMaxStepFactor);
+  WEAVE_EXPECT_ARG(opt.lsa_blocks >= 0 && opt.lsa_blocks <= kMaxLsaBlocks,
+                   "--lsa-blocks " << opt.lsa_blocks << ": must be in 0.." << kMaxLsaBlocks << " (0: from occupancy)");
+  WEAVE_EXPECT_ARG(!opt.ops.empty(), "--op: name at least one collective");
   std::vector<size_t> sizes;
   for (size_t s = lo; s <= hi; s *= static_cast<size_t>(opt.factor)) sizes.push_back(s);
   std::vector<CollectiveOp> ops;
@@ -205,6 +194,13 @@ int run_comm(const BenchOptions& common, const CommOptionsCli& opt) {
     WEAVE_EXPECT_ARG(op.has_value(), "--op '" << name << "': expected all-gather, reduce-scatter or all-reduce");
     ops.push_back(*op);
   }
+  std::vector<int> devices = bench_devices(common);
+  if (devices.size() < 2) {
+    std::fprintf(stderr, "weave bench comm: needs at least 2 Hopper GPUs, found %zu; skipped\n", devices.size());
+    return 0;
+  }
+  if (devices.size() > 8) devices.resize(8);
+  const std::string gate = gate_idle(common, devices);
   const int world = static_cast<int>(devices.size());
   std::fprintf(stderr, "weave bench comm: %d GPUs, creating communicators ...\n", world);
   auto comms = Communicator::create_local(devices);
@@ -452,11 +448,12 @@ void add_comm_suite(CLI::App& bench, BenchOptions& common) {
       ->delimiter(',')->capture_default_str();
   cmd->add_option("-b,--minbytes", o.min_bytes, "smallest size (nccl-tests convention; K/M/G suffixes)")->capture_default_str();
   cmd->add_option("-e,--maxbytes", o.max_bytes, "largest size")->capture_default_str();
-  cmd->add_option("-f,--stepfactor", o.factor, "size multiplier between rows")->capture_default_str();
+  cmd->add_option("-f,--stepfactor", o.factor, "size multiplier between rows (2..1024)")
+      ->check(CLI::Range(2, kMaxStepFactor))->capture_default_str();
   cmd->add_option("--dtype", o.dtype, "reduction dtype: bf16 or fp32 (fp32 accumulation)")->capture_default_str();
   cmd->add_option("--lsa-blocks", o.lsa_blocks, "cap of the lsa (and ce reduce) grid; 0 = from occupancy")
-      ->capture_default_str();
-  cmd->add_flag("--check-targets", o.check_targets, "exit 1 when a performance target of issue 5/6 is missed");
+      ->check(CLI::Range(0, kMaxLsaBlocks))->capture_default_str();
+  cmd->add_flag("--check-targets", o.check_targets, "exit 1 when a performance target (docs/perf/comm.md) is missed");
   cmd->footer(
       "Arms (each size, timed alternating under CUDA graphs, validated before and after timing):\n"
       "  NCCL:  nccl (plain cudaMalloc buffers), nccl-sym (symmetric-window buffers), nccl-ce (all-gather:\n"

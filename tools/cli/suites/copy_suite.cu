@@ -8,6 +8,7 @@
 // (read + write); the ceiling column says which convention it uses.
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -97,7 +98,17 @@ struct Case {
   double ceiling;
 };
 
+// Largest --sizes entry: the suite holds a source and a destination of this size on a GPU.
+constexpr double kMaxCopyMb = 65536;
+
 int run_copy(const BenchOptions& common, const CopyOptions& opt) {
+  // Every option first: nothing below may probe a GPU or wait for one before the input is known good.
+  check_bench_options(common);
+  WEAVE_EXPECT_ARG(!opt.sizes_mb.empty(), "--sizes: give at least one size in MB");
+  for (double mb : opt.sizes_mb)
+    WEAVE_EXPECT_ARG(std::isfinite(mb) && mb * 1048576.0 >= 16 && mb <= kMaxCopyMb,
+                     "--sizes " << mb << ": each size (MB) must be a finite number, at least 16 bytes and at most "
+                                << kMaxCopyMb << " MB");
   std::vector<int> devices = bench_devices(common);
   std::string gate = gate_idle(common, devices);
   std::vector<Case> cases;
@@ -128,7 +139,6 @@ int run_copy(const BenchOptions& common, const CopyOptions& opt) {
   bench::Report report("copy");
   for (double mb : opt.sizes_mb) {
     const size_t bytes = (static_cast<size_t>(mb * 1048576.0) / 16) * 16;
-    WEAVE_EXPECT_ARG(bytes >= 16, "--sizes: each size must be at least 16 bytes (got " << mb << " MB)");
     for (const auto& c : cases) {
       std::fprintf(stderr, "weave bench copy: %s %.0f MB ...\n", c.mode.c_str(), mb);
       DeviceBuffer src(c.src_dev, bytes), dst(c.dst_dev, bytes);
@@ -203,7 +213,7 @@ CopyOptions& copy_options() {
 
 void add_copy_suite(CLI::App& bench, BenchOptions& common) {
   auto* cmd = bench.add_subcommand("copy", "device-to-device and peer copy bandwidth (copy engine and SM kernel) against the H200 ceilings");
-  cmd->add_option("--sizes", copy_options().sizes_mb, "sizes in MB, comma-separated")->delimiter(',')->capture_default_str();
+  cmd->add_option("--sizes", copy_options().sizes_mb, "sizes in MB, comma-separated (16 bytes .. 65536 MB each)")->delimiter(',')->capture_default_str();
   cmd->add_flag("--inject-skip", copy_options().inject_skip,
                 "negative control: the SM copy leaves one 16-byte element unwritten; the row must show #wrong = 4 (32-bit words)");
   cmd->callback([&common] { exit_code() = run_copy(common, copy_options()); });

@@ -36,6 +36,7 @@
 #include "bench/gemm_operands.hpp"
 #include "bench/gpu_reference.hpp"
 #include "bench/harness.hpp"
+#include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/registry.hpp"
 #include "common/check.hpp"
@@ -76,26 +77,30 @@ std::string shape_name(const Shape& s) {
   return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
 }
 
-Shape parse_shape(const std::string& text) {
-  Shape s;
-  char x1 = 0, x2 = 0;
-  std::istringstream is(text);
-  long long m = 0, n = 0, k = 0;
-  is >> m >> x1 >> n >> x2 >> k;
-  WEAVE_EXPECT_ARG(is && is.peek() == EOF && x1 == 'x' && x2 == 'x' && m >= 1 && n >= 1 && k >= 1,
-                   "--shapes: '" << text << "' is not MxNxK with positive integers");
-  s.m = m, s.n = n, s.k = k;
-  return s;
+// Largest operand the suite accepts, in elements of each of A [M, K], B [N, K] and C [M, N]: the
+// inputs are generated and quantised as fp32 on the host (16 GiB at this limit).
+constexpr int64_t kMaxOperandElems = int64_t{1} << 32;
+
+Shape checked_shape(const std::string& option, int64_t m, int64_t n, int64_t k) {
+  WEAVE_EXPECT_ARG(m <= kMaxOperandElems / k && n <= kMaxOperandElems / k && m <= kMaxOperandElems / n,
+                   option << " " << m << "x" << n << "x" << k << ": each of M*K, N*K and M*N must be at most 2^32 "
+                          << "elements (the suite builds fp32 operands on the host)");
+  return {m, n, k};
 }
 
 std::vector<Shape> shapes_from(const GemmSuiteOptions& o) {
+  // -m/-n/-k are >= 1 when given (their CLI11 check), so 0 means "not given".
   const int given = (o.m > 0) + (o.n > 0) + (o.k > 0);
   WEAVE_EXPECT_ARG(given == 0 || given == 3,
-                   "-m, -n, -k: give all three for a single shape, or none (got m=" << o.m << " n="
-                                                                                    << o.n << " k=" << o.k << ")");
+                   "-m, -n, -k: give all three for a single shape, or none (got only"
+                       << (o.m > 0 ? " -m " + std::to_string(o.m) : "") << (o.n > 0 ? " -n " + std::to_string(o.n) : "")
+                       << (o.k > 0 ? " -k " + std::to_string(o.k) : "") << ")");
   std::vector<Shape> out;
-  if (given == 3) out.push_back({o.m, o.n, o.k});
-  for (const auto& t : o.shapes) out.push_back(parse_shape(t));
+  if (given == 3) out.push_back(checked_shape("-m -n -k", o.m, o.n, o.k));
+  for (const auto& t : o.shapes) {
+    const Shape3 s = parse_shape("--shapes", t);
+    out.push_back(checked_shape("--shapes", s.m, s.n, s.k));
+  }
   if (out.empty()) out = kIssueShapes;
   return out;
 }
@@ -375,6 +380,8 @@ std::vector<ArmSpec> arms_for(ScaleMode mode, const std::vector<ScaleLayout>& la
 }
 
 int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
+  // Every option first: nothing below may probe a GPU or wait for one before the input is known good.
+  check_bench_options(common);
   const std::vector<Shape> shapes = shapes_from(opt);
   std::vector<ScaleMode> modes;
   for (const auto& q : opt.quants) {
@@ -617,12 +624,14 @@ void add_gemm_suite(CLI::App& bench, BenchOptions& common) {
       "gemm",
       "weave::Gemm vs cuBLASLt (same mode, scales, output dtype; blockscale also vs cuBLASLt ptpc), "
       "cold weights, CUDA graphs, alternating arms, every row validated against a GPU reference "
-      "(and CPU fp64 for small shapes). Default shapes: the 14 of issue 3.");
+      "(and CPU fp64 for small shapes). Default shapes: 14 tensor-parallel LLM layer shapes "
+      "(docs/perf/gemm.md).");
   add_common_bench_options(*app, common);
-  app->add_option("-m", o.m, "rows of A and C (with -n and -k: one shape instead of the list)");
-  app->add_option("-n", o.n, "rows of B (output columns)");
-  app->add_option("-k", o.k, "reduction length");
-  app->add_option("--shapes", o.shapes, "shapes as MxNxK, comma-separated (instead of the issue's list)")
+  const auto dim = CLI::Range(int64_t{1}, (int64_t{1} << 31) - 1);
+  app->add_option("-m", o.m, "rows of A and C (with -n and -k: one shape instead of the list)")->check(dim);
+  app->add_option("-n", o.n, "rows of B (output columns)")->check(dim);
+  app->add_option("-k", o.k, "reduction length")->check(dim);
+  app->add_option("--shapes", o.shapes, "shapes as MxNxK, comma-separated (instead of the default list)")
       ->delimiter(',');
   app->add_option("--quant", o.quants, "quantisation modes: bf16, ptpc, blockscale, mxfp8")
       ->delimiter(',')
@@ -634,12 +643,15 @@ void add_gemm_suite(CLI::App& bench, BenchOptions& common) {
   app->add_flag("--fast-accum", o.fast_accum,
                 "cuBLASLt ptpc arms use fp8 fast accumulation (no promotion; looser bound)");
   app->add_option("--cpu-ref-max", o.cpu_ref_max_macs,
-                  "largest M*N*K also checked against the CPU fp64 reference")
+                  "largest M*N*K also checked against the CPU fp64 reference (0: none)")
+      ->check(finite_range(0, 1e18))
       ->capture_default_str();
-  app->add_flag("--check-targets", o.check_targets, "exit 1 when a ratio target of the issue is missed");
+  app->add_flag("--check-targets", o.check_targets, "exit 1 when a ratio target (docs/perf/gemm.md) is missed");
   app->add_flag("--baselines-only", o.baselines_only,
                 "leave out the weave arms (measure and validate the cuBLASLt baselines alone)");
-  app->add_option("--seed", o.seed, "seed of the random inputs")->capture_default_str();
+  app->add_option("--seed", o.seed, "seed of the random inputs (>= 0)")
+      ->check(digits_only())
+      ->capture_default_str();
   app->callback([&common] { exit_code() = run_gemm_suite(common, suite_options()); });
 }
 
@@ -652,7 +664,7 @@ int run_gemm_default(const BenchOptions& common) {
 
 }  // namespace
 
-WEAVE_REGISTER_BENCH_SUITE(gemm, "weave::Gemm vs cuBLASLt: bf16, fp8 ptpc, fp8 blockscale (issue 3 shapes)",
+WEAVE_REGISTER_BENCH_SUITE(gemm, "weave::Gemm vs cuBLASLt: bf16, fp8 ptpc, fp8 blockscale, mxfp8",
                            add_gemm_suite, run_gemm_default);
 
 }  // namespace weave::cli

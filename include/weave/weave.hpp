@@ -1,0 +1,18 @@
+// Everything public in one include: errors, element types and tensor views, GPUs, quantisation
+// references, the local GEMM, communicators, symmetric windows and collectives. Host-only C++20;
+// needs cuda_runtime.h and nccl.h on the include path (the weave::weave CMake target brings both).
+#pragma once
+
+#include "weave/collectives.hpp"
+#include "weave/communicator.hpp"
+#include "weave/device.hpp"
+#include "weave/error.hpp"
+#include "weave/gemm.hpp"
+#include "weave/quant.hpp"
+#include "weave/reference.hpp"
+#include "weave/tensor.hpp"
+#include "weave/transport.hpp"
+#include "weave/types.hpp"
+#include "weave/version.hpp"
+#include "weave/window_handle.hpp"
+#include "weave/window_layout.hpp"

@@ -1,0 +1,232 @@
+// The `weave` tool as a user meets it: bad input gets exit status 2 and one message naming the
+// option (or the unknown subcommand) and the rule, before any GPU work: no GPU probe, no idle
+// wait, nothing printed first. On a machine without a GPU a check that came too late would show
+// as the no-GPU message instead of the option's; each case below asserts it does not. Help texts
+// are checked for leftovers (issue numbers) and messages for the build machine's source paths.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "weave/device.hpp"
+#include "weave/version.hpp"
+
+namespace {
+
+struct CliRun {
+  int rc = -1;
+  std::string out;  // stdout and stderr, interleaved
+};
+
+// Runs the built `weave` with `args`; kills it after 60 s (a check that let a benchmark start).
+CliRun run_weave(const std::vector<std::string>& args) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {};
+  std::vector<std::string> storage{WEAVE_TEST_CLI};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::execv(argv[0], argv.data());
+    std::_Exit(127);
+  }
+  ::close(fds[1]);
+  CliRun r;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  char buf[4096];
+  for (;;) {
+    pollfd p{fds[0], POLLIN, 0};
+    const int left = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+    if (left <= 0 || ::poll(&p, 1, left) <= 0) {
+      ::kill(pid, SIGKILL);
+      r.out += "\n[killed after 60 s]";
+      break;
+    }
+    const ssize_t n = ::read(fds[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    r.out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fds[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+std::string missing_dir_file() {
+  return (std::filesystem::temp_directory_path() / "weave-no-such-folder" / "out.json").string();
+}
+
+struct BadInput {
+  const char* name;
+  std::vector<std::string> args;
+  std::vector<std::string> says;  // substrings the message must contain
+};
+
+std::vector<BadInput> bad_inputs() {
+  const std::string nofolder = missing_dir_file();
+  const std::string folder = std::filesystem::temp_directory_path().string();
+  return {
+      // sizes: sign, zero, junk, overflow, order
+      {"BenchCommNegativeMaxBytes", {"bench", "comm", "-e", "-1"}, {"-e/--maxbytes '-1'", "digits with an optional K, M or G"}},
+      {"BenchCommNegativeMinBytes", {"bench", "comm", "-b", "-8K"}, {"-b/--minbytes '-8K'"}},
+      {"BenchCommZeroBytes", {"bench", "comm", "-b", "0"}, {"-b/--minbytes '0'", "at least 1 byte"}},
+      {"BenchCommJunkSize", {"bench", "comm", "-e", "64Mjunk"}, {"-e/--maxbytes '64Mjunk'"}},
+      {"BenchCommHugeSize", {"bench", "comm", "-e", "18446744073709551615"}, {"-e/--maxbytes", "at most 1024.00 GiB"}},
+      {"BenchCommMinAboveMax", {"bench", "comm", "-b", "1M", "-e", "8K"}, {"-b/--minbytes 1M must not exceed -e/--maxbytes 8K"}},
+      {"BenchCommStepFactorOne", {"bench", "comm", "-f", "1"}, {"--stepfactor", "not in range 2 to 1024"}},
+      {"BenchCommStepFactorJunk", {"bench", "comm", "-f", "4x"}, {"--stepfactor"}},
+      {"BenchCommNegativeLsaBlocks", {"bench", "comm", "--lsa-blocks", "-1"}, {"--lsa-blocks", "not in range 0 to 4096"}},
+      {"BenchCommUnknownOp", {"bench", "comm", "--op", "all-to-all"}, {"--op 'all-to-all'"}},
+      {"BenchCommBadDtype", {"bench", "comm", "--dtype", "fp8"}, {"--dtype 'fp8'"}},
+      {"BenchCommJsonInMissingFolder", {"bench", "comm", "--json", nofolder}, {"--json '" + nofolder + "'", "does not exist"}},
+      {"PlanCommNegativeBytes", {"plan", "comm", "--bytes", "-5"}, {"--bytes '-5'", "digits with an optional K, M or G"}},
+      {"PlanCommZeroBytes", {"plan", "comm", "--bytes", "0"}, {"--bytes '0'", "at least 1 byte"}},
+      {"PlanCommHugeBytes", {"plan", "comm", "--bytes", "2000G"}, {"--bytes '2000G'", "at most"}},
+      {"PlanCommLsaTeamAboveWorld", {"plan", "comm", "--world", "2", "--lsa-team", "4"}, {"--lsa-team 4", "at most --world = 2"}},
+      {"PlanCommMaxBlocksZero", {"plan", "comm", "--max-blocks", "0"}, {"--max-blocks", "not in range"}},
+      // GEMM planner overrides
+      {"PlanGemmTileTrailingJunk", {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--tile", "128x256junk"},
+       {"--tile '128x256junk'", "BMxBN"}},
+      {"PlanGemmTileZero", {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--tile", "0x0"}, {"--tile '0x0'"}},
+      {"PlanGemmTileNotBuilt", {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--tile", "64x64"},
+       {"--tile '64x64'", "no bf16/bf16 kernel of that tile is built (built: "}},
+      {"PlanGemmGridHuge", {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--grid", "100000"},
+       {"--grid", "not in range 0 to 1024"}},
+      {"PlanGemmGridAboveSms", {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--grid", "200"},
+       {"--grid 200", "at most --sms = 132"}},
+      {"PlanGemmGridNegative", {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--grid", "-3"}, {"--grid"}},
+      {"PlanGemmSmsZero", {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--sms", "0"},
+       {"--sms", "not in range 1 to 1024"}},
+      {"PlanGemmSplitK17", {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--split-k", "17"},
+       {"--split-k", "not in range 0 to 16"}},
+      {"PlanGemmSplitKAboveKBlocks", {"plan", "gemm", "-m", "128", "-n", "128", "-k", "128", "--split-k", "16"},
+       {"--split-k: override 'split_k' = 16"}},
+      {"PlanGemmGridOnGemv", {"plan", "gemm", "-m", "16", "-n", "4096", "-k", "4096", "--grid", "8"},
+       {"--grid: m = 16 goes to the decode GEMV"}},
+      {"PlanGemmZeroM", {"plan", "gemm", "-m", "0", "-n", "128", "-k", "128"}, {"-m", "not in range"}},
+      {"PlanGemmBadQuant", {"plan", "gemm", "-m", "128", "-n", "128", "-k", "128", "--quant", "fp4"}, {"--quant 'fp4'"}},
+      {"PlanGemmBadOut", {"plan", "gemm", "-m", "128", "-n", "128", "-k", "128", "--out", "e4m3"}, {"--out 'e4m3'"}},
+      // bench gemm shapes
+      {"BenchGemmZeroShape", {"bench", "gemm", "-m", "0", "-n", "0", "-k", "0"}, {"-m", "not in range 1 to 2147483647"}},
+      {"BenchGemmPartialShape", {"bench", "gemm", "-m", "128"}, {"-m, -n, -k: give all three", "-m 128"}},
+      {"BenchGemmHugeShape", {"bench", "gemm", "-m", "2147483647", "-n", "2147483647", "-k", "2147483647"},
+       {"each of M*K, N*K and M*N must be at most 2^32"}},
+      {"BenchGemmShapeJunk", {"bench", "gemm", "--shapes", "128x128x128x"}, {"--shapes '128x128x128x'", "MxNxK"}},
+      {"BenchGemmShapeZero", {"bench", "gemm", "--shapes", "128x0x128"}, {"--shapes '128x0x128'"}},
+      {"BenchGemmCpuRefNan", {"bench", "gemm", "--cpu-ref-max", "nan"}, {"--cpu-ref-max"}},
+      {"BenchGemmNegativeSeed", {"bench", "gemm", "--seed", "-1"}, {"--seed"}},
+      {"BenchGemmBadQuant", {"bench", "gemm", "--quant", "bf16,int8"}, {"--quant: 'int8'"}},
+      {"BenchGemmJsonInMissingFolder", {"bench", "gemm", "--json", nofolder}, {"--json '" + nofolder + "'", "does not exist"}},
+      {"BenchGemmJsonIsAFolder", {"bench", "gemm", "--json", folder}, {"is a directory"}},
+      // bench copy and the shared options
+      {"BenchCopyNegativeSize", {"bench", "copy", "--sizes", "-1"}, {"--sizes -1", "at least 16 bytes"}},
+      {"BenchCopyNanSize", {"bench", "copy", "--sizes", "nan"}, {"--sizes"}},
+      {"BenchCopyHugeSize", {"bench", "copy", "--sizes", "1e12"}, {"--sizes", "at most 65536 MB"}},
+      {"BenchCopyJsonInMissingFolder", {"bench", "copy", "--json", nofolder}, {"--json '" + nofolder + "'"}},
+      {"BenchJsonInMissingFolder", {"bench", "--json", nofolder}, {"--json '" + nofolder + "'", "does not exist"}},
+      {"BenchNegativeDevice", {"bench", "--devices", "-1"}, {"--devices"}},
+      {"BenchRepeatedDevice", {"bench", "copy", "--devices", "0,0"}, {"--devices: ordinal 0 is listed twice"}},
+      {"BenchIdleWaitNan", {"bench", "copy", "--idle-wait", "nan"}, {"--idle-wait"}},
+      {"BenchItersZero", {"bench", "gemm", "-i", "0"}, {"--iters", "not in range 1 to 100000"}},
+      {"BenchWarmupNegative", {"bench", "comm", "-w", "-1"}, {"--warmup"}},
+      {"BenchCallsHuge", {"bench", "copy", "--calls", "99999999999"}, {"--calls"}},
+      // unknown subcommands
+      {"UnknownSubcommand", {"nosuchcmd"}, {"weave: unknown subcommand 'nosuchcmd' (expected one of: info, plan, bench)"}},
+      {"UnknownPlanTopic", {"plan", "nosuch"}, {"weave plan: unknown subcommand 'nosuch' (expected one of: ", "gemm", "comm"}},
+      {"UnknownBenchSuite", {"bench", "nosuch"}, {"weave bench: unknown subcommand 'nosuch' (expected one of: ", "copy",
+                                                  "gemm", "comm"}},
+  };
+}
+
+class CliBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(CliBadInput, ExitsTwoNamingTheOptionBeforeAnyGpuWork) {
+  const BadInput& c = GetParam();
+  const CliRun r = run_weave(c.args);
+  EXPECT_EQ(r.rc, 2) << r.out;
+  for (const std::string& s : c.says) EXPECT_NE(r.out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << r.out;
+  // Before any GPU work: no GPU probe answer, no idle gate, no table.
+  const std::string no_gpu = weave::no_gpu_reason();
+  if (!no_gpu.empty()) EXPECT_EQ(r.out.find(no_gpu), std::string::npos) << "the GPU was probed first:\n" << r.out;
+  for (const char* gate : {"weave bench: idle gate", "weave bench: GPUs idle", "weave bench: GPU cuda:", "running suite"})
+    EXPECT_EQ(r.out.find(gate), std::string::npos) << "the idle gate or a suite ran first:\n" << r.out;
+  EXPECT_EQ(r.out.find("waves"), std::string::npos) << "a plan was printed first:\n" << r.out;
+  EXPECT_EQ(r.out.find("A subcommand is required"), std::string::npos) << r.out;
+  // One short message, without the build machine's source paths.
+  EXPECT_EQ(r.out.find(WEAVE_TEST_SOURCE_DIR), std::string::npos) << r.out;
+  EXPECT_LT(std::count(r.out.begin(), r.out.end(), '\n'), 4) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Weave, CliBadInput, ::testing::ValuesIn(bad_inputs()),
+                         [](const ::testing::TestParamInfo<BadInput>& i) { return std::string(i.param.name); });
+
+// Good input still works (the planners need no GPU).
+TEST(Cli, PlansRunWithoutAGpu) {
+  CliRun r = run_weave({"plan", "gemm", "-m", "4096", "-n", "5120", "-k", "2048", "--quant", "blockscale"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("plan: sm90_gemm_e4m3_blockscale"), std::string::npos) << r.out;
+  r = run_weave({"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--tile", "128x128", "--grid", "64",
+                 "--split-k", "1"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("grid 64 (override)"), std::string::npos) << r.out;
+  r = run_weave({"plan", "comm", "--op", "all-reduce", "--bytes", "64M", "--world", "8"});
+  EXPECT_NE(r.out.find("collective: all-reduce, 64.00 MiB"), std::string::npos) << r.out;
+#if WEAVE_TEST_EXPECT_NCCL_TRANSPORT || WEAVE_TEST_EXPECT_CE || WEAVE_TEST_EXPECT_LSA
+  EXPECT_EQ(r.rc, 0) << r.out;
+#else
+  EXPECT_EQ(r.rc, 1) << "every transport is compiled out: the plan must be refused\n" << r.out;
+#endif
+  // A problem that breaks a kernel rule is a report (exit 1), not a usage error.
+  r = run_weave({"plan", "gemm", "-m", "128", "-n", "128", "-k", "100", "--quant", "blockscale"});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("k must be a multiple of 128 for blockscale"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ValidBenchInputReachesTheGpuProbe) {
+  if (weave::no_gpu_reason().empty()) GTEST_SKIP() << "a Hopper GPU is visible: this would run the benchmark";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"bench"}, {"bench", "gemm", "-m", "128", "-n", "128", "-k", "128"},
+        {"bench", "comm", "-b", "8K", "-e", "64M"}, {"bench", "copy", "--sizes", "64"}}) {
+    const CliRun r = run_weave(args);
+    EXPECT_EQ(r.rc, 2) << r.out;
+    EXPECT_NE(r.out.find(weave::no_gpu_reason()), std::string::npos) << r.out;
+  }
+}
+
+TEST(Cli, VersionIsTheLibrarys) {
+  const CliRun r = run_weave({"--version"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out, std::string("weave ") + WEAVE_VERSION_STRING + "\n");
+}
+
+TEST(Cli, HelpTextsExplainWithoutIssueNumbers) {
+  const std::regex issue("issue", std::regex::icase);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, {"info", "--help"}, {"plan", "--help"}, {"plan", "gemm", "--help"},
+        {"plan", "comm", "--help"}, {"bench", "--help"}, {"bench", "copy", "--help"}, {"bench", "gemm", "--help"},
+        {"bench", "comm", "--help"}}) {
+    const CliRun r = run_weave(args);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_GT(r.out.size(), 100u) << r.out;
+    EXPECT_FALSE(std::regex_search(r.out, issue)) << "weave " << args[0] << " ...:\n" << r.out;
+  }
+}
+
+}  // namespace

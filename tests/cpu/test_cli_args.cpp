@@ -1,0 +1,208 @@
+// The CLI's option parsers and range rules (tools/cli/args.hpp), called directly: every accepted
+// spelling, every rejected one, and that each error names the option and the rule.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cli/args.hpp"
+#include "support/expect_error.hpp"
+#include "weave/error.hpp"
+#include "weave/gemm.hpp"
+#include "weave/version.hpp"
+
+using namespace weave;
+using namespace weave::cli;
+using weave::test::error_of;
+
+namespace {
+
+TEST(CliArgs, SizesAcceptDigitsWithAnOptionalBinarySuffix) {
+  EXPECT_EQ(parse_size("--bytes", "1"), 1u);
+  EXPECT_EQ(parse_size("--bytes", "4096"), 4096u);
+  EXPECT_EQ(parse_size("--bytes", "8K"), 8u << 10);
+  EXPECT_EQ(parse_size("--bytes", "8k"), 8u << 10);
+  EXPECT_EQ(parse_size("--bytes", "64M"), 64u << 20);
+  EXPECT_EQ(parse_size("--bytes", "1G"), std::uint64_t{1} << 30);
+  EXPECT_EQ(parse_size("--bytes", "1024G"), kMaxSizeBytes);
+  EXPECT_EQ(parse_size("--bytes", "007"), 7u);
+}
+
+TEST(CliArgs, SizesRefuseSignsJunkZeroAndOverflowNamingTheOption) {
+  for (const char* bad : {"-1", "-5", "+5", "", "K", " 5", "5 ", "5KB", "5T", "1.5M", "0x10", "8Kjunk", "abc"}) {
+    const std::string msg = error_of([&] { parse_size("-e/--maxbytes", bad); });
+    EXPECT_NE(msg.find("-e/--maxbytes '" + std::string(bad) + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("digits with an optional K, M or G suffix"), std::string::npos) << bad << ": " << msg;
+  }
+  EXPECT_NE(error_of([] { parse_size("--bytes", "0"); }).find("at least 1 byte"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_size("--bytes", "0K"); }).find("at least 1 byte"), std::string::npos);
+  // Too large, including values that overflow 64 bits before or after the suffix.
+  for (const char* big : {"1025G", "1099511627777", "18446744073709551615", "99999999999999999999999", "17179869184G"})
+    EXPECT_NE(error_of([&] { parse_size("--bytes", big); }).find("at most 1024.00 GiB"), std::string::npos) << big;
+}
+
+TEST(CliArgs, HumanBytes) {
+  EXPECT_EQ(human_bytes(512), "512 B");
+  EXPECT_EQ(human_bytes(4096), "4.0 KiB");
+  EXPECT_EQ(human_bytes(64u << 20), "64.00 MiB");
+  EXPECT_EQ(human_bytes(std::uint64_t{3} << 30), "3.00 GiB");
+}
+
+TEST(CliArgs, TilesParseStrictly) {
+  const Tile t = parse_tile("--tile", "128x256");
+  EXPECT_EQ(t.block_m, 128);
+  EXPECT_EQ(t.block_n, 256);
+  EXPECT_EQ(parse_tile("--tile", "1x1024").block_n, 1024);
+  for (const char* bad : {"128x256junk", "0x0", "0x128", "128x0", "128", "128x", "x128", "128X256", "-128x256",
+                          "128x-256", "128x256x64", " 128x256", "128 x256", "1025x128", "99999999999x1", ""}) {
+    const std::string msg = error_of([&] { parse_tile("--tile", bad); });
+    EXPECT_NE(msg.find("--tile '" + std::string(bad) + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("BMxBN"), std::string::npos) << msg;
+  }
+}
+
+TEST(CliArgs, ShapesParseStrictly) {
+  const Shape3 s = parse_shape("--shapes", "4096x5120x2048");
+  EXPECT_EQ(s.m, 4096);
+  EXPECT_EQ(s.n, 5120);
+  EXPECT_EQ(s.k, 2048);
+  EXPECT_EQ(parse_shape("--shapes", "2147483647x1x1").m, 2147483647);
+  for (const char* bad : {"0x1x1", "1x0x1", "1x1x0", "1x1", "1x1x1x1", "1x1x1junk", "-1x1x1", "1x1x-1", "2147483648x1x1",
+                          "1xx1", "x1x1", "1x1x", "", "1 x1x1"}) {
+    const std::string msg = error_of([&] { parse_shape("--shapes", bad); });
+    EXPECT_NE(msg.find("--shapes '" + std::string(bad) + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("MxNxK"), std::string::npos) << msg;
+  }
+}
+
+class CliOutputFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("weave_cli_args_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::permissions(dir_ / "ro", std::filesystem::perms::owner_all, ec);
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(CliOutputFile, AcceptsANewOrWritableFileAndCreatesNothing) {
+  check_output_file("--json", "");
+  const std::string fresh = (dir_ / "out.json").string();
+  check_output_file("--json", fresh);
+  EXPECT_FALSE(std::filesystem::exists(fresh)) << "the check must not create the file";
+  std::ofstream(dir_ / "old.json") << "{}";
+  check_output_file("--json", (dir_ / "old.json").string());
+}
+
+TEST_F(CliOutputFile, RefusesMissingFoldersAndDirectories) {
+  const std::string missing = (dir_ / "no" / "such" / "x.json").string();
+  std::string msg = error_of([&] { check_output_file("--json", missing); });
+  EXPECT_NE(msg.find("--json '" + missing + "'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
+  msg = error_of([&] { check_output_file("--json", dir_.string()); });
+  EXPECT_NE(msg.find("is a directory"), std::string::npos) << msg;
+}
+
+TEST_F(CliOutputFile, RefusesReadOnlyPlaces) {
+  if (::geteuid() == 0) GTEST_SKIP() << "running as root: permission bits do not stop root, so the read-only cases cannot fail";
+  std::filesystem::create_directories(dir_ / "ro");
+  std::ofstream(dir_ / "ro" / "old.json") << "{}";
+  std::filesystem::permissions(dir_ / "ro" / "old.json", std::filesystem::perms::owner_read);
+  std::filesystem::permissions(dir_ / "ro", std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  EXPECT_NE(error_of([&] { check_output_file("--json", (dir_ / "ro" / "new.json").string()); }).find("not writable"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { check_output_file("--json", (dir_ / "ro" / "old.json").string()); }).find("not writable"),
+            std::string::npos);
+}
+
+TEST(CliArgs, DeviceListsAreNonNegativeAndDistinct) {
+  check_device_list("--devices", {});
+  check_device_list("--devices", {0, 1, 7});
+  EXPECT_NE(error_of([] { check_device_list("--devices", {0, -1}); }).find("--devices: CUDA ordinals are >= 0 (got -1)"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { check_device_list("--devices", {1, 0, 1}); }).find("--devices: ordinal 1 is listed twice"),
+            std::string::npos);
+}
+
+TEST(CliArgs, FiniteRangeRefusesNanAndInfinityThatCliRangeLetsThrough) {
+  const CLI::Validator v = finite_range(0.0, 3600.0);
+  for (std::string ok : {"0", "30", "3600", "1e3"}) EXPECT_EQ(v(ok), "") << ok;
+  for (std::string bad : {"nan", "NaN", "inf", "-inf", "-1", "3600.5", "abc", ""}) EXPECT_NE(v(bad), "") << bad;
+}
+
+TEST(CliArgs, DigitsOnlyRefusesWhatCliWouldWrap) {
+  const CLI::Validator v = digits_only();
+  for (std::string ok : {"0", "1", "18446744073709551615"}) EXPECT_EQ(v(ok), "") << ok;
+  for (std::string bad : {"-1", "+1", "18446744073709551616", "1e3", "0x10", ""}) EXPECT_NE(v(bad), "") << bad;
+}
+
+// A command shaped like weave's: top level with subcommands, one of which has subcommands.
+struct FakeCli {
+  CLI::App app{"test"};
+  CLI::App* plan = nullptr;
+  CLI::App* bench = nullptr;
+  int m = 0;
+  FakeCli() {
+    app.require_subcommand(1);
+    app.add_subcommand("info", "");
+    plan = app.add_subcommand("plan", "");
+    plan->require_subcommand(1);
+    plan->add_subcommand("gemm", "")->add_option("-m", m);
+    plan->add_subcommand("comm", "");
+    bench = app.add_subcommand("bench", "");
+    bench->fallthrough();
+    bench->add_subcommand("copy", "");
+  }
+  // The unknown-subcommand sentence after a failed parse; "" if it parsed or the error is another.
+  std::string parse(std::vector<std::string> args) {
+    std::reverse(args.begin(), args.end());
+    try {
+      app.parse(args);
+    } catch (const CLI::ParseError&) {
+      return unknown_subcommand_message(app);
+    }
+    return "";
+  }
+};
+
+TEST(CliArgs, UnknownSubcommandsAreNamedWithTheValidOnes) {
+  EXPECT_EQ(FakeCli().parse({"nosuchcmd"}), "weave: unknown subcommand 'nosuchcmd' (expected one of: info, plan, bench)");
+  EXPECT_EQ(FakeCli().parse({"plan", "nosuch"}), "weave plan: unknown subcommand 'nosuch' (expected one of: gemm, comm)");
+  EXPECT_EQ(FakeCli().parse({"bench", "nosuch"}), "weave bench: unknown subcommand 'nosuch' (expected one of: copy)");
+  // Not an unknown subcommand: an unknown option, a missing subcommand, an extra word after a leaf.
+  EXPECT_EQ(FakeCli().parse({"--nosuch"}), "");
+  EXPECT_EQ(FakeCli().parse({}), "");
+  EXPECT_EQ(FakeCli().parse({"plan"}), "");
+  EXPECT_EQ(FakeCli().parse({"plan", "gemm", "-m", "4", "extra"}), "");
+}
+
+// Errors carry the source location from the project root, not the build machine's folders.
+TEST(ErrorLocation, IsRelativeToTheProjectRoot) {
+  try {
+    gemm_plan(GemmProblem{.m = 0, .n = 128, .k = 128}, 132);
+    FAIL() << "gemm_plan accepted m = 0";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.location().rfind("src/gemm/planner.cpp:", 0), 0u) << e.location();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("(src/gemm/planner.cpp:"), std::string::npos) << what;
+    EXPECT_EQ(what.find("/src/gemm/"), std::string::npos) << "an absolute or ../ path: " << what;
+  }
+}
+
+TEST(Version, HeaderAndLibraryAgree) {
+  EXPECT_STREQ(weave::version(), WEAVE_VERSION_STRING);
+  EXPECT_EQ(std::to_string(WEAVE_VERSION_MAJOR) + "." + std::to_string(WEAVE_VERSION_MINOR) + "." +
+                std::to_string(WEAVE_VERSION_PATCH),
+            WEAVE_VERSION_STRING);
+}
+
+}  // namespace
