@@ -4,12 +4,14 @@
 // configure step checks.
 #pragma once
 
+#include "weave/export.hpp"
+
 #define WEAVE_VERSION_MAJOR 0
 #define WEAVE_VERSION_MINOR 1
 #define WEAVE_VERSION_PATCH 0
 #define WEAVE_VERSION_STRING "0.1.0"
 
-namespace weave {
+namespace weave WEAVE_API {
 // The version of the library loaded at run time, "major.minor.patch" (compare with
 // WEAVE_VERSION_STRING, the headers an application was compiled against).
 const char* version() noexcept;
