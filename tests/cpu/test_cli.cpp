@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/gemm_targets.hpp"
 #include "weave/device.hpp"
 #include "weave/version.hpp"
 
@@ -230,3 +231,33 @@ TEST(Cli, HelpTextsExplainWithoutIssueNumbers) {
 }
 
 }  // namespace
+
+// `weave bench gemm --check-targets`: the evaluation (cli/gemm_targets) is what decides the exit.
+TEST(GemmTargets, RequestedTargetWithoutRowsIsMissedNotSkipped) {
+  using namespace weave::cli;
+  const auto& t = gemm_targets();
+  // Before: a target with no rows was skipped, so a weave that built nothing passed.
+  auto r = evaluate_gemm_targets(t, {"ptpc->bf16"}, {});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_FALSE(r[0].met);
+  EXPECT_EQ(r[0].shapes, 0u);
+  EXPECT_NE(r[0].why.find("no weave row"), std::string::npos);
+  // Met and missed on the median and on the per-shape bound.
+  r = evaluate_gemm_targets(t, {"bf16->bf16"}, {{"bf16->bf16", "ratio", 0.98}, {"bf16->bf16", "ratio", 1.02},
+                                                {"bf16->bf16", "ratio", 0.99}});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].met) << r[0].why;
+  r = evaluate_gemm_targets(t, {"bf16->bf16"}, {{"bf16->bf16", "ratio", 0.98}, {"bf16->bf16", "ratio", 1.2},
+                                                {"bf16->bf16", "ratio", 0.99}});
+  EXPECT_FALSE(r[0].met);
+  EXPECT_NE(r[0].why.find("max 1.2 > 1.1"), std::string::npos) << r[0].why;
+  r = evaluate_gemm_targets(t, {"ptpc->fp32"}, {{"ptpc->fp32", "ratio", 1.05}, {"ptpc->fp32", "ratio", 1.06}});
+  EXPECT_FALSE(r[0].met);
+  EXPECT_NE(r[0].why.find("median"), std::string::npos) << r[0].why;
+  // mxfp8 has two targets; quants not requested are not evaluated; other quants' rows do not count.
+  r = evaluate_gemm_targets(t, {"mxfp8->bf16"}, {{"mxfp8->bf16", "ratio", 1.2}, {"blockscale->bf16", "ratio", 0.5}});
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_TRUE(r[0].met);
+  EXPECT_FALSE(r[1].met);  // ratio_vs_weave_blockscale: no rows
+  EXPECT_TRUE(evaluate_gemm_targets(t, {}, {{"bf16->bf16", "ratio", 9.0}}).empty());
+}
