@@ -478,8 +478,14 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
             const std::vector<bench::Timing> t = bench::time_alternating(timed, cfg, stream);
             for (std::size_t i = 0; i < t.size(); ++i) {
               timed_state[i]->timing = t[i];
-              // The last call of the last replay wrote the output: check it again (no poison).
-              timed_state[i]->wrong += check_output(*timed_state[i], "after_timing", false, stream);
+              // After timing: fresh poison, then the timed configuration's last call (its weight
+              // copy), then the check, so an element the timed calls stopped writing cannot pass on
+              // a value left by an earlier call.
+              ArmState& st = *timed_state[i];
+              bench::poison_nan(st.out.get(), st.out.bytes(), st.problem.out_dtype, stream);
+              st.enqueue(stream, cfg.calls_per_graph - 1);
+              WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
+              st.wrong += check_output(st, "after_timing", false, stream);
             }
           }
         } catch (const Error& e) {
