@@ -311,12 +311,15 @@ double tflops(const GemmProblem& p, double us) {
 // Prints one line per target the run asked for and returns false if any is missed
 // (cli/gemm_targets: a requested target without weave rows is missed, not skipped).
 bool report_targets(const bench::Report& report, const std::vector<std::string>& requested_quants, nlohmann::json& out) {
+  std::vector<std::string> fields;  // each ratio field once (several targets read "ratio")
+  for (const auto& t : cli::gemm_targets())
+    if (std::find(fields.begin(), fields.end(), t.against) == fields.end()) fields.push_back(t.against);
   std::vector<cli::GemmTargetValue> values;
   for (const auto& row : report.rows())
     if (row.mode == "weave")
-      for (const auto& t : cli::gemm_targets())
-        if (row.extra.contains(t.against) && row.extra[t.against].is_number())
-          values.push_back({row.quant, t.against, row.extra[t.against].get<double>()});
+      for (const auto& f : fields)
+        if (row.extra.contains(f) && row.extra[f].is_number())
+          values.push_back({row.quant, f, row.extra[f].get<double>()});
   bool all_met = true;
   for (const auto& r : cli::evaluate_gemm_targets(cli::gemm_targets(), requested_quants, values)) {
     all_met = all_met && r.met;
