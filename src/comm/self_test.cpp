@@ -11,6 +11,7 @@
 
 #include "comm/collective_impl.hpp"
 #include "comm/self_test_values.hpp"
+#include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "weave/quant.hpp"
 
@@ -66,14 +67,15 @@ SelfTestReport Collective::self_test(std::size_t count) {
   // stream work), but NCCL's symmetric kernels write into a peer's output without waiting for that
   // peer's earlier stream work, so an unsynchronised poison could land after NCCL's data.
   auto ready = [&] {
-    WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream.s));
+    comm::sync_stream_bounded(stream.s, m.comm->timeout_s(), "self_test: poisoning and uploading the inputs");
     m.comm->barrier();
   };
   // Runs the collective on buffers the caller has poisoned and filled, and checks the output.
   auto run_and_verify = [&](const void* in, void* out, const char* pass) -> bool {
     ready();
     run(in, out, count, stream.s);
-    WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream.s));  // device waits are bounded: this returns
+    comm::sync_stream_bounded(stream.s, m.comm->timeout_s(),
+                              std::string("self_test: the ") + pass + " pass of " + describe());
     m.check();
     std::vector<uint8_t> got(out_bytes);
     WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), out, out_bytes, cudaMemcpyDeviceToHost));

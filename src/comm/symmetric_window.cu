@@ -14,6 +14,7 @@
 
 #include <memory>
 
+#include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "weave/communicator.hpp"
 
@@ -44,8 +45,19 @@ SymmetricWindow::SymmetricWindow(Communicator& comm, WindowLayout layout)
     std::string why;
     try {
       WEAVE_CHECK_NCCL(ncclMemAlloc(&mem_, bytes_));
-      WEAVE_CHECK_CUDA(cudaMemset(mem_, 0, bytes_));
-      WEAVE_CHECK_CUDA(cudaDeviceSynchronize());
+      // Zeroed on a stream of its own and waited for with the communicator's timeout (a bare
+      // device synchronisation would wait on every other stream's work too, without a bound).
+      cudaStream_t zero_stream = nullptr;
+      WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&zero_stream, cudaStreamNonBlocking));
+      try {
+        WEAVE_CHECK_CUDA(cudaMemsetAsync(mem_, 0, bytes_, zero_stream));
+        comm::sync_stream_bounded(zero_stream, comm.timeout_s(),
+                                  "SymmetricWindow: zeroing the " + std::to_string(bytes_) + "-byte window");
+      } catch (...) {
+        cudaStreamDestroy(zero_stream);
+        throw;
+      }
+      WEAVE_CHECK_CUDA(cudaStreamDestroy(zero_stream));
     } catch (const std::exception& e) {
       ok = false;
       why = what_of(e);
@@ -104,7 +116,10 @@ void SymmetricWindow::release() noexcept {
   // hang, so the window is left for ncclCommAbort to reclaim.
   if (comm_->broken()) return;
   cudaSetDevice(comm_->device());
-  if (mem_) cudaDeviceSynchronize();  // no kernel may still use the window
+  // No kernel may still use the window. Unbounded on purpose: a destructor cannot raise, and every
+  // weave kernel's waits are bounded (they time out and exit), so this returns unless a foreign
+  // kernel hangs; after a host-side timeout (broken(), above) it is skipped altogether.
+  if (mem_) cudaDeviceSynchronize();
   if (dev_comm_created_) ncclDevCommDestroy(comm_->nccl(), dev_comm_.get());
   dev_comm_created_ = false;
   if (win_) ncclCommWindowDeregister(comm_->nccl(), win_);

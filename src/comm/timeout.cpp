@@ -1,5 +1,10 @@
 #include "comm/timeout.hpp"
 
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <thread>
+
 #include "common/check.hpp"
 #include "common/env.hpp"
 
@@ -18,6 +23,22 @@ double resolve_timeout(double requested) {
                    "WEAVE_COMM_TIMEOUT_S must be a finite number of seconds in (0, " << kMaxTimeoutS << "], got "
                                                                                     << env);
   return env;
+}
+
+void sync_stream_bounded(cudaStream_t stream, double timeout_s, const std::string& what) {
+  const auto start = std::chrono::steady_clock::now();
+  std::chrono::microseconds pause{5};
+  while (true) {
+    const cudaError_t st = cudaStreamQuery(stream);
+    if (st == cudaSuccess) return;
+    if (st != cudaErrorNotReady) WEAVE_CHECK_CUDA(st);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    WEAVE_EXPECT(waited <= timeout_s, Status::kTimeout,
+                 what << ": still running after " << waited << " s (the communicator's timeout is " << timeout_s
+                      << " s; WEAVE_COMM_TIMEOUT_S / CommOptions::timeout_s)");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds{1000});
+  }
 }
 
 }  // namespace weave::comm

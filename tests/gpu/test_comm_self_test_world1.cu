@@ -8,6 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include "comm/timeout.hpp"
+#include "hopper/ptx/misc.cuh"
 #include "support/gpu.hpp"
 #include "weave/collectives.hpp"
 #include "weave/communicator.hpp"
@@ -47,4 +49,32 @@ TEST(CommSelfTestWorld1, EveryOpDtypeAndTransportThatRuns) {
       }
   std::printf("  world-1 self-tests passed: %d\n", ran);
   EXPECT_GT(ran, 0) << "no collective ran at world 1";
+}
+
+namespace {
+// Spins for `ns` nanoseconds of wall time.
+__global__ void spin_for(uint64_t ns) {
+  const uint64_t t0 = weave::ptx::globaltimer();
+  while (weave::ptx::globaltimer() - t0 < ns) {
+  }
+}
+}  // namespace
+
+TEST(CommHostWait, BoundedStreamWaitNamesWhatItWaitedFor) {
+  WEAVE_REQUIRE_GPUS(1);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  spin_for<<<1, 1, 0, s>>>(300'000'000ull);  // 0.3 s
+  try {
+    comm::sync_stream_bounded(s, 0.05, "the test's spinning kernel");
+    ADD_FAILURE() << "a 0.3 s kernel passed a 0.05 s bounded wait";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kTimeout);
+    EXPECT_NE(std::string(e.what()).find("the test's spinning kernel: still running after"), std::string::npos)
+        << e.what();
+  }
+  comm::sync_stream_bounded(s, 10.0, "the same kernel, with time to finish");  // returns
+  spin_for<<<1, 1, 0, s>>>(1000);
+  comm::sync_stream_bounded(s, 10.0, "a short kernel");
+  cudaStreamDestroy(s);
 }
