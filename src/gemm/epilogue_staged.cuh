@@ -7,7 +7,7 @@
 //              with the 128B swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which makes
 //              the fragment writes conflict-free and is what the TMA box of `tma_c` expects.
 //   per warpgroup and tile: kStrips = slices x (BN x out bytes / 128) strips, through kBufs
-//              buffers (SmemLayout::kEpiBufsPerWg, at least 2 where a tile has 2 strips).
+//              buffers (SmemLayout::kStripsPerWg and kEpiBufsPerWg, which chooses 1 or 2 or more).
 //
 // Per strip q of a warpgroup (docs/memory_ordering.md "tile-stage"):
 //   q == 0:      leader: retire the previous tile (wait_group.read 0, or with a stored hook
@@ -33,17 +33,9 @@
 
 namespace weave::gemm {
 
-inline constexpr int kEpiStripRows = kEpilogueBoxRows;
-inline constexpr int kEpiStripBytes = kEpiStripRows * 128;
 // Named barrier ids of the epilogue: kEpiBarrierBase + consumer warpgroup (id 1 is the ptpc
 // scale barrier over both consumer warpgroups, 0 is __syncthreads).
 inline constexpr uint32_t kEpiBarrierBase = 2;
-
-// Staging strips per consumer warpgroup and tile (a function of the tile and the output size).
-template <class Tile, int kOutBytes>
-constexpr int epi_strips_per_wg() {
-  return Tile::kSlices * (Tile::kBlockN * kOutBytes / 128);
-}
 
 template <class Tile, class Layout, class Epilogue>
 struct StagedEpilogue {
@@ -52,7 +44,8 @@ struct StagedEpilogue {
   static constexpr int kOutBytes = static_cast<int>(sizeof(Out));
   static constexpr int kColStrips = Tile::kBlockN * kOutBytes / 128;
   static constexpr int kStripCols = 128 / kOutBytes;
-  static constexpr int kStrips = epi_strips_per_wg<Tile, kOutBytes>();
+  static constexpr int kStrips = Layout::kStripsPerWg;
+  static constexpr int kStripBytes = Layout::kStripBytes;
   static constexpr int kBufs = Layout::kEpiBufsPerWg;
   static constexpr int kAcc = Tile::Mma::kAcc;
   static_assert(kBufs >= 1 && kBufs <= kStrips, "epilogue staging: 1 .. kStrips buffers per warpgroup");
@@ -129,13 +122,13 @@ struct StagedEpilogue {
                                         int m_blk, int n_blk, int split) {
     const int cw = cwg();
     const bool lead = leader();
-    const uint32_t buf0 = staging + static_cast<uint32_t>(cw * kBufs * kEpiStripBytes);
+    const uint32_t buf0 = staging + static_cast<uint32_t>(cw * kBufs * kStripBytes);
     const int row0 = m_blk * Tile::kBlockM + cw * Tile::kWgRows;
     const int col0 = n_blk * Tile::kBlockN;
 #pragma unroll
     for (int q = 0; q < kStrips; ++q) {
       const int j = q / kColStrips, cs = q % kColStrips;
-      const uint32_t buf = buf0 + static_cast<uint32_t>((q % kBufs) * kEpiStripBytes);
+      const uint32_t buf = buf0 + static_cast<uint32_t>((q % kBufs) * kStripBytes);
       if (q == 0) {
         if (lead) {
           retire_previous(p);
@@ -150,7 +143,7 @@ struct StagedEpilogue {
       ptx::fence_proxy_async_shared_cta();
       bar();
       if (lead) {
-        ptx::cp_async_bulk_tensor_3d_shared_to_global(&p.tma_c, col0 + cs * kStripCols, row0 + j * kEpiStripRows,
+        ptx::cp_async_bulk_tensor_3d_shared_to_global(&p.tma_c, col0 + cs * kStripCols, row0 + j * kEpilogueBoxRows,
                                                       split, buf);
         ptx::cp_async_bulk_commit_group();
       }

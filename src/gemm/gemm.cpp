@@ -53,7 +53,8 @@ static void fill_args(const GemmProblem& p, const GemmPlan& plan, bool drop_wait
                       const TensorView& b, const GemmScales& s, const TensorView& c) {
   out.c = c.data;
   out.ldc = c.ld();
-  if (plan.gemv) {    auto& g = out.gemv;
+  if (plan.gemv) {
+    auto& g = out.gemv;
     g.a = a.data;
     g.b = b.data;
     g.scale_a = s.a.data;

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "gemm/kernel_args.hpp"
 #include "hopper/ptx/wgmma.cuh"
 
 namespace weave::gemm {
@@ -88,7 +89,9 @@ inline constexpr int kMaxStages = 8;
 // its 4th stage, and mxfp8 at 5 stages ran 2-3% slower than before at long K.)
 template <class Tile, class Scale, int kOutBytes>
 struct SmemLayout {
-  static constexpr int kStripBytes = 64 * 128;
+  // One staging strip: a TMA-store box of kEpilogueBoxRows rows x 128 bytes; per consumer
+  // warpgroup and tile, its m64 slices x (BN x out bytes / 128) strips.
+  static constexpr int kStripBytes = kEpilogueBoxRows * 128;
   static constexpr int kStripsPerWg = Tile::kSlices * (Tile::kBlockN * kOutBytes / 128);
   static constexpr int kPreferredStages = 6;
   static constexpr int kStageScaleBytes = Scale::template stage_bytes<Tile>();
