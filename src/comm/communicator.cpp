@@ -235,9 +235,7 @@ void run_per_rank(const std::vector<std::unique_ptr<Communicator>>& comms,
 
 ncclUniqueId unique_id_via_file(const std::string& path, int rank, double timeout_s) {
   WEAVE_EXPECT_ARG(!path.empty(), "unique_id_via_file: path must not be empty");
-  WEAVE_EXPECT_ARG(timeout_s > 0 && timeout_s <= comm::kMaxTimeoutS,
-                   "unique_id_via_file: timeout_s must be a finite number of seconds in (0, " << comm::kMaxTimeoutS
-                                                                                              << "], got " << timeout_s);
+  comm::expect_timeout_s(timeout_s, "unique_id_via_file: timeout_s");
   ncclUniqueId id;
   if (rank == 0) {
     id = Communicator::new_unique_id();

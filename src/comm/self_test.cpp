@@ -6,14 +6,12 @@
 // hashes (source, index, seed), so misplaced, missing or untouched data shows. Two passes:
 // caller-style buffers (cudaMalloc; staged path) and the op's window buffers (zero-copy; in-place
 // for all-gather and all-reduce). Outputs are poisoned (0xFF) first.
-#include <cstring>
 #include <sstream>
 
 #include "comm/collective_impl.hpp"
 #include "comm/self_test_values.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
-#include "weave/quant.hpp"
 
 namespace weave {
 

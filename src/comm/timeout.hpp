@@ -15,6 +15,9 @@ inline constexpr double kMaxTimeoutS = 1e6;  // ~11.6 days: far above any real w
 // converted to the device waits' uint64_t nanoseconds is undefined behaviour.
 double resolve_timeout(double requested);
 
+// Raises kInvalidArgument naming `what` unless `seconds` is a finite number in (0, kMaxTimeoutS].
+void expect_timeout_s(double seconds, const std::string& what);
+
 // Waits until every operation enqueued on `stream` so far has finished, at most `timeout_s`
 // seconds (polling cudaStreamQuery, backing off to 1 ms). On timeout raises Error(kTimeout):
 // "<what>: still running after <t> s". A CUDA error of the stream's work is raised as such.
