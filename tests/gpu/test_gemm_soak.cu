@@ -66,7 +66,7 @@ std::pair<bench::DeviceBuffer, TensorView> upload_packed(const ref::QuantMatrix&
   const int64_t groups = k / 32, k_words = (k + 127) / 128;
   const std::vector<uint32_t> w = ref::pack_mxfp8_scales(q.ue8m0.data(), q.scale_rows, groups);
   bench::DeviceBuffer buf(w.size() * 4);
-  EXPECT_EQ(cudaMemcpy(buf.get(), w.data(), w.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  buf.upload(w.data(), buf.bytes());
   const TensorView view = TensorView::matrix(buf.get(), DType::kUE8M0, k_words, 4 * q.scale_rows, 0);
   return {std::move(buf), view};
 }

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/gemm_operands.hpp"
 #include "gemm/kernel.cuh"
 #include "hopper/ptx/comm_flags.cuh"
 #include "hopper/tma_descriptor.hpp"
@@ -95,23 +96,6 @@ __global__ void check_bands(const uint32_t* counters, uint32_t expected, const f
   }
 }
 
-// A plain device allocation (the test's own; freed on scope exit).
-class DeviceBuffer {
- public:
-  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) { EXPECT_EQ(cudaMalloc(&ptr_, bytes), cudaSuccess); }
-  ~DeviceBuffer() { cudaFree(ptr_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return ptr_; }
-  std::size_t bytes() const { return bytes_; }
-  void upload(const void* host) const { EXPECT_EQ(cudaMemcpy(ptr_, host, bytes_, cudaMemcpyHostToDevice), cudaSuccess); }
-  void download(void* host) const { EXPECT_EQ(cudaMemcpy(host, ptr_, bytes_, cudaMemcpyDeviceToHost), cudaSuccess); }
-
- private:
-  void* ptr_ = nullptr;
-  std::size_t bytes_ = 0;
-};
-
 struct Case {
   int64_t m, n, k;
   int grid;
@@ -139,11 +123,11 @@ class GemmTileHook : public ::testing::Test {
     const int n_blocks = static_cast<int>((c.n + Tile::kBlockN - 1) / Tile::kBlockN);
     const uint32_t expected = static_cast<uint32_t>(Tile::kConsumerWarpgroups * n_blocks);
 
-    DeviceBuffer da(a.size() * 2), db(b.size() * 2), dout(expect.size() * 4), dref(expect.size() * 4),
+    bench::DeviceBuffer da(a.size() * 2), db(b.size() * 2), dout(expect.size() * 4), dref(expect.size() * 4),
         dcount(static_cast<std::size_t>(bands) * 4), dres(sizeof(CheckResult));
-    da.upload(a.data());
-    db.upload(b.data());
-    dref.upload(expect.data());
+    da.upload(a.data(), da.bytes());
+    db.upload(b.data(), db.bytes());
+    dref.upload(expect.data(), dref.bytes());
 
     gemm::KernelArgs<CountParams> args{};
     args.main.tma_a = hopper::make_tma_2d("A", da.get(), DType::kBF16, c.m, c.k, c.k, Tile::kBlockM, Tile::kBlockK,
@@ -186,7 +170,7 @@ class GemmTileHook : public ::testing::Test {
       EXPECT_EQ(cudaStreamSynchronize(gemm_stream), cudaSuccess);
       EXPECT_EQ(cudaStreamSynchronize(check_stream), cudaSuccess);
       CheckResult res{};
-      dres.download(&res);
+      dres.download(&res, sizeof(res));
       total.wrong += res.wrong;
       total.timeouts += res.timeouts;
       total.waited += res.waited;
@@ -195,7 +179,7 @@ class GemmTileHook : public ::testing::Test {
       if (when == 0) {
         // Independently of the checker: the whole output equals the reference.
         std::vector<float> got(expect.size());
-        dout.download(got.data());
+        dout.download(got.data(), dout.bytes());
         std::size_t bad = 0;
         for (std::size_t i = 0; i < got.size(); ++i) bad += !(got[i] == expect[i]);
         EXPECT_EQ(bad, 0u) << "case " << c.m << "x" << c.n << "x" << c.k << " grid " << c.grid << " launch " << r;
