@@ -5,6 +5,8 @@
 #include <mutex>
 #include <sstream>
 
+#include "hopper/wait_report.hpp"
+
 namespace weave::hopper {
 
 static WaitTimeoutRecord* g_record = nullptr;
@@ -23,16 +25,30 @@ WaitTimeoutRecord* wait_timeout_record() {
   return g_record;  // unified addressing: the host pointer is valid on every device
 }
 
+std::string format_wait_timeout(const WaitTimeoutRecord& r) {
+  if (r.magic != kWaitTimeoutMagic) return "";
+  std::ostringstream os;
+  os << "GEMM pipeline wait timed out after " << r.waited_ns / 1000000 << " ms: block " << r.block << " thread "
+     << r.thread << " waiting on " << (r.site == static_cast<uint32_t>(WaitSite::kProducerEmpty) ? "empty" : "full")
+     << "[" << r.stage << "] parity " << r.parity;
+  return os.str();
+}
+
 std::string take_wait_timeout_report() {
   if (g_record == nullptr) return "";
   volatile WaitTimeoutRecord* r = g_record;
   if (r->magic != kWaitTimeoutMagic) return "";
-  std::ostringstream os;
-  os << "GEMM pipeline wait timed out after " << r->waited_ns / 1000000 << " ms: block " << r->block << " thread "
-     << r->thread << " waiting on " << (r->site == static_cast<uint32_t>(WaitSite::kProducerEmpty) ? "empty" : "full")
-     << "[" << r->stage << "] parity " << r->parity;
+  // A copy of what the kernel wrote (it is done: the magic is stored last, after a system fence).
+  WaitTimeoutRecord copy;
+  copy.magic = r->magic;
+  copy.site = r->site;
+  copy.stage = r->stage;
+  copy.parity = r->parity;
+  copy.block = r->block;
+  copy.thread = r->thread;
+  copy.waited_ns = r->waited_ns;
   r->magic = 0;
-  return os.str();
+  return format_wait_timeout(copy);
 }
 
 }  // namespace weave::hopper
