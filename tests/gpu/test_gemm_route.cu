@@ -1,0 +1,180 @@
+// weave::Gemm's own decode-GEMV route (M <= 32), through the public API only. tests/gpu/test_gemv.cu
+// proves the GEMV kernels by calling detail::gemv_launch with hand-built GemvArgs; nothing there
+// covers how weave::Gemm chooses the route and fills those arguments (Gemm::fill_args: pointers,
+// lda/ldb/ldc, mode and out dtype, the scale tensors), what set_operands does on a GEMV plan, or
+// the GEMV-only refusal of non-dense scale tensors (gemm::check_gemv_scales).
+//
+// What each test catches:
+//  - EveryModeAtDecodeSizes: a route that is not taken (plan().gemv false at M = 1, 7, 32 in a
+//    mode the GEMV implements), or arguments wired wrongly on the way (swapped scales, a wrong
+//    leading dimension, the mode or out dtype not passed): fresh random inputs against the fp64
+//    reference, C NaN-poisoned before each of 20 launches, integer inputs bitwise; also that a
+//    forced tile really leaves the GEMV, and mxfp8 packed (not a GEMV layout) goes to the tiles;
+//  - SetOperandsRepointsTheGemv: set_operands that re-checks but does not refresh the GEMV's
+//    arguments (the output would still be the first operand set's);
+//  - RefusesNonDenseScales: a padded blockscale / mxfp8 scale tensor on the GEMV route accepted
+//    (the GEMV reads them densely, so it would silently use the padding as scales), a refusal
+//    that does not name the argument, and a refused set_operands that half-updated the plan.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "gemm/planner.hpp"
+#include "support/expect_error.hpp"
+#include "support/gpu.hpp"
+#include "test_gemm_support.hpp"
+
+using namespace weave;
+using namespace weave::test;
+
+namespace {
+
+struct Mode {
+  ScaleMode mode;
+  ScaleLayout layout;
+};
+// The modes the GEMV implements (detail::gemv_unsupported_reason): mxfp8 with raw scales only.
+const Mode kGemvModes[] = {{ScaleMode::kBF16, ScaleLayout::kRaw},
+                           {ScaleMode::kPtpc, ScaleLayout::kRaw},
+                           {ScaleMode::kBlockscale, ScaleLayout::kRaw},
+                           {ScaleMode::kMxfp8, ScaleLayout::kRaw}};
+
+// Every launch ran, none wrong, every element written, and (random inputs) the whole-output bound.
+void expect_clean(const RepeatResult& r, const OperandSet& o, DType out, const std::string& what, int repeats) {
+  EXPECT_EQ(r.runs, repeats) << what;
+  EXPECT_EQ(r.bad_runs, 0) << what << ": " << r.bad_runs << "/" << r.runs << " runs wrong, worst " << r.worst_wrong
+                           << " elements (first at " << r.first_wrong << "), max_abs " << r.worst_max_abs << " rms "
+                           << o.rms << " rel_l2 " << r.worst_rel_l2;
+  EXPECT_EQ(r.never_written, 0) << what;
+  if (!o.exact) EXPECT_LT(r.worst_rel_l2, rel_l2_bound(o.p.mode, out)) << what;
+}
+
+// Runs `o` through weave::Gemm with default overrides: the planner must take the GEMV.
+void check_gemv_route(const OperandSet& o, ScaleLayout layout, DType out, cudaStream_t stream) {
+  GemmProblem p = o.p;
+  p.out_dtype = out;
+  p.scale_layout = layout;
+  Guarded c(p.m * p.n * dtype_bytes(out));
+  Gemm g(p, o.va, o.vb, o.scales_for(layout), TensorView::matrix(c.get(), out, p.m, p.n, 0));
+  const std::string what = describe(o, out) + " " + g.plan().reason;
+  ASSERT_TRUE(g.plan().gemv) << what;
+  ASSERT_EQ(g.plan().kernel, "gemv") << what;
+  EXPECT_EQ(g.workspace_bytes(), 0u) << what << ": the GEMV needs no workspace";
+  const RepeatResult r = run_repeated(g, o, c, out, kRepeats, stream);
+  expect_clean(r, o, out, what, kRepeats);
+  EXPECT_TRUE(c.guard_intact()) << what << ": wrote past the end of C";
+  std::printf("  %-50s %-4s %-60s rel_l2 %.2e  bad %d/%d\n", describe(o, out).c_str(),
+              std::string(to_string(layout)).c_str(), g.plan().reason.substr(0, 60).c_str(), r.worst_rel_l2,
+              r.bad_runs, r.runs);
+}
+
+}  // namespace
+
+TEST(GemmGemvRoute, EveryModeAtDecodeSizes) {
+  WEAVE_REQUIRE_GPUS(1);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  uint64_t seed = 4100;
+  for (const Mode md : kGemvModes) {
+    for (const int64_t m : {1, 7, 32}) {
+      // N = 392: not a multiple of the GEMV's 128-row band; K = 640: 5 blocks of 128, 20 mxfp8 groups.
+      const OperandSet o = make_operands(md.mode, m, 392, 640, seed++, false);
+      for (DType out : {DType::kBF16, DType::kF32}) {
+        check_gemv_route(o, md.layout, out, stream);
+        if (HasFatalFailure()) return;
+      }
+    }
+    // Integer-valued inputs with power-of-two scales: bitwise equal to the reference.
+    const OperandSet exact = make_operands(md.mode, 7, 264, 1024, seed++, true);
+    check_gemv_route(exact, md.layout, DType::kF32, stream);
+    check_gemv_route(exact, md.layout, DType::kBF16, stream);
+    EXPECT_TRUE(inputs_intact(exact));
+    // A forced tile leaves the GEMV (and still computes the same product).
+    const OperandSet o = make_operands(md.mode, 7, 392, 640, seed++, false);
+    GemmProblem p = o.p;
+    p.out_dtype = DType::kF32;
+    if (gemm::gemm_tile_candidates(p).empty()) continue;
+    Guarded c(p.m * p.n * 4);
+    Gemm tiled(p, o.va, o.vb, o.scales, TensorView::matrix(c.get(), DType::kF32, p.m, p.n, 0),
+               GemmPlanOverrides{.block_m = 128, .block_n = 128, .split_k = 1});
+    EXPECT_FALSE(tiled.plan().gemv) << "a forced 128x128 tile at M = 7 must run the tiled kernel";
+    expect_clean(run_repeated(tiled, o, c, DType::kF32, 3, stream), o, DType::kF32,
+                 describe(o, DType::kF32) + " forced tile", 3);
+  }
+  // mxfp8 with packed scales is not a GEMV layout: M = 7 runs the tiled kernel, correctly.
+  {
+    const OperandSet o = make_operands(ScaleMode::kMxfp8, 7, 392, 640, seed++, false);
+    GemmProblem p = o.p;
+    p.out_dtype = DType::kF32;
+    p.scale_layout = ScaleLayout::kPacked;
+    if (!gemm::gemm_tile_candidates(p).empty()) {
+      Guarded c(p.m * p.n * 4);
+      Gemm g(p, o.va, o.vb, o.scales_packed, TensorView::matrix(c.get(), DType::kF32, p.m, p.n, 0));
+      EXPECT_FALSE(g.plan().gemv) << g.plan().reason;
+      expect_clean(run_repeated(g, o, c, DType::kF32, 3, stream), o, DType::kF32, describe(o, DType::kF32) + " packed",
+                   3);
+    }
+  }
+  // M = 33 is past the GEMV (pure planner: no GPU work).
+  EXPECT_FALSE(gemm_plan(GemmProblem{.m = 33, .n = 392, .k = 640, .mode = ScaleMode::kBF16}, 132).gemv);
+  EXPECT_TRUE(gemm_plan(GemmProblem{.m = 32, .n = 392, .k = 640, .mode = ScaleMode::kBF16}, 132).gemv);
+  cudaStreamDestroy(stream);
+}
+
+TEST(GemmGemvRoute, SetOperandsRepointsTheGemv) {
+  WEAVE_REQUIRE_GPUS(1);
+  for (const Mode md : kGemvModes) {
+    const OperandSet o1 = make_operands(md.mode, 5, 264, 640, 4200 + static_cast<int>(md.mode), false);
+    const OperandSet o2 = make_operands(md.mode, 5, 264, 640, 4300 + static_cast<int>(md.mode), false);
+    GemmProblem p = o1.p;
+    p.out_dtype = DType::kF32;
+    Guarded c1(p.m * p.n * 4), c2(p.m * p.n * 4);
+    Gemm g(p, o1.va, o1.vb, o1.scales, TensorView::matrix(c1.get(), DType::kF32, p.m, p.n, 0));
+    ASSERT_TRUE(g.plan().gemv);
+    expect_clean(run_repeated(g, o1, c1, DType::kF32, 3, nullptr), o1, DType::kF32,
+                 describe(o1, DType::kF32) + " set 1", 3);
+    g.set_operands(o2.va, o2.vb, o2.scales, TensorView::matrix(c2.get(), DType::kF32, p.m, p.n, 0));
+    ASSERT_TRUE(g.plan().gemv);
+    expect_clean(run_repeated(g, o2, c2, DType::kF32, 3, nullptr), o2, DType::kF32,
+                 describe(o2, DType::kF32) + " set 2", 3);
+  }
+}
+
+TEST(GemmGemvRoute, RefusesNonDenseScales) {
+  WEAVE_REQUIRE_GPUS(1);
+  for (const ScaleMode mode : {ScaleMode::kBlockscale, ScaleMode::kMxfp8}) {
+    const int64_t m = 7, n = 264, k = 1024;
+    const OperandSet o = make_operands(mode, m, n, k, 4400 + static_cast<int>(mode), false);
+    GemmProblem p = o.p;
+    p.out_dtype = DType::kF32;
+    const DType sd = mode == ScaleMode::kBlockscale ? DType::kF32 : DType::kUE8M0;
+    // The same scales viewed with one more element per row (the buffers hold the dense tensor plus
+    // 4 KB of guard, so the padded views stay inside the allocation; nothing runs anyway).
+    const TensorView pad_a =
+        TensorView::matrix(o.sa.get(), sd, o.qa.scale_rows, o.qa.scale_cols, o.qa.scale_cols + 4, 0);
+    const TensorView pad_b =
+        TensorView::matrix(o.sb.get(), sd, o.qb.scale_rows, o.qb.scale_cols, o.qb.scale_cols + 4, 0);
+    Guarded c(p.m * p.n * 4);
+    const TensorView cv = TensorView::matrix(c.get(), DType::kF32, p.m, p.n, 0);
+    const std::string mode_name(to_string(mode));
+    {
+      const std::string msg = error_of([&] { Gemm g(p, o.va, o.vb, GemmScales{pad_a, o.scales.b}, cv); });
+      EXPECT_NE(msg.find("'scale_a'"), std::string::npos) << mode_name << ": " << msg;
+      EXPECT_NE(msg.find("dense"), std::string::npos) << mode_name << ": " << msg;
+      EXPECT_NE(msg.find("GEMV"), std::string::npos) << mode_name << ": " << msg;
+    }
+    {
+      const std::string msg = error_of([&] { Gemm g(p, o.va, o.vb, GemmScales{o.scales.a, pad_b}, cv); });
+      EXPECT_NE(msg.find("'scale_b'"), std::string::npos) << mode_name << ": " << msg;
+      EXPECT_NE(msg.find("dense"), std::string::npos) << mode_name << ": " << msg;
+    }
+    // set_operands on a GEMV plan refuses the same, and the plan keeps its previous operands.
+    Gemm g(p, o.va, o.vb, o.scales, cv);
+    ASSERT_TRUE(g.plan().gemv);
+    const std::string msg = error_of([&] { g.set_operands(o.va, o.vb, GemmScales{o.scales.a, pad_b}, cv); });
+    EXPECT_NE(msg.find("'scale_b'"), std::string::npos) << mode_name << ": " << msg;
+    expect_clean(run_repeated(g, o, c, DType::kF32, 2, nullptr), o, DType::kF32,
+                 mode_name + " after a refused set_operands", 2);
+    std::printf("  %s refusal: %s\n", mode_name.c_str(), msg.c_str());
+  }
+}
