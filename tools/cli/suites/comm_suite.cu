@@ -14,6 +14,12 @@
 // buffer bytes; algbw = size / time; busbw = algbw * (n-1)/n (all-gather, reduce-scatter) or
 // 2(n-1)/n (all-reduce). Every arm is validated at every size (#wrong): known per-rank values,
 // output poisoned before the check and again before the timed replays, checked after both.
+// Inputs change between timed samples: before each sample of each arm (outside the timed region,
+// between two barriers) the output is poisoned again and the input rewritten from that sample's
+// seed, and the check after timing expects the last sample's values. A call that delivers nothing,
+// or a previous call's data, then shows as #wrong instead of leaving an earlier, equal result in
+// place. (The calls inside one sample's graph repeat its input: rewriting it per call would put a
+// fill kernel into every arm's timed region, longer than the small calls being measured.)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -60,8 +66,34 @@ __device__ __host__ inline uint8_t pattern_byte(int src, size_t j, uint32_t seed
   x ^= x >> 15;
   return static_cast<uint8_t>(x);
 }
-__device__ inline float small_int(int src, size_t j, uint32_t seed) {
-  return static_cast<float>(static_cast<int>((j * 7 + static_cast<size_t>(src) * 5 + seed * 3) % 9) - 4);
+// Integers in [-4, 4] (sums over 8 ranks stay exact in bf16), hashed from (src, j, seed). (They
+// were ((7j + 5 src + 3 seed) % 9) - 4: period 9 along j, so data read a multiple of 9 elements
+// off looked right, and period 3 in the seed, so seeds s and s + 3 gave identical inputs.)
+__device__ __host__ inline float small_int(int src, size_t j, uint32_t seed) {
+  uint32_t x = static_cast<uint32_t>(src + 1) * 0x27D4EB2Fu ^ static_cast<uint32_t>(j) * 0x9E3779B1u ^
+               static_cast<uint32_t>(j >> 32) * 0x85EBCA77u ^ (seed + 0x165667B1u) * 0xC2B2AE3Du;
+  x ^= x >> 15;
+  x *= 0x2C1B3C6Du;
+  x ^= x >> 12;
+  x *= 0x297A2D39u;
+  x ^= x >> 15;
+  return static_cast<float>(static_cast<int>(x % 9u) - 4);
+}
+
+// The seed of timed sample `sample` of a size whose validation seed is `seed` (never `seed`).
+inline uint32_t sample_seed(uint32_t seed, size_t sample) {
+  return seed ^ (0x9E3779B9u * static_cast<uint32_t>(sample + 1));
+}
+
+// Poisons an output: NaN of the element type for the reductions (bf16 0x7FC0, fp32 0x7FC00000);
+// for all-gather, each byte the complement of the byte it must receive, so an unwritten byte can
+// never read as right.
+__global__ void poison_output(char* p, size_t elems, int op, int bf16, size_t count, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elems; i += size_t(gridDim.x) * blockDim.x) {
+    if (op == 0) p[i] = static_cast<char>(~pattern_byte(static_cast<int>(i / count), i % count, seed));
+    else if (bf16) reinterpret_cast<uint16_t*>(p)[i] = 0x7FC0u;
+    else reinterpret_cast<uint32_t*>(p)[i] = 0x7FC00000u;
+  }
 }
 
 __global__ void fill_input(char* p, size_t elems, int op, int bf16, int rank, size_t base, uint32_t seed) {
@@ -258,15 +290,19 @@ int run_comm(const BenchOptions& common, const CommOptionsCli& opt) {
           io[a] = {in, out};
         }
         const int op_code = ag ? 0 : op == CollectiveOp::kReduceScatter ? 1 : 2;
-        auto prepare = [&](size_t a) {  // poison the output, then write the known inputs
+        // Poison the output (every element, in its dtype), then write the known inputs of `s`.
+        auto prepare = [&](size_t a, uint32_t s) {
           auto [in, out] = io[a];
-          bench::poison_nan(out, out_elems * esz - (out_elems * esz) % 4, DType::kF32, stream);
+          poison_output<<<512, 256, 0, stream>>>(static_cast<char*>(out), out_elems, op_code, *dtype == DType::kBF16,
+                                                 count, s);
+          WEAVE_CHECK_LAUNCH();
           fill_input<<<512, 256, 0, stream>>>(const_cast<char*>(static_cast<const char*>(in)), in_elems, op_code,
-                                              *dtype == DType::kBF16, r, 0, seed);
+                                              *dtype == DType::kBF16, r, 0, s);
           WEAVE_CHECK_LAUNCH();
           WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));  // before the barrier that lets peers write
         };
-        auto validate = [&](size_t a) -> int64_t {
+        // Wrong output elements of arm a against the inputs of seed `s`.
+        auto validate = [&](size_t a, uint32_t s) -> int64_t {
           WEAVE_CHECK_CUDA(cudaMemsetAsync(wrong_dev, 0, sizeof(*wrong_dev), stream));
           if (arms[a].ceiling) {
             // The previous rank's plain copy landed in block `prev` of this rank's output.
@@ -274,10 +310,10 @@ int run_comm(const BenchOptions& common, const CommOptionsCli& opt) {
             c.barrier();
             const int prev = (r - 1 + w) % w;
             count_wrong_block<<<512, 256, 0, stream>>>(static_cast<const char*>(io[a].second) + prev * count, count,
-                                                       prev, seed, wrong_dev);
+                                                       prev, s, wrong_dev);
           } else {
             count_wrong<<<512, 256, 0, stream>>>(static_cast<const char*>(io[a].second), out_elems, op_code,
-                                                 *dtype == DType::kBF16, r, w, count, seed, wrong_dev);
+                                                 *dtype == DType::kBF16, r, w, count, s, wrong_dev);
           }
           WEAVE_CHECK_LAUNCH();
           unsigned long long h = 0;
@@ -308,11 +344,11 @@ int run_comm(const BenchOptions& common, const CommOptionsCli& opt) {
           }
           timed.push_back(std::move(arm));
           // Validation run, before timing.
-          prepare(a);
+          prepare(a, seed);
           c.barrier();
           timed.back().enqueue(stream, 0);
-          rr.wrong[a] += validate(a);
-          prepare(a);  // poisoned again: the timed replays must rewrite every output element
+          rr.wrong[a] += validate(a, seed);
+          prepare(a, seed);  // poisoned again: the timed replays must rewrite every output element
         }
         WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
         c.barrier();
@@ -321,11 +357,26 @@ int run_comm(const BenchOptions& common, const CommOptionsCli& opt) {
         tc.samples = common.iters;
         const size_t bytes = sizes[si];
         tc.calls_per_graph = std::max(1, std::min(common.calls_per_graph, bytes >= (size_t(256) << 20) ? 5 : common.calls_per_graph));
-        tc.align = [&c](cudaStream_t) { c.barrier(); };
+        // time_alternating calls align before each arm's sample, arms in order, samples in order
+        // (the same sequence on every rank): fresh inputs of that sample's seed for the arm about
+        // to run, between a barrier after which no peer still reads this rank's input or writes
+        // its output (every rank synchronised its previous sample) and one after which every
+        // rank's input is in place. Outside the timed region.
+        std::vector<uint32_t> last_seed(arms.size(), seed);
+        size_t align_calls = 0;
+        tc.align = [&](cudaStream_t) {
+          const size_t a = timed_arm[align_calls % timed_arm.size()];
+          const uint32_t s = sample_seed(seed, align_calls / timed_arm.size());
+          ++align_calls;
+          c.barrier();
+          prepare(a, s);
+          last_seed[a] = s;
+          c.barrier();
+        };
         const std::vector<bench::Timing> got = bench::time_alternating(timed, tc, stream);
         rr.timings.assign(arms.size(), bench::Timing{});  // NaN: not run at this size
         for (size_t k = 0; k < timed_arm.size(); ++k) rr.timings[timed_arm[k]] = got[k];
-        for (size_t a : timed_arm) rr.wrong[a] += validate(a);
+        for (size_t a : timed_arm) rr.wrong[a] += validate(a, last_seed[a]);
         c.barrier();
       }
       cudaStreamDestroy(stream);
