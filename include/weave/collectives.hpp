@@ -137,7 +137,8 @@ class Collective {
   void* peer_window_output(int r) const;
   // The symmetric window holding this op's regions (shared with the other ops of
   // create_sharing_window).
-  const SymmetricWindow& window() const noexcept;
+  // Error(kUnavailable) for an op that is not on an NCCL window (the test-only emulated world).
+  const SymmetricWindow& window() const;
 
   // Raises Error(kTimeout) with (rank, peer, flag, expected, seen) if a device wait timed out.
   // Does not synchronize: call after the stream work of interest has completed.
@@ -152,6 +153,7 @@ class Collective {
   struct Impl;
 
  private:
+  friend struct Impl;
   explicit Collective(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -97,10 +97,26 @@ __device__ inline void end_call(const ProtoArgs& p, const CallEpoch& call) {
 // Launches an lsa kernel (every one starts with begin_call) with programmatic stream
 // serialization, so its launch overlaps the tail of the previous kernel on the stream
 // (docs/memory_ordering.md "pdl"). Captured into graphs as a programmatic edge.
+// The grid is c.blocks, capped by what of THIS kernel is resident at once (its own occupancy,
+// shared among the ranks on this GPU): CTA b waits for CTA b of every peer, so a CTA that is not
+// scheduled until another finishes would deadlock (docs/memory_ordering.md "residency"). The cap
+// is the same on every rank (same kernel, same GPU model), so CTA b still pairs with CTA b.
 template <typename Kernel, typename Call>
-void launch_lsa_kernel(Kernel kernel, const Call& c, int blocks, cudaStream_t stream) {
+void launch_lsa_kernel(Kernel kernel, Call c, cudaStream_t stream) {
+  const int share = c.p.ranks_per_device > 1 ? c.p.ranks_per_device : 1;
+  int cap = co_resident_blocks(reinterpret_cast<const void*>(kernel), kLsaThreads) / share;
+  // Ranks sharing this GPU (the emulated world): also at most this rank's share of the SMs. The
+  // block scheduler spreads a grid over idle SMs, so a waiting grid of more CTAs than SMs / share
+  // could sit on every SM and keep a peer's full-SM GEMM, whose output it waits for, from starting.
+  // One SM of the share is left free for the short kernels around the calls (copies, checks),
+  // which could otherwise take the last SM a peer's full-SM GEMM CTA needs.
+  if (share > 1) {
+    const int sms = device_sms() / share - 1 > 0 ? device_sms() / share - 1 : 1;
+    cap = cap < sms ? cap : sms;
+  }
+  c.blocks = c.blocks < cap ? c.blocks : (cap > 0 ? cap : 1);
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(blocks), 1, 1);
+  config.gridDim = dim3(static_cast<unsigned>(c.blocks), 1, 1);
   config.blockDim = dim3(kLsaThreads, 1, 1);
   config.stream = stream;
   cudaLaunchAttribute attr = {};

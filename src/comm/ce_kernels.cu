@@ -30,10 +30,10 @@ __global__ void init_op_kernel(const Proto p, uint32_t initial) {
   for (size_t i = tid; i < nflags; i += nth) flags[i] = initial;
   for (size_t i = tid; i < static_cast<size_t>(p.win.world); i += nth) credits[i] = initial;
   if (tid == 0) {
+    // Every control word starts at 0 (abort word, election counters, ce triggers, the fused ops'
+    // chunk counters), then the epoch.
+    for (size_t w = 0; w < kControlBytes / 4; ++w) ctrl[w] = 0;
     ctrl[kCtrlEpoch] = initial;
-    ctrl[kCtrlAborted] = 0;
-    ctrl[kCtrlDoneCount] = 0;
-    for (int s = 0; s < 8; ++s) ctrl[kCtrlTrigger + s] = 0;
   }
 }
 

@@ -32,7 +32,7 @@ ncclDataType_t nccl_type(DType d) { return d == DType::kBF16 ? ncclBfloat16 : nc
 
 }  // namespace
 
-Collective::Impl::Impl(Communicator& c, const CollectiveConfig& config) : comm(&c), cfg(config) {
+Collective::Impl::Impl(comm::Group& c, const CollectiveConfig& config) : group(&c), cfg(config) {
   WEAVE_EXPECT_ARG(cfg.max_count >= 1, "CollectiveConfig.max_count must be >= 1 (the largest call's count)");
   WEAVE_EXPECT_ARG(cfg.op == CollectiveOp::kAllGather || cfg.dtype == DType::kBF16 || cfg.dtype == DType::kF32,
                    "CollectiveConfig.dtype for " << to_string(cfg.op) << " must be bf16 or fp32 (fp32 accumulation), got "
@@ -47,7 +47,8 @@ Collective::Impl::Impl(Communicator& c, const CollectiveConfig& config) : comm(&
   pin.bytes = cfg.max_count * esz;
   pin.world = c.world_size();
   pin.lsa_team_size = c.lsa_team_size();
-  pin.compiled_nccl = WEAVE_ENABLE_NCCL_TRANSPORT;
+  // The emulated world has no NCCL communicator: its nccl transport is as good as compiled out.
+  pin.compiled_nccl = WEAVE_ENABLE_NCCL_TRANSPORT && c.nccl() != nullptr;
   pin.compiled_ce = WEAVE_ENABLE_CE;
   pin.compiled_lsa = WEAVE_ENABLE_LSA;
   pin.peer_access = true;  // NCCL's LSA team (lsa_team_size) is built from peer access
@@ -58,7 +59,10 @@ Collective::Impl::Impl(Communicator& c, const CollectiveConfig& config) : comm(&
   WEAVE_CHECK_CUDA(cudaSetDevice(c.device()));
 
   // Every rank must run the same op with the same grid cap (flags are per CTA).
-  int blocks = cfg.max_blocks > 0 ? cfg.max_blocks : comm::lsa_max_blocks(c.device(), c.world_size());
+  // Ranks sharing one GPU (the emulated world) share its SMs: each gets its part, so all ranks'
+  // CTAs are resident together.
+  int blocks = cfg.max_blocks > 0 ? cfg.max_blocks
+                                  : std::max(1, comm::lsa_max_blocks(c.device(), c.world_size()) / c.ranks_per_device());
   for (auto b : c.all_gather(static_cast<uint64_t>(blocks), "the lsa grid size"))
     blocks = std::min<int>(blocks, static_cast<int>(b));
   max_blocks = blocks;
@@ -68,10 +72,13 @@ Collective::Impl::Impl(Communicator& c, const CollectiveConfig& config) : comm(&
      << cfg.flow_control << "|" << cfg.initial_epoch << "|" << max_blocks << "|" << cfg.ce_sm_share << "|"
      << cfg.receive_delay_ns;
   const std::string ids = id.str();
-  c.agree(fnv1a64(ids.data(), ids.size()),
-          std::string(to_string(cfg.op)) + " configuration (transport, algorithm, dtype, max_count, testing hooks)");
+  rt = std::make_unique<comm::OpRuntime>(c);
+  rt->agree_config(ids, std::string(to_string(cfg.op)) +
+                            " configuration (transport, algorithm, dtype, max_count, testing hooks)");
   try {
     if (plan.algorithm == Algorithm::kNcclCopyEngine) {
+      WEAVE_EXPECT(c.communicator() != nullptr, Status::kUnavailable,
+                   "algorithm 'nccl-ce' needs an NCCL communicator; " << c.describe() << " has none");
       ncclConfig_t nc = NCCL_CONFIG_INITIALIZER;
       nc.CTAPolicy = NCCL_CTA_POLICY_ZERO;
       ncclComm_t split = nullptr;
@@ -79,6 +86,7 @@ Collective::Impl::Impl(Communicator& c, const CollectiveConfig& config) : comm(&
       CommOptions o;
       o.timeout_s = c.timeout_s();
       nccl_ce_comm = Communicator::adopt(split, o);
+      nccl_ce_group = comm::nccl_group(*nccl_ce_comm);
     }
   } catch (...) {
     release();
@@ -90,7 +98,7 @@ comm::OpShape Collective::Impl::shape() const {
   comm::OpShape shape;
   shape.op = cfg.op;
   shape.algorithm = plan.algorithm;
-  shape.world = comm->world_size();
+  shape.world = group->world_size();
   shape.elem_bytes = esz;
   shape.max_count = cfg.max_count;
   shape.max_blocks = max_blocks;
@@ -98,36 +106,17 @@ comm::OpShape Collective::Impl::shape() const {
   return shape;
 }
 
-void Collective::Impl::attach(std::shared_ptr<SymmetricWindow> window, const comm::OpOffsets& offsets) {
-  Communicator& c = *comm;
+void Collective::Impl::attach(std::shared_ptr<comm::OpWindow> window, const comm::OpOffsets& offsets) {
+  comm::Group& c = *group;
   try {
     off = offsets;
-    win = std::move(window);
+    win = window.get();
     WEAVE_CHECK_CUDA(cudaSetDevice(c.device()));
-    WEAVE_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&err), sizeof(comm::DeviceErrorRecord),
-                                   cudaHostAllocMapped | cudaHostAllocPortable));
-    std::memset(err, 0, sizeof(*err));
-    comm::DeviceErrorRecord* err_dev = nullptr;
-    WEAVE_CHECK_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&err_dev), err, 0));
-    proto.win = win->handle();
-    proto.control = off.control;
-    proto.credits = off.credits;
-    proto.flags = off.flags;
-    proto.max_blocks = max_blocks;
-    proto.flow_control = cfg.flow_control ? 1 : 0;
-    proto.timeout_ns = static_cast<uint64_t>(c.timeout_s() * 1e9);
-    proto.err = err_dev;
-    if (plan.transport != Transport::kNccl)
-      for (int r = 0; r < c.world_size(); ++r)
-        WEAVE_EXPECT(proto.win.base[r] != nullptr, Status::kUnavailable,
-                     "rank " << c.rank() << ": rank " << r << "'s window is not mapped (not in one NVLink domain)");
-
-    cudaStream_t init = nullptr;
-    WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&init, cudaStreamNonBlocking));
-    comm::launch_init_op(proto, cfg.initial_epoch, init);
-    const cudaError_t st = cudaStreamSynchronize(init);
-    cudaStreamDestroy(init);
-    WEAVE_CHECK_CUDA(st);
+    const comm::ProtoRegions regions{.control = off.control, .credits = off.credits, .flags = off.flags,
+                                     .flag_blocks = max_blocks};
+    rt->attach(std::move(window), regions, cfg.flow_control, cfg.initial_epoch,
+               /*needs_peers=*/plan.transport != Transport::kNccl);
+    proto = rt->proto();
     if (plan.transport == Transport::kCe) {
       if (plan.algorithm == Algorithm::kPull) {
         // Checked on every rank, then agreed (every rank has this plan): a rank without stream
@@ -146,7 +135,6 @@ void Collective::Impl::attach(std::shared_ptr<SymmetricWindow> window, const com
         join_events.push_back(ev);
       }
     }
-    c.barrier();  // no peer writes our flags before we initialised them
   } catch (...) {
     release();
     throw;
@@ -154,33 +142,30 @@ void Collective::Impl::attach(std::shared_ptr<SymmetricWindow> window, const com
 }
 
 void Collective::Impl::release() noexcept {
-  cudaSetDevice(comm->device());
+  cudaSetDevice(group->device());
   for (auto s : peer_streams) cudaStreamDestroy(s);
   for (auto e : join_events) cudaEventDestroy(e);
   peer_streams.clear();
   join_events.clear();
   if (fork_event) cudaEventDestroy(fork_event);
   fork_event = nullptr;
-  win.reset();           // before the communicator it is registered with (the last op sharing it frees it)
+  win = nullptr;
+  if (rt) rt->release();  // drops the window before the communicator it is registered with
+  nccl_ce_group.reset();
   nccl_ce_comm.reset();
-  if (err) cudaFreeHost(err);
-  err = nullptr;
 }
 
 Collective::Impl::~Impl() { release(); }
 
-ncclComm_t Collective::Impl::nccl_comm() const { return nccl_ce_comm ? nccl_ce_comm->nccl() : comm->nccl(); }
+ncclComm_t Collective::Impl::nccl_comm() const { return nccl_ce_comm ? nccl_ce_comm->nccl() : group->nccl(); }
 
 void Collective::Impl::check() const {
-  if (err == nullptr || *reinterpret_cast<volatile const uint32_t*>(&err->valid) == 0) return;
-  throw Error(Status::kTimeout, std::string(to_string(cfg.op)) + " over " + std::string(to_string(plan.transport)),
-              WEAVE_LOCATION,
-              comm::describe(*err) + ". The op is unusable after a timeout; destroy it on every rank.");
+  if (rt) rt->check(std::string(to_string(cfg.op)) + " over " + std::string(to_string(plan.transport)));
 }
 
 void Collective::Impl::run(const void* in, void* out, size_t count, cudaStream_t stream) {
   check();
-  const int w = comm->world_size(), r = comm->rank();
+  const int w = group->world_size(), r = group->rank();
   WEAVE_EXPECT_ARG(count >= 1 && count <= cfg.max_count,
                    to_string(cfg.op) << ": count must be in 1.." << cfg.max_count << " (max_count), got " << count);
   WEAVE_EXPECT_ARG(in != nullptr && out != nullptr, to_string(cfg.op) << ": in and out must not be null");
@@ -200,7 +185,14 @@ void Collective::Impl::run(const void* in, void* out, size_t count, cudaStream_t
       WEAVE_EXPECT_ARG(ci == co || !overlaps(ci, bytes, co, bytes), "all-reduce: in overlaps out; only in == out may");
       break;
   }
-  WEAVE_CHECK_CUDA(cudaSetDevice(comm->device()));
+  if (off.output_bytes == 0 && plan.transport != Transport::kNccl) {
+    // Hosted without in/out regions (OpShape::external_buffers): nothing to stage through.
+    const size_t in_n = (cfg.op == CollectiveOp::kReduceScatter ? w : 1) * bytes;
+    const size_t out_n = (cfg.op == CollectiveOp::kAllGather ? w : 1) * bytes;
+    WEAVE_EXPECT_ARG(win->contains(in, in_n) && win->contains(out, out_n),
+                     to_string(cfg.op) << ": this op has no staging regions of its own; in and out must lie in its window");
+  }
+  WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   switch (plan.transport) {
     case Transport::kNccl:
 #if WEAVE_ENABLE_NCCL_TRANSPORT
@@ -230,7 +222,7 @@ void Collective::Impl::run(const void* in, void* out, size_t count, cudaStream_t
 
 bool Collective::Impl::nccl_symmetric_defect(const void* in, const void* out, size_t count) const {
   if (plan.transport != Transport::kNccl || cfg.op == CollectiveOp::kAllReduce || (count * esz) % 4 == 0) return false;
-  const int w = comm->world_size();
+  const int w = group->world_size();
   const size_t in_bytes = (cfg.op == CollectiveOp::kReduceScatter ? w : 1) * count * esz;
   const size_t out_bytes = (cfg.op == CollectiveOp::kAllGather ? w : 1) * count * esz;
   return win->contains(in, in_bytes) && win->contains(out, out_bytes);
@@ -259,7 +251,7 @@ void Collective::Impl::run_nccl(const void* in, void* out, size_t count, cudaStr
 }
 
 void Collective::Impl::run_lsa(const void* in, void* out, size_t count, cudaStream_t stream) {
-  const int w = comm->world_size(), r = comm->rank();
+  const int w = group->world_size(), r = group->rank();
   const auto* ci = static_cast<const char*>(in);
   auto* co = static_cast<char*>(out);
   if (comm::call_uses_ll(off, plan.algorithm, count)) {
@@ -349,7 +341,7 @@ void Collective::Impl::ce_join(cudaStream_t stream) {
 }
 
 void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStream_t stream) {
-  const int w = comm->world_size(), r = comm->rank();
+  const int w = group->world_size(), r = group->rank();
   const auto* ci = static_cast<const char*>(in);
   auto* co = static_cast<char*>(out);
   const WindowHandle& h = win->handle();
@@ -453,7 +445,7 @@ void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStrea
 // Each copy starts when the enter kernel stores its trigger, not when a kernel boundary and an
 // event let it; the trigger words are local and always stored, so no wait depends on a peer.
 void Collective::Impl::run_ce_pull_all_gather(const char* in, char* out, size_t bytes, cudaStream_t stream) {
-  const int w = comm->world_size(), r = comm->rank();
+  const int w = group->world_size(), r = group->rank();
   const WindowHandle& h = win->handle();
   // Where every rank's block lies in its window (symmetric offsets): in place with `out` in the
   // window, its block of `out`; else `in` itself if it is in the window; else staged.
@@ -483,18 +475,17 @@ void Collective::Impl::run_ce_pull_all_gather(const char* in, char* out, size_t 
   comm::launch_ce_arrive(proto, 1, stream, comm::FlagKind::kDone);
 }
 
-// --- public forwarding ---
-Collective::Collective(Communicator& comm, const CollectiveConfig& config) : impl_(std::make_unique<Impl>(comm, config)) {
+// --- construction on a group ---
+std::unique_ptr<Collective> Collective::Impl::create(comm::Group& g, const CollectiveConfig& config) {
+  auto impl = std::make_unique<Impl>(g, config);
   WindowLayout layout;
-  const comm::OpOffsets off = comm::add_op_regions(layout, "op", impl_->shape());
-  Communicator& wcomm = impl_->nccl_ce_comm ? *impl_->nccl_ce_comm : comm;
-  impl_->attach(std::make_shared<SymmetricWindow>(wcomm, std::move(layout)), off);
+  const comm::OpOffsets off = comm::add_op_regions(layout, "op", impl->shape());
+  impl->attach(impl->window_group().make_window(std::move(layout)), off);
+  return std::unique_ptr<Collective>(new Collective(std::move(impl)));
 }
 
-Collective::Collective(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-
-std::vector<std::unique_ptr<Collective>> Collective::create_sharing_window(Communicator& comm,
-                                                                           const std::vector<CollectiveConfig>& configs) {
+std::vector<std::unique_ptr<Collective>> Collective::Impl::create_sharing(comm::Group& g,
+                                                                          const std::vector<CollectiveConfig>& configs) {
   WEAVE_EXPECT_ARG(!configs.empty(), "create_sharing_window: configs must name at least one collective");
   std::vector<std::unique_ptr<Impl>> impls;
   for (size_t i = 0; i < configs.size(); ++i)
@@ -503,7 +494,7 @@ std::vector<std::unique_ptr<Collective>> Collective::create_sharing_window(Commu
                                                               "own communicator split; construct it on its own");
   for (size_t i = 0; i < configs.size(); ++i) {
     try {
-      impls.push_back(std::make_unique<Impl>(comm, configs[i]));
+      impls.push_back(std::make_unique<Impl>(g, configs[i]));
     } catch (const Error& e) {  // say which config broke the rule
       throw Error(e.status(), e.call(), e.location(),
                   "create_sharing_window: configs[" + std::to_string(i) + "]: " + e.message());
@@ -513,7 +504,7 @@ std::vector<std::unique_ptr<Collective>> Collective::create_sharing_window(Commu
   std::vector<comm::OpOffsets> offs;
   for (size_t i = 0; i < impls.size(); ++i)
     offs.push_back(comm::add_op_regions(layout, "op" + std::to_string(i), impls[i]->shape()));
-  auto window = std::make_shared<SymmetricWindow>(comm, std::move(layout));
+  auto window = g.make_window(std::move(layout));
   std::vector<std::unique_ptr<Collective>> out;
   for (size_t i = 0; i < impls.size(); ++i) {
     impls[i]->attach(window, offs[i]);
@@ -522,7 +513,30 @@ std::vector<std::unique_ptr<Collective>> Collective::create_sharing_window(Commu
   return out;
 }
 
-const SymmetricWindow& Collective::window() const noexcept { return *impl_->win; }
+// --- public forwarding ---
+Collective::Collective(Communicator& comm, const CollectiveConfig& config) {
+  auto group = comm::nccl_group(comm);
+  std::unique_ptr<Collective> made = Impl::create(*group, config);
+  impl_ = std::move(made->impl_);
+  impl_->owned_group = std::move(group);
+}
+
+Collective::Collective(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::vector<std::unique_ptr<Collective>> Collective::create_sharing_window(Communicator& comm,
+                                                                           const std::vector<CollectiveConfig>& configs) {
+  std::shared_ptr<comm::Group> group = comm::nccl_group(comm);
+  auto ops = Impl::create_sharing(*group, configs);
+  for (auto& op : ops) op->impl_->owned_group = group;  // every op keeps the group alive
+  return ops;
+}
+
+const SymmetricWindow& Collective::window() const {
+  const SymmetricWindow* sym = impl_->win->symmetric();
+  WEAVE_EXPECT(sym != nullptr, Status::kUnavailable, "Collective::window: this op's window is not an NCCL symmetric "
+                                                     "window (emulated world, tests only)");
+  return *sym;
+}
 Collective::~Collective() = default;
 const CollectiveConfig& Collective::config() const noexcept { return impl_->cfg; }
 Transport Collective::transport() const noexcept { return impl_->plan.transport; }
@@ -538,8 +552,10 @@ std::string Collective::describe() const {
   os << to_string(impl_->cfg.op);
   if (impl_->cfg.op != CollectiveOp::kAllGather) os << " " << to_string(impl_->cfg.dtype);
   os << " over " << to_string(impl_->plan.transport) << " (" << to_string(impl_->plan.algorithm) << "), rank "
-     << impl_->comm->rank() << "/" << impl_->comm->world_size() << ", window " << impl_->win->bytes() << " bytes"
-     << (impl_->win.use_count() > 1 ? " (shared by " + std::to_string(impl_->win.use_count()) + " ops)" : std::string())
+     << impl_->group->rank() << "/" << impl_->group->world_size() << ", window " << impl_->win->bytes() << " bytes"
+     << (impl_->rt->window_ptr().use_count() > 1
+             ? " (shared by " + std::to_string(impl_->rt->window_ptr().use_count()) + " ops)"
+             : std::string())
      << ", "
      << impl_->max_blocks << " max blocks, credits " << (impl_->cfg.flow_control ? "on" : "OFF (testing)")
      << "; " << impl_->plan.reason;

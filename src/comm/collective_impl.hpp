@@ -1,29 +1,34 @@
-// The state behind weave::Collective (internal): the resolved plan, the op's window and region
-// offsets, the mapped error slot, and the ce transport's per-peer streams.
+// The state behind weave::Collective (internal): the resolved plan, the op's runtime (group,
+// window, protocol words, error record; comm/op_runtime.hpp), its region offsets, and the ce
+// transport's per-peer streams. Built on a comm::Group, so the same code runs over an NCCL
+// communicator and in the test-only emulated world.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <memory>
 #include <vector>
 
-#include "comm/device_error.hpp"
+#include "comm/group.hpp"
 #include "comm/kernels.hpp"
 #include "comm/op_layout.hpp"
+#include "comm/op_runtime.hpp"
 #include "comm/stream_mem_ops.hpp"
 #include "weave/collectives.hpp"
 
 namespace weave {
 
 struct Collective::Impl {
-  Communicator* comm = nullptr;
+  std::shared_ptr<comm::Group> owned_group;  // the Communicator's group (shared by ops of one window)
+  comm::Group* group = nullptr;
   CollectiveConfig cfg;
   CollectivePlan plan;
   size_t esz = 1;  // element bytes (1 for all-gather)
   int max_blocks = 1;
   comm::OpOffsets off;
   std::unique_ptr<Communicator> nccl_ce_comm;  // nccl-ce: a split with NCCL_CTA_POLICY_ZERO
-  std::shared_ptr<SymmetricWindow> win;       // shared by every op of create_sharing_window
-  comm::DeviceErrorRecord* err = nullptr;      // mapped pinned host memory
+  std::unique_ptr<comm::Group> nccl_ce_group;  // ... and its group (the window is made on it)
+  std::unique_ptr<comm::OpRuntime> rt;
+  comm::OpWindow* win = nullptr;               // rt's window (shared by every op of create_sharing_window)
   comm::Proto proto{};
   std::vector<cudaStream_t> peer_streams;      // ce: one per peer step
   std::vector<cudaEvent_t> join_events;        // ce: one per peer step
@@ -34,11 +39,19 @@ struct Collective::Impl {
   // Construction in two steps, so several ops can share one window: the constructor validates,
   // plans and agrees (collective); shape() says which regions the op needs; attach() takes the
   // window holding them and initialises the op's control, credit and flag words (collective).
-  Impl(Communicator& c, const CollectiveConfig& config);
+  Impl(comm::Group& g, const CollectiveConfig& config);
   comm::OpShape shape() const;
-  void attach(std::shared_ptr<SymmetricWindow> window, const comm::OpOffsets& offsets);
+  // The group windows of this op are made on (the nccl-ce split's for nccl-ce).
+  comm::Group& window_group() const { return nccl_ce_group ? *nccl_ce_group : *group; }
+  void attach(std::shared_ptr<comm::OpWindow> window, const comm::OpOffsets& offsets);
   ~Impl();
   void release() noexcept;
+
+  // One op in a window of its own, on `g` (the Communicator constructor and the emulated world).
+  static std::unique_ptr<Collective> create(comm::Group& g, const CollectiveConfig& config);
+  // Several ops sharing one window (Collective::create_sharing_window's body).
+  static std::vector<std::unique_ptr<Collective>> create_sharing(comm::Group& g,
+                                                                 const std::vector<CollectiveConfig>& configs);
 
   ncclComm_t nccl_comm() const;
   void check() const;
@@ -51,7 +64,7 @@ struct Collective::Impl {
   void run_lsa(const void* in, void* out, size_t count, cudaStream_t stream);
   void run_ce(const void* in, void* out, size_t count, cudaStream_t stream);
   void run_ce_pull_all_gather(const char* in, char* out, size_t bytes, cudaStream_t stream);
-  uint64_t offset_of(const void* p) const { return static_cast<uint64_t>(static_cast<const char*>(p) - win->local()); }
+  uint64_t offset_of(const void* p) const { return win->offset_of(p); }
   // ce helpers: copies on the per-peer streams, forked from and joined into `stream`.
   void ce_fork(cudaStream_t stream);
   void ce_join(cudaStream_t stream);

@@ -16,6 +16,7 @@
 #include "common/check.hpp"
 #include "common/env.hpp"
 #include "common/log.hpp"
+#include "comm/group.hpp"
 #include "comm/timeout.hpp"
 
 namespace weave {
@@ -159,30 +160,11 @@ std::vector<std::uint64_t> Communicator::all_gather(std::uint64_t value, std::st
 }
 
 void Communicator::agree(std::uint64_t hash, std::string_view what) const {
-  const std::string label = "the configuration check of " + std::string(what);
-  const auto all = all_gather(hash, label);
-  bool same = true;
-  for (auto h : all) same &= h == all[0];
-  if (same) return;
-  std::ostringstream os;
-  os << "rank " << rank_ << ": ranks disagree on " << what << " (hash per rank:";
-  for (size_t r = 0; r < all.size(); ++r) os << " " << r << "=" << std::hex << all[r] << std::dec;
-  os << "); every rank must create the same communicator options, window layouts and ops in the same order";
-  throw Error(Status::kMismatch, "", WEAVE_LOCATION, os.str());
+  comm::check_agreement(all_gather(hash, "the configuration check of " + std::string(what)), rank_, what);
 }
 
 void Communicator::agree_ok(bool ok, std::string_view what, const std::string& why) const {
-  const std::string label = "the outcome of " + std::string(what);
-  const auto all = all_gather(ok ? 1 : 0, label);
-  std::ostringstream failed;
-  for (size_t r = 0; r < all.size(); ++r)
-    if (all[r] != 1) failed << (failed.tellp() > 0 ? "," : "") << r;
-  if (failed.tellp() == 0) return;
-  if (!ok)
-    WEAVE_EXPECT(false, Status::kUnavailable, "rank " << rank_ << ": " << what << " failed: " << why);
-  WEAVE_EXPECT(false, Status::kUnavailable,
-               "rank " << rank_ << ": " << what << " failed on rank(s) " << failed.str()
-                       << "; this rank released its part and raises too");
+  comm::check_outcomes(all_gather(ok ? 1 : 0, "the outcome of " + std::string(what)), ok, rank_, what, why);
 }
 
 void Communicator::barrier() const {

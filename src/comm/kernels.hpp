@@ -22,6 +22,7 @@ struct Proto {
   int flow_control;
   uint64_t timeout_ns;
   DeviceErrorRecord* err;     // mapped host memory
+  int ranks_per_device;       // ranks sharing this GPU (1; W in the emulated world): grids share its SMs
 };
 
 // One lsa call. Offsets are into every rank's window (symmetric).
@@ -88,6 +89,14 @@ void launch_local_reduce(const ReduceCall& c, DType dtype, cudaStream_t stream);
 // Stores `bytes` from `src` to offset `dst_off` of every peer's window with SM 16-byte stores, then
 // fences at system scope (no flags: the ce arrive kernel that follows publishes them).
 void launch_sm_put(const Proto& p, uint64_t dst_off, const char* src, size_t bytes, int blocks, cudaStream_t stream);
+
+// CTAs of `kernel` (with `threads` threads, no dynamic shared memory) that fit on the current
+// device at once: SMs x its own occupancy, computed once per kernel. Every kernel whose CTAs wait
+// for peers' CTAs is launched with at most this / ranks_per_device CTAs (docs/memory_ordering.md
+// "residency").
+int co_resident_blocks(const void* kernel, int threads);
+// SMs of the current device (cached).
+int device_sms();
 
 // Largest grid of the lsa kernels on `device` for `world` ranks (co-resident CTAs of
 // kLsaThreads, at most 2 per SM).

@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
 }  // namespace
 
 void launch_lsa_ll(const LlCall& c, CollectiveOp op, DType dtype, cudaStream_t stream) {
-  auto go = [&](auto kernel) { launch_lsa_kernel(kernel, c, c.blocks, stream); };
+  auto go = [&](auto kernel) { launch_lsa_kernel(kernel, c, stream); };
   const bool bf16 = dtype == DType::kBF16;
   switch (op) {
     case CollectiveOp::kAllGather: go(ll_kernel<CollectiveOp::kAllGather, uint8_t>); return;

@@ -13,6 +13,8 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "comm/call_protocol.cuh"
 #include "comm/kernels.hpp"
@@ -186,7 +188,7 @@ __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) all_reduce_two_sho
 
 template <typename Kernel>
 void launch(Kernel kernel, const LsaCall& c, cudaStream_t stream) {
-  launch_lsa_kernel(kernel, c, c.blocks, stream);
+  launch_lsa_kernel(kernel, c, stream);
 }
 
 }  // namespace
@@ -225,6 +227,35 @@ int lsa_max_blocks(int device, int world) {
                                                                    kLsaThreads, 0));
   });
   return std::max(1, sms * std::clamp(per_sm, 1, 2));
+}
+
+int co_resident_blocks(const void* kernel, int threads) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> cache;  // (kernel, device) -> CTAs
+  int device = 0;
+  WEAVE_CHECK_CUDA(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_pair(kernel, device);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  int sms = 0, per_sm = 0;
+  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  WEAVE_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  const int blocks = std::max(1, sms * per_sm);
+  cache.emplace(key, blocks);
+  return blocks;
+}
+
+int device_sms() {
+  static std::mutex mu;
+  static std::map<int, int> cache;
+  int device = 0;
+  WEAVE_CHECK_CUDA(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(device); it != cache.end()) return it->second;
+  int sms = 0;
+  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  cache.emplace(device, sms);
+  return sms;
 }
 
 int lsa_blocks_for(size_t bytes, int max_blocks) {

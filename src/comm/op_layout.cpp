@@ -77,8 +77,12 @@ OpOffsets add_op_regions(WindowLayout& layout, const std::string& prefix, const 
       break;
     }
   }
-  o.input = layout.add(prefix + ".in", RegionKind::kData, o.input_bytes).offset;
-  o.output = layout.add(prefix + ".out", RegionKind::kData, o.output_bytes).offset;
+  if (s.external_buffers) {
+    o.input_bytes = o.output_bytes = 0;
+  } else {
+    o.input = layout.add(prefix + ".in", RegionKind::kData, o.input_bytes).offset;
+    o.output = layout.add(prefix + ".out", RegionKind::kData, o.output_bytes).offset;
+  }
   if (o.slot_bytes > 0)
     o.staging = layout.add(prefix + ".staging", RegionKind::kData, o.slots * o.slot_bytes).offset;
   if (s.ll_max_count > 0) {

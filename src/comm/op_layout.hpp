@@ -37,6 +37,9 @@ struct OpShape {
   int max_blocks = 1;
   // lsa low-latency protocol: largest call (in `max_count` units) its LL buffers hold; 0 = none.
   size_t ll_max_count = 0;
+  // No ".in" / ".out" regions: every call's buffers lie in the window already (an op hosted in a
+  // fused operator's window, whose output region it gathers in place). run() refuses others.
+  bool external_buffers = false;
 };
 
 // Byte offsets into the op's window, identical on every rank; passed to kernels by value.

@@ -33,11 +33,11 @@ struct Stream {
 
 SelfTestReport Collective::self_test(std::size_t count) {
   Impl& m = *impl_;
-  const int w = m.comm->world_size(), r = m.comm->rank();
+  const int w = m.group->world_size(), r = m.group->rank();
   const CollectiveOp op = m.cfg.op;
   if (count == 0) count = std::min<size_t>(m.cfg.max_count, op == CollectiveOp::kAllGather ? 4099 : 2053);
   WEAVE_EXPECT_ARG(count >= 1 && count <= m.cfg.max_count, "self_test: count must be in 1..max_count");
-  WEAVE_CHECK_CUDA(cudaSetDevice(m.comm->device()));
+  WEAVE_CHECK_CUDA(cudaSetDevice(m.group->device()));
   const size_t esz = m.esz;
   const comm::SelfTestShape shape{.op = op, .dtype = m.cfg.dtype, .world = w, .rank = r, .count = count,
                                   .seed = m.self_test_seed++};
@@ -65,14 +65,14 @@ SelfTestReport Collective::self_test(std::size_t count) {
   // stream work), but NCCL's symmetric kernels write into a peer's output without waiting for that
   // peer's earlier stream work, so an unsynchronised poison could land after NCCL's data.
   auto ready = [&] {
-    comm::sync_stream_bounded(stream.s, m.comm->timeout_s(), "self_test: poisoning and uploading the inputs");
-    m.comm->barrier();
+    comm::sync_stream_bounded(stream.s, m.group->timeout_s(), "self_test: poisoning and uploading the inputs");
+    m.group->barrier();
   };
   // Runs the collective on buffers the caller has poisoned and filled, and checks the output.
   auto run_and_verify = [&](const void* in, void* out, const char* pass) -> bool {
     ready();
     run(in, out, count, stream.s);
-    comm::sync_stream_bounded(stream.s, m.comm->timeout_s(),
+    comm::sync_stream_bounded(stream.s, m.group->timeout_s(),
                               std::string("self_test: the ") + pass + " pass of " + describe());
     m.check();
     std::vector<uint8_t> got(out_bytes);
@@ -121,7 +121,7 @@ SelfTestReport Collective::self_test(std::size_t count) {
   }
   bool ok = report.caller_buffers_ok && report.window_buffers_ok;
   for (auto v : report.wrong_from_rank) ok &= v == 0;
-  const auto all = m.comm->all_gather(ok ? 1 : 0, "the self-test outcome");
+  const auto all = m.group->all_gather(ok ? 1 : 0, "the self-test outcome");
   report.ok = true;
   std::ostringstream failed;
   for (int s = 0; s < w; ++s)

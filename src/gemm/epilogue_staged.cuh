@@ -71,7 +71,13 @@ struct StagedEpilogue {
       ptx::cp_async_bulk_wait_group<0>();
       if (last_m_blk >= 0) {
         ptx::fence_proxy_async_global();
-        Epilogue::tile_stored(p, last_m_blk, last_n_blk, last_split, cwg());
+        if constexpr (Epilogue::kHasCallHooks) {
+          extern __shared__ __align__(1024) uint8_t staged_smem[];  // the kernel's dynamic shared memory
+          Epilogue::tile_stored(p, last_m_blk, last_n_blk, last_split, cwg(),
+                                reinterpret_cast<uint32_t*>(staged_smem + Layout::kCallWordsOffset));
+        } else {
+          Epilogue::tile_stored(p, last_m_blk, last_n_blk, last_split, cwg());
+        }
       }
     } else {
       ptx::cp_async_bulk_wait_group_read<0>();
@@ -125,6 +131,7 @@ struct StagedEpilogue {
     const uint32_t buf0 = staging + static_cast<uint32_t>(cw * kBufs * kStripBytes);
     const int row0 = m_blk * Tile::kBlockM + cw * Tile::kWgRows;
     const int col0 = n_blk * Tile::kBlockN;
+    [[maybe_unused]] int destinations = 1;  // leader only: maps every strip goes to
 #pragma unroll
     for (int q = 0; q < kStrips; ++q) {
       const int j = q / kColStrips, cs = q % kColStrips;
@@ -133,6 +140,7 @@ struct StagedEpilogue {
         if (lead) {
           retire_previous(p);
           if constexpr (Epilogue::kHasBeforeHook) Epilogue::before_store(p, m_blk, n_blk, split, cw);
+          if constexpr (Epilogue::kMultiDestination) destinations = Epilogue::destinations(p);
         }
         bar();
       } else if (q >= kBufs) {
@@ -143,8 +151,16 @@ struct StagedEpilogue {
       ptx::fence_proxy_async_shared_cta();
       bar();
       if (lead) {
-        ptx::cp_async_bulk_tensor_3d_shared_to_global(&p.tma_c, col0 + cs * kStripCols, row0 + j * kEpilogueBoxRows,
-                                                      split, buf);
+        if constexpr (Epilogue::kMultiDestination) {
+          // One bulk group per strip holds its stores to every destination: the buffer is free
+          // (wait_group.read) once all of them have read it.
+          for (int d = 0; d < destinations; ++d)
+            ptx::cp_async_bulk_tensor_3d_shared_to_global(Epilogue::destination_map(p, d), col0 + cs * kStripCols,
+                                                          row0 + j * kEpilogueBoxRows, split, buf);
+        } else {
+          ptx::cp_async_bulk_tensor_3d_shared_to_global(&p.tma_c, col0 + cs * kStripCols, row0 + j * kEpilogueBoxRows,
+                                                        split, buf);
+        }
         ptx::cp_async_bulk_commit_group();
       }
     }

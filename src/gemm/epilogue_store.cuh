@@ -18,6 +18,12 @@
 //                                             "tile-publish"). Runs at the start of the
 //                                             warpgroup's next epilogue, or at kernel exit, so
 //                                             the wait is off the tensor-core path.
+// A policy with kHasCallHooks also has begin_call(p, words) (thread 0 of every CTA, before the
+// kernel's first __syncthreads: no role waits on anything yet, so a bounded wait there can never
+// strand a pipeline barrier) and end_call(p, lane, words) (producer warp 1, which the GEMM leaves
+// idle), and its tile_stored takes the same per-CTA shared words (SmemLayout::kCallWordsOffset)
+// as a last argument; one with kMultiDestination stores every strip to destinations(p) maps,
+// destination_map(p, d).
 #pragma once
 #include <cuda_bf16.h>
 
@@ -36,6 +42,8 @@ struct EpilogueStoreLocal {
   static constexpr bool kHasBeforeHook = false;
   static constexpr bool kHasStoredHook = false;
   static constexpr bool kHasIssuedHook = false;
+  static constexpr bool kHasCallHooks = false;
+  static constexpr bool kMultiDestination = false;
   __device__ __forceinline__ static void before_store(const Params&, int, int, int, int) {}
   __device__ __forceinline__ static void tile_issued(const Params&, int, int, int, int) {}
   __device__ __forceinline__ static void tile_stored(const Params&, int, int, int, int) {}

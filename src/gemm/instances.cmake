@@ -4,7 +4,8 @@
 #   "<scale> <out> <block_m>x<block_n> [<epilogue> [<scheduler>]]"
 #   scale      bf16 (bf16 inputs, no scales) | ptpc | blockscale | mxfp8_raw | mxfp8_packed (e4m3 inputs)
 #   out        bf16 | fp32
-#   epilogue   store (EpilogueStoreLocal, the default)
+#   epilogue   store (EpilogueStoreLocal, the default) | allgather (GemmAllGather's fused
+#              epilogue, fused/ag_epilogue.cuh: stores every tile to every rank and signals chunks)
 #   scheduler  grouped (GroupedRowsScheduler, the default)
 # The key an instance registers under (gemm/dispatch.hpp) is exactly these fields.
 set(WEAVE_GEMM_INSTANCE_SPECS
@@ -12,7 +13,10 @@ set(WEAVE_GEMM_INSTANCE_SPECS
   "bf16 fp32 128x128" "bf16 fp32 128x256" "bf16 fp32 256x128"
   "ptpc bf16 128x128" "ptpc bf16 256x128" "ptpc fp32 128x128" "ptpc fp32 256x128"
   "blockscale bf16 128x128" "blockscale bf16 256x128" "blockscale fp32 128x128" "blockscale fp32 256x128"
-  "mxfp8_raw bf16 128x128" "mxfp8_raw fp32 128x128" "mxfp8_packed bf16 128x128" "mxfp8_packed fp32 128x128")
+  "mxfp8_raw bf16 128x128" "mxfp8_raw fp32 128x128" "mxfp8_packed bf16 128x128" "mxfp8_packed fp32 128x128"
+  # GemmAllGather fused-lsa: the 128x128 tile of every input mode (bf16 -> bf16 / fp32, fp8 -> bf16).
+  "bf16 bf16 128x128 allgather" "bf16 fp32 128x128 allgather" "ptpc bf16 128x128 allgather"
+  "blockscale bf16 128x128 allgather" "mxfp8_raw bf16 128x128 allgather" "mxfp8_packed bf16 128x128 allgather")
 
 # Writes the instance files into `out_dir` (rewritten only when their text changes) and returns
 # their paths in `out_var`.
@@ -82,8 +86,12 @@ function(weave_generate_gemm_instances out_dir out_var)
     else()
       message(FATAL_ERROR "weave: GEMM instance '${spec}': unknown output '${out}'")
     endif()
+    set(epi_include "")
     if(epilogue STREQUAL "store")
-      set(epi_type "EpilogueStoreLocal<${out_type}>")
+      set(epi_type "::weave::gemm::EpilogueStoreLocal<${out_type}>")
+    elseif(epilogue STREQUAL "allgather")
+      set(epi_type "::weave::fused::EpilogueAllGather<${out_type}>")
+      set(epi_include "#include \"fused/ag_epilogue.cuh\"\n")
     else()
       message(FATAL_ERROR "weave: GEMM instance '${spec}': unknown epilogue '${epilogue}'")
     endif()
@@ -95,7 +103,7 @@ function(weave_generate_gemm_instances out_dir out_var)
     set(name "sm90_gemm_${stem}_${out}_${epilogue}_${bm}x${bn}x${bk}")
     set(text "// Generated from src/gemm/instances.cmake (\"${spec}\"): ${what} -> ${out},\n")
     string(APPEND text "// ${bm}x${bn} tile, ${bk}-wide K stages, epilogue ${epilogue}, scheduler ${scheduler}.\n")
-    string(APPEND text "#include \"gemm/kernel.cuh\"\n")
+    string(APPEND text "${epi_include}#include \"gemm/kernel.cuh\"\n")
     string(APPEND text "WEAVE_GEMM_KERNEL(${name}, ${in}, ${bm}, ${bn}, ${policy}, ${epi_type}, ${sched_type},\n")
     string(APPEND text "                  ::weave::ScaleMode::${mode}, ${layout}, ${out_dtype})\n")
     file(CONFIGURE OUTPUT "${out_dir}/${name}.cu" CONTENT "${text}")

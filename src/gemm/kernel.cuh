@@ -93,6 +93,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     }
     ptx::fence_mbarrier_init_release_cluster();
     ptx::fence_proxy_async_shared_cta();
+    // A fused epilogue's call protocol (epoch, credits): before any role starts waiting.
+    if constexpr (Epilogue::kHasCallHooks)
+      Epilogue::begin_call(args.epi, reinterpret_cast<uint32_t*>(smem + L::kCallWordsOffset));
   }
   __syncthreads();
 
@@ -123,6 +126,10 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           ps.advance();
         }
       }
+    } else if (warp == 1) {
+      // Idle in the plain GEMM; a fused epilogue's end of call (arrival wait, epoch store).
+      if constexpr (Epilogue::kHasCallHooks)
+        Epilogue::end_call(args.epi, lane, reinterpret_cast<const uint32_t*>(smem + L::kCallWordsOffset));
     }
   } else {
     // ---------------- consumers ----------------
@@ -394,12 +401,12 @@ struct KernelInstance {
 }  // namespace weave::gemm
 
 // Defines and registers one instance (the generated files of src/gemm/instances.cmake call it).
-// NAME must match the file name; LAYOUT is the mxfp8 scale layout the instance reads (kRaw for
-// every other mode).
+// NAME must match the file name; EPILOGUE is fully qualified (a fused operator's epilogue lives in
+// its own namespace); LAYOUT is the mxfp8 scale layout the instance reads (kRaw for every other mode).
 #define WEAVE_GEMM_KERNEL(NAME, IN, BM, BN, SCALE, EPILOGUE, SCHEDULER, MODE, LAYOUT, OUT_DTYPE)                  \
   namespace {                                                                                                 \
   using NAME##_t = ::weave::gemm::KernelInstance<::weave::gemm::TileShape<::weave::gemm::IN, BM, BN>,         \
-                                                 ::weave::gemm::SCALE, ::weave::gemm::EPILOGUE,               \
+                                                 ::weave::gemm::SCALE, EPILOGUE,                              \
                                                  ::weave::gemm::SCHEDULER>;                                   \
   const bool NAME##_registered =                                                                              \
       ::weave::gemm::register_gemm_kernel(NAME##_t::entry(#NAME, MODE, LAYOUT, OUT_DTYPE));                   \

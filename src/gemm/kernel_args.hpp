@@ -14,7 +14,7 @@ namespace weave::gemm {
 
 // What an instance is keyed by besides mode, dtypes and tile (gemm/dispatch.hpp); each epilogue
 // policy and scheduler names its own kind.
-enum class EpilogueKind { kStoreLocal };
+enum class EpilogueKind { kStoreLocal, kAllGather };
 enum class SchedulerKind { kGroupedRows };
 
 struct MainloopArgs {

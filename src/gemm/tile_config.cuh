@@ -121,7 +121,11 @@ struct SmemLayout {
   static constexpr int kStageScaleOffset = kEpiOffset + kEpiBytes;
   static constexpr int kTileScaleOffset = kStageScaleOffset + kStages * kStageScaleBytes;
   static constexpr int kBarrierOffset = (kTileScaleOffset + kTileScaleBytes + 7) / 8 * 8;
-  static constexpr int kBytes = kBarrierOffset + 2 * kStages * 8;
+  // A fused epilogue's per-CTA call words (epoch, election ticket; gemm/epilogue_store.cuh), in
+  // the dynamic region: a static __shared__ variable would push the 1024-aligned dynamic base up
+  // by a whole 1 KB and overflow the 227 KB limit (kFixed's slack holds these 16 bytes).
+  static constexpr int kCallWordsOffset = kBarrierOffset + 2 * kStages * 8;
+  static constexpr int kBytes = kCallWordsOffset + 16;
   static_assert(kEpiOffset % 1024 == 0, "staging strips must be 1024-byte aligned (128B swizzle)");
   static_assert(kBytes <= kSmemLimitBytes);
 };

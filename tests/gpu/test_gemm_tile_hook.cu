@@ -40,6 +40,8 @@ struct EpilogueStoreCount {
   static constexpr bool kHasBeforeHook = true;
   static constexpr bool kHasStoredHook = true;
   static constexpr bool kHasIssuedHook = true;
+  static constexpr bool kHasCallHooks = false;
+  static constexpr bool kMultiDestination = false;
   __device__ __forceinline__ static void before_store(const Params& p, int m_blk, int, int, int) {
     if (p.when == 2) ptx::red_release_gpu_add_u32(p.counters + m_blk, 1);
   }

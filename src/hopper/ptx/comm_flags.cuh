@@ -58,6 +58,15 @@ __device__ __forceinline__ uint32_t atom_inc_release_gpu_u32(uint32_t* p, uint32
   return old;
 }
 
+// atom.inc with release semantics at system scope: the counted work (e.g. TMA stores into a
+// peer's memory, complete by cp.async.bulk.wait_group) is ordered before the increment for any
+// observer that acquires the counter or a flag released after acquiring it.
+__device__ __forceinline__ uint32_t atom_inc_release_sys_u32(uint32_t* p, uint32_t limit) {
+  uint32_t old;
+  asm volatile("atom.release.sys.global.inc.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(limit) : "memory");
+  return old;
+}
+
 // ld.acquire.gpu.global.u32: as ld_acquire_sys_u32, for flags written on this GPU only.
 __device__ __forceinline__ uint32_t ld_acquire_gpu_u32(const uint32_t* p) {
   uint32_t v;

@@ -1,0 +1,122 @@
+// weave::GemmAllGather: every rank r computes its rows C_r = A_r * B^T ([M, N], M rows per rank)
+// and every rank receives all of them: out [world * M, N] with rank s's rows at [s*M, (s+1)*M).
+// A context-parallel layer's projection (DeepSeek's wkv_gate: bf16 in, fp32 out, K = 7168).
+//
+// Modes (docs/fused.md):
+//   gemm-only   control: the GEMM into this rank's rows of the window, nothing moves
+//   split-nccl  the GEMM, then ncclAllGather in place on the window (NCCL communicators only)
+//   split-lsa   the GEMM into this rank's rows of the window, then weave's lsa all-gather (push)
+//               in place: zero-copy
+//   split-ce    the same with weave's copy-engine all-gather
+//   fused-lsa   one kernel: the GEMM's epilogue TMA-stores every finished tile into its rows on
+//               this rank and on every peer (peers in rank-rotated order), counts stored tiles per
+//               chunk of rows and publishes a flag per chunk; the kernel ends once every peer's
+//               chunks have arrived
+//   auto        fused-lsa where the planner says it pays, else the best split mode (the choice and
+//               the reason: plan(m))
+// A mode that cannot run here raises kUnavailable naming the reason; auto then falls back with a
+// log line.
+//
+// Operands: A_r [M, K] (M <= m_max, any M >= 1), B [N, K] identical on every rank, the scales of
+// weave::Gemm's mode `quant` (weave/gemm.hpp). Inputs bf16 (output bf16 or fp32) or e4m3 in ptpc,
+// blockscale and mxfp8 raw/packed (output bf16).
+//
+// Verbs (as every weave op): validate() is pure; the constructor is collective (every rank must ask
+// for the same op: kMismatch otherwise) and allocates the op's window at capacity; run() only
+// enqueues (no allocation, no host sync, graph-capturable); output(m) is a view into the window,
+// valid until the next run(); self_test() moves known per-rank values through the real path;
+// check() raises a timeout a device wait recorded. One op is used by one host thread and one
+// stream at a time (calls of one op must not overlap: its epoch and counters are per op).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "weave/collectives.hpp"
+#include "weave/communicator.hpp"
+#include "weave/export.hpp"
+#include "weave/gemm.hpp"
+#include "weave/tensor.hpp"
+#include "weave/types.hpp"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace weave WEAVE_API {
+
+enum class GemmAllGatherMode : uint8_t { kAuto, kGemmOnly, kSplitNccl, kSplitLsa, kSplitCe, kFusedLsa };
+std::string_view to_string(GemmAllGatherMode mode) noexcept;
+std::optional<GemmAllGatherMode> parse_gemm_all_gather_mode(std::string_view name) noexcept;  // "fused-lsa", ...
+
+struct GemmAllGatherConfig {
+  std::int64_t n = 0, k = 0;
+  std::int64_t m_max = 0;                        // largest M per rank; sizes the window
+  ScaleMode quant = ScaleMode::kBF16;
+  ScaleLayout scale_layout = ScaleLayout::kRaw;  // mxfp8 only
+  DType out_dtype = DType::kBF16;                // bf16 or fp32 (fp32 only for bf16 inputs)
+  GemmAllGatherMode mode = GemmAllGatherMode::kAuto;
+  // Testing hooks (never change them in production):
+  bool flow_control = true;           // false: no credit wait (the negative control must corrupt)
+  bool skip_arrival_wait = false;     // fused: end before the peers' chunks landed (negative control)
+  std::uint32_t initial_epoch = 0;    // start the call epochs here (e.g. near 2^32)
+  std::uint64_t delay_stores_ns = 0;  // fused: wait this long before each tile's stores (a slow
+                                      // rank; may differ between ranks)
+};
+
+// What one call of M rows runs and why (pure; `weave plan gemm-ag` prints it).
+struct GemmAllGatherPlan {
+  GemmAllGatherMode mode = GemmAllGatherMode::kSplitLsa;  // resolved (never kAuto)
+  int block_m = 128, block_n = 128;
+  std::int64_t tiles = 0;        // output tiles per rank
+  double waves = 0;              // tiles / CTAs
+  int grid = 0;                  // CTAs per rank
+  int chunks = 0;                // fused: chunks of rows, one flag each
+  std::int64_t bytes_per_peer = 0;  // this rank's rows (M x N x out bytes) sent to each peer
+  std::int64_t window_bytes = 0;    // the op's window per rank
+  double model_gemm_us = 0, model_comm_us = 0, model_split_us = 0, model_fused_us = 0;
+  std::string reason;
+};
+
+// Window bytes per rank of an op with `config` in a world of `world` ranks (size before allocating).
+std::size_t gemm_all_gather_window_bytes(const GemmAllGatherConfig& config, int world);
+
+class GemmAllGather {
+ public:
+  // "" if `config` can run in a world of `world` ranks, else every rule it breaks.
+  static std::string validate(const GemmAllGatherConfig& config, int world);
+  // Collective: validates (kInvalidArgument), resolves the mode (kUnavailable with the reason for
+  // an explicit mode that cannot run here), agrees across ranks (kMismatch), creates the window.
+  GemmAllGather(Communicator& comm, const GemmAllGatherConfig& config);
+  ~GemmAllGather();
+  GemmAllGather(const GemmAllGather&) = delete;
+  GemmAllGather& operator=(const GemmAllGather&) = delete;
+
+  const GemmAllGatherConfig& config() const noexcept;
+  GemmAllGatherPlan plan(std::int64_t m) const;  // pure
+  std::string describe() const;
+
+  // Enqueues one call: out = all ranks' A_s B^T. a: [m, K] (1 <= m <= m_max), b: [N, K], scales per
+  // quant (rank-0 views for bf16). Every rank must call with the same m. Raises a timeout an
+  // earlier call recorded (check()) before enqueueing.
+  void run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, cudaStream_t stream);
+  // The output of the last run of m rows: [world * m, N] in the op's window (valid until the next run).
+  TensorView output(std::int64_t m) const;
+  // The mode the last run took (auto resolves per call).
+  GemmAllGatherMode last_mode() const noexcept;
+
+  void check() const;
+  // Collective and synchronising: runs m rows of known per-rank values (each rank's A encodes its
+  // rank) through the op's mode and checks every source rank's rows on every rank against a
+  // reference computed on the host; ok = every rank saw every source right.
+  SelfTestReport self_test(std::int64_t m = 0);
+
+  struct Impl;
+
+ private:
+  friend struct Impl;
+  explicit GemmAllGather(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weave

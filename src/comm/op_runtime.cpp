@@ -1,0 +1,77 @@
+#include "comm/op_runtime.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+
+#include "comm/timeout.hpp"
+#include "common/check.hpp"
+#include "weave/window_layout.hpp"
+
+namespace weave::comm {
+
+void OpRuntime::agree_config(const std::string& id, std::string_view what) const {
+  group_->agree(fnv1a64(id.data(), id.size()), what);
+}
+
+void OpRuntime::attach(std::shared_ptr<OpWindow> window, const ProtoRegions& regions, bool flow_control,
+                       std::uint32_t initial_epoch, bool needs_peers) {
+  Group& g = *group_;
+  try {
+    window_ = std::move(window);
+    WEAVE_CHECK_CUDA(cudaSetDevice(g.device()));
+    WEAVE_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&err_), sizeof(DeviceErrorRecord),
+                                   cudaHostAllocMapped | cudaHostAllocPortable));
+    std::memset(err_, 0, sizeof(*err_));
+    DeviceErrorRecord* err_dev = nullptr;
+    WEAVE_CHECK_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&err_dev), err_, 0));
+    proto_.win = window_->handle();
+    proto_.control = regions.control;
+    proto_.credits = regions.credits;
+    proto_.flags = regions.flags;
+    proto_.max_blocks = regions.flag_blocks;
+    proto_.flow_control = flow_control ? 1 : 0;
+    proto_.timeout_ns = static_cast<uint64_t>(g.timeout_s() * 1e9);  // finite, <= 1e6 s (resolve_timeout)
+    proto_.err = err_dev;
+    proto_.ranks_per_device = g.ranks_per_device();
+    if (needs_peers)
+      for (int r = 0; r < g.world_size(); ++r)
+        WEAVE_EXPECT(proto_.win.base[r] != nullptr, Status::kUnavailable,
+                     "rank " << g.rank() << ": rank " << r << "'s window is not mapped (not in one NVLink domain)");
+    cudaStream_t init = nullptr;
+    WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&init, cudaStreamNonBlocking));
+    try {
+      launch_init_op(proto_, initial_epoch, init);
+      sync_stream_bounded(init, g.timeout_s(), "initialising the op's flags and credits");
+    } catch (...) {
+      cudaStreamDestroy(init);
+      throw;
+    }
+    WEAVE_CHECK_CUDA(cudaStreamDestroy(init));
+    g.barrier();
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+bool OpRuntime::timed_out() const noexcept {
+  return err_ != nullptr && *reinterpret_cast<volatile const uint32_t*>(&err_->valid) != 0;
+}
+
+void OpRuntime::check(std::string_view what) const {
+  if (!timed_out()) return;
+  throw Error(Status::kTimeout, std::string(what), WEAVE_LOCATION,
+              describe(*err_) + ". The op is unusable after a timeout; destroy it on every rank.");
+}
+
+void OpRuntime::release() noexcept {
+  window_.reset();
+  if (err_) {
+    cudaSetDevice(group_->device());
+    cudaFreeHost(err_);
+  }
+  err_ = nullptr;
+}
+
+}  // namespace weave::comm

@@ -1,0 +1,69 @@
+// The per-op runtime every protocol op stands on (Collective, GemmAllGather, ...; internal): the
+// group it runs on, its window, the protocol regions of that window (control, credits, flags),
+// the mapped error record a timed-out device wait fills, and the steps every op takes once:
+// configuration agreement, and initialising its words before any peer may write them.
+//
+// Lifecycle (collective steps marked C):
+//   OpRuntime rt(group);                        local
+//   rt.agree_config(id, what);                 C  every rank asked for the same op (kMismatch)
+//   rt.attach(window, regions, ...);           C  error record, Proto, init kernel (bounded), barrier
+//   ... kernels take rt.proto() by value; rt.check() raises a recorded timeout (kTimeout) ...
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "comm/device_error.hpp"
+#include "comm/group.hpp"
+#include "comm/kernels.hpp"
+
+namespace weave::comm {
+
+// Where an op's protocol words are in its window (identical on every rank).
+struct ProtoRegions {
+  std::uint64_t control = 0, credits = 0, flags = 0;
+  int flag_blocks = 1;  // flags hold [kFlagPhases][world][flag_blocks] u32 (Proto::max_blocks)
+};
+
+class OpRuntime {
+ public:
+  explicit OpRuntime(Group& group) : group_(&group) {}
+  ~OpRuntime() { release(); }
+  OpRuntime(const OpRuntime&) = delete;
+  OpRuntime& operator=(const OpRuntime&) = delete;
+
+  // Collective: every rank's `id` (a configuration string) must be equal; else every rank raises
+  // kMismatch naming `what`.
+  void agree_config(const std::string& id, std::string_view what) const;
+
+  // Collective: takes the window, fills the Proto, allocates the error record and initialises the
+  // op's words (flags and credits = initial_epoch, control zeroed, epoch = initial_epoch) on a
+  // stream of its own, waited for with the group's timeout; then a barrier, so no peer writes
+  // this rank's words before they were initialised. needs_peers: raise kUnavailable unless every
+  // rank's window is mapped here (load/store transports).
+  void attach(std::shared_ptr<OpWindow> window, const ProtoRegions& regions, bool flow_control,
+              std::uint32_t initial_epoch, bool needs_peers);
+
+  // Raises Error(kTimeout) naming `what` and the record (rank, peer, flag, expected, seen) when a
+  // device wait of this op timed out. Does not synchronise.
+  void check(std::string_view what) const;
+  bool timed_out() const noexcept;
+
+  Group& group() const noexcept { return *group_; }
+  OpWindow& window() const noexcept { return *window_; }
+  const std::shared_ptr<OpWindow>& window_ptr() const noexcept { return window_; }
+  const Proto& proto() const noexcept { return proto_; }
+  bool attached() const noexcept { return window_ != nullptr; }
+
+  // Frees the error record and drops the window reference (the last op sharing a window frees it).
+  void release() noexcept;
+
+ private:
+  Group* group_;
+  std::shared_ptr<OpWindow> window_;
+  DeviceErrorRecord* err_ = nullptr;  // mapped pinned host memory
+  Proto proto_{};
+};
+
+}  // namespace weave::comm

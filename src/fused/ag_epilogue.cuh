@@ -1,0 +1,122 @@
+// The fused all-gather epilogue policy (gemm/epilogue_store.cuh describes the hooks; the
+// protocol is docs/memory_ordering.md "ag-fused"):
+//
+//   begin_call (thread 0 of every CTA, before the kernel's first __syncthreads, so no role waits
+//              on anything yet): e = epoch + 1; draw the CTA's epoch-election ticket; CTA 0
+//              publishes ready = e into every peer's credit slot; then wait until every peer's
+//              ready has reached e ("credit": the peer's previous call, and everything it did with
+//              its output before this call, is complete), bounded. e and the ticket go to shared
+//              memory for the other hooks.
+//   stores     every strip is TMA-stored to this rank's rows in its own window and in every
+//              peer's (peers in rank-rotated order); after a timeout only to its own.
+//   tile_stored(leader of a consumer warpgroup, after cp.async.bulk.wait_group 0 and
+//              fence.proxy.async.global): atom.release.sys.inc of the chunk's counter with limit
+//              units - 1; the increment that returns units - 1 (it wrapped the counter back to 0,
+//              ready for the next call at any M) acquires the counter and release-publishes
+//              flag[src = rank][chunk] = e in every peer's window.
+//   end_call  (producer warp 1 of the CTA holding the last ticket): wait until every peer's flags
+//              of all this call's chunks have reached e (the output is complete), bounded; then
+//              store the epoch. The kernel's completion then orders the output before later work.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "comm/device_common.cuh"
+#include "fused/ag_params.hpp"
+#include "fused/ag_schedule.hpp"
+#include "gemm/kernel_args.hpp"
+#include "hopper/ptx/comm_flags.cuh"
+
+namespace weave::fused {
+
+// Per-CTA call state in shared memory (`words`, SmemLayout::kCallWordsOffset): [0] the call's
+// epoch, [1] this CTA's election ticket.
+template <class Out>
+struct EpilogueAllGather {
+  using Params = AllGatherParams;
+  using OutType = Out;
+  static constexpr gemm::EpilogueKind kKind = gemm::EpilogueKind::kAllGather;
+  static_assert(sizeof(Out) == 2 || sizeof(Out) == 4, "bf16 or fp32 output");
+  static constexpr bool kHasBeforeHook = false;
+  static constexpr bool kHasStoredHook = true;
+  static constexpr bool kHasIssuedHook = false;
+  static constexpr bool kHasCallHooks = true;
+  static constexpr bool kMultiDestination = true;
+
+  __device__ __forceinline__ static void before_store(const Params&, int, int, int, int) {}
+  __device__ __forceinline__ static void tile_issued(const Params&, int, int, int, int) {}
+
+  // Destinations of this tile's strips: the own rows, then each peer's copy; only the own rows
+  // once a wait of this op timed out (a late but live peer must not be overwritten).
+  __device__ __forceinline__ static int destinations(const Params& p) {
+    if (p.delay_stores_ns != 0) {  // testing hook: a slow rank
+      const uint64_t t0 = ptx::globaltimer_ns();
+      while (ptx::globaltimer_ns() - t0 < p.delay_stores_ns) ptx::nanosleep(1000);
+    }
+    return comm::aborted(p.p) ? 1 : p.p.win.world;
+  }
+  __device__ __forceinline__ static const CUtensorMap* destination_map(const Params& p, int d) {
+    return d == 0 ? &p.tma_c : &p.tma_peer[d - 1];
+  }
+
+  __device__ static void begin_call(const Params& p, uint32_t* words) {
+    const comm::Proto& pr = p.p;
+    const int w = pr.win.world, r = pr.win.rank;
+    const bool bad = comm::aborted(pr);
+    const uint32_t e = *reinterpret_cast<volatile uint32_t*>(comm::ctrl_word(pr, comm::kCtrlEpoch)) + 1u;
+    words[0] = e;
+    // docs/memory_ordering.md "epoch-election": the ticket is drawn after the epoch was read.
+    words[1] = gridDim.x > 1 ? ptx::atom_inc_release_gpu_u32(comm::ctrl_word(pr, comm::kCtrlDoneCount), gridDim.x - 1)
+                             : 0u;
+    if (bad) return;
+    if (blockIdx.x == 0)
+      for (int s = 1; s < w; ++s) comm::publish(comm::credit_slot(pr, comm::peer_at(r, s, w), r), e);
+    if (pr.flow_control)
+      for (int s = 1; s < w; ++s) {
+        const int t = comm::peer_at(r, s, w);
+        if (!comm::wait_reached(pr, comm::credit_slot(pr, r, t), e, t, -1, comm::FlagKind::kCredit)) return;
+      }
+  }
+
+  __device__ static void tile_stored(const Params& p, int m_blk, int, int, int, const uint32_t* words) {
+    const comm::Proto& pr = p.p;
+    if (comm::aborted(pr)) return;
+    const int w = pr.win.world, r = pr.win.rank;
+    const int chunk = ag_chunk_of(p.chunks, m_blk);
+    const uint32_t units = ag_chunk_units(p.chunks, chunk);
+    uint32_t* counter = comm::ctrl_word(pr, comm::kCtrlChunkCounter + chunk);
+    if (ptx::atom_inc_release_sys_u32(counter, units - 1u) != units - 1u) return;
+    // Elected: the last count of the chunk. Acquire the counter (this thread's own increment, the
+    // last of the release sequence every count of the chunk heads), then publish.
+    (void)ptx::ld_acquire_sys_u32(counter);
+    const uint32_t e = words[0];
+    for (int s = 1; s < w; ++s) {
+      const int t = comm::peer_at(r, s, w);
+      comm::publish(comm::flag_slot(pr, t, 0, r, chunk), e);
+    }
+  }
+
+  __device__ static void end_call(const Params& p, int lane, const uint32_t* words) {
+    const comm::Proto& pr = p.p;
+    if (gridDim.x > 1 && words[1] != gridDim.x - 1) return;
+    const uint32_t e = words[0];
+    const int w = pr.win.world, r = pr.win.rank;
+    bool ok = true;
+    if (!p.skip_arrival_wait) {
+      const int waits = (w - 1) * p.chunks.chunks;
+      for (int i = lane; i < waits && ok; i += 32) {
+        const int src = comm::peer_at(r, 1 + i / p.chunks.chunks, w), chunk = i % p.chunks.chunks;
+        ok = comm::wait_reached(pr, comm::flag_slot(pr, r, 0, src, chunk), e, src, 0, comm::FlagKind::kArrival);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) {
+      // Acquire side of the election (see comm/call_protocol.cuh end_call).
+      if (gridDim.x > 1) (void)ptx::ld_acquire_sys_u32(comm::ctrl_word(pr, comm::kCtrlDoneCount));
+      *reinterpret_cast<volatile uint32_t*>(comm::ctrl_word(pr, comm::kCtrlEpoch)) = e;
+    }
+  }
+};
+
+}  // namespace weave::fused

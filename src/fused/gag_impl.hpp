@@ -1,0 +1,53 @@
+// The state behind weave::GemmAllGather (internal). Built on a comm::Group, so the same code runs
+// over an NCCL communicator and in the test-only emulated world (Impl::create).
+//
+// Window (prefix "gag.", every region at capacity, offsets independent of M):
+//   gag.control / gag.credits / gag.flags   the fused kernel's protocol words (OpRuntime)
+//   gag.out      [world * m_max, N] out_dtype; a call of m rows uses the first world * m rows
+//                ([world * m, N] row-major, rank s at rows [s*m, (s+1)*m)). That the rows of one
+//                call depend on m is safe because every writer waits for the receiver's credit
+//                of the same call first (lag 0): the receiver finished everything it did with
+//                the previous call's output, whatever its m.
+//   gag.split.*  the split modes' all-gather (a Collective without in/out regions of its own:
+//                it gathers gag.out in place)
+#pragma once
+#include <memory>
+
+#include "comm/collective_impl.hpp"
+#include "comm/group.hpp"
+#include "comm/op_runtime.hpp"
+#include "fused/ag_params.hpp"
+#include "gemm/dispatch.hpp"
+#include "weave/gemm_all_gather.hpp"
+
+namespace weave {
+
+struct GemmAllGather::Impl {
+  std::shared_ptr<comm::Group> owned_group;
+  comm::Group* group = nullptr;
+  GemmAllGatherConfig cfg;
+  int num_sms = 0;
+  int grid_cap = 1;                 // CTAs per rank: SMs / ranks sharing the GPU
+  size_t out_bytes = 2;             // bytes per output element
+  uint64_t out_off = 0;             // gag.out
+  std::unique_ptr<comm::OpRuntime> rt;
+  std::unique_ptr<Collective::Impl> split;  // split-lsa / split-ce: the in-place all-gather
+  GemmAllGatherMode split_mode = GemmAllGatherMode::kSplitLsa;  // the split mode this op can run
+  bool fused_ok = false;            // the fused kernel of this quant / out dtype exists here
+  const gemm::GemmKernelEntry<fused::AllGatherParams>* fused_kernel = nullptr;
+  GemmAllGatherMode last = GemmAllGatherMode::kAuto;
+  uint64_t self_test_seed = 0x5eed;
+
+  Impl(comm::Group& g, const GemmAllGatherConfig& config);
+  static std::unique_ptr<GemmAllGather> create(comm::Group& g, const GemmAllGatherConfig& config);
+
+  GemmAllGatherPlan plan(int64_t m) const;
+  GemmAllGatherMode resolve(int64_t m) const;
+  void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, cudaStream_t stream);
+  char* out_local() const { return rt->window().local() + out_off; }
+  TensorView output(int64_t m) const;
+  void check() const;
+  std::string describe() const;
+};
+
+}  // namespace weave

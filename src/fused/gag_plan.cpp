@@ -1,0 +1,178 @@
+#include "fused/gag_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "comm/protocol.hpp"
+#include "common/check.hpp"
+#include "fused/ag_schedule.hpp"
+#include "weave/gemm.hpp"
+
+namespace weave {
+
+std::string_view to_string(GemmAllGatherMode m) noexcept {
+  switch (m) {
+    case GemmAllGatherMode::kAuto: return "auto";
+    case GemmAllGatherMode::kGemmOnly: return "gemm-only";
+    case GemmAllGatherMode::kSplitNccl: return "split-nccl";
+    case GemmAllGatherMode::kSplitLsa: return "split-lsa";
+    case GemmAllGatherMode::kSplitCe: return "split-ce";
+    case GemmAllGatherMode::kFusedLsa: return "fused-lsa";
+  }
+  return "?";
+}
+
+std::optional<GemmAllGatherMode> parse_gemm_all_gather_mode(std::string_view name) noexcept {
+  for (auto m : {GemmAllGatherMode::kAuto, GemmAllGatherMode::kGemmOnly, GemmAllGatherMode::kSplitNccl,
+                 GemmAllGatherMode::kSplitLsa, GemmAllGatherMode::kSplitCe, GemmAllGatherMode::kFusedLsa})
+    if (name == to_string(m)) return m;
+  return std::nullopt;
+}
+
+std::string GemmAllGather::validate(const GemmAllGatherConfig& c, int world) {
+  std::ostringstream os;
+  auto rule = [&](bool ok, const std::string& why) {
+    if (!ok) os << (os.tellp() > 0 ? "; " : "") << why;
+  };
+  rule(world >= 1 && world <= kMaxWorld, "world must be in 1.." + std::to_string(kMaxWorld) + ", got " + std::to_string(world));
+  rule(c.m_max >= 1 && c.m_max <= (int64_t(1) << 20), "m_max must be in 1..1048576, got " + std::to_string(c.m_max));
+  rule(c.out_dtype == DType::kBF16 || c.out_dtype == DType::kF32,
+       "out_dtype must be bf16 or fp32, got " + std::string(to_string(c.out_dtype)));
+  rule(c.quant == ScaleMode::kBF16 || c.out_dtype == DType::kBF16,
+       "fp8 modes (" + std::string(to_string(c.quant)) + ") produce bf16 output, got out_dtype " +
+           std::string(to_string(c.out_dtype)));
+  if (c.n >= 1 && c.k >= 1 && c.m_max >= 1) {
+    GemmProblem p{.m = c.m_max, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout, .out_dtype = c.out_dtype};
+    const std::string g = gemm_validate_problem(p);
+    rule(g.empty(), "the per-rank GEMM [m_max, N, K] = [" + std::to_string(c.m_max) + ", " + std::to_string(c.n) + ", " +
+                        std::to_string(c.k) + "]: " + g);
+  } else {
+    rule(c.n >= 1, "n must be >= 1, got " + std::to_string(c.n));
+    rule(c.k >= 1, "k must be >= 1, got " + std::to_string(c.k));
+  }
+  // The output rows of rank s start at s * m * N elements: 16-byte aligned for the TMA stores.
+  rule(c.n % 8 == 0, "n must be a multiple of 8 (every rank's rows start 16-byte aligned in the output), got " +
+                         std::to_string(c.n));
+  const double bytes = double(world) * double(c.m_max) * double(c.n) * (c.out_dtype == DType::kF32 ? 4 : 2);
+  rule(bytes <= double(int64_t(1) << 40), "the output world * m_max * N is over 1 TiB");
+  return os.str();
+}
+
+}  // namespace weave
+
+namespace weave::fused {
+
+GemmAllGatherMode gag_split_mode(GemmAllGatherMode mode) {
+  switch (mode) {
+    case GemmAllGatherMode::kAuto:
+    case GemmAllGatherMode::kSplitLsa: return GemmAllGatherMode::kSplitLsa;
+    case GemmAllGatherMode::kSplitCe: return GemmAllGatherMode::kSplitCe;
+    default: return GemmAllGatherMode::kAuto;  // none hosted
+  }
+}
+
+comm::OpShape gag_split_shape(const GemmAllGatherConfig& cfg, int world, int max_blocks) {
+  comm::OpShape s;
+  s.op = CollectiveOp::kAllGather;
+  const bool ce = gag_split_mode(cfg.mode) == GemmAllGatherMode::kSplitCe;
+  s.algorithm = ce ? Algorithm::kPush : Algorithm::kAuto;
+  s.world = world;
+  s.elem_bytes = 1;
+  s.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(cfg.n) * (cfg.out_dtype == DType::kF32 ? 4 : 2);
+  s.max_blocks = max_blocks;
+  s.ll_max_count = comm::ll_max_count_for(ce ? Transport::kCe : Transport::kLsa, s.algorithm, s.max_count, 1);
+  s.external_buffers = true;
+  return s;
+}
+
+GagLayout add_gag_regions(WindowLayout& layout, const GemmAllGatherConfig& cfg, int world, int split_max_blocks) {
+  GagLayout g;
+  const size_t w = static_cast<size_t>(world);
+  g.control = layout.add("gag.control", RegionKind::kControl, comm::kControlBytes).offset;
+  g.credits = layout.add("gag.credits", RegionKind::kCredits, 4 * w).offset;
+  g.flags = layout.add("gag.flags", RegionKind::kFlags, 4 * size_t(comm::kFlagPhases) * w * comm::kMaxChunks).offset;
+  g.out_bytes = w * static_cast<uint64_t>(cfg.m_max) * static_cast<uint64_t>(cfg.n) * (cfg.out_dtype == DType::kF32 ? 4 : 2);
+  g.out = layout.add("gag.out", RegionKind::kData, g.out_bytes).offset;
+  if (gag_split_mode(cfg.mode) != GemmAllGatherMode::kAuto && world > 1) {
+    g.split = comm::add_op_regions(layout, "gag.split", gag_split_shape(cfg, world, split_max_blocks));
+    g.has_split = true;
+  }
+  return g;
+}
+
+GagRates gag_rates(ScaleMode quant) {
+  GagRates r;
+  // weave's GEMM at large shapes on an H200 (docs/perf/gemm.md): bf16 ~ 640, fp8 ~ 950 TFLOP/s.
+  r.gemm_tflops = quant == ScaleMode::kBF16 ? 640 : (quant == ScaleMode::kMxfp8 ? 420 : 950);
+  return r;
+}
+
+GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
+                           bool nccl_available) {
+  GemmAllGatherPlan p;
+  const AgChunks ch = ag_chunks(m, cfg.n, kGagBlockM, kGagBlockN);
+  const size_t ob = cfg.out_dtype == DType::kF32 ? 4 : 2;
+  p.tiles = int64_t(ch.m_blocks) * ch.n_blocks;
+  p.grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctas, p.tiles)));
+  p.waves = double(p.tiles) / std::max(1, ctas);
+  p.chunks = ch.chunks;
+  p.bytes_per_peer = m * cfg.n * static_cast<int64_t>(ob);
+  WindowLayout layout;
+  add_gag_regions(layout, cfg, world, 264);
+  p.window_bytes = static_cast<int64_t>(layout.total_bytes());
+  const GagRates r = gag_rates(cfg.quant);
+  p.model_gemm_us = 2.0 * double(m) * double(cfg.n) * double(cfg.k) / (r.gemm_tflops * 1e6);
+  p.model_comm_us = world > 1 ? double(world - 1) * double(p.bytes_per_peer) / (r.link_gbps * 1e3) + r.comm_latency_us : 0;
+  p.model_split_us = p.model_gemm_us + p.model_comm_us;
+  // Fused: the broadcast runs under the GEMM; what is left is the last wave's tiles to every peer.
+  const double last_wave_bytes = double(std::min<int64_t>(p.tiles, ctas)) * kGagBlockM * kGagBlockN * double(ob);
+  const double tail_us = world > 1 ? double(world - 1) * last_wave_bytes / (r.link_gbps * 1e3) + 4 : 0;
+  p.model_fused_us = std::max(p.model_gemm_us, p.model_comm_us - r.comm_latency_us) + tail_us;
+  std::ostringstream why;
+  auto split_pick = [&] {
+    const GemmAllGatherMode s = gag_split_mode(cfg.mode);
+    return s == GemmAllGatherMode::kAuto ? GemmAllGatherMode::kSplitLsa : s;
+  };
+  switch (cfg.mode) {
+    case GemmAllGatherMode::kAuto:
+      if (world == 1) {
+        p.mode = GemmAllGatherMode::kGemmOnly;
+        why << "world 1: nothing to gather";
+      } else if (!fused_available) {
+        p.mode = split_pick();
+        why << "fused kernel not available for " << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype)
+            << "; split";
+      } else if (p.waves < 2.0) {
+        p.mode = split_pick();
+        why << p.waves << " waves of " << kGagBlockM << "x" << kGagBlockN << " tiles (< 2): too little GEMM to hide the "
+            << "gather under; split";
+      } else if (p.model_fused_us * 1.05 > p.model_split_us) {
+        p.mode = split_pick();
+        why << "modelled fused " << p.model_fused_us << " us is not 5% under split " << p.model_split_us << " us";
+      } else {
+        p.mode = GemmAllGatherMode::kFusedLsa;
+        why << p.waves << " waves; modelled fused " << p.model_fused_us << " us vs split " << p.model_split_us << " us";
+      }
+      break;
+    default:
+      p.mode = cfg.mode;
+      why << "mode " << to_string(cfg.mode) << " requested";
+      if (cfg.mode == GemmAllGatherMode::kSplitNccl && !nccl_available) why << " (unavailable: no NCCL communicator)";
+      break;
+  }
+  p.reason = why.str();
+  return p;
+}
+
+}  // namespace weave::fused
+
+namespace weave {
+std::size_t gemm_all_gather_window_bytes(const GemmAllGatherConfig& config, int world) {
+  const std::string bad = GemmAllGather::validate(config, world);
+  WEAVE_EXPECT_ARG(bad.empty(), "gemm_all_gather_window_bytes: " << bad);
+  WindowLayout layout;
+  fused::add_gag_regions(layout, config, world, 264);
+  return layout.total_bytes();
+}
+}  // namespace weave

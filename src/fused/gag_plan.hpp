@@ -1,0 +1,42 @@
+// GemmAllGather's pure planning: validation, the window layout at capacity, and the per-call
+// model that auto and `weave plan gemm-ag` use. CPU only.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "comm/op_layout.hpp"
+#include "weave/gemm_all_gather.hpp"
+#include "weave/window_layout.hpp"
+
+namespace weave::fused {
+
+inline constexpr int kGagBlockM = 128, kGagBlockN = 128;  // the fused kernel's tile (also the split GEMM's)
+
+struct GagLayout {
+  uint64_t control = 0, credits = 0, flags = 0, out = 0;
+  uint64_t out_bytes = 0;              // world * m_max * N * out element bytes
+  comm::OpOffsets split;               // the split all-gather's regions (if any)
+  bool has_split = false;
+};
+
+// The split mode an op of `mode` hosts in its window (kSplitLsa for auto), or kAuto for none.
+GemmAllGatherMode gag_split_mode(GemmAllGatherMode mode);
+// The split all-gather's shape (external buffers: it gathers gag.out in place).
+comm::OpShape gag_split_shape(const GemmAllGatherConfig& cfg, int world, int max_blocks);
+// Adds the op's regions; `split_max_blocks` is the hosted collective's grid cap.
+GagLayout add_gag_regions(WindowLayout& layout, const GemmAllGatherConfig& cfg, int world, int split_max_blocks);
+
+// What the model assumes (per rank; docs/perf/fused.md has the measured values to compare).
+struct GagRates {
+  double gemm_tflops = 0;    // sustained GEMM rate of this quant
+  double link_gbps = 370;    // NVLink bytes per second per direction per GPU, SM / TMA stores
+  double comm_latency_us = 12;  // fixed cost of one weave all-gather call
+};
+GagRates gag_rates(ScaleMode quant);
+
+// The plan of one call of m rows per rank on `ctas` CTAs per rank. fused_available: the fused
+// kernel exists and the mode may use it; nccl_available: the group has an NCCL communicator.
+GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
+                           bool nccl_available);
+
+}  // namespace weave::fused

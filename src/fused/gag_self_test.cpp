@@ -1,0 +1,182 @@
+// GemmAllGather::self_test: m rows of known per-rank values through the op's real path, every
+// source rank's rows checked on every rank (a transport that moves nothing leaves the peers' rows
+// poisoned, misplaced rows hold another row's values).
+//
+// Values: B[n, k] = small integers in [-8, 8] hashed from (n, k, seed) (exact in bf16 and e4m3);
+// rank s's A row i is one-hot at column col(s, i), value 1, with every scale 1 (ptpc/blockscale
+// fp32 1.0, mxfp8 ue8m0 127). So out[s*m + i, n] = B[n, col(s, i)] exactly, in any mode and out
+// dtype, and the reference needs no GEMM.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+#include "comm/timeout.hpp"
+#include "common/check.hpp"
+#include "fused/gag_impl.hpp"
+#include "weave/quant.hpp"
+
+namespace weave {
+
+namespace {
+
+uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+
+struct DeviceBytes {
+  void* p = nullptr;
+  explicit DeviceBytes(size_t n) { WEAVE_CHECK_CUDA(cudaMalloc(&p, n == 0 ? 16 : n)); }
+  ~DeviceBytes() { cudaFree(p); }
+};
+
+}  // namespace
+
+SelfTestReport GemmAllGather::self_test(std::int64_t m) {
+  Impl& im = *impl_;
+  comm::Group& g = *im.group;
+  const GemmAllGatherConfig& c = im.cfg;
+  if (m == 0) m = std::min<int64_t>(c.m_max, 200);  // not a multiple of the tile: partial tiles too
+  WEAVE_EXPECT_ARG(m >= 1 && m <= c.m_max, "GemmAllGather::self_test: m must be in 1..m_max (" << c.m_max << ")");
+  const int w = g.world_size(), r = g.rank();
+  const int64_t n = c.n, k = c.k;
+  const uint64_t seed = im.self_test_seed++;
+  WEAVE_CHECK_CUDA(cudaSetDevice(g.device()));
+  auto col_of = [&](int s, int64_t i) { return static_cast<int64_t>(mix(seed * 131 + s * 1000003ull + i) % k); };
+  auto b_val = [&](int64_t row, int64_t kk) {
+    return static_cast<int>(mix(seed ^ (static_cast<uint64_t>(row) << 32) ^ static_cast<uint64_t>(kk)) % 17) - 8;
+  };
+  const bool fp8 = c.quant != ScaleMode::kBF16;
+  const size_t in_bytes = fp8 ? 1 : 2;
+  std::vector<uint8_t> ha(static_cast<size_t>(m * k) * in_bytes, 0), hb(static_cast<size_t>(n * k) * in_bytes);
+  auto put = [&](std::vector<uint8_t>& v, int64_t idx, float x) {
+    if (fp8) {
+      v[idx] = ref::float_to_e4m3(x);
+    } else {
+      const uint16_t h = ref::float_to_bf16(x);
+      std::memcpy(&v[idx * 2], &h, 2);
+    }
+  };
+  for (int64_t i = 0; i < m; ++i) put(ha, i * k + col_of(r, i), 1.0f);
+  for (int64_t row = 0; row < n; ++row)
+    for (int64_t kk = 0; kk < k; ++kk) put(hb, row * k + kk, static_cast<float>(b_val(row, kk)));
+  const DType in_dtype = fp8 ? DType::kE4M3 : DType::kBF16;
+  DeviceBytes da(ha.size()), db(hb.size());
+  WEAVE_CHECK_CUDA(cudaMemcpy(da.p, ha.data(), ha.size(), cudaMemcpyHostToDevice));
+  WEAVE_CHECK_CUDA(cudaMemcpy(db.p, hb.data(), hb.size(), cudaMemcpyHostToDevice));
+  const int dev = g.device();
+  const TensorView a = TensorView::matrix(da.p, in_dtype, m, k, dev), b = TensorView::matrix(db.p, in_dtype, n, k, dev);
+  // Scales that are all 1.
+  GemmScales scales;
+  std::unique_ptr<DeviceBytes> sa, sb;
+  auto fill = [&](std::unique_ptr<DeviceBytes>& d, size_t bytes, const void* pattern, size_t psize) {
+    std::vector<uint8_t> h(bytes);
+    for (size_t i = 0; i < bytes; ++i) h[i] = static_cast<const uint8_t*>(pattern)[i % psize];
+    d = std::make_unique<DeviceBytes>(bytes);
+    WEAVE_CHECK_CUDA(cudaMemcpy(d->p, h.data(), bytes, cudaMemcpyHostToDevice));
+  };
+  const float one = 1.0f;
+  const uint8_t e127 = 127;
+  switch (c.quant) {
+    case ScaleMode::kBF16: break;
+    case ScaleMode::kPtpc:
+      fill(sa, m * 4, &one, 4);
+      fill(sb, n * 4, &one, 4);
+      scales.a = TensorView::vector(sa->p, DType::kF32, m, dev);
+      scales.b = TensorView::vector(sb->p, DType::kF32, n, dev);
+      break;
+    case ScaleMode::kBlockscale: {
+      const int64_t kb = (k + 127) / 128, nb = (n + 127) / 128;
+      fill(sa, m * kb * 4, &one, 4);
+      fill(sb, nb * kb * 4, &one, 4);
+      scales.a = TensorView::matrix(sa->p, DType::kF32, m, kb, dev);
+      scales.b = TensorView::matrix(sb->p, DType::kF32, nb, kb, dev);
+      break;
+    }
+    case ScaleMode::kMxfp8: {
+      const int64_t nb = (n + 31) / 32;
+      if (c.scale_layout == ScaleLayout::kRaw) {
+        fill(sa, m * (k / 32), &e127, 1);
+        fill(sb, nb * (k / 32), &e127, 1);
+        scales.a = TensorView::matrix(sa->p, DType::kUE8M0, m, k / 32, dev);
+        scales.b = TensorView::matrix(sb->p, DType::kUE8M0, nb, k / 32, dev);
+      } else {  // packed words of all-127 bytes: every byte 127 whatever the packing order
+        const int64_t kw = (k + 127) / 128;
+        fill(sa, kw * 4 * m, &e127, 1);
+        fill(sb, kw * 4 * nb, &e127, 1);
+        scales.a = TensorView::matrix(sa->p, DType::kUE8M0, kw, 4 * m, dev);
+        scales.b = TensorView::matrix(sb->p, DType::kUE8M0, kw, 4 * nb, dev);
+      }
+      break;
+    }
+  }
+  cudaStream_t stream = nullptr;
+  WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  SelfTestReport report;
+  report.wrong_from_rank.assign(w, 0);
+  std::ostringstream detail;
+  const size_t ob = im.out_bytes, out_elems = static_cast<size_t>(w * m * n);
+  try {
+    // Poison the whole output, and let every rank finish that before any peer writes into it.
+    WEAVE_CHECK_CUDA(cudaMemsetAsync(im.out_local(), 0xFF, out_elems * ob, stream));
+    comm::sync_stream_bounded(stream, g.timeout_s(), "GemmAllGather::self_test: poisoning the output");
+    g.barrier();
+    run(m, a, b, scales, stream);
+    comm::sync_stream_bounded(stream, g.timeout_s(), "GemmAllGather::self_test: the call (" + im.describe() + ")");
+    im.check();
+    g.barrier();  // every peer's stores into this rank's window are complete in the emulated world too
+    std::vector<uint8_t> got(out_elems * ob);
+    WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), im.out_local(), got.size(), cudaMemcpyDeviceToHost));
+    for (int s = 0; s < w; ++s)
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t col = col_of(s, i);
+        for (int64_t j = 0; j < n; ++j) {
+          const size_t e = static_cast<size_t>((s * m + i) * n + j);
+          float v = 0;
+          if (ob == 4) {
+            std::memcpy(&v, &got[e * 4], 4);
+          } else {
+            uint16_t h = 0;
+            std::memcpy(&h, &got[e * 2], 2);
+            const uint32_t u = static_cast<uint32_t>(h) << 16;
+            std::memcpy(&v, &u, 4);
+          }
+          const float want = static_cast<float>(b_val(j, col));
+          if (!(v == want)) {
+            if (report.wrong_from_rank[s]++ == 0 && detail.tellp() == 0)
+              detail << "rank " << r << ": row " << i << " of source rank " << s << ", column " << j << ": got " << v
+                     << ", expected " << want;
+          }
+        }
+      }
+  } catch (...) {
+    cudaStreamDestroy(stream);
+    throw;
+  }
+  cudaStreamDestroy(stream);
+  bool ok = true;
+  for (auto v : report.wrong_from_rank) ok &= v == 0;
+  report.caller_buffers_ok = ok;
+  report.window_buffers_ok = ok;
+  const auto all = g.all_gather(ok ? 1 : 0, "the GemmAllGather self-test outcome");
+  report.ok = true;
+  std::ostringstream failed;
+  for (int s = 0; s < w; ++s)
+    if (all[s] != 1) {
+      report.ok = false;
+      failed << (failed.tellp() > 0 ? "," : "") << s;
+    }
+  std::ostringstream os;
+  os << im.describe() << ": m = " << m << " rows per rank, mode " << to_string(im.last) << ": ";
+  if (report.ok) os << "every source rank's rows arrived intact on every rank";
+  else os << "FAILED on rank(s) " << failed.str() << (detail.tellp() ? "; " + detail.str() : std::string());
+  report.detail = os.str();
+  return report;
+}
+
+}  // namespace weave

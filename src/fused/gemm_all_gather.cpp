@@ -1,0 +1,237 @@
+// weave::GemmAllGather: construction (validate, plan, agree, window, protocol words) and run()
+// for every mode. run() only enqueues: host work is building the call's TMA maps.
+//
+// Call shapes (rank r, m rows; "own rows" = rows [r*m, (r+1)*m) of gag.out):
+//   gemm-only : GEMM -> own rows
+//   split-*   : GEMM -> own rows; all-gather of gag.out in place (weave lsa/ce, or ncclAllGather)
+//   fused-lsa : one kernel; every tile -> own rows here and at every peer; chunk flags; the kernel
+//               ends when every peer's chunks have arrived (fused/ag_epilogue.cuh)
+#include "fused/gag_impl.hpp"
+
+#include <cuda_runtime.h>
+
+#include <sstream>
+
+#include "common/check.hpp"
+#include "common/log.hpp"
+#include "fused/gag_plan.hpp"
+#include "gemm/operands.hpp"
+
+namespace weave {
+
+namespace {
+
+const gemm::GemmKernelEntry<fused::AllGatherParams>* find_fused_kernel(const GemmAllGatherConfig& c) {
+  return gemm::find_gemm_kernel<fused::AllGatherParams>(c.quant, c.out_dtype, gemm::EpilogueKind::kAllGather,
+                                                        fused::kGagBlockM, fused::kGagBlockN,
+                                                        c.quant == ScaleMode::kMxfp8 ? c.scale_layout : ScaleLayout::kRaw);
+}
+
+GemmProblem problem_of(const GemmAllGatherConfig& c, int64_t m) {
+  return GemmProblem{.m = m, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout, .out_dtype = c.out_dtype};
+}
+
+}  // namespace
+
+GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : group(&g), cfg(config) {
+  const int w = g.world_size();
+  const std::string bad = GemmAllGather::validate(cfg, w);
+  WEAVE_EXPECT_ARG(bad.empty(), "GemmAllGatherConfig: " << bad);
+  out_bytes = cfg.out_dtype == DType::kF32 ? 4 : 2;
+  WEAVE_CHECK_CUDA(cudaSetDevice(g.device()));
+  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, g.device()));
+  // Every rank's CTAs must be resident together (each waits for its peers' chunks): one CTA per
+  // SM, and ranks sharing a GPU (the emulated world) share its SMs.
+  // The emulated world also leaves one SM of each rank's share for the short kernels around the
+  // calls (copies, checks, delays), which could otherwise hold an SM a peer's CTA needs.
+  grid_cap = std::max(1, num_sms / g.ranks_per_device() - (g.ranks_per_device() > 1 ? 1 : 0));
+  fused_kernel = find_fused_kernel(cfg);
+  fused_ok = fused_kernel != nullptr && g.lsa_team_size() == w;
+  split_mode = fused::gag_split_mode(cfg.mode);
+  switch (cfg.mode) {
+    case GemmAllGatherMode::kFusedLsa:
+      WEAVE_EXPECT(fused_kernel != nullptr, Status::kUnavailable,
+                   "GemmAllGather: mode fused-lsa: no fused kernel for " << to_string(cfg.quant) << " -> "
+                                                                         << to_string(cfg.out_dtype) << " in this build");
+      [[fallthrough]];
+    case GemmAllGatherMode::kSplitLsa:
+    case GemmAllGatherMode::kSplitCe:
+      WEAVE_EXPECT(g.lsa_team_size() == w, Status::kUnavailable,
+                   "GemmAllGather: mode " << to_string(cfg.mode) << " needs every rank in one NVLink domain ("
+                                          << g.lsa_team_size() << " of " << w << " ranks are)");
+      break;
+    case GemmAllGatherMode::kSplitNccl:
+      WEAVE_EXPECT(g.nccl() != nullptr, Status::kUnavailable,
+                   "GemmAllGather: mode split-nccl needs an NCCL communicator; " << g.describe() << " has none");
+      break;
+    case GemmAllGatherMode::kAuto:
+      if (g.lsa_team_size() != w) {
+        WEAVE_EXPECT(g.nccl() != nullptr, Status::kUnavailable,
+                     "GemmAllGather: ranks are not in one NVLink domain and there is no NCCL communicator");
+        WEAVE_LOG(kWarn, "rank " << g.rank() << ": GemmAllGather auto: ranks are not all in one NVLink domain ("
+                                 << g.lsa_team_size() << " of " << w << "); every call runs split-nccl");
+        split_mode = GemmAllGatherMode::kSplitNccl;
+      } else if (!fused_ok) {
+        WEAVE_LOG(kInfo, "rank " << g.rank() << ": GemmAllGather auto: no fused kernel for " << to_string(cfg.quant)
+                                 << " -> " << to_string(cfg.out_dtype) << "; every call runs split");
+      }
+      break;
+    case GemmAllGatherMode::kGemmOnly: break;
+  }
+  // Every rank must build the same op: configuration, mode and the kernels it will use.
+  std::ostringstream id;
+  id << "weave.gemm_all_gather.v1|" << cfg.n << "|" << cfg.k << "|" << cfg.m_max << "|" << static_cast<int>(cfg.quant)
+     << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.out_dtype) << "|"
+     << static_cast<int>(cfg.mode) << "|" << static_cast<int>(split_mode) << "|" << fused_ok << "|"
+     << cfg.flow_control << "|" << cfg.skip_arrival_wait << "|" << cfg.initial_epoch << "|" << grid_cap;
+  rt = std::make_unique<comm::OpRuntime>(g);
+  rt->agree_config(id.str(), "GemmAllGather configuration (n, k, m_max, quant, out dtype, mode, testing hooks)");
+  if (fused_kernel) fused_kernel->prepare();
+  // The split GEMM runs the same tile as the fused kernel (so split and fused agree bitwise).
+  if (const auto* local = gemm::find_gemm_instance(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kStoreLocal,
+                                                   fused::kGagBlockM, fused::kGagBlockN,
+                                                   cfg.quant == ScaleMode::kMxfp8 ? cfg.scale_layout : ScaleLayout::kRaw))
+    local->prepare();
+  else
+    WEAVE_EXPECT(false, Status::kUnavailable,
+                 "GemmAllGather: no " << fused::kGagBlockM << "x" << fused::kGagBlockN << " GEMM kernel for "
+                                      << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype) << " in this build");
+  if (split_mode == GemmAllGatherMode::kSplitLsa || split_mode == GemmAllGatherMode::kSplitCe) {
+    if (w > 1) {
+      CollectiveConfig cc;
+      cc.op = CollectiveOp::kAllGather;
+      cc.transport = split_mode == GemmAllGatherMode::kSplitCe ? Transport::kCe : Transport::kLsa;
+      cc.algorithm = split_mode == GemmAllGatherMode::kSplitCe ? Algorithm::kPush : Algorithm::kAuto;
+      cc.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(cfg.n) * out_bytes;
+      cc.flow_control = cfg.flow_control;
+      cc.initial_epoch = cfg.initial_epoch;
+      split = std::make_unique<Collective::Impl>(g, cc);
+    }
+  }
+}
+
+std::unique_ptr<GemmAllGather> GemmAllGather::Impl::create(comm::Group& g, const GemmAllGatherConfig& config) {
+  auto im = std::make_unique<Impl>(g, config);
+  const int w = g.world_size();
+  WindowLayout layout;
+  const fused::GagLayout gl = fused::add_gag_regions(layout, im->cfg, w, im->split ? im->split->max_blocks : 1);
+  if (im->split) {
+    // The hosted collective's shape must be the one the layout reserved.
+    comm::OpShape s = im->split->shape();
+    s.external_buffers = true;
+    const comm::OpShape want = fused::gag_split_shape(im->cfg, w, im->split->max_blocks);
+    WEAVE_EXPECT(s.max_count == want.max_count && s.algorithm == want.algorithm && s.ll_max_count == want.ll_max_count,
+                 Status::kInternal, "GemmAllGather: the split all-gather's shape differs from the window layout's");
+  }
+  im->out_off = gl.out;
+  auto window = g.make_window(std::move(layout));
+  const comm::ProtoRegions regions{.control = gl.control, .credits = gl.credits, .flags = gl.flags,
+                                   .flag_blocks = comm::kMaxChunks};
+  im->rt->attach(window, regions, im->cfg.flow_control, im->cfg.initial_epoch, /*needs_peers=*/im->fused_ok);
+  if (im->split) im->split->attach(window, gl.split);
+  return std::unique_ptr<GemmAllGather>(new GemmAllGather(std::move(im)));
+}
+
+GemmAllGatherPlan GemmAllGather::Impl::plan(int64_t m) const {
+  GemmAllGatherConfig c = cfg;
+  if (c.mode == GemmAllGatherMode::kAuto && split_mode == GemmAllGatherMode::kSplitNccl) c.mode = GemmAllGatherMode::kSplitNccl;
+  GemmAllGatherPlan p = fused::gag_plan(c, group->world_size(), m, grid_cap, fused_ok, group->nccl() != nullptr);
+  return p;
+}
+
+void GemmAllGather::Impl::check() const {
+  rt->check("GemmAllGather");
+  if (split) split->check();
+}
+
+TensorView GemmAllGather::Impl::output(int64_t m) const {
+  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "GemmAllGather::output: m must be in 1.." << cfg.m_max << ", got " << m);
+  return TensorView::matrix(out_local(), cfg.out_dtype, group->world_size() * m, cfg.n, group->device());
+}
+
+void GemmAllGather::Impl::run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
+                              cudaStream_t stream) {
+  check();
+  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "GemmAllGather::run: m must be in 1.." << cfg.m_max << " (m_max), got " << m);
+  const GemmProblem prob = problem_of(cfg, m);
+  gemm::check_gemm_inputs(prob, a, b, s, group->device());
+  const int w = group->world_size(), r = group->rank();
+  const GemmAllGatherPlan pl = plan(m);
+  GemmPlanOverrides ov;
+  ov.block_m = fused::kGagBlockM;
+  ov.block_n = fused::kGagBlockN;
+  ov.split_k = 1;
+  ov.grid = pl.grid;
+  const GemmPlan gp = gemm_plan(prob, num_sms, ov);
+  const gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s, /*drop_wait=*/false);
+  const size_t rows_bytes = static_cast<size_t>(m) * static_cast<size_t>(cfg.n) * out_bytes;
+  char* own = out_local() + static_cast<size_t>(r) * rows_bytes;
+  WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
+  last = pl.mode;
+  if (pl.mode == GemmAllGatherMode::kFusedLsa) {
+    gemm::KernelArgs<fused::AllGatherParams> args{};
+    args.main = main;
+    args.epi.tma_c = gemm::make_epilogue_map("the output (own rows)", own, cfg.out_dtype, 1, m, cfg.n, cfg.n);
+    const WindowHandle& h = rt->window().handle();
+    for (int st = 1; st < w; ++st) {
+      const int peer = comm::peer_at(r, st, w);
+      char* dst = h.base[peer] + out_off + static_cast<size_t>(r) * rows_bytes;
+      args.epi.tma_peer[st - 1] = gemm::make_epilogue_map("the output (a peer's copy of the own rows)", dst,
+                                                          cfg.out_dtype, 1, m, cfg.n, cfg.n);
+    }
+    args.epi.p = rt->proto();
+    args.epi.chunks = fused::ag_chunks(m, cfg.n, fused::kGagBlockM, fused::kGagBlockN);
+    args.epi.skip_arrival_wait = cfg.skip_arrival_wait ? 1 : 0;
+    args.epi.delay_stores_ns = cfg.delay_stores_ns;
+    fused_kernel->launch(args, gp.grid, stream);
+    return;
+  }
+  const auto* local = gemm::find_gemm_instance(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kStoreLocal,
+                                               fused::kGagBlockM, fused::kGagBlockN,
+                                               cfg.quant == ScaleMode::kMxfp8 ? cfg.scale_layout : ScaleLayout::kRaw);
+  gemm::LocalKernelArgs args{};
+  args.main = main;
+  args.epi.tma_c = gemm::make_epilogue_map("the output (own rows)", own, cfg.out_dtype, 1, m, cfg.n, cfg.n);
+  local->launch(args, gp.grid, stream);
+  if (pl.mode == GemmAllGatherMode::kGemmOnly || w == 1) return;
+  if (pl.mode == GemmAllGatherMode::kSplitNccl) {
+    WEAVE_EXPECT(group->nccl() != nullptr, Status::kUnavailable, "GemmAllGather split-nccl: no NCCL communicator");
+    WEAVE_CHECK_NCCL(ncclAllGather(own, out_local(), rows_bytes, ncclUint8, group->nccl(), stream));
+    return;
+  }
+  WEAVE_EXPECT(split != nullptr, Status::kInternal, "GemmAllGather: mode " << to_string(pl.mode) << " has no all-gather");
+  split->run(own, out_local(), rows_bytes, stream);
+}
+
+std::string GemmAllGather::Impl::describe() const {
+  std::ostringstream os;
+  os << "GemmAllGather " << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype) << " N=" << cfg.n << " K=" << cfg.k
+     << " m_max=" << cfg.m_max << ", mode " << to_string(cfg.mode);
+  if (cfg.mode == GemmAllGatherMode::kAuto)
+    os << " (fused " << (fused_ok ? "available" : "unavailable") << ", split " << to_string(split_mode) << ")";
+  os << ", " << group->describe() << ", window " << rt->window().bytes() << " bytes, " << grid_cap
+     << " CTAs per rank, credits " << (cfg.flow_control ? "on" : "OFF (testing)");
+  if (cfg.skip_arrival_wait) os << ", arrival wait SKIPPED (testing)";
+  return os.str();
+}
+
+// --- public forwarding ---
+GemmAllGather::GemmAllGather(Communicator& comm, const GemmAllGatherConfig& config) {
+  std::shared_ptr<comm::Group> g = comm::nccl_group(comm);
+  auto made = Impl::create(*g, config);
+  impl_ = std::move(made->impl_);
+  impl_->owned_group = std::move(g);
+}
+GemmAllGather::GemmAllGather(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GemmAllGather::~GemmAllGather() = default;
+const GemmAllGatherConfig& GemmAllGather::config() const noexcept { return impl_->cfg; }
+GemmAllGatherPlan GemmAllGather::plan(std::int64_t m) const { return impl_->plan(m); }
+std::string GemmAllGather::describe() const { return impl_->describe(); }
+void GemmAllGather::run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, cudaStream_t stream) {
+  impl_->run(m, a, b, scales, stream);
+}
+TensorView GemmAllGather::output(std::int64_t m) const { return impl_->output(m); }
+GemmAllGatherMode GemmAllGather::last_mode() const noexcept { return impl_->last; }
+void GemmAllGather::check() const { impl_->check(); }
+
+}  // namespace weave

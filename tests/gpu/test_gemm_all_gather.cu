@@ -1,0 +1,565 @@
+// GemmAllGather in the emulated world (tools/bench/emulated_world.hpp: W ranks as threads on one
+// GPU, the same op code and kernels as over NCCL): every mode x quant x W through self_test, fused
+// bitwise equal to split and both within tolerance of a reference GEMM that is not weave's kernel
+// (per source rank), identical on every rank, negative controls for the arrival wait and the
+// credit, a slow rank, back-to-back calls of changing M, graph replays across the epoch wrap, a
+// peer that never arrives, a randomised soak, and bad inputs. The same op runs over NCCL windows
+// on 2+ GPUs in the runs-on-2-GPUs issue.
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "bench/emulated_world.hpp"
+#include "bench/gemm_operands.hpp"
+#include "bench/gpu_reference.hpp"
+#include "comm/timeout.hpp"
+#include "common/check.hpp"
+#include "fused/gag_impl.hpp"
+#include "support/expect_error.hpp"
+#include "support/gpu.hpp"
+#include "weave/quant.hpp"
+
+using namespace weave;
+
+namespace {
+
+struct QuantCase {
+  ScaleMode quant;
+  ScaleLayout layout;
+  DType out;
+  const char* name;
+};
+const QuantCase kQuants[] = {
+    {ScaleMode::kBF16, ScaleLayout::kRaw, DType::kBF16, "bf16->bf16"},
+    {ScaleMode::kBF16, ScaleLayout::kRaw, DType::kF32, "bf16->fp32"},
+    {ScaleMode::kPtpc, ScaleLayout::kRaw, DType::kBF16, "ptpc"},
+    {ScaleMode::kBlockscale, ScaleLayout::kRaw, DType::kBF16, "blockscale"},
+    {ScaleMode::kMxfp8, ScaleLayout::kRaw, DType::kBF16, "mxfp8-raw"},
+    {ScaleMode::kMxfp8, ScaleLayout::kPacked, DType::kBF16, "mxfp8-packed"},
+};
+
+GemmAllGatherConfig config_of(const QuantCase& q, GemmAllGatherMode mode, int64_t n, int64_t k, int64_t m_max) {
+  GemmAllGatherConfig c;
+  c.n = n;
+  c.k = k;
+  c.m_max = m_max;
+  c.quant = q.quant;
+  c.scale_layout = q.layout;
+  c.out_dtype = q.out;
+  c.mode = mode;
+  return c;
+}
+
+std::string mode_name(GemmAllGatherMode m) { return std::string(to_string(m)); }
+
+// Streams of all ranks at once (a self-test stream per rank, ce: a copy stream per peer).
+// ce only at W = 2 (test_emulated_collectives.cu says why).
+bool fits_queues(GemmAllGatherMode mode, int world) {
+  const int per_rank = 2 + (mode == GemmAllGatherMode::kSplitCe ? world - 1 : 0);
+  return bench::EmulatedWorld::queue_budget_ok(world * per_rank) && (mode != GemmAllGatherMode::kSplitCe || world == 2);
+}
+
+// --- one-hot operands with closed-form outputs (bf16), for protocol tests ---
+// Rank s's A row i is one-hot at col(seed, s, i); B[n, k] = small integers. Then
+// out[s*m + i, j] = B[j, col(seed, s, i)] exactly.
+uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+int col_of(uint64_t seed, int s, int64_t i, int64_t k) { return static_cast<int>(mix(seed * 7919 + s * 1000003ull + i) % k); }
+float b_val(int64_t row, int64_t kk) { return static_cast<float>(static_cast<int>(mix((row << 20) ^ kk) % 17) - 8); }
+
+struct OneHot {
+  int64_t m_max, n, k;
+  bench::DeviceBuffer b;       // [n, k] bf16
+  bench::DeviceBuffer a;       // [m_max, k] bf16 (this rank's current A)
+  OneHot(int64_t m_max_, int64_t n_, int64_t k_) : m_max(m_max_), n(n_), k(k_), b(n_ * k_ * 2), a(m_max_ * k_ * 2) {
+    std::vector<uint16_t> hb(n * k);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) hb[r * k + c] = ref::float_to_bf16(b_val(r, c));
+    b.upload(hb.data(), hb.size() * 2);
+  }
+  std::vector<uint16_t> host_a(uint64_t seed, int rank, int64_t m) const {
+    std::vector<uint16_t> ha(m_max * k, 0);
+    const uint16_t one = ref::float_to_bf16(1.0f);
+    for (int64_t i = 0; i < m; ++i) ha[i * k + col_of(seed, rank, i, k)] = one;
+    return ha;
+  }
+  void set_a(uint64_t seed, int rank, int64_t m) {
+    const auto ha = host_a(seed, rank, m);
+    a.upload(ha.data(), ha.size() * 2);
+  }
+  TensorView a_view(int64_t m, int dev) const { return TensorView::matrix(a.get(), DType::kBF16, m, k, dev); }
+  TensorView b_view(int dev) const { return TensorView::matrix(b.get(), DType::kBF16, n, k, dev); }
+  // Wrong elements of out [world*m, n] bf16 (host copy), per source rank.
+  std::vector<int64_t> wrong(const std::vector<uint16_t>& out, uint64_t seed, int world, int64_t m) const {
+    std::vector<int64_t> bad(world, 0);
+    for (int s = 0; s < world; ++s)
+      for (int64_t i = 0; i < m; ++i) {
+        const int c = col_of(seed, s, i, k);
+        for (int64_t j = 0; j < n; ++j) {
+          uint32_t u = static_cast<uint32_t>(out[(s * m + i) * n + j]) << 16;
+          float v;
+          std::memcpy(&v, &u, 4);
+          if (!(v == b_val(j, c))) ++bad[s];
+        }
+      }
+    return bad;
+  }
+};
+
+std::vector<uint16_t> download_bf16(const void* p, size_t elems, cudaStream_t s) {
+  std::vector<uint16_t> h(elems);
+  WEAVE_CHECK_CUDA(cudaMemcpyAsync(h.data(), p, elems * 2, cudaMemcpyDeviceToHost, s));
+  WEAVE_CHECK_CUDA(cudaStreamSynchronize(s));
+  return h;
+}
+
+__global__ void spin_kernel(uint64_t ns) {
+  uint64_t t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (;;) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 >= ns) break;
+    __nanosleep(1000);
+  }
+}
+
+// Device check of one call's bf16 output against the one-hot closed form; adds wrong counts.
+__global__ void check_onehot_kernel(const uint16_t* out, const uint16_t* b, const int* cols, int64_t rows, int64_t n,
+                                    int64_t k, unsigned long long* wrong) {
+  unsigned long long bad = 0;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < rows * n; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = e / n, j = e % n;
+    if (out[e] != b[j * k + cols[r]]) ++bad;
+  }
+  if (bad) atomicAdd(wrong, bad);
+}
+
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~Stream() { cudaStreamDestroy(s); }
+};
+
+}  // namespace
+
+// Every mode x quant x world through self_test (known values, every source rank checked on every
+// rank), at M of one row, a partial tile, one tile and many tiles.
+TEST(EmulatedGemmAllGather, SelfTestEveryModeQuantAndWorld) {
+  WEAVE_REQUIRE_GPUS(1);
+  const GemmAllGatherMode modes[] = {GemmAllGatherMode::kSplitLsa, GemmAllGatherMode::kSplitCe,
+                                     GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kAuto};
+  int passed = 0;
+  for (int world : {2, 4, 8}) {
+    bench::EmulatedWorld ew(world, 0, 20);
+    for (const QuantCase& q : kQuants)
+      for (GemmAllGatherMode mode : modes) {
+        if (!fits_queues(mode, world)) continue;
+        SCOPED_TRACE(std::string(q.name) + " " + mode_name(mode) + " W" + std::to_string(world));
+        ew.run([&](comm::Group& g) {
+          auto op = GemmAllGather::Impl::create(g, config_of(q, mode, 256, 512, 1100));
+          for (int64_t m : {1, 7, 128, 1000}) {
+            const SelfTestReport rep = op->self_test(m);
+            EXPECT_TRUE(rep.ok) << rep.detail;
+            if (g.rank() == 0 && rep.ok) ++passed;
+          }
+        });
+      }
+  }
+  std::printf("  GemmAllGather self-tests passed: %d (per world, rank 0 counted)\n", passed);
+}
+
+// self_test has teeth: gemm-only moves nothing, so every peer's rows stay poisoned.
+TEST(EmulatedGemmAllGather, SelfTestFailsWhenNothingMoves) {
+  WEAVE_REQUIRE_GPUS(1);
+  bench::EmulatedWorld ew(2, 0, 10);
+  ew.run([&](comm::Group& g) {
+    auto op = GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kGemmOnly, 256, 512, 256));
+    const SelfTestReport rep = op->self_test(200);
+    EXPECT_FALSE(rep.ok) << rep.detail;
+    EXPECT_EQ(rep.wrong_from_rank[g.rank()], 0) << "own rows are computed locally";
+    EXPECT_GT(rep.wrong_from_rank[1 - g.rank()], 0) << "the peer's rows were never sent";
+  });
+}
+
+// Random operands: fused output bitwise equal to split-lsa's, identical on every rank, and every
+// source rank's rows within the GEMM tolerance of gpu_reference_gemm (a plain CUDA-core GEMM).
+TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 512, k = 1024, m_max = 2100;
+  std::mt19937_64 rng(20261201);
+  std::vector<int64_t> ms = {1, 7, 128, 1000, 2048, 1 + static_cast<int64_t>(rng() % 2000)};
+  for (int world : {2, 4}) {
+    bench::EmulatedWorld ew(world, 0, 20);
+    for (const QuantCase& q : kQuants) {
+      if (q.layout == ScaleLayout::kPacked) continue;  // upload_operand has raw scales; packed: self-test
+      SCOPED_TRACE(std::string(q.name) + " W" + std::to_string(world));
+      ew.run([&](comm::Group& g) {
+        const int dev = g.device(), r = g.rank();
+        auto fused = GemmAllGather::Impl::create(g, config_of(q, GemmAllGatherMode::kFusedLsa, n, k, m_max));
+        auto split = GemmAllGather::Impl::create(g, config_of(q, GemmAllGatherMode::kSplitLsa, n, k, m_max));
+        const auto bq = bench::quantize_parallel(bench::random_operand(77, n, k), n, k, q.quant, ref::Operand::kB);
+        const bench::DeviceOperand b = bench::upload_operand(bq, dev);
+        Stream st;
+        const size_t ob = q.out == DType::kF32 ? 4 : 2;
+        for (int64_t m : ms) {
+          std::vector<bench::DeviceOperand> as;  // every source rank's A (this rank regenerates them)
+          for (int s = 0; s < world; ++s)
+            as.push_back(bench::upload_operand(
+                bench::quantize_parallel(bench::random_operand(1000 + 17 * s + m, m, k), m, k, q.quant, ref::Operand::kA),
+                dev));
+          GemmScales sc{as[r].scale_view, b.scale_view};
+          const size_t bytes = static_cast<size_t>(world * m * n) * ob;
+          bench::DeviceBuffer fused_out(bytes);
+          g.barrier();
+          fused->run(m, as[r].view, b.view, sc, st.s);
+          WEAVE_CHECK_CUDA(cudaMemcpyAsync(fused_out.get(), fused->output(m).data, bytes, cudaMemcpyDeviceToDevice, st.s));
+          split->run(m, as[r].view, b.view, sc, st.s);
+          comm::sync_stream_bounded(st.s, 20, "fused and split calls");
+          fused->check();
+          split->check();
+          EXPECT_EQ(fused->last_mode(), GemmAllGatherMode::kFusedLsa);
+          std::vector<uint8_t> hf(bytes), hs(bytes);
+          fused_out.download(hf.data(), bytes);
+          WEAVE_CHECK_CUDA(cudaMemcpy(hs.data(), split->output(m).data, bytes, cudaMemcpyDeviceToHost));
+          EXPECT_EQ(std::memcmp(hf.data(), hs.data(), bytes), 0) << "m " << m << ": fused differs from split";
+          const auto hashes = g.all_gather(fnv1a64(hf.data(), bytes), "the output hash");
+          for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
+          // Per source rank against the reference GEMM.
+          bench::DeviceBuffer refbuf(static_cast<size_t>(m * n) * 4);
+          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = q.layout, .out_dtype = q.out};
+          for (int s = 0; s < world; ++s) {
+            bench::gpu_reference_gemm(p, as[s].view, b.view, GemmScales{as[s].scale_view, b.scale_view},
+                                      refbuf.as<float>(), st.s);
+            const TensorView rows = TensorView::matrix(static_cast<char*>(fused_out.get()) + s * m * n * ob, q.out, m, n, dev);
+            const ref::Comparison cmp = bench::gpu_compare(rows, refbuf.as<float>(), bench::gemm_tolerance(q.quant, q.out), st.s);
+            EXPECT_EQ(cmp.wrong, 0) << "m " << m << " source rank " << s << ": " << cmp.wrong << " of " << cmp.count
+                                    << " wrong (never written " << cmp.never_written << ", first at " << cmp.first_wrong
+                                    << "), rel_l2 " << cmp.rel_l2;
+          }
+          g.barrier();  // nobody starts the next m while a peer still reads this one's output
+        }
+      });
+    }
+  }
+}
+
+// Negative control of the arrival wait: rank 1 is slow (each tile's stores 20 ms late); rank 0
+// reads its output as soon as its own kernel ends. With the wait: 0 wrong. Without it
+// (skip_arrival_wait): rank 1's rows are still poison on rank 0.
+TEST(EmulatedGemmAllGather, SkippingTheArrivalWaitIsCaught) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 256, m = 256;
+  for (bool skip : {false, true}) {
+    bench::EmulatedWorld ew(2, 0, 20);
+    std::vector<int64_t> wrong_peer(2, 0);
+    ew.run([&](comm::Group& g) {
+      auto cfg = config_of(kQuants[0], GemmAllGatherMode::kFusedLsa, n, k, m);
+      cfg.skip_arrival_wait = skip;
+      if (g.rank() == 1) cfg.delay_stores_ns = 20'000'000;
+      auto op = GemmAllGather::Impl::create(g, cfg);
+      OneHot oh(m, n, k);
+      oh.set_a(5, g.rank(), m);
+      Stream st;
+      WEAVE_CHECK_CUDA(cudaMemsetAsync(op->output(m).data, 0xFF, 2 * m * n * 2, st.s));
+      WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+      g.barrier();
+      // Snapshot the output on the device right after this rank's kernel (stream order, no host
+      // timing involved), then look at it.
+      bench::DeviceBuffer snapshot(2 * m * n * 2);
+      op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+      WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, snapshot.bytes(), cudaMemcpyDeviceToDevice, st.s));
+      WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+      std::vector<uint16_t> out(2 * m * n);
+      snapshot.download(out.data(), snapshot.bytes());
+      wrong_peer[g.rank()] = oh.wrong(out, 5, 2, m)[1 - g.rank()];
+      g.barrier();
+    });
+    if (skip) EXPECT_GT(wrong_peer[0], 0) << "skipping the arrival wait must leave the slow peer's rows missing";
+    else EXPECT_EQ(wrong_peer[0] + wrong_peer[1], 0) << "with the arrival wait every row is there";
+    std::printf("  arrival wait %s: rank 0 saw %lld wrong elements of the slow rank's rows\n", skip ? "SKIPPED" : "on",
+                static_cast<long long>(wrong_peer[0]));
+  }
+}
+
+// Negative control of the credit: rank 0 reads call 1's output 30 ms after its kernel (a slow
+// consumer) while rank 1 goes straight on to call 2 with other values. With credits rank 1's
+// call 2 waits for rank 0 to start call 2: 0 wrong. Without (flow_control = false) call 2's rows
+// overwrite what rank 0 has not read yet.
+TEST(EmulatedGemmAllGather, DisablingTheCreditIsCaught) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 256, m = 256;
+  for (bool credits : {true, false}) {
+    bench::EmulatedWorld ew(2, 0, 20);
+    int64_t wrong = 0;
+    ew.run([&](comm::Group& g) {
+      auto cfg = config_of(kQuants[0], GemmAllGatherMode::kFusedLsa, n, k, m);
+      cfg.flow_control = credits;
+      auto op = GemmAllGather::Impl::create(g, cfg);
+      OneHot oh(m, n, k);
+      Stream st;
+      bench::DeviceBuffer a2(m * k * 2), snapshot(2 * m * n * 2);
+      const auto h2 = oh.host_a(6, g.rank(), m);
+      a2.upload(h2.data(), h2.size() * 2);
+      oh.set_a(5, g.rank(), m);
+      g.barrier();
+      op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+      if (g.rank() == 0) {
+        spin_kernel<<<1, 1, 0, st.s>>>(30'000'000);
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, 2 * m * n * 2, cudaMemcpyDeviceToDevice, st.s));
+      }
+      op->run(m, TensorView::matrix(a2.get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+      WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+      if (g.rank() == 0) {
+        std::vector<uint16_t> h(2 * m * n);
+        snapshot.download(h.data(), h.size() * 2);
+        wrong = oh.wrong(h, 5, 2, m)[1];
+      }
+      g.barrier();
+    });
+    if (credits) EXPECT_EQ(wrong, 0) << "with credits the slow reader sees call 1's rows";
+    else EXPECT_GT(wrong, 0) << "without credits the next call must overwrite rows not yet read";
+    std::printf("  credits %s: the slow reader saw %lld wrong elements\n", credits ? "on" : "OFF",
+                static_cast<long long>(wrong));
+  }
+}
+
+// Back-to-back calls of changing M (and mode, for auto) on one op, no host sync between them, a
+// slow rank; every call's output snapshotted on the device and checked at the end.
+TEST(EmulatedGemmAllGather, BackToBackCallsOfChangingMWithASlowRank) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 512, m_max = 1100;
+  const std::vector<int64_t> ms = {1000, 7, 128, 1, 640, 1100, 300};
+  for (GemmAllGatherMode mode : {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kSplitLsa, GemmAllGatherMode::kAuto}) {
+    const int world = 4;
+    bench::EmulatedWorld ew(world, 0, 20);
+    SCOPED_TRACE(mode_name(mode));
+    ew.run([&](comm::Group& g) {
+      auto cfg = config_of(kQuants[0], mode, n, k, m_max);
+      if (g.rank() == 2) cfg.delay_stores_ns = 200'000;
+      auto op = GemmAllGather::Impl::create(g, cfg);
+      OneHot oh(m_max, n, k);
+      Stream st;
+      std::vector<bench::DeviceBuffer> as, snaps;
+      for (size_t c = 0; c < ms.size(); ++c) {
+        const auto h = oh.host_a(100 + c, g.rank(), ms[c]);
+        as.emplace_back(m_max * k * 2);
+        as.back().upload(h.data(), h.size() * 2);
+        snaps.emplace_back(world * ms[c] * n * 2);
+      }
+      g.barrier();
+      for (size_t c = 0; c < ms.size(); ++c) {
+        if (g.rank() == static_cast<int>(c % world)) spin_kernel<<<1, 1, 0, st.s>>>(2'000'000);  // a late rank
+        op->run(ms[c], TensorView::matrix(as[c].get(), DType::kBF16, ms[c], k, g.device()), oh.b_view(g.device()), {},
+                st.s);
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(snaps[c].get(), op->output(ms[c]).data, snaps[c].bytes(),
+                                         cudaMemcpyDeviceToDevice, st.s));
+      }
+      comm::sync_stream_bounded(st.s, 20, "back-to-back calls, mode " + mode_name(mode));
+      op->check();
+      for (size_t c = 0; c < ms.size(); ++c) {
+        std::vector<uint16_t> h(world * ms[c] * n);
+        snaps[c].download(h.data(), h.size() * 2);
+        const auto bad = oh.wrong(h, 100 + c, world, ms[c]);
+        for (int s = 0; s < world; ++s)
+          EXPECT_EQ(bad[s], 0) << "rank " << g.rank() << " call " << c << " (m " << ms[c] << "): source " << s;
+      }
+      g.barrier();
+    });
+  }
+}
+
+// Graph replay: each rank captures [input variant copy -> run -> device check] per variant, for
+// two M on one op; 1000 replays in an interleaved order, epochs started 50 calls before the 2^32
+// wrap; #wrong accumulated on the device.
+TEST(EmulatedGemmAllGather, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 256, m_max = 512;
+  const int world = 2, variants = 5, replays = 1000;
+  const int64_t graph_ms[2] = {512, 77};
+  for (GemmAllGatherMode mode : {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kSplitLsa}) {
+    bench::EmulatedWorld ew(world, 0, 20);
+    SCOPED_TRACE(mode_name(mode));
+    ew.run([&](comm::Group& g) {
+      auto cfg = config_of(kQuants[0], mode, n, k, m_max);
+      cfg.initial_epoch = 0xFFFFFFFFu - 50u;
+      auto op = GemmAllGather::Impl::create(g, cfg);
+      OneHot oh(m_max, n, k);
+      Stream st;
+      bench::DeviceBuffer wrong(8), a_live(m_max * k * 2);
+      WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
+      std::vector<bench::DeviceBuffer> a_var, cols;
+      std::vector<cudaGraphExec_t> execs;
+      for (int gi = 0; gi < 2; ++gi)
+        for (int v = 0; v < variants; ++v) {
+          const int64_t m = graph_ms[gi];
+          const uint64_t seed = 500 + 10 * gi + v;
+          const auto h = oh.host_a(seed, g.rank(), m);
+          a_var.emplace_back(m_max * k * 2);
+          a_var.back().upload(h.data(), h.size() * 2);
+          std::vector<int> hc(world * m);
+          for (int s = 0; s < world; ++s)
+            for (int64_t i = 0; i < m; ++i) hc[s * m + i] = col_of(seed, s, i, k);
+          cols.emplace_back(hc.size() * 4);
+          cols.back().upload(hc.data(), hc.size() * 4);
+          cudaGraph_t graph;
+          WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal));
+          WEAVE_CHECK_CUDA(cudaMemcpyAsync(a_live.get(), a_var.back().get(), m * k * 2, cudaMemcpyDeviceToDevice, st.s));
+          op->run(m, TensorView::matrix(a_live.get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+          check_onehot_kernel<<<64, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data),
+                                                    oh.b.as<uint16_t>(), cols.back().as<int>(), world * m, n, k,
+                                                    wrong.as<unsigned long long>());
+          WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
+          cudaGraphExec_t exec;
+          WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+          WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
+          execs.push_back(exec);
+        }
+      g.barrier();
+      // The same pseudo-random order on every rank (every rank must make the same calls).
+      std::mt19937 order(99);
+      for (int i = 0; i < replays; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[order() % execs.size()], st.s));
+      comm::sync_stream_bounded(st.s, 60, "graph replays");
+      op->check();
+      unsigned long long bad = 0;
+      wrong.download(&bad, 8);
+      EXPECT_EQ(bad, 0ull) << "rank " << g.rank() << ": wrong elements over " << replays << " replays";
+      for (auto e : execs) cudaGraphExecDestroy(e);
+      g.barrier();
+    });
+  }
+}
+
+// A peer that never makes the call: the others' waits end after the timeout with a named error
+// (rank, peer, flag, expected, seen), the kernel completes, and the op reports kTimeout.
+TEST(EmulatedGemmAllGather, APeerThatNeverArrivesTimesOutNamingIt) {
+  WEAVE_REQUIRE_GPUS(1);
+  for (GemmAllGatherMode mode : {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kSplitLsa}) {
+    bench::EmulatedWorld ew(2, 0, 1.0);
+    SCOPED_TRACE(mode_name(mode));
+    ew.run([&](comm::Group& g) {
+      auto op = GemmAllGather::Impl::create(g, config_of(kQuants[0], mode, 256, 256, 256));
+      OneHot oh(256, 256, 256);
+      oh.set_a(1, g.rank(), 256);
+      g.barrier();
+      if (g.rank() == 0) {
+        Stream st;
+        op->run(256, oh.a_view(256, g.device()), oh.b_view(g.device()), {}, st.s);
+        comm::sync_stream_bounded(st.s, 10, "the call whose peer never arrives");
+        const std::string msg = test::error_of([&] { op->check(); }, Status::kTimeout);
+        EXPECT_NE(msg.find("rank 0"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("peer 1"), std::string::npos) << msg;
+        std::printf("  %s: %s\n", mode_name(mode).c_str(), msg.c_str());
+        // The op refuses further calls.
+        EXPECT_EQ(test::error_of([&] { op->run(256, oh.a_view(256, g.device()), oh.b_view(g.device()), {}, st.s); },
+                                 Status::kTimeout)
+                      .empty(),
+                  false);
+      }
+    });
+  }
+}
+
+// >= 10,000 randomised launches (mode, M, world, slow rank), each checked on the device.
+TEST(EmulatedGemmAllGather, RandomisedSoak) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 128, k = 128, m_max = 300;
+  const int launches_per_world = 2600;
+  long long total = 0;
+  for (int world : {2, 4}) {
+    bench::EmulatedWorld ew(world, 0, 30);
+    ew.run([&](comm::Group& g) {
+      auto fused = GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kFusedLsa, n, k, m_max));
+      auto autop = GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kAuto, n, k, m_max));
+      OneHot oh(m_max, n, k);
+      Stream st;
+      bench::DeviceBuffer wrong(8);
+      WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
+      constexpr int kVariants = 16;
+      std::vector<bench::DeviceBuffer> a_var, cols;
+      std::vector<int64_t> var_m;
+      std::mt19937_64 shared_rng(4242 + world);  // the same sequence on every rank
+      for (int v = 0; v < kVariants; ++v) {
+        const int64_t m = 1 + static_cast<int64_t>(shared_rng() % m_max);
+        var_m.push_back(m);
+        const auto h = oh.host_a(900 + v, g.rank(), m);
+        a_var.emplace_back(m_max * k * 2);
+        a_var.back().upload(h.data(), h.size() * 2);
+        std::vector<int> hc(world * m);
+        for (int s = 0; s < world; ++s)
+          for (int64_t i = 0; i < m; ++i) hc[s * m + i] = col_of(900 + v, s, i, k);
+        cols.emplace_back(hc.size() * 4);
+        cols.back().upload(hc.data(), hc.size() * 4);
+      }
+      g.barrier();
+      for (int i = 0; i < launches_per_world; ++i) {
+        const int v = static_cast<int>(shared_rng() % kVariants);
+        GemmAllGather* op = (shared_rng() & 1) ? fused.get() : autop.get();
+        if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) spin_kernel<<<1, 1, 0, st.s>>>(20'000);
+        const int64_t m = var_m[v];
+        op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+        check_onehot_kernel<<<32, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data), oh.b.as<uint16_t>(),
+                                                  cols[v].as<int>(), world * m, n, k, wrong.as<unsigned long long>());
+        if (i % 256 == 255) comm::sync_stream_bounded(st.s, 60, "soak batch");
+      }
+      comm::sync_stream_bounded(st.s, 60, "soak");
+      fused->check();
+      autop->check();
+      unsigned long long bad = 0;
+      wrong.download(&bad, 8);
+      EXPECT_EQ(bad, 0ull) << "rank " << g.rank() << " W" << world;
+      if (g.rank() == 0) total += launches_per_world * world;
+      g.barrier();
+    });
+  }
+  std::printf("  soak: %lld rank-launches, each checked on the device\n", total);
+}
+
+// Bad inputs: each a clear error naming the argument and the rule.
+TEST(EmulatedGemmAllGather, BadInputsAreClearErrors) {
+  WEAVE_REQUIRE_GPUS(1);
+  auto cfg = config_of(kQuants[0], GemmAllGatherMode::kFusedLsa, 256, 256, 256);
+  EXPECT_NE(GemmAllGather::validate(cfg, 9).find("world"), std::string::npos);
+  auto c2 = cfg;
+  c2.n = 100;
+  EXPECT_NE(GemmAllGather::validate(c2, 2).find("multiple of 8"), std::string::npos);
+  c2 = config_of(kQuants[2], GemmAllGatherMode::kFusedLsa, 256, 256, 256);
+  c2.out_dtype = DType::kF32;
+  EXPECT_NE(GemmAllGather::validate(c2, 2).find("bf16 output"), std::string::npos);
+  c2 = cfg;
+  c2.m_max = 0;
+  EXPECT_NE(GemmAllGather::validate(c2, 2).find("m_max"), std::string::npos);
+  bench::EmulatedWorld ew(2, 0, 5);
+  // Ranks asking for different ops: kMismatch on every rank.
+  ew.run([&](comm::Group& g) {
+    auto c = cfg;
+    if (g.rank() == 1) c.n = 512;
+    const std::string msg = test::error_of([&] { GemmAllGather::Impl::create(g, c); }, Status::kMismatch);
+    EXPECT_NE(msg.find("GemmAllGather configuration"), std::string::npos) << msg;
+  });
+  ew.run([&](comm::Group& g) {
+    auto op = GemmAllGather::Impl::create(g, cfg);
+    OneHot oh(256, 256, 256);
+    Stream st;
+    const int dev = g.device();
+    std::string msg = test::error_of([&] { op->run(257, oh.a_view(256, dev), oh.b_view(dev), {}, st.s); });
+    EXPECT_NE(msg.find("m_max"), std::string::npos) << msg;
+    msg = test::error_of([&] { op->run(0, oh.a_view(256, dev), oh.b_view(dev), {}, st.s); });
+    EXPECT_NE(msg.find("m must be"), std::string::npos) << msg;
+    msg = test::error_of([&] { op->run(128, oh.a_view(256, dev), oh.b_view(dev), {}, st.s); });  // A has 256 rows
+    EXPECT_NE(msg.find("'A'"), std::string::npos) << msg;
+    msg = test::error_of(
+        [&] { op->run(256, TensorView::matrix(oh.a.get(), DType::kE4M3, 256, 256, dev), oh.b_view(dev), {}, st.s); });
+    EXPECT_NE(msg.find("'A'"), std::string::npos) << msg;
+    msg = test::error_of([&] { op->output(257); });
+    EXPECT_NE(msg.find("m must be"), std::string::npos) << msg;
+  });
+}

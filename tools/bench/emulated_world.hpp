@@ -1,0 +1,58 @@
+// The emulated world (tests and benchmarks only, never a transport a user can select): W ranks
+// as W host threads driving ONE GPU. Each rank is a comm::Group whose windows are plain
+// allocations on that GPU; the WindowHandle every kernel receives holds all W ranks' addresses,
+// exactly as an NCCL symmetric window's handle holds the peers' NVLink mappings. So the op code
+// and its kernels are the same as over NCCL; what is not exercised is NCCL itself and NVLink's
+// memory model (peer stores here are local L2 traffic, and take far less time).
+//
+// Residency: kernels that wait on peers need every rank's CTAs resident together. Ops size grids
+// by SMs / Group::ranks_per_device() (= W here), so W grids fit the GPU at once.
+//
+// Hardware queues: the W ranks' streams (W x (1 + peer copy streams) for the ce transport) share
+// the GPU's connections, CUDA_DEVICE_MAX_CONNECTIONS (default 8, at most 32; the test binaries set
+// 32 before CUDA starts). Streams that share a queue serialise, so a rank's kernel that waits for
+// a peer can block that peer's work queued behind it: a false dependency a real multi-GPU run
+// does not have. queue_budget_ok(streams) says whether `streams` streams fit; tests skip (and say
+// so) the combinations that do not fit, e.g. the ce transport at W = 8 (64 streams).
+//
+// Host-side agreement (all_gather, barrier, window creation) is a rendezvous of the W threads,
+// bounded by the timeout: a rank that never arrives makes the others raise Error(kTimeout)
+// naming the step and the missing ranks.
+#pragma once
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "comm/group.hpp"
+
+namespace weave::bench {
+
+class EmulatedWorld {
+ public:
+  // W ranks (1..kMaxWorld) on `device`; timeout_s bounds every rendezvous and device wait.
+  EmulatedWorld(int world, int device = 0, double timeout_s = 10);
+  ~EmulatedWorld();
+  EmulatedWorld(const EmulatedWorld&) = delete;
+  EmulatedWorld& operator=(const EmulatedWorld&) = delete;
+
+  int world_size() const noexcept { return world_; }
+  // True when `streams` streams (all ranks together) fit the hardware queues of this process
+  // (CUDA_DEVICE_MAX_CONNECTIONS, default 8), so none shares a queue.
+  static bool queue_budget_ok(int streams);
+  static int hardware_queues();
+  comm::Group& rank(int r) const;
+
+  // Runs fn(group) on one thread per rank (cudaSetDevice first), joins them and rethrows the
+  // lowest rank's error. Ranks must fail symmetrically, or the others time out in their next
+  // rendezvous (bounded).
+  void run(const std::function<void(comm::Group&)>& fn) const;
+
+  struct Shared;  // the rendezvous state (emulated_world.cpp)
+
+ private:
+  int world_;
+  std::shared_ptr<Shared> shared_;
+  std::vector<std::unique_ptr<comm::Group>> ranks_;
+};
+
+}  // namespace weave::bench
