@@ -119,7 +119,7 @@ GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m,
   p.chunks = ch.chunks;
   p.bytes_per_peer = m * cfg.n * static_cast<int64_t>(ob);
   WindowLayout layout;
-  add_gag_regions(layout, cfg, world, 264);
+  add_gag_regions(layout, cfg, world, kGagBoundSplitBlocks);
   p.window_bytes = static_cast<int64_t>(layout.total_bytes());
   const GagRates r = gag_rates(cfg.quant);
   p.model_gemm_us = 2.0 * double(m) * double(cfg.n) * double(cfg.k) / (r.gemm_tflops * 1e6);
@@ -172,7 +172,7 @@ std::size_t gemm_all_gather_window_bytes(const GemmAllGatherConfig& config, int 
   const std::string bad = GemmAllGather::validate(config, world);
   WEAVE_EXPECT_ARG(bad.empty(), "gemm_all_gather_window_bytes: " << bad);
   WindowLayout layout;
-  fused::add_gag_regions(layout, config, world, 264);
+  fused::add_gag_regions(layout, config, world, fused::kGagBoundSplitBlocks);
   return layout.total_bytes();
 }
 }  // namespace weave

@@ -12,6 +12,11 @@ namespace weave::fused {
 
 inline constexpr int kGagBlockM = 128, kGagBlockN = 128;  // the fused kernel's tile (also the split GEMM's)
 
+// The split all-gather's flag words depend on its grid cap (the device's occupancy): sizes reported
+// before an op exists (gemm_all_gather_window_bytes, plans) assume this many CTAs, the most an
+// H100/H200 gives (132 SMs x 2), so they are upper bounds by at most a few KB.
+inline constexpr int kGagBoundSplitBlocks = 264;
+
 struct GagLayout {
   uint64_t control = 0, credits = 0, flags = 0, out = 0;
   uint64_t out_bytes = 0;              // world * m_max * N * out element bytes

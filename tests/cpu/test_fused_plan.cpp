@@ -1,0 +1,137 @@
+// GemmAllGather's pure parts on the CPU: the chunks the fused kernel counts (every tile counted
+// exactly once, no empty chunk, at most kMaxChunks), the window layout at capacity, the planner's
+// choices, validation messages, mode names; and the cross-rank agreement checks every op uses.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "comm/group.hpp"
+#include "fused/ag_schedule.hpp"
+#include "fused/gag_plan.hpp"
+#include "support/expect_error.hpp"
+
+using namespace weave;
+
+TEST(FusedAgChunks, EveryTileCountedOnceNoEmptyChunkAtAnyM) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int64_t m = 1 + rng() % 40000, n = 8 * (1 + rng() % 1024);
+    const fused::AgChunks c = fused::ag_chunks(m, n, 128, 128);
+    ASSERT_GE(c.chunks, 1);
+    ASSERT_LE(c.chunks, comm::kMaxChunks);
+    uint64_t units = 0;
+    for (int ch = 0; ch < c.chunks; ++ch) {
+      const uint32_t u = fused::ag_chunk_units(c, ch);
+      ASSERT_GT(u, 0u) << "m " << m << " chunk " << ch << " is empty";
+      units += u;
+    }
+    EXPECT_EQ(units, 2ull * c.m_blocks * c.n_blocks) << "m " << m << " n " << n;
+    // Every row block maps to a chunk, in order, and the last one to the last chunk.
+    EXPECT_EQ(fused::ag_chunk_of(c, 0), 0);
+    EXPECT_EQ(fused::ag_chunk_of(c, c.m_blocks - 1), c.chunks - 1);
+    for (int mb = 1; mb < c.m_blocks; ++mb) EXPECT_LE(fused::ag_chunk_of(c, mb) - fused::ag_chunk_of(c, mb - 1), 1);
+  }
+}
+
+TEST(FusedAgChunks, SmallAndLargeM) {
+  EXPECT_EQ(fused::ag_chunks(1, 256, 128, 128).chunks, 1);
+  EXPECT_EQ(fused::ag_chunks(128 * 5, 256, 128, 128).chunks, 5);
+  const auto big = fused::ag_chunks(128 * 17, 256, 128, 128);  // 17 row blocks: 9 chunks of 2 (last 1)
+  EXPECT_EQ(big.per, 2);
+  EXPECT_EQ(big.chunks, 9);
+  EXPECT_EQ(fused::ag_chunk_units(big, 8), 2u * 1 * 2);
+}
+
+namespace {
+GemmAllGatherConfig cfg_of(GemmAllGatherMode mode, int64_t m_max = 4096) {
+  GemmAllGatherConfig c;
+  c.n = 2048;
+  c.k = 7168;
+  c.m_max = m_max;
+  c.out_dtype = DType::kF32;
+  c.mode = mode;
+  return c;
+}
+}  // namespace
+
+TEST(FusedAgLayout, RegionsAtCapacityAndSplitRegionsWithoutBuffersOfTheirOwn) {
+  for (int world : {1, 2, 4, 8})
+    for (GemmAllGatherMode mode : {GemmAllGatherMode::kAuto, GemmAllGatherMode::kGemmOnly, GemmAllGatherMode::kSplitLsa,
+                                   GemmAllGatherMode::kSplitCe, GemmAllGatherMode::kFusedLsa}) {
+      WindowLayout layout;
+      const auto g = fused::add_gag_regions(layout, cfg_of(mode), world, 132);
+      EXPECT_EQ(g.out_bytes, uint64_t(world) * 4096 * 2048 * 4);
+      const bool hosts_split = world > 1 && (mode == GemmAllGatherMode::kAuto || mode == GemmAllGatherMode::kSplitLsa ||
+                                             mode == GemmAllGatherMode::kSplitCe);
+      EXPECT_EQ(g.has_split, hosts_split) << to_string(mode) << " W" << world;
+      EXPECT_EQ(layout.find("gag.split.in"), nullptr) << "the split all-gather gathers gag.out in place";
+      EXPECT_EQ(layout.find("gag.split.out"), nullptr);
+      // Regions never overlap (the allocator's rule) and gag.out is 16-byte aligned for TMA.
+      const auto& rs = layout.regions();
+      for (size_t i = 0; i < rs.size(); ++i)
+        for (size_t j = i + 1; j < rs.size(); ++j)
+          EXPECT_TRUE(rs[i].end() <= rs[j].offset || rs[j].end() <= rs[i].offset) << rs[i].name << " / " << rs[j].name;
+      EXPECT_EQ(g.out % 16, 0u);
+      // Sized before the op exists: an upper bound (the split grid cap assumed at its largest).
+      EXPECT_GE(gemm_all_gather_window_bytes(cfg_of(mode), world), layout.total_bytes());
+      EXPECT_LE(gemm_all_gather_window_bytes(cfg_of(mode), world), layout.total_bytes() + 8192);
+    }
+}
+
+TEST(FusedAgPlan, AutoChoosesByWavesAndModelAndRespectsExplicitModes) {
+  const auto autoc = cfg_of(GemmAllGatherMode::kAuto, 16384);
+  EXPECT_EQ(fused::gag_plan(autoc, 1, 2048, 132, true, true).mode, GemmAllGatherMode::kGemmOnly);
+  // M = 128: 16 tiles on 132 CTAs, under 2 waves: split.
+  const auto small = fused::gag_plan(autoc, 2, 128, 132, true, true);
+  EXPECT_EQ(small.mode, GemmAllGatherMode::kSplitLsa);
+  EXPECT_NE(small.reason.find("waves"), std::string::npos) << small.reason;
+  // M = 8192: 1024 tiles, 7.8 waves: the broadcast hides under the GEMM.
+  const auto big = fused::gag_plan(autoc, 2, 8192, 132, true, true);
+  EXPECT_EQ(big.mode, GemmAllGatherMode::kFusedLsa) << big.reason;
+  EXPECT_LT(big.model_fused_us, big.model_split_us);
+  EXPECT_EQ(big.tiles, 64 * 16);
+  EXPECT_EQ(big.bytes_per_peer, int64_t(8192) * 2048 * 4);
+  // Without the fused kernel auto never picks it.
+  EXPECT_EQ(fused::gag_plan(autoc, 2, 8192, 132, false, true).mode, GemmAllGatherMode::kSplitLsa);
+  for (GemmAllGatherMode m : {GemmAllGatherMode::kGemmOnly, GemmAllGatherMode::kSplitCe, GemmAllGatherMode::kFusedLsa,
+                              GemmAllGatherMode::kSplitNccl})
+    EXPECT_EQ(fused::gag_plan(cfg_of(m, 16384), 4, 100, 132, true, true).mode, m);
+}
+
+TEST(FusedAgValidate, EveryRuleNamed) {
+  EXPECT_EQ(GemmAllGather::validate(cfg_of(GemmAllGatherMode::kAuto), 2), "");
+  auto c = cfg_of(GemmAllGatherMode::kAuto);
+  c.n = 2044;
+  EXPECT_NE(GemmAllGather::validate(c, 2).find("n must be a multiple of 8"), std::string::npos);
+  c = cfg_of(GemmAllGatherMode::kAuto);
+  c.quant = ScaleMode::kBlockscale;
+  EXPECT_NE(GemmAllGather::validate(c, 2).find("bf16 output"), std::string::npos);
+  c = cfg_of(GemmAllGatherMode::kAuto);
+  c.m_max = 0;
+  EXPECT_NE(GemmAllGather::validate(c, 2).find("m_max"), std::string::npos);
+  EXPECT_NE(GemmAllGather::validate(cfg_of(GemmAllGatherMode::kAuto), 0).find("world"), std::string::npos);
+  c = cfg_of(GemmAllGatherMode::kAuto);
+  c.k = 100;  // not a multiple of the GEMM's K rule
+  EXPECT_NE(GemmAllGather::validate(c, 2).find("per-rank GEMM"), std::string::npos);
+  const std::string msg = test::error_of([&] { gemm_all_gather_window_bytes(c, 2); });
+  EXPECT_NE(msg.find("per-rank GEMM"), std::string::npos) << msg;
+}
+
+TEST(FusedAgModes, NamesRoundTrip) {
+  for (auto m : {GemmAllGatherMode::kAuto, GemmAllGatherMode::kGemmOnly, GemmAllGatherMode::kSplitNccl,
+                 GemmAllGatherMode::kSplitLsa, GemmAllGatherMode::kSplitCe, GemmAllGatherMode::kFusedLsa})
+    EXPECT_EQ(parse_gemm_all_gather_mode(to_string(m)), m);
+  EXPECT_FALSE(parse_gemm_all_gather_mode("fused").has_value());
+}
+
+TEST(GroupAgreement, MismatchAndFailedStepsNameRanks) {
+  EXPECT_NO_THROW(comm::check_agreement({5, 5, 5}, 0, "x"));
+  std::string msg = test::error_of([] { comm::check_agreement({5, 6, 5}, 2, "the op"); }, Status::kMismatch);
+  EXPECT_NE(msg.find("rank 2: ranks disagree on the op"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1=6"), std::string::npos) << msg;
+  EXPECT_NO_THROW(comm::check_outcomes({1, 1}, true, 0, "step", ""));
+  msg = test::error_of([] { comm::check_outcomes({1, 0, 0}, true, 0, "step", ""); }, Status::kUnavailable);
+  EXPECT_NE(msg.find("failed on rank(s) 1,2"), std::string::npos) << msg;
+  msg = test::error_of([] { comm::check_outcomes({1, 0}, false, 1, "step", "because"); }, Status::kUnavailable);
+  EXPECT_NE(msg.find("rank 1: step failed: because"), std::string::npos) << msg;
+}
