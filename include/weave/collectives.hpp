@@ -122,6 +122,13 @@ class Collective {
   Algorithm algorithm() const noexcept;
   std::string describe() const;  // "all-reduce bf16 lsa one-shot, window 12 MB, credits on"
 
+  // Contract: one host thread and one stream at a time per op. Calls of one op must run in stream
+  // order (its epoch and election counter advance on the device per call): a second thread
+  // inside run() of the same op raises kInvalidArgument; switching streams is the caller's to
+  // order (an event between the last call's stream and the next). PDL: the first kernel of a call
+  // lets the next grid launch early and waits (griddepcontrol.wait) for the previous one, so a
+  // kernel launched between two calls with programmatic serialization must itself execute
+  // griddepcontrol.wait before touching the op's buffers (every weave kernel does).
   // Enqueues one call on `stream`. count: all-gather bytes per rank, reduce-scatter output
   // elements per rank, all-reduce elements (1 .. max_count). Raises a device error recorded by
   // an earlier call (check()) before enqueueing.

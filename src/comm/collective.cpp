@@ -164,6 +164,7 @@ void Collective::Impl::check() const {
 }
 
 void Collective::Impl::run(const void* in, void* out, size_t count, cudaStream_t stream) {
+  const comm::OpRuntime::CallGuard guard(*rt, to_string(cfg.op));
   check();
   const int w = group->world_size(), r = group->rank();
   WEAVE_EXPECT_ARG(count >= 1 && count <= cfg.max_count,
@@ -439,7 +440,7 @@ void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStrea
 }
 
 // ce pull all-gather, device-triggered (docs/memory_ordering.md "ce-device-trigger"):
-//   main:  [stage in -> my window] -> fork -> pull_enter (ready flags; then trigger[s] = 1)
+//   main:  [stage in -> my window] -> pull_enter (ready flags; then trigger[s] = 1) -> fork
 //   copy s (peer q): wait trigger[s] == 1 -> trigger[s] = 0 -> memcpy q's block -> out[q]
 //   main:  [in -> out[r]] -> join -> arrive(1) ("done reading": peers may reuse their blocks)
 // Each copy starts when the enter kernel stores its trigger, not when a kernel boundary and an
@@ -459,8 +460,12 @@ void Collective::Impl::run_ce_pull_all_gather(const char* in, char* out, size_t 
     src_off = off.input;
     WEAVE_CHECK_CUDA(cudaMemcpyAsync(win->local() + off.input, in, bytes, cudaMemcpyDeviceToDevice, stream));
   }
-  ce_fork(stream);
+  // The fork follows the enter kernel (issue 16 item 5): each copy stream's wait on its trigger
+  // word is then placed only after the kernel that stores the trigger has run, so the wait can
+  // never sit ahead of its trigger in a shared hardware queue (one connection, graph scheduling),
+  // where cuStreamWaitValue32 would block that kernel forever (it has no timeout).
   comm::launch_ce_pull_enter(proto, stream);
+  ce_fork(stream);
   uint32_t* trigger = reinterpret_cast<uint32_t*>(win->local() + off.control) + comm::kCtrlTrigger;
   for (int s = 1; s < w; ++s) {
     const int q = comm::peer_at(r, s, w);

@@ -65,6 +65,15 @@ void OpRuntime::check(std::string_view what) const {
               describe(*err_) + ". The op is unusable after a timeout; destroy it on every rank.");
 }
 
+OpRuntime::CallGuard::CallGuard(const OpRuntime& rt, std::string_view what) : rt_(&rt) {
+  bool expected = false;
+  WEAVE_EXPECT_ARG(rt.in_call_.compare_exchange_strong(expected, true),
+                   what << ": called from two threads at once; one op is used by one host thread (and one stream) at a "
+                           "time");
+}
+
+OpRuntime::CallGuard::~CallGuard() { rt_->in_call_.store(false); }
+
 void OpRuntime::release() noexcept {
   window_.reset();
   if (err_) {

@@ -9,6 +9,7 @@
 //   rt.attach(window, regions, ...);           C  error record, Proto, init kernel (bounded), barrier
 //   ... kernels take rt.proto() by value; rt.check() raises a recorded timeout (kTimeout) ...
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -59,11 +60,26 @@ class OpRuntime {
   // Frees the error record and drops the window reference (the last op sharing a window frees it).
   void release() noexcept;
 
+  // Held by run() for the time it enqueues: a second thread entering run() of the same op meanwhile
+  // gets Error(kInvalidArgument) naming `what` (the epoch is read and advanced per call on the
+  // device in stream order, so two threads' calls would interleave unpredictably; issue 16 item 3).
+  class CallGuard {
+   public:
+    CallGuard(const OpRuntime& rt, std::string_view what);
+    ~CallGuard();
+    CallGuard(const CallGuard&) = delete;
+    CallGuard& operator=(const CallGuard&) = delete;
+
+   private:
+    const OpRuntime* rt_;
+  };
+
  private:
   Group* group_;
   std::shared_ptr<OpWindow> window_;
   DeviceErrorRecord* err_ = nullptr;  // mapped pinned host memory
   Proto proto_{};
+  mutable std::atomic<bool> in_call_{false};
 };
 
 }  // namespace weave::comm
