@@ -70,7 +70,8 @@ TEST(EmulatedCollectives, SelfTestEveryTransportAlgorithmAndWorld) {
       // kernel (stream-to-queue assignment is round-robin over the process's stream creations),
       // a false dependency seen once in a full test-binary run (ce all-reduce, W = 4, timeout).
       if (!bench::EmulatedWorld::queue_budget_ok(streams) || (combo.transport == Transport::kCe && world > 2)) {
-        std::printf("  not run in the emulated world: %s at W = %d (%d streams > %d hardware queues)\n",
+        std::printf("  not run in the emulated world: %s at W = %d (%d streams on %d hardware queues; ce copy streams "
+                    "can queue behind a peer's waiting kernel: docs/memory_ordering.md \"residency\")\n",
                     std::string(to_string(combo.transport)).c_str(), world, streams,
                     bench::EmulatedWorld::hardware_queues());
         continue;
