@@ -67,6 +67,8 @@ struct CollectiveConfig {
   // Testing hooks (never change them in production):
   bool flow_control = true;       // false disables credits: the negative control must corrupt
   std::uint32_t initial_epoch = 0;  // start call epochs here (e.g. near 2^32 to force wrap-around)
+  std::uint32_t stale_slot_lag = 0;  // flags and credits start this many calls behind the epoch
+                                     // (a slot last written long ago, e.g. 2^31 + k)
   int max_blocks = 0;             // lsa grid cap; 0 = from occupancy
   std::uint64_t receive_delay_ns = 0;  // lsa ll: the last rank waits this long between sending and receiving
 };

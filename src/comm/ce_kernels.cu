@@ -21,14 +21,14 @@ namespace {
 // Every word of the op's control (epoch = initial, aborted = 0, election = 0), credits and flags
 // regions starts at `initial`: stale zeros from the window's creation would otherwise read as a
 // future epoch once epochs start near 2^32.
-__global__ void init_op_kernel(const Proto p, uint32_t initial) {
+__global__ void init_op_kernel(const Proto p, uint32_t initial, uint32_t slot_lag) {
   uint32_t* ctrl = ctrl_word(p, 0);
   const size_t nflags = static_cast<size_t>(kFlagPhases) * p.win.world * p.max_blocks;
   uint32_t* flags = reinterpret_cast<uint32_t*>(p.win.base[p.win.rank] + p.flags);
   uint32_t* credits = reinterpret_cast<uint32_t*>(p.win.base[p.win.rank] + p.credits);
   const size_t tid = blockIdx.x * size_t(blockDim.x) + threadIdx.x, nth = size_t(gridDim.x) * blockDim.x;
-  for (size_t i = tid; i < nflags; i += nth) flags[i] = initial;
-  for (size_t i = tid; i < static_cast<size_t>(p.win.world); i += nth) credits[i] = initial;
+  for (size_t i = tid; i < nflags; i += nth) flags[i] = initial - slot_lag;
+  for (size_t i = tid; i < static_cast<size_t>(p.win.world); i += nth) credits[i] = initial - slot_lag;
   if (tid == 0) {
     // Every control word starts at 0 (abort word, election counters, ce triggers, the fused ops'
     // chunk counters), then the epoch.
@@ -121,8 +121,8 @@ void launch_sm_put(const Proto& p, uint64_t dst_off, const char* src, size_t byt
   WEAVE_CHECK_LAUNCH();
 }
 
-void launch_init_op(const Proto& p, uint32_t initial_epoch, cudaStream_t stream) {
-  init_op_kernel<<<16, 256, 0, stream>>>(p, initial_epoch);
+void launch_init_op(const Proto& p, uint32_t initial_epoch, cudaStream_t stream, uint32_t slot_lag) {
+  init_op_kernel<<<16, 256, 0, stream>>>(p, initial_epoch, slot_lag);
   WEAVE_CHECK_LAUNCH();
 }
 

@@ -69,7 +69,7 @@ Collective::Impl::Impl(comm::Group& c, const CollectiveConfig& config) : group(&
   std::ostringstream id;
   id << "weave.collective.v1|" << static_cast<int>(cfg.op) << "|" << static_cast<int>(plan.transport) << "|"
      << static_cast<int>(plan.algorithm) << "|" << static_cast<int>(cfg.dtype) << "|" << cfg.max_count << "|"
-     << cfg.flow_control << "|" << cfg.initial_epoch << "|" << max_blocks << "|" << cfg.ce_sm_share << "|"
+     << cfg.flow_control << "|" << cfg.initial_epoch << "|" << cfg.stale_slot_lag << "|" << max_blocks << "|" << cfg.ce_sm_share << "|"
      << cfg.receive_delay_ns;
   const std::string ids = id.str();
   rt = std::make_unique<comm::OpRuntime>(c);
@@ -115,7 +115,7 @@ void Collective::Impl::attach(std::shared_ptr<comm::OpWindow> window, const comm
     const comm::ProtoRegions regions{.control = off.control, .credits = off.credits, .flags = off.flags,
                                      .flag_blocks = max_blocks};
     rt->attach(std::move(window), regions, cfg.flow_control, cfg.initial_epoch,
-               /*needs_peers=*/plan.transport != Transport::kNccl);
+               /*needs_peers=*/plan.transport != Transport::kNccl, cfg.stale_slot_lag);
     proto = rt->proto();
     if (plan.transport == Transport::kCe) {
       if (plan.algorithm == Algorithm::kPull) {

@@ -60,7 +60,8 @@ void launch_lsa_ll(const LlCall& c, CollectiveOp op, DType dtype, cudaStream_t s
 // Grid of an LL call moving `payload_bytes` per peer: one 8-byte unit per thread.
 int ll_blocks_for(size_t payload_bytes, int max_blocks);
 
-void launch_init_op(const Proto& p, uint32_t initial_epoch, cudaStream_t stream);
+// Flags and credits start at initial_epoch - slot_lag (testing: a slot last written long ago).
+void launch_init_op(const Proto& p, uint32_t initial_epoch, cudaStream_t stream, uint32_t slot_lag = 0);
 void launch_lsa_all_gather_push(const LsaCall& c, cudaStream_t stream);
 void launch_lsa_all_gather_pull(const LsaCall& c, cudaStream_t stream);
 void launch_lsa_reduce_scatter(const LsaCall& c, DType dtype, cudaStream_t stream);

@@ -15,7 +15,7 @@ void OpRuntime::agree_config(const std::string& id, std::string_view what) const
 }
 
 void OpRuntime::attach(std::shared_ptr<OpWindow> window, const ProtoRegions& regions, bool flow_control,
-                       std::uint32_t initial_epoch, bool needs_peers) {
+                       std::uint32_t initial_epoch, bool needs_peers, std::uint32_t stale_slot_lag) {
   Group& g = *group_;
   try {
     window_ = std::move(window);
@@ -41,7 +41,7 @@ void OpRuntime::attach(std::shared_ptr<OpWindow> window, const ProtoRegions& reg
     cudaStream_t init = nullptr;
     WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&init, cudaStreamNonBlocking));
     try {
-      launch_init_op(proto_, initial_epoch, init);
+      launch_init_op(proto_, initial_epoch, init, stale_slot_lag);
       sync_stream_bounded(init, g.timeout_s(), "initialising the op's flags and credits");
     } catch (...) {
       cudaStreamDestroy(init);

@@ -44,7 +44,7 @@ class OpRuntime {
   // this rank's words before they were initialised. needs_peers: raise kUnavailable unless every
   // rank's window is mapped here (load/store transports).
   void attach(std::shared_ptr<OpWindow> window, const ProtoRegions& regions, bool flow_control,
-              std::uint32_t initial_epoch, bool needs_peers);
+              std::uint32_t initial_epoch, bool needs_peers, std::uint32_t stale_slot_lag = 0);
 
   // Raises Error(kTimeout) naming `what` and the record (rank, peer, flag, expected, seen) when a
   // device wait of this op timed out. Does not synchronise.

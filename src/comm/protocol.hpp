@@ -15,11 +15,15 @@ namespace weave::comm {
 
 // --- epochs (docs/memory_ordering.md, "credit" and "wrap") ---
 // Every op counts its calls in a u32 epoch (call e = previous + 1) that wraps at 2^32. `seen`
-// has reached `expected` when it is at most 2^31 - 1 calls ahead of it; comparisons are never
-// plain >=, which would fail at the wrap.
-WEAVE_HD bool epoch_reached(uint32_t seen, uint32_t expected) {
-  return static_cast<int32_t>(seen - expected) >= 0;
-}
+// has reached `expected` when it is at most kEpochAheadWindow calls ahead of it (wrap-safe:
+// unsigned distance; never a plain >=, which would fail at the wrap). Not "anything up to 2^31
+// ahead": flag and credit slots are not rewritten by every call (per-CTA flags only by calls whose
+// grid reaches the CTA, LL calls write none), so a slot last written 2^31 + k calls ago would read
+// as k calls AHEAD and pass a wait at once (issue 16 item 1). A writer is never more than a few
+// calls ahead of a reader of the same slot (each call waits on its peers), so a stale slot, however
+// old, now reads as behind, and the wait holds until this call's write arrives.
+inline constexpr uint32_t kEpochAheadWindow = 1u << 20;
+WEAVE_HD bool epoch_reached(uint32_t seen, uint32_t expected) { return seen - expected <= kEpochAheadWindow; }
 
 // A receiver publishes ready = e when its call e starts (all of its earlier stream work, which
 // includes every read of the buffers the op writes into, is then complete). A sender may write

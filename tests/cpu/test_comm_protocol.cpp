@@ -25,6 +25,12 @@ TEST(CommEpochs, ComparisonsAreWrapSafe) {
   EXPECT_TRUE(epoch_reached(3, 0xFFFFFFFEu));
   EXPECT_FALSE(epoch_reached(0xFFFFFFFFu, 0));  // one call before the wrap
   EXPECT_FALSE(epoch_reached(0xFFFFFFF0u, 2));
+  // A slot last written 2^31 + k calls ago reads as behind, not as k calls ahead (issue 16 item
+  // 1: the old int32 comparison said "reached", and a wait on it passed at once).
+  for (uint32_t e : {7u, 0x80000003u, 0xFFFFFFF0u})
+    for (uint32_t k : {0u, 1u, 5u, 1000000u}) EXPECT_FALSE(epoch_reached(e - 0x80000000u - k, e)) << e << " " << k;
+  EXPECT_TRUE(epoch_reached(5 + kEpochAheadWindow, 5));
+  EXPECT_FALSE(epoch_reached(5 + kEpochAheadWindow + 1, 5));
   // A plain >= would get both of these wrong:
   volatile uint32_t after_wrap = 0, before_wrap = 0xFFFFFFFFu;
   EXPECT_NE(epoch_reached(after_wrap, before_wrap), after_wrap >= before_wrap);

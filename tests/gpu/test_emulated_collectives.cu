@@ -115,3 +115,24 @@ TEST(EmulatedCollectives, RendezvousTimesOutNamingTheMissingRank) {
     EXPECT_NE(msg.find("rank(s) 2"), std::string::npos) << msg;
   });
 }
+
+// Issue 16 item 1: flag and credit slots that were last written 2^31 + 5 calls ago (as after one
+// two-shot call and 2^31 LL-sized calls, which write no flags) must not pass this call's waits.
+// The old comparison read them as 5 calls ahead, so the first two-shot call reduced whatever its
+// staging held; now every wait holds until this call's write arrives. auto mixes LL and two-shot.
+TEST(EmulatedCollectives, SlotsLastWrittenTwoToThe31CallsAgoDoNotPassWaits) {
+  WEAVE_REQUIRE_GPUS(1);
+  const size_t two_shot = (size_t(8) << 20) + 17;  // bf16 elements: 16 MB, past auto's one-shot limit
+  for (int world : {2, 4}) {
+    bench::EmulatedWorld ew(world, 0, 20);
+    ew.run([&](comm::Group& g) {
+      CollectiveConfig cfg = config_of({CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kAuto}, DType::kBF16, two_shot);
+      cfg.stale_slot_lag = 0x80000000u + 5u;
+      auto op = Collective::Impl::create(g, cfg);
+      for (size_t n : {two_shot, size_t(1000), size_t(7), two_shot, size_t(300000), two_shot}) {
+        const SelfTestReport rep = op->self_test(n);
+        EXPECT_TRUE(rep.ok) << "W" << world << " count " << n << ": " << rep.detail;
+      }
+    });
+  }
+}
