@@ -19,7 +19,9 @@
 // same time, ranks aligned by Group::barrier() before every sample; median per rank, then the
 // per-rank maximum of medians:
 //   gemm-only      the op in gemm-only mode: the GEMM alone into this rank's rows of the window
-//   comm-only      weave's lsa all-gather alone (in place, the same bytes), W > 1
+//   comm-only      weave's lsa all-gather alone (in place, the same bytes), W > 1; in the emulated
+//                  world only when --arms names it, and then with an empty kernel after each call
+//                  (kCommOnlyEmulatedNote says why)
 //   split-lsa      GEMM, then weave's lsa all-gather in place
 //   split-ce       GEMM, then weave's copy-engine all-gather; in the emulated world only at W <= 2
 //                  (the ranks' copy streams share the GPU's hardware queues with peers' waiting
@@ -91,6 +93,19 @@ struct ArmSpec {
   bool split = false;  // counts toward "best split"
 };
 
+// Why comm-only is left out of an emulated run unless --arms names it (seen on the device,
+// 2026-12-01: both ranks timed out at the first graph replay of comm-only, W = 2). Its graph is
+// lsa calls back to back, and every lsa kernel opens with griddepcontrol.launch_dependents (pdl,
+// docs/memory_ordering.md), so the next call's grid, and through it every queued call's, becomes
+// resident at once, blocked in griddepcontrol.wait: one rank's queued calls then hold the SMs the
+// peer's current call needs (the SM-share cap of "residency" bounds one grid, not a chain). Named
+// in --arms, it runs with an empty kernel (no PDL) after each call, which ends the chain; its time
+// then includes that kernel.
+constexpr const char* kCommOnlyEmulatedNote =
+    "comm-only: left out of the emulated world unless --arms names it (its graph chains lsa calls, each of which "
+    "lets the next call's grid become resident at once (PDL), so one rank's queued calls can hold the SMs the "
+    "peer's call needs: both ranks timed out at its first graph replay on the device, 2026-12-01)";
+
 const std::vector<std::string> kArmNames = {"gemm-only", "comm-only", "split-lsa", "split-ce",
                                             "fused-lsa", "auto",      "cublaslt+copy"};
 
@@ -105,8 +120,14 @@ std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::s
     if (want(a.name)) arms.push_back(std::move(a));
   };
   add({"gemm-only", ArmKind::kOp, GemmAllGatherMode::kGemmOnly, false});
-  if (world > 1) add({"comm-only", ArmKind::kCommOnly, GemmAllGatherMode::kAuto, false});
-  else if (want("comm-only")) notes.push_back("comm-only: not run at world 1 (nothing to gather)");
+  const bool comm_named = std::find(wanted.begin(), wanted.end(), "comm-only") != wanted.end();
+  if (world == 1) {
+    if (want("comm-only")) notes.push_back("comm-only: not run at world 1 (nothing to gather)");
+  } else if (emulated && !comm_named) {
+    notes.push_back(kCommOnlyEmulatedNote);
+  } else {
+    add({"comm-only", ArmKind::kCommOnly, GemmAllGatherMode::kAuto, false});
+  }
   add({"split-lsa", ArmKind::kOp, GemmAllGatherMode::kSplitLsa, true});
   // Streams of all ranks with split-ce: each rank's own plus one copy stream per peer.
   const bool ce_queues = !emulated || bench::EmulatedWorld::queue_budget_ok(world * world);
@@ -132,6 +153,10 @@ std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::s
                     (emulated ? "the emulated world has no NCCL communicator" : "world 1 gathers nothing") + ")");
   return arms;
 }
+
+// Emulated world, comm-only named in --arms: launched without PDL after every call, so the next
+// call's grid cannot become resident before this call's grid has completed (kCommOnlyEmulatedNote).
+__global__ void end_pdl_chain() {}
 
 // comm-only's input: this rank's rows, the reference rounded to the output dtype.
 __global__ void reference_to_output(const float* ref, void* out, size_t elems, int bf16) {
@@ -334,6 +359,10 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
             case ArmKind::kCommOnly: {
               char* o = static_cast<char*>(a.coll->window_output());
               a.coll->run(o + static_cast<size_t>(r) * rows_bytes, o, rows_bytes, s);
+              if (w > 1 && g.ranks_per_device() > 1) {
+                end_pdl_chain<<<1, 32, 0, s>>>();
+                WEAVE_CHECK_LAUNCH();
+              }
               break;
             }
             case ArmKind::kCublasLt:
@@ -478,6 +507,8 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
         row.extra["auto_reason"] = res[0][i].reason;
       }
       if (specs[i].name == "gemm-only") row.extra["checked"] = "own rows only (gemm-only moves nothing by design)";
+      if (specs[i].kind == ArmKind::kCommOnly && emulated)
+        row.extra["note"] = "includes one empty kernel per call (ends the PDL chain of lsa calls; see --help)";
       if (unavailable.empty() && per_arm[i].samples > 0) {
         row.time_us = per_arm[i].median_us;
         row.noise_pct = per_arm[i].noise_pct;
@@ -601,7 +632,10 @@ void add_gemm_ag_suite(CLI::App& bench, BenchOptions& common) {
       "Arms (per M, timed alternating, CUDA graphs of --calls calls per rank, ranks barriered before every\n"
       "sample, per-rank max of medians):\n"
       "  gemm-only      the op in gemm-only mode: the GEMM alone into this rank's rows (checked: own rows)\n"
-      "  comm-only      weave's lsa all-gather alone, in place (W > 1)\n"
+      "  comm-only      weave's lsa all-gather alone, in place (W > 1). Emulated world: only when --arms\n"
+      "                 names it, and then with an empty kernel after each call (included in its time): lsa\n"
+      "                 kernels let the next call's grid become resident at once (PDL), so a graph of calls\n"
+      "                 from one rank can hold the SMs the peer's call needs (seen: a timeout, W = 2)\n"
       "  split-lsa      GEMM, then weave's lsa all-gather in place\n"
       "  split-ce       GEMM, then weave's copy-engine all-gather (emulated world: W <= 2 only, because the\n"
       "                 ranks' copy streams would share hardware queues with peers' waiting kernels)\n"
