@@ -148,6 +148,23 @@ std::vector<BadInput> bad_inputs() {
       {"BenchItersZero", {"bench", "gemm", "-i", "0"}, {"--iters", "not in range 1 to 100000"}},
       {"BenchWarmupNegative", {"bench", "comm", "-w", "-1"}, {"--warmup"}},
       {"BenchCallsHuge", {"bench", "copy", "--calls", "99999999999"}, {"--calls"}},
+      // gemm-ag: the planner and the bench suite (GemmAllGather::validate's rules, named after the option)
+      {"PlanGemmAgNNotMultipleOf8", {"plan", "gemm-ag", "--n", "100"}, {"--n 100: n must be a multiple of 8"}},
+      {"PlanGemmAgFp8ToFp32", {"plan", "gemm-ag", "--quant", "ptpc", "--out", "fp32"},
+       {"--quant ptpc --out fp32: fp8 modes (ptpc) produce bf16 output"}},
+      {"PlanGemmAgBadQuant", {"plan", "gemm-ag", "--quant", "fp4"}, {"--quant 'fp4'"}},
+      {"PlanGemmAgBadMode", {"plan", "gemm-ag", "--mode", "fused"}, {"--mode 'fused'", "fused-lsa"}},
+      {"PlanGemmAgWorldNine", {"plan", "gemm-ag", "--world", "9"}, {"--world 9: world must be in 1..8"}},
+      {"PlanGemmAgMAboveMMax", {"plan", "gemm-ag", "-m", "128,4096", "--m-max", "1024"}, {"-m/--m 4096: above --m-max 1024"}},
+      {"PlanGemmAgZeroM", {"plan", "gemm-ag", "-m", "0"}, {"--m", "not in range"}},
+      {"PlanGemmAgKForBlockscale", {"plan", "gemm-ag", "--quant", "blockscale", "--k", "100"}, {"--k 100", "the per-rank GEMM"}},
+      {"PlanGemmAgJsonInMissingFolder", {"plan", "gemm-ag", "--json", nofolder}, {"--json '" + nofolder + "'", "does not exist"}},
+      {"BenchGemmAgWorldNine", {"bench", "gemm-ag", "--emulate-world", "9"}, {"--emulate-world", "not in range 1 to 8"}},
+      {"BenchGemmAgTwoGpus", {"bench", "gemm-ag", "--devices", "0,1"}, {"--devices", "not yet"}},
+      {"BenchGemmAgUnknownArm", {"bench", "gemm-ag", "--arms", "gemm-only,nccl"}, {"--arms: 'nccl'"}},
+      {"BenchGemmAgNNotMultipleOf8", {"bench", "gemm-ag", "--emulate-world", "2", "-n", "100"}, {"--n 100"}},
+      {"BenchGemmAgFp8ToFp32", {"bench", "gemm-ag", "--quant", "blockscale", "--out", "fp32"}, {"--quant blockscale --out fp32"}},
+      {"BenchGemmAgJsonInMissingFolder", {"bench", "gemm-ag", "--json", nofolder}, {"--json '" + nofolder + "'"}},
       // unknown subcommands
       {"UnknownSubcommand", {"nosuchcmd"}, {"weave: unknown subcommand 'nosuchcmd' (expected one of: info, plan, bench)"}},
       {"UnknownPlanTopic", {"plan", "nosuch"}, {"weave plan: unknown subcommand 'nosuch' (expected one of: ", "gemm", "comm"}},
@@ -200,11 +217,42 @@ TEST(Cli, PlansRunWithoutAGpu) {
   EXPECT_NE(r.out.find("k must be a multiple of 128 for blockscale"), std::string::npos) << r.out;
 }
 
+// `weave plan gemm-ag`: one row per M with the planner's choice and reason; no GPU needed.
+TEST(Cli, PlanGemmAgPrintsOneRowPerM) {
+  CliRun r = run_weave({"plan", "gemm-ag", "-m", "128,4096", "--world", "8"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("gemm-ag: n=2048 k=7168 bf16 -> fp32, world 8, mode auto, sms 132, m_max 4096"), std::string::npos)
+      << r.out;
+  for (const char* col : {"tiles", "waves", "grid", "chunks", "bytes/peer", "window", "gemm_us", "comm_us", "split_us",
+                          "fused_us", "mode", "reason"})
+    EXPECT_NE(r.out.find(col), std::string::npos) << col << " missing:\n" << r.out;
+  // m = 128: 16 tiles on 132 CTAs, too little GEMM to hide a gather under; m = 4096: 3.88 waves.
+  EXPECT_NE(r.out.find("split-lsa  0.121212 waves"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 4096 128x128    512   3.88   132     16"), std::string::npos) << r.out;
+  // --no-fused: auto never picks the fused kernel; world 1 gathers nothing.
+  r = run_weave({"plan", "gemm-ag", "-m", "4096", "--world", "8", "--no-fused"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out.find("fused-lsa  "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fused kernel not available"), std::string::npos) << r.out;
+  r = run_weave({"plan", "gemm-ag", "-m", "1024", "--world", "1"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("gemm-only  world 1: nothing to gather"), std::string::npos) << r.out;
+  // An explicit mode the op would refuse is a report (exit 1), not a usage error.
+  r = run_weave({"plan", "gemm-ag", "--mode", "fused-lsa", "--no-fused"});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("mode fused-lsa: the op would refuse it"), std::string::npos) << r.out;
+  // fp8 inputs default to bf16 output.
+  r = run_weave({"plan", "gemm-ag", "--quant", "mxfp8", "--scale-layout", "packed", "-m", "256"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("mxfp8 (packed scales) -> bf16"), std::string::npos) << r.out;
+}
+
 TEST(Cli, ValidBenchInputReachesTheGpuProbe) {
   if (weave::no_gpu_reason().empty()) GTEST_SKIP() << "a Hopper GPU is visible: this would run the benchmark";
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"bench"}, {"bench", "gemm", "-m", "128", "-n", "128", "-k", "128"},
-        {"bench", "comm", "-b", "8K", "-e", "64M"}, {"bench", "copy", "--sizes", "64"}}) {
+        {"bench", "comm", "-b", "8K", "-e", "64M"}, {"bench", "copy", "--sizes", "64"},
+        {"bench", "gemm-ag", "-m", "128"}, {"bench", "gemm-ag", "--emulate-world", "4", "-m", "1024,4096"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_NE(r.out.find(weave::no_gpu_reason()), std::string::npos) << r.out;
@@ -222,7 +270,7 @@ TEST(Cli, HelpTextsExplainWithoutIssueNumbers) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--help"}, {"info", "--help"}, {"plan", "--help"}, {"plan", "gemm", "--help"},
         {"plan", "comm", "--help"}, {"bench", "--help"}, {"bench", "copy", "--help"}, {"bench", "gemm", "--help"},
-        {"bench", "comm", "--help"}}) {
+        {"bench", "comm", "--help"}, {"plan", "gemm-ag", "--help"}, {"bench", "gemm-ag", "--help"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_GT(r.out.size(), 100u) << r.out;

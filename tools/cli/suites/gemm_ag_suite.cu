@@ -1,0 +1,661 @@
+// `weave bench gemm-ag`: weave::GemmAllGather's modes against each other in one process, per M
+// rows per rank (and, at world 1, against cuBLASLt plus the copy an out-of-place gather makes).
+//
+// Worlds:
+//   world 1 (the default)      one rank on one GPU (a one-rank group): nothing is gathered, so the
+//                              arms measure the GEMM into the op's window and what each mode's
+//                              machinery costs around it; cublaslt+copy is the baseline.
+//   --emulate-world W (1..8)   W ranks as W host threads on ONE GPU (bench::EmulatedWorld): the
+//                              op code and kernels are the ones that run over NCCL windows, but a
+//                              "peer" store lands in the same GPU's L2/HBM, the W ranks share the
+//                              GPU's SMs (each rank's grid is SMs / W - 1) and its HBM. Every row
+//                              and the header say: kEmulatedLabel. These are protocol and overlap
+//                              numbers, never NVLink numbers.
+//   2+ GPUs                    not yet (real NCCL communicators): asking for it (--devices with
+//                              two or more ordinals) exits 2 saying so.
+//
+// Arms per M, all timed alternating (A B C ... A B C ...) under CUDA graphs of --calls calls per
+// rank (at least one call per weight copy), after warm-up, every rank replaying its graph at the
+// same time, ranks aligned by Group::barrier() before every sample; median per rank, then the
+// per-rank maximum of medians:
+//   gemm-only      the op in gemm-only mode: the GEMM alone into this rank's rows of the window
+//   comm-only      weave's lsa all-gather alone (in place, the same bytes), W > 1; in the emulated
+//                  world only when --arms names it, and then with an empty kernel after each call
+//                  (kCommOnlyEmulatedNote says why)
+//   split-lsa      GEMM, then weave's lsa all-gather in place
+//   split-ce       GEMM, then weave's copy-engine all-gather; in the emulated world only at W <= 2
+//                  (the ranks' copy streams share the GPU's hardware queues with peers' waiting
+//                  kernels there: false dependencies a real multi-GPU run does not have)
+//   fused-lsa      one kernel: every tile stored to its rows here and at every peer
+//   auto           the op's own choice per call (the row says which mode it resolved to)
+//   cublaslt+copy  world 1 only: cuBLASLt's GEMM into a buffer, then a copy into the output (what a
+//                  GEMM followed by an out-of-place gather costs at world 1). The emulated world
+//                  has no NCCL, so there is no cuBLASLt + NCCL baseline there.
+// ratio = time / the best split arm (split-lsa, split-ce) at that M in the same run; vs_lt = time /
+// cublaslt+copy (world 1). TFLOPS = the GEMM's 2*M*N*K per rank over the arm's time.
+//
+// Inputs: every source rank s has its own random A_s (bench::random_operand, quantised by the host
+// reference), B is the same on every rank; cold weights by default: every rank rotates through its
+// own identical copies of B (together past 3 x L2). Correctness of every arm, before and after
+// timing: the output is filled with NaN, every rank barriers (no peer writes before that), one
+// call runs, and the rows of EVERY source rank are compared on the GPU against
+// bench::gpu_reference_gemm of that source's A (a plain CUDA-core GEMM, not weave's kernel) within
+// bench::gemm_tolerance; rows a call never wrote still hold poison and count as wrong. gemm-only is
+// checked on its own rows only (it moves nothing by design); comm-only's input (its own rows) is
+// the reference rounded to the output dtype. #wrong sums over ranks, sources and both checks; a
+// row with #wrong > 0 (or an arm that failed) makes the exit status 1.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/cublaslt.hpp"
+#include "bench/emulated_world.hpp"
+#include "bench/gemm_operands.hpp"
+#include "bench/gpu_reference.hpp"
+#include "bench/harness.hpp"
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+#include "cli/gemm_ag_options.hpp"
+#include "cli/registry.hpp"
+#include "comm/collective_impl.hpp"
+#include "comm/timeout.hpp"
+#include "common/check.hpp"
+#include "fused/gag_impl.hpp"
+#include "weave/collectives.hpp"
+#include "weave/gemm_all_gather.hpp"
+#include "weave/quant.hpp"
+
+namespace weave::cli {
+namespace {
+
+constexpr const char* kEmulatedLabel = "emulated world on one GPU: peer traffic is local L2/HBM, NOT NVLink numbers";
+
+struct GagBenchOptions {
+  GemmAgOptions shape;
+  int emulate_world = 0;          // 0: not given (world 1)
+  std::vector<std::string> arms;  // empty: every arm that applies
+  double timeout_s = 30;
+  uint64_t seed = 1;
+};
+
+enum class ArmKind { kOp, kCommOnly, kCublasLt };
+
+struct ArmSpec {
+  std::string name;
+  ArmKind kind = ArmKind::kOp;
+  GemmAllGatherMode mode = GemmAllGatherMode::kGemmOnly;
+  bool split = false;  // counts toward "best split"
+};
+
+// Why comm-only is left out of an emulated run unless --arms names it (seen on the device,
+// 2026-12-01: both ranks timed out at the first graph replay of comm-only, W = 2). Its graph is
+// lsa calls back to back, and every lsa kernel opens with griddepcontrol.launch_dependents (pdl,
+// docs/memory_ordering.md), so the next call's grid, and through it every queued call's, becomes
+// resident at once, blocked in griddepcontrol.wait: one rank's queued calls then hold the SMs the
+// peer's current call needs (the SM-share cap of "residency" bounds one grid, not a chain). Named
+// in --arms, it runs with an empty kernel (no PDL) after each call, which ends the chain; its time
+// then includes that kernel.
+constexpr const char* kCommOnlyEmulatedNote =
+    "comm-only: left out of the emulated world unless --arms names it (its graph chains lsa calls, each of which "
+    "lets the next call's grid become resident at once (PDL), so one rank's queued calls can hold the SMs the "
+    "peer's call needs: both ranks timed out at its first graph replay on the device, 2026-12-01)";
+
+const std::vector<std::string> kArmNames = {"gemm-only", "comm-only", "split-lsa", "split-ce",
+                                            "fused-lsa", "auto",      "cublaslt+copy"};
+
+// The arms of this world (in timing order) and a note for every arm left out.
+std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::string>& wanted,
+                              std::vector<std::string>& notes) {
+  auto want = [&](const std::string& n) {
+    return wanted.empty() || std::find(wanted.begin(), wanted.end(), n) != wanted.end();
+  };
+  std::vector<ArmSpec> arms;
+  auto add = [&](ArmSpec a) {
+    if (want(a.name)) arms.push_back(std::move(a));
+  };
+  add({"gemm-only", ArmKind::kOp, GemmAllGatherMode::kGemmOnly, false});
+  const bool comm_named = std::find(wanted.begin(), wanted.end(), "comm-only") != wanted.end();
+  if (world == 1) {
+    if (want("comm-only")) notes.push_back("comm-only: not run at world 1 (nothing to gather)");
+  } else if (emulated && !comm_named) {
+    notes.push_back(kCommOnlyEmulatedNote);
+  } else {
+    add({"comm-only", ArmKind::kCommOnly, GemmAllGatherMode::kAuto, false});
+  }
+  add({"split-lsa", ArmKind::kOp, GemmAllGatherMode::kSplitLsa, true});
+  // Streams of all ranks with split-ce: each rank's own plus one copy stream per peer.
+  const bool ce_queues = !emulated || bench::EmulatedWorld::queue_budget_ok(world * world);
+  if (emulated && world > 2) {
+    if (want("split-ce"))
+      notes.push_back("split-ce: not run in the emulated world at W > 2 (the ranks' copy streams share the GPU's "
+                      "hardware queues with peers' waiting kernels: false dependencies a multi-GPU run does not have)");
+  } else if (!ce_queues) {
+    if (want("split-ce"))
+      notes.push_back("split-ce: not run: " + std::to_string(world * world) + " streams > " +
+                      std::to_string(bench::EmulatedWorld::hardware_queues()) + " hardware queues (CUDA_DEVICE_MAX_CONNECTIONS)");
+  } else {
+    add({"split-ce", ArmKind::kOp, GemmAllGatherMode::kSplitCe, true});
+  }
+  add({"fused-lsa", ArmKind::kOp, GemmAllGatherMode::kFusedLsa, false});
+  add({"auto", ArmKind::kOp, GemmAllGatherMode::kAuto, false});
+  if (world == 1) add({"cublaslt+copy", ArmKind::kCublasLt, GemmAllGatherMode::kAuto, false});
+  else if (want("cublaslt+copy"))
+    notes.push_back("cublaslt+copy: world 1 only (the emulated world has no NCCL to gather cuBLASLt's output with; "
+                    "split-lsa is the GEMM-then-gather arm there)");
+  if (emulated || world == 1)
+    notes.push_back(std::string("split-nccl: not run (") +
+                    (emulated ? "the emulated world has no NCCL communicator" : "world 1 gathers nothing") + ")");
+  return arms;
+}
+
+// Emulated world, comm-only named in --arms: launched without PDL after every call, so the next
+// call's grid cannot become resident before this call's grid has completed (kCommOnlyEmulatedNote).
+__global__ void end_pdl_chain() {}
+
+// comm-only's input: this rank's rows, the reference rounded to the output dtype.
+__global__ void reference_to_output(const float* ref, void* out, size_t elems, int bf16) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elems; i += size_t(gridDim.x) * blockDim.x) {
+    if (bf16) static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16(ref[i]);
+    else static_cast<float*>(out)[i] = ref[i];
+  }
+}
+
+// One rank's object of one arm (made once; cuBLASLt per M).
+struct RankArm {
+  std::unique_ptr<GemmAllGather> op;
+  std::unique_ptr<Collective> coll;
+  std::unique_ptr<bench::CublasLtGemm> lt;
+  std::vector<bench::CublasLtScales> lt_scales;
+  bench::DeviceBuffer lt_c, lt_out;  // cuBLASLt's C [m, n]; the copy's destination
+  std::string unavailable;           // the reason, when the arm cannot run here (every rank the same)
+};
+
+struct RankState {
+  cudaStream_t stream = nullptr;
+  std::vector<bench::DeviceOperand> b;  // this rank's weight copies (identical bytes)
+  std::vector<RankArm> arms;
+  ~RankState() {
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+struct ArmResult {
+  bench::Timing timing;
+  std::vector<int64_t> wrong_from;  // per source rank; -1: not checked (gemm-only's peers)
+  std::string unavailable;
+  std::string resolved, reason;     // auto: the mode it ran and why
+  bool ran = false;
+};
+
+template <typename... A>
+std::string fmt(const char* f, A... a) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), f, a...);
+  return buf;
+}
+
+std::string num(double v, int prec) { return std::isnan(v) ? "-" : fmt("%.*f", prec, v); }
+
+int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
+  // Every option first: nothing below may probe a GPU or wait for one before the input is known good.
+  check_bench_options(common);
+  WEAVE_EXPECT_ARG(opt.emulate_world >= 0 && opt.emulate_world <= kMaxWorld,
+                   "--emulate-world " << opt.emulate_world << ": must be in 1.." << kMaxWorld);
+  const bool emulated = opt.emulate_world > 1;
+  const int world = std::max(1, opt.emulate_world);
+  WEAVE_EXPECT_ARG(common.devices.size() <= 1,
+                   "--devices: " << common.devices.size() << " GPUs asked for; real multi-GPU runs of gemm-ag (2+ GPUs, "
+                                 << "NCCL) are not yet in this suite: give one ordinal, or --emulate-world W on one GPU");
+  for (const auto& a : opt.arms)
+    WEAVE_EXPECT_ARG(std::find(kArmNames.begin(), kArmNames.end(), a) != kArmNames.end(),
+                     "--arms: '" << a << "' is not one of gemm-only, comm-only, split-lsa, split-ce, fused-lsa, auto, "
+                                 << "cublaslt+copy");
+  const GemmAgOptions& shape = opt.shape;  // mxfp8: raw scales (the suite has no --scale-layout)
+  const GemmAllGatherConfig base = gemm_ag_config(shape, world);
+  WEAVE_EXPECT_ARG(opt.timeout_s >= 0.1 && opt.timeout_s <= 600, "--timeout " << opt.timeout_s << ": must be in 0.1..600 s");
+  std::vector<std::string> notes;
+  const std::vector<ArmSpec> specs = arms_for(world, emulated, opt.arms, notes);
+  WEAVE_EXPECT_ARG(!specs.empty(), "--arms: none of the arms named runs at world " << world);
+
+  const std::vector<int> devices = bench_devices(common);
+  WEAVE_EXPECT(!devices.empty(), Status::kNoDevice, "no Hopper GPU visible");
+  const int device = devices[0];
+  if (common.devices.empty() && devices.size() > 1)
+    std::fprintf(stderr, "weave bench gemm-ag: %zu GPUs visible; using cuda:%d only (2+ GPUs: not yet)\n", devices.size(),
+                 device);
+  WEAVE_CHECK_CUDA(cudaSetDevice(device));
+  const std::string gate = gate_idle(common, {device});
+  int l2 = 0;
+  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  cudaStream_t main_stream = nullptr;
+  WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&main_stream, cudaStreamNonBlocking));
+  struct StreamGuard {
+    cudaStream_t s;
+    ~StreamGuard() { cudaStreamDestroy(s); }
+  } main_guard{main_stream};
+
+  const int64_t n = base.n, k = base.k;
+  const DType out_dtype = base.out_dtype;
+  const size_t ob = dtype_bytes(out_dtype);
+  const std::string quant(to_string(base.quant)), out_name(to_string(out_dtype));
+  const bench::Tolerance tol = bench::gemm_tolerance(base.quant, out_dtype);
+  const std::string world_tag = emulated ? std::to_string(world) + "-emu" : "1";
+
+  std::printf("# weave bench gemm-ag: n=%lld k=%lld %s -> %s, world %d%s, cuda:%d\n", static_cast<long long>(n),
+              static_cast<long long>(k), quant.c_str(), out_name.c_str(), world,
+              emulated ? (" (" + std::string(kEmulatedLabel) + ")").c_str() : " (one rank, one GPU: nothing gathered)",
+              device);
+  if (emulated)
+    std::printf("# %s; the %d ranks share one GPU's SMs (grid SMs / %d - 1 per rank) and HBM: per-rank TFLOPS is about "
+                "1/%d of the GPU's\n",
+                kEmulatedLabel, world, world, world);
+  std::fflush(stdout);
+
+  // Weights: B (the reference's copy) and, per rank, its cold copies (together past 3 x L2).
+  std::fprintf(stderr, "weave bench gemm-ag: generating B [%lld, %lld] %s\n", static_cast<long long>(n),
+               static_cast<long long>(k), quant.c_str());
+  const bench::DeviceOperand b0 = bench::upload_operand(
+      bench::quantize_parallel(bench::random_operand(opt.seed * 1000003 + 1, n, k), n, k, base.quant, ref::Operand::kB),
+      device);
+  const int copies = common.hot ? 1 : bench::cold_copies(b0.bytes() * static_cast<size_t>(world), static_cast<size_t>(l2));
+  // The world first: the ranks' ops point into it, so it must outlive them (destroyed after states).
+  bench::EmulatedWorld ew(world, device, opt.timeout_s);
+  std::vector<std::unique_ptr<RankState>> states;
+  for (int r = 0; r < world; ++r) {
+    states.push_back(std::make_unique<RankState>());
+    for (int c = 0; c < copies; ++c) states[r]->b.push_back(bench::clone_operand(b0));
+  }
+  const int calls = std::max(common.calls_per_graph, copies);
+
+  // The ops, once per rank (collective: every rank builds the same ones).
+  ew.run([&](comm::Group& g) {
+    RankState& st = *states[g.rank()];
+    WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
+    uint64_t mask = 0;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      RankArm arm;
+      try {
+        if (specs[i].kind == ArmKind::kOp) {
+          GemmAllGatherConfig c = base;
+          c.mode = specs[i].mode;
+          arm.op = GemmAllGather::Impl::create(g, c);
+        } else if (specs[i].kind == ArmKind::kCommOnly) {
+          CollectiveConfig cc;
+          cc.op = CollectiveOp::kAllGather;
+          cc.transport = Transport::kLsa;
+          cc.algorithm = Algorithm::kAuto;
+          cc.max_count = static_cast<size_t>(base.m_max) * static_cast<size_t>(n) * ob;
+          arm.coll = Collective::Impl::create(g, cc);
+        }
+      } catch (const Error& e) {
+        if (e.status() != Status::kUnavailable && e.status() != Status::kUnsupported) throw;
+        arm.unavailable = e.message();
+      }
+      if (arm.unavailable.empty()) mask |= uint64_t{1} << i;
+      st.arms.push_back(std::move(arm));
+    }
+    g.agree(mask, "the gemm-ag arms available on every rank");
+  });
+
+  bench::Report report("gemm-ag");
+  bool failed = false;
+  std::vector<std::string> summary_lines;
+  for (size_t mi = 0; mi < shape.ms.size(); ++mi) {
+    const int64_t m = shape.ms[mi];
+    const size_t rows_bytes = static_cast<size_t>(m) * static_cast<size_t>(n) * ob;
+    const GemmProblem prob{.m = m, .n = n, .k = k, .mode = base.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = out_dtype};
+    std::fprintf(stderr, "weave bench gemm-ag: m=%lld (%zu/%zu): inputs and reference GEMMs of %d source rank(s)\n",
+                 static_cast<long long>(m), mi + 1, shape.ms.size(), world);
+    std::vector<bench::DeviceOperand> as;
+    std::vector<bench::DeviceBuffer> refs;
+    for (int s = 0; s < world; ++s) {
+      as.push_back(bench::upload_operand(
+          bench::quantize_parallel(bench::random_operand(opt.seed * 1000003 + 7919 * static_cast<uint64_t>(m) + 17 * s + 2, m, k),
+                                   m, k, base.quant, ref::Operand::kA),
+          device));
+      refs.emplace_back(static_cast<size_t>(m) * static_cast<size_t>(n) * sizeof(float));
+      bench::gpu_reference_gemm(prob, as[s].view, b0.view, {as[s].scale_view, b0.scale_view}, refs[s].as<float>(),
+                                main_stream);
+    }
+    WEAVE_CHECK_CUDA(cudaStreamSynchronize(main_stream));
+    std::vector<std::vector<ArmResult>> res(world, std::vector<ArmResult>(specs.size()));
+    std::string error;
+    try {
+      ew.run([&](comm::Group& g) {
+        const int r = g.rank(), w = g.world_size(), dev = g.device();
+        RankState& st = *states[r];
+        cudaStream_t stream = st.stream;
+        std::vector<ArmResult>& rr = res[r];
+        // cuBLASLt (world 1): per M, since its descriptors and algorithm are per shape.
+        for (size_t i = 0; i < specs.size(); ++i) {
+          if (specs[i].kind != ArmKind::kCublasLt) continue;
+          RankArm& a = st.arms[i];
+          a.lt.reset();
+          a.lt_scales.clear();
+          a.unavailable = bench::CublasLtGemm::supports(prob);
+          if (!a.unavailable.empty()) continue;
+          try {
+            a.lt = std::make_unique<bench::CublasLtGemm>(prob, dev);
+          } catch (const Error& e) {
+            if (e.status() != Status::kUnsupported) throw;
+            a.unavailable = e.message();
+            continue;
+          }
+          for (const auto& b : st.b) a.lt_scales.push_back(a.lt->prepare_scales({as[r].scale_view, b.scale_view}, stream));
+          a.lt_c = bench::DeviceBuffer(rows_bytes);
+          a.lt_out = bench::DeviceBuffer(rows_bytes);
+        }
+        auto enqueue = [&, r](size_t i, cudaStream_t s, int call) {
+          RankArm& a = st.arms[i];
+          const bench::DeviceOperand& b = st.b[static_cast<size_t>(call) % st.b.size()];
+          switch (specs[i].kind) {
+            case ArmKind::kOp: a.op->run(m, as[r].view, b.view, GemmScales{as[r].scale_view, b.scale_view}, s); break;
+            case ArmKind::kCommOnly: {
+              char* o = static_cast<char*>(a.coll->window_output());
+              a.coll->run(o + static_cast<size_t>(r) * rows_bytes, o, rows_bytes, s);
+              if (w > 1 && g.ranks_per_device() > 1) {
+                end_pdl_chain<<<1, 32, 0, s>>>();
+                WEAVE_CHECK_LAUNCH();
+              }
+              break;
+            }
+            case ArmKind::kCublasLt:
+              a.lt->run(as[r].view, b.view, a.lt_scales[static_cast<size_t>(call) % st.b.size()],
+                        TensorView::matrix(a.lt_c.get(), out_dtype, m, n, dev), s);
+              WEAVE_CHECK_CUDA(cudaMemcpyAsync(a.lt_out.get(), a.lt_c.get(), rows_bytes, cudaMemcpyDeviceToDevice, s));
+              break;
+          }
+        };
+        auto output_of = [&](size_t i) -> char* {
+          RankArm& a = st.arms[i];
+          if (a.op) return static_cast<char*>(a.op->output(m).data);
+          if (a.coll) return static_cast<char*>(a.coll->window_output());
+          return static_cast<char*>(a.lt_out.get());
+        };
+        // Fresh poison, every rank barriered, one call, every source's rows against its reference.
+        auto check = [&](size_t i, const char* when) {
+          RankArm& a = st.arms[i];
+          const size_t out_bytes = specs[i].kind == ArmKind::kCublasLt ? rows_bytes : static_cast<size_t>(w) * rows_bytes;
+          char* o = output_of(i);
+          bench::poison_nan(o, out_bytes, out_dtype, stream);
+          if (specs[i].kind == ArmKind::kCommOnly) {
+            const size_t elems = static_cast<size_t>(m) * static_cast<size_t>(n);
+            reference_to_output<<<512, 256, 0, stream>>>(refs[r].as<float>(), o + static_cast<size_t>(r) * rows_bytes,
+                                                        elems, out_dtype == DType::kBF16);
+            WEAVE_CHECK_LAUNCH();
+          }
+          WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
+          g.barrier();
+          enqueue(i, stream, calls - 1);
+          comm::sync_stream_bounded(stream, opt.timeout_s, std::string("gemm-ag ") + specs[i].name + " check " + when);
+          if (a.op) a.op->check();
+          if (a.coll) a.coll->check();
+          ArmResult& ar = rr[i];
+          ar.wrong_from.resize(w, -1);
+          for (int s = 0; s < w; ++s) {
+            if (specs[i].mode == GemmAllGatherMode::kGemmOnly && specs[i].kind == ArmKind::kOp && s != r) continue;
+            if (specs[i].kind == ArmKind::kCublasLt && s != 0) continue;
+            const TensorView rows = TensorView::matrix(o + static_cast<size_t>(s) * rows_bytes, out_dtype, m, n, dev);
+            const ref::Comparison cmp = bench::gpu_compare(rows, refs[s].as<float>(), tol, stream);
+            ar.wrong_from[s] = std::max<int64_t>(ar.wrong_from[s], 0) + cmp.wrong;
+          }
+          if (a.op && specs[i].mode == GemmAllGatherMode::kAuto) {
+            ar.resolved = std::string(to_string(a.op->last_mode()));
+            ar.reason = a.op->plan(m).reason;
+          }
+          g.barrier();
+        };
+        std::vector<size_t> runnable;
+        for (size_t i = 0; i < specs.size(); ++i) {
+          rr[i].unavailable = st.arms[i].unavailable;
+          if (st.arms[i].unavailable.empty()) runnable.push_back(i);
+        }
+        if (runnable.empty()) return;
+        for (size_t i : runnable) check(i, "before timing");
+        std::vector<bench::Arm> timed;
+        for (size_t i : runnable)
+          timed.push_back({specs[i].name, [&enqueue, i](cudaStream_t s, int call) { enqueue(i, s, call); }});
+        bench::TimingConfig tc;
+        tc.calls_per_graph = calls;
+        tc.warmup = common.warmup;
+        tc.samples = common.iters;
+        tc.align = [&g](cudaStream_t) { g.barrier(); };
+        g.barrier();
+        const std::vector<bench::Timing> t = bench::time_alternating(timed, tc, stream);
+        WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
+        g.barrier();
+        for (size_t j = 0; j < runnable.size(); ++j) {
+          rr[runnable[j]].timing = t[j];
+          rr[runnable[j]].ran = true;
+        }
+        for (size_t i : runnable) check(i, "after timing");
+      });
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    if (!error.empty()) {
+      failed = true;
+      bench::Row row;
+      row.shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+      row.quant = quant + "->" + out_name;
+      row.mode = "error";
+      row.extra = {{"error", error}, {"world", world}, {"emulated", emulated}};
+      report.add(row);
+      std::fprintf(stderr, "weave bench gemm-ag: m=%lld: ERROR %s\n(stopping: the ops may hold a recorded timeout)\n",
+                   static_cast<long long>(m), error.c_str());
+      break;
+    }
+
+    // Rows: per arm, the per-rank maximum of medians; wrong summed over ranks and sources.
+    std::vector<bench::Timing> per_arm(specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      std::vector<bench::Timing> ranks;
+      for (int r = 0; r < world; ++r)
+        if (res[r][i].ran) ranks.push_back(res[r][i].timing);
+      if (!ranks.empty()) per_arm[i] = bench::max_over_ranks(ranks);
+    }
+    double best_split = bench::kNaN, lt_us = bench::kNaN, gemm_us = bench::kNaN, comm_us = bench::kNaN,
+           fused_us = bench::kNaN;
+    std::string best_split_name;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const double t = per_arm[i].median_us;
+      if (std::isnan(t)) continue;
+      if (specs[i].split && (std::isnan(best_split) || t < best_split)) best_split = t, best_split_name = specs[i].name;
+      if (specs[i].kind == ArmKind::kCublasLt) lt_us = t;
+      if (specs[i].name == "gemm-only") gemm_us = t;
+      if (specs[i].name == "comm-only") comm_us = t;
+      if (specs[i].name == "fused-lsa") fused_us = t;
+    }
+    std::string progress;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      bench::Row row;
+      row.shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+      row.quant = quant + "->" + out_name;
+      row.mode = specs[i].name;
+      int64_t wrong = 0;
+      nlohmann::json from = nlohmann::json::array();
+      std::vector<int64_t> per_source(world, -1);
+      for (int r = 0; r < world; ++r)
+        for (size_t s = 0; s < res[r][i].wrong_from.size(); ++s)
+          if (res[r][i].wrong_from[s] >= 0) {
+            per_source[s] = std::max<int64_t>(per_source[s], 0) + res[r][i].wrong_from[s];
+            wrong += res[r][i].wrong_from[s];
+          }
+      for (int64_t v : per_source) from.push_back(v);
+      const std::string unavailable = res[0][i].unavailable;
+      row.wrong = unavailable.empty() ? wrong : 0;
+      row.extra = {{"world", world},
+                   {"emulated", emulated},
+                   {"m", m},
+                   {"n", n},
+                   {"k", k},
+                   {"quant", quant},
+                   {"out", out_name},
+                   {"wrong_from_source", from},
+                   {"weight_copies_per_rank", copies},
+                   {"calls_per_graph", calls}};
+      if (emulated) row.extra["label"] = kEmulatedLabel;
+      if (!unavailable.empty()) row.extra["unavailable"] = unavailable;
+      if (!res[0][i].resolved.empty()) {
+        row.extra["auto_resolved"] = res[0][i].resolved;
+        row.extra["auto_reason"] = res[0][i].reason;
+      }
+      if (specs[i].name == "gemm-only") row.extra["checked"] = "own rows only (gemm-only moves nothing by design)";
+      if (specs[i].kind == ArmKind::kCommOnly && emulated)
+        row.extra["note"] = "includes one empty kernel per call (ends the PDL chain of lsa calls; see --help)";
+      if (unavailable.empty() && per_arm[i].samples > 0) {
+        row.time_us = per_arm[i].median_us;
+        row.noise_pct = per_arm[i].noise_pct;
+        if (specs[i].kind != ArmKind::kCommOnly) row.tflops = 2.0 * double(m) * double(n) * double(k) / (row.time_us * 1e6);
+        if (specs[i].kind == ArmKind::kCommOnly || (world > 1 && specs[i].name != "gemm-only")) {
+          row.algbw_gbps = double(world) * double(rows_bytes) / (row.time_us * 1e3);
+          row.busbw_gbps = row.algbw_gbps * double(world - 1) / double(world);
+        }
+        if (!std::isnan(best_split)) {
+          row.baseline = "best-split:" + best_split_name;
+          row.baseline_us = best_split;
+          row.ratio = row.time_us / best_split;
+        }
+        if (!std::isnan(lt_us)) row.extra["ratio_vs_cublaslt_copy"] = row.time_us / lt_us;
+        if (specs[i].name == "fused-lsa" && !std::isnan(gemm_us) && !std::isnan(comm_us))
+          row.extra["overlap_efficiency"] = (gemm_us + comm_us - row.time_us) / std::min(gemm_us, comm_us);
+      }
+      if (row.wrong != 0) failed = true;
+      progress += " " + specs[i].name + (unavailable.empty() ? " " + num(row.time_us, 1) + " us (#wrong " + std::to_string(row.wrong) + ")"
+                                                             : " unavailable");
+      report.add(std::move(row));
+    }
+    std::fprintf(stderr, "weave bench gemm-ag: m=%lld:%s\n", static_cast<long long>(m), progress.c_str());
+    if (!std::isnan(gemm_us) && !std::isnan(comm_us) && !std::isnan(fused_us))
+      summary_lines.push_back(fmt("# m=%lld: T_gemm %.1f us, T_comm %.1f us, T_fused %.1f us: overlap efficiency "
+                                  "(T_gemm + T_comm - T_fused) / min(T_gemm, T_comm) = %.2f%s",
+                                  static_cast<long long>(m), gemm_us, comm_us, fused_us,
+                                  (gemm_us + comm_us - fused_us) / std::min(gemm_us, comm_us),
+                                  emulated ? " (emulated world: not an NVLink number)" : ""));
+  }
+
+  // The table (nccl-tests style; every emulated row carries the label).
+  std::printf("%7s %6s %6s %-10s %-4s %-16s %10s %7s %7s %8s %7s %7s %-6s %s\n", "m", "n", "k", "quant", "out", "mode",
+              "time_us", "ratio", "vs_lt", "TFLOPS", "noise%", "#wrong", "world", emulated ? "label" : "");
+  for (const bench::Row& r : report.rows()) {
+    const auto& x = r.extra;
+    if (r.mode == "error") {
+      std::printf("%s %s: ERROR %s\n", r.shape.c_str(), r.quant.c_str(), x.value("error", "").c_str());
+      continue;
+    }
+    const bool unavailable = x.contains("unavailable");
+    std::string mode = r.mode;
+    if (x.contains("auto_resolved")) mode += "(" + x["auto_resolved"].get<std::string>() + ")";
+    const double vs_lt = x.contains("ratio_vs_cublaslt_copy") ? x["ratio_vs_cublaslt_copy"].get<double>() : bench::kNaN;
+    std::printf("%7lld %6lld %6lld %-10s %-4s %-16s %10s %7s %7s %8s %7s %7s %-6s %s\n",
+                static_cast<long long>(x["m"].get<int64_t>()), static_cast<long long>(n), static_cast<long long>(k),
+                quant.c_str(), out_name.c_str(), mode.c_str(), unavailable ? "unavail" : num(r.time_us, 2).c_str(),
+                num(r.ratio, 3).c_str(), num(vs_lt, 3).c_str(), num(r.tflops, 1).c_str(), num(r.noise_pct, 1).c_str(),
+                unavailable ? "-" : std::to_string(r.wrong).c_str(), world_tag.c_str(), emulated ? kEmulatedLabel : "");
+  }
+  std::printf("# ratio = time / the best split arm at that M (same run); vs_lt = time / cublaslt+copy; TFLOPS = the "
+              "GEMM's 2*M*N*K per rank / time; time = per-rank max of medians over %d samples of a %d-call graph\n",
+              common.iters, calls);
+  for (const auto& l : summary_lines) std::printf("%s\n", l.c_str());
+  for (const bench::Row& r : report.rows())
+    if (r.extra.contains("unavailable"))
+      std::printf("# unavailable: m=%lld %s: %s\n", static_cast<long long>(r.extra["m"].get<int64_t>()), r.mode.c_str(),
+                  r.extra["unavailable"].get<std::string>().c_str());
+  for (const auto& note : notes) std::printf("# not run: %s\n", note.c_str());
+  const std::string busy_after = bench::IdleGate().busy_after({device}, common.idle_threshold);
+  if (!busy_after.empty()) std::printf("# BUSY after run: %s\n", busy_after.c_str());
+  std::fflush(stdout);
+  if (!common.json_path.empty()) {
+    nlohmann::json meta = {{"machine", bench::machine_json()},
+                           {"idle_gate", gate},
+                           {"busy_after", busy_after},
+                           {"device", device},
+                           {"world", world},
+                           {"emulated", emulated},
+                           {"label", emulated ? kEmulatedLabel : "world 1: one rank on one GPU, nothing gathered"},
+                           {"cold", !common.hot},
+                           {"weight_copies_per_rank", copies},
+                           {"calls_per_graph", calls},
+                           {"warmup", common.warmup},
+                           {"samples", common.iters},
+                           {"seed", opt.seed},
+                           {"m_max", base.m_max},
+                           {"not_run", notes}};
+    report.write_json(common.json_path, meta);
+  }
+  states.clear();
+  if (failed) {
+    std::fprintf(stderr, "weave bench gemm-ag: FAILED: a row has #wrong > 0 or an arm failed\n");
+    return 1;
+  }
+  return 0;
+}
+
+GagBenchOptions& suite_options() {
+  static GagBenchOptions o;
+  return o;
+}
+
+void add_gemm_ag_suite(CLI::App& bench, BenchOptions& common) {
+  GagBenchOptions& o = suite_options();
+  auto* app = bench.add_subcommand(
+      "gemm-ag",
+      "weave::GemmAllGather per M: gemm-only, comm-only, split-lsa, split-ce, fused-lsa and auto alternating in one "
+      "process (world 1: also cuBLASLt + copy); every arm's rows of every source rank checked (#wrong). "
+      "--emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). 2+ GPUs: not yet.");
+  add_common_bench_options(*app, common);
+  add_gemm_ag_options(*app, o.shape, /*with_layout=*/false, /*with_mode=*/false);
+  app->add_option("--emulate-world", o.emulate_world,
+                  "W ranks (1..8) as threads on ONE GPU (test harness, not NVLink; see below); 1 = world 1; "
+                  "default: world 1")
+      ->check(CLI::Range(1, kMaxWorld));
+  app->add_option("--arms", o.arms, "arms to run, comma-separated (default: every arm that applies)")->delimiter(',');
+  app->add_option("--timeout", o.timeout_s, "seconds that bound every rendezvous and device wait of the ranks")
+      ->check(finite_range(0.1, 600))->capture_default_str();
+  app->add_option("--seed", o.seed, "seed of the random inputs (>= 0)")->check(digits_only())->capture_default_str();
+  app->footer(std::string(
+      "Worlds:\n"
+      "  default            world 1: one rank on one GPU; nothing is gathered, so the arms show the GEMM into\n"
+      "                     the op's window and each mode's cost around it; cublaslt+copy is the baseline.\n"
+      "  --emulate-world W  W ranks as threads on ONE GPU (the op's real code and kernels; peers' windows are\n"
+      "                     allocations on the same GPU). Every row and the header are labelled\n"
+      "                     '") + kEmulatedLabel + "'.\n"
+      "                     The ranks share the GPU's SMs and HBM: per-rank TFLOPS is about 1/W of the GPU's.\n"
+      "                     Sets CUDA_DEVICE_MAX_CONNECTIONS=32 (unless set) so the ranks' streams get queues.\n"
+      "  2+ GPUs            real NCCL runs: not yet (--devices with 2+ ordinals exits 2).\n"
+      "Arms (per M, timed alternating, CUDA graphs of --calls calls per rank, ranks barriered before every\n"
+      "sample, per-rank max of medians):\n"
+      "  gemm-only      the op in gemm-only mode: the GEMM alone into this rank's rows (checked: own rows)\n"
+      "  comm-only      weave's lsa all-gather alone, in place (W > 1). Emulated world: only when --arms\n"
+      "                 names it, and then with an empty kernel after each call (included in its time): lsa\n"
+      "                 kernels let the next call's grid become resident at once (PDL), so a graph of calls\n"
+      "                 from one rank can hold the SMs the peer's call needs (seen: a timeout, W = 2)\n"
+      "  split-lsa      GEMM, then weave's lsa all-gather in place\n"
+      "  split-ce       GEMM, then weave's copy-engine all-gather (emulated world: W <= 2 only, because the\n"
+      "                 ranks' copy streams would share hardware queues with peers' waiting kernels)\n"
+      "  fused-lsa      one kernel: every tile stored to its rows here and at every peer\n"
+      "  auto           the op's choice per call (shown as auto(<mode>))\n"
+      "  cublaslt+copy  world 1 only: cuBLASLt GEMM, then a copy into the output (no NCCL in the emulated\n"
+      "                 world, so no cuBLASLt + NCCL baseline there); split-nccl is not run\n"
+      "Columns: m n k quant out mode time_us ratio (time / best split arm, same run) vs_lt (time /\n"
+      "cublaslt+copy) TFLOPS (2*M*N*K per rank / time) noise% #wrong (elements outside the GEMM tolerance\n"
+      "against a CUDA-core reference GEMM of each source rank's A, after NaN poison, before and after\n"
+      "timing, summed over ranks and sources) world (1, or W-emu).\n"
+      "Not part of a bare `weave bench`. docs/perf/fused.md has a run, its command and what limits each number.\n");
+  app->callback([&common] { exit_code() = run_gemm_ag_suite(common, suite_options()); });
+}
+
+[[maybe_unused]] const bool kRegistered =
+    register_bench_suite({"gemm-ag",
+                          "GemmAllGather modes per M (world 1, or --emulate-world W on one GPU: not NVLink "
+                          "numbers); 2+ GPUs: not yet",
+                          add_gemm_ag_suite, nullptr});
+
+}  // namespace
+}  // namespace weave::cli
