@@ -123,7 +123,10 @@ void launch_lsa_kernel(Kernel kernel, Call c, cudaStream_t stream) {
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   config.attrs = &attr;
-  config.numAttrs = 1;
+  // Not where ranks share the GPU (the emulated world): every lsa kernel lets the next grid launch
+  // at once, so a graph of back-to-back calls makes a rank's whole chain of calls resident together
+  // on SMs its peers' current calls need (docs/memory_ordering.md "residency").
+  config.numAttrs = share > 1 ? 0 : 1;
   WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, c));
   WEAVE_CHECK_LAUNCH();
 }

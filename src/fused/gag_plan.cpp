@@ -143,10 +143,11 @@ GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m,
         p.mode = split_pick();
         why << "fused kernel not available for " << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype)
             << "; split";
-      } else if (p.waves < 2.0) {
+      } else if (p.waves < kGagMinFusedWaves) {
+        // Under 1.5 waves the first finished tiles leave with most of the GEMM already done.
         p.mode = split_pick();
-        why << p.waves << " waves of " << kGagBlockM << "x" << kGagBlockN << " tiles (< 2): too little GEMM to hide the "
-            << "gather under; split";
+        why << p.waves << " waves of " << kGagBlockM << "x" << kGagBlockN << " tiles (< " << kGagMinFusedWaves
+            << "): too little GEMM to hide the gather under; split";
       } else if (p.model_fused_us * 1.05 > p.model_split_us) {
         p.mode = split_pick();
         why << "modelled fused " << p.model_fused_us << " us is not 5% under split " << p.model_split_us << " us";

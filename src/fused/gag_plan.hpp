@@ -11,6 +11,9 @@
 namespace weave::fused {
 
 inline constexpr int kGagBlockM = 128, kGagBlockN = 128;  // the fused kernel's tile (also the split GEMM's)
+// auto considers fused from this many waves of tiles on (then by the model, with a 5% margin for
+// split). Modelled, not yet calibrated on NVLink (the 2-GPU issue measures it).
+inline constexpr double kGagMinFusedWaves = 1.5;
 
 // The split all-gather's flag words depend on its grid cap (the device's occupancy): sizes reported
 // before an op exists (gemm_all_gather_window_bytes, plans) assume this many CTAs, the most an
