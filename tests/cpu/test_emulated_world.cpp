@@ -1,0 +1,42 @@
+// The emulated world's host rendezvous on the CPU (no GPU work): every rank gets every rank's value
+// in rank order round after round, and a rank that never arrives makes the others raise kTimeout
+// naming it (instead of hanging).
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "bench/emulated_world.hpp"
+#include "support/expect_error.hpp"
+
+using namespace weave;
+
+TEST(EmulatedWorldRendezvous, AllGatherInRankOrderManyRounds) {
+  const int w = 4;
+  bench::EmulatedWorld ew(w, 0, 10);
+  std::vector<std::thread> threads;
+  std::vector<int> bad(w, 0);
+  for (int r = 0; r < w; ++r)
+    threads.emplace_back([&, r] {
+      for (uint64_t round = 0; round < 500; ++round) {
+        const auto all = ew.rank(r).all_gather(round * 100 + r, "a test round");
+        for (int s = 0; s < w; ++s) bad[r] += all[s] != round * 100 + static_cast<uint64_t>(s);
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < w; ++r) EXPECT_EQ(bad[r], 0) << "rank " << r;
+}
+
+TEST(EmulatedWorldRendezvous, AMissingRankTimesOutNamed) {
+  bench::EmulatedWorld ew(3, 0, 0.2);
+  std::vector<std::string> msgs(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] { msgs[r] = test::error_of([&] { ew.rank(r).barrier(); }, Status::kTimeout); });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) EXPECT_NE(msgs[r].find("rank(s) 2"), std::string::npos) << msgs[r];
+}
+
+TEST(EmulatedWorldRendezvous, BadWorldIsRefused) {
+  const std::string msg = test::error_of([] { bench::EmulatedWorld ew(9, 0, 1); });
+  EXPECT_NE(msg.find("world must be in 1..8"), std::string::npos) << msg;
+}
