@@ -108,10 +108,8 @@ void launch_lsa_kernel(Kernel kernel, Call c, cudaStream_t stream) {
   // Ranks sharing this GPU (the emulated world): also at most this rank's share of the SMs. The
   // block scheduler spreads a grid over idle SMs, so a waiting grid of more CTAs than SMs / share
   // could sit on every SM and keep a peer's full-SM GEMM, whose output it waits for, from starting.
-  // One SM of the share is left free for the short kernels around the calls (copies, checks),
-  // which could otherwise take the last SM a peer's full-SM GEMM CTA needs.
   if (share > 1) {
-    const int sms = device_sms() / share - 1 > 0 ? device_sms() / share - 1 : 1;
+    const int sms = rank_sm_share(device_sms(), share);
     cap = cap < sms ? cap : sms;
   }
   c.blocks = c.blocks < cap ? c.blocks : (cap > 0 ? cap : 1);

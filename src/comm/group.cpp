@@ -36,20 +36,32 @@ void check_agreement(const std::vector<std::uint64_t>& all, int rank, std::strin
   throw Error(Status::kMismatch, "", WEAVE_LOCATION, os.str());
 }
 
-void check_outcomes(const std::vector<std::uint64_t>& all, bool ok, int rank, std::string_view what,
-                    const std::string& why) {
+namespace {
+// "1,3": the ranks whose gathered outcome is not 1.
+std::string ranks_not_ok(const std::vector<std::uint64_t>& all) {
   std::ostringstream failed;
   for (size_t r = 0; r < all.size(); ++r)
     if (all[r] != 1) failed << (failed.tellp() > 0 ? "," : "") << r;
-  if (failed.tellp() == 0) return;
+  return failed.str();
+}
+}  // namespace
+
+void check_outcomes(const std::vector<std::uint64_t>& all, bool ok, int rank, std::string_view what,
+                    const std::string& why) {
+  const std::string failed = ranks_not_ok(all);
+  if (failed.empty()) return;
   if (!ok) WEAVE_EXPECT(false, Status::kUnavailable, "rank " << rank << ": " << what << " failed: " << why);
   WEAVE_EXPECT(false, Status::kUnavailable,
-               "rank " << rank << ": " << what << " failed on rank(s) " << failed.str()
+               "rank " << rank << ": " << what << " failed on rank(s) " << failed
                        << "; this rank released its part and raises too");
 }
 
 void Group::agree(std::uint64_t hash, std::string_view what) const {
   check_agreement(all_gather(hash, "the configuration check of " + std::string(what)), rank(), what);
+}
+
+std::string Group::failed_ranks(bool ok, std::string_view what) const {
+  return ranks_not_ok(all_gather(ok ? 1 : 0, what));
 }
 
 void Group::agree_ok(bool ok, std::string_view what, const std::string& why) const {

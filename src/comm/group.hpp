@@ -75,6 +75,9 @@ class Group {
   // Collective checks on top of all_gather (the messages of Communicator::agree / agree_ok).
   void agree(std::uint64_t hash, std::string_view what) const;
   void agree_ok(bool ok, std::string_view what, const std::string& why) const;
+  // Collective: the ranks whose `ok` is false ("1,3"), "" when every rank's is true (self-tests
+  // report them instead of raising).
+  std::string failed_ranks(bool ok, std::string_view what) const;
 };
 
 // The Group of a Communicator (which must outlive it); windows are SymmetricWindows.

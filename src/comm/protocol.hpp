@@ -37,6 +37,16 @@ WEAVE_HD uint32_t credit_needed(uint32_t epoch, uint32_t slots) { return epoch -
 WEAVE_HD bool valid_slot_count(uint32_t slots) { return slots != 0 && (slots & (slots - 1)) == 0; }
 WEAVE_HD uint32_t slot_of(uint32_t epoch, uint32_t slots) { return epoch & (slots - 1u); }
 
+// --- ranks sharing one GPU (the emulated world; docs/memory_ordering.md "residency") ---
+// CTAs one rank may keep resident at once when `ranks` ranks share a GPU of `sms` SMs: its share of
+// the SMs, less one left for the short kernels around calls (copies, checks), which could otherwise
+// hold the last SM a peer's full-SM CTA needs. One rank per GPU: every SM.
+WEAVE_HD int rank_sm_share(int sms, int ranks) {
+  if (ranks <= 1) return sms;
+  const int share = sms / ranks - 1;
+  return share > 0 ? share : 1;
+}
+
 // --- peer orders ---
 // Step s (1..world-1) of rank r talks to (r + s) mod world: in every step each rank sends to a
 // distinct rank and receives from a distinct rank, so no receiver is hit by all senders at once.

@@ -121,18 +121,12 @@ SelfTestReport Collective::self_test(std::size_t count) {
   }
   bool ok = report.caller_buffers_ok && report.window_buffers_ok;
   for (auto v : report.wrong_from_rank) ok &= v == 0;
-  const auto all = m.group->all_gather(ok ? 1 : 0, "the self-test outcome");
-  report.ok = true;
-  std::ostringstream failed;
-  for (int s = 0; s < w; ++s)
-    if (all[s] != 1) {
-      report.ok = false;
-      failed << (failed.tellp() > 0 ? "," : "") << s;
-    }
+  const std::string failed = m.group->failed_ranks(ok, "the self-test outcome");
+  report.ok = failed.empty();
   std::ostringstream os;
   os << describe() << ": " << count << (op == CollectiveOp::kAllGather ? " bytes" : " elements") << " per call, ";
   if (report.ok) os << "every source rank's values arrived intact on every rank";
-  else os << "FAILED on rank(s) " << failed.str() << (detail.tellp() ? "; " + detail.str() : std::string());
+  else os << "FAILED on rank(s) " << failed << (detail.tellp() ? "; " + detail.str() : std::string());
   if (window_refused) os << " [window pass skipped: the nccl transport refuses window buffers of this size]";
   report.detail = os.str();
   return report;

@@ -35,6 +35,7 @@ struct GemmAllGather::Impl {
   GemmAllGatherMode split_mode = GemmAllGatherMode::kSplitLsa;  // the split mode this op can run
   bool fused_ok = false;            // the fused kernel of this quant / out dtype exists here
   const gemm::GemmKernelEntry<fused::AllGatherParams>* fused_kernel = nullptr;
+  const gemm::GemmInstance* local_kernel = nullptr;  // the split modes' GEMM (same tile as fused)
   GemmAllGatherMode last = GemmAllGatherMode::kAuto;
   uint64_t self_test_seed = 0x5eed;
 

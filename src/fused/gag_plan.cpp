@@ -109,7 +109,7 @@ GagRates gag_rates(ScaleMode quant) {
 }
 
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available) {
+                           bool nccl_available, uint64_t window_bytes) {
   GemmAllGatherPlan p;
   const AgChunks ch = ag_chunks(m, cfg.n, kGagBlockM, kGagBlockN);
   const size_t ob = cfg.out_dtype == DType::kF32 ? 4 : 2;
@@ -118,9 +118,7 @@ GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m,
   p.waves = double(p.tiles) / std::max(1, ctas);
   p.chunks = ch.chunks;
   p.bytes_per_peer = m * cfg.n * static_cast<int64_t>(ob);
-  WindowLayout layout;
-  add_gag_regions(layout, cfg, world, kGagBoundSplitBlocks);
-  p.window_bytes = static_cast<int64_t>(layout.total_bytes());
+  p.window_bytes = static_cast<int64_t>(window_bytes);
   const GagRates r = gag_rates(cfg.quant);
   p.model_gemm_us = 2.0 * double(m) * double(cfg.n) * double(cfg.k) / (r.gemm_tflops * 1e6);
   p.model_comm_us = world > 1 ? double(world - 1) * double(p.bytes_per_peer) / (r.link_gbps * 1e3) + r.comm_latency_us : 0;

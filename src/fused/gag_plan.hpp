@@ -43,8 +43,10 @@ struct GagRates {
 GagRates gag_rates(ScaleMode quant);
 
 // The plan of one call of m rows per rank on `ctas` CTAs per rank. fused_available: the fused
-// kernel exists and the mode may use it; nccl_available: the group has an NCCL communicator.
+// kernel exists and the mode may use it; nccl_available: the group has an NCCL communicator;
+// window_bytes: what the plan reports as the op's window (the op's own, or
+// gemm_all_gather_window_bytes before one exists; run() plans every call, so nothing is laid out here).
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available);
+                           bool nccl_available, uint64_t window_bytes = 0);
 
 }  // namespace weave::fused

@@ -14,6 +14,7 @@
 
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
+#include "common/hash.hpp"
 #include "fused/gag_impl.hpp"
 #include "weave/quant.hpp"
 
@@ -21,13 +22,6 @@ namespace weave {
 
 namespace {
 
-uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
 
 struct DeviceBytes {
   void* p = nullptr;
@@ -47,9 +41,9 @@ SelfTestReport GemmAllGather::self_test(std::int64_t m) {
   const int64_t n = c.n, k = c.k;
   const uint64_t seed = im.self_test_seed++;
   WEAVE_CHECK_CUDA(cudaSetDevice(g.device()));
-  auto col_of = [&](int s, int64_t i) { return static_cast<int64_t>(mix(seed * 131 + s * 1000003ull + i) % k); };
+  auto col_of = [&](int s, int64_t i) { return static_cast<int64_t>(mix64(seed * 131 + s * 1000003ull + i) % k); };
   auto b_val = [&](int64_t row, int64_t kk) {
-    return static_cast<int>(mix(seed ^ (static_cast<uint64_t>(row) << 32) ^ static_cast<uint64_t>(kk)) % 17) - 8;
+    return static_cast<int>(mix64(seed ^ (static_cast<uint64_t>(row) << 32) ^ static_cast<uint64_t>(kk)) % 17) - 8;
   };
   const bool fp8 = c.quant != ScaleMode::kBF16;
   const size_t in_bytes = fp8 ? 1 : 2;
@@ -163,18 +157,12 @@ SelfTestReport GemmAllGather::self_test(std::int64_t m) {
   for (auto v : report.wrong_from_rank) ok &= v == 0;
   report.caller_buffers_ok = ok;
   report.window_buffers_ok = ok;
-  const auto all = g.all_gather(ok ? 1 : 0, "the GemmAllGather self-test outcome");
-  report.ok = true;
-  std::ostringstream failed;
-  for (int s = 0; s < w; ++s)
-    if (all[s] != 1) {
-      report.ok = false;
-      failed << (failed.tellp() > 0 ? "," : "") << s;
-    }
+  const std::string failed = g.failed_ranks(ok, "the GemmAllGather self-test outcome");
+  report.ok = failed.empty();
   std::ostringstream os;
   os << im.describe() << ": m = " << m << " rows per rank, mode " << to_string(im.last) << ": ";
   if (report.ok) os << "every source rank's rows arrived intact on every rank";
-  else os << "FAILED on rank(s) " << failed.str() << (detail.tellp() ? "; " + detail.str() : std::string());
+  else os << "FAILED on rank(s) " << failed << (detail.tellp() ? "; " + detail.str() : std::string());
   report.detail = os.str();
   return report;
 }

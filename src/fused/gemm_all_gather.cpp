@@ -42,9 +42,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
   WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, g.device()));
   // Every rank's CTAs must be resident together (each waits for its peers' chunks): one CTA per
   // SM, and ranks sharing a GPU (the emulated world) share its SMs.
-  // The emulated world also leaves one SM of each rank's share for the short kernels around the
-  // calls (copies, checks, delays), which could otherwise hold an SM a peer's CTA needs.
-  grid_cap = std::max(1, num_sms / g.ranks_per_device() - (g.ranks_per_device() > 1 ? 1 : 0));
+  grid_cap = comm::rank_sm_share(num_sms, g.ranks_per_device());
   fused_kernel = find_fused_kernel(cfg);
   fused_ok = fused_kernel != nullptr && g.lsa_team_size() == w;
   split_mode = fused::gag_split_mode(cfg.mode);
@@ -88,14 +86,13 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
   rt->agree_config(id.str(), "GemmAllGather configuration (n, k, m_max, quant, out dtype, mode, testing hooks)");
   if (fused_kernel) fused_kernel->prepare();
   // The split GEMM runs the same tile as the fused kernel (so split and fused agree bitwise).
-  if (const auto* local = gemm::find_gemm_instance(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kStoreLocal,
-                                                   fused::kGagBlockM, fused::kGagBlockN,
-                                                   cfg.quant == ScaleMode::kMxfp8 ? cfg.scale_layout : ScaleLayout::kRaw))
-    local->prepare();
-  else
-    WEAVE_EXPECT(false, Status::kUnavailable,
-                 "GemmAllGather: no " << fused::kGagBlockM << "x" << fused::kGagBlockN << " GEMM kernel for "
-                                      << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype) << " in this build");
+  local_kernel = gemm::find_gemm_instance(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kStoreLocal, fused::kGagBlockM,
+                                          fused::kGagBlockN,
+                                          cfg.quant == ScaleMode::kMxfp8 ? cfg.scale_layout : ScaleLayout::kRaw);
+  WEAVE_EXPECT(local_kernel != nullptr, Status::kUnavailable,
+               "GemmAllGather: no " << fused::kGagBlockM << "x" << fused::kGagBlockN << " GEMM kernel for "
+                                    << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype) << " in this build");
+  local_kernel->prepare();
   if (split_mode == GemmAllGatherMode::kSplitLsa || split_mode == GemmAllGatherMode::kSplitCe) {
     if (w > 1) {
       CollectiveConfig cc;
@@ -135,8 +132,7 @@ std::unique_ptr<GemmAllGather> GemmAllGather::Impl::create(comm::Group& g, const
 GemmAllGatherPlan GemmAllGather::Impl::plan(int64_t m) const {
   GemmAllGatherConfig c = cfg;
   if (c.mode == GemmAllGatherMode::kAuto && split_mode == GemmAllGatherMode::kSplitNccl) c.mode = GemmAllGatherMode::kSplitNccl;
-  GemmAllGatherPlan p = fused::gag_plan(c, group->world_size(), m, grid_cap, fused_ok, group->nccl() != nullptr);
-  return p;
+  return fused::gag_plan(c, group->world_size(), m, grid_cap, fused_ok, group->nccl() != nullptr, rt->window().bytes());
 }
 
 void GemmAllGather::Impl::check() const {
@@ -187,13 +183,10 @@ void GemmAllGather::Impl::run(int64_t m, const TensorView& a, const TensorView& 
     fused_kernel->launch(args, gp.grid, stream);
     return;
   }
-  const auto* local = gemm::find_gemm_instance(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kStoreLocal,
-                                               fused::kGagBlockM, fused::kGagBlockN,
-                                               cfg.quant == ScaleMode::kMxfp8 ? cfg.scale_layout : ScaleLayout::kRaw);
   gemm::LocalKernelArgs args{};
   args.main = main;
   args.epi.tma_c = gemm::make_epilogue_map("the output (own rows)", own, cfg.out_dtype, 1, m, cfg.n, cfg.n);
-  local->launch(args, gp.grid, stream);
+  local_kernel->launch(args, gp.grid, stream);
   if (pl.mode == GemmAllGatherMode::kGemmOnly || w == 1) return;
   if (pl.mode == GemmAllGatherMode::kSplitNccl) {
     WEAVE_EXPECT(group->nccl() != nullptr, Status::kUnavailable, "GemmAllGather split-nccl: no NCCL communicator");

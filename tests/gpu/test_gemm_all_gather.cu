@@ -17,6 +17,7 @@
 #include "bench/gpu_reference.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
+#include "common/hash.hpp"
 #include "fused/gag_impl.hpp"
 #include "support/expect_error.hpp"
 #include "support/gpu.hpp"
@@ -65,15 +66,8 @@ bool fits_queues(GemmAllGatherMode mode, int world) {
 // --- one-hot operands with closed-form outputs (bf16), for protocol tests ---
 // Rank s's A row i is one-hot at col(seed, s, i); B[n, k] = small integers. Then
 // out[s*m + i, j] = B[j, col(seed, s, i)] exactly.
-uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
-int col_of(uint64_t seed, int s, int64_t i, int64_t k) { return static_cast<int>(mix(seed * 7919 + s * 1000003ull + i) % k); }
-float b_val(int64_t row, int64_t kk) { return static_cast<float>(static_cast<int>(mix((row << 20) ^ kk) % 17) - 8); }
+int col_of(uint64_t seed, int s, int64_t i, int64_t k) { return static_cast<int>(mix64(seed * 7919 + s * 1000003ull + i) % k); }
+float b_val(int64_t row, int64_t kk) { return static_cast<float>(static_cast<int>(mix64((row << 20) ^ kk) % 17) - 8); }
 
 struct OneHot {
   int64_t m_max, n, k;

@@ -29,10 +29,6 @@ using namespace weave::test;
 
 namespace {
 
-struct Mode {
-  ScaleMode mode;
-  ScaleLayout layout;
-};
 // The modes the GEMV implements (detail::gemv_unsupported_reason): mxfp8 with raw scales only.
 const Mode kGemvModes[] = {{ScaleMode::kBF16, ScaleLayout::kRaw},
                            {ScaleMode::kPtpc, ScaleLayout::kRaw},

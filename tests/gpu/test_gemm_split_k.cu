@@ -17,23 +17,6 @@ using namespace weave::test;
 
 namespace {
 
-
-struct Mode {
-  ScaleMode mode;
-  ScaleLayout layout;
-};
-const Mode kModes[] = {{ScaleMode::kBF16, ScaleLayout::kRaw},
-                       {ScaleMode::kPtpc, ScaleLayout::kRaw},
-                       {ScaleMode::kBlockscale, ScaleLayout::kRaw},
-                       {ScaleMode::kMxfp8, ScaleLayout::kRaw},
-                       {ScaleMode::kMxfp8, ScaleLayout::kPacked}};
-
-bool built(const GemmProblem& p) {
-  GemmProblem f = p;
-  f.out_dtype = DType::kF32;  // split-K needs the fp32 instances
-  return !gemm::gemm_tile_candidates(p).empty() && !gemm::gemm_tile_candidates(f).empty();
-}
-
 std::vector<uint8_t> download_bytes(const Guarded& c) {
   std::vector<uint8_t> h(c.bytes());
   EXPECT_EQ(cudaMemcpy(h.data(), c.get(), h.size(), cudaMemcpyDeviceToHost), cudaSuccess);
@@ -118,7 +101,7 @@ TEST(GemmSplitK, AgreesWithNoSplitInEveryMode) {
     for (const bool exact : {false, true}) {
       const int64_t m = exact ? 130 : 200, n = exact ? 136 : 392, k = 2560;
       GemmProblem probe{.m = m, .n = n, .k = k, .mode = md.mode, .scale_layout = md.layout};
-      if (!built(probe)) continue;
+      if (!split_k_tiles_built(probe)) continue;
       const OperandSet o = make_operands(md.mode, m, n, k, 500 + 10 * static_cast<int>(md.mode) + exact, exact);
       for (DType out : {DType::kBF16, DType::kF32}) {
         const std::vector<uint8_t> base = run_split(o, md.layout, out, 1, nullptr, stream);
@@ -152,7 +135,7 @@ TEST(GemmSplitK, PlannerSplitRunsWhereTilesLeaveSmsIdle) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   for (const Mode md : {Mode{ScaleMode::kBlockscale, ScaleLayout::kRaw}, Mode{ScaleMode::kMxfp8, ScaleLayout::kPacked}}) {
     GemmProblem probe{.m = 256, .n = 1024, .k = 7168, .mode = md.mode, .scale_layout = md.layout};
-    if (!built(probe)) continue;
+    if (!split_k_tiles_built(probe)) continue;
     const OperandSet o = make_operands(md.mode, 256, 1024, 7168, 700, false);
     int planned = 0;
     run_split(o, md.layout, DType::kBF16, 0, &planned, stream);
@@ -164,7 +147,7 @@ TEST(GemmSplitK, PlannerSplitRunsWhereTilesLeaveSmsIdle) {
 TEST(GemmSplitK, WorkspaceIsRequiredAndChecked) {
   WEAVE_REQUIRE_GPUS(1);
   GemmProblem probe{.m = 256, .n = 256, .k = 2048, .mode = ScaleMode::kBlockscale, .out_dtype = DType::kBF16};
-  if (!built(probe)) GTEST_SKIP() << "blockscale instances not built";
+  if (!split_k_tiles_built(probe)) GTEST_SKIP() << "blockscale instances not built";
   const OperandSet o = make_operands(ScaleMode::kBlockscale, 256, 256, 2048, 801, false);
   GemmProblem p = o.p;
   p.out_dtype = DType::kBF16;
@@ -207,7 +190,7 @@ TEST(GemmSplitK, WorkspaceIsRequiredAndChecked) {
 TEST(GemmSplitK, SplitPlanIsGraphCapturable) {
   WEAVE_REQUIRE_GPUS(1);
   GemmProblem probe{.m = 300, .n = 392, .k = 4096, .mode = ScaleMode::kMxfp8, .out_dtype = DType::kF32};
-  if (!built(probe)) GTEST_SKIP() << "mxfp8 instances not built";
+  if (!split_k_tiles_built(probe)) GTEST_SKIP() << "mxfp8 instances not built";
   const OperandSet o = make_operands(ScaleMode::kMxfp8, 300, 392, 4096, 901, false);
   GemmProblem p = o.p;
   p.out_dtype = DType::kF32;

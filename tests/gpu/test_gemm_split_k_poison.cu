@@ -25,22 +25,6 @@ using namespace weave::test;
 
 namespace {
 
-struct Mode {
-  ScaleMode mode;
-  ScaleLayout layout;
-};
-const Mode kModes[] = {{ScaleMode::kBF16, ScaleLayout::kRaw},
-                       {ScaleMode::kPtpc, ScaleLayout::kRaw},
-                       {ScaleMode::kBlockscale, ScaleLayout::kRaw},
-                       {ScaleMode::kMxfp8, ScaleLayout::kRaw},
-                       {ScaleMode::kMxfp8, ScaleLayout::kPacked}};
-
-bool built(const GemmProblem& p) {
-  GemmProblem f = p;
-  f.out_dtype = DType::kF32;
-  return !gemm::gemm_tile_candidates(p).empty() && !gemm::gemm_tile_candidates(f).empty();
-}
-
 // Runs `o` with a split-K plan (`split` forced, or 0 = the planner's) kRepeats times with the
 // workspace poisoned before each launch; returns the plan's split.
 int run_poisoned(const OperandSet& o, ScaleLayout layout, DType out, int split, cudaStream_t stream) {
@@ -98,7 +82,7 @@ TEST(GemmSplitKPoisoned, ForcedSplitsWithWorkspacePoisonedBeforeEveryLaunch) {
     // K = 2560: 20 fp8 / 40 bf16 K blocks, so 3 and 7 divide them unevenly (a short last split).
     const int64_t m = 200, n = 392, k = 2560;
     GemmProblem probe{.m = m, .n = n, .k = k, .mode = md.mode, .scale_layout = md.layout};
-    if (!built(probe)) continue;
+    if (!split_k_tiles_built(probe)) continue;
     const OperandSet o = make_operands(md.mode, m, n, k, 5100 + 10 * static_cast<int>(md.mode) +
                                                              static_cast<int>(md.layout), false);
     for (DType out : {DType::kBF16, DType::kF32})
@@ -120,7 +104,7 @@ TEST(GemmSplitKPoisoned, PlannerSplitWithWorkspacePoisonedBeforeEveryLaunch) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   for (const Mode md : {Mode{ScaleMode::kBF16, ScaleLayout::kRaw}, Mode{ScaleMode::kBlockscale, ScaleLayout::kRaw}}) {
     GemmProblem probe{.m = 256, .n = 1024, .k = 7168, .mode = md.mode, .scale_layout = md.layout};
-    if (!built(probe)) continue;
+    if (!split_k_tiles_built(probe)) continue;
     const OperandSet o = make_operands(md.mode, 256, 1024, 7168, 5300 + static_cast<int>(md.mode), false);
     const int planned = run_poisoned(o, md.layout, DType::kBF16, 0, stream);
     EXPECT_GE(planned, 2) << to_string(md.mode) << ": the planner did not split";

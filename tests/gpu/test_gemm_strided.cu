@@ -200,22 +200,6 @@ void check_strided(const OperandSet& o, ScaleLayout layout, DType out, const Pad
   if (ws.bytes() > 0) EXPECT_TRUE(ws.guard_intact()) << "wrote past the workspace";
 }
 
-struct Mode {
-  ScaleMode mode;
-  ScaleLayout layout;
-};
-const Mode kModes[] = {{ScaleMode::kBF16, ScaleLayout::kRaw},
-                       {ScaleMode::kPtpc, ScaleLayout::kRaw},
-                       {ScaleMode::kBlockscale, ScaleLayout::kRaw},
-                       {ScaleMode::kMxfp8, ScaleLayout::kRaw},
-                       {ScaleMode::kMxfp8, ScaleLayout::kPacked}};
-
-bool tiles_built(const GemmProblem& probe) {
-  GemmProblem f = probe;
-  f.out_dtype = DType::kF32;  // split-K runs the fp32 twin
-  return !gemm::gemm_tile_candidates(probe).empty() && !gemm::gemm_tile_candidates(f).empty();
-}
-
 // Element pads of A and B: 3 and 5 x 16 bytes (so lda != ldb, and neither is a power of two).
 Pads pads_for(ScaleMode mode, bool scales) {
   const int64_t per16 = mode == ScaleMode::kBF16 ? 8 : 16;
@@ -238,7 +222,7 @@ TEST(GemmStrided, TiledAndSplitKWithPaddedOperandsScalesAndC) {
     // K = 1024 (8 fp8 / 16 bf16 K blocks: split 3 is uneven).
     const int64_t m = 200, n = 264, k = 1024;
     GemmProblem probe{.m = m, .n = n, .k = k, .mode = md.mode, .scale_layout = md.layout};
-    if (!tiles_built(probe)) continue;
+    if (!split_k_tiles_built(probe)) continue;
     const OperandSet o = make_operands(md.mode, m, n, k, 3100 + 10 * static_cast<int>(md.mode) +
                                                              static_cast<int>(md.layout), false);
     for (DType out : {DType::kBF16, DType::kF32})

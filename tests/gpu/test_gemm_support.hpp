@@ -12,6 +12,7 @@
 #include "bench/gemm_operands.hpp"
 #include "bench/gpu_reference.hpp"
 #include "bench/harness.hpp"
+#include "gemm/planner.hpp"
 #include "weave/error.hpp"
 #include "weave/gemm.hpp"
 #include "weave/quant.hpp"
@@ -64,6 +65,25 @@ class Guarded {
 // sa_packed/sb_packed (scales_packed); p.scale_layout picks what scales_for() returns.
 // Launches per correctness case: pipeline races show intermittently (REFERENCE.md, lesson 3).
 constexpr int kRepeats = 20;
+
+// A scale mode with the scale layout it reads (mxfp8: raw or packed; kRaw for the rest).
+struct Mode {
+  ScaleMode mode;
+  ScaleLayout layout;
+};
+// Every mode and layout weave::Gemm runs.
+inline constexpr Mode kModes[] = {{ScaleMode::kBF16, ScaleLayout::kRaw},
+                                  {ScaleMode::kPtpc, ScaleLayout::kRaw},
+                                  {ScaleMode::kBlockscale, ScaleLayout::kRaw},
+                                  {ScaleMode::kMxfp8, ScaleLayout::kRaw},
+                                  {ScaleMode::kMxfp8, ScaleLayout::kPacked}};
+
+// The tiles of `p` and of its fp32-output twin (what split-K runs) are built in this build.
+inline bool split_k_tiles_built(const GemmProblem& p) {
+  GemmProblem f = p;
+  f.out_dtype = DType::kF32;
+  return !gemm::gemm_tile_candidates(p).empty() && !gemm::gemm_tile_candidates(f).empty();
+}
 
 // A GEMM shape; `exact` selects integer-valued inputs with power-of-two scales (bitwise compare).
 struct Shape {

@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "bench/comm_values.hpp"
 #include "hopper/ptx/misc.cuh"
 #include "weave/quant.hpp"
 
@@ -55,29 +56,9 @@ DevBuf::~DevBuf() { cudaFree(p); }
 StreamHolder::StreamHolder() { cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); }
 StreamHolder::~StreamHolder() { cudaStreamDestroy(s); }
 
-uint8_t byte_value(int src, size_t i, uint32_t call) {
-  uint32_t x = static_cast<uint32_t>(src + 1) * 0x9E3779B1u ^ static_cast<uint32_t>(i) * 0x85EBCA77u ^ call * 0xC2B2AE3Du;
-  x ^= x >> 13;
-  x *= 0x5bd1e995u;
-  x ^= x >> 15;
-  return static_cast<uint8_t>(x);
-}
-
-// Hashed from (src, i, call), not a linear form: ((7i + 5 src + 3 call) % 9) - 4 repeated with
-// period 9 along i (an output read a multiple of 9 elements off, e.g. a reduce-scatter block of
-// a count divisible by 9 taken from the wrong rank's slot, looked right) and period 3 in the call
-// (calls k and k + 3 sent identical inputs, so a call that delivered the data of three calls
-// earlier passed test_comm_flow's per-call history check).
-float small_value(int src, size_t i, uint32_t call) {
-  uint32_t x = static_cast<uint32_t>(src + 1) * 0x27D4EB2Fu ^ static_cast<uint32_t>(i) * 0x9E3779B1u ^
-               static_cast<uint32_t>(static_cast<uint64_t>(i) >> 32) * 0x85EBCA77u ^ (call + 0x165667B1u) * 0xC2B2AE3Du;
-  x ^= x >> 15;
-  x *= 0x2C1B3C6Du;
-  x ^= x >> 12;
-  x *= 0x297A2D39u;
-  x ^= x >> 15;
-  return static_cast<float>(static_cast<int>(x % 9u) - 4);
-}
+// Hashed values (tools/bench/comm_values.hpp says why not a linear form).
+uint8_t byte_value(int src, size_t i, uint32_t call) { return bench::comm_test_byte(src, i, call); }
+float small_value(int src, size_t i, uint32_t call) { return bench::comm_test_int(src, i, call); }
 
 CollectiveConfig collective_config(CollectiveOp op, Transport t, Algorithm a, DType d, size_t max_count) {
   CollectiveConfig c;

@@ -59,7 +59,8 @@ int run_plan_gemm_ag(const PlanGemmAgOptions& o) {
               "chunks", "bytes/peer", "window", "gemm_us", "comm_us", "split_us", "fused_us", "mode", "reason");
   nlohmann::json rows = nlohmann::json::array();
   for (const std::int64_t m : o.shape.ms) {
-    const GemmAllGatherPlan p = fused::gag_plan(cfg, o.world, m, o.sms, fused_available, /*nccl_available=*/true);
+    const GemmAllGatherPlan p = fused::gag_plan(cfg, o.world, m, o.sms, fused_available, /*nccl_available=*/true,
+                                                  gemm_all_gather_window_bytes(cfg, o.world));
     const std::string tile = std::to_string(p.block_m) + "x" + std::to_string(p.block_n);
     std::printf("%7lld %-7s %6lld %6.2f %5d %6d %12s %12s %9.1f %9.1f %9.1f %9.1f  %-10s %s\n", static_cast<long long>(m),
                 tile.c_str(), static_cast<long long>(p.tiles), p.waves, p.grid, p.chunks,

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/comm_values.hpp"
 #include "bench/harness.hpp"
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
@@ -58,27 +59,8 @@ std::string size_name(size_t b) {
 }
 
 // --- device-side known values and checks ---
-__device__ __host__ inline uint8_t pattern_byte(int src, size_t j, uint32_t seed) {
-  uint32_t x = static_cast<uint32_t>(src + 1) * 0x9E3779B1u ^ static_cast<uint32_t>(j) * 0x85EBCA77u ^
-               static_cast<uint32_t>(j >> 32) ^ seed * 0xC2B2AE3Du;
-  x ^= x >> 13;
-  x *= 0x5bd1e995u;
-  x ^= x >> 15;
-  return static_cast<uint8_t>(x);
-}
-// Integers in [-4, 4] (sums over 8 ranks stay exact in bf16), hashed from (src, j, seed). (They
-// were ((7j + 5 src + 3 seed) % 9) - 4: period 9 along j, so data read a multiple of 9 elements
-// off looked right, and period 3 in the seed, so seeds s and s + 3 gave identical inputs.)
-__device__ __host__ inline float small_int(int src, size_t j, uint32_t seed) {
-  uint32_t x = static_cast<uint32_t>(src + 1) * 0x27D4EB2Fu ^ static_cast<uint32_t>(j) * 0x9E3779B1u ^
-               static_cast<uint32_t>(j >> 32) * 0x85EBCA77u ^ (seed + 0x165667B1u) * 0xC2B2AE3Du;
-  x ^= x >> 15;
-  x *= 0x2C1B3C6Du;
-  x ^= x >> 12;
-  x *= 0x297A2D39u;
-  x ^= x >> 15;
-  return static_cast<float>(static_cast<int>(x % 9u) - 4);
-}
+__device__ __host__ inline uint8_t pattern_byte(int src, size_t j, uint32_t seed) { return bench::comm_test_byte(src, j, seed); }
+__device__ __host__ inline float small_int(int src, size_t j, uint32_t seed) { return bench::comm_test_int(src, j, seed); }
 
 // The seed of timed sample `sample` of a size whose validation seed is `seed` (never `seed`).
 inline uint32_t sample_seed(uint32_t seed, size_t sample) {
