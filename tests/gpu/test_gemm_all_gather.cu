@@ -57,10 +57,10 @@ GemmAllGatherConfig config_of(const QuantCase& q, GemmAllGatherMode mode, int64_
 std::string mode_name(GemmAllGatherMode m) { return std::string(to_string(m)); }
 
 // Streams of all ranks at once (a self-test stream per rank, ce: a copy stream per peer).
-// ce only at W = 2 (test_emulated_collectives.cu says why).
+// What the emulated world can run (EmulatedWorld::copy_engine_unsupported_reason for split-ce).
 bool fits_queues(GemmAllGatherMode mode, int world) {
-  const int per_rank = 2 + (mode == GemmAllGatherMode::kSplitCe ? world - 1 : 0);
-  return bench::EmulatedWorld::queue_budget_ok(world * per_rank) && (mode != GemmAllGatherMode::kSplitCe || world == 2);
+  if (mode == GemmAllGatherMode::kSplitCe) return bench::EmulatedWorld::copy_engine_unsupported_reason(world).empty();
+  return bench::EmulatedWorld::queue_budget_ok(2 * world);
 }
 
 // --- one-hot operands with closed-form outputs (bf16), for protocol tests ---

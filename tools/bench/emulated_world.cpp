@@ -178,6 +178,17 @@ int EmulatedWorld::hardware_queues() {
 
 bool EmulatedWorld::queue_budget_ok(int streams) { return streams <= hardware_queues(); }
 
+std::string EmulatedWorld::copy_engine_unsupported_reason(int world) {
+  if (world > 2)
+    return "not run in the emulated world at W > 2: the ranks' copy streams share the GPU's hardware queues with peers' "
+           "waiting kernels (false dependencies a multi-GPU run does not have)";
+  const int streams = world * (world + 1);  // per rank: its own stream and a copy stream per peer
+  if (!queue_budget_ok(streams))
+    return "not run: " + std::to_string(streams) + " streams > " + std::to_string(hardware_queues()) +
+           " hardware queues (CUDA_DEVICE_MAX_CONNECTIONS)";
+  return "";
+}
+
 comm::Group& EmulatedWorld::rank(int r) const {
   WEAVE_EXPECT_ARG(r >= 0 && r < world_, "EmulatedWorld::rank: " << r << " not in [0, " << world_ << ")");
   return *ranks_[r];

@@ -20,6 +20,7 @@
 // naming the step and the missing ranks.
 #pragma once
 #include <functional>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -40,6 +41,11 @@ class EmulatedWorld {
   // (CUDA_DEVICE_MAX_CONNECTIONS, default 8), so none shares a queue.
   static bool queue_budget_ok(int streams);
   static int hardware_queues();
+  // "" when copy-engine transports (one copy stream per peer on every rank, kernels waiting on
+  // peers) can run in a world of `world` ranks here, else why not: only W <= 2, since at W = 4 the
+  // ranks' copy streams were seen to queue behind a peer's waiting kernel (a ce all-reduce timed
+  // out once in a full test-binary run; docs/memory_ordering.md "residency").
+  static std::string copy_engine_unsupported_reason(int world);
   comm::Group& rank(int r) const;
 
   // Runs fn(group) on one thread per rank (cudaSetDevice first), joins them and rethrows the

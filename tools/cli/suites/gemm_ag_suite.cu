@@ -129,16 +129,9 @@ std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::s
     add({"comm-only", ArmKind::kCommOnly, GemmAllGatherMode::kAuto, false});
   }
   add({"split-lsa", ArmKind::kOp, GemmAllGatherMode::kSplitLsa, true});
-  // Streams of all ranks with split-ce: each rank's own plus one copy stream per peer.
-  const bool ce_queues = !emulated || bench::EmulatedWorld::queue_budget_ok(world * world);
-  if (emulated && world > 2) {
-    if (want("split-ce"))
-      notes.push_back("split-ce: not run in the emulated world at W > 2 (the ranks' copy streams share the GPU's "
-                      "hardware queues with peers' waiting kernels: false dependencies a multi-GPU run does not have)");
-  } else if (!ce_queues) {
-    if (want("split-ce"))
-      notes.push_back("split-ce: not run: " + std::to_string(world * world) + " streams > " +
-                      std::to_string(bench::EmulatedWorld::hardware_queues()) + " hardware queues (CUDA_DEVICE_MAX_CONNECTIONS)");
+  const std::string ce_why = emulated ? bench::EmulatedWorld::copy_engine_unsupported_reason(world) : "";
+  if (!ce_why.empty()) {
+    if (want("split-ce")) notes.push_back("split-ce: " + ce_why);
   } else {
     add({"split-ce", ArmKind::kOp, GemmAllGatherMode::kSplitCe, true});
   }
