@@ -12,24 +12,9 @@
 #include "comm/self_test_values.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
+#include "common/cuda_owned.hpp"
 
 namespace weave {
-
-namespace {
-
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(size_t n) { WEAVE_CHECK_CUDA(cudaMalloc(&p, n == 0 ? 1 : n)); }
-  ~DeviceBuffer() { cudaFree(p); }
-};
-
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-};
-
-}  // namespace
 
 SelfTestReport Collective::self_test(std::size_t count) {
   Impl& m = *impl_;
@@ -59,7 +44,7 @@ SelfTestReport Collective::self_test(std::size_t count) {
     return c.ok();
   };
 
-  Stream stream;
+  OwnedStream stream;
   // Every rank finishes poisoning and uploading before any rank starts the pass. weave's own
   // transports would not need this (their credits order a peer's writes after this rank's earlier
   // stream work), but NCCL's symmetric kernels write into a peer's output without waiting for that
@@ -88,7 +73,7 @@ SelfTestReport Collective::self_test(std::size_t count) {
     return run_and_verify(in, out, pass);
   };
   {
-    DeviceBuffer in(in_bytes), out(out_bytes);
+    OwnedDeviceMemory in(in_bytes), out(out_bytes);
     report.caller_buffers_ok = run_pass(in.p, out.p, "caller buffers");
   }
   const bool window_refused = op == CollectiveOp::kAllGather

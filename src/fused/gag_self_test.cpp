@@ -14,22 +14,12 @@
 
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
+#include "common/cuda_owned.hpp"
 #include "common/hash.hpp"
 #include "fused/gag_impl.hpp"
 #include "weave/quant.hpp"
 
 namespace weave {
-
-namespace {
-
-
-struct DeviceBytes {
-  void* p = nullptr;
-  explicit DeviceBytes(size_t n) { WEAVE_CHECK_CUDA(cudaMalloc(&p, n == 0 ? 16 : n)); }
-  ~DeviceBytes() { cudaFree(p); }
-};
-
-}  // namespace
 
 SelfTestReport GemmAllGather::self_test(std::int64_t m) {
   Impl& im = *impl_;
@@ -60,18 +50,18 @@ SelfTestReport GemmAllGather::self_test(std::int64_t m) {
   for (int64_t row = 0; row < n; ++row)
     for (int64_t kk = 0; kk < k; ++kk) put(hb, row * k + kk, static_cast<float>(b_val(row, kk)));
   const DType in_dtype = fp8 ? DType::kE4M3 : DType::kBF16;
-  DeviceBytes da(ha.size()), db(hb.size());
+  OwnedDeviceMemory da(ha.size()), db(hb.size());
   WEAVE_CHECK_CUDA(cudaMemcpy(da.p, ha.data(), ha.size(), cudaMemcpyHostToDevice));
   WEAVE_CHECK_CUDA(cudaMemcpy(db.p, hb.data(), hb.size(), cudaMemcpyHostToDevice));
   const int dev = g.device();
   const TensorView a = TensorView::matrix(da.p, in_dtype, m, k, dev), b = TensorView::matrix(db.p, in_dtype, n, k, dev);
   // Scales that are all 1.
   GemmScales scales;
-  std::unique_ptr<DeviceBytes> sa, sb;
-  auto fill = [&](std::unique_ptr<DeviceBytes>& d, size_t bytes, const void* pattern, size_t psize) {
+  std::unique_ptr<OwnedDeviceMemory> sa, sb;
+  auto fill = [&](std::unique_ptr<OwnedDeviceMemory>& d, size_t bytes, const void* pattern, size_t psize) {
     std::vector<uint8_t> h(bytes);
     for (size_t i = 0; i < bytes; ++i) h[i] = static_cast<const uint8_t*>(pattern)[i % psize];
-    d = std::make_unique<DeviceBytes>(bytes);
+    d = std::make_unique<OwnedDeviceMemory>(bytes);
     WEAVE_CHECK_CUDA(cudaMemcpy(d->p, h.data(), bytes, cudaMemcpyHostToDevice));
   };
   const float one = 1.0f;
@@ -109,13 +99,13 @@ SelfTestReport GemmAllGather::self_test(std::int64_t m) {
       break;
     }
   }
-  cudaStream_t stream = nullptr;
-  WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  OwnedStream owned_stream;
+  const cudaStream_t stream = owned_stream.s;
   SelfTestReport report;
   report.wrong_from_rank.assign(w, 0);
   std::ostringstream detail;
   const size_t ob = im.out_bytes, out_elems = static_cast<size_t>(w * m * n);
-  try {
+  {
     // Poison the whole output, and let every rank finish that before any peer writes into it.
     WEAVE_CHECK_CUDA(cudaMemsetAsync(im.out_local(), 0xFF, out_elems * ob, stream));
     comm::sync_stream_bounded(stream, g.timeout_s(), "GemmAllGather::self_test: poisoning the output");
@@ -148,11 +138,7 @@ SelfTestReport GemmAllGather::self_test(std::int64_t m) {
           }
         }
       }
-  } catch (...) {
-    cudaStreamDestroy(stream);
-    throw;
   }
-  cudaStreamDestroy(stream);
   bool ok = true;
   for (auto v : report.wrong_from_rank) ok &= v == 0;
   report.caller_buffers_ok = ok;

@@ -13,6 +13,7 @@
 
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
+#include "common/cuda_owned.hpp"
 
 namespace weave::bench {
 
@@ -110,11 +111,9 @@ class EmulatedRank final : public comm::Group {
     try {
       WEAVE_CHECK_CUDA(cudaSetDevice(s_->device));
       WEAVE_CHECK_CUDA(cudaMalloc(&mem, bytes));
-      cudaStream_t st = nullptr;
-      WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-      WEAVE_CHECK_CUDA(cudaMemsetAsync(mem, 0, bytes, st));
-      comm::sync_stream_bounded(st, s_->timeout_s, "zeroing an emulated window");
-      cudaStreamDestroy(st);
+      const OwnedStream st;  // destroyed on the error path too
+      WEAVE_CHECK_CUDA(cudaMemsetAsync(mem, 0, bytes, st.s));
+      comm::sync_stream_bounded(st.s, s_->timeout_s, "zeroing an emulated window");
     } catch (const std::exception& e) {
       why = e.what();
     }
