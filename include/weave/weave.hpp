@@ -8,6 +8,8 @@
 #include "weave/device.hpp"
 #include "weave/error.hpp"
 #include "weave/gemm.hpp"
+#include "weave/gemm_all_gather.hpp"
+#include "weave/gemm_all_reduce.hpp"
 #include "weave/quant.hpp"
 #include "weave/reference.hpp"
 #include "weave/tensor.hpp"

@@ -113,11 +113,16 @@ inline constexpr int kCtrlAborted = 1;    // nonzero after a timed-out wait: ski
 inline constexpr int kCtrlDoneCount = 2;  // last-CTA election counter (atomicInc wraps to 0)
 inline constexpr int kCtrlTrigger = 8;    // ce pull: words 8 .. 8 + world - 2, one per copy stream
 // Fused ops: one tile counter per chunk of rows (docs/memory_ordering.md "chunk-election").
+// GemmAllGather uses the first kMaxChunks; GemmAllReduce one set per destination rank (its
+// reduce-scatter leg, [destination][chunk]) and one more for its all-gather leg.
 inline constexpr int kCtrlChunkCounter = 16;
 inline constexpr int kMaxChunks = 16;
-inline constexpr size_t kControlBytes = 256;
+inline constexpr int kMaxWorldCounters = 8;  // = kMaxWorld (weave/window_handle.hpp)
+inline constexpr int kCtrlChunkCounterSets = kMaxWorldCounters + 1;
+inline constexpr size_t kControlBytes = 1024;
 static_assert((kCtrlTrigger + 8) * 4 <= kControlBytes, "the trigger words fit the control region");
 static_assert(kCtrlTrigger + 8 <= kCtrlChunkCounter, "chunk counters follow the trigger words");
-static_assert((kCtrlChunkCounter + kMaxChunks) * 4 <= kControlBytes, "the chunk counters fit the control region");
+static_assert((kCtrlChunkCounter + kCtrlChunkCounterSets * kMaxChunks) * 4 <= kControlBytes,
+              "the chunk counters fit the control region");
 
 }  // namespace weave::comm

@@ -49,16 +49,17 @@ struct EpilogueAllGather {
 
   // Destinations of this tile's strips: the own rows, then each peer's copy; only the own rows
   // once a wait of this op timed out (a late but live peer must not be overwritten).
-  __device__ __forceinline__ static int destinations(const Params& p) {
+  __device__ __forceinline__ static int destinations(const Params& p, int /*m_blk*/) {
     if (p.delay_stores_ns != 0) {  // testing hook: a slow rank
       const uint64_t t0 = ptx::globaltimer_ns();
       while (ptx::globaltimer_ns() - t0 < p.delay_stores_ns) ptx::nanosleep(1000);
     }
     return comm::aborted(p.p) ? 1 : p.p.win.world;
   }
-  __device__ __forceinline__ static const CUtensorMap* destination_map(const Params& p, int d) {
+  __device__ __forceinline__ static const CUtensorMap* destination_map(const Params& p, int /*m_blk*/, int d) {
     return d == 0 ? &p.tma_c : &p.tma_peer[d - 1];
   }
+  __device__ __forceinline__ static int destination_row(const Params&, int /*m_blk*/, int /*d*/, int row) { return row; }
 
   __device__ static void begin_call(const Params& p, uint32_t* words) {
     const comm::Proto& pr = p.p;

@@ -12,7 +12,7 @@
 // Per strip q of a warpgroup (docs/memory_ordering.md "tile-stage"):
 //   q == 0:      leader: retire the previous tile (wait_group.read 0, or with a stored hook
 //                wait_group 0 + fence.proxy.async.global + tile_stored), then before_store;
-//                bar.sync(warpgroup)
+//                bar.sync(warpgroup); then (a combine hook) every thread may rewrite acc
 //   q >= kBufs:  leader: wait_group.read<kBufs-1> (strip q - kBufs has left buffer q % kBufs);
 //                bar.sync(warpgroup)
 //   all:         write the strip (stmatrix for bf16, st.shared.v2 for fp32);
@@ -36,6 +36,15 @@ namespace weave::gemm {
 // Named barrier ids of the epilogue: kEpiBarrierBase + consumer warpgroup (id 1 is the ptpc
 // scale barrier over both consumer warpgroups, 0 is __syncthreads).
 inline constexpr uint32_t kEpiBarrierBase = 2;
+
+// Optional policy hook (default off, so policies that predate it need not name it): combine(p,
+// words, acc, m_blk, n_blk, cwg), called by every thread of a consumer warpgroup before its tile is
+// staged, may rewrite the warpgroup's accumulators (GemmAllReduce adds its peers' partials there).
+template <class Epilogue>
+constexpr bool has_combine_hook() {
+  if constexpr (requires { Epilogue::kHasCombineHook; }) return Epilogue::kHasCombineHook;
+  else return false;
+}
 
 template <class Tile, class Layout, class Epilogue>
 struct StagedEpilogue {
@@ -124,7 +133,7 @@ struct StagedEpilogue {
 
   // Stores this warpgroup's rows of tile (m_blk, n_blk) of plane `split` through the staging
   // buffers at `staging` (SmemLayout::kEpiOffset). acc holds final values (scales applied).
-  __device__ __forceinline__ void store(const Params& p, uint32_t staging, const float (&acc)[Tile::kSlices][kAcc],
+  __device__ __forceinline__ void store(const Params& p, uint32_t staging, float (&acc)[Tile::kSlices][kAcc],
                                         int m_blk, int n_blk, int split) {
     const int cw = cwg();
     const bool lead = leader();
@@ -140,9 +149,16 @@ struct StagedEpilogue {
         if (lead) {
           retire_previous(p);
           if constexpr (Epilogue::kHasBeforeHook) Epilogue::before_store(p, m_blk, n_blk, split, cw);
-          if constexpr (Epilogue::kMultiDestination) destinations = Epilogue::destinations(p);
+          if constexpr (Epilogue::kMultiDestination) destinations = Epilogue::destinations(p, m_blk);
         }
         bar();
+        if constexpr (has_combine_hook<Epilogue>()) {
+          // After the previous tile was retired (and, with a stored hook, published): a combine
+          // that waits for peers must never hold back a publication a peer waits for.
+          extern __shared__ __align__(1024) uint8_t staged_smem[];  // the kernel's dynamic shared memory
+          Epilogue::combine(p, reinterpret_cast<const uint32_t*>(staged_smem + Layout::kCallWordsOffset), acc, m_blk,
+                            n_blk, cw);
+        }
       } else if (q >= kBufs) {
         if (lead) ptx::cp_async_bulk_wait_group_read<kBufs - 1>();
         bar();
@@ -155,8 +171,9 @@ struct StagedEpilogue {
           // One bulk group per strip holds its stores to every destination: the buffer is free
           // (wait_group.read) once all of them have read it.
           for (int d = 0; d < destinations; ++d)
-            ptx::cp_async_bulk_tensor_3d_shared_to_global(Epilogue::destination_map(p, d), col0 + cs * kStripCols,
-                                                          row0 + j * kEpilogueBoxRows, split, buf);
+            ptx::cp_async_bulk_tensor_3d_shared_to_global(
+                Epilogue::destination_map(p, m_blk, d), col0 + cs * kStripCols,
+                Epilogue::destination_row(p, m_blk, d, row0 + j * kEpilogueBoxRows), split, buf);
         } else {
           ptx::cp_async_bulk_tensor_3d_shared_to_global(&p.tma_c, col0 + cs * kStripCols, row0 + j * kEpilogueBoxRows,
                                                         split, buf);

@@ -22,8 +22,9 @@
 // kernel's first __syncthreads: no role waits on anything yet, so a bounded wait there can never
 // strand a pipeline barrier) and end_call(p, lane, words) (producer warp 1, which the GEMM leaves
 // idle), and its tile_stored takes the same per-CTA shared words (SmemLayout::kCallWordsOffset)
-// as a last argument; one with kMultiDestination stores every strip to destinations(p) maps,
-// destination_map(p, d).
+// as a last argument; one with kMultiDestination stores every strip of a tile to
+// destinations(p, m_blk) maps, destination_map(p, m_blk, d), at row destination_row(p, m_blk, d,
+// row) of that map (a fused op may route a tile to another rank's buffer, at rows of its own).
 #pragma once
 #include <cuda_bf16.h>
 

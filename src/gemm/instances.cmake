@@ -6,7 +6,9 @@
 #   out        bf16 | fp32
 #   epilogue   store (EpilogueStoreLocal, the default) | allgather (GemmAllGather's fused
 #              epilogue, fused/ag_epilogue.cuh: stores every tile to every rank and signals chunks)
-#   scheduler  grouped (GroupedRowsScheduler, the default)
+#              | allreduce (GemmAllReduce's fused epilogue, fused/ar_epilogue.cuh: partials to their
+#              owners, own tiles summed and stored to every rank; needs the bandround scheduler)
+#   scheduler  grouped (GroupedRowsScheduler, the default) | bandround (fused/ar_epilogue.cuh)
 # The key an instance registers under (gemm/dispatch.hpp) is exactly these fields.
 set(WEAVE_GEMM_INSTANCE_SPECS
   "bf16 bf16 128x128" "bf16 bf16 128x256" "bf16 bf16 256x128"
@@ -16,7 +18,11 @@ set(WEAVE_GEMM_INSTANCE_SPECS
   "mxfp8_raw bf16 128x128" "mxfp8_raw fp32 128x128" "mxfp8_packed bf16 128x128" "mxfp8_packed fp32 128x128"
   # GemmAllGather fused-lsa: the 128x128 tile of every input mode (bf16 -> bf16 / fp32, fp8 -> bf16).
   "bf16 bf16 128x128 allgather" "bf16 fp32 128x128 allgather" "ptpc bf16 128x128 allgather"
-  "blockscale bf16 128x128 allgather" "mxfp8_raw bf16 128x128 allgather" "mxfp8_packed bf16 128x128 allgather")
+  "blockscale bf16 128x128 allgather" "mxfp8_raw bf16 128x128 allgather" "mxfp8_packed bf16 128x128 allgather"
+  # GemmAllReduce fused: the 128x128 tile of every input mode, bf16 out.
+  "bf16 bf16 128x128 allreduce bandround" "ptpc bf16 128x128 allreduce bandround"
+  "blockscale bf16 128x128 allreduce bandround" "mxfp8_raw bf16 128x128 allreduce bandround"
+  "mxfp8_packed bf16 128x128 allreduce bandround")
 
 # Writes the instance files into `out_dir` (rewritten only when their text changes) and returns
 # their paths in `out_var`.
@@ -92,11 +98,16 @@ function(weave_generate_gemm_instances out_dir out_var)
     elseif(epilogue STREQUAL "allgather")
       set(epi_type "::weave::fused::EpilogueAllGather<${out_type}>")
       set(epi_include "#include \"fused/ag_epilogue.cuh\"\n")
+    elseif(epilogue STREQUAL "allreduce")
+      set(epi_type "::weave::fused::EpilogueAllReduce<${out_type}>")
+      set(epi_include "#include \"fused/ar_epilogue.cuh\"\n")
     else()
       message(FATAL_ERROR "weave: GEMM instance '${spec}': unknown epilogue '${epilogue}'")
     endif()
     if(scheduler STREQUAL "grouped")
-      set(sched_type "GroupedRowsScheduler")
+      set(sched_type "::weave::gemm::GroupedRowsScheduler")
+    elseif(scheduler STREQUAL "bandround")
+      set(sched_type "::weave::fused::BandRoundScheduler")
     else()
       message(FATAL_ERROR "weave: GEMM instance '${spec}': unknown scheduler '${scheduler}'")
     endif()

@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           // First lap: parity 1 refers to the phase "before" the barrier's first, already complete.
           hopper::mbarrier_wait_bounded(empty_bar(ps.stage), ps.phase ^ 1u, hopper::WaitSite::kProducerEmpty,
-                                        ps.stage, a.timeout_record);
+                                        ps.stage, a.timeout_record, a.pipeline_timeout_ns);
           const uint32_t full = full_bar(ps.stage);
           if (lane == 0) {
             ptx::mbarrier_arrive_expect_tx_release_cta(full, Tile::kStageBytes);
@@ -146,7 +146,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       if (lane == 0) ptx::mbarrier_arrive_release_cta(empty_bar(s));
     };
     auto wait_full = [&](uint32_t s, uint32_t phase) {
-      hopper::mbarrier_wait_bounded(full_bar(s), phase, hopper::WaitSite::kConsumerFull, s, a.timeout_record);
+      hopper::mbarrier_wait_bounded(full_bar(s), phase, hopper::WaitSite::kConsumerFull, s, a.timeout_record,
+                                    a.pipeline_timeout_ns);
     };
     auto desc_a = [&](uint32_t s, int slice, int ks) {
       const int row0 = cwg * Tile::kWgRows + slice * 64;
@@ -401,13 +402,13 @@ struct KernelInstance {
 }  // namespace weave::gemm
 
 // Defines and registers one instance (the generated files of src/gemm/instances.cmake call it).
-// NAME must match the file name; EPILOGUE is fully qualified (a fused operator's epilogue lives in
-// its own namespace); LAYOUT is the mxfp8 scale layout the instance reads (kRaw for every other mode).
+// NAME must match the file name; EPILOGUE and SCHEDULER are fully qualified (a fused operator's
+// policies live in its own namespace); LAYOUT is the mxfp8 scale layout the instance reads (kRaw for every other mode).
 #define WEAVE_GEMM_KERNEL(NAME, IN, BM, BN, SCALE, EPILOGUE, SCHEDULER, MODE, LAYOUT, OUT_DTYPE)                  \
   namespace {                                                                                                 \
   using NAME##_t = ::weave::gemm::KernelInstance<::weave::gemm::TileShape<::weave::gemm::IN, BM, BN>,         \
                                                  ::weave::gemm::SCALE, EPILOGUE,                              \
-                                                 ::weave::gemm::SCHEDULER>;                                   \
+                                                 SCHEDULER>;                                                  \
   const bool NAME##_registered =                                                                              \
       ::weave::gemm::register_gemm_kernel(NAME##_t::entry(#NAME, MODE, LAYOUT, OUT_DTYPE));                   \
   }

@@ -14,8 +14,8 @@ namespace weave::gemm {
 
 // What an instance is keyed by besides mode, dtypes and tile (gemm/dispatch.hpp); each epilogue
 // policy and scheduler names its own kind.
-enum class EpilogueKind { kStoreLocal, kAllGather };
-enum class SchedulerKind { kGroupedRows };
+enum class EpilogueKind { kStoreLocal, kAllGather, kAllReduce };
+enum class SchedulerKind { kGroupedRows, kBandRound };
 
 struct MainloopArgs {
   CUtensorMap tma_a;  // A [M, K], box [block_m, block_k], 128B swizzle
@@ -43,6 +43,9 @@ struct MainloopArgs {
   int32_t debug_drop_full_wait = 0;
   // Where a timed-out pipeline wait records itself before trapping (host-mapped; may be null).
   hopper::WaitTimeoutRecord* timeout_record = nullptr;
+  // Bound of every pipeline wait (0: hopper::kMbarrierTimeoutNs). A fused op whose consumers wait
+  // for peers sets it above its communication timeout (hopper/pipeline.cuh).
+  uint64_t pipeline_timeout_ns = 0;
 };
 
 // Epilogue "store through TMA": the staged epilogue (gemm/epilogue_staged.cuh) TMA-stores each

@@ -37,15 +37,18 @@ __device__ __forceinline__ void report_wait_timeout(WaitTimeoutRecord* record, W
 }
 
 // Waits until the phase of parity `parity` of barrier `bar` completed, at most kMbarrierTimeoutNs.
+// bound_ns = 0 means kMbarrierTimeoutNs; a fused kernel whose consumers may wait for peers passes
+// a longer bound (above its communication timeout), so a slow peer is reported by the bounded comm
+// wait that knows who it is, not by a trap here.
 __device__ __forceinline__ void mbarrier_wait_bounded(uint32_t bar, uint32_t parity, WaitSite site, uint32_t stage,
-                                                      WaitTimeoutRecord* record) {
+                                                      WaitTimeoutRecord* record, uint64_t bound_ns = 0) {
   if (ptx::mbarrier_try_wait_parity_acquire_cta(bar, parity)) return;
   const uint64_t start = ptx::globaltimer();
   for (uint32_t spins = 1;; ++spins) {
     if (ptx::mbarrier_try_wait_parity_acquire_cta(bar, parity)) return;
     if ((spins & 255u) == 0) {
       const uint64_t waited = ptx::globaltimer() - start;
-      if (waited > kMbarrierTimeoutNs) report_wait_timeout(record, site, stage, parity, waited);
+      if (waited > (bound_ns != 0 ? bound_ns : kMbarrierTimeoutNs)) report_wait_timeout(record, site, stage, parity, waited);
     }
   }
 }

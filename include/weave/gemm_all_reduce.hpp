@@ -1,0 +1,136 @@
+// weave::GemmAllReduce: the row-parallel linear layer. Every rank r holds A_r [M, K_r] and its K
+// shard B_r [N, K_r]; every rank receives out = sum over r of A_r B_r^T, [M, N] bf16, bitwise
+// identical on every rank (the sum is formed once per element, in fp32, in rank order 0..world-1,
+// from bf16 partials, then rounded to bf16).
+//
+// Modes (docs/fused.md):
+//   gemm-only   control: this rank's partial A_r B_r^T in the output, nothing moves
+//   split-nccl  the GEMM into the window, then ncclAllReduce in place (NCCL communicators only;
+//               NCCL's own reduction order)
+//   split-lsa   the GEMM into the window, then weave's lsa all-reduce (LL / one-shot / two-shot by
+//               size), zero-copy
+//   split-ce    the same with weave's copy-engine all-reduce
+//   fused       one kernel, both legs under the GEMM: rows are owned in bands (band d by rank d);
+//               a tile of a peer's band is TMA-stored as a bf16 partial straight into the owner's
+//               staging; the owner computes its own band one round later, its epilogue adds the
+//               peers' partials in rank order and stores the final tile to itself and every peer
+//   auto        fused where the planner says it pays, else split-lsa (the choice and the reason:
+//               plan(m)); split-nccl when the ranks are not all in one NVLink domain
+// A mode that cannot run here raises kUnavailable naming the reason; auto falls back with a log line.
+//
+// Numerics: fused is bitwise equal to split-lsa and split-ce (same tiles, the own term rounded to
+// bf16 as the split path's partial is). exact_own keeps the own term in fp32 (smaller error, then
+// no longer equal to split).
+//
+// Operands per rank: A_r [M, K] (1 <= M <= m_max, any M), B_r [N, K], the scales of weave::Gemm's
+// mode `quant` (weave/gemm.hpp): bf16, or e4m3 in ptpc, blockscale and mxfp8 raw/packed. K = K_r is
+// the per-rank shard and must be the same on every rank, as N (checked at construction).
+//
+// Verbs (as every weave op): validate() is pure; the constructor is collective (every rank must ask
+// for the same op: kMismatch otherwise) and allocates the op's window at capacity; run() only
+// enqueues (no allocation, no host sync, graph-capturable); output(m) is a view into the window,
+// valid until the next run(); self_test() moves known per-rank values through the real path;
+// check() raises a timeout a device wait recorded. One op is used by one host thread and one
+// stream at a time (calls of one op must not overlap: its epoch and counters are per op).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "weave/collectives.hpp"
+#include "weave/communicator.hpp"
+#include "weave/export.hpp"
+#include "weave/gemm.hpp"
+#include "weave/tensor.hpp"
+#include "weave/types.hpp"
+
+typedef struct CUstream_st* cudaStream_t;
+
+namespace weave WEAVE_API {
+
+enum class GemmAllReduceMode : uint8_t { kAuto, kGemmOnly, kSplitNccl, kSplitLsa, kSplitCe, kFused };
+std::string_view to_string(GemmAllReduceMode mode) noexcept;
+std::optional<GemmAllReduceMode> parse_gemm_all_reduce_mode(std::string_view name) noexcept;  // "fused", ...
+
+struct GemmAllReduceConfig {
+  std::int64_t n = 0, k = 0;                     // k: this rank's K shard (the same on every rank)
+  std::int64_t m_max = 0;                        // largest M; sizes the window
+  ScaleMode quant = ScaleMode::kBF16;
+  ScaleLayout scale_layout = ScaleLayout::kRaw;  // mxfp8 only
+  GemmAllReduceMode mode = GemmAllReduceMode::kAuto;
+  bool exact_own = false;                        // fused: the own term in fp32 (not bitwise == split)
+  int chunks = 0;                                // fused: chunks per band (0: the planner's choice)
+  // Testing hooks (never change them in production):
+  bool flow_control = true;           // false: no credit wait (the negative control must corrupt)
+  bool skip_arrival_wait = false;     // fused: end before the peers' final tiles landed
+  bool skip_partial_wait = false;     // fused: sum own tiles without waiting for the peers' partials
+  bool publish_every_tile = false;    // fused: no election; a chunk's flag after each of its tiles
+  std::uint32_t initial_epoch = 0;    // start the call epochs here (e.g. near 2^32)
+  std::uint64_t delay_stores_ns = 0;  // fused: wait this long before each tile's stores (a slow
+                                      // rank; may differ between ranks)
+};
+
+// What one call of M rows runs and why (pure; `weave plan gemm-ar` prints it).
+struct GemmAllReducePlan {
+  GemmAllReduceMode mode = GemmAllReduceMode::kSplitLsa;  // resolved (never kAuto)
+  int block_m = 128, block_n = 128;
+  std::int64_t tiles = 0;         // output tiles per rank
+  double waves = 0;               // tiles / CTAs
+  int grid = 0;                   // CTAs per rank
+  int band_blocks = 0;            // fused: row blocks per band (band d is rank d's)
+  int chunks = 0;                 // fused: chunks of the largest band (one flag each per leg)
+  int chunk_blocks = 0;           // fused: row blocks per chunk
+  int rounds = 0;                 // fused: rounds of this schedule (chunks + 1)
+  std::int64_t bytes_rs = 0;      // bytes this rank sends on the reduce-scatter leg (bf16 partials)
+  std::int64_t bytes_ag = 0;      // bytes this rank sends on the all-gather leg (final tiles)
+  std::int64_t window_bytes = 0;  // the op's window per rank
+  double model_gemm_us = 0, model_comm_us = 0, model_split_us = 0, model_fused_us = 0;
+  std::string reason;
+};
+
+// Window bytes per rank of an op with `config` in a world of `world` ranks (size before allocating).
+std::size_t gemm_all_reduce_window_bytes(const GemmAllReduceConfig& config, int world);
+
+class GemmAllReduce {
+ public:
+  // "" if `config` can run in a world of `world` ranks, else every rule it breaks.
+  static std::string validate(const GemmAllReduceConfig& config, int world);
+  // Collective: validates (kInvalidArgument), resolves the mode (kUnavailable with the reason for
+  // an explicit mode that cannot run here), agrees across ranks (kMismatch: N, K_r, m_max, quant,
+  // mode and testing hooks must be equal everywhere), creates the window.
+  GemmAllReduce(Communicator& comm, const GemmAllReduceConfig& config);
+  ~GemmAllReduce();
+  GemmAllReduce(const GemmAllReduce&) = delete;
+  GemmAllReduce& operator=(const GemmAllReduce&) = delete;
+
+  const GemmAllReduceConfig& config() const noexcept;
+  GemmAllReducePlan plan(std::int64_t m) const;  // pure
+  std::string describe() const;
+
+  // Enqueues one call: out = sum over ranks of A_r B_r^T. a: [m, K] (1 <= m <= m_max), b: [N, K],
+  // scales per quant. Every rank must call with the same m. Raises a timeout an earlier call
+  // recorded (check()) before enqueueing.
+  void run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, cudaStream_t stream);
+  // The output of the last run of m rows: [m, N] bf16 in the op's window (valid until the next run).
+  TensorView output(std::int64_t m) const;
+  // The mode the last run took (auto resolves per call).
+  GemmAllReduceMode last_mode() const noexcept;
+
+  void check() const;
+  // Collective and synchronising: runs m rows of known per-rank values through the op's mode
+  // (rank s's A row i is one-hot at a column of its own, so every output element is a sum of one
+  // known term per rank) and checks every element on every rank against the closed-form sum; a
+  // wrong element whose error is exactly one rank's term is attributed to that source rank.
+  SelfTestReport self_test(std::int64_t m = 0);
+
+  struct Impl;
+
+ private:
+  friend struct Impl;
+  explicit GemmAllReduce(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace weave

@@ -1,0 +1,224 @@
+// The fused all-reduce epilogue policy and its tile order (fused/ar_schedule.hpp has the schedule;
+// the protocol is docs/memory_ordering.md "ar-fused"). Hooks (gemm/epilogue_store.cuh):
+//
+//   begin_call  (thread 0 of every CTA, before the kernel's first __syncthreads): e = epoch + 1; the
+//               CTA's epoch-election ticket; CTA 0 publishes ready = e into every peer's credit
+//               slot; then waits until every peer's ready has reached e (bounded): the peer's call
+//               e - 1, which read its staging and its output, is complete.
+//   a remote tile (band d != rank): one destination, d's staging slot [rank], at the tile's row in
+//               band d. tile_stored (after cp.async.bulk.wait_group 0 + fence.proxy.async.global):
+//               atom.release.sys.inc of counter RS[d][chunk]; the increment that wraps it to 0
+//               acquires it and release-publishes flag[phase 0][src = rank][chunk] = e at d.
+//   an own tile (band rank): combine (every consumer thread, after its warpgroup retired the
+//               previous tile): lane 0 of each warp acquire-waits flag[0][q][chunk] >= e of every
+//               peer q (bounded), __syncwarp; each thread then sums its fragment in rank order,
+//               v = t_0 + t_1 + ... (t_q = peer q's bf16 partial from the local staging, t_rank =
+//               its own accumulator rounded to bf16, or in fp32 with exact_own): exactly the sum of
+//               the split path's two-shot all-reduce. The final tile goes to this rank's output and
+//               every peer's (rank-rotated); tile_stored counts AG[chunk] and the elected thread
+//               publishes flag[phase 1][rank][chunk] = e at every peer.
+//   end_call    (producer warp 1 of the CTA with the last ticket): waits for every peer's final
+//               chunks (flag[1][q][c] >= e for each chunk of band q), bounded; stores the epoch.
+// After a timed-out wait (the op's abort word) remote stores and publications stop, own tiles are
+// still stored locally, and every role runs to its end: the kernel completes, check() raises.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "comm/device_common.cuh"
+#include "fused/ar_params.hpp"
+#include "fused/ar_schedule.hpp"
+#include "gemm/kernel_args.hpp"
+#include "hopper/ptx/comm_flags.cuh"
+
+namespace weave::fused {
+
+// The tile order of fused/ar_schedule.hpp, read from the epilogue's parameters (no copy: the table
+// stays in the kernel's parameter space).
+struct BandRoundScheduler {
+  static constexpr gemm::SchedulerKind kKind = gemm::SchedulerKind::kBandRound;
+  const ArSchedule* s;
+
+  template <class EpilogueParams>
+  __device__ __forceinline__ BandRoundScheduler(const gemm::KernelArgs<EpilogueParams>& args, int, int)
+      : s(&args.epi.sched) {}
+  __device__ __forceinline__ int num_tiles() const { return s->m_blocks * s->n_blocks; }
+  __device__ __forceinline__ void coords(int tile, int& m_blk, int& n_blk) const {
+    ar_tile_coords(*s, tile, m_blk, n_blk);
+  }
+};
+
+__device__ __forceinline__ uint32_t* ar_rs_counter(const comm::Proto& p, int d, int chunk) {
+  return comm::ctrl_word(p, comm::kCtrlChunkCounter + d * comm::kMaxChunks + chunk);
+}
+__device__ __forceinline__ uint32_t* ar_ag_counter(const comm::Proto& p, int chunk) {
+  return comm::ctrl_word(p, comm::kCtrlChunkCounter + comm::kMaxWorldCounters * comm::kMaxChunks + chunk);
+}
+
+// Per-CTA call state in shared memory (SmemLayout::kCallWordsOffset): [0] the call's epoch,
+// [1] this CTA's election ticket.
+template <class Out>
+struct EpilogueAllReduce {
+  using Params = AllReduceParams;
+  using OutType = Out;
+  static constexpr gemm::EpilogueKind kKind = gemm::EpilogueKind::kAllReduce;
+  static_assert(sizeof(Out) == 2, "bf16 output (the partials and the sum travel as bf16)");
+  static constexpr bool kHasBeforeHook = false;
+  static constexpr bool kHasStoredHook = true;
+  static constexpr bool kHasIssuedHook = false;
+  static constexpr bool kHasCallHooks = true;
+  static constexpr bool kMultiDestination = true;
+  static constexpr bool kHasCombineHook = true;
+
+  __device__ __forceinline__ static void before_store(const Params&, int, int, int, int) {}
+  __device__ __forceinline__ static void tile_issued(const Params&, int, int, int, int) {}
+
+  __device__ __forceinline__ static bool own(const Params& p, int m_blk) {
+    return ar_band_of(p.sched, m_blk) == p.p.win.rank;
+  }
+
+  // Own tile: this rank's output and every peer's; remote tile: its owner's staging. After a
+  // timeout only the own output (a late but live peer must not be overwritten).
+  __device__ __forceinline__ static int destinations(const Params& p, int m_blk) {
+    if (p.delay_stores_ns != 0) {  // testing hook: a slow rank
+      const uint64_t t0 = ptx::globaltimer_ns();
+      while (ptx::globaltimer_ns() - t0 < p.delay_stores_ns) ptx::nanosleep(1000);
+    }
+    const bool mine = own(p, m_blk);
+    if (comm::aborted(p.p)) return mine ? 1 : 0;
+    return mine ? p.p.win.world : 1;
+  }
+  __device__ __forceinline__ static const CUtensorMap* destination_map(const Params& p, int m_blk, int d) {
+    if (own(p, m_blk)) return d == 0 ? &p.tma_c : &p.tma_peer[d - 1];
+    return &p.tma_stage[ar_band_of(p.sched, m_blk)];
+  }
+  __device__ __forceinline__ static int destination_row(const Params& p, int m_blk, int, int row) {
+    if (own(p, m_blk)) return row;
+    return row - ar_band_begin(p.sched, ar_band_of(p.sched, m_blk)) * p.block_m;
+  }
+
+  __device__ static void begin_call(const Params& p, uint32_t* words) {
+    const comm::Proto& pr = p.p;
+    const int w = pr.win.world, r = pr.win.rank;
+    const bool bad = comm::aborted(pr);
+    const uint32_t e = *reinterpret_cast<volatile uint32_t*>(comm::ctrl_word(pr, comm::kCtrlEpoch)) + 1u;
+    words[0] = e;
+    // docs/memory_ordering.md "epoch-election": the ticket is drawn after the epoch was read.
+    words[1] = gridDim.x > 1 ? ptx::atom_inc_release_gpu_u32(comm::ctrl_word(pr, comm::kCtrlDoneCount), gridDim.x - 1)
+                             : 0u;
+    if (bad) return;
+    if (blockIdx.x == 0)
+      for (int s = 1; s < w; ++s) comm::publish(comm::credit_slot(pr, comm::peer_at(r, s, w), r), e);
+    if (pr.flow_control)
+      for (int s = 1; s < w; ++s) {
+        const int t = comm::peer_at(r, s, w);
+        if (!comm::wait_reached(pr, comm::credit_slot(pr, r, t), e, t, -1, comm::FlagKind::kCredit)) return;
+      }
+  }
+
+  // Own tiles: add the peers' partials (rank order) to the accumulators of this warpgroup's rows.
+  template <int kSlices, int kAcc>
+  __device__ static void combine(const Params& p, const uint32_t* words, float (&acc)[kSlices][kAcc], int m_blk,
+                                 int n_blk, int cwg) {
+    if (!own(p, m_blk)) return;
+    const comm::Proto& pr = p.p;
+    const int w = pr.win.world, r = pr.win.rank;
+    const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x % 128) / 32;
+    const int chunk = ar_chunk_of(p.sched, m_blk);
+    if (lane == 0 && !p.skip_partial_wait && !comm::aborted(pr)) {
+      const uint32_t e = words[0];
+      for (int s = 1; s < w; ++s) {
+        const int q = comm::source_at(r, s, w);
+        if (!comm::wait_reached(pr, comm::flag_slot(pr, r, 0, q, chunk), e, q, 0, comm::FlagKind::kArrival)) break;
+      }
+    }
+    // docs/memory_ordering.md "consume-acquire" (warp form): lane 0's acquire, then __syncwarp,
+    // orders every lane's loads of the staged partials after the flag.
+    __syncwarp();
+    const int band_row0 = ar_band_begin(p.sched, r) * p.block_m;
+    const char* slots = pr.win.base[r] + p.staging;
+#pragma unroll
+    for (int j = 0; j < kSlices; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = m_blk * p.block_m + cwg * kSlices * 64 + j * 64 + warp * 16 + lane / 4 + h * 8;
+        if (row >= p.m) continue;
+        const size_t row_off = static_cast<size_t>(row - band_row0) * static_cast<size_t>(p.n);
+#pragma unroll
+        for (int i = 0; i < kAcc / 4; ++i) {
+          const int col = n_blk * (kAcc / 4) * 8 + i * 8 + (lane % 4) * 2;
+          if (col >= p.n) continue;  // n is a multiple of 8: the pair (col, col + 1) is in or out whole
+          float& a0 = acc[j][4 * i + 2 * h];
+          float& a1 = acc[j][4 * i + 2 * h + 1];
+          float own0 = a0, own1 = a1;
+          if (!p.exact_own) {
+            own0 = __bfloat162float(__float2bfloat16_rn(own0));
+            own1 = __bfloat162float(__float2bfloat16_rn(own1));
+          }
+          float v0 = 0.f, v1 = 0.f;
+          for (int q = 0; q < w; ++q) {
+            float t0 = own0, t1 = own1;
+            if (q != r) {
+              const uint32_t bits = *reinterpret_cast<const uint32_t*>(
+                  slots + static_cast<size_t>(q) * p.slot_stride + (row_off + static_cast<size_t>(col)) * 2);
+              __nv_bfloat162 pair;
+              *reinterpret_cast<uint32_t*>(&pair) = bits;
+              const float2 f = __bfloat1622float2(pair);
+              t0 = f.x;
+              t1 = f.y;
+            }
+            // As comm/device_common.cuh reduce_range: the first term, then += in rank order.
+            v0 = q == 0 ? t0 : v0 + t0;
+            v1 = q == 0 ? t1 : v1 + t1;
+          }
+          a0 = v0;
+          a1 = v1;
+        }
+      }
+  }
+
+  __device__ static void tile_stored(const Params& p, int m_blk, int, int, int, const uint32_t* words) {
+    const comm::Proto& pr = p.p;
+    if (comm::aborted(pr)) return;
+    const int w = pr.win.world, r = pr.win.rank;
+    const int d = ar_band_of(p.sched, m_blk), chunk = ar_chunk_of(p.sched, m_blk);
+    const uint32_t units = ar_chunk_units(p.sched, d, chunk);
+    uint32_t* counter = d == r ? ar_ag_counter(pr, chunk) : ar_rs_counter(pr, d, chunk);
+    const bool elected = ptx::atom_inc_release_sys_u32(counter, units - 1u) == units - 1u;
+    if (!elected && !p.publish_every_tile) return;
+    // Elected: the last count of the chunk. Acquire the counter (this thread's own increment, the
+    // last of the release sequence every count of the chunk heads), then publish.
+    (void)ptx::ld_acquire_sys_u32(counter);
+    const uint32_t e = words[0];
+    if (d != r) {
+      comm::publish(comm::flag_slot(pr, d, 0, r, chunk), e);
+    } else {
+      for (int s = 1; s < w; ++s) comm::publish(comm::flag_slot(pr, comm::peer_at(r, s, w), 1, r, chunk), e);
+    }
+  }
+
+  __device__ static void end_call(const Params& p, int lane, const uint32_t* words) {
+    const comm::Proto& pr = p.p;
+    if (gridDim.x > 1 && words[1] != gridDim.x - 1) return;
+    const uint32_t e = words[0];
+    const int w = pr.win.world, r = pr.win.rank;
+    bool ok = true;
+    if (!p.skip_arrival_wait && !comm::aborted(pr)) {
+      const int per_peer = p.sched.max_chunks;  // band q has at most as many chunks as band 0
+      for (int i = lane; i < (w - 1) * per_peer && ok; i += 32) {
+        const int q = comm::peer_at(r, 1 + i / per_peer, w), chunk = i % per_peer;
+        if (chunk >= ar_chunks_of(p.sched, q)) continue;
+        ok = comm::wait_reached(pr, comm::flag_slot(pr, r, 1, q, chunk), e, q, 1, comm::FlagKind::kArrival);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) {
+      // Acquire side of the election (see comm/call_protocol.cuh end_call).
+      if (gridDim.x > 1) (void)ptx::ld_acquire_sys_u32(comm::ctrl_word(pr, comm::kCtrlDoneCount));
+      *reinterpret_cast<volatile uint32_t*>(comm::ctrl_word(pr, comm::kCtrlEpoch)) = e;
+    }
+  }
+};
+
+}  // namespace weave::fused

@@ -1,0 +1,32 @@
+// The epilogue parameters of GemmAllReduce's fused kernel (host/device POD, passed by value inside
+// the kernel's __grid_constant__ arguments; about 2.6 KB at world 8, under the 4 KB parameter limit).
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "comm/kernels.hpp"
+#include "fused/ar_schedule.hpp"
+#include "weave/window_handle.hpp"
+
+namespace weave::fused {
+
+struct AllReduceParams {
+  CUtensorMap tma_c;                        // rows [0, m) of gar.out in this rank's window
+  CUtensorMap tma_peer[kMaxWorld - 1];      // the same rows in peer (rank + s) % world's window, s = 1..world-1
+  CUtensorMap tma_stage[kMaxWorld];         // [owner d]: d's staging slot [src = rank], rows of band d
+  comm::Proto p;                            // window handle, control / credit / flag offsets, timeout, error record
+  ArSchedule sched;                         // bands, chunks and this rank's walk
+  uint64_t staging = 0;                     // gar.staging in every window: [src][band rows][n] bf16
+  uint64_t slot_stride = 0;                 // bytes of one source's slot
+  int32_t m = 0, n = 0;                     // rows and columns of this call
+  int32_t block_m = 128;
+  int32_t exact_own = 0;                    // 1: the own term in fp32 (else rounded to bf16, as the split path)
+  // Testing hooks (negative controls; never set in production):
+  int32_t skip_arrival_wait = 0;            // end without waiting for the peers' final chunks
+  int32_t skip_partial_wait = 0;            // reduce own tiles without waiting for the peers' partials
+  int32_t publish_every_tile = 0;           // no election: publish a chunk's flag after each of its tiles
+  uint64_t delay_stores_ns = 0;             // a slow rank (each tile's stores start this much later)
+};
+
+}  // namespace weave::fused

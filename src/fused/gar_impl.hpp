@@ -1,0 +1,53 @@
+// The state behind weave::GemmAllReduce (internal). Built on a comm::Group, so the same code runs
+// over an NCCL communicator and in the test-only emulated world (Impl::create).
+//
+// Window (prefix "gar.", every region at capacity, offsets independent of M):
+//   gar.control / gar.credits / gar.flags   the fused kernel's protocol words (OpRuntime); the
+//                control region holds the chunk counters RS[destination][chunk] and AG[chunk]
+//   gar.staging  (fused) [source][band_cap_rows][N] bf16: the partials peers send for this rank's
+//                band. Written by peers in call e only after this rank's ready = e (lag-0
+//                credit): this rank's call e - 1, which read them, is complete.
+//   gar.out      [m_max, N] bf16; a call of m rows uses the first m. The split modes' GEMM writes
+//                the partial here and the all-reduce runs in place.
+//   gar.split.*  the split modes' all-reduce (a Collective without in/out regions of its own)
+#pragma once
+#include <memory>
+
+#include "comm/collective_impl.hpp"
+#include "comm/group.hpp"
+#include "comm/op_runtime.hpp"
+#include "fused/ar_params.hpp"
+#include "fused/gar_plan.hpp"
+#include "gemm/dispatch.hpp"
+#include "weave/gemm_all_reduce.hpp"
+
+namespace weave {
+
+struct GemmAllReduce::Impl {
+  std::shared_ptr<comm::Group> owned_group;
+  comm::Group* group = nullptr;
+  GemmAllReduceConfig cfg;
+  int num_sms = 0;
+  int grid_cap = 1;  // CTAs per rank: SMs / ranks sharing the GPU
+  fused::GarLayout layout;
+  std::unique_ptr<comm::OpRuntime> rt;
+  std::unique_ptr<Collective::Impl> split;  // split-lsa / split-ce: the in-place all-reduce
+  GemmAllReduceMode split_mode = GemmAllReduceMode::kSplitLsa;  // the split mode this op can run
+  bool fused_ok = false;  // the fused kernel of this quant exists here and the ranks share NVLink
+  const gemm::GemmKernelEntry<fused::AllReduceParams>* fused_kernel = nullptr;
+  const gemm::GemmInstance* local_kernel = nullptr;  // the split modes' GEMM (same tile as fused)
+  GemmAllReduceMode last = GemmAllReduceMode::kAuto;
+  uint64_t self_test_seed = 0x5eed;
+
+  Impl(comm::Group& g, const GemmAllReduceConfig& config);
+  static std::unique_ptr<GemmAllReduce> create(comm::Group& g, const GemmAllReduceConfig& config);
+
+  GemmAllReducePlan plan(int64_t m) const;
+  void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, cudaStream_t stream);
+  char* out_local() const { return rt->window().local() + layout.out; }
+  TensorView output(int64_t m) const;
+  void check() const;
+  std::string describe() const;
+};
+
+}  // namespace weave

@@ -1,0 +1,195 @@
+#include "fused/gar_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "comm/protocol.hpp"
+#include "common/check.hpp"
+#include "weave/gemm.hpp"
+
+namespace weave {
+
+std::string_view to_string(GemmAllReduceMode m) noexcept {
+  switch (m) {
+    case GemmAllReduceMode::kAuto: return "auto";
+    case GemmAllReduceMode::kGemmOnly: return "gemm-only";
+    case GemmAllReduceMode::kSplitNccl: return "split-nccl";
+    case GemmAllReduceMode::kSplitLsa: return "split-lsa";
+    case GemmAllReduceMode::kSplitCe: return "split-ce";
+    case GemmAllReduceMode::kFused: return "fused";
+  }
+  return "?";
+}
+
+std::optional<GemmAllReduceMode> parse_gemm_all_reduce_mode(std::string_view name) noexcept {
+  for (auto m : {GemmAllReduceMode::kAuto, GemmAllReduceMode::kGemmOnly, GemmAllReduceMode::kSplitNccl,
+                 GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe, GemmAllReduceMode::kFused})
+    if (name == to_string(m)) return m;
+  return std::nullopt;
+}
+
+std::string GemmAllReduce::validate(const GemmAllReduceConfig& c, int world) {
+  std::ostringstream os;
+  auto rule = [&](bool ok, const std::string& why) {
+    if (!ok) os << (os.tellp() > 0 ? "; " : "") << why;
+  };
+  rule(world >= 1 && world <= kMaxWorld, "world must be in 1.." + std::to_string(kMaxWorld) + ", got " + std::to_string(world));
+  rule(c.m_max >= 1 && c.m_max <= (int64_t(1) << 20), "m_max must be in 1..1048576, got " + std::to_string(c.m_max));
+  rule(c.chunks >= 0 && c.chunks <= comm::kMaxChunks,
+       "chunks must be in 0.." + std::to_string(comm::kMaxChunks) + " (0: the planner's), got " + std::to_string(c.chunks));
+  if (c.n >= 1 && c.k >= 1 && c.m_max >= 1) {
+    GemmProblem p{.m = c.m_max, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout, .out_dtype = DType::kBF16};
+    const std::string g = gemm_validate_problem(p);
+    rule(g.empty(), "the per-rank GEMM [m_max, N, K_r] = [" + std::to_string(c.m_max) + ", " + std::to_string(c.n) + ", " +
+                        std::to_string(c.k) + "]: " + g);
+  } else {
+    rule(c.n >= 1, "n must be >= 1, got " + std::to_string(c.n));
+    rule(c.k >= 1, "k (the per-rank K shard) must be >= 1, got " + std::to_string(c.k));
+  }
+  // Partials and results travel as bf16 pairs and rows of every band start 16-byte aligned.
+  rule(c.n % 8 == 0, "n must be a multiple of 8 (rows of the output and the staging start 16-byte aligned), got " +
+                         std::to_string(c.n));
+  const double bytes = double(c.m_max) * double(c.n) * 2;
+  rule(bytes <= double(int64_t(1) << 40), "the output m_max * N is over 1 TiB");
+  return os.str();
+}
+
+}  // namespace weave
+
+namespace weave::fused {
+
+bool gar_hosts_fused(GemmAllReduceMode mode) {
+  return mode == GemmAllReduceMode::kAuto || mode == GemmAllReduceMode::kFused;
+}
+
+GemmAllReduceMode gar_split_mode(GemmAllReduceMode mode) {
+  switch (mode) {
+    case GemmAllReduceMode::kAuto:
+    case GemmAllReduceMode::kSplitLsa: return GemmAllReduceMode::kSplitLsa;
+    case GemmAllReduceMode::kSplitCe: return GemmAllReduceMode::kSplitCe;
+    default: return GemmAllReduceMode::kAuto;  // none hosted
+  }
+}
+
+comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max_blocks) {
+  comm::OpShape s;
+  s.op = CollectiveOp::kAllReduce;
+  const bool ce = gar_split_mode(cfg.mode) == GemmAllReduceMode::kSplitCe;
+  s.algorithm = Algorithm::kAuto;
+  s.world = world;
+  s.elem_bytes = 2;
+  s.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(cfg.n);
+  s.max_blocks = max_blocks;
+  s.ll_max_count = comm::ll_max_count_for(ce ? Transport::kCe : Transport::kLsa, s.algorithm, s.max_count, 2);
+  s.external_buffers = true;
+  return s;
+}
+
+GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, int world, int split_max_blocks) {
+  GarLayout g;
+  const size_t w = static_cast<size_t>(world);
+  g.control = layout.add("gar.control", RegionKind::kControl, comm::kControlBytes).offset;
+  g.credits = layout.add("gar.credits", RegionKind::kCredits, 4 * w).offset;
+  g.flags = layout.add("gar.flags", RegionKind::kFlags, 4 * size_t(comm::kFlagPhases) * w * comm::kMaxChunks).offset;
+  const int64_t m_blocks = (cfg.m_max + kGarBlockM - 1) / kGarBlockM;
+  g.band_cap_rows = (m_blocks + world - 1) / world * kGarBlockM;
+  if (gar_hosts_fused(cfg.mode) && world > 1) {
+    g.slot_stride = comm::round_up(static_cast<size_t>(g.band_cap_rows) * static_cast<size_t>(cfg.n) * 2, comm::kSlotAlign);
+    g.staging = layout.add("gar.staging", RegionKind::kData, w * g.slot_stride).offset;
+    g.has_staging = true;
+  }
+  g.out = layout.add("gar.out", RegionKind::kData, static_cast<uint64_t>(cfg.m_max) * static_cast<uint64_t>(cfg.n) * 2).offset;
+  if (gar_split_mode(cfg.mode) != GemmAllReduceMode::kAuto && world > 1) {
+    g.split = comm::add_op_regions(layout, "gar.split", gar_split_shape(cfg, world, split_max_blocks));
+    g.has_split = true;
+  }
+  return g;
+}
+
+int gar_chunks(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas) {
+  if (cfg.chunks > 0) return cfg.chunks;
+  const int64_t tiles = ((m + kGarBlockM - 1) / kGarBlockM) * ((cfg.n + kGarBlockN - 1) / kGarBlockN);
+  const double waves = double(tiles) / std::max(1, ctas);
+  (void)world;
+  return static_cast<int>(std::clamp<double>(std::floor(waves / 2), 1, comm::kMaxChunks));
+}
+
+GarRates gar_rates(ScaleMode quant) {
+  GarRates r;
+  // weave's GEMM at large shapes on an H200 (docs/perf/gemm.md): bf16 ~ 640, fp8 ~ 950 TFLOP/s.
+  r.gemm_tflops = quant == ScaleMode::kBF16 ? 640 : (quant == ScaleMode::kMxfp8 ? 420 : 950);
+  return r;
+}
+
+GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
+                           bool nccl_available, uint64_t window_bytes) {
+  GemmAllReducePlan p;
+  const ArSchedule s = ar_schedule(m, cfg.n, kGarBlockM, kGarBlockN, world, 0, gar_chunks(cfg, world, m, ctas));
+  p.tiles = int64_t(s.m_blocks) * s.n_blocks;
+  p.grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctas, p.tiles)));
+  p.waves = double(p.tiles) / std::max(1, ctas);
+  p.band_blocks = s.band;
+  p.chunks = s.max_chunks;
+  p.chunk_blocks = s.per;
+  p.rounds = s.max_chunks + 1;
+  const double bytes = double(m) * double(cfg.n) * 2;  // the bf16 output (and each rank's partial)
+  // Two-shot volumes, the same for split and fused: each leg sends (world - 1) / world of it.
+  p.bytes_rs = world > 1 ? static_cast<int64_t>(bytes * (world - 1) / world) : 0;
+  p.bytes_ag = p.bytes_rs;
+  p.window_bytes = static_cast<int64_t>(window_bytes);
+  const GarRates r = gar_rates(cfg.quant);
+  p.model_gemm_us = 2.0 * double(m) * double(cfg.n) * double(cfg.k) / (r.gemm_tflops * 1e6);
+  const double link_us = double(p.bytes_rs + p.bytes_ag) / (r.link_gbps * 1e3);
+  p.model_comm_us = world > 1 ? link_us + r.comm_latency_us : 0;
+  p.model_split_us = p.model_gemm_us + p.model_comm_us;
+  // Fused: both legs under the GEMM; left over is the last round, one own chunk of compute and
+  // its gather: gemm / (world * chunks) + (world - 1) / world * S / (chunks * link).
+  const double c = std::max(1, s.max_chunks);
+  const double tail_us = world > 1 ? p.model_gemm_us / (world * c) + double(p.bytes_ag) / (c * r.link_gbps * 1e3) + 4 : 0;
+  p.model_fused_us = std::max(p.model_gemm_us, link_us) + tail_us;
+  std::ostringstream why;
+  const GemmAllReduceMode split = gar_split_mode(cfg.mode) == GemmAllReduceMode::kAuto ? GemmAllReduceMode::kSplitLsa
+                                                                                       : gar_split_mode(cfg.mode);
+  switch (cfg.mode) {
+    case GemmAllReduceMode::kAuto:
+      if (world == 1) {
+        p.mode = GemmAllReduceMode::kGemmOnly;
+        why << "world 1: nothing to reduce";
+      } else if (!fused_available) {
+        p.mode = split;
+        why << "fused kernel not available for " << to_string(cfg.quant) << " here; split";
+      } else if (p.waves < kGarMinFusedWaves) {
+        p.mode = split;
+        why << p.waves << " waves of " << kGarBlockM << "x" << kGarBlockN << " tiles (< " << kGarMinFusedWaves
+            << "): too little GEMM for the rounds to overlap; split";
+      } else if (p.model_fused_us * 1.05 > p.model_split_us) {
+        p.mode = split;
+        why << "modelled fused " << p.model_fused_us << " us is not 5% under split " << p.model_split_us << " us";
+      } else {
+        p.mode = GemmAllReduceMode::kFused;
+        why << p.waves << " waves, " << s.max_chunks << " chunks per band; modelled fused " << p.model_fused_us
+            << " us vs split " << p.model_split_us << " us";
+      }
+      break;
+    default:
+      p.mode = cfg.mode;
+      why << "mode " << to_string(cfg.mode) << " requested";
+      if (cfg.mode == GemmAllReduceMode::kSplitNccl && !nccl_available) why << " (unavailable: no NCCL communicator)";
+      break;
+  }
+  p.reason = why.str();
+  return p;
+}
+
+}  // namespace weave::fused
+
+namespace weave {
+std::size_t gemm_all_reduce_window_bytes(const GemmAllReduceConfig& config, int world) {
+  const std::string bad = GemmAllReduce::validate(config, world);
+  WEAVE_EXPECT_ARG(bad.empty(), "gemm_all_reduce_window_bytes: " << bad);
+  WindowLayout layout;
+  fused::add_gar_regions(layout, config, world, fused::kGarBoundSplitBlocks);
+  return layout.total_bytes();
+}
+}  // namespace weave

@@ -1,0 +1,50 @@
+// GemmAllReduce's pure planning: validation, the window layout at capacity, the fused schedule's
+// chunk choice and the per-call model that auto and `weave plan gemm-ar` use. CPU only.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "comm/op_layout.hpp"
+#include "fused/ar_schedule.hpp"
+#include "weave/gemm_all_reduce.hpp"
+#include "weave/window_layout.hpp"
+
+namespace weave::fused {
+
+inline constexpr int kGarBlockM = 128, kGarBlockN = 128;  // the fused kernel's tile (also the split GEMM's)
+// auto considers fused from this many waves of tiles on (a round of chunks must span about a wave
+// for the own chunks to find their partials landed), then by the model with a 5% margin for split.
+// Modelled, not yet calibrated on NVLink (the 2-GPU issue measures it).
+inline constexpr double kGarMinFusedWaves = 2.0;
+// As kGagBoundSplitBlocks: window sizes reported before an op exists assume this grid cap.
+inline constexpr int kGarBoundSplitBlocks = 264;
+
+struct GarLayout {
+  uint64_t control = 0, credits = 0, flags = 0, staging = 0, out = 0;
+  uint64_t slot_stride = 0;   // bytes of one source's staging slot (band_cap_rows x N bf16, aligned)
+  int64_t band_cap_rows = 0;  // rows of the largest band at m_max
+  comm::OpOffsets split;      // the split all-reduce's regions (if any)
+  bool has_split = false, has_staging = false;
+};
+
+// Which paths an op of `mode` may take (auto: fused and split-lsa).
+bool gar_hosts_fused(GemmAllReduceMode mode);
+GemmAllReduceMode gar_split_mode(GemmAllReduceMode mode);  // kSplitLsa / kSplitCe, or kAuto for none
+comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max_blocks);
+GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, int world, int split_max_blocks);
+
+// Chunks per band for m rows on `ctas` CTAs per rank (cfg.chunks, or floor(waves / 2) clamped to
+// 1 .. kMaxChunks); ar_schedule clamps to the band and normalises.
+int gar_chunks(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas);
+
+struct GarRates {
+  double gemm_tflops = 0;       // sustained GEMM rate of this quant
+  double link_gbps = 370;       // NVLink bytes per second per direction per GPU, SM / TMA stores
+  double comm_latency_us = 15;  // fixed cost of one weave all-reduce call
+};
+GarRates gar_rates(ScaleMode quant);
+
+GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
+                           bool nccl_available, uint64_t window_bytes = 0);
+
+}  // namespace weave::fused

@@ -1,0 +1,170 @@
+// GemmAllReduce::self_test: m rows of known per-rank values through the op's real path, every output
+// element checked on every rank against a closed-form sum (a transport that moves nothing leaves
+// peers' terms out; a misplaced tile puts another row's terms in).
+//
+// Values: rank s's B_s[n, k] = small integers in [-8, 8] hashed from (s, n, k, seed) (exact in bf16
+// and e4m3); rank s's A row i is one-hot at column col(s, i), value 1, with every scale 1 (ptpc /
+// blockscale fp32 1.0, mxfp8 ue8m0 127). So rank s's partial is P_s[i, n] = B_s[n, col(s, i)] and
+// out[i, n] = sum_s P_s[i, n] exactly (|sum| <= 64 is exact in bf16), in any mode; the reference
+// needs no GEMM and no data from peers. A wrong element whose error is exactly -P_s is counted
+// against source s (its term did not arrive); any other error is counted as unattributed. The
+// expected value is the all-reduce in every mode: gemm-only, which moves nothing, fails (the
+// self-test's negative control).
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+#include "comm/timeout.hpp"
+#include "common/check.hpp"
+#include "common/cuda_owned.hpp"
+#include "common/hash.hpp"
+#include "fused/gar_impl.hpp"
+#include "weave/quant.hpp"
+
+namespace weave {
+
+SelfTestReport GemmAllReduce::self_test(std::int64_t m) {
+  Impl& im = *impl_;
+  comm::Group& g = *im.group;
+  const GemmAllReduceConfig& c = im.cfg;
+  if (m == 0) m = std::min<int64_t>(c.m_max, 300);  // not a multiple of the tile: partial tiles, several bands
+  WEAVE_EXPECT_ARG(m >= 1 && m <= c.m_max, "GemmAllReduce::self_test: m must be in 1..m_max (" << c.m_max << ")");
+  const int w = g.world_size(), r = g.rank();
+  const int64_t n = c.n, k = c.k;
+  const uint64_t seed = im.self_test_seed++;
+  WEAVE_CHECK_CUDA(cudaSetDevice(g.device()));
+  auto col_of = [&](int s, int64_t i) { return static_cast<int64_t>(mix64(seed * 131 + s * 1000003ull + i) % k); };
+  auto b_val = [&](int s, int64_t row, int64_t kk) {
+    return static_cast<int>(mix64(seed ^ (uint64_t(s + 1) << 56) ^ (static_cast<uint64_t>(row) << 28) ^
+                                  static_cast<uint64_t>(kk)) %
+                            17) -
+           8;
+  };
+  const bool fp8 = c.quant != ScaleMode::kBF16;
+  const size_t in_bytes = fp8 ? 1 : 2;
+  std::vector<uint8_t> ha(static_cast<size_t>(m * k) * in_bytes, 0), hb(static_cast<size_t>(n * k) * in_bytes);
+  auto put = [&](std::vector<uint8_t>& v, int64_t idx, float x) {
+    if (fp8) {
+      v[idx] = ref::float_to_e4m3(x);
+    } else {
+      const uint16_t h = ref::float_to_bf16(x);
+      std::memcpy(&v[idx * 2], &h, 2);
+    }
+  };
+  for (int64_t i = 0; i < m; ++i) put(ha, i * k + col_of(r, i), 1.0f);
+  for (int64_t row = 0; row < n; ++row)
+    for (int64_t kk = 0; kk < k; ++kk) put(hb, row * k + kk, static_cast<float>(b_val(r, row, kk)));
+  const DType in_dtype = fp8 ? DType::kE4M3 : DType::kBF16;
+  OwnedDeviceMemory da(ha.size()), db(hb.size());
+  WEAVE_CHECK_CUDA(cudaMemcpy(da.p, ha.data(), ha.size(), cudaMemcpyHostToDevice));
+  WEAVE_CHECK_CUDA(cudaMemcpy(db.p, hb.data(), hb.size(), cudaMemcpyHostToDevice));
+  const int dev = g.device();
+  const TensorView a = TensorView::matrix(da.p, in_dtype, m, k, dev), b = TensorView::matrix(db.p, in_dtype, n, k, dev);
+  // Scales that are all 1.
+  GemmScales scales;
+  std::unique_ptr<OwnedDeviceMemory> sa, sb;
+  auto fill = [&](std::unique_ptr<OwnedDeviceMemory>& d, size_t bytes, const void* pattern, size_t psize) {
+    std::vector<uint8_t> h(bytes);
+    for (size_t i = 0; i < bytes; ++i) h[i] = static_cast<const uint8_t*>(pattern)[i % psize];
+    d = std::make_unique<OwnedDeviceMemory>(bytes);
+    WEAVE_CHECK_CUDA(cudaMemcpy(d->p, h.data(), bytes, cudaMemcpyHostToDevice));
+  };
+  const float one = 1.0f;
+  const uint8_t e127 = 127;
+  switch (c.quant) {
+    case ScaleMode::kBF16: break;
+    case ScaleMode::kPtpc:
+      fill(sa, m * 4, &one, 4);
+      fill(sb, n * 4, &one, 4);
+      scales.a = TensorView::vector(sa->p, DType::kF32, m, dev);
+      scales.b = TensorView::vector(sb->p, DType::kF32, n, dev);
+      break;
+    case ScaleMode::kBlockscale: {
+      const int64_t kb = (k + 127) / 128, nb = (n + 127) / 128;
+      fill(sa, m * kb * 4, &one, 4);
+      fill(sb, nb * kb * 4, &one, 4);
+      scales.a = TensorView::matrix(sa->p, DType::kF32, m, kb, dev);
+      scales.b = TensorView::matrix(sb->p, DType::kF32, nb, kb, dev);
+      break;
+    }
+    case ScaleMode::kMxfp8: {
+      const int64_t nb = (n + 31) / 32;
+      if (c.scale_layout == ScaleLayout::kRaw) {
+        fill(sa, m * (k / 32), &e127, 1);
+        fill(sb, nb * (k / 32), &e127, 1);
+        scales.a = TensorView::matrix(sa->p, DType::kUE8M0, m, k / 32, dev);
+        scales.b = TensorView::matrix(sb->p, DType::kUE8M0, nb, k / 32, dev);
+      } else {  // packed words of all-127 bytes: every byte 127 whatever the packing order
+        const int64_t kw = (k + 127) / 128;
+        fill(sa, kw * 4 * m, &e127, 1);
+        fill(sb, kw * 4 * nb, &e127, 1);
+        scales.a = TensorView::matrix(sa->p, DType::kUE8M0, kw, 4 * m, dev);
+        scales.b = TensorView::matrix(sb->p, DType::kUE8M0, kw, 4 * nb, dev);
+      }
+      break;
+    }
+  }
+  OwnedStream owned_stream;
+  const cudaStream_t stream = owned_stream.s;
+  SelfTestReport report;
+  report.wrong_from_rank.assign(w, 0);
+  int64_t unattributed = 0;
+  std::ostringstream detail;
+  const size_t out_elems = static_cast<size_t>(m * n);
+  {
+    // Poison the output (and nothing a peer may be writing: every rank poisons, then all wait).
+    WEAVE_CHECK_CUDA(cudaMemsetAsync(im.out_local(), 0xFF, out_elems * 2, stream));
+    comm::sync_stream_bounded(stream, g.timeout_s(), "GemmAllReduce::self_test: poisoning the output");
+    g.barrier();
+    run(m, a, b, scales, stream);
+    comm::sync_stream_bounded(stream, g.timeout_s(), "GemmAllReduce::self_test: the call (" + im.describe() + ")");
+    im.check();
+    g.barrier();  // every peer's stores into this rank's window are complete in the emulated world too
+    std::vector<uint16_t> got(out_elems);
+    WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), im.out_local(), got.size() * 2, cudaMemcpyDeviceToHost));
+    std::vector<int64_t> cols(w);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int s = 0; s < w; ++s) cols[s] = col_of(s, i);
+      for (int64_t j = 0; j < n; ++j) {
+        int want = 0;
+        for (int s = 0; s < w; ++s)
+          want += b_val(s, j, cols[s]);
+        const uint32_t u = static_cast<uint32_t>(got[static_cast<size_t>(i * n + j)]) << 16;
+        float v = 0;
+        std::memcpy(&v, &u, 4);
+        if (v == static_cast<float>(want)) continue;
+        int source = -1;
+        for (int s = 0; s < w && source < 0; ++s) {
+          const int term = b_val(s, j, cols[s]);
+          if (term != 0 && v == static_cast<float>(want - term)) source = s;
+        }
+        if (source >= 0) ++report.wrong_from_rank[source];
+        else ++unattributed;
+        if (detail.tellp() == 0)
+          detail << "rank " << r << ": row " << i << ", column " << j << ": got " << v << ", expected " << want
+                 << (source >= 0 ? " (source rank " + std::to_string(source) + "'s term missing)" : std::string());
+      }
+    }
+  }
+  bool ok = unattributed == 0;
+  for (auto v : report.wrong_from_rank) ok &= v == 0;
+  report.caller_buffers_ok = ok;
+  report.window_buffers_ok = ok;
+  const std::string failed = g.failed_ranks(ok, "the GemmAllReduce self-test outcome");
+  report.ok = failed.empty();
+  std::ostringstream os;
+  os << im.describe() << ": m = " << m << " rows, mode " << to_string(im.last) << ": ";
+  if (report.ok) {
+    os << "every element is the sum of every source rank's term, on every rank";
+  } else {
+    os << "FAILED on rank(s) " << failed;
+    if (unattributed) os << "; " << unattributed << " wrong element(s) not explained by one missing source";
+    if (detail.tellp()) os << "; " << detail.str();
+  }
+  report.detail = os.str();
+  return report;
+}
+
+}  // namespace weave

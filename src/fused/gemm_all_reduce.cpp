@@ -1,0 +1,250 @@
+// weave::GemmAllReduce: construction (validate, plan, agree, window, protocol words) and run() for
+// every mode. run() only enqueues: host work is building the call's TMA maps and schedule.
+//
+// Call shapes (rank r, m rows):
+//   gemm-only : GEMM -> gar.out (the rank's partial)
+//   split-*   : GEMM -> gar.out; all-reduce of gar.out in place (weave lsa/ce, or ncclAllReduce)
+//   fused     : one kernel (fused/ar_epilogue.cuh): peers' bands -> their staging; own band summed
+//               with the staged partials -> gar.out here and at every peer; the kernel ends when
+//               every peer's final chunks have arrived
+#include "fused/gar_impl.hpp"
+
+#include <cuda_runtime.h>
+
+#include <sstream>
+
+#include "common/check.hpp"
+#include "common/log.hpp"
+#include "gemm/operands.hpp"
+
+namespace weave {
+
+namespace {
+
+const gemm::GemmKernelEntry<fused::AllReduceParams>* find_fused_kernel(const GemmAllReduceConfig& c) {
+  return gemm::find_gemm_kernel<fused::AllReduceParams>(
+      c.quant, DType::kBF16, gemm::EpilogueKind::kAllReduce, fused::kGarBlockM, fused::kGarBlockN,
+      c.quant == ScaleMode::kMxfp8 ? c.scale_layout : ScaleLayout::kRaw, gemm::SchedulerKind::kBandRound);
+}
+
+GemmProblem problem_of(const GemmAllReduceConfig& c, int64_t m) {
+  return GemmProblem{.m = m, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout, .out_dtype = DType::kBF16};
+}
+
+}  // namespace
+
+GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : group(&g), cfg(config) {
+  const int w = g.world_size();
+  const std::string bad = GemmAllReduce::validate(cfg, w);
+  WEAVE_EXPECT_ARG(bad.empty(), "GemmAllReduceConfig: " << bad);
+  WEAVE_CHECK_CUDA(cudaSetDevice(g.device()));
+  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, g.device()));
+  // Every rank's CTAs must be resident together (own tiles wait for peers' partials): one CTA per
+  // SM, and ranks sharing a GPU (the emulated world) share its SMs.
+  grid_cap = comm::rank_sm_share(num_sms, g.ranks_per_device());
+  fused_kernel = find_fused_kernel(cfg);
+  fused_ok = fused_kernel != nullptr && g.lsa_team_size() == w && w > 1;
+  split_mode = fused::gar_split_mode(cfg.mode);
+  switch (cfg.mode) {
+    case GemmAllReduceMode::kFused:
+      WEAVE_EXPECT(fused_kernel != nullptr, Status::kUnavailable,
+                   "GemmAllReduce: mode fused: no fused kernel for " << to_string(cfg.quant) << " in this build");
+      [[fallthrough]];
+    case GemmAllReduceMode::kSplitLsa:
+    case GemmAllReduceMode::kSplitCe:
+      WEAVE_EXPECT(g.lsa_team_size() == w, Status::kUnavailable,
+                   "GemmAllReduce: mode " << to_string(cfg.mode) << " needs every rank in one NVLink domain ("
+                                          << g.lsa_team_size() << " of " << w << " ranks are)");
+      break;
+    case GemmAllReduceMode::kSplitNccl:
+      WEAVE_EXPECT(g.nccl() != nullptr, Status::kUnavailable,
+                   "GemmAllReduce: mode split-nccl needs an NCCL communicator; " << g.describe() << " has none");
+      break;
+    case GemmAllReduceMode::kAuto:
+      if (g.lsa_team_size() != w) {
+        WEAVE_EXPECT(g.nccl() != nullptr, Status::kUnavailable,
+                     "GemmAllReduce: ranks are not in one NVLink domain and there is no NCCL communicator");
+        WEAVE_LOG(kWarn, "rank " << g.rank() << ": GemmAllReduce auto: ranks are not all in one NVLink domain ("
+                                 << g.lsa_team_size() << " of " << w << "); every call runs split-nccl");
+        split_mode = GemmAllReduceMode::kSplitNccl;
+      } else if (!fused_ok && w > 1) {
+        WEAVE_LOG(kInfo, "rank " << g.rank() << ": GemmAllReduce auto: no fused kernel for " << to_string(cfg.quant)
+                                 << "; every call runs split");
+      }
+      break;
+    case GemmAllReduceMode::kGemmOnly: break;
+  }
+  // Every rank must build the same op: N, K_r, m_max, quant, mode, hooks and the kernels it will use.
+  std::ostringstream id;
+  id << "weave.gemm_all_reduce.v1|" << cfg.n << "|" << cfg.k << "|" << cfg.m_max << "|" << static_cast<int>(cfg.quant)
+     << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.mode) << "|"
+     << static_cast<int>(split_mode) << "|" << fused_ok << "|" << cfg.exact_own << "|" << cfg.chunks << "|"
+     << cfg.flow_control << "|" << cfg.skip_arrival_wait << "|" << cfg.skip_partial_wait << "|"
+     << cfg.publish_every_tile << "|" << cfg.initial_epoch << "|" << grid_cap;
+  rt = std::make_unique<comm::OpRuntime>(g);
+  rt->agree_config(id.str(),
+                   "GemmAllReduce configuration (n, k = K_r, m_max, quant, mode, exact_own, chunks, testing hooks)");
+  if (fused_kernel) fused_kernel->prepare();
+  // The split GEMM runs the same tile as the fused kernel (so split and fused agree bitwise).
+  local_kernel = gemm::find_gemm_instance(cfg.quant, DType::kBF16, gemm::EpilogueKind::kStoreLocal, fused::kGarBlockM,
+                                          fused::kGarBlockN,
+                                          cfg.quant == ScaleMode::kMxfp8 ? cfg.scale_layout : ScaleLayout::kRaw);
+  WEAVE_EXPECT(local_kernel != nullptr, Status::kUnavailable,
+               "GemmAllReduce: no " << fused::kGarBlockM << "x" << fused::kGarBlockN << " GEMM kernel for "
+                                    << to_string(cfg.quant) << " -> bf16 in this build");
+  local_kernel->prepare();
+  if ((split_mode == GemmAllReduceMode::kSplitLsa || split_mode == GemmAllReduceMode::kSplitCe) && w > 1) {
+    CollectiveConfig cc;
+    cc.op = CollectiveOp::kAllReduce;
+    cc.dtype = DType::kBF16;
+    cc.transport = split_mode == GemmAllReduceMode::kSplitCe ? Transport::kCe : Transport::kLsa;
+    cc.algorithm = Algorithm::kAuto;
+    cc.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(cfg.n);
+    cc.flow_control = cfg.flow_control;
+    cc.initial_epoch = cfg.initial_epoch;
+    split = std::make_unique<Collective::Impl>(g, cc);
+  }
+}
+
+std::unique_ptr<GemmAllReduce> GemmAllReduce::Impl::create(comm::Group& g, const GemmAllReduceConfig& config) {
+  auto im = std::make_unique<Impl>(g, config);
+  const int w = g.world_size();
+  WindowLayout layout;
+  im->layout = fused::add_gar_regions(layout, im->cfg, w, im->split ? im->split->max_blocks : 1);
+  if (im->split) {
+    comm::OpShape s = im->split->shape();
+    s.external_buffers = true;
+    const comm::OpShape want = fused::gar_split_shape(im->cfg, w, im->split->max_blocks);
+    WEAVE_EXPECT(s.max_count == want.max_count && s.algorithm == want.algorithm && s.ll_max_count == want.ll_max_count &&
+                     s.elem_bytes == want.elem_bytes,
+                 Status::kInternal, "GemmAllReduce: the split all-reduce's shape differs from the window layout's");
+  }
+  auto window = g.make_window(std::move(layout));
+  const comm::ProtoRegions regions{.control = im->layout.control, .credits = im->layout.credits,
+                                   .flags = im->layout.flags, .flag_blocks = comm::kMaxChunks};
+  im->rt->attach(window, regions, im->cfg.flow_control, im->cfg.initial_epoch, /*needs_peers=*/im->fused_ok);
+  if (im->split) im->split->attach(window, im->layout.split);
+  return std::unique_ptr<GemmAllReduce>(new GemmAllReduce(std::move(im)));
+}
+
+GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const {
+  GemmAllReduceConfig c = cfg;
+  if (c.mode == GemmAllReduceMode::kAuto && split_mode == GemmAllReduceMode::kSplitNccl) c.mode = GemmAllReduceMode::kSplitNccl;
+  return fused::gar_plan(c, group->world_size(), m, grid_cap, fused_ok, group->nccl() != nullptr, rt->window().bytes());
+}
+
+void GemmAllReduce::Impl::check() const {
+  rt->check("GemmAllReduce");
+  if (split) split->check();
+}
+
+TensorView GemmAllReduce::Impl::output(int64_t m) const {
+  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "GemmAllReduce::output: m must be in 1.." << cfg.m_max << ", got " << m);
+  return TensorView::matrix(out_local(), DType::kBF16, m, cfg.n, group->device());
+}
+
+void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
+                              cudaStream_t stream) {
+  const comm::OpRuntime::CallGuard guard(*rt, "GemmAllReduce::run");
+  check();
+  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "GemmAllReduce::run: m must be in 1.." << cfg.m_max << " (m_max), got " << m);
+  const GemmProblem prob = problem_of(cfg, m);
+  gemm::check_gemm_inputs(prob, a, b, s, group->device());
+  const int w = group->world_size(), r = group->rank();
+  const GemmAllReducePlan pl = plan(m);
+  GemmPlanOverrides ov;
+  ov.block_m = fused::kGarBlockM;
+  ov.block_n = fused::kGarBlockN;
+  ov.split_k = 1;
+  ov.grid = pl.grid;
+  const GemmPlan gp = gemm_plan(prob, num_sms, ov);
+  gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s, /*drop_wait=*/false);
+  const size_t count = static_cast<size_t>(m) * static_cast<size_t>(cfg.n);
+  WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
+  last = pl.mode;
+  if (pl.mode == GemmAllReduceMode::kFused) {
+    // Consumers wait for peers' partials inside the pipeline: its waits must outlast the comm timeout.
+    main.pipeline_timeout_ns = static_cast<uint64_t>((2 * group->timeout_s() + 5) * 1e9);
+    gemm::KernelArgs<fused::AllReduceParams> args{};
+    args.main = main;
+    fused::AllReduceParams& e = args.epi;
+    e.sched = fused::ar_schedule(m, cfg.n, fused::kGarBlockM, fused::kGarBlockN, w, r,
+                                 fused::gar_chunks(cfg, w, m, grid_cap));
+    const WindowHandle& h = rt->window().handle();
+    e.tma_c = gemm::make_epilogue_map("the output", out_local(), DType::kBF16, 1, m, cfg.n, cfg.n);
+    for (int st = 1; st < w; ++st) {
+      const int peer = comm::peer_at(r, st, w);
+      e.tma_peer[st - 1] = gemm::make_epilogue_map("the output (a peer's copy)", h.base[peer] + layout.out,
+                                                   DType::kBF16, 1, m, cfg.n, cfg.n);
+    }
+    for (int d = 0; d < w; ++d) {
+      if (d == r) continue;
+      const int64_t row0 = int64_t(fused::ar_band_begin(e.sched, d)) * fused::kGarBlockM;
+      const int64_t rows = std::min<int64_t>(int64_t(fused::ar_band_end(e.sched, d)) * fused::kGarBlockM, m) - row0;
+      if (rows <= 0) continue;  // an empty band: no tile goes there
+      char* slot = h.base[d] + layout.staging + static_cast<size_t>(r) * layout.slot_stride;
+      e.tma_stage[d] = gemm::make_epilogue_map("a peer's staging slot", slot, DType::kBF16, 1, rows, cfg.n, cfg.n);
+    }
+    e.p = rt->proto();
+    e.staging = layout.staging;
+    e.slot_stride = layout.slot_stride;
+    e.m = static_cast<int32_t>(m);
+    e.n = static_cast<int32_t>(cfg.n);
+    e.block_m = fused::kGarBlockM;
+    e.exact_own = cfg.exact_own ? 1 : 0;
+    e.skip_arrival_wait = cfg.skip_arrival_wait ? 1 : 0;
+    e.skip_partial_wait = cfg.skip_partial_wait ? 1 : 0;
+    e.publish_every_tile = cfg.publish_every_tile ? 1 : 0;
+    e.delay_stores_ns = cfg.delay_stores_ns;
+    fused_kernel->launch(args, gp.grid, stream);
+    return;
+  }
+  gemm::LocalKernelArgs args{};
+  args.main = main;
+  args.epi.tma_c = gemm::make_epilogue_map("the output", out_local(), DType::kBF16, 1, m, cfg.n, cfg.n);
+  local_kernel->launch(args, gp.grid, stream);
+  if (pl.mode == GemmAllReduceMode::kGemmOnly || w == 1) return;
+  if (pl.mode == GemmAllReduceMode::kSplitNccl) {
+    WEAVE_EXPECT(group->nccl() != nullptr, Status::kUnavailable, "GemmAllReduce split-nccl: no NCCL communicator");
+    WEAVE_CHECK_NCCL(ncclAllReduce(out_local(), out_local(), count, ncclBfloat16, ncclSum, group->nccl(), stream));
+    return;
+  }
+  WEAVE_EXPECT(split != nullptr, Status::kInternal, "GemmAllReduce: mode " << to_string(pl.mode) << " has no all-reduce");
+  split->run(out_local(), out_local(), count, stream);
+}
+
+std::string GemmAllReduce::Impl::describe() const {
+  std::ostringstream os;
+  os << "GemmAllReduce " << to_string(cfg.quant) << " N=" << cfg.n << " K_r=" << cfg.k << " m_max=" << cfg.m_max
+     << ", mode " << to_string(cfg.mode);
+  if (cfg.mode == GemmAllReduceMode::kAuto)
+    os << " (fused " << (fused_ok ? "available" : "unavailable") << ", split " << to_string(split_mode) << ")";
+  os << ", " << group->describe() << ", window " << rt->window().bytes() << " bytes, " << grid_cap
+     << " CTAs per rank, credits " << (cfg.flow_control ? "on" : "OFF (testing)");
+  if (cfg.exact_own) os << ", exact own term";
+  if (cfg.skip_arrival_wait) os << ", arrival wait SKIPPED (testing)";
+  if (cfg.skip_partial_wait) os << ", partial wait SKIPPED (testing)";
+  if (cfg.publish_every_tile) os << ", chunk election OFF (testing)";
+  return os.str();
+}
+
+// --- public forwarding ---
+GemmAllReduce::GemmAllReduce(Communicator& comm, const GemmAllReduceConfig& config) {
+  std::shared_ptr<comm::Group> g = comm::nccl_group(comm);
+  auto made = Impl::create(*g, config);
+  impl_ = std::move(made->impl_);
+  impl_->owned_group = std::move(g);
+}
+GemmAllReduce::GemmAllReduce(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GemmAllReduce::~GemmAllReduce() = default;
+const GemmAllReduceConfig& GemmAllReduce::config() const noexcept { return impl_->cfg; }
+GemmAllReducePlan GemmAllReduce::plan(std::int64_t m) const { return impl_->plan(m); }
+std::string GemmAllReduce::describe() const { return impl_->describe(); }
+void GemmAllReduce::run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, cudaStream_t stream) {
+  impl_->run(m, a, b, scales, stream);
+}
+TensorView GemmAllReduce::output(std::int64_t m) const { return impl_->output(m); }
+GemmAllReduceMode GemmAllReduce::last_mode() const noexcept { return impl_->last; }
+void GemmAllReduce::check() const { impl_->check(); }
+
+}  // namespace weave

@@ -1,0 +1,599 @@
+// GemmAllReduce in the emulated world (tools/bench/emulated_world.hpp: W ranks as threads on one
+// GPU, the same op code and kernels as over NCCL): every mode x quant x W through self_test, fused
+// bitwise equal to split-lsa and the sum within tolerance of a reference that is not weave's
+// kernel, identical on every rank; negative controls for the partial wait, the chunk election,
+// the arrival wait and the credit; back-to-back calls of changing M with a slow rank; graph
+// replays across the epoch wrap; a peer that never arrives; a randomised soak; bad inputs. The
+// same op runs over NCCL windows on 2+ GPUs in the runs-on-2-GPUs issue.
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "bench/emulated_world.hpp"
+#include "bench/gemm_operands.hpp"
+#include "bench/gpu_reference.hpp"
+#include "comm/timeout.hpp"
+#include "common/check.hpp"
+#include "common/hash.hpp"
+#include "fused/gar_impl.hpp"
+#include "support/expect_error.hpp"
+#include "support/gpu.hpp"
+#include "weave/quant.hpp"
+
+using namespace weave;
+
+namespace {
+
+struct QuantCase {
+  ScaleMode quant;
+  ScaleLayout layout;
+  const char* name;
+};
+const QuantCase kQuants[] = {
+    {ScaleMode::kBF16, ScaleLayout::kRaw, "bf16"},
+    {ScaleMode::kPtpc, ScaleLayout::kRaw, "ptpc"},
+    {ScaleMode::kBlockscale, ScaleLayout::kRaw, "blockscale"},
+    {ScaleMode::kMxfp8, ScaleLayout::kRaw, "mxfp8-raw"},
+    {ScaleMode::kMxfp8, ScaleLayout::kPacked, "mxfp8-packed"},
+};
+
+GemmAllReduceConfig config_of(const QuantCase& q, GemmAllReduceMode mode, int64_t n, int64_t k, int64_t m_max) {
+  GemmAllReduceConfig c;
+  c.n = n;
+  c.k = k;
+  c.m_max = m_max;
+  c.quant = q.quant;
+  c.scale_layout = q.layout;
+  c.mode = mode;
+  return c;
+}
+
+std::string mode_name(GemmAllReduceMode m) { return std::string(to_string(m)); }
+
+bool fits_queues(GemmAllReduceMode mode, int world) {
+  if (mode == GemmAllReduceMode::kSplitCe) return bench::EmulatedWorld::copy_engine_unsupported_reason(world).empty();
+  return bench::EmulatedWorld::queue_budget_ok(2 * world);
+}
+
+// --- one-hot operands with closed-form outputs (bf16), for protocol tests ---
+// Rank s's A row i is one-hot at col(seed, s, i); rank s's B_s[n, k] = small integers hashed with
+// s. Then out[i, j] = sum_s B_s[j, col(seed, s, i)] exactly (|sum| <= 64).
+int col_of(uint64_t seed, int s, int64_t i, int64_t k) { return static_cast<int>(mix64(seed * 7919 + s * 1000003ull + i) % k); }
+float b_val(int s, int64_t row, int64_t kk) {
+  return static_cast<float>(static_cast<int>(mix64((uint64_t(s + 1) << 50) ^ (row << 20) ^ kk) % 17) - 8);
+}
+
+struct OneHot {
+  int64_t m_max, n, k;
+  int rank;
+  bench::DeviceBuffer b;  // [n, k] bf16: this rank's B_r
+  bench::DeviceBuffer a;  // [m_max, k] bf16 (this rank's current A)
+  OneHot(int64_t m_max_, int64_t n_, int64_t k_, int rank_)
+      : m_max(m_max_), n(n_), k(k_), rank(rank_), b(n_ * k_ * 2), a(m_max_ * k_ * 2) {
+    std::vector<uint16_t> hb(n * k);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) hb[r * k + c] = ref::float_to_bf16(b_val(rank, r, c));
+    b.upload(hb.data(), hb.size() * 2);
+  }
+  std::vector<uint16_t> host_a(uint64_t seed, int64_t m) const {
+    std::vector<uint16_t> ha(m_max * k, 0);
+    const uint16_t one = ref::float_to_bf16(1.0f);
+    for (int64_t i = 0; i < m; ++i) ha[i * k + col_of(seed, rank, i, k)] = one;
+    return ha;
+  }
+  void set_a(uint64_t seed, int64_t m) {
+    const auto ha = host_a(seed, m);
+    a.upload(ha.data(), ha.size() * 2);
+  }
+  TensorView a_view(int64_t m, int dev) const { return TensorView::matrix(a.get(), DType::kBF16, m, k, dev); }
+  TensorView b_view(int dev) const { return TensorView::matrix(b.get(), DType::kBF16, n, k, dev); }
+  // The expected output [m, n] as bf16 bits (exact).
+  std::vector<uint16_t> expected(uint64_t seed, int world, int64_t m) const {
+    std::vector<uint16_t> e(m * n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float v = 0;
+        for (int s = 0; s < world; ++s) v += b_val(s, j, col_of(seed, s, i, k));
+        e[i * n + j] = ref::float_to_bf16(v);
+      }
+    return e;
+  }
+  int64_t wrong(const std::vector<uint16_t>& out, uint64_t seed, int world, int64_t m) const {
+    const auto e = expected(seed, world, m);
+    int64_t bad = 0;
+    for (size_t i = 0; i < e.size(); ++i) bad += out[i] != e[i];
+    return bad;
+  }
+};
+
+__global__ void spin_kernel(uint64_t ns) {
+  uint64_t t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (;;) {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 >= ns) break;
+    __nanosleep(1000);
+  }
+}
+
+__global__ void count_diff_kernel(const uint16_t* out, const uint16_t* want, int64_t elems, unsigned long long* wrong) {
+  unsigned long long bad = 0;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < elems; e += int64_t(gridDim.x) * blockDim.x)
+    bad += out[e] != want[e];
+  if (bad) atomicAdd(wrong, bad);
+}
+
+__global__ void add_kernel(float* acc, const float* x, int64_t elems) {
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < elems; e += int64_t(gridDim.x) * blockDim.x)
+    acc[e] += x[e];
+}
+
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~Stream() { cudaStreamDestroy(s); }
+};
+
+std::vector<uint16_t> download_output(const GemmAllReduce& op, int64_t m, int64_t n) {
+  std::vector<uint16_t> h(m * n);
+  WEAVE_CHECK_CUDA(cudaMemcpy(h.data(), op.output(m).data, h.size() * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+}  // namespace
+
+// Every mode x quant x world through self_test (known values; every element the sum of every
+// rank's term, checked on every rank), at M of one row, a partial tile, one tile and many tiles.
+TEST(EmulatedGemmAllReduce, SelfTestEveryModeQuantAndWorld) {
+  WEAVE_REQUIRE_GPUS(1);
+  const GemmAllReduceMode modes[] = {GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe,
+                                     GemmAllReduceMode::kFused, GemmAllReduceMode::kAuto};
+  int passed = 0;
+  for (int world : {2, 4, 8}) {
+    bench::EmulatedWorld ew(world, 0, 20);
+    for (const QuantCase& q : kQuants)
+      for (GemmAllReduceMode mode : modes) {
+        if (!fits_queues(mode, world)) continue;
+        SCOPED_TRACE(std::string(q.name) + " " + mode_name(mode) + " W" + std::to_string(world));
+        ew.run([&](comm::Group& g) {
+          auto op = GemmAllReduce::Impl::create(g, config_of(q, mode, 384, 256, 4100));
+          for (int64_t m : {1, 33, 128, 1000, 4096}) {
+            const SelfTestReport rep = op->self_test(m);
+            EXPECT_TRUE(rep.ok) << rep.detail;
+            if (g.rank() == 0 && rep.ok) ++passed;
+          }
+        });
+      }
+  }
+  std::printf("  GemmAllReduce self-tests passed: %d (rank 0 counted)\n", passed);
+}
+
+// self_test has teeth: gemm-only moves nothing, so every element misses the peer's term, and the
+// error is attributed to that peer.
+TEST(EmulatedGemmAllReduce, SelfTestFailsWhenNothingMoves) {
+  WEAVE_REQUIRE_GPUS(1);
+  bench::EmulatedWorld ew(2, 0, 10);
+  ew.run([&](comm::Group& g) {
+    auto op = GemmAllReduce::Impl::create(g, config_of(kQuants[0], GemmAllReduceMode::kGemmOnly, 256, 512, 256));
+    const SelfTestReport rep = op->self_test(200);
+    EXPECT_FALSE(rep.ok) << rep.detail;
+    EXPECT_EQ(rep.wrong_from_rank[g.rank()], 0) << "the own term is computed locally";
+    EXPECT_GT(rep.wrong_from_rank[1 - g.rank()], 0) << "the peer's term never arrived";
+    if (g.rank() == 0) std::printf("  %s\n", rep.detail.c_str());
+  });
+}
+
+// Random operands per rank: fused output bitwise equal to split-lsa's (same tiles, own term rounded
+// as the split partial), identical on every rank, and within tolerance of the sum of per-rank
+// gpu_reference_gemm results (a plain CUDA-core GEMM); exact_own within the same tolerance.
+TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 512, k = 512, m_max = 8192;
+  std::mt19937_64 rng(20261201);
+  std::vector<int64_t> ms = {1, 33, 128, 1000, 4096, 8192, 1 + static_cast<int64_t>(rng() % 8000)};
+  for (int world : {2, 4}) {
+    bench::EmulatedWorld ew(world, 0, 30);
+    for (const QuantCase& q : kQuants) {
+      if (q.layout == ScaleLayout::kPacked) continue;  // upload_operand has raw scales; packed: self-test
+      SCOPED_TRACE(std::string(q.name) + " W" + std::to_string(world));
+      ew.run([&](comm::Group& g) {
+        const int dev = g.device(), r = g.rank();
+        auto fused = GemmAllReduce::Impl::create(g, config_of(q, GemmAllReduceMode::kFused, n, k, m_max));
+        auto split = GemmAllReduce::Impl::create(g, config_of(q, GemmAllReduceMode::kSplitLsa, n, k, m_max));
+        auto ecfg = config_of(q, GemmAllReduceMode::kFused, n, k, m_max);
+        ecfg.exact_own = true;
+        auto exact = GemmAllReduce::Impl::create(g, ecfg);
+        std::vector<bench::DeviceOperand> bs;  // every rank's B shard (this rank regenerates them)
+        for (int s = 0; s < world; ++s)
+          bs.push_back(bench::upload_operand(
+              bench::quantize_parallel(bench::random_operand(77 + s, n, k), n, k, q.quant, ref::Operand::kB), dev));
+        Stream st;
+        for (int64_t m : ms) {
+          std::vector<bench::DeviceOperand> as;
+          for (int s = 0; s < world; ++s)
+            as.push_back(bench::upload_operand(
+                bench::quantize_parallel(bench::random_operand(1000 + 17 * s + m, m, k), m, k, q.quant, ref::Operand::kA),
+                dev));
+          const GemmScales sc{as[r].scale_view, bs[r].scale_view};
+          const size_t bytes = static_cast<size_t>(m * n) * 2;
+          bench::DeviceBuffer fused_out(bytes), exact_out(bytes);
+          g.barrier();
+          fused->run(m, as[r].view, bs[r].view, sc, st.s);
+          WEAVE_CHECK_CUDA(cudaMemcpyAsync(fused_out.get(), fused->output(m).data, bytes, cudaMemcpyDeviceToDevice, st.s));
+          exact->run(m, as[r].view, bs[r].view, sc, st.s);
+          WEAVE_CHECK_CUDA(cudaMemcpyAsync(exact_out.get(), exact->output(m).data, bytes, cudaMemcpyDeviceToDevice, st.s));
+          split->run(m, as[r].view, bs[r].view, sc, st.s);
+          comm::sync_stream_bounded(st.s, 30, "fused, exact and split calls");
+          fused->check();
+          exact->check();
+          split->check();
+          EXPECT_EQ(fused->last_mode(), GemmAllReduceMode::kFused);
+          std::vector<uint8_t> hf(bytes), hs(bytes);
+          fused_out.download(hf.data(), bytes);
+          WEAVE_CHECK_CUDA(cudaMemcpy(hs.data(), split->output(m).data, bytes, cudaMemcpyDeviceToHost));
+          EXPECT_EQ(std::memcmp(hf.data(), hs.data(), bytes), 0) << "m " << m << ": fused differs from split-lsa";
+          const auto hashes = g.all_gather(fnv1a64(hf.data(), bytes), "the output hash");
+          for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
+          // The sum of every rank's reference GEMM.
+          bench::DeviceBuffer sum(static_cast<size_t>(m * n) * 4), one(static_cast<size_t>(m * n) * 4);
+          WEAVE_CHECK_CUDA(cudaMemsetAsync(sum.get(), 0, sum.bytes(), st.s));
+          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = q.layout, .out_dtype = DType::kBF16};
+          for (int s = 0; s < world; ++s) {
+            bench::gpu_reference_gemm(p, as[s].view, bs[s].view, GemmScales{as[s].scale_view, bs[s].scale_view},
+                                      one.as<float>(), st.s);
+            add_kernel<<<256, 256, 0, st.s>>>(sum.as<float>(), one.as<float>(), m * n);
+          }
+          // Each partial is rounded to bf16 once (<= 2^-9 of its size) and the sum once more.
+          const bench::Tolerance tol{.rtol = 1.0 / 128, .atol = 0, .atol_rms = world / 128.0};
+          for (auto* out : {&fused_out, &exact_out}) {
+            const ref::Comparison cmp = bench::gpu_compare(TensorView::matrix(out->get(), DType::kBF16, m, n, dev),
+                                                           sum.as<float>(), tol, st.s);
+            EXPECT_EQ(cmp.wrong, 0) << "m " << m << (out == &exact_out ? " exact_own" : " fused") << ": " << cmp.wrong
+                                    << " of " << cmp.count << " wrong (never written " << cmp.never_written
+                                    << ", first at " << cmp.first_wrong << "), rel_l2 " << cmp.rel_l2;
+            if (r == 0 && m == 4096)
+              std::printf("  %s W%d m %lld %s: rel_l2 %.3g vs the summed reference\n", q.name, world,
+                          static_cast<long long>(m), out == &exact_out ? "exact_own" : "fused   ", cmp.rel_l2);
+          }
+          g.barrier();  // nobody starts the next m while a peer still reads this one's output
+        }
+      });
+    }
+  }
+}
+
+// Negative controls of the fused protocol, each with a slow rank 1 (its tiles' stores start late):
+// with every mechanism on, 0 wrong; skipping the partial wait (own tiles summed before the peer's
+// partials landed), the chunk election (a chunk's flag published after its first tile) or the
+// arrival wait (rank 0 reads its output as soon as its kernel ends) must each corrupt rank 0's output.
+TEST(EmulatedGemmAllReduce, SkippingAWaitOrTheElectionIsCaught) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 512, k = 256, m = 1024;
+  enum Control { kNone, kPartialWait, kElection, kArrivalWait };
+  for (Control ctl : {kNone, kPartialWait, kElection, kArrivalWait}) {
+    bench::EmulatedWorld ew(2, 0, 20);
+    int64_t wrong0 = 0;
+    ew.run([&](comm::Group& g) {
+      auto cfg = config_of(kQuants[0], GemmAllReduceMode::kFused, n, k, m);
+      cfg.skip_partial_wait = ctl == kPartialWait;
+      cfg.publish_every_tile = ctl == kElection;
+      cfg.skip_arrival_wait = ctl == kArrivalWait;
+      if (g.rank() == 1) cfg.delay_stores_ns = 2'000'000;
+      auto op = GemmAllReduce::Impl::create(g, cfg);
+      OneHot oh(m, n, k, g.rank());
+      oh.set_a(5, m);
+      Stream st;
+      WEAVE_CHECK_CUDA(cudaMemsetAsync(op->output(m).data, 0xFF, m * n * 2, st.s));
+      WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+      g.barrier();
+      bench::DeviceBuffer snapshot(m * n * 2);
+      op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+      WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, snapshot.bytes(), cudaMemcpyDeviceToDevice, st.s));
+      comm::sync_stream_bounded(st.s, 20, "the controlled call");
+      std::vector<uint16_t> out(m * n);
+      snapshot.download(out.data(), snapshot.bytes());
+      if (g.rank() == 0) wrong0 = oh.wrong(out, 5, 2, m);
+      g.barrier();
+    });
+    const char* names[] = {"every mechanism on", "partial wait SKIPPED", "chunk election OFF", "arrival wait SKIPPED"};
+    if (ctl == kNone) EXPECT_EQ(wrong0, 0) << names[ctl];
+    else EXPECT_GT(wrong0, 0) << names[ctl] << " must corrupt the output of rank 0";
+    std::printf("  %s: rank 0 saw %lld wrong elements of %lld\n", names[ctl], static_cast<long long>(wrong0),
+                static_cast<long long>(m * n));
+  }
+}
+
+// Negative control of the credit: rank 0 reads call 1's output 30 ms after its kernel (a slow
+// consumer) while rank 1 goes straight on to call 2 with other values. With credits rank 1's call
+// 2 waits for rank 0 to start call 2: 0 wrong. Without (flow_control = false) rank 1's final tiles
+// of call 2 overwrite what rank 0 has not read yet.
+TEST(EmulatedGemmAllReduce, DisablingTheCreditIsCaught) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 512, k = 256, m = 1024;
+  for (bool credits : {true, false}) {
+    bench::EmulatedWorld ew(2, 0, 20);
+    int64_t wrong = 0;
+    ew.run([&](comm::Group& g) {
+      auto cfg = config_of(kQuants[0], GemmAllReduceMode::kFused, n, k, m);
+      cfg.flow_control = credits;
+      auto op = GemmAllReduce::Impl::create(g, cfg);
+      OneHot oh(m, n, k, g.rank());
+      Stream st;
+      bench::DeviceBuffer a2(m * k * 2), snapshot(m * n * 2);
+      const auto h2 = oh.host_a(6, m);
+      a2.upload(h2.data(), h2.size() * 2);
+      oh.set_a(5, m);
+      g.barrier();
+      op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+      if (g.rank() == 0) {
+        spin_kernel<<<1, 1, 0, st.s>>>(30'000'000);
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, m * n * 2, cudaMemcpyDeviceToDevice, st.s));
+      }
+      op->run(m, TensorView::matrix(a2.get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+      comm::sync_stream_bounded(st.s, 20, "two calls");
+      if (g.rank() == 0) {
+        std::vector<uint16_t> h(m * n);
+        snapshot.download(h.data(), h.size() * 2);
+        wrong = oh.wrong(h, 5, 2, m);
+      }
+      g.barrier();
+    });
+    if (credits) EXPECT_EQ(wrong, 0) << "with credits the slow reader sees call 1's output";
+    else EXPECT_GT(wrong, 0) << "without credits the next call must overwrite what was not read yet";
+    std::printf("  credits %s: the slow reader saw %lld wrong elements\n", credits ? "on" : "OFF",
+                static_cast<long long>(wrong));
+  }
+}
+
+// Back-to-back calls of changing M (and mode, for auto) on one op, no host sync between them, a
+// slow rank and late ranks; every call's output snapshotted on the device and checked at the end.
+TEST(EmulatedGemmAllReduce, BackToBackCallsOfChangingMWithASlowRank) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 512, k = 256, m_max = 4096;
+  const std::vector<int64_t> ms = {4096, 7, 128, 1, 640, 1100, 3000, 33};
+  for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kAuto}) {
+    const int world = 4;
+    bench::EmulatedWorld ew(world, 0, 20);
+    SCOPED_TRACE(mode_name(mode));
+    ew.run([&](comm::Group& g) {
+      auto cfg = config_of(kQuants[0], mode, n, k, m_max);
+      if (g.rank() == 2) cfg.delay_stores_ns = 100'000;
+      auto op = GemmAllReduce::Impl::create(g, cfg);
+      OneHot oh(m_max, n, k, g.rank());
+      Stream st;
+      std::vector<bench::DeviceBuffer> as, snaps;
+      for (size_t c = 0; c < ms.size(); ++c) {
+        const auto h = oh.host_a(100 + c, ms[c]);
+        as.emplace_back(m_max * k * 2);
+        as.back().upload(h.data(), h.size() * 2);
+        snaps.emplace_back(ms[c] * n * 2);
+      }
+      g.barrier();
+      for (size_t c = 0; c < ms.size(); ++c) {
+        if (g.rank() == static_cast<int>(c % world)) spin_kernel<<<1, 1, 0, st.s>>>(2'000'000);  // a late rank
+        op->run(ms[c], TensorView::matrix(as[c].get(), DType::kBF16, ms[c], k, g.device()), oh.b_view(g.device()), {},
+                st.s);
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(snaps[c].get(), op->output(ms[c]).data, snaps[c].bytes(),
+                                         cudaMemcpyDeviceToDevice, st.s));
+      }
+      comm::sync_stream_bounded(st.s, 20, "back-to-back calls, mode " + mode_name(mode));
+      op->check();
+      for (size_t c = 0; c < ms.size(); ++c) {
+        std::vector<uint16_t> h(ms[c] * n);
+        snaps[c].download(h.data(), h.size() * 2);
+        EXPECT_EQ(oh.wrong(h, 100 + c, world, ms[c]), 0) << "rank " << g.rank() << " call " << c << " (m " << ms[c] << ")";
+      }
+      g.barrier();
+    });
+  }
+}
+
+// Graph replay: each rank captures [input variant copy -> run -> device check] per variant, for two
+// M on one op; 1000 replays in an interleaved order, epochs started 50 calls before the 2^32 wrap;
+// #wrong accumulated on the device.
+TEST(EmulatedGemmAllReduce, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 256, m_max = 1024;
+  const int world = 2, variants = 5, replays = 1000;
+  const int64_t graph_ms[2] = {1024, 77};
+  for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kSplitLsa}) {
+    bench::EmulatedWorld ew(world, 0, 20);
+    SCOPED_TRACE(mode_name(mode));
+    ew.run([&](comm::Group& g) {
+      auto cfg = config_of(kQuants[0], mode, n, k, m_max);
+      cfg.initial_epoch = 0xFFFFFFFFu - 50u;
+      auto op = GemmAllReduce::Impl::create(g, cfg);
+      OneHot oh(m_max, n, k, g.rank());
+      Stream st;
+      bench::DeviceBuffer wrong(8), a_live(m_max * k * 2);
+      WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
+      std::vector<bench::DeviceBuffer> a_var, want;
+      std::vector<cudaGraphExec_t> execs;
+      for (int gi = 0; gi < 2; ++gi)
+        for (int v = 0; v < variants; ++v) {
+          const int64_t m = graph_ms[gi];
+          const uint64_t seed = 500 + 10 * gi + v;
+          const auto h = oh.host_a(seed, m);
+          a_var.emplace_back(m_max * k * 2);
+          a_var.back().upload(h.data(), h.size() * 2);
+          const auto e = oh.expected(seed, world, m);
+          want.emplace_back(e.size() * 2);
+          want.back().upload(e.data(), e.size() * 2);
+          cudaGraph_t graph;
+          WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal));
+          WEAVE_CHECK_CUDA(cudaMemcpyAsync(a_live.get(), a_var.back().get(), m * k * 2, cudaMemcpyDeviceToDevice, st.s));
+          op->run(m, TensorView::matrix(a_live.get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+          count_diff_kernel<<<64, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data),
+                                                  want.back().as<uint16_t>(), m * n, wrong.as<unsigned long long>());
+          WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
+          cudaGraphExec_t exec;
+          WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+          WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
+          execs.push_back(exec);
+        }
+      g.barrier();
+      std::mt19937 order(99);  // the same order on every rank (every rank must make the same calls)
+      for (int i = 0; i < replays; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[order() % execs.size()], st.s));
+      comm::sync_stream_bounded(st.s, 60, "graph replays");
+      op->check();
+      unsigned long long bad = 0;
+      wrong.download(&bad, 8);
+      EXPECT_EQ(bad, 0ull) << "rank " << g.rank() << ": wrong elements over " << replays << " replays";
+      for (auto e : execs) cudaGraphExecDestroy(e);
+      g.barrier();
+    });
+  }
+}
+
+// A peer that never makes the call: the others' waits end after the timeout with a named error
+// (rank, peer, flag, expected, seen), the kernel completes (no pipeline trap: its bound is above
+// the comm timeout), and the op reports kTimeout and refuses further calls.
+TEST(EmulatedGemmAllReduce, APeerThatNeverArrivesTimesOutNamingIt) {
+  WEAVE_REQUIRE_GPUS(1);
+  for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kSplitLsa}) {
+    bench::EmulatedWorld ew(2, 0, 1.0);
+    SCOPED_TRACE(mode_name(mode));
+    ew.run([&](comm::Group& g) {
+      auto op = GemmAllReduce::Impl::create(g, config_of(kQuants[0], mode, 512, 256, 1024));
+      OneHot oh(1024, 512, 256, g.rank());
+      oh.set_a(1, 1024);
+      g.barrier();
+      if (g.rank() == 0) {
+        Stream st;
+        op->run(1024, oh.a_view(1024, g.device()), oh.b_view(g.device()), {}, st.s);
+        comm::sync_stream_bounded(st.s, 10, "the call whose peer never arrives");
+        const std::string msg = test::error_of([&] { op->check(); }, Status::kTimeout);
+        EXPECT_NE(msg.find("rank 0"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("peer 1"), std::string::npos) << msg;
+        std::printf("  %s: %s\n", mode_name(mode).c_str(), msg.c_str());
+        EXPECT_FALSE(test::error_of([&] { op->run(1024, oh.a_view(1024, g.device()), oh.b_view(g.device()), {}, st.s); },
+                                    Status::kTimeout)
+                         .empty());
+      }
+    });
+  }
+}
+
+// A peer that stops after the credit (its partials never come): the own tiles' wait inside the
+// GEMM pipeline times out by the comm bound, names the peer and the flag, and the kernel completes.
+TEST(EmulatedGemmAllReduce, PartialsThatNeverArriveTimeOutInsideThePipeline) {
+  WEAVE_REQUIRE_GPUS(1);
+  bench::EmulatedWorld ew(2, 0, 1.0);
+  ew.run([&](comm::Group& g) {
+    auto cfg = config_of(kQuants[0], GemmAllReduceMode::kFused, 512, 256, 1024);
+    if (g.rank() == 1) cfg.delay_stores_ns = 3'000'000'000ull;  // every tile's stores 3 s late: past the 1 s timeout
+    auto op = GemmAllReduce::Impl::create(g, cfg);
+    OneHot oh(1024, 512, 256, g.rank());
+    oh.set_a(1, 1024);
+    g.barrier();
+    Stream st;
+    op->run(1024, oh.a_view(1024, g.device()), oh.b_view(g.device()), {}, st.s);
+    if (g.rank() == 0) {
+      comm::sync_stream_bounded(st.s, 30, "the call whose peer's partials are late");
+      const std::string msg = test::error_of([&] { op->check(); }, Status::kTimeout);
+      EXPECT_NE(msg.find("peer 1"), std::string::npos) << msg;
+      std::printf("  late partials: %s\n", msg.c_str());
+    }
+    g.barrier();
+    if (g.rank() == 1) comm::sync_stream_bounded(st.s, 600, "the slow rank's call");
+    g.barrier();
+  });
+}
+
+// >= 10,000 randomised launches (mode, M, world, late rank), each checked on the device.
+TEST(EmulatedGemmAllReduce, RandomisedSoak) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 128, m_max = 1200;
+  const int launches_per_world = 2600;
+  long long total = 0;
+  for (int world : {2, 4}) {
+    bench::EmulatedWorld ew(world, 0, 30);
+    ew.run([&](comm::Group& g) {
+      auto fused = GemmAllReduce::Impl::create(g, config_of(kQuants[0], GemmAllReduceMode::kFused, n, k, m_max));
+      auto autop = GemmAllReduce::Impl::create(g, config_of(kQuants[0], GemmAllReduceMode::kAuto, n, k, m_max));
+      OneHot oh(m_max, n, k, g.rank());
+      Stream st;
+      bench::DeviceBuffer wrong(8);
+      WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
+      constexpr int kVariants = 16;
+      std::vector<bench::DeviceBuffer> a_var, want;
+      std::vector<int64_t> var_m;
+      std::mt19937_64 shared_rng(4242 + world);  // the same sequence on every rank
+      for (int v = 0; v < kVariants; ++v) {
+        const int64_t m = 1 + static_cast<int64_t>(shared_rng() % m_max);
+        var_m.push_back(m);
+        const auto h = oh.host_a(900 + v, m);
+        a_var.emplace_back(m_max * k * 2);
+        a_var.back().upload(h.data(), h.size() * 2);
+        const auto e = oh.expected(900 + v, world, m);
+        want.emplace_back(e.size() * 2);
+        want.back().upload(e.data(), e.size() * 2);
+      }
+      g.barrier();
+      for (int i = 0; i < launches_per_world; ++i) {
+        const int v = static_cast<int>(shared_rng() % kVariants);
+        GemmAllReduce* op = (shared_rng() & 1) ? fused.get() : autop.get();
+        if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) spin_kernel<<<1, 1, 0, st.s>>>(20'000);
+        const int64_t m = var_m[v];
+        op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+        count_diff_kernel<<<32, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data), want[v].as<uint16_t>(),
+                                                m * n, wrong.as<unsigned long long>());
+        if (i % 256 == 255) comm::sync_stream_bounded(st.s, 60, "soak batch");
+      }
+      comm::sync_stream_bounded(st.s, 60, "soak");
+      fused->check();
+      autop->check();
+      unsigned long long bad = 0;
+      wrong.download(&bad, 8);
+      EXPECT_EQ(bad, 0ull) << "rank " << g.rank() << " W" << world;
+      if (g.rank() == 0) total += launches_per_world * world;
+      g.barrier();
+    });
+  }
+  std::printf("  soak: %lld rank-launches, each checked on the device\n", total);
+}
+
+// Bad inputs: each a clear error naming the argument and the rule; N or K_r differing across ranks
+// is a kMismatch at construction on every rank.
+TEST(EmulatedGemmAllReduce, BadInputsAreClearErrors) {
+  WEAVE_REQUIRE_GPUS(1);
+  auto cfg = config_of(kQuants[0], GemmAllReduceMode::kFused, 256, 256, 256);
+  EXPECT_NE(GemmAllReduce::validate(cfg, 9).find("world"), std::string::npos);
+  auto c2 = cfg;
+  c2.n = 100;
+  EXPECT_NE(GemmAllReduce::validate(c2, 2).find("multiple of 8"), std::string::npos);
+  c2 = cfg;
+  c2.m_max = 0;
+  EXPECT_NE(GemmAllReduce::validate(c2, 2).find("m_max"), std::string::npos);
+  c2 = cfg;
+  c2.chunks = 17;
+  EXPECT_NE(GemmAllReduce::validate(c2, 2).find("chunks"), std::string::npos);
+  bench::EmulatedWorld ew(2, 0, 5);
+  for (int what = 0; what < 2; ++what)
+    ew.run([&](comm::Group& g) {
+      auto c = cfg;
+      if (g.rank() == 1) (what == 0 ? c.n : c.k) = 512;
+      const std::string msg = test::error_of([&] { GemmAllReduce::Impl::create(g, c); }, Status::kMismatch);
+      EXPECT_NE(msg.find("GemmAllReduce configuration"), std::string::npos) << msg;
+    });
+  ew.run([&](comm::Group& g) {
+    auto op = GemmAllReduce::Impl::create(g, cfg);
+    OneHot oh(256, 256, 256, g.rank());
+    Stream st;
+    const int dev = g.device();
+    std::string msg = test::error_of([&] { op->run(257, oh.a_view(256, dev), oh.b_view(dev), {}, st.s); });
+    EXPECT_NE(msg.find("m_max"), std::string::npos) << msg;
+    msg = test::error_of([&] { op->run(0, oh.a_view(256, dev), oh.b_view(dev), {}, st.s); });
+    EXPECT_NE(msg.find("m must be"), std::string::npos) << msg;
+    msg = test::error_of([&] { op->run(128, oh.a_view(256, dev), oh.b_view(dev), {}, st.s); });  // A has 256 rows
+    EXPECT_NE(msg.find("'A'"), std::string::npos) << msg;
+    msg = test::error_of(
+        [&] { op->run(256, TensorView::matrix(oh.a.get(), DType::kE4M3, 256, 256, dev), oh.b_view(dev), {}, st.s); });
+    EXPECT_NE(msg.find("'A'"), std::string::npos) << msg;
+    msg = test::error_of([&] { op->output(257); });
+    EXPECT_NE(msg.find("m must be"), std::string::npos) << msg;
+  });
+}
