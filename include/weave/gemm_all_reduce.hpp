@@ -63,7 +63,9 @@ struct GemmAllReduceConfig {
   bool exact_own = false;                        // fused: the own term in fp32 (not bitwise == split)
   int chunks = 0;                                // fused: chunks per band (0: the planner's choice)
   // Testing hooks (never change them in production):
-  bool flow_control = true;           // false: no credit wait (the negative control must corrupt)
+  bool flow_control = true;           // split modes: false = no credit wait in the all-reduce. The
+                                      // fused kernel has no credit: its own waits order every write
+                                      // into a peer after the peer's reads (docs/fused.md)
   bool skip_arrival_wait = false;     // fused: end before the peers' final tiles landed
   bool skip_partial_wait = false;     // fused: sum own tiles without waiting for the peers' partials
   bool publish_every_tile = false;    // fused: no election; a chunk's flag after each of its tiles

@@ -1,10 +1,13 @@
 // The fused all-reduce epilogue policy and its tile order (fused/ar_schedule.hpp has the schedule;
 // the protocol is docs/memory_ordering.md "ar-fused"). Hooks (gemm/epilogue_store.cuh):
 //
-//   begin_call  (thread 0 of every CTA, before the kernel's first __syncthreads): e = epoch + 1; the
-//               CTA's epoch-election ticket; CTA 0 publishes ready = e into every peer's credit
-//               slot; then waits until every peer's ready has reached e (bounded): the peer's call
-//               e - 1, which read its staging and its output, is complete.
+//   begin_call  (thread 0 of every CTA, before the kernel's first __syncthreads): e = epoch + 1 and
+//               the CTA's epoch-election ticket. No credit: the schedule's own waits already order
+//               every write into a peer after that peer's reads of the previous call (the staging:
+//               a rank starts call e + 1 only after every owner's final tiles of call e arrived,
+//               which the owner stored after summing its staging; the output: final tiles go to a
+//               peer only after that peer's partials of the same call arrived, so the peer has
+//               started the call and finished everything before it). docs/memory_ordering.md "ar-fused".
 //   a remote tile (band d != rank): one destination, d's staging slot [rank], at the tile's row in
 //               band d. tile_stored (after cp.async.bulk.wait_group 0 + fence.proxy.async.global):
 //               atom.release.sys.inc of counter RS[d][chunk]; the increment that wraps it to 0
@@ -100,21 +103,13 @@ struct EpilogueAllReduce {
 
   __device__ static void begin_call(const Params& p, uint32_t* words) {
     const comm::Proto& pr = p.p;
-    const int w = pr.win.world, r = pr.win.rank;
     const bool bad = comm::aborted(pr);
     const uint32_t e = *reinterpret_cast<volatile uint32_t*>(comm::ctrl_word(pr, comm::kCtrlEpoch)) + 1u;
     words[0] = e;
     // docs/memory_ordering.md "epoch-election": the ticket is drawn after the epoch was read.
     words[1] = gridDim.x > 1 ? ptx::atom_inc_release_gpu_u32(comm::ctrl_word(pr, comm::kCtrlDoneCount), gridDim.x - 1)
                              : 0u;
-    if (bad) return;
-    if (blockIdx.x == 0)
-      for (int s = 1; s < w; ++s) comm::publish(comm::credit_slot(pr, comm::peer_at(r, s, w), r), e);
-    if (pr.flow_control)
-      for (int s = 1; s < w; ++s) {
-        const int t = comm::peer_at(r, s, w);
-        if (!comm::wait_reached(pr, comm::credit_slot(pr, r, t), e, t, -1, comm::FlagKind::kCredit)) return;
-      }
+    (void)bad;
   }
 
   // Own tiles: add the peers' partials (rank order) to the accumulators of this warpgroup's rows.

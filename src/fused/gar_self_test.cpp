@@ -7,7 +7,8 @@
 // blockscale fp32 1.0, mxfp8 ue8m0 127). So rank s's partial is P_s[i, n] = B_s[n, col(s, i)] and
 // out[i, n] = sum_s P_s[i, n] exactly (|sum| <= 64 is exact in bf16), in any mode; the reference
 // needs no GEMM and no data from peers. A wrong element whose error is exactly -P_s is counted
-// against source s (its term did not arrive); any other error is counted as unattributed. The
+// against source s (its term did not arrive) when no other source's term explains it; any other
+// error is counted as unattributed. The
 // expected value is the all-reduce in every mode: gemm-only, which moves nothing, fails (the
 // self-test's negative control).
 #include <cuda_runtime.h>
@@ -135,11 +136,15 @@ SelfTestReport GemmAllReduce::self_test(std::int64_t m) {
         float v = 0;
         std::memcpy(&v, &u, 4);
         if (v == static_cast<float>(want)) continue;
-        int source = -1;
-        for (int s = 0; s < w && source < 0; ++s) {
+        int source = -1, explained = 0;  // attributed only when exactly one source's term explains it
+        for (int s = 0; s < w; ++s) {
           const int term = b_val(s, j, cols[s]);
-          if (term != 0 && v == static_cast<float>(want - term)) source = s;
+          if (term != 0 && v == static_cast<float>(want - term)) {
+            source = s;
+            ++explained;
+          }
         }
+        if (explained != 1) source = -1;
         if (source >= 0) ++report.wrong_from_rank[source];
         else ++unattributed;
         if (detail.tellp() == 0)
