@@ -15,6 +15,16 @@
 // does not have. queue_budget_ok(streams) says whether `streams` streams fit; tests skip (and say
 // so) the combinations that do not fit, e.g. the ce transport at W = 8 (64 streams).
 //
+// Queues, what is still seen: at W = 4, calls of two different ops issued back to back on every
+// rank (op X then op Y, no host sync between) stalled in about one of four test runs: a rank's
+// kernel of op X did not start until a peer's wait in op X had timed out, so the peer recorded a
+// timeout while the late rank completed (GemmAllGather's and GemmAllReduce's tests, 2026-12-01).
+// The streams were created by the rank threads; streams lent by the world, created back to back,
+// made it worse (4 of 21 tests in 3 repeats), so which queue a stream gets is not creation order
+// alone. One op's calls back to back (BackToBack, graph replays, the soak at W = 4) did not stall
+// in 7 runs. Tests that are not about back-to-back calls of several ops therefore synchronise
+// between the ops' calls; two ops interleave only at W = 2. A multi-GPU run has no shared queue.
+//
 // Host-side agreement (all_gather, barrier, window creation) is a rendezvous of the W threads,
 // bounded by the timeout: a rank that never arrives makes the others raise Error(kTimeout)
 // naming the step and the missing ranks.

@@ -1,0 +1,222 @@
+// GemmAllReduce's pure parts on the CPU: the band/round schedule the fused kernel walks (every tile
+// exactly once per rank, chunks never empty, counts that complete each chunk), a discrete-event
+// simulation of W ranks x G persistent CTAs running that schedule with the kernel's waits and its
+// deferred publication (it must always finish: no deadlock at any M, W, grid or chunk count), the
+// window layout, the planner and validation.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "fused/ar_schedule.hpp"
+#include "fused/gar_plan.hpp"
+#include "support/expect_error.hpp"
+
+using namespace weave;
+
+namespace {
+
+struct Shape {
+  int64_t m, n;
+  int world, chunks;
+};
+
+std::vector<Shape> random_shapes(int count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<Shape> v;
+  for (int i = 0; i < count; ++i)
+    v.push_back({1 + static_cast<int64_t>(rng() % 20000), 8 * (1 + static_cast<int64_t>(rng() % 600)),
+                 1 + static_cast<int>(rng() % 8), 1 + static_cast<int>(rng() % 20)});
+  return v;
+}
+
+}  // namespace
+
+TEST(FusedArSchedule, EveryTileOnceNoEmptyChunkAndCountsCompleteEachChunk) {
+  for (const Shape& sh : random_shapes(600, 11)) {
+    for (int r = 0; r < sh.world; ++r) {
+      const fused::ArSchedule s = fused::ar_schedule(sh.m, sh.n, 128, 128, sh.world, r, sh.chunks);
+      ASSERT_GE(s.max_chunks, 1);
+      ASSERT_LE(s.max_chunks, comm::kMaxChunks);
+      ASSERT_LE(s.segments, fused::kArMaxSegments);
+      std::set<std::pair<int, int>> seen;
+      const int tiles = s.m_blocks * s.n_blocks;
+      for (int t = 0; t < tiles; ++t) {
+        int mb = -1, nb = -1;
+        fused::ar_tile_coords(s, t, mb, nb);
+        ASSERT_TRUE(mb >= 0 && mb < s.m_blocks && nb >= 0 && nb < s.n_blocks) << "m " << sh.m << " tile " << t;
+        ASSERT_TRUE(seen.insert({mb, nb}).second) << "m " << sh.m << " W" << sh.world << " rank " << r << ": tile ("
+                                                  << mb << ", " << nb << ") twice";
+      }
+      EXPECT_EQ(static_cast<int>(seen.size()), tiles);
+      uint64_t units = 0;
+      for (int d = 0; d < sh.world; ++d) {
+        EXPECT_LE(fused::ar_chunks_of(s, d), s.max_chunks) << "band 0 is the largest";
+        for (int c = 0; c < fused::ar_chunks_of(s, d); ++c) {
+          ASSERT_GT(fused::ar_chunk_rows(s, d, c), 0) << "empty chunk " << c << " of band " << d;
+          units += fused::ar_chunk_units(s, d, c);
+        }
+      }
+      EXPECT_EQ(units, 2ull * tiles);
+      // Every row block maps to its band and to a chunk of it.
+      for (int mb = 0; mb < s.m_blocks; ++mb) {
+        const int d = fused::ar_band_of(s, mb), c = fused::ar_chunk_of(s, mb);
+        ASSERT_TRUE(mb >= fused::ar_band_begin(s, d) && mb < fused::ar_band_end(s, d));
+        ASSERT_TRUE(c >= 0 && c < fused::ar_chunks_of(s, d));
+      }
+    }
+  }
+}
+
+namespace {
+
+// W ranks x G CTAs, each CTA walking items blockIdx, +G, ... of its rank's schedule, as the kernel
+// does. A remote tile needs nothing; its count lands when its CTA retires it, at the start of the
+// CTA's next tile's epilogue (or at the CTA's end): the kernel's deferred tile_stored. An own tile
+// of chunk c can be summed only once every peer's count of (band r, chunk c) is complete. One step
+// lets every CTA that can, advance by one tile. Returns false on a step without progress (a
+// deadlock). retire_first = false is the negative control: the epilogue waits for the partials
+// BEFORE retiring (publishing) the previous tile.
+bool simulate(const Shape& sh, int grid, bool retire_first) {
+  const int w = sh.world;
+  std::vector<fused::ArSchedule> sch;
+  for (int r = 0; r < w; ++r) sch.push_back(fused::ar_schedule(sh.m, sh.n, 128, 128, w, r, sh.chunks));
+  const int tiles = sch[0].m_blocks * sch[0].n_blocks;
+  const int g = std::min(grid, tiles);
+  // landed[d][c][src]: tiles of (band d, chunk c) from src whose counts landed.
+  std::vector<std::vector<std::vector<int>>> landed(w, std::vector<std::vector<int>>(comm::kMaxChunks, std::vector<int>(w, 0)));
+  struct Cta {
+    int next = 0;         // next item index (position = blockIdx + next * G)
+    int pending_mb = -1;  // the tile stored but not yet counted
+  };
+  std::vector<std::vector<Cta>> ctas(w, std::vector<Cta>(g));
+  auto retire = [&](int r, Cta& c) {
+    if (c.pending_mb < 0) return false;
+    landed[fused::ar_band_of(sch[r], c.pending_mb)][fused::ar_chunk_of(sch[r], c.pending_mb)][r] += 1;
+    c.pending_mb = -1;
+    return true;
+  };
+  auto complete = [&](int d, int c, int src) {
+    return landed[d][c][src] == fused::ar_chunk_rows(sch[0], d, c) * sch[0].n_blocks;
+  };
+  int remaining = w * tiles;
+  bool pending = true;
+  while (remaining > 0 || pending) {
+    bool progress = false;
+    pending = false;
+    for (int r = 0; r < w; ++r)
+      for (int b = 0; b < g; ++b) {
+        Cta& c = ctas[r][b];
+        const int pos = b + c.next * g;
+        if (pos >= tiles) {
+          progress |= retire(r, c);  // finish(): the last tile is retired at the CTA's end
+          continue;
+        }
+        int mb, nb;
+        fused::ar_tile_coords(sch[r], pos, mb, nb);
+        if (retire_first) progress |= retire(r, c);
+        if (fused::ar_band_of(sch[r], mb) == r) {
+          bool ready = true;
+          for (int q = 0; q < w; ++q)
+            if (q != r) ready &= complete(r, fused::ar_chunk_of(sch[r], mb), q);
+          if (!ready) {
+            pending |= c.pending_mb >= 0;
+            continue;
+          }
+        }
+        if (!retire_first) retire(r, c);
+        c.pending_mb = mb;
+        ++c.next;
+        --remaining;
+        progress = true;
+      }
+    for (auto& rc : ctas)
+      for (auto& c : rc) pending |= c.pending_mb >= 0;
+    if (!progress) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST(FusedArSchedule, SimulatedRanksAndCtasAlwaysFinish) {
+  auto shapes = random_shapes(300, 23);
+  shapes.push_back({16384, 7168, 8, 16});
+  shapes.push_back({8192, 7168, 2, 13});
+  shapes.push_back({1, 512, 8, 1});
+  int deadlocks_without_retire_first = 0;
+  for (const Shape& sh : shapes)
+    for (int grid : {1, 3, 32, 132}) {
+      EXPECT_TRUE(simulate(sh, grid, true)) << "deadlock at m " << sh.m << " n " << sh.n << " W" << sh.world << " grid "
+                                            << grid << " chunks " << sh.chunks;
+      deadlocks_without_retire_first += sh.world > 1 && !simulate(sh, grid, false);
+    }
+  // Negative control: waiting for the partials before publishing the previous tile deadlocks.
+  EXPECT_GT(deadlocks_without_retire_first, 0);
+  std::printf("  negative control (wait before retiring): %d of %zu cases deadlock\n", deadlocks_without_retire_first,
+              4 * shapes.size());
+}
+
+TEST(FusedArLayout, RegionsAtCapacityByMode) {
+  GemmAllReduceConfig c;
+  c.n = 7168;
+  c.k = 2048;
+  c.m_max = 16384;
+  for (auto mode : {GemmAllReduceMode::kAuto, GemmAllReduceMode::kFused, GemmAllReduceMode::kSplitLsa,
+                    GemmAllReduceMode::kGemmOnly}) {
+    c.mode = mode;
+    WindowLayout layout;
+    const fused::GarLayout g = fused::add_gar_regions(layout, c, 2, 264);
+    EXPECT_EQ(g.has_staging, mode == GemmAllReduceMode::kAuto || mode == GemmAllReduceMode::kFused);
+    EXPECT_EQ(g.has_split, mode == GemmAllReduceMode::kAuto || mode == GemmAllReduceMode::kSplitLsa);
+    EXPECT_EQ(g.band_cap_rows, 8192);
+    if (g.has_staging) EXPECT_GE(g.slot_stride, uint64_t(8192) * 7168 * 2);
+    EXPECT_EQ(layout.total_bytes(), gemm_all_reduce_window_bytes(c, 2));
+  }
+}
+
+TEST(FusedArPlan, AutoChoosesByWavesAndModelAndRespectsExplicitModes) {
+  GemmAllReduceConfig c;
+  c.n = 7168;
+  c.k = 2048;
+  c.m_max = 16384;
+  c.quant = ScaleMode::kBlockscale;
+  const auto small = fused::gar_plan(c, 2, 128, 132, true, true);
+  EXPECT_NE(small.mode, GemmAllReduceMode::kFused) << small.reason;
+  const auto big = fused::gar_plan(c, 2, 8192, 132, true, true);
+  EXPECT_EQ(big.mode, GemmAllReduceMode::kFused) << big.reason;
+  EXPECT_EQ(big.chunks, 11);  // floor(27 waves / 2) = 13 asked of a band of 32 row blocks: 3 each -> 11
+  EXPECT_EQ(big.chunk_blocks, 3);
+  EXPECT_EQ(big.rounds, 12);
+  EXPECT_EQ(big.bytes_rs, int64_t(8192) * 7168 * 2 / 2);
+  EXPECT_EQ(fused::gar_plan(c, 2, 8192, 132, false, true).mode, GemmAllReduceMode::kSplitLsa);
+  EXPECT_EQ(fused::gar_plan(c, 1, 8192, 132, true, true).mode, GemmAllReduceMode::kGemmOnly);
+  c.mode = GemmAllReduceMode::kSplitCe;
+  EXPECT_EQ(fused::gar_plan(c, 2, 8192, 132, true, true).mode, GemmAllReduceMode::kSplitCe);
+}
+
+TEST(FusedArValidate, EveryRuleNamed) {
+  GemmAllReduceConfig c;
+  c.n = 7168;
+  c.k = 2048;
+  c.m_max = 1024;
+  EXPECT_EQ(GemmAllReduce::validate(c, 2), "");
+  EXPECT_NE(GemmAllReduce::validate(c, 0).find("world"), std::string::npos);
+  auto d = c;
+  d.n = 7170;
+  EXPECT_NE(GemmAllReduce::validate(d, 2).find("multiple of 8"), std::string::npos);
+  d = c;
+  d.chunks = -1;
+  EXPECT_NE(GemmAllReduce::validate(d, 2).find("chunks"), std::string::npos);
+  d = c;
+  d.k = 0;
+  EXPECT_NE(GemmAllReduce::validate(d, 2).find("k (the per-rank K shard)"), std::string::npos);
+  EXPECT_THROW(gemm_all_reduce_window_bytes(d, 2), Error);
+}
+
+TEST(FusedArModes, NamesRoundTrip) {
+  for (auto m : {GemmAllReduceMode::kAuto, GemmAllReduceMode::kGemmOnly, GemmAllReduceMode::kSplitNccl,
+                 GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe, GemmAllReduceMode::kFused})
+    EXPECT_EQ(parse_gemm_all_reduce_mode(to_string(m)), m);
+  EXPECT_FALSE(parse_gemm_all_reduce_mode("fused-rs").has_value());
+}
