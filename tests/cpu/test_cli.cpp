@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <vector>
@@ -165,6 +167,29 @@ std::vector<BadInput> bad_inputs() {
       {"BenchGemmAgNNotMultipleOf8", {"bench", "gemm-ag", "--emulate-world", "2", "-n", "100"}, {"--n 100"}},
       {"BenchGemmAgFp8ToFp32", {"bench", "gemm-ag", "--quant", "blockscale", "--out", "fp32"}, {"--quant blockscale --out fp32"}},
       {"BenchGemmAgJsonInMissingFolder", {"bench", "gemm-ag", "--json", nofolder}, {"--json '" + nofolder + "'"}},
+      // gemm-ar: the planner and the bench suite (GemmAllReduce::validate's rules, named after the option)
+      {"PlanGemmArNNotMultipleOf8", {"plan", "gemm-ar", "--n", "100"}, {"--n 100: n must be a multiple of 8"}},
+      {"PlanGemmArBadQuant", {"plan", "gemm-ar", "--quant", "fp4"}, {"--quant 'fp4'"}},
+      {"PlanGemmArBadScaleLayout", {"plan", "gemm-ar", "--quant", "mxfp8", "--scale-layout", "tiled"}, {"--scale-layout 'tiled'"}},
+      {"PlanGemmArBadMode", {"plan", "gemm-ar", "--mode", "fused-lsa"}, {"--mode 'fused-lsa'", "or fused"}},
+      {"PlanGemmArWorldNine", {"plan", "gemm-ar", "--world", "9"}, {"--world 9: world must be in 1..8"}},
+      {"PlanGemmArMAboveMMax", {"plan", "gemm-ar", "-m", "128,4096", "--m-max", "1024"}, {"-m/--m 4096: above --m-max 1024"}},
+      {"PlanGemmArZeroM", {"plan", "gemm-ar", "-m", "0"}, {"--m", "not in range"}},
+      {"PlanGemmArChunks17", {"plan", "gemm-ar", "--chunks", "17"}, {"--chunks 17: chunks must be in 0..16"}},
+      {"PlanGemmArNegativeChunks", {"plan", "gemm-ar", "--chunks", "-1"}, {"--chunks -1: chunks must be in 0..16"}},
+      {"PlanGemmArKForBlockscale", {"plan", "gemm-ar", "--quant", "blockscale", "--k", "100"},
+       {"--k 100", "the per-rank GEMM [m_max, N, K_r]"}},
+      {"PlanGemmArSmsZero", {"plan", "gemm-ar", "--sms", "0"}, {"--sms", "not in range 1 to 1024"}},
+      {"PlanGemmArJsonInMissingFolder", {"plan", "gemm-ar", "--json", nofolder}, {"--json '" + nofolder + "'", "does not exist"}},
+      {"BenchGemmArWorldNine", {"bench", "gemm-ar", "--emulate-world", "9"}, {"--emulate-world", "not in range 1 to 8"}},
+      {"BenchGemmArTwoGpus", {"bench", "gemm-ar", "--devices", "0,1"}, {"--devices", "gemm-ar", "not yet"}},
+      {"BenchGemmArUnknownArm", {"bench", "gemm-ar", "--arms", "gemm-only,nccl"}, {"--arms: 'nccl'"}},
+      {"BenchGemmArOnlySplitNccl", {"bench", "gemm-ar", "--emulate-world", "2", "--arms", "split-nccl"},
+       {"--arms: none of the arms named runs at world 2", "no NCCL communicator"}},
+      {"BenchGemmArNNotMultipleOf8", {"bench", "gemm-ar", "--emulate-world", "2", "-n", "100"}, {"--n 100"}},
+      {"BenchGemmArChunks17", {"bench", "gemm-ar", "--chunks", "17"}, {"--chunks 17"}},
+      {"BenchGemmArBadTimeout", {"bench", "gemm-ar", "--timeout", "nan"}, {"--timeout"}},
+      {"BenchGemmArJsonInMissingFolder", {"bench", "gemm-ar", "--json", nofolder}, {"--json '" + nofolder + "'"}},
       // unknown subcommands
       {"UnknownSubcommand", {"nosuchcmd"}, {"weave: unknown subcommand 'nosuchcmd' (expected one of: info, plan, bench)"}},
       {"UnknownPlanTopic", {"plan", "nosuch"}, {"weave plan: unknown subcommand 'nosuch' (expected one of: ", "gemm", "comm"}},
@@ -247,12 +272,66 @@ TEST(Cli, PlanGemmAgPrintsOneRowPerM) {
   EXPECT_NE(r.out.find("mxfp8 (packed scales) -> bf16"), std::string::npos) << r.out;
 }
 
+// `weave plan gemm-ar`: one row per M with the planner's choice and reason; no GPU needed.
+TEST(Cli, PlanGemmArPrintsOneRowPerM) {
+  CliRun r = run_weave({"plan", "gemm-ar", "-m", "128,8192", "--world", "8", "--quant", "blockscale"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("gemm-ar: n=7168 k=2048 (K_r, per rank) blockscale -> bf16, world 8, mode auto, sms 132, "
+                       "m_max 8192, chunks planner's"),
+            std::string::npos)
+      << r.out;
+  for (const char* col : {"tiles", "waves", "grid", "band_blocks", "chunks", "chunk_blocks", "rounds", "bytes_rs",
+                          "bytes_ag", "window", "gemm_us", "comm_us", "split_us", "fused_us", "mode", "reason"})
+    EXPECT_NE(r.out.find(col), std::string::npos) << col << " missing:\n" << r.out;
+  // m = 128: 56 tiles on 132 CTAs, too little GEMM for the rounds; m = 8192: 27 waves, a band of 8
+  // row blocks per rank in 8 chunks, 7/8 of 112 MiB on each leg.
+  EXPECT_NE(r.out.find("split-lsa  0.424242 waves"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("   8192 128x128   3584  27.15   132           8      8            1      9   98.00 MiB   98.00 MiB"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("fused      27.1515 waves, 8 chunks per band"), std::string::npos) << r.out;
+  // --no-fused: auto never picks the fused kernel; world 1 reduces nothing.
+  r = run_weave({"plan", "gemm-ar", "-m", "8192", "--world", "8", "--no-fused"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out.find("fused      "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fused kernel not available"), std::string::npos) << r.out;
+  r = run_weave({"plan", "gemm-ar", "-m", "1024", "--world", "1"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("gemm-only  world 1: nothing to reduce"), std::string::npos) << r.out;
+  // An explicit mode the op would refuse is a report (exit 1), not a usage error.
+  r = run_weave({"plan", "gemm-ar", "--mode", "fused", "--no-fused"});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("mode fused: the op would refuse it"), std::string::npos) << r.out;
+  // --chunks, --exact-own and the mxfp8 scale layout reach the header.
+  r = run_weave({"plan", "gemm-ar", "--quant", "mxfp8", "--scale-layout", "packed", "-m", "4096", "--chunks", "3",
+                 "--exact-own"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("mxfp8 (packed scales) -> bf16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chunks 3, exact own term"), std::string::npos) << r.out;
+}
+
+TEST(Cli, PlanGemmArWritesJson) {
+  const std::string path = (std::filesystem::temp_directory_path() / ("weave-plan-gemm-ar-" + std::to_string(::getpid()) + ".json")).string();
+  const CliRun r = run_weave({"plan", "gemm-ar", "-m", "1,4096", "--world", "2", "--json", path});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good()) << "--json " << path << " was not written";
+  const std::string doc((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  for (const char* key : {"\"topic\": \"gemm-ar\"", "\"k_per_rank\": 2048", "\"world\": 2", "\"fused_available\"",
+                          "\"band_blocks\"", "\"chunk_blocks\"", "\"rounds\"", "\"bytes_rs\"", "\"bytes_ag\"",
+                          "\"window_bytes\"", "\"model_fused_us\"", "\"reason\""})
+    EXPECT_NE(doc.find(key), std::string::npos) << key << " missing:\n" << doc;
+  EXPECT_EQ(std::count(doc.begin(), doc.end(), '{'), 4) << "the document, its rates and two rows:\n" << doc;
+  std::filesystem::remove(path);
+}
+
 TEST(Cli, ValidBenchInputReachesTheGpuProbe) {
   if (weave::no_gpu_reason().empty()) GTEST_SKIP() << "a Hopper GPU is visible: this would run the benchmark";
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"bench"}, {"bench", "gemm", "-m", "128", "-n", "128", "-k", "128"},
         {"bench", "comm", "-b", "8K", "-e", "64M"}, {"bench", "copy", "--sizes", "64"},
-        {"bench", "gemm-ag", "-m", "128"}, {"bench", "gemm-ag", "--emulate-world", "4", "-m", "1024,4096"}}) {
+        {"bench", "gemm-ag", "-m", "128"}, {"bench", "gemm-ag", "--emulate-world", "4", "-m", "1024,4096"},
+        {"bench", "gemm-ar", "-m", "128"}, {"bench", "gemm-ar", "--emulate-world", "2", "-m", "1024", "--exact-own"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_NE(r.out.find(weave::no_gpu_reason()), std::string::npos) << r.out;
@@ -270,7 +349,8 @@ TEST(Cli, HelpTextsExplainWithoutIssueNumbers) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"--help"}, {"info", "--help"}, {"plan", "--help"}, {"plan", "gemm", "--help"},
         {"plan", "comm", "--help"}, {"bench", "--help"}, {"bench", "copy", "--help"}, {"bench", "gemm", "--help"},
-        {"bench", "comm", "--help"}, {"plan", "gemm-ag", "--help"}, {"bench", "gemm-ag", "--help"}}) {
+        {"bench", "comm", "--help"}, {"plan", "gemm-ag", "--help"}, {"bench", "gemm-ag", "--help"},
+        {"plan", "gemm-ar", "--help"}, {"bench", "gemm-ar", "--help"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_GT(r.out.size(), 100u) << r.out;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli/args.hpp"
+#include "cli/fused_options.hpp"
 #include "support/expect_error.hpp"
 #include "weave/error.hpp"
 #include "weave/gemm.hpp"
@@ -183,6 +184,36 @@ TEST(CliArgs, UnknownSubcommandsAreNamedWithTheValidOnes) {
   EXPECT_EQ(FakeCli().parse({}), "");
   EXPECT_EQ(FakeCli().parse({"plan"}), "");
   EXPECT_EQ(FakeCli().parse({"plan", "gemm", "-m", "4", "extra"}), "");
+}
+
+// The fused ops' shared option rules (gemm-ag and gemm-ar): a validate() report split at "; ",
+// each rule named after its option, and a part no option claims kept with the rule before it.
+TEST(FusedOptions, RulesAreNamedAfterTheirOptions) {
+  auto option_of = [](const std::string& rule) -> std::string {
+    if (starts_with(rule, "n must ")) return "--n 100";
+    if (starts_with(rule, "the per-rank GEMM ")) return "--n 100 --k 64";
+    return "";
+  };
+  EXPECT_EQ(name_rules("", option_of), "");
+  EXPECT_EQ(name_rules("n must be a multiple of 8", option_of), "--n 100: n must be a multiple of 8");
+  EXPECT_EQ(name_rules("the per-rank GEMM [1, 100, 64]: a; b; n must be even", option_of),
+            "--n 100 --k 64: the per-rank GEMM [1, 100, 64]: a; b; --n 100: n must be even");
+  EXPECT_EQ(name_rules("no option claims this; nor this", option_of), "no option claims this; nor this");
+}
+
+TEST(FusedOptions, QuantLayoutAndMMaxNameTheOption) {
+  EXPECT_EQ(quant_option("blockscale"), ScaleMode::kBlockscale);
+  EXPECT_EQ(scale_layout_option("packed"), ScaleLayout::kPacked);
+  EXPECT_NE(error_of([] { quant_option("fp4"); }).find("--quant 'fp4': expected bf16, ptpc, blockscale or mxfp8"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { scale_layout_option("x"); }).find("--scale-layout 'x': expected raw or packed"),
+            std::string::npos);
+  EXPECT_EQ(m_max_option({128, 4096}, 0, "rows"), 4096);
+  EXPECT_EQ(m_max_option({128}, 1024, "rows"), 1024);
+  EXPECT_NE(error_of([] { m_max_option({}, 0, "rows"); }).find("-m/--m: give at least one M"), std::string::npos);
+  EXPECT_NE(error_of([] { m_max_option({128, 4096}, 1024, "rows per rank"); })
+                .find("-m/--m 4096: above --m-max 1024 (the op's window holds at most --m-max rows per rank)"),
+            std::string::npos);
 }
 
 // Errors carry the source location from the project root, not the build machine's folders.

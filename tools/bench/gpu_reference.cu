@@ -157,7 +157,8 @@ __global__ void ref_norm_kernel(const float* __restrict__ ref, int64_t total, Co
 
 __global__ void compare_kernel(const void* __restrict__ out, bool out_bf16, int64_t rows,
                                int64_t cols, int64_t ld, const float* __restrict__ ref,
-                               double rtol, double atol, CompareAcc* acc) {
+                               const float* __restrict__ magnitude, double rtol, double atol,
+                               CompareAcc* acc) {
   unsigned long long wrong = 0, nonfinite = 0, never = 0, first = ULLONG_MAX, max_bits = 0;
   double sdiff = 0, sref = 0;
   const int64_t total = rows * cols;
@@ -187,7 +188,8 @@ __global__ void compare_kernel(const void* __restrict__ out, bool out_bf16, int6
         sdiff += d * d;
         sref += double(x) * x;
         max_bits = max(max_bits, static_cast<unsigned long long>(__double_as_longlong(d)));
-        if (d > atol + rtol * fabs(double(x))) bad = true;
+        const double size = magnitude ? double(magnitude[i]) : fabs(double(x));
+        if (d > atol + rtol * size) bad = true;
       }
     } else if (isnan(x)) {
       if (!isnan(o)) bad = true;
@@ -319,7 +321,7 @@ Tolerance gemm_tolerance(ScaleMode mode, DType out_dtype, bool fast_accum) {
 }
 
 ref::Comparison gpu_compare(const TensorView& out, const float* ref, const Tolerance& tol,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, const float* magnitude) {
   WEAVE_EXPECT_ARG(out.rank == 2 && (out.dtype == DType::kF32 || out.dtype == DType::kBF16) &&
                        out.strides[1] == 1,
                    "gpu_compare: 'out' must be a row-major fp32 or bf16 matrix, got "
@@ -348,7 +350,7 @@ ref::Comparison gpu_compare(const TensorView& out, const float* ref, const Toler
   const double atol = tol.atol + tol.atol_rms * rms;
   compare_kernel<<<grid_for(total), 256, 0, stream>>>(out.data, out.dtype == DType::kBF16,
                                                       out.rows(), out.cols(), out.ld(), ref,
-                                                      tol.rtol, atol, acc);
+                                                      magnitude, tol.rtol, atol, acc);
   WEAVE_CHECK_LAUNCH();
   WEAVE_CHECK_CUDA(cudaMemcpyAsync(&h, acc, sizeof(h), cudaMemcpyDeviceToHost, stream));
   WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));

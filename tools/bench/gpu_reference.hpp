@@ -17,6 +17,10 @@
 //                  out non-finite where ref is finite; out never written (poison bit pattern);
 //                  where ref is non-finite (NaN propagation tests), out of another class
 //                  (a NaN for a NaN, the same infinity for an infinity) counts as correct.
+//                  With `magnitude` (M x N floats, row-major), the relative term is
+//                  rtol * magnitude[i] instead of rtol * |ref[i]|: for a reference that is a sum
+//                  of terms which may cancel, whose rounding scales with the terms' sizes
+//                  (bench/reduce_reference.hpp).
 //   nonfinite      out NaN/Inf where ref is finite
 //   never_written  out still holds bench::poison_nan's pattern (fp32 0x7FC00000, bf16 0x7FC0)
 //   rel_l2, max_abs over elements where both are finite; first_wrong the smallest wrong index
@@ -61,6 +65,6 @@ struct Tolerance {
 Tolerance gemm_tolerance(ScaleMode mode, DType out_dtype, bool fast_accum = false);
 
 ref::Comparison gpu_compare(const TensorView& out, const float* ref, const Tolerance& tol,
-                            cudaStream_t stream);
+                            cudaStream_t stream, const float* magnitude = nullptr);
 
 }  // namespace weave::bench

@@ -44,7 +44,6 @@
 // checked on its own rows only (it moves nothing by design); comm-only's input (its own rows) is
 // the reference rounded to the output dtype. #wrong sums over ranks, sources and both checks; a
 // row with #wrong > 0 (or an arm that failed) makes the exit status 1.
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -59,10 +58,12 @@
 #include "bench/gemm_operands.hpp"
 #include "bench/gpu_reference.hpp"
 #include "bench/harness.hpp"
+#include "bench/reduce_reference.hpp"
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/gemm_ag_options.hpp"
 #include "cli/registry.hpp"
+#include "cli/suites/fused_suite.hpp"
 #include "comm/collective_impl.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
@@ -74,7 +75,10 @@
 namespace weave::cli {
 namespace {
 
-constexpr const char* kEmulatedLabel = "emulated world on one GPU: peer traffic is local L2/HBM, NOT NVLink numbers";
+using fused_bench::ArmResult;
+using fused_bench::fmt;
+using fused_bench::kEmulatedLabel;
+using fused_bench::num;
 
 struct GagBenchOptions {
   GemmAgOptions shape;
@@ -93,18 +97,10 @@ struct ArmSpec {
   bool split = false;  // counts toward "best split"
 };
 
-// Why comm-only is left out of an emulated run unless --arms names it (seen on the device,
-// 2026-12-01: both ranks timed out at the first graph replay of comm-only, W = 2). Its graph is
-// lsa calls back to back, and every lsa kernel opens with griddepcontrol.launch_dependents (pdl,
-// docs/memory_ordering.md), so the next call's grid, and through it every queued call's, becomes
-// resident at once, blocked in griddepcontrol.wait: one rank's queued calls then hold the SMs the
-// peer's current call needs (the SM-share cap of "residency" bounds one grid, not a chain). Named
-// in --arms, it runs with an empty kernel (no PDL) after each call, which ends the chain; its time
-// then includes that kernel.
-constexpr const char* kCommOnlyEmulatedNote =
-    "comm-only: left out of the emulated world unless --arms names it (its graph chains lsa calls, each of which "
-    "lets the next call's grid become resident at once (PDL), so one rank's queued calls can hold the SMs the "
-    "peer's call needs: both ranks timed out at its first graph replay on the device, 2026-12-01)";
+// comm-only in the emulated world: fused_bench::comm_only_emulated_note (seen on the device,
+// 2026-12-01: both ranks timed out at the first graph replay of comm-only, W = 2).
+const std::string kCommOnlyEmulatedNote = fused_bench::comm_only_emulated_note(
+    "both ranks timed out at its first graph replay on the device, 2026-12-01");
 
 const std::vector<std::string> kArmNames = {"gemm-only", "comm-only", "split-lsa", "split-ce",
                                             "fused-lsa", "auto",      "cublaslt+copy"};
@@ -147,18 +143,6 @@ std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::s
   return arms;
 }
 
-// Emulated world, comm-only named in --arms: launched without PDL after every call, so the next
-// call's grid cannot become resident before this call's grid has completed (kCommOnlyEmulatedNote).
-__global__ void end_pdl_chain() {}
-
-// comm-only's input: this rank's rows, the reference rounded to the output dtype.
-__global__ void reference_to_output(const float* ref, void* out, size_t elems, int bf16) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elems; i += size_t(gridDim.x) * blockDim.x) {
-    if (bf16) static_cast<__nv_bfloat16*>(out)[i] = __float2bfloat16(ref[i]);
-    else static_cast<float*>(out)[i] = ref[i];
-  }
-}
-
 // One rank's object of one arm (made once; cuBLASLt per M).
 struct RankArm {
   std::unique_ptr<GemmAllGather> op;
@@ -169,42 +153,14 @@ struct RankArm {
   std::string unavailable;           // the reason, when the arm cannot run here (every rank the same)
 };
 
-struct RankState {
-  cudaStream_t stream = nullptr;
-  std::vector<bench::DeviceOperand> b;  // this rank's weight copies (identical bytes)
-  std::vector<RankArm> arms;
-  ~RankState() {
-    if (stream) cudaStreamDestroy(stream);
-  }
-};
-
-struct ArmResult {
-  bench::Timing timing;
-  std::vector<int64_t> wrong_from;  // per source rank; -1: not checked (gemm-only's peers)
-  std::string unavailable;
-  std::string resolved, reason;     // auto: the mode it ran and why
-  bool ran = false;
-};
-
-template <typename... A>
-std::string fmt(const char* f, A... a) {
-  char buf[512];
-  std::snprintf(buf, sizeof(buf), f, a...);
-  return buf;
-}
-
-std::string num(double v, int prec) { return std::isnan(v) ? "-" : fmt("%.*f", prec, v); }
+using RankState = fused_bench::RankState<RankArm>;
 
 int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
   // Every option first: nothing below may probe a GPU or wait for one before the input is known good.
   check_bench_options(common);
-  WEAVE_EXPECT_ARG(opt.emulate_world >= 0 && opt.emulate_world <= kMaxWorld,
-                   "--emulate-world " << opt.emulate_world << ": must be in 1.." << kMaxWorld);
+  fused_bench::check_world_options(common, opt.emulate_world, "gemm-ag");
   const bool emulated = opt.emulate_world > 1;
   const int world = std::max(1, opt.emulate_world);
-  WEAVE_EXPECT_ARG(common.devices.size() <= 1,
-                   "--devices: " << common.devices.size() << " GPUs asked for; real multi-GPU runs of gemm-ag (2+ GPUs, "
-                                 << "NCCL) are not yet in this suite: give one ordinal, or --emulate-world W on one GPU");
   for (const auto& a : opt.arms)
     WEAVE_EXPECT_ARG(std::find(kArmNames.begin(), kArmNames.end(), a) != kArmNames.end(),
                      "--arms: '" << a << "' is not one of gemm-only, comm-only, split-lsa, split-ce, fused-lsa, auto, "
@@ -216,22 +172,9 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
   const std::vector<ArmSpec> specs = arms_for(world, emulated, opt.arms, notes);
   WEAVE_EXPECT_ARG(!specs.empty(), "--arms: none of the arms named runs at world " << world);
 
-  const std::vector<int> devices = bench_devices(common);
-  WEAVE_EXPECT(!devices.empty(), Status::kNoDevice, "no Hopper GPU visible");
-  const int device = devices[0];
-  if (common.devices.empty() && devices.size() > 1)
-    std::fprintf(stderr, "weave bench gemm-ag: %zu GPUs visible; using cuda:%d only (2+ GPUs: not yet)\n", devices.size(),
-                 device);
-  WEAVE_CHECK_CUDA(cudaSetDevice(device));
-  const std::string gate = gate_idle(common, {device});
-  int l2 = 0;
-  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-  cudaStream_t main_stream = nullptr;
-  WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&main_stream, cudaStreamNonBlocking));
-  struct StreamGuard {
-    cudaStream_t s;
-    ~StreamGuard() { cudaStreamDestroy(s); }
-  } main_guard{main_stream};
+  const fused_bench::SuiteDevice gpu(common, "gemm-ag");
+  const int device = gpu.device, l2 = gpu.l2_bytes;
+  cudaStream_t main_stream = gpu.main_stream;
 
   const int64_t n = base.n, k = base.k;
   const DType out_dtype = base.out_dtype;
@@ -244,10 +187,7 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
               static_cast<long long>(k), quant.c_str(), out_name.c_str(), world,
               emulated ? (" (" + std::string(kEmulatedLabel) + ")").c_str() : " (one rank, one GPU: nothing gathered)",
               device);
-  if (emulated)
-    std::printf("# %s; the %d ranks share one GPU's SMs (grid SMs / %d - 1 per rank) and HBM: per-rank TFLOPS is about "
-                "1/%d of the GPU's\n",
-                kEmulatedLabel, world, world, world);
+  if (emulated) fused_bench::print_emulated_share(world);
   std::fflush(stdout);
 
   // Weights: B (the reference's copy) and, per rank, its cold copies (together past 3 x L2).
@@ -352,10 +292,7 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
             case ArmKind::kCommOnly: {
               char* o = static_cast<char*>(a.coll->window_output());
               a.coll->run(o + static_cast<size_t>(r) * rows_bytes, o, rows_bytes, s);
-              if (w > 1 && g.ranks_per_device() > 1) {
-                end_pdl_chain<<<1, 32, 0, s>>>();
-                WEAVE_CHECK_LAUNCH();
-              }
+              if (w > 1 && g.ranks_per_device() > 1) fused_bench::end_pdl_chain(s);
               break;
             }
             case ArmKind::kCublasLt:
@@ -379,9 +316,8 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
           bench::poison_nan(o, out_bytes, out_dtype, stream);
           if (specs[i].kind == ArmKind::kCommOnly) {
             const size_t elems = static_cast<size_t>(m) * static_cast<size_t>(n);
-            reference_to_output<<<512, 256, 0, stream>>>(refs[r].as<float>(), o + static_cast<size_t>(r) * rows_bytes,
-                                                        elems, out_dtype == DType::kBF16);
-            WEAVE_CHECK_LAUNCH();
+            bench::gpu_round_reference(refs[r].as<float>(), o + static_cast<size_t>(r) * rows_bytes, elems, out_dtype,
+                                       stream);
           }
           WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
           g.barrier();
@@ -414,15 +350,7 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
         std::vector<bench::Arm> timed;
         for (size_t i : runnable)
           timed.push_back({specs[i].name, [&enqueue, i](cudaStream_t s, int call) { enqueue(i, s, call); }});
-        bench::TimingConfig tc;
-        tc.calls_per_graph = calls;
-        tc.warmup = common.warmup;
-        tc.samples = common.iters;
-        tc.align = [&g](cudaStream_t) { g.barrier(); };
-        g.barrier();
-        const std::vector<bench::Timing> t = bench::time_alternating(timed, tc, stream);
-        WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
-        g.barrier();
+        const std::vector<bench::Timing> t = fused_bench::time_rank_arms(g, timed, common, calls, stream);
         for (size_t j = 0; j < runnable.size(); ++j) {
           rr[runnable[j]].timing = t[j];
           rr[runnable[j]].ran = true;
@@ -434,25 +362,13 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
     }
     if (!error.empty()) {
       failed = true;
-      bench::Row row;
-      row.shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
-      row.quant = quant + "->" + out_name;
-      row.mode = "error";
-      row.extra = {{"error", error}, {"world", world}, {"emulated", emulated}};
-      report.add(row);
-      std::fprintf(stderr, "weave bench gemm-ag: m=%lld: ERROR %s\n(stopping: the ops may hold a recorded timeout)\n",
-                   static_cast<long long>(m), error.c_str());
+      fused_bench::add_error_row(report, "gemm-ag", std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k),
+                                 quant + "->" + out_name, m, error, world, emulated);
       break;
     }
 
     // Rows: per arm, the per-rank maximum of medians; wrong summed over ranks and sources.
-    std::vector<bench::Timing> per_arm(specs.size());
-    for (size_t i = 0; i < specs.size(); ++i) {
-      std::vector<bench::Timing> ranks;
-      for (int r = 0; r < world; ++r)
-        if (res[r][i].ran) ranks.push_back(res[r][i].timing);
-      if (!ranks.empty()) per_arm[i] = bench::max_over_ranks(ranks);
-    }
+    const std::vector<bench::Timing> per_arm = fused_bench::max_over_ranks(res, specs.size());
     double best_split = bench::kNaN, lt_us = bench::kNaN, gemm_us = bench::kNaN, comm_us = bench::kNaN,
            fused_us = bench::kNaN;
     std::string best_split_name;
@@ -517,7 +433,7 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
         }
         if (!std::isnan(lt_us)) row.extra["ratio_vs_cublaslt_copy"] = row.time_us / lt_us;
         if (specs[i].name == "fused-lsa" && !std::isnan(gemm_us) && !std::isnan(comm_us))
-          row.extra["overlap_efficiency"] = (gemm_us + comm_us - row.time_us) / std::min(gemm_us, comm_us);
+          row.extra["overlap_efficiency"] = fused_bench::overlap_efficiency(gemm_us, comm_us, row.time_us);
       }
       if (row.wrong != 0) failed = true;
       progress += " " + specs[i].name + (unavailable.empty() ? " " + num(row.time_us, 1) + " us (#wrong " + std::to_string(row.wrong) + ")"
@@ -526,61 +442,24 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
     }
     std::fprintf(stderr, "weave bench gemm-ag: m=%lld:%s\n", static_cast<long long>(m), progress.c_str());
     if (!std::isnan(gemm_us) && !std::isnan(comm_us) && !std::isnan(fused_us))
-      summary_lines.push_back(fmt("# m=%lld: T_gemm %.1f us, T_comm %.1f us, T_fused %.1f us: overlap efficiency "
-                                  "(T_gemm + T_comm - T_fused) / min(T_gemm, T_comm) = %.2f%s",
-                                  static_cast<long long>(m), gemm_us, comm_us, fused_us,
-                                  (gemm_us + comm_us - fused_us) / std::min(gemm_us, comm_us),
-                                  emulated ? " (emulated world: not an NVLink number)" : ""));
+      summary_lines.push_back(fused_bench::overlap_line(m, gemm_us, comm_us, fused_us, emulated));
   }
 
   // The table (nccl-tests style; every emulated row carries the label).
-  std::printf("%7s %6s %6s %-10s %-4s %-16s %10s %7s %7s %8s %7s %7s %-6s %s\n", "m", "n", "k", "quant", "out", "mode",
-              "time_us", "ratio", "vs_lt", "TFLOPS", "noise%", "#wrong", "world", emulated ? "label" : "");
-  for (const bench::Row& r : report.rows()) {
-    const auto& x = r.extra;
-    if (r.mode == "error") {
-      std::printf("%s %s: ERROR %s\n", r.shape.c_str(), r.quant.c_str(), x.value("error", "").c_str());
-      continue;
-    }
-    const bool unavailable = x.contains("unavailable");
-    std::string mode = r.mode;
-    if (x.contains("auto_resolved")) mode += "(" + x["auto_resolved"].get<std::string>() + ")";
-    const double vs_lt = x.contains("ratio_vs_cublaslt_copy") ? x["ratio_vs_cublaslt_copy"].get<double>() : bench::kNaN;
-    std::printf("%7lld %6lld %6lld %-10s %-4s %-16s %10s %7s %7s %8s %7s %7s %-6s %s\n",
-                static_cast<long long>(x["m"].get<int64_t>()), static_cast<long long>(n), static_cast<long long>(k),
-                quant.c_str(), out_name.c_str(), mode.c_str(), unavailable ? "unavail" : num(r.time_us, 2).c_str(),
-                num(r.ratio, 3).c_str(), num(vs_lt, 3).c_str(), num(r.tflops, 1).c_str(), num(r.noise_pct, 1).c_str(),
-                unavailable ? "-" : std::to_string(r.wrong).c_str(), world_tag.c_str(), emulated ? kEmulatedLabel : "");
-  }
+  fused_bench::print_table(report, {.n = n, .k = k, .quant = quant, .out = out_name, .world_tag = world_tag,
+                                    .emulated = emulated, .vs_lt_key = "ratio_vs_cublaslt_copy"});
   std::printf("# ratio = time / the best split arm at that M (same run); vs_lt = time / cublaslt+copy; TFLOPS = the "
               "GEMM's 2*M*N*K per rank / time; time = per-rank max of medians over %d samples of a %d-call graph\n",
               common.iters, calls);
-  for (const auto& l : summary_lines) std::printf("%s\n", l.c_str());
-  for (const bench::Row& r : report.rows())
-    if (r.extra.contains("unavailable"))
-      std::printf("# unavailable: m=%lld %s: %s\n", static_cast<long long>(r.extra["m"].get<int64_t>()), r.mode.c_str(),
-                  r.extra["unavailable"].get<std::string>().c_str());
-  for (const auto& note : notes) std::printf("# not run: %s\n", note.c_str());
-  const std::string busy_after = bench::IdleGate().busy_after({device}, common.idle_threshold);
-  if (!busy_after.empty()) std::printf("# BUSY after run: %s\n", busy_after.c_str());
-  std::fflush(stdout);
+  const std::string busy_after =
+      fused_bench::print_closing(report, summary_lines, notes, device, common.idle_threshold);
   if (!common.json_path.empty()) {
-    nlohmann::json meta = {{"machine", bench::machine_json()},
-                           {"idle_gate", gate},
-                           {"busy_after", busy_after},
-                           {"device", device},
-                           {"world", world},
-                           {"emulated", emulated},
-                           {"label", emulated ? kEmulatedLabel : "world 1: one rank on one GPU, nothing gathered"},
-                           {"cold", !common.hot},
-                           {"weight_copies_per_rank", copies},
-                           {"calls_per_graph", calls},
-                           {"warmup", common.warmup},
-                           {"samples", common.iters},
-                           {"seed", opt.seed},
-                           {"m_max", base.m_max},
-                           {"not_run", notes}};
-    report.write_json(common.json_path, meta);
+    const fused_bench::RunFacts facts{.device = device, .gate = gpu.gate, .busy_after = busy_after, .world = world,
+                                      .emulated = emulated,
+                                      .world1_label = "world 1: one rank on one GPU, nothing gathered",
+                                      .copies = copies, .calls = calls, .seed = opt.seed, .m_max = base.m_max,
+                                      .notes = notes};
+    report.write_json(common.json_path, fused_bench::run_meta(common, facts));
   }
   states.clear();
   if (failed) {

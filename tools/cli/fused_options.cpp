@@ -1,0 +1,56 @@
+#include "cli/fused_options.hpp"
+
+#include <algorithm>
+
+#include "common/check.hpp"
+#include "weave/error.hpp"
+
+namespace weave::cli {
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+ScaleMode quant_option(const std::string& text) {
+  const auto quant = parse_scale_mode(text);
+  WEAVE_EXPECT_ARG(quant.has_value(), "--quant '" << text << "': expected bf16, ptpc, blockscale or mxfp8");
+  return *quant;
+}
+
+ScaleLayout scale_layout_option(const std::string& text) {
+  const auto layout = parse_scale_layout(text);
+  WEAVE_EXPECT_ARG(layout.has_value(), "--scale-layout '" << text << "': expected raw or packed");
+  return *layout;
+}
+
+std::int64_t m_max_option(const std::vector<std::int64_t>& ms, std::int64_t m_max, const char* window_rows) {
+  WEAVE_EXPECT_ARG(!ms.empty(), "-m/--m: give at least one M");
+  const std::int64_t largest = *std::max_element(ms.begin(), ms.end());
+  const std::int64_t cap = m_max > 0 ? m_max : largest;
+  WEAVE_EXPECT_ARG(largest <= cap, "-m/--m " << largest << ": above --m-max " << cap
+                                             << " (the op's window holds at most --m-max " << window_rows << ")");
+  return cap;
+}
+
+std::string name_rules(const std::string& why, const std::function<std::string(const std::string& rule)>& option_of) {
+  if (why.empty()) return "";
+  std::vector<std::string> parts;
+  for (size_t at = 0;;) {
+    const size_t semi = why.find("; ", at);
+    parts.push_back(why.substr(at, semi == std::string::npos ? std::string::npos : semi - at));
+    if (semi == std::string::npos) break;
+    at = semi + 2;
+  }
+  std::vector<std::string> rules;
+  for (const std::string& p : parts) {
+    const std::string opt = option_of(p);
+    if (opt.empty() && !rules.empty()) {
+      rules.back() += "; " + p;  // the rest of a rule that itself holds "; " (the GEMM's own list)
+      continue;
+    }
+    rules.push_back(opt.empty() ? p : opt + ": " + p);
+  }
+  std::string s;
+  for (const auto& r : rules) s += (s.empty() ? "" : "; ") + r;
+  return s;
+}
+
+}  // namespace weave::cli

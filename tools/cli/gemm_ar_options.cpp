@@ -1,0 +1,67 @@
+#include "cli/gemm_ar_options.hpp"
+
+#include "cli/fused_options.hpp"
+#include "comm/protocol.hpp"
+#include "common/check.hpp"
+#include "weave/error.hpp"
+
+namespace weave::cli {
+
+void add_gemm_ar_options(CLI::App& app, GemmArOptions& o, bool with_layout, bool with_mode) {
+  const auto dim = CLI::Range(std::int64_t{1}, (std::int64_t{1} << 31) - 1);
+  app.add_option("-m,--m", o.ms, "rows M, comma-separated (one row each; every rank holds A_r [M, K_r])")
+      ->delimiter(',')->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))->capture_default_str();
+  app.add_option("-n,--n", o.n, "output columns (rows of each rank's B_r)")->check(dim)->capture_default_str();
+  app.add_option("-k,--k", o.k,
+                 "this rank's K shard K_r (the per-rank reduction length, the same on every rank; the layer's full "
+                 "K is world x K_r)")
+      ->check(dim)->capture_default_str();
+  app.add_option("--m-max", o.m_max, "largest M the op is built for (sizes its window; 0: the largest --m)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20))->capture_default_str();
+  app.add_option("--quant", o.quant, "bf16 | ptpc | blockscale | mxfp8 (output: bf16 in every mode)")->capture_default_str();
+  if (with_layout) app.add_option("--scale-layout", o.layout, "mxfp8 scale layout: raw | packed")->capture_default_str();
+  if (with_mode)
+    app.add_option("--mode", o.mode, "auto | gemm-only | split-nccl | split-lsa | split-ce | fused")->capture_default_str();
+  app.add_option("--chunks", o.chunks,
+                 "fused: chunks per band, one flag each per leg (0.." + std::to_string(comm::kMaxChunks) +
+                     "; 0: the planner's, about one per two waves of tiles)")
+      ->capture_default_str();
+  app.add_flag("--exact-own", o.exact_own,
+               "fused: keep this rank's own term in fp32 (smaller error; then no longer bitwise equal to split-lsa)");
+}
+
+std::string name_gemm_ar_rules(const std::string& why, const GemmAllReduceConfig& c, int world) {
+  const std::string q(to_string(c.quant));
+  return name_rules(why, [&](const std::string& p) -> std::string {
+    if (starts_with(p, "world ")) return "--world " + std::to_string(world);
+    if (starts_with(p, "m_max ")) return "--m-max " + std::to_string(c.m_max);
+    if (starts_with(p, "chunks ")) return "--chunks " + std::to_string(c.chunks);
+    if (starts_with(p, "the per-rank GEMM ")) return "--n " + std::to_string(c.n) + " --k " + std::to_string(c.k) + " --quant " + q;
+    if (starts_with(p, "n must ")) return "--n " + std::to_string(c.n);
+    if (starts_with(p, "k (the per-rank K shard) must ") || starts_with(p, "k must ")) return "--k " + std::to_string(c.k);
+    if (starts_with(p, "the output ")) return "--m-max " + std::to_string(c.m_max) + " --n " + std::to_string(c.n);
+    return "";
+  });
+}
+
+GemmAllReduceConfig gemm_ar_config(const GemmArOptions& o, int world) {
+  GemmAllReduceConfig c;
+  const ScaleMode quant = quant_option(o.quant);
+  const ScaleLayout layout = scale_layout_option(o.layout);
+  const auto mode = parse_gemm_all_reduce_mode(o.mode);
+  WEAVE_EXPECT_ARG(mode.has_value(),
+                   "--mode '" << o.mode << "': expected auto, gemm-only, split-nccl, split-lsa, split-ce or fused");
+  c.m_max = m_max_option(o.ms, o.m_max, "rows");
+  c.n = o.n;
+  c.k = o.k;
+  c.quant = quant;
+  c.scale_layout = quant == ScaleMode::kMxfp8 ? layout : ScaleLayout::kRaw;
+  c.mode = *mode;
+  c.chunks = o.chunks;
+  c.exact_own = o.exact_own;
+  const std::string bad = name_gemm_ar_rules(GemmAllReduce::validate(c, world), c, world);
+  WEAVE_EXPECT_ARG(bad.empty(), bad);
+  return c;
+}
+
+}  // namespace weave::cli

@@ -1,0 +1,41 @@
+// What `weave plan gemm-ar` and `weave bench gemm-ar` share: the op's shape and modes as the user
+// types them, turned into a weave::GemmAllReduceConfig. Every rule GemmAllReduce::validate reports
+// comes back named after the option that sets it, as one Error(kInvalidArgument) (main() prints it
+// and exits 2 before anything else is printed or any GPU is probed). CPU only.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "weave/gemm_all_reduce.hpp"
+
+namespace weave::cli {
+
+// Defaults: DeepSeek-V3's attention output projection (wo: N = 7168, K = 128 heads x 128 = 16384)
+// row-parallel over 8 ranks, so K_r = 2048 per rank; a few M from decode-like to prefill-like.
+struct GemmArOptions {
+  std::vector<std::int64_t> ms = {128, 1024, 4096, 8192};  // rows, one row each (every rank has M rows)
+  std::int64_t n = 7168, k = 2048;                         // k: this rank's K shard K_r
+  std::int64_t m_max = 0;                                  // 0: the largest of ms
+  std::string quant = "bf16";
+  std::string layout = "raw";  // mxfp8 scale layout
+  std::string mode = "auto";
+  int chunks = 0;              // fused: chunks per band (0: the planner's)
+  bool exact_own = false;      // fused: the own term in fp32
+};
+
+// Adds -m/--m, -n/--n, -k/--k, --m-max, --quant, --chunks, --exact-own (and --scale-layout /
+// --mode when asked).
+void add_gemm_ar_options(CLI::App& app, GemmArOptions& o, bool with_layout, bool with_mode);
+
+// The config of `o` for a world of `world` ranks; throws Error(kInvalidArgument) naming the
+// option of every rule broken (an unknown name, an M above --m-max, a GemmAllReduce::validate rule).
+GemmAllReduceConfig gemm_ar_config(const GemmArOptions& o, int world);
+
+// GemmAllReduce::validate's rules with each one prefixed by the options that set what it is about
+// ("--n 100: n must be a multiple of 8 ..."); "" when `why` is "".
+std::string name_gemm_ar_rules(const std::string& why, const GemmAllReduceConfig& c, int world);
+
+}  // namespace weave::cli

@@ -1,0 +1,136 @@
+// What the fused-op bench suites (gemm-ag, gemm-ar) share, so both say and measure the same way:
+// the emulated world's label and the comm-only note, the world options and the one GPU they run
+// on, the per-rank timing of a row's arms (alternating under CUDA graphs, every rank barriered
+// before every sample; per arm the per-rank maximum of medians), the overlap line, the table, the
+// closing notes and the JSON meta. Each suite keeps its arms, inputs and checks.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/gemm_operands.hpp"
+#include "bench/harness.hpp"
+#include "cli/registry.hpp"
+#include "comm/group.hpp"
+
+namespace weave::cli::fused_bench {
+
+// On every emulated row, header and JSON document.
+inline constexpr const char* kEmulatedLabel =
+    "emulated world on one GPU: peer traffic is local L2/HBM, NOT NVLink numbers";
+
+// Why comm-only is left out of an emulated run unless --arms names it: its graph chains lsa calls,
+// and every lsa kernel opens with griddepcontrol.launch_dependents (pdl, docs/memory_ordering.md),
+// so the next call's grid, and through it every queued call's, becomes resident at once, blocked
+// in griddepcontrol.wait: one rank's queued calls then hold the SMs the peer's current call needs
+// (the SM-share cap of "residency" bounds one grid, not a chain). Named in --arms, it runs with
+// end_pdl_chain after each call, which ends the chain; its time then includes that kernel.
+// `seen` says where it was observed.
+std::string comm_only_emulated_note(const std::string& seen);
+// An empty kernel launched without PDL: the next call's grid cannot become resident before the
+// previous call's grid has completed.
+void end_pdl_chain(cudaStream_t stream);
+
+// "# <label>; the W ranks share one GPU's SMs (grid SMs / W - 1 per rank) and HBM: ..." (stdout).
+void print_emulated_share(int world);
+
+template <typename... A>
+std::string fmt(const char* f, A... a) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), f, a...);
+  return buf;
+}
+inline std::string num(double v, int prec) { return std::isnan(v) ? "-" : fmt("%.*f", prec, v); }
+
+// --emulate-world (0: not given, world 1) and --devices (one GPU; 2+ GPUs are not yet in the
+// suite `suite`). Throws Error(kInvalidArgument) naming the option.
+void check_world_options(const BenchOptions& common, int emulate_world, const char* suite);
+
+// The one GPU a suite runs on: bench_devices' first (a line on stderr when more are visible and
+// none was asked for), made current, idle-gated; its L2 size and a stream for set-up work.
+struct SuiteDevice {
+  int device = 0;
+  std::string gate;  // gate_idle's line, for the JSON meta
+  int l2_bytes = 0;
+  cudaStream_t main_stream = nullptr;
+  SuiteDevice(const BenchOptions& common, const char* suite);
+  ~SuiteDevice();
+  SuiteDevice(const SuiteDevice&) = delete;
+  SuiteDevice& operator=(const SuiteDevice&) = delete;
+};
+
+// One rank's objects (made once, in its thread): its stream, its weight copies, its arms.
+template <typename RankArm>
+struct RankState {
+  cudaStream_t stream = nullptr;
+  std::vector<bench::DeviceOperand> b;  // this rank's weight copies (identical bytes)
+  std::vector<RankArm> arms;
+  ~RankState() {
+    if (stream) cudaStreamDestroy(stream);
+  }
+};
+
+// One rank's result of one arm at one M.
+struct ArmResult {
+  bench::Timing timing;
+  std::vector<int64_t> wrong_from;  // per source rank; -1: not checked
+  int64_t differing = -1;           // elements not bitwise equal to the arm it must equal; -1: not compared
+  std::string unavailable;
+  std::string resolved, reason;     // auto: the mode it ran and why
+  bool ran = false;
+};
+
+// Times `arms` on this rank: every rank at the same time, barriered before every sample (and
+// before and after the whole), `calls` calls per graph, the shared warm-up and sample counts.
+std::vector<bench::Timing> time_rank_arms(const comm::Group& g, const std::vector<bench::Arm>& arms,
+                                          const BenchOptions& common, int calls, cudaStream_t stream);
+// Per arm: the per-rank maximum of medians over the ranks that ran it (res[rank][arm]).
+std::vector<bench::Timing> max_over_ranks(const std::vector<std::vector<ArmResult>>& res, size_t num_arms);
+
+// (T_gemm + T_comm - T_fused) / min(T_gemm, T_comm): 1 when the shorter leg is hidden entirely.
+double overlap_efficiency(double gemm_us, double comm_us, double fused_us);
+// "# m=...: T_gemm ..., T_comm ..., T_fused ...: overlap efficiency ... = 0.42[ (emulated ...)]"
+std::string overlap_line(int64_t m, double gemm_us, double comm_us, double fused_us, bool emulated);
+
+// A row that says why M stopped the run (an arm threw), and its stderr line.
+void add_error_row(bench::Report& report, const char* suite, const std::string& shape, const std::string& quant,
+                   int64_t m, const std::string& error, int world, bool emulated);
+
+// The table (nccl-tests style): m n k quant out mode time_us ratio vs_lt TFLOPS noise% #wrong
+// [extra] world [label]. Every emulated row carries kEmulatedLabel.
+struct TableSpec {
+  int64_t n = 0, k = 0;
+  std::string quant, out, world_tag;
+  bool emulated = false;
+  const char* vs_lt_key = "";             // the rows' extra field of the vs_lt column
+  const char* extra_header = nullptr;     // an optional integer column after #wrong ...
+  const char* extra_key = nullptr;        // ... from this extra field (absent: "-")
+};
+void print_table(const bench::Report& report, const TableSpec& spec);
+
+// After the table: the overlap lines, the unavailable arms, the notes ("# not run: ..."), then
+// whether someone else loaded the GPU during the run; returns that (for the meta).
+std::string print_closing(const bench::Report& report, const std::vector<std::string>& summary_lines,
+                          const std::vector<std::string>& notes, int device, int idle_threshold);
+
+// The JSON meta both suites write beside their rows.
+struct RunFacts {
+  int device = 0;
+  std::string gate, busy_after;
+  int world = 1;
+  bool emulated = false;
+  std::string world1_label;  // the label of a world-1 run
+  int copies = 1, calls = 1;
+  uint64_t seed = 0;
+  int64_t m_max = 0;
+  std::vector<std::string> notes;
+};
+nlohmann::json run_meta(const BenchOptions& common, const RunFacts& f);
+
+}  // namespace weave::cli::fused_bench

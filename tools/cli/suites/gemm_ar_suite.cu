@@ -1,0 +1,587 @@
+// `weave bench gemm-ar`: weave::GemmAllReduce's modes against each other and against cuBLASLt's
+// GEMM in one process, per M (every rank r: A_r [M, K_r], B_r [N, K_r]; out = sum_r A_r B_r^T).
+//
+// Worlds (as `weave bench gemm-ag`; the shared parts are in fused_suite.hpp):
+//   world 1 (the default)      one rank on one GPU (a one-rank group): nothing is reduced, so
+//                              gemm-only, split-lsa and split-ce are the same GEMM into the op's
+//                              window, fused is the fused kernel with no peer, auto resolves to
+//                              gemm-only; the arms show the GEMM and each mode's machinery around it.
+//   --emulate-world W (1..8)   W ranks as W host threads on ONE GPU (bench::EmulatedWorld): the
+//                              op code and kernels are the ones that run over NCCL windows, but a
+//                              "peer" store lands in the same GPU's L2/HBM, the W ranks share the
+//                              GPU's SMs (each rank's grid is SMs / W - 1) and its HBM. Every row
+//                              and the header say: kEmulatedLabel. Protocol and overlap numbers,
+//                              never NVLink numbers.
+//   2+ GPUs                    not yet (real NCCL communicators): --devices with two or more
+//                              ordinals exits 2 saying so.
+//
+// Arms per M, all timed alternating under CUDA graphs of --calls calls per rank, after warm-up,
+// every rank replaying its graph at the same time, ranks barriered before every sample; median
+// per rank, then the per-rank maximum of medians:
+//   gemm-only   the op in gemm-only mode: this rank's partial alone (weave's 128x128 GEMM, the one
+//               the split modes run): T_gemm
+//   cublaslt    cuBLASLt's GEMM of this rank's shard into a buffer of its own, the strongest GEMM
+//               baseline (none for mxfp8 on Hopper). In the emulated world the W ranks' cuBLASLt
+//               GEMMs are not capped to an SM share as weave's grids are
+//   comm-only   weave's lsa all-reduce alone (a Collective, zero-copy: its window input -> its
+//               window output, M x N bf16), W > 1: T_comm. In the emulated world only when --arms
+//               names it, and then with an empty kernel after each call (gemm-ag's reason)
+//   split-lsa   GEMM into the window, then weave's lsa all-reduce in place
+//   split-ce    the same with weave's copy-engine all-reduce (emulated world: W <= 2 only)
+//   fused       one kernel: peers' bands out as bf16 partials, own band summed with them, results
+//               stored to every rank
+//   auto        the op's own choice per call (the row says which mode it took and why)
+//   split-nccl  never here: it needs an NCCL communicator, which neither the emulated world nor
+//               this suite's world 1 has
+// ratio = time / the best split arm (split-lsa, split-ce) at that M in the same run; vs_lt = time /
+// cublaslt. TFLOPS = 2*M*N*K_r per rank over the arm's time; algbw = M*N*2 bytes / time, busbw =
+// algbw * 2(W-1)/W (nccl-tests' all-reduce convention). Overlap efficiency (T_gemm + T_comm -
+// T_fused) / min(T_gemm, T_comm) where gemm-only, comm-only and fused were all measured.
+//
+// Inputs: every rank s has its own random A_s and B_s (bench::random_operand, quantised by the
+// host reference); cold weights by default: every rank rotates through its own identical copies of
+// B_s (together past 3 x L2). Correctness of every arm, before and after timing: the output is
+// filled with NaN, every rank barriers, one call runs, and on the GPU
+//   - gemm-only and cublaslt are compared with bench::gpu_reference_gemm of this rank's A_r, B_r
+//     (a plain CUDA-core GEMM, not weave's kernel) within bench::gemm_tolerance;
+//   - every reducing arm with the sum over ranks of those references within
+//     bench::reduced_gemm_tolerance (bounded by the terms' magnitudes: terms may cancel);
+//     comm-only's input is this rank's reference rounded to bf16;
+//   - fused, split-ce and auto are compared bit for bit with split-lsa's output of the same call
+//     (equal by design: the same tiles, the same fp32 sum of bf16 partials in rank order); not
+//     fused under --exact-own, which keeps the own term in fp32.
+// #wrong sums elements outside the bound over ranks and both checks, !=split the elements that
+// differ from split-lsa; a row with either > 0 (or an arm that failed) makes the exit status 1.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/cublaslt.hpp"
+#include "bench/emulated_world.hpp"
+#include "bench/gemm_operands.hpp"
+#include "bench/gpu_reference.hpp"
+#include "bench/harness.hpp"
+#include "bench/reduce_reference.hpp"
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+#include "cli/gemm_ar_options.hpp"
+#include "cli/registry.hpp"
+#include "cli/suites/fused_suite.hpp"
+#include "comm/collective_impl.hpp"
+#include "comm/timeout.hpp"
+#include "common/check.hpp"
+#include "fused/gar_impl.hpp"
+#include "weave/collectives.hpp"
+#include "weave/gemm_all_reduce.hpp"
+#include "weave/quant.hpp"
+
+namespace weave::cli {
+namespace {
+
+using fused_bench::ArmResult;
+using fused_bench::kEmulatedLabel;
+using fused_bench::num;
+
+struct GarBenchOptions {
+  GemmArOptions shape;
+  int emulate_world = 0;          // 0: not given (world 1)
+  std::vector<std::string> arms;  // empty: every arm that applies
+  double timeout_s = 30;
+  uint64_t seed = 1;
+};
+
+enum class ArmKind { kOp, kCommOnly, kCublasLt };
+
+struct ArmSpec {
+  std::string name;
+  ArmKind kind = ArmKind::kOp;
+  GemmAllReduceMode mode = GemmAllReduceMode::kGemmOnly;
+  bool split = false;  // counts toward "best split"
+};
+
+const std::string kCommOnlyEmulatedNote = fused_bench::comm_only_emulated_note(
+    "seen with gemm-ag's lsa all-gather on the device, 2026-12-01; the all-reduce's lsa calls chain the same way");
+
+const std::vector<std::string> kArmNames = {"gemm-only", "cublaslt", "comm-only", "split-lsa", "split-ce",
+                                            "split-nccl", "fused",    "auto"};
+
+// The arms of this world (in timing order) and a note for every arm left out.
+std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::string>& wanted,
+                              std::vector<std::string>& notes) {
+  auto want = [&](const std::string& n) {
+    return wanted.empty() || std::find(wanted.begin(), wanted.end(), n) != wanted.end();
+  };
+  std::vector<ArmSpec> arms;
+  auto add = [&](ArmSpec a) {
+    if (want(a.name)) arms.push_back(std::move(a));
+  };
+  add({"gemm-only", ArmKind::kOp, GemmAllReduceMode::kGemmOnly, false});
+  add({"cublaslt", ArmKind::kCublasLt, GemmAllReduceMode::kAuto, false});
+  const bool comm_named = std::find(wanted.begin(), wanted.end(), "comm-only") != wanted.end();
+  if (world == 1) {
+    if (want("comm-only")) notes.push_back("comm-only: not run at world 1 (nothing to reduce)");
+  } else if (emulated && !comm_named) {
+    notes.push_back(kCommOnlyEmulatedNote);
+  } else {
+    add({"comm-only", ArmKind::kCommOnly, GemmAllReduceMode::kAuto, false});
+  }
+  add({"split-lsa", ArmKind::kOp, GemmAllReduceMode::kSplitLsa, true});
+  const std::string ce_why = emulated ? bench::EmulatedWorld::copy_engine_unsupported_reason(world) : "";
+  if (!ce_why.empty()) {
+    if (want("split-ce")) notes.push_back("split-ce: " + ce_why);
+  } else {
+    add({"split-ce", ArmKind::kOp, GemmAllReduceMode::kSplitCe, true});
+  }
+  add({"fused", ArmKind::kOp, GemmAllReduceMode::kFused, false});
+  add({"auto", ArmKind::kOp, GemmAllReduceMode::kAuto, false});
+  if (want("split-nccl"))
+    notes.push_back(std::string("split-nccl: not run (") +
+                    (emulated ? "the emulated world has no NCCL communicator"
+                              : "world 1 reduces nothing, and this suite's world 1 is a one-rank group without NCCL") +
+                    "; real multi-GPU runs over NCCL are not yet in this suite)");
+  return arms;
+}
+
+// Whether an arm's output must equal split-lsa's bit for bit (the header's reasons), given the
+// mode it ran.
+bool equal_to_split_by_design(const ArmSpec& spec, GemmAllReduceMode ran, bool exact_own) {
+  if (spec.kind != ArmKind::kOp || spec.name == "gemm-only" || spec.name == "split-lsa") return false;
+  return !(exact_own && ran == GemmAllReduceMode::kFused);
+}
+
+// One rank's object of one arm (made once; cuBLASLt per M).
+struct RankArm {
+  std::unique_ptr<GemmAllReduce> op;
+  std::unique_ptr<Collective> coll;
+  std::unique_ptr<bench::CublasLtGemm> lt;
+  std::vector<bench::CublasLtScales> lt_scales;
+  bench::DeviceBuffer lt_c;  // cuBLASLt's C [m, n] bf16
+  std::string unavailable;   // the reason, when the arm cannot run here (every rank the same)
+};
+
+using RankState = fused_bench::RankState<RankArm>;
+
+int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
+  // Every option first: nothing below may probe a GPU or wait for one before the input is known good.
+  check_bench_options(common);
+  fused_bench::check_world_options(common, opt.emulate_world, "gemm-ar");
+  const bool emulated = opt.emulate_world > 1;
+  const int world = std::max(1, opt.emulate_world);
+  for (const auto& a : opt.arms)
+    WEAVE_EXPECT_ARG(std::find(kArmNames.begin(), kArmNames.end(), a) != kArmNames.end(),
+                     "--arms: '" << a << "' is not one of gemm-only, cublaslt, comm-only, split-lsa, split-ce, "
+                                 << "split-nccl, fused, auto");
+  const GemmArOptions& shape = opt.shape;  // mxfp8: raw scales (the suite has no --scale-layout)
+  const GemmAllReduceConfig base = gemm_ar_config(shape, world);
+  WEAVE_EXPECT_ARG(opt.timeout_s >= 0.1 && opt.timeout_s <= 600, "--timeout " << opt.timeout_s << ": must be in 0.1..600 s");
+  std::vector<std::string> notes;
+  const std::vector<ArmSpec> specs = arms_for(world, emulated, opt.arms, notes);
+  std::string left_out;
+  for (const auto& note : notes) left_out += "; " + note;
+  WEAVE_EXPECT_ARG(!specs.empty(), "--arms: none of the arms named runs at world " << world << left_out);
+
+  const fused_bench::SuiteDevice gpu(common, "gemm-ar");
+  const int device = gpu.device;
+  cudaStream_t main_stream = gpu.main_stream;
+
+  const int64_t n = base.n, k = base.k;
+  const std::string quant(to_string(base.quant)), out_name = "bf16";
+  const bench::Tolerance own_tol = bench::gemm_tolerance(base.quant, DType::kBF16);
+  const bench::Tolerance sum_tol = bench::reduced_gemm_tolerance(base.quant, world);
+  const std::string world_tag = emulated ? std::to_string(world) + "-emu" : "1";
+  int split_lsa = -1;  // the arm every by-design-equal arm is compared with
+  for (size_t i = 0; i < specs.size(); ++i)
+    if (specs[i].name == "split-lsa") split_lsa = static_cast<int>(i);
+
+  std::printf("# weave bench gemm-ar: n=%lld k=%lld (K_r, per rank) %s -> bf16, world %d%s, cuda:%d\n",
+              static_cast<long long>(n), static_cast<long long>(k), quant.c_str(), world,
+              emulated ? (" (" + std::string(kEmulatedLabel) + ")").c_str()
+                       : " (one rank, one GPU: nothing reduced; gemm-only, split-lsa and split-ce are the same GEMM)",
+              device);
+  if (emulated) {
+    fused_bench::print_emulated_share(world);
+    std::printf("# %s; cublaslt: the %d ranks' cuBLASLt GEMMs are not capped to an SM share (weave's grids are)\n",
+                kEmulatedLabel, world);
+  }
+  std::fflush(stdout);
+
+  // Weights: every source rank's B_s (the reference's copy) and, per rank, cold copies of its own.
+  std::fprintf(stderr, "weave bench gemm-ar: generating B_s [%lld, %lld] %s of %d rank(s)\n", static_cast<long long>(n),
+               static_cast<long long>(k), quant.c_str(), world);
+  std::vector<bench::DeviceOperand> bs;
+  for (int s = 0; s < world; ++s)
+    bs.push_back(bench::upload_operand(
+        bench::quantize_parallel(bench::random_operand(opt.seed * 1000003 + 1 + 104729 * static_cast<uint64_t>(s), n, k),
+                                 n, k, base.quant, ref::Operand::kB),
+        device));
+  const int copies =
+      common.hot ? 1 : bench::cold_copies(bs[0].bytes() * static_cast<size_t>(world), static_cast<size_t>(gpu.l2_bytes));
+  // The world first: the ranks' ops point into it, so it must outlive them (destroyed after states).
+  bench::EmulatedWorld ew(world, device, opt.timeout_s);
+  std::vector<std::unique_ptr<RankState>> states;
+  for (int r = 0; r < world; ++r) {
+    states.push_back(std::make_unique<RankState>());
+    for (int c = 0; c < copies; ++c) states[r]->b.push_back(bench::clone_operand(bs[r]));
+  }
+  const int calls = std::max(common.calls_per_graph, copies);
+
+  // The ops, once per rank (collective: every rank builds the same ones).
+  ew.run([&](comm::Group& g) {
+    RankState& st = *states[g.rank()];
+    WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
+    uint64_t mask = 0;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      RankArm arm;
+      try {
+        if (specs[i].kind == ArmKind::kOp) {
+          GemmAllReduceConfig c = base;
+          c.mode = specs[i].mode;
+          arm.op = GemmAllReduce::Impl::create(g, c);
+        } else if (specs[i].kind == ArmKind::kCommOnly) {
+          CollectiveConfig cc;
+          cc.op = CollectiveOp::kAllReduce;
+          cc.dtype = DType::kBF16;
+          cc.transport = Transport::kLsa;
+          cc.algorithm = Algorithm::kAuto;
+          cc.max_count = static_cast<size_t>(base.m_max) * static_cast<size_t>(n);
+          arm.coll = Collective::Impl::create(g, cc);
+        }
+      } catch (const Error& e) {
+        if (e.status() != Status::kUnavailable && e.status() != Status::kUnsupported) throw;
+        arm.unavailable = e.message();
+      }
+      if (arm.unavailable.empty()) mask |= uint64_t{1} << i;
+      st.arms.push_back(std::move(arm));
+    }
+    g.agree(mask, "the gemm-ar arms available on every rank");
+  });
+
+  bench::Report report("gemm-ar");
+  bool failed = false;
+  std::vector<std::string> summary_lines;
+  for (size_t mi = 0; mi < shape.ms.size(); ++mi) {
+    const int64_t m = shape.ms[mi];
+    const size_t elems = static_cast<size_t>(m) * static_cast<size_t>(n);
+    const size_t out_bytes = elems * 2;
+    const std::string shape_name = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    const GemmProblem prob{.m = m, .n = n, .k = k, .mode = base.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = DType::kBF16};
+    std::fprintf(stderr, "weave bench gemm-ar: m=%lld (%zu/%zu): inputs and reference GEMMs of %d source rank(s)\n",
+                 static_cast<long long>(m), mi + 1, shape.ms.size(), world);
+    // Per source rank: A_s and its reference GEMM; their sum and the sum of their magnitudes.
+    std::vector<bench::DeviceOperand> as;
+    std::vector<bench::DeviceBuffer> refs;
+    bench::DeviceBuffer sum(elems * sizeof(float)), magnitude(elems * sizeof(float));
+    WEAVE_CHECK_CUDA(cudaMemsetAsync(sum.get(), 0, sum.bytes(), main_stream));
+    WEAVE_CHECK_CUDA(cudaMemsetAsync(magnitude.get(), 0, magnitude.bytes(), main_stream));
+    for (int s = 0; s < world; ++s) {
+      as.push_back(bench::upload_operand(
+          bench::quantize_parallel(bench::random_operand(opt.seed * 1000003 + 7919 * static_cast<uint64_t>(m) + 17 * s + 2, m, k),
+                                   m, k, base.quant, ref::Operand::kA),
+          device));
+      refs.emplace_back(elems * sizeof(float));
+      bench::gpu_reference_gemm(prob, as[s].view, bs[s].view, {as[s].scale_view, bs[s].scale_view}, refs[s].as<float>(),
+                                main_stream);
+      bench::gpu_add_term(sum.as<float>(), magnitude.as<float>(), refs[s].as<float>(), static_cast<int64_t>(elems),
+                          main_stream);
+    }
+    WEAVE_CHECK_CUDA(cudaStreamSynchronize(main_stream));
+    std::vector<std::vector<ArmResult>> res(world, std::vector<ArmResult>(specs.size()));
+    std::string error;
+    try {
+      ew.run([&](comm::Group& g) {
+        const int r = g.rank(), w = g.world_size(), dev = g.device();
+        RankState& st = *states[r];
+        cudaStream_t stream = st.stream;
+        std::vector<ArmResult>& rr = res[r];
+        // cuBLASLt: per M, since its descriptors and algorithm are per shape.
+        for (size_t i = 0; i < specs.size(); ++i) {
+          if (specs[i].kind != ArmKind::kCublasLt) continue;
+          RankArm& a = st.arms[i];
+          a.lt.reset();
+          a.lt_scales.clear();
+          a.unavailable = bench::CublasLtGemm::supports(prob);
+          if (!a.unavailable.empty()) continue;
+          try {
+            a.lt = std::make_unique<bench::CublasLtGemm>(prob, dev);
+          } catch (const Error& e) {
+            if (e.status() != Status::kUnsupported) throw;
+            a.unavailable = e.message();
+            continue;
+          }
+          for (const auto& b : st.b) a.lt_scales.push_back(a.lt->prepare_scales({as[r].scale_view, b.scale_view}, stream));
+          a.lt_c = bench::DeviceBuffer(out_bytes);
+        }
+        auto enqueue = [&, r](size_t i, cudaStream_t s, int call) {
+          RankArm& a = st.arms[i];
+          const bench::DeviceOperand& b = st.b[static_cast<size_t>(call) % st.b.size()];
+          switch (specs[i].kind) {
+            case ArmKind::kOp: a.op->run(m, as[r].view, b.view, GemmScales{as[r].scale_view, b.scale_view}, s); break;
+            case ArmKind::kCommOnly:
+              a.coll->run(a.coll->window_input(), a.coll->window_output(), elems, s);
+              if (w > 1 && g.ranks_per_device() > 1) fused_bench::end_pdl_chain(s);
+              break;
+            case ArmKind::kCublasLt:
+              a.lt->run(as[r].view, b.view, a.lt_scales[static_cast<size_t>(call) % st.b.size()],
+                        TensorView::matrix(a.lt_c.get(), DType::kBF16, m, n, dev), s);
+              break;
+          }
+        };
+        auto output_of = [&](size_t i) -> void* {
+          RankArm& a = st.arms[i];
+          if (a.op) return a.op->output(m).data;
+          if (a.coll) return a.coll->window_output();
+          return a.lt_c.get();
+        };
+        // Fresh poison, every rank barriered, one call, the output against its reference.
+        auto check = [&](size_t i, const char* when) {
+          RankArm& a = st.arms[i];
+          void* o = output_of(i);
+          bench::poison_nan(o, out_bytes, DType::kBF16, stream);
+          if (specs[i].kind == ArmKind::kCommOnly)
+            bench::gpu_round_reference(refs[r].as<float>(), a.coll->window_input(), elems, DType::kBF16, stream);
+          WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
+          g.barrier();
+          enqueue(i, stream, calls - 1);
+          comm::sync_stream_bounded(stream, opt.timeout_s, std::string("gemm-ar ") + specs[i].name + " check " + when);
+          if (a.op) a.op->check();
+          if (a.coll) a.coll->check();
+          // gemm-only and cuBLASLt compute this rank's partial; every other arm the sum.
+          const bool partial = specs[i].kind == ArmKind::kCublasLt || specs[i].mode == GemmAllReduceMode::kGemmOnly;
+          const TensorView out = TensorView::matrix(o, DType::kBF16, m, n, dev);
+          const ref::Comparison cmp =
+              partial ? bench::gpu_compare(out, refs[r].as<float>(), own_tol, stream)
+                      : bench::gpu_compare(out, sum.as<float>(), sum_tol, stream, magnitude.as<float>());
+          ArmResult& ar = rr[i];
+          ar.wrong_from.resize(1, -1);  // this rank's output (a sum has no single source)
+          ar.wrong_from[0] = std::max<int64_t>(ar.wrong_from[0], 0) + cmp.wrong;
+          if (a.op && specs[i].mode == GemmAllReduceMode::kAuto) {
+            ar.resolved = std::string(to_string(a.op->last_mode()));
+            ar.reason = a.op->plan(m).reason;
+          }
+          g.barrier();
+        };
+        // After every arm's check of one round, each output still holds that call's result.
+        auto compare_with_split = [&](const std::vector<size_t>& runnable) {
+          if (split_lsa < 0 || !st.arms[split_lsa].unavailable.empty()) return;
+          for (size_t i : runnable) {
+            const GemmAllReduceMode ran = st.arms[i].op ? st.arms[i].op->last_mode() : GemmAllReduceMode::kAuto;
+            if (!equal_to_split_by_design(specs[i], ran, base.exact_own)) continue;
+            const int64_t d = bench::gpu_count_differing(output_of(i), output_of(split_lsa), elems, DType::kBF16, stream);
+            rr[i].differing = std::max<int64_t>(rr[i].differing, 0) + d;
+          }
+          g.barrier();  // nobody's next call writes into an output before every rank compared
+        };
+        std::vector<size_t> runnable;
+        for (size_t i = 0; i < specs.size(); ++i) {
+          rr[i].unavailable = st.arms[i].unavailable;
+          if (st.arms[i].unavailable.empty()) runnable.push_back(i);
+        }
+        if (runnable.empty()) return;
+        for (size_t i : runnable) check(i, "before timing");
+        compare_with_split(runnable);
+        std::vector<bench::Arm> timed;
+        for (size_t i : runnable)
+          timed.push_back({specs[i].name, [&enqueue, i](cudaStream_t s, int call) { enqueue(i, s, call); }});
+        const std::vector<bench::Timing> t = fused_bench::time_rank_arms(g, timed, common, calls, stream);
+        for (size_t j = 0; j < runnable.size(); ++j) {
+          rr[runnable[j]].timing = t[j];
+          rr[runnable[j]].ran = true;
+        }
+        for (size_t i : runnable) check(i, "after timing");
+        compare_with_split(runnable);
+      });
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    if (!error.empty()) {
+      failed = true;
+      fused_bench::add_error_row(report, "gemm-ar", shape_name, quant + "->bf16", m, error, world, emulated);
+      break;
+    }
+
+    // Rows: per arm, the per-rank maximum of medians; wrong and differing summed over ranks.
+    const std::vector<bench::Timing> per_arm = fused_bench::max_over_ranks(res, specs.size());
+    double best_split = bench::kNaN, lt_us = bench::kNaN, gemm_us = bench::kNaN, comm_us = bench::kNaN,
+           fused_us = bench::kNaN;
+    std::string best_split_name;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const double t = per_arm[i].median_us;
+      if (std::isnan(t)) continue;
+      if (specs[i].split && (std::isnan(best_split) || t < best_split)) best_split = t, best_split_name = specs[i].name;
+      if (specs[i].kind == ArmKind::kCublasLt) lt_us = t;
+      if (specs[i].name == "gemm-only") gemm_us = t;
+      if (specs[i].name == "comm-only") comm_us = t;
+      if (specs[i].name == "fused") fused_us = t;
+    }
+    std::string progress;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      bench::Row row;
+      row.shape = shape_name;
+      row.quant = quant + "->bf16";
+      row.mode = specs[i].name;
+      int64_t wrong = 0, differing = -1;
+      nlohmann::json on_rank = nlohmann::json::array();
+      for (int r = 0; r < world; ++r) {
+        const int64_t v = res[r][i].wrong_from.empty() ? -1 : res[r][i].wrong_from[0];
+        on_rank.push_back(v);
+        wrong += std::max<int64_t>(v, 0);
+        if (res[r][i].differing >= 0) differing = std::max<int64_t>(differing, 0) + res[r][i].differing;
+      }
+      const std::string unavailable = res[0][i].unavailable;
+      row.wrong = unavailable.empty() ? wrong : 0;
+      row.extra = {{"world", world},
+                   {"emulated", emulated},
+                   {"m", m},
+                   {"n", n},
+                   {"k_per_rank", k},
+                   {"quant", quant},
+                   {"out", out_name},
+                   {"wrong_on_rank", on_rank},
+                   {"weight_copies_per_rank", copies},
+                   {"calls_per_graph", calls},
+                   {"chunks", base.chunks},
+                   {"exact_own", base.exact_own}};
+      if (emulated) row.extra["label"] = kEmulatedLabel;
+      if (!unavailable.empty()) row.extra["unavailable"] = unavailable;
+      if (!res[0][i].resolved.empty()) {
+        row.extra["auto_resolved"] = res[0][i].resolved;
+        row.extra["auto_reason"] = res[0][i].reason;
+      }
+      const bool partial = specs[i].kind == ArmKind::kCublasLt || specs[i].mode == GemmAllReduceMode::kGemmOnly;
+      row.extra["checked"] = partial ? "this rank's partial against its reference GEMM (nothing is reduced)"
+                                     : "the sum over ranks of their reference GEMMs (bound: bench::reduced_gemm_tolerance)";
+      if (differing >= 0) row.extra["differing_from_split_lsa"] = differing;
+      if (specs[i].kind == ArmKind::kCublasLt && emulated)
+        row.extra["note"] = "the ranks' cuBLASLt GEMMs are not capped to an SM share (weave's grids are)";
+      if (specs[i].kind == ArmKind::kCommOnly && emulated)
+        row.extra["note"] = "includes one empty kernel per call (ends the PDL chain of lsa calls; see --help)";
+      if (unavailable.empty() && per_arm[i].samples > 0) {
+        row.time_us = per_arm[i].median_us;
+        row.noise_pct = per_arm[i].noise_pct;
+        if (specs[i].kind != ArmKind::kCommOnly) row.tflops = 2.0 * double(m) * double(n) * double(k) / (row.time_us * 1e6);
+        if (world > 1 && !partial) {
+          row.algbw_gbps = double(out_bytes) / (row.time_us * 1e3);
+          row.busbw_gbps = row.algbw_gbps * 2.0 * double(world - 1) / double(world);
+        }
+        if (!std::isnan(best_split)) {
+          row.baseline = "best-split:" + best_split_name;
+          row.baseline_us = best_split;
+          row.ratio = row.time_us / best_split;
+        }
+        if (!std::isnan(lt_us)) row.extra["ratio_vs_cublaslt"] = row.time_us / lt_us;
+        if (specs[i].name == "fused" && !std::isnan(gemm_us) && !std::isnan(comm_us))
+          row.extra["overlap_efficiency"] = fused_bench::overlap_efficiency(gemm_us, comm_us, row.time_us);
+      }
+      if (row.wrong != 0 || differing > 0) failed = true;
+      progress += " " + specs[i].name +
+                  (unavailable.empty() ? " " + num(row.time_us, 1) + " us (#wrong " + std::to_string(row.wrong) +
+                                             (differing >= 0 ? ", !=split " + std::to_string(differing) : "") + ")"
+                                       : " unavailable");
+      report.add(std::move(row));
+    }
+    std::fprintf(stderr, "weave bench gemm-ar: m=%lld:%s\n", static_cast<long long>(m), progress.c_str());
+    if (!std::isnan(gemm_us) && !std::isnan(comm_us) && !std::isnan(fused_us))
+      summary_lines.push_back(fused_bench::overlap_line(m, gemm_us, comm_us, fused_us, emulated));
+  }
+
+  // The table (nccl-tests style; every emulated row carries the label).
+  fused_bench::print_table(report, {.n = n, .k = k, .quant = quant, .out = out_name, .world_tag = world_tag,
+                                    .emulated = emulated, .vs_lt_key = "ratio_vs_cublaslt", .extra_header = "!=split",
+                                    .extra_key = "differing_from_split_lsa"});
+  std::printf("# ratio = time / the best split arm at that M (same run); vs_lt = time / cublaslt (the GEMM alone); "
+              "TFLOPS = the GEMM's 2*M*N*K_r per rank / time; !=split = elements not bitwise equal to split-lsa's "
+              "output (by design 0); time = per-rank max of medians over %d samples of a %d-call graph\n",
+              common.iters, calls);
+  if (base.exact_own) std::printf("# --exact-own: fused keeps its own term in fp32, so it is not compared bit for bit\n");
+  const std::string busy_after =
+      fused_bench::print_closing(report, summary_lines, notes, device, common.idle_threshold);
+  if (!common.json_path.empty()) {
+    const fused_bench::RunFacts facts{
+        .device = device, .gate = gpu.gate, .busy_after = busy_after, .world = world, .emulated = emulated,
+        .world1_label = "world 1: one rank on one GPU, nothing reduced (gemm-only, split-lsa and split-ce are the same GEMM)",
+        .copies = copies, .calls = calls, .seed = opt.seed, .m_max = base.m_max, .notes = notes};
+    report.write_json(common.json_path, fused_bench::run_meta(common, facts));
+  }
+  states.clear();
+  if (failed) {
+    std::fprintf(stderr, "weave bench gemm-ar: FAILED: a row has #wrong > 0, differs from split-lsa, or an arm failed\n");
+    return 1;
+  }
+  return 0;
+}
+
+GarBenchOptions& suite_options() {
+  static GarBenchOptions o;
+  return o;
+}
+
+void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
+  GarBenchOptions& o = suite_options();
+  auto* app = bench.add_subcommand(
+      "gemm-ar",
+      "weave::GemmAllReduce per M: gemm-only, cuBLASLt's GEMM, comm-only, split-lsa, split-ce, fused and auto "
+      "alternating in one process; every arm checked against a reference (#wrong) and fused against split-lsa bit for "
+      "bit (!=split). --emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). 2+ GPUs: not yet.");
+  add_common_bench_options(*app, common);
+  add_gemm_ar_options(*app, o.shape, /*with_layout=*/false, /*with_mode=*/false);
+  app->add_option("--emulate-world", o.emulate_world,
+                  "W ranks (1..8) as threads on ONE GPU (test harness, not NVLink; see below); 1 = world 1; "
+                  "default: world 1")
+      ->check(CLI::Range(1, kMaxWorld));
+  app->add_option("--arms", o.arms, "arms to run, comma-separated (default: every arm that applies)")->delimiter(',');
+  app->add_option("--timeout", o.timeout_s, "seconds that bound every rendezvous and device wait of the ranks")
+      ->check(finite_range(0.1, 600))->capture_default_str();
+  app->add_option("--seed", o.seed, "seed of the random inputs (>= 0)")->check(digits_only())->capture_default_str();
+  app->footer(std::string(
+      "Every rank r holds A_r [M, K_r] and B_r [N, K_r] (-k is K_r); every rank receives sum_r A_r B_r^T, [M, N] bf16.\n"
+      "Worlds:\n"
+      "  default            world 1: one rank on one GPU; nothing is reduced, so gemm-only, split-lsa and\n"
+      "                     split-ce are the same GEMM into the op's window, fused runs with no peer and auto\n"
+      "                     resolves to gemm-only: the arms show the GEMM and each mode's cost around it.\n"
+      "  --emulate-world W  W ranks as threads on ONE GPU (the op's real code and kernels; peers' windows are\n"
+      "                     allocations on the same GPU). Every row and the header are labelled\n"
+      "                     '") + kEmulatedLabel + "'.\n"
+      "                     The ranks share the GPU's SMs and HBM: per-rank TFLOPS is about 1/W of the GPU's.\n"
+      "                     Sets CUDA_DEVICE_MAX_CONNECTIONS=32 (unless set) so the ranks' streams get queues.\n"
+      "  2+ GPUs            real NCCL runs: not yet (--devices with 2+ ordinals exits 2).\n"
+      "Arms (per M, timed alternating, CUDA graphs of --calls calls per rank, ranks barriered before every\n"
+      "sample, per-rank max of medians):\n"
+      "  gemm-only   the op in gemm-only mode: this rank's partial alone, weave's 128x128 GEMM (T_gemm)\n"
+      "  cublaslt    cuBLASLt's GEMM of this rank's shard, the strongest GEMM baseline (no mxfp8 on Hopper;\n"
+      "              emulated world: not capped to an SM share, as weave's grids are)\n"
+      "  comm-only   weave's lsa all-reduce alone, M x N bf16 from its window input to its window output\n"
+      "              (W > 1; T_comm). Emulated world: only when --arms names it, and then with an empty\n"
+      "              kernel after each call (included in its time): lsa kernels let the next call's grid\n"
+      "              become resident at once (PDL), so a graph of calls from one rank can hold the SMs the\n"
+      "              peer's call needs (seen with gemm-ag: a timeout, W = 2)\n"
+      "  split-lsa   GEMM, then weave's lsa all-reduce in place\n"
+      "  split-ce    GEMM, then weave's copy-engine all-reduce (emulated world: W <= 2 only, because the\n"
+      "              ranks' copy streams would share hardware queues with peers' waiting kernels)\n"
+      "  fused       one kernel: peers' bands sent as bf16 partials, the own band summed with them and\n"
+      "              stored to every rank (--chunks, --exact-own set it up)\n"
+      "  auto        the op's choice per call (shown as auto(<mode>))\n"
+      "  split-nccl  not run: it needs an NCCL communicator (none in the emulated world or world 1 here)\n"
+      "Columns: m n k (K_r) quant out mode time_us ratio (time / best split arm, same run) vs_lt (time /\n"
+      "cublaslt) TFLOPS (2*M*N*K_r per rank / time) noise% #wrong (elements outside the bound against a\n"
+      "CUDA-core reference GEMM: this rank's for gemm-only and cublaslt, the sum over ranks for the rest,\n"
+      "bounded by the terms' sizes; after NaN poison, before and after timing, summed over ranks) !=split\n"
+      "(elements of fused, split-ce and auto not bitwise equal to split-lsa's output of the same inputs;\n"
+      "0 by design; fused is not compared under --exact-own) world (1, or W-emu). The overlap efficiency\n"
+      "(T_gemm + T_comm - T_fused) / min(T_gemm, T_comm) is printed where all three were measured.\n"
+      "Not part of a bare `weave bench`.\n");
+  app->callback([&common] { exit_code() = run_gemm_ar_suite(common, suite_options()); });
+}
+
+[[maybe_unused]] const bool kRegistered =
+    register_bench_suite({"gemm-ar",
+                          "GemmAllReduce modes per M against cuBLASLt's GEMM (world 1, or --emulate-world W on one "
+                          "GPU: not NVLink numbers); 2+ GPUs: not yet",
+                          add_gemm_ar_suite, nullptr});
+
+}  // namespace
+}  // namespace weave::cli
