@@ -133,42 +133,64 @@ struct EpilogueAllReduce {
     __syncwarp();
     const int band_row0 = ar_band_begin(p.sched, r) * p.block_m;
     const char* slots = pr.win.base[r] + p.staging;
+    // Per row of the fragment and batch of kBatch n8 chunks: one batch of kBatch independent loads
+    // per peer, summed in rank order into `sum` (the prefix before the own term is kept apart from
+    // acc, which holds the own term until its turn). A load per value behind a loop over peers was
+    // one L2 round trip each. The peer loop is unrolled to kArMaxWorld (a runtime loop, or batches
+    // of the whole row of 16 chunks, made the mxfp8 kernels spill).
+    constexpr int kChunks = kAcc / 4, kBatch = 8;
+    static_assert(kChunks % kBatch == 0, "n8 chunks per slice must split into batches");
 #pragma unroll
     for (int j = 0; j < kSlices; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = m_blk * p.block_m + cwg * kSlices * 64 + j * 64 + warp * 16 + lane / 4 + h * 8;
         if (row >= p.m) continue;
-        const size_t row_off = static_cast<size_t>(row - band_row0) * static_cast<size_t>(p.n);
+        const char* row_base = slots + static_cast<size_t>(row - band_row0) * static_cast<size_t>(p.n) * 2;
 #pragma unroll
-        for (int i = 0; i < kAcc / 4; ++i) {
-          const int col = n_blk * (kAcc / 4) * 8 + i * 8 + (lane % 4) * 2;
-          if (col >= p.n) continue;  // n is a multiple of 8: the pair (col, col + 1) is in or out whole
-          float& a0 = acc[j][4 * i + 2 * h];
-          float& a1 = acc[j][4 * i + 2 * h + 1];
-          float own0 = a0, own1 = a1;
-          if (!p.exact_own) {
-            own0 = __bfloat162float(__float2bfloat16_rn(own0));
-            own1 = __bfloat162float(__float2bfloat16_rn(own1));
-          }
-          float v0 = 0.f, v1 = 0.f;
-          for (int q = 0; q < w; ++q) {
-            float t0 = own0, t1 = own1;
+        for (int b0 = 0; b0 < kChunks; b0 += kBatch) {
+          const int col0 = n_blk * kChunks * 8 + b0 * 8 + (lane % 4) * 2;
+          float sum[kBatch][2];
+#pragma unroll
+          for (int q = 0; q < kArMaxWorld; ++q) {
+            if (q >= w) break;
+            uint32_t bits[kBatch];
             if (q != r) {
-              const uint32_t bits = *reinterpret_cast<const uint32_t*>(
-                  slots + static_cast<size_t>(q) * p.slot_stride + (row_off + static_cast<size_t>(col)) * 2);
-              __nv_bfloat162 pair;
-              *reinterpret_cast<uint32_t*>(&pair) = bits;
-              const float2 f = __bfloat1622float2(pair);
-              t0 = f.x;
-              t1 = f.y;
+              const char* src = row_base + static_cast<size_t>(q) * p.slot_stride;
+#pragma unroll
+              for (int i = 0; i < kBatch; ++i) {
+                // n is a multiple of 8: the pair (col, col + 1) is in or out whole.
+                const int col = col0 + i * 8;
+                bits[i] = col < p.n ? *reinterpret_cast<const uint32_t*>(src + static_cast<size_t>(col) * 2) : 0u;
+              }
             }
-            // As comm/device_common.cuh reduce_range: the first term, then += in rank order.
-            v0 = q == 0 ? t0 : v0 + t0;
-            v1 = q == 0 ? t1 : v1 + t1;
+#pragma unroll
+            for (int i = 0; i < kBatch; ++i) {
+              float t0, t1;
+              if (q == r) {
+                t0 = acc[j][4 * (b0 + i) + 2 * h];
+                t1 = acc[j][4 * (b0 + i) + 2 * h + 1];
+                if (!p.exact_own) {
+                  t0 = __bfloat162float(__float2bfloat16_rn(t0));
+                  t1 = __bfloat162float(__float2bfloat16_rn(t1));
+                }
+              } else {
+                __nv_bfloat162 pair;
+                *reinterpret_cast<uint32_t*>(&pair) = bits[i];
+                const float2 f = __bfloat1622float2(pair);
+                t0 = f.x;
+                t1 = f.y;
+              }
+              // As comm/device_common.cuh reduce_range: the first term, then += in rank order.
+              sum[i][0] = q == 0 ? t0 : sum[i][0] + t0;
+              sum[i][1] = q == 0 ? t1 : sum[i][1] + t1;
+            }
           }
-          a0 = v0;
-          a1 = v1;
+#pragma unroll
+          for (int i = 0; i < kBatch; ++i) {
+            acc[j][4 * (b0 + i) + 2 * h] = sum[i][0];
+            acc[j][4 * (b0 + i) + 2 * h + 1] = sum[i][1];
+          }
         }
       }
   }
