@@ -15,6 +15,7 @@
 #include "bench/emulated_world.hpp"
 #include "bench/gemm_operands.hpp"
 #include "bench/gpu_reference.hpp"
+#include "bench/reduce_reference.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/hash.hpp"
@@ -127,12 +128,6 @@ __global__ void count_diff_kernel(const uint16_t* out, const uint16_t* want, int
   if (bad) atomicAdd(wrong, bad);
 }
 
-__global__ void add_kernel(float* acc, float* mag, const float* x, int64_t elems) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < elems; e += int64_t(gridDim.x) * blockDim.x) {
-    acc[e] += x[e];
-    mag[e] += fabsf(x[e]);
-  }
-}
 
 struct Stream {
   cudaStream_t s = nullptr;
@@ -246,9 +241,9 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
           EXPECT_EQ(std::memcmp(hf.data(), hs.data(), bytes), 0) << "m " << m << ": fused differs from split-lsa";
           const auto hashes = g.all_gather(fnv1a64(hf.data(), bytes), "the output hash");
           for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
-          // The sum of every rank's reference GEMM, and the sum of their magnitudes (the bound of
-          // an element whose terms cancel: each partial is rounded to bf16 once, <= 2^-9 of its
-          // size, plus the GEMM's own error; the sum is rounded once more).
+          // The sum of every rank's reference GEMM and of their magnitudes, and the bound of a sum
+          // of bf16 partials against it (bench/reduce_reference.hpp: an element whose terms cancel
+          // is bounded by their sizes).
           bench::DeviceBuffer sum(static_cast<size_t>(m * n) * 4), mag(static_cast<size_t>(m * n) * 4),
               one(static_cast<size_t>(m * n) * 4);
           WEAVE_CHECK_CUDA(cudaMemsetAsync(sum.get(), 0, sum.bytes(), st.s));
@@ -257,40 +252,19 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
           for (int s = 0; s < world; ++s) {
             bench::gpu_reference_gemm(p, as[s].view, bs[s].view, GemmScales{as[s].scale_view, bs[s].scale_view},
                                       one.as<float>(), st.s);
-            add_kernel<<<256, 256, 0, st.s>>>(sum.as<float>(), mag.as<float>(), one.as<float>(), m * n);
+            bench::gpu_add_term(sum.as<float>(), mag.as<float>(), one.as<float>(), m * n, st.s);
           }
-          WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
-          std::vector<float> hsum(m * n), hmag(m * n);
-          sum.download(hsum.data(), sum.bytes());
-          mag.download(hmag.data(), mag.bytes());
-          double ss = 0;
-          for (float v : hsum) ss += double(v) * v;
-          const double rms = std::sqrt(ss / double(hsum.size()));
-          const bench::Tolerance gt = bench::gemm_tolerance(q.quant, DType::kBF16);
+          const bench::Tolerance tol = bench::reduced_gemm_tolerance(q.quant, world);
           for (auto* out : {&fused_out, &exact_out}) {
-            std::vector<uint16_t> h(m * n);
-            out->download(h.data(), out->bytes());
-            int64_t bad = 0, first = -1;
-            double err2 = 0;
-            for (size_t e = 0; e < h.size(); ++e) {
-              const uint32_t u = static_cast<uint32_t>(h[e]) << 16;
-              float v;
-              std::memcpy(&v, &u, 4);
-              const double d = std::fabs(double(v) - hsum[e]);
-              err2 += d * d;
-              const double bound = (0x1p-8 + gt.rtol) * hmag[e] + world * gt.atol_rms * rms;
-              if (!(d <= bound)) {
-                if (first < 0) first = static_cast<int64_t>(e);
-                ++bad;
-              }
-            }
-            const double rel_l2 = std::sqrt(err2 / ss);
+            const ref::Comparison cmp = bench::gpu_compare(TensorView::matrix(out->get(), DType::kBF16, m, n, dev),
+                                                           sum.as<float>(), tol, st.s, mag.as<float>());
             const char* what = out == &exact_out ? "exact_own" : "fused";
-            EXPECT_EQ(bad, 0) << "m " << m << " " << what << ": " << bad << " of " << h.size() << " beyond the bound (first at "
-                              << first << "), rel_l2 " << rel_l2;
+            EXPECT_EQ(cmp.wrong, 0) << "m " << m << " " << what << ": " << cmp.wrong << " of " << cmp.count
+                                    << " beyond the bound (never written " << cmp.never_written << ", first at "
+                                    << cmp.first_wrong << "), rel_l2 " << cmp.rel_l2;
             if (r == 0 && m == 4096)
               std::printf("  %s W%d m %lld %-9s: rel_l2 %.3g vs the summed reference\n", q.name, world,
-                          static_cast<long long>(m), what, rel_l2);
+                          static_cast<long long>(m), what, cmp.rel_l2);
           }
           g.barrier();  // nobody starts the next m while a peer still reads this one's output
         }
