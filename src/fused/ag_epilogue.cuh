@@ -25,6 +25,7 @@
 #include "comm/device_common.cuh"
 #include "fused/ag_params.hpp"
 #include "fused/ag_schedule.hpp"
+#include "fused/testing_delay.cuh"
 #include "gemm/kernel_args.hpp"
 #include "hopper/ptx/comm_flags.cuh"
 
@@ -50,10 +51,7 @@ struct EpilogueAllGather {
   // Destinations of this tile's strips: the own rows, then each peer's copy; only the own rows
   // once a wait of this op timed out (a late but live peer must not be overwritten).
   __device__ __forceinline__ static int destinations(const Params& p, int /*m_blk*/) {
-    if (p.delay_stores_ns != 0) {  // testing hook: a slow rank
-      const uint64_t t0 = ptx::globaltimer_ns();
-      while (ptx::globaltimer_ns() - t0 < p.delay_stores_ns) ptx::nanosleep(1000);
-    }
+    delay_for_testing(p.delay_stores_ns);
     return comm::aborted(p.p) ? 1 : p.p.win.world;
   }
   __device__ __forceinline__ static const CUtensorMap* destination_map(const Params& p, int /*m_blk*/, int d) {

@@ -32,6 +32,7 @@
 #include "comm/device_common.cuh"
 #include "fused/ar_params.hpp"
 #include "fused/ar_schedule.hpp"
+#include "fused/testing_delay.cuh"
 #include "gemm/kernel_args.hpp"
 #include "hopper/ptx/comm_flags.cuh"
 
@@ -84,10 +85,7 @@ struct EpilogueAllReduce {
   // Own tile: this rank's output and every peer's; remote tile: its owner's staging. After a
   // timeout only the own output (a late but live peer must not be overwritten).
   __device__ __forceinline__ static int destinations(const Params& p, int m_blk) {
-    if (p.delay_stores_ns != 0) {  // testing hook: a slow rank
-      const uint64_t t0 = ptx::globaltimer_ns();
-      while (ptx::globaltimer_ns() - t0 < p.delay_stores_ns) ptx::nanosleep(1000);
-    }
+    delay_for_testing(p.delay_stores_ns);
     const bool mine = own(p, m_blk);
     if (comm::aborted(p.p)) return mine ? 1 : 0;
     return mine ? p.p.win.world : 1;

@@ -21,6 +21,7 @@
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
 #include "common/hash.hpp"
+#include "fused/self_test_operands.hpp"
 #include "fused/gar_impl.hpp"
 #include "weave/quant.hpp"
 
@@ -43,70 +44,12 @@ SelfTestReport GemmAllReduce::self_test(std::int64_t m) {
                             17) -
            8;
   };
-  const bool fp8 = c.quant != ScaleMode::kBF16;
-  const size_t in_bytes = fp8 ? 1 : 2;
-  std::vector<uint8_t> ha(static_cast<size_t>(m * k) * in_bytes, 0), hb(static_cast<size_t>(n * k) * in_bytes);
-  auto put = [&](std::vector<uint8_t>& v, int64_t idx, float x) {
-    if (fp8) {
-      v[idx] = ref::float_to_e4m3(x);
-    } else {
-      const uint16_t h = ref::float_to_bf16(x);
-      std::memcpy(&v[idx * 2], &h, 2);
-    }
-  };
-  for (int64_t i = 0; i < m; ++i) put(ha, i * k + col_of(r, i), 1.0f);
-  for (int64_t row = 0; row < n; ++row)
-    for (int64_t kk = 0; kk < k; ++kk) put(hb, row * k + kk, static_cast<float>(b_val(r, row, kk)));
-  const DType in_dtype = fp8 ? DType::kE4M3 : DType::kBF16;
-  OwnedDeviceMemory da(ha.size()), db(hb.size());
-  WEAVE_CHECK_CUDA(cudaMemcpy(da.p, ha.data(), ha.size(), cudaMemcpyHostToDevice));
-  WEAVE_CHECK_CUDA(cudaMemcpy(db.p, hb.data(), hb.size(), cudaMemcpyHostToDevice));
   const int dev = g.device();
-  const TensorView a = TensorView::matrix(da.p, in_dtype, m, k, dev), b = TensorView::matrix(db.p, in_dtype, n, k, dev);
-  // Scales that are all 1.
-  GemmScales scales;
-  std::unique_ptr<OwnedDeviceMemory> sa, sb;
-  auto fill = [&](std::unique_ptr<OwnedDeviceMemory>& d, size_t bytes, const void* pattern, size_t psize) {
-    std::vector<uint8_t> h(bytes);
-    for (size_t i = 0; i < bytes; ++i) h[i] = static_cast<const uint8_t*>(pattern)[i % psize];
-    d = std::make_unique<OwnedDeviceMemory>(bytes);
-    WEAVE_CHECK_CUDA(cudaMemcpy(d->p, h.data(), bytes, cudaMemcpyHostToDevice));
-  };
-  const float one = 1.0f;
-  const uint8_t e127 = 127;
-  switch (c.quant) {
-    case ScaleMode::kBF16: break;
-    case ScaleMode::kPtpc:
-      fill(sa, m * 4, &one, 4);
-      fill(sb, n * 4, &one, 4);
-      scales.a = TensorView::vector(sa->p, DType::kF32, m, dev);
-      scales.b = TensorView::vector(sb->p, DType::kF32, n, dev);
-      break;
-    case ScaleMode::kBlockscale: {
-      const int64_t kb = (k + 127) / 128, nb = (n + 127) / 128;
-      fill(sa, m * kb * 4, &one, 4);
-      fill(sb, nb * kb * 4, &one, 4);
-      scales.a = TensorView::matrix(sa->p, DType::kF32, m, kb, dev);
-      scales.b = TensorView::matrix(sb->p, DType::kF32, nb, kb, dev);
-      break;
-    }
-    case ScaleMode::kMxfp8: {
-      const int64_t nb = (n + 31) / 32;
-      if (c.scale_layout == ScaleLayout::kRaw) {
-        fill(sa, m * (k / 32), &e127, 1);
-        fill(sb, nb * (k / 32), &e127, 1);
-        scales.a = TensorView::matrix(sa->p, DType::kUE8M0, m, k / 32, dev);
-        scales.b = TensorView::matrix(sb->p, DType::kUE8M0, nb, k / 32, dev);
-      } else {  // packed words of all-127 bytes: every byte 127 whatever the packing order
-        const int64_t kw = (k + 127) / 128;
-        fill(sa, kw * 4 * m, &e127, 1);
-        fill(sb, kw * 4 * nb, &e127, 1);
-        scales.a = TensorView::matrix(sa->p, DType::kUE8M0, kw, 4 * m, dev);
-        scales.b = TensorView::matrix(sb->p, DType::kUE8M0, kw, 4 * nb, dev);
-      }
-      break;
-    }
-  }
+  const auto ops = fused::make_self_test_operands(
+      c.quant, c.scale_layout, m, n, k, dev, [&](int64_t i) { return col_of(r, i); },
+      [&](int64_t row, int64_t kk) { return b_val(r, row, kk); });
+  const TensorView a = ops->a_view, b = ops->b_view;
+  const GemmScales scales = ops->scales;
   OwnedStream owned_stream;
   const cudaStream_t stream = owned_stream.s;
   SelfTestReport report;

@@ -15,6 +15,7 @@
 #include "bench/emulated_world.hpp"
 #include "bench/gemm_operands.hpp"
 #include "bench/gpu_reference.hpp"
+#include "bench/spin_delay.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/hash.hpp"
@@ -113,17 +114,6 @@ std::vector<uint16_t> download_bf16(const void* p, size_t elems, cudaStream_t s)
   WEAVE_CHECK_CUDA(cudaMemcpyAsync(h.data(), p, elems * 2, cudaMemcpyDeviceToHost, s));
   WEAVE_CHECK_CUDA(cudaStreamSynchronize(s));
   return h;
-}
-
-__global__ void spin_kernel(uint64_t ns) {
-  uint64_t t0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  for (;;) {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    if (t - t0 >= ns) break;
-    __nanosleep(1000);
-  }
 }
 
 // Device check of one call's bf16 output against the one-hot closed form; adds wrong counts.
@@ -312,7 +302,7 @@ TEST(EmulatedGemmAllGather, DisablingTheCreditIsCaught) {
       g.barrier();
       op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
       if (g.rank() == 0) {
-        spin_kernel<<<1, 1, 0, st.s>>>(30'000'000);
+        bench::spin_delay(30'000'000, st.s);
         WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, 2 * m * n * 2, cudaMemcpyDeviceToDevice, st.s));
       }
       op->run(m, TensorView::matrix(a2.get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
@@ -356,7 +346,7 @@ TEST(EmulatedGemmAllGather, BackToBackCallsOfChangingMWithASlowRank) {
       }
       g.barrier();
       for (size_t c = 0; c < ms.size(); ++c) {
-        if (g.rank() == static_cast<int>(c % world)) spin_kernel<<<1, 1, 0, st.s>>>(2'000'000);  // a late rank
+        if (g.rank() == static_cast<int>(c % world)) bench::spin_delay(2'000'000, st.s);  // a late rank
         op->run(ms[c], TensorView::matrix(as[c].get(), DType::kBF16, ms[c], k, g.device()), oh.b_view(g.device()), {},
                 st.s);
         WEAVE_CHECK_CUDA(cudaMemcpyAsync(snaps[c].get(), op->output(ms[c]).data, snaps[c].bytes(),
@@ -502,7 +492,7 @@ TEST(EmulatedGemmAllGather, RandomisedSoak) {
       for (int i = 0; i < launches_per_world; ++i) {
         const int v = static_cast<int>(shared_rng() % kVariants);
         GemmAllGather* op = (shared_rng() & 1) ? fused.get() : autop.get();
-        if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) spin_kernel<<<1, 1, 0, st.s>>>(20'000);
+        if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) bench::spin_delay(20'000, st.s);
         const int64_t m = var_m[v];
         op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
         check_onehot_kernel<<<32, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data), oh.b.as<uint16_t>(),

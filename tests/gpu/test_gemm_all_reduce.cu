@@ -15,6 +15,7 @@
 #include "bench/emulated_world.hpp"
 #include "bench/gemm_operands.hpp"
 #include "bench/gpu_reference.hpp"
+#include "bench/spin_delay.hpp"
 #include "bench/reduce_reference.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
@@ -109,17 +110,6 @@ struct OneHot {
     return bad;
   }
 };
-
-__global__ void spin_kernel(uint64_t ns) {
-  uint64_t t0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  for (;;) {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    if (t - t0 >= ns) break;
-    __nanosleep(1000);
-  }
-}
 
 __global__ void count_diff_kernel(const uint16_t* out, const uint16_t* want, int64_t elems, unsigned long long* wrong) {
   unsigned long long bad = 0;
@@ -341,7 +331,7 @@ TEST(EmulatedGemmAllReduce, AFastRankNeverOverwritesWhatASlowReaderHasNotRead) {
       g.barrier();
       op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
       if (g.rank() == 0) {
-        spin_kernel<<<1, 1, 0, st.s>>>(30'000'000);
+        bench::spin_delay(30'000'000, st.s);
         WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, m * n * 2, cudaMemcpyDeviceToDevice, st.s));
       }
       op->run(m, TensorView::matrix(a2.get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
@@ -386,7 +376,7 @@ TEST(EmulatedGemmAllReduce, BackToBackCallsOfChangingMWithASlowRank) {
       }
       g.barrier();
       for (size_t c = 0; c < ms.size(); ++c) {
-        if (g.rank() == static_cast<int>(c % world)) spin_kernel<<<1, 1, 0, st.s>>>(2'000'000);  // a late rank
+        if (g.rank() == static_cast<int>(c % world)) bench::spin_delay(2'000'000, st.s);  // a late rank
         op->run(ms[c], TensorView::matrix(as[c].get(), DType::kBF16, ms[c], k, g.device()), oh.b_view(g.device()), {},
                 st.s);
         WEAVE_CHECK_CUDA(cudaMemcpyAsync(snaps[c].get(), op->output(ms[c]).data, snaps[c].bytes(),
@@ -549,7 +539,7 @@ TEST(EmulatedGemmAllReduce, RandomisedSoak) {
         const int v = static_cast<int>(shared_rng() % kVariants);
         // Two ops interleaved at W = 2 only (tools/bench/emulated_world.hpp "Queues").
         GemmAllReduce* op = ((shared_rng() & 1) && world == 2) ? autop.get() : fused.get();
-        if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) spin_kernel<<<1, 1, 0, st.s>>>(20'000);
+        if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) bench::spin_delay(20'000, st.s);
         const int64_t m = var_m[v];
         op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
         count_diff_kernel<<<32, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data), want[v].as<uint16_t>(),

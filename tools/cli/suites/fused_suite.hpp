@@ -81,6 +81,7 @@ struct ArmResult {
   bench::Timing timing;
   std::vector<int64_t> wrong_from;  // per source rank; -1: not checked
   int64_t differing = -1;           // elements not bitwise equal to the arm it must equal; -1: not compared
+  double rel_l2 = -1;               // largest relative L2 error against the reference over the checks; -1: none
   std::string unavailable;
   std::string resolved, reason;     // auto: the mode it ran and why
   bool ran = false;

@@ -359,6 +359,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
           ArmResult& ar = rr[i];
           ar.wrong_from.resize(1, -1);  // this rank's output (a sum has no single source)
           ar.wrong_from[0] = std::max<int64_t>(ar.wrong_from[0], 0) + cmp.wrong;
+          ar.rel_l2 = std::max(ar.rel_l2, cmp.rel_l2);
           if (a.op && specs[i].mode == GemmAllReduceMode::kAuto) {
             ar.resolved = std::string(to_string(a.op->last_mode()));
             ar.reason = a.op->plan(m).reason;
@@ -425,8 +426,10 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
       row.quant = quant + "->bf16";
       row.mode = specs[i].name;
       int64_t wrong = 0, differing = -1;
+      double rel_l2 = -1;  // the worst rank's, against the reference the row says it was checked against
       nlohmann::json on_rank = nlohmann::json::array();
       for (int r = 0; r < world; ++r) {
+        rel_l2 = std::max(rel_l2, res[r][i].rel_l2);
         const int64_t v = res[r][i].wrong_from.empty() ? -1 : res[r][i].wrong_from[0];
         on_rank.push_back(v);
         wrong += std::max<int64_t>(v, 0);
@@ -456,6 +459,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
       row.extra["checked"] = partial ? "this rank's partial against its reference GEMM (nothing is reduced)"
                                      : "the sum over ranks of their reference GEMMs (bound: bench::reduced_gemm_tolerance)";
       if (differing >= 0) row.extra["differing_from_split_lsa"] = differing;
+      if (rel_l2 >= 0) row.extra["rel_l2_vs_reference"] = rel_l2;
       if (specs[i].kind == ArmKind::kCublasLt && emulated)
         row.extra["note"] = "the ranks' cuBLASLt GEMMs are not capped to an SM share (weave's grids are)";
       if (specs[i].kind == ArmKind::kCommOnly && emulated)
@@ -480,7 +484,8 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
       if (row.wrong != 0 || differing > 0) failed = true;
       progress += " " + specs[i].name +
                   (unavailable.empty() ? " " + num(row.time_us, 1) + " us (#wrong " + std::to_string(row.wrong) +
-                                             (differing >= 0 ? ", !=split " + std::to_string(differing) : "") + ")"
+                                             (differing >= 0 ? ", !=split " + std::to_string(differing) : "") +
+                                             (rel_l2 >= 0 ? ", rel_l2 " + num(rel_l2, 5) : "") + ")"
                                        : " unavailable");
       report.add(std::move(row));
     }
@@ -497,6 +502,9 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
               "TFLOPS = the GEMM's 2*M*N*K_r per rank / time; !=split = elements not bitwise equal to split-lsa's "
               "output (by design 0); time = per-rank max of medians over %d samples of a %d-call graph\n",
               common.iters, calls);
+  std::printf("# rel_l2 (progress lines and JSON rel_l2_vs_reference): each arm's relative L2 error against the sum of "
+              "the ranks' reference GEMMs of the same quantised operands (fp64-accumulated slices; gemm-only and "
+              "cublaslt: against this rank's own reference)\n");
   if (base.exact_own) std::printf("# --exact-own: fused keeps its own term in fp32, so it is not compared bit for bit\n");
   const std::string busy_after =
       fused_bench::print_closing(report, summary_lines, notes, device, common.idle_threshold);

@@ -1,0 +1,29 @@
+// The fused operators' self-test operands (GemmAllGather, GemmAllReduce): exact values whose GEMM
+// is known in closed form. A [m, k] is one-hot (row i holds 1 at column a_col(i)), B [n, k] holds
+// the small integers b_val(row, kk) in [-8, 8] (exact in bf16 and e4m3), and every scale of the
+// quant is 1 (ptpc / blockscale fp32 1.0, mxfp8 ue8m0 127, raw or packed), so (A B^T)[i, j] =
+// b_val(j, a_col(i)) exactly in every mode. Device memory owned here, freed on every path.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "common/cuda_owned.hpp"
+#include "weave/gemm.hpp"
+#include "weave/tensor.hpp"
+
+namespace weave::fused {
+
+struct SelfTestOperands {
+  std::unique_ptr<OwnedDeviceMemory> a, b, scale_a, scale_b;
+  TensorView a_view, b_view;
+  GemmScales scales;  // views of scale_a / scale_b (empty for bf16)
+};
+
+// Builds them on device `dev` (synchronous copies). quant / layout as weave::Gemm takes them.
+std::unique_ptr<SelfTestOperands> make_self_test_operands(ScaleMode quant, ScaleLayout layout, int64_t m, int64_t n,
+                                                          int64_t k, int dev,
+                                                          const std::function<int64_t(int64_t)>& a_col,
+                                                          const std::function<int(int64_t, int64_t)>& b_val);
+
+}  // namespace weave::fused
