@@ -21,6 +21,10 @@ namespace weave {
 
 namespace {
 
+// The fused kernel's arguments travel as one __grid_constant__ parameter: keep them under the
+// classic 4 KB limit (3.3 KB at kMaxWorld: 16 tensor maps and the schedule's segment table).
+static_assert(sizeof(gemm::KernelArgs<fused::AllReduceParams>) <= 4096, "fused all-reduce arguments over 4 KB");
+
 const gemm::GemmKernelEntry<fused::AllReduceParams>* find_fused_kernel(const GemmAllReduceConfig& c) {
   return gemm::find_gemm_kernel<fused::AllReduceParams>(
       c.quant, DType::kBF16, gemm::EpilogueKind::kAllReduce, fused::kGarBlockM, fused::kGarBlockN,
