@@ -2,9 +2,11 @@
 # One device call: build, run the GPU and multi-GPU tests, then the benchmarks, and print a
 # short summary last. Full logs are packed into $OUT/logs.tgz, JSON results and the summary are
 # copied to $OUT (the device tool brings back at most 8 files).
-#   device run (kind nvidia-h200-x2, carry [".deps"]):  bash scripts/gpu_all.sh [quick|tests|bench|gemm|comm]
+#   device run (kind nvidia-h200-x2, carry [".deps"]):  bash scripts/gpu_all.sh [quick|tests|bench|gemm|comm|fused]
 # quick: tests + the default (short) bench suites; tests / bench: only that half; gemm: the GPU
-# tests and the gemm suite only; comm: the multi-GPU tests and the comm suite only; default: all.
+# tests and the gemm suite only; comm: the multi-GPU tests and the comm suite only; fused: the
+# GPU and multi-GPU tests, then the emulated fused tests repeated and the gemm-ag / gemm-ar suites
+# in the emulated world; default: all.
 # GTEST_FILTER (GoogleTest reads it) narrows the tests.
 # To save device time, build here instead (scripts/pack_prebuilt.sh fills carry/), carry
 # ["carry"] and set WEAVE_PREBUILT=carry: the build step is then skipped.
@@ -63,7 +65,7 @@ bench() {  # bench <name> <weave bench args...>
 }
 if [ "$mode" = quick ]; then
   bench default
-elif [ "$mode" != tests ]; then
+elif [ "$mode" != tests ] && [ "$mode" != fused ]; then
   if [ "$mode" != gemm ] && [ "$mode" != comm ]; then
     bench copy copy ${COPY_ARGS:-}
     "$BIN"/weave bench copy --sizes 64 --inject-skip >"$LOGS/bench_copy_negative.txt" 2>&1
@@ -74,4 +76,18 @@ elif [ "$mode" != tests ]; then
     [ -n "${GEMM_ARGS2:-}" ] && bench gemm2 gemm ${GEMM_ARGS2}
   fi
   [ "$mode" != gemm ] && bench comm comm ${COMM_ARGS:-}
+fi
+# The fused operators (mode fused, or full): on one GPU in the emulated world (labelled, not NVLink
+# numbers), W = 2 and 4, the emulated tests repeated (the W = 4 queue stalls of
+# tools/bench/emulated_world.hpp show up in about one run of four).
+if [ "$mode" = fused ] || [ "$mode" = full ]; then
+  t1=$(date +%s)
+  timeout ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_gpu" --gtest_brief=1 --gtest_repeat=${FUSED_REPEAT:-3} \
+    --gtest_filter='Emulated*' >"$LOGS/tests_fused.log" 2>&1
+  note "tests Emulated* x${FUSED_REPEAT:-3} (exit $?, $(( $(date +%s) - t1 )) s): $(grep -cE '^\[  FAILED  \] [A-Z]' "$LOGS/tests_fused.log") failed case runs"
+  grep -E '^\[  FAILED  \] [A-Z]' "$LOGS/tests_fused.log" | sort | uniq -c | head -20
+  bench gemm_ag_emu2 gemm-ag --emulate-world 2 ${GEMM_AG_ARGS:--m 1024,4096 -i 5}
+  bench gemm_ar_emu2 gemm-ar --emulate-world 2 ${GEMM_AR_ARGS:--m 128,1024,4096,8192 -i 5}
+  bench gemm_ar_emu2_bs gemm-ar --emulate-world 2 --quant blockscale ${GEMM_AR_ARGS:--m 1024,4096,8192 -i 5}
+  bench gemm_ar_emu4 gemm-ar --emulate-world 4 ${GEMM_AR_ARGS:--m 4096 -i 5}
 fi
