@@ -27,18 +27,19 @@
 #include "weave/tensor.hpp"
 #include "weave/types.hpp"
 
+#include "ext_common.hpp"
+
 namespace nb = nanobind;
 using namespace nb::literals;
+
+using weave_py::as_stream;
+using weave_py::PyCommunicator;
+using weave_py::throw_arg;
 
 namespace {
 
 PyObject* g_error_factory = nullptr;  // weave._errors.from_cpp; leaked on purpose (outlives teardown)
 
-[[noreturn]] void throw_arg(const std::string& message) {
-  throw weave::Error(weave::Status::kInvalidArgument, "", "", message);
-}
-
-cudaStream_t as_stream(std::uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
 
 weave::TensorView make_view(std::uintptr_t ptr, weave::DType dtype, const std::vector<int64_t>& shape,
                             const std::vector<int64_t>& strides, int device) {
@@ -67,15 +68,6 @@ ncclUniqueId id_from(nb::bytes b) {
   std::memcpy(id.internal, b.c_str(), sizeof(id.internal));
   return id;
 }
-
-// A Communicator owned by Python. Collectives keep it alive (keep_alive in their constructor).
-struct PyCommunicator {
-  std::unique_ptr<weave::Communicator> comm;
-  weave::Communicator& get() const {
-    if (!comm) throw weave::Error(weave::Status::kInvalidArgument, "", "", "Communicator: already closed");
-    return *comm;
-  }
-};
 
 }  // namespace
 
@@ -374,4 +366,6 @@ NB_MODULE(_weave, m) {
     return v;
   });
   m.attr("nccl_build_version") = WEAVE_NCCL_BUILD_VERSION;
+
+  weave_py::bind_fused(m);
 }

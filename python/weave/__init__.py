@@ -20,6 +20,7 @@ _loader.preload()
 from . import _weave  # noqa: E402
 from ._comm import Algorithm, Collective, CollectiveOp, Communicator, Transport  # noqa: E402
 from ._errors import ArgumentError, Error, Status  # noqa: E402
+from ._fused import GemmAllGather, GemmAllGatherMode, GemmAllReduce, GemmAllReduceMode  # noqa: E402
 from ._gemm import Gemm, GemmPlan, ScaleLayout, ScaleMode, gemm, plan_gemm, validate_gemm  # noqa: E402
 from ._tensors import DType  # noqa: E402
 
@@ -27,8 +28,9 @@ __version__ = "0.1.0"
 nccl_build_version: str = _weave.nccl_build_version
 
 __all__ = ["Algorithm", "ArgumentError", "Collective", "CollectiveOp", "Communicator", "DType", "Error", "Gemm",
-           "GemmPlan", "ScaleLayout", "ScaleMode", "Status", "Transport", "devices", "gemm", "nccl_versions",
-           "no_gpu_reason", "pack_mxfp8_scales", "plan_gemm", "validate_gemm"]
+           "GemmAllGather", "GemmAllGatherMode", "GemmAllReduce", "GemmAllReduceMode", "GemmPlan", "ScaleLayout",
+           "ScaleMode", "Status", "Transport", "devices", "gemm", "nccl_versions", "no_gpu_reason",
+           "pack_mxfp8_scales", "plan_gemm", "validate_gemm"]
 
 
 def devices() -> list[dict]:

@@ -196,6 +196,39 @@ def test_comm_argument_errors():
         weave.Communicator(object())
 
 
+def test_fused_ops_validate_window_and_argument_errors():
+    ok = dict(n=7168, k=2048, m_max=8192)
+    assert weave.GemmAllReduce.validate(**ok, world=2, quant="blockscale") == ""
+    assert weave.GemmAllGather.validate(n=2048, k=7168, m_max=4096, world=8, out_dtype="fp32") == ""
+    assert "multiple of 8" in weave.GemmAllReduce.validate(n=7170, k=2048, m_max=8192, world=2)
+    assert "world" in weave.GemmAllReduce.validate(**ok, world=9)
+    assert "chunks" in weave.GemmAllReduce.validate(**ok, world=2, chunks=17)
+    assert "bf16 output" in weave.GemmAllGather.validate(n=256, k=256, m_max=256, world=2, quant="ptpc",
+                                                         out_dtype="fp32")
+    # Window sizes grow with the world (staging per source) and match the C++ planner's layout.
+    w2 = weave.GemmAllReduce.window_bytes(**ok, world=2)
+    w8 = weave.GemmAllReduce.window_bytes(**ok, world=8)
+    assert w2 >= 2 * 8192 * 7168 * 2 and w8 > w2
+    assert weave.GemmAllReduce.window_bytes(**ok, world=2, mode="split-lsa") < w2  # no fused staging
+    assert weave.GemmAllGather.window_bytes(n=2048, k=7168, m_max=4096, world=2) >= 2 * 4096 * 2048 * 2
+    for bad, needle in [(dict(mode="fused-rs"), "unknown mode 'fused-rs'"), (dict(quant="fp4"), "unknown scale mode"),
+                        (dict(m_max=0), "argument 'm_max': must be an int >= 1"), (dict(chunks=-1), "argument 'chunks'")]:
+        with pytest.raises(weave.ArgumentError) as e:
+            weave.GemmAllReduce.validate(**{**ok, **bad}, world=2)
+        assert needle in str(e.value), str(e.value)
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.GemmAllReduce.window_bytes(n=7170, k=2048, m_max=8192, world=2)
+    assert "multiple of 8" in str(e.value)
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.GemmAllReduce(object(), **ok)
+    assert "argument 'comm': must be a weave.Communicator" in str(e.value)
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.GemmAllGather(object(), n=256, k=256, m_max=256)
+    assert "argument 'comm': must be a weave.Communicator" in str(e.value)
+    assert weave._weave.name(weave.GemmAllReduceMode.FUSED) == "fused"
+    assert weave._weave.name(weave.GemmAllGatherMode.FUSED_LSA) == "fused-lsa"
+
+
 def test_stream_argument():
     from weave._tensors import resolve_stream
 

@@ -255,3 +255,44 @@ def test_one_rank_collectives(seed):
     with pytest.raises(weave.ArgumentError, match="must be contiguous"):
         x = torch.zeros(n, 2, device=DEV, dtype=torch.bfloat16)
         c.run(x[:, 0], x[:, 1])
+
+
+def test_one_rank_fused_ops(seed):
+    """GemmAllReduce and GemmAllGather over a one-rank communicator: every mode that runs at world 1
+    (nothing to reduce or gather: the output is the rank's own GEMM), against torch's matmul, the
+    self-test, a graph replay with changed inputs, and argument errors."""
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    (comm,) = weave.Communicator.create_local([0])
+    m_max, n, k = 300, 256, 512
+    for mode in ("auto", "gemm-only", "split-lsa", "fused"):
+        ar = weave.GemmAllReduce(comm, n=n, k=k, m_max=m_max, mode=mode)
+        assert ar.self_test(200)["ok"], ar.describe()
+        a = torch.randn(257, k, device=DEV, generator=gen).to(torch.bfloat16)
+        b = torch.randn(n, k, device=DEV, generator=gen).to(torch.bfloat16)
+        out = ar.run(a, b)
+        torch.cuda.synchronize()
+        ref = (a.float() @ b.float().t())
+        assert out.shape == (257, n) and out.dtype == torch.bfloat16
+        assert torch.allclose(out.float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item()), ar.describe()
+        ar.check()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            ar.run(a, b)
+        a.copy_(torch.randn(257, k, device=DEV, generator=gen).to(torch.bfloat16))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = (a.float() @ b.float().t())
+        assert torch.allclose(ar.output(257).float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+        assert ar.plan(257)["mode"] in ("gemm-only", "split-lsa", "fused")
+    ag = weave.GemmAllGather(comm, n=n, k=k, m_max=m_max, out_dtype="fp32")
+    assert ag.self_test(100)["ok"], ag.describe()
+    a = torch.randn(100, k, device=DEV, generator=gen).to(torch.bfloat16)
+    b = torch.randn(n, k, device=DEV, generator=gen).to(torch.bfloat16)
+    out = ag.run(a, b)
+    torch.cuda.synchronize()
+    assert out.shape == (100, n) and out.dtype == torch.float32
+    assert torch.allclose(out, a.float() @ b.float().t(), rtol=1e-3, atol=1e-3)
+    with pytest.raises(weave.ArgumentError, match="m_max"):
+        ar.run(torch.zeros(m_max + 1, k, device=DEV, dtype=torch.bfloat16), b)
+    with pytest.raises(weave.ArgumentError, match="2-D"):
+        ar.run(torch.zeros(k, device=DEV, dtype=torch.bfloat16), b)

@@ -1,0 +1,33 @@
+// What the extension's binding files share (python/src): the Python-owned Communicator, stream
+// handles, argument errors.
+#pragma once
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "weave/communicator.hpp"
+#include "weave/error.hpp"
+
+namespace weave_py {
+
+[[noreturn]] inline void throw_arg(const std::string& message) {
+  throw weave::Error(weave::Status::kInvalidArgument, "", "", message);
+}
+
+inline cudaStream_t as_stream(std::uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
+
+// A Communicator owned by Python. Ops keep it alive (keep_alive in their constructor).
+struct PyCommunicator {
+  std::unique_ptr<weave::Communicator> comm;
+  weave::Communicator& get() const {
+    if (!comm) throw weave::Error(weave::Status::kInvalidArgument, "", "", "Communicator: already closed");
+    return *comm;
+  }
+};
+
+// weave::GemmAllGather and weave::GemmAllReduce (fused_ext.cpp).
+void bind_fused(nanobind::module_& m);
+
+}  // namespace weave_py

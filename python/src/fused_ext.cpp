@@ -1,0 +1,134 @@
+// weave._weave bindings of the fused operators (include/weave/gemm_all_gather.hpp,
+// gemm_all_reduce.hpp): configs, plans, validation, window sizes and the ops. The Python layer
+// (python/weave/_fused.py) turns tensors into TensorViews and checks arguments first.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include "ext_common.hpp"
+#include "weave/gemm_all_gather.hpp"
+#include "weave/gemm_all_reduce.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace weave_py {
+
+namespace {
+
+template <class Op, class Config>
+void bind_op_common(nb::class_<Op>& c) {
+  c.def("__init__",
+        [](Op* self, PyCommunicator& comm, const Config& cfg) {
+          weave::Communicator& cm = comm.get();
+          nb::gil_scoped_release release;
+          new (self) Op(cm, cfg);
+        },
+        "comm"_a, "config"_a, nb::keep_alive<1, 2>())
+      .def_prop_ro("config", &Op::config, nb::rv_policy::copy)
+      .def("plan", &Op::plan, "m"_a)
+      .def("describe", &Op::describe)
+      .def("run",
+           [](Op& op, int64_t m, const weave::TensorView& a, const weave::TensorView& b, const weave::TensorView& sa,
+              const weave::TensorView& sb, std::uintptr_t stream) {
+             op.run(m, a, b, weave::GemmScales{sa, sb}, as_stream(stream));
+           },
+           "m"_a, "a"_a, "b"_a, "scale_a"_a, "scale_b"_a, "stream"_a, nb::call_guard<nb::gil_scoped_release>())
+      .def("output_ptr", [](const Op& op, int64_t m) { return reinterpret_cast<std::uintptr_t>(op.output(m).data); },
+           "m"_a)
+      .def_prop_ro("last_mode", &Op::last_mode)
+      .def("check", &Op::check)
+      .def("self_test", &Op::self_test, "m"_a, nb::call_guard<nb::gil_scoped_release>());
+}
+
+}  // namespace
+
+void bind_fused(nb::module_& m) {
+  nb::enum_<weave::GemmAllReduceMode>(m, "GemmAllReduceMode")
+      .value("AUTO", weave::GemmAllReduceMode::kAuto)
+      .value("GEMM_ONLY", weave::GemmAllReduceMode::kGemmOnly)
+      .value("SPLIT_NCCL", weave::GemmAllReduceMode::kSplitNccl)
+      .value("SPLIT_LSA", weave::GemmAllReduceMode::kSplitLsa)
+      .value("SPLIT_CE", weave::GemmAllReduceMode::kSplitCe)
+      .value("FUSED", weave::GemmAllReduceMode::kFused);
+  nb::enum_<weave::GemmAllGatherMode>(m, "GemmAllGatherMode")
+      .value("AUTO", weave::GemmAllGatherMode::kAuto)
+      .value("GEMM_ONLY", weave::GemmAllGatherMode::kGemmOnly)
+      .value("SPLIT_NCCL", weave::GemmAllGatherMode::kSplitNccl)
+      .value("SPLIT_LSA", weave::GemmAllGatherMode::kSplitLsa)
+      .value("SPLIT_CE", weave::GemmAllGatherMode::kSplitCe)
+      .value("FUSED_LSA", weave::GemmAllGatherMode::kFusedLsa);
+  m.def("parse_gemm_all_reduce_mode", [](std::string_view s) { return weave::parse_gemm_all_reduce_mode(s); });
+  m.def("parse_gemm_all_gather_mode", [](std::string_view s) { return weave::parse_gemm_all_gather_mode(s); });
+  m.def("name", [](weave::GemmAllReduceMode v) { return std::string(weave::to_string(v)); });
+  m.def("name", [](weave::GemmAllGatherMode v) { return std::string(weave::to_string(v)); });
+
+  nb::class_<weave::GemmAllReduceConfig>(m, "GemmAllReduceConfig")
+      .def(nb::init<>())
+      .def_rw("n", &weave::GemmAllReduceConfig::n)
+      .def_rw("k", &weave::GemmAllReduceConfig::k)
+      .def_rw("m_max", &weave::GemmAllReduceConfig::m_max)
+      .def_rw("quant", &weave::GemmAllReduceConfig::quant)
+      .def_rw("scale_layout", &weave::GemmAllReduceConfig::scale_layout)
+      .def_rw("mode", &weave::GemmAllReduceConfig::mode)
+      .def_rw("exact_own", &weave::GemmAllReduceConfig::exact_own)
+      .def_rw("chunks", &weave::GemmAllReduceConfig::chunks);
+  nb::class_<weave::GemmAllGatherConfig>(m, "GemmAllGatherConfig")
+      .def(nb::init<>())
+      .def_rw("n", &weave::GemmAllGatherConfig::n)
+      .def_rw("k", &weave::GemmAllGatherConfig::k)
+      .def_rw("m_max", &weave::GemmAllGatherConfig::m_max)
+      .def_rw("quant", &weave::GemmAllGatherConfig::quant)
+      .def_rw("scale_layout", &weave::GemmAllGatherConfig::scale_layout)
+      .def_rw("out_dtype", &weave::GemmAllGatherConfig::out_dtype)
+      .def_rw("mode", &weave::GemmAllGatherConfig::mode);
+
+  nb::class_<weave::GemmAllReducePlan>(m, "GemmAllReducePlan")
+      .def_ro("mode", &weave::GemmAllReducePlan::mode)
+      .def_ro("block_m", &weave::GemmAllReducePlan::block_m)
+      .def_ro("block_n", &weave::GemmAllReducePlan::block_n)
+      .def_ro("tiles", &weave::GemmAllReducePlan::tiles)
+      .def_ro("waves", &weave::GemmAllReducePlan::waves)
+      .def_ro("grid", &weave::GemmAllReducePlan::grid)
+      .def_ro("band_blocks", &weave::GemmAllReducePlan::band_blocks)
+      .def_ro("chunks", &weave::GemmAllReducePlan::chunks)
+      .def_ro("chunk_blocks", &weave::GemmAllReducePlan::chunk_blocks)
+      .def_ro("rounds", &weave::GemmAllReducePlan::rounds)
+      .def_ro("bytes_rs", &weave::GemmAllReducePlan::bytes_rs)
+      .def_ro("bytes_ag", &weave::GemmAllReducePlan::bytes_ag)
+      .def_ro("window_bytes", &weave::GemmAllReducePlan::window_bytes)
+      .def_ro("model_gemm_us", &weave::GemmAllReducePlan::model_gemm_us)
+      .def_ro("model_comm_us", &weave::GemmAllReducePlan::model_comm_us)
+      .def_ro("model_split_us", &weave::GemmAllReducePlan::model_split_us)
+      .def_ro("model_fused_us", &weave::GemmAllReducePlan::model_fused_us)
+      .def_ro("reason", &weave::GemmAllReducePlan::reason);
+  nb::class_<weave::GemmAllGatherPlan>(m, "GemmAllGatherPlan")
+      .def_ro("mode", &weave::GemmAllGatherPlan::mode)
+      .def_ro("block_m", &weave::GemmAllGatherPlan::block_m)
+      .def_ro("block_n", &weave::GemmAllGatherPlan::block_n)
+      .def_ro("tiles", &weave::GemmAllGatherPlan::tiles)
+      .def_ro("waves", &weave::GemmAllGatherPlan::waves)
+      .def_ro("grid", &weave::GemmAllGatherPlan::grid)
+      .def_ro("chunks", &weave::GemmAllGatherPlan::chunks)
+      .def_ro("bytes_per_peer", &weave::GemmAllGatherPlan::bytes_per_peer)
+      .def_ro("window_bytes", &weave::GemmAllGatherPlan::window_bytes)
+      .def_ro("model_gemm_us", &weave::GemmAllGatherPlan::model_gemm_us)
+      .def_ro("model_comm_us", &weave::GemmAllGatherPlan::model_comm_us)
+      .def_ro("model_split_us", &weave::GemmAllGatherPlan::model_split_us)
+      .def_ro("model_fused_us", &weave::GemmAllGatherPlan::model_fused_us)
+      .def_ro("reason", &weave::GemmAllGatherPlan::reason);
+
+  m.def("gemm_all_reduce_validate", &weave::GemmAllReduce::validate, "config"_a, "world"_a);
+  m.def("gemm_all_gather_validate", &weave::GemmAllGather::validate, "config"_a, "world"_a);
+  m.def("gemm_all_reduce_window_bytes", &weave::gemm_all_reduce_window_bytes, "config"_a, "world"_a);
+  m.def("gemm_all_gather_window_bytes", &weave::gemm_all_gather_window_bytes, "config"_a, "world"_a);
+
+  nb::class_<weave::GemmAllReduce> ar(m, "GemmAllReduce");
+  bind_op_common<weave::GemmAllReduce, weave::GemmAllReduceConfig>(ar);
+  nb::class_<weave::GemmAllGather> ag(m, "GemmAllGather");
+  bind_op_common<weave::GemmAllGather, weave::GemmAllGatherConfig>(ag);
+}
+
+}  // namespace weave_py

@@ -1,0 +1,211 @@
+"""weave.GemmAllReduce and weave.GemmAllGather, the fused operators (include/weave/gemm_all_reduce.hpp,
+gemm_all_gather.hpp; docs/fused.md).
+
+    comm = weave.Communicator.from_process_group()
+    ar = weave.GemmAllReduce(comm, n=7168, k=2048, m_max=8192, quant="blockscale")   # collective
+    out = ar.run(a, b, scale_a=sa, scale_b=sb)   # [m, 7168] bf16 = sum over ranks of a_r @ b_r.T
+
+Construction is collective (every rank the same config, in the same order as its other collective
+calls) and allocates the op's window at m_max; run() only enqueues (graph-capturable); its result
+is a view into the op's window, valid until the next run() of the op (copy it to keep it). The
+operands are those of weave.Gemm in the op's quant: A [m, K] (GemmAllReduce: this rank's K shard),
+B [N, K], and the quant's scales.
+"""
+from __future__ import annotations
+
+import sys
+
+from . import _weave
+from ._comm import Communicator, _CudaBuffer
+from ._errors import arg_error
+from ._gemm import ScaleMode, _enum, _layout_of, _mode_of, _out_dtype_of, _scale_view
+from ._tensors import DType, describe, resolve_stream
+
+GemmAllReduceMode = _weave.GemmAllReduceMode
+GemmAllGatherMode = _weave.GemmAllGatherMode
+
+_AR_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused)"
+_AG_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused-lsa)"
+
+
+def _int(name: str, v, low: int = 1) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or v < low:
+        raise arg_error(f"argument '{name}': must be an int >= {low} (got {v!r})")
+    return v
+
+
+def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks):
+    c = _weave.GemmAllReduceConfig()
+    c.n, c.k, c.m_max = _int("n", n), _int("k", k), _int("m_max", m_max)
+    c.quant, c.scale_layout = _mode_of(quant), _layout_of(scale_layout)
+    c.mode = _enum(mode, _weave.parse_gemm_all_reduce_mode, _AR_MODES, "mode", GemmAllReduceMode)
+    c.exact_own = bool(exact_own)
+    c.chunks = _int("chunks", chunks, 0)
+    return c
+
+
+def _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode):
+    c = _weave.GemmAllGatherConfig()
+    c.n, c.k, c.m_max = _int("n", n), _int("k", k), _int("m_max", m_max)
+    c.quant, c.scale_layout, c.out_dtype = _mode_of(quant), _layout_of(scale_layout), _out_dtype_of(out_dtype)
+    c.mode = _enum(mode, _weave.parse_gemm_all_gather_mode, _AG_MODES, "mode", GemmAllGatherMode)
+    return c
+
+
+def _plan_dict(p, fields) -> dict:
+    d = {f: getattr(p, f) for f in fields}
+    d["mode"] = _weave.name(p.mode)
+    return d
+
+
+class _FusedOp:
+    """What both fused ops share: argument checks, the call, the output view."""
+
+    _kind = ""
+
+    def __init__(self, comm, config):
+        if not isinstance(comm, Communicator):
+            raise arg_error(f"argument 'comm': must be a weave.Communicator (got {type(comm).__name__})")
+        bad = self._validate(config, comm.world_size)
+        if bad:
+            raise arg_error(f"{self._kind}: {bad}")
+        self.comm = comm
+        self._cfg = config
+        self._impl = self._op(comm._impl, config)
+        self._keep = ()
+
+    def describe(self) -> str:
+        return self._impl.describe()
+
+    def __repr__(self) -> str:
+        return f"weave.{self._kind}({self.describe()})"
+
+    @property
+    def last_mode(self) -> str:
+        """The mode the last run took (auto resolves per call)."""
+        return _weave.name(self._impl.last_mode)
+
+    def run(self, a, b, *, scale_a=None, scale_b=None, stream=None):
+        """Enqueues one call with this rank's operands (m = a's rows, 1 <= m <= m_max; every rank
+        the same m) on `stream` (default: torch's current stream when torch is loaded) and returns
+        the output: a view into the op's window, valid until the next run()."""
+        ta, tb = describe(a, "A"), describe(b, "B")
+        for t in (ta, tb):
+            if t.ndim != 2:
+                raise arg_error(f"argument '{t.name}': must be a 2-D matrix (got rank {t.ndim}: {list(t.shape)})")
+        m = ta.shape[0]
+        if m < 1 or m > self._cfg.m_max:
+            raise arg_error(f"argument 'A': its rows m = {m} must be in 1..m_max = {self._cfg.m_max}")
+        mode, layout = self._cfg.quant, self._cfg.scale_layout
+        want = DType.BF16 if mode == ScaleMode.BF16 else DType.E4M3
+        sa = _scale_view(scale_a, "scale_a", mode, layout, m, "M")
+        sb = _scale_view(scale_b, "scale_b", mode, layout, self._cfg.n, "N")
+        s = resolve_stream(stream, self.comm.device, (ta, tb))
+        torch = sys.modules.get("torch") if ta.is_torch else None
+        if torch is not None and torch.cuda.current_device() != self.comm.device:
+            with torch.cuda.device(self.comm.device):
+                self._impl.run(m, ta.view(want), tb.view(want), sa, sb, s)
+        else:
+            self._impl.run(m, ta.view(want), tb.view(want), sa, sb, s)
+        self._keep = (a, b, scale_a, scale_b)  # alive while the call may still read them
+        return self.output(m)
+
+    __call__ = run
+
+    def output(self, m: int):
+        """The output of the last run of m rows, as a torch tensor viewing the op's window."""
+        import torch
+
+        rows, cols, dtype = self._output_shape(_int("m", m))
+        size = torch.empty((), dtype=dtype).element_size()
+        raw = torch.as_tensor(_CudaBuffer(self._impl.output_ptr(m), (rows * cols * size,), "|u1", self),
+                              device=f"cuda:{self.comm.device}")
+        return raw.view(dtype).view(rows, cols)
+
+    def check(self) -> None:
+        """Raises weave.Error(TIMEOUT) naming rank, peer and flag if a device wait timed out."""
+        self._impl.check()
+
+    def self_test(self, m: int = 0) -> dict:
+        """Collective and synchronising: known per-rank values through the op's real path, every
+        source rank's contribution checked on every rank."""
+        r = self._impl.self_test(_int("m", m, 0))
+        return {"ok": r.ok, "wrong_from_rank": list(r.wrong_from_rank), "detail": r.detail}
+
+
+class GemmAllReduce(_FusedOp):
+    """The row-parallel linear layer: every rank r passes A_r [m, K_r] and its K shard B_r [N, K_r];
+    every rank gets sum over r of A_r @ B_r.T, [m, N] bf16, bitwise identical on every rank (summed
+    once per element in fp32 in rank order). Modes: auto (default), gemm-only, split-nccl,
+    split-lsa, split-ce, fused (both legs under the GEMM; bitwise equal to split-lsa)."""
+
+    _kind = "GemmAllReduce"
+    _validate = staticmethod(_weave.gemm_all_reduce_validate)
+    _op = _weave.GemmAllReduce
+
+    def __init__(self, comm: Communicator, *, n: int, k: int, m_max: int, quant="bf16", scale_layout="raw",
+                 mode="auto", exact_own: bool = False, chunks: int = 0):
+        super().__init__(comm, _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks))
+
+    @staticmethod
+    def validate(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", mode="auto",
+                 exact_own: bool = False, chunks: int = 0) -> str:
+        """'' if the op can run in a world of `world` ranks, else every rule it breaks. CPU only."""
+        return _weave.gemm_all_reduce_validate(_ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks),
+                                               world)
+
+    @staticmethod
+    def window_bytes(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", mode="auto") -> int:
+        """Bytes of the op's window per rank (size before allocating). CPU only."""
+        return _weave.gemm_all_reduce_window_bytes(_ar_config(n, k, m_max, quant, scale_layout, mode, False, 0), world)
+
+    def plan(self, m: int) -> dict:
+        """What a call of m rows runs and why: tiles, waves, bands, chunks, bytes per leg, the model."""
+        return _plan_dict(self._impl.plan(_int("m", m)),
+                          ("block_m", "block_n", "tiles", "waves", "grid", "band_blocks", "chunks", "chunk_blocks",
+                           "rounds", "bytes_rs", "bytes_ag", "window_bytes", "model_gemm_us", "model_comm_us",
+                           "model_split_us", "model_fused_us", "reason"))
+
+    def _output_shape(self, m: int):
+        import torch
+
+        return m, self._cfg.n, torch.bfloat16
+
+
+class GemmAllGather(_FusedOp):
+    """Every rank r passes A_r [m, K]; B [N, K] is the same on every rank; every rank gets
+    [world * m, N] with rank s's rows A_s @ B.T at [s*m, (s+1)*m) (bf16 or fp32 out for bf16
+    inputs, bf16 for fp8). Modes: auto (default), gemm-only, split-nccl, split-lsa, split-ce,
+    fused-lsa."""
+
+    _kind = "GemmAllGather"
+    _validate = staticmethod(_weave.gemm_all_gather_validate)
+    _op = _weave.GemmAllGather
+
+    def __init__(self, comm: Communicator, *, n: int, k: int, m_max: int, quant="bf16", scale_layout="raw",
+                 out_dtype="bf16", mode="auto"):
+        super().__init__(comm, _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode))
+
+    @staticmethod
+    def validate(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", out_dtype="bf16",
+                 mode="auto") -> str:
+        """'' if the op can run in a world of `world` ranks, else every rule it breaks. CPU only."""
+        return _weave.gemm_all_gather_validate(_ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode), world)
+
+    @staticmethod
+    def window_bytes(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", out_dtype="bf16",
+                     mode="auto") -> int:
+        """Bytes of the op's window per rank (size before allocating). CPU only."""
+        return _weave.gemm_all_gather_window_bytes(_ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode), world)
+
+    def plan(self, m: int) -> dict:
+        """What a call of m rows per rank runs and why."""
+        return _plan_dict(self._impl.plan(_int("m", m)),
+                          ("block_m", "block_n", "tiles", "waves", "grid", "chunks", "bytes_per_peer", "window_bytes",
+                           "model_gemm_us", "model_comm_us", "model_split_us", "model_fused_us", "reason"))
+
+    def _output_shape(self, m: int):
+        import torch
+
+        dtype = torch.float32 if self._cfg.out_dtype == DType.F32 else torch.bfloat16
+        return self.comm.world_size * m, self._cfg.n, dtype
