@@ -349,6 +349,7 @@ TEST(EmulatedGemmAllGather, BackToBackCallsOfChangingMWithASlowRank) {
         if (g.rank() == static_cast<int>(c % world)) bench::spin_delay(2'000'000, st.s);  // a late rank
         op->run(ms[c], TensorView::matrix(as[c].get(), DType::kBF16, ms[c], k, g.device()), oh.b_view(g.device()), {},
                 st.s);
+        g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
         WEAVE_CHECK_CUDA(cudaMemcpyAsync(snaps[c].get(), op->output(ms[c]).data, snaps[c].bytes(),
                                          cudaMemcpyDeviceToDevice, st.s));
       }
@@ -495,6 +496,7 @@ TEST(EmulatedGemmAllGather, RandomisedSoak) {
         if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) bench::spin_delay(20'000, st.s);
         const int64_t m = var_m[v];
         op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+        g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
         check_onehot_kernel<<<32, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data), oh.b.as<uint16_t>(),
                                                   cols[v].as<int>(), world * m, n, k, wrong.as<unsigned long long>());
         if (i % 256 == 255) comm::sync_stream_bounded(st.s, 60, "soak batch");

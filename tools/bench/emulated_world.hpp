@@ -24,6 +24,10 @@
 // alone. One op's calls back to back (BackToBack, graph replays, the soak at W = 4) did not stall
 // in 7 runs. Tests that are not about back-to-back calls of several ops therefore synchronise
 // between the ops' calls; two ops interleave only at W = 2. A multi-GPU run has no shared queue.
+// Back-to-back tests enqueue in lockstep (a host barrier after each rank's call, before anything
+// that waits for it is enqueued; the GPU is not synchronised): a queue then never holds a command
+// waiting for a rank's peer-dependent kernel ahead of a peer's launch that kernel needs. Whether
+// that removes the stalls is not measured yet (no device time was left when it was added).
 //
 // Host-side agreement (all_gather, barrier, window creation) is a rendezvous of the W threads,
 // bounded by the timeout: a rank that never arrives makes the others raise Error(kTimeout)
