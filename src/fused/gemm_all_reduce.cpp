@@ -224,7 +224,8 @@ std::string GemmAllReduce::Impl::describe() const {
   if (cfg.mode == GemmAllReduceMode::kAuto)
     os << " (fused " << (fused_ok ? "available" : "unavailable") << ", split " << to_string(split_mode) << ")";
   os << ", " << group->describe() << ", window " << rt->window().bytes() << " bytes, " << grid_cap
-     << " CTAs per rank, credits " << (cfg.flow_control ? "on" : "OFF (testing)");
+     << " CTAs per rank";
+  if (split) os << ", split all-reduce credits " << (cfg.flow_control ? "on" : "OFF (testing)");
   if (cfg.exact_own) os << ", exact own term";
   if (cfg.skip_arrival_wait) os << ", arrival wait SKIPPED (testing)";
   if (cfg.skip_partial_wait) os << ", partial wait SKIPPED (testing)";
