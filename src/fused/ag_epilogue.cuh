@@ -25,6 +25,7 @@
 #include "comm/device_common.cuh"
 #include "fused/ag_params.hpp"
 #include "fused/ag_schedule.hpp"
+#include "fused/call_words.cuh"
 #include "fused/testing_delay.cuh"
 #include "gemm/kernel_args.hpp"
 #include "hopper/ptx/comm_flags.cuh"
@@ -39,19 +40,20 @@ struct EpilogueAllGather {
   using OutType = Out;
   static constexpr gemm::EpilogueKind kKind = gemm::EpilogueKind::kAllGather;
   static_assert(sizeof(Out) == 2 || sizeof(Out) == 4, "bf16 or fp32 output");
-  static constexpr bool kHasBeforeHook = false;
+  static constexpr bool kHasBeforeHook = true;  // the slow-rank testing hook
   static constexpr bool kHasStoredHook = true;
   static constexpr bool kHasIssuedHook = false;
   static constexpr bool kHasCallHooks = true;
   static constexpr bool kMultiDestination = true;
 
-  __device__ __forceinline__ static void before_store(const Params&, int, int, int, int) {}
+  __device__ __forceinline__ static void before_store(const Params& p, int, int, int, int) {
+    delay_for_testing(p.delay_stores_ns);
+  }
   __device__ __forceinline__ static void tile_issued(const Params&, int, int, int, int) {}
 
   // Destinations of this tile's strips: the own rows, then each peer's copy; only the own rows
   // once a wait of this op timed out (a late but live peer must not be overwritten).
   __device__ __forceinline__ static int destinations(const Params& p, int /*m_blk*/) {
-    delay_for_testing(p.delay_stores_ns);
     return comm::aborted(p.p) ? 1 : p.p.win.world;
   }
   __device__ __forceinline__ static const CUtensorMap* destination_map(const Params& p, int /*m_blk*/, int d) {
@@ -63,11 +65,8 @@ struct EpilogueAllGather {
     const comm::Proto& pr = p.p;
     const int w = pr.win.world, r = pr.win.rank;
     const bool bad = comm::aborted(pr);
-    const uint32_t e = *reinterpret_cast<volatile uint32_t*>(comm::ctrl_word(pr, comm::kCtrlEpoch)) + 1u;
-    words[0] = e;
-    // docs/memory_ordering.md "epoch-election": the ticket is drawn after the epoch was read.
-    words[1] = gridDim.x > 1 ? ptx::atom_inc_release_gpu_u32(comm::ctrl_word(pr, comm::kCtrlDoneCount), gridDim.x - 1)
-                             : 0u;
+    open_call(pr, words);
+    const uint32_t e = words[0];
     if (bad) return;
     if (blockIdx.x == 0)
       for (int s = 1; s < w; ++s) comm::publish(comm::credit_slot(pr, comm::peer_at(r, s, w), r), e);
@@ -84,11 +83,7 @@ struct EpilogueAllGather {
     const int w = pr.win.world, r = pr.win.rank;
     const int chunk = ag_chunk_of(p.chunks, m_blk);
     const uint32_t units = ag_chunk_units(p.chunks, chunk);
-    uint32_t* counter = comm::ctrl_word(pr, comm::kCtrlChunkCounter + chunk);
-    if (ptx::atom_inc_release_sys_u32(counter, units - 1u) != units - 1u) return;
-    // Elected: the last count of the chunk. Acquire the counter (this thread's own increment, the
-    // last of the release sequence every count of the chunk heads), then publish.
-    (void)ptx::ld_acquire_sys_u32(counter);
+    if (!count_and_elect(comm::ctrl_word(pr, comm::kCtrlChunkCounter + chunk), units)) return;
     const uint32_t e = words[0];
     for (int s = 1; s < w; ++s) {
       const int t = comm::peer_at(r, s, w);
@@ -98,7 +93,7 @@ struct EpilogueAllGather {
 
   __device__ static void end_call(const Params& p, int lane, const uint32_t* words) {
     const comm::Proto& pr = p.p;
-    if (gridDim.x > 1 && words[1] != gridDim.x - 1) return;
+    if (!holds_last_ticket(words)) return;
     const uint32_t e = words[0];
     const int w = pr.win.world, r = pr.win.rank;
     bool ok = true;
@@ -110,11 +105,7 @@ struct EpilogueAllGather {
       }
     }
     __syncwarp();
-    if (lane == 0) {
-      // Acquire side of the election (see comm/call_protocol.cuh end_call).
-      if (gridDim.x > 1) (void)ptx::ld_acquire_sys_u32(comm::ctrl_word(pr, comm::kCtrlDoneCount));
-      *reinterpret_cast<volatile uint32_t*>(comm::ctrl_word(pr, comm::kCtrlEpoch)) = e;
-    }
+    if (lane == 0) close_call(pr, e);
   }
 };
 

@@ -32,6 +32,7 @@
 #include "comm/device_common.cuh"
 #include "fused/ar_params.hpp"
 #include "fused/ar_schedule.hpp"
+#include "fused/call_words.cuh"
 #include "fused/testing_delay.cuh"
 #include "gemm/kernel_args.hpp"
 #include "hopper/ptx/comm_flags.cuh"
@@ -68,14 +69,16 @@ struct EpilogueAllReduce {
   using OutType = Out;
   static constexpr gemm::EpilogueKind kKind = gemm::EpilogueKind::kAllReduce;
   static_assert(sizeof(Out) == 2, "bf16 output (the partials and the sum travel as bf16)");
-  static constexpr bool kHasBeforeHook = false;
+  static constexpr bool kHasBeforeHook = true;  // the slow-rank testing hook
   static constexpr bool kHasStoredHook = true;
   static constexpr bool kHasIssuedHook = false;
   static constexpr bool kHasCallHooks = true;
   static constexpr bool kMultiDestination = true;
   static constexpr bool kHasCombineHook = true;
 
-  __device__ __forceinline__ static void before_store(const Params&, int, int, int, int) {}
+  __device__ __forceinline__ static void before_store(const Params& p, int, int, int, int) {
+    delay_for_testing(p.delay_stores_ns);
+  }
   __device__ __forceinline__ static void tile_issued(const Params&, int, int, int, int) {}
 
   __device__ __forceinline__ static bool own(const Params& p, int m_blk) {
@@ -85,7 +88,6 @@ struct EpilogueAllReduce {
   // Own tile: this rank's output and every peer's; remote tile: its owner's staging. After a
   // timeout only the own output (a late but live peer must not be overwritten).
   __device__ __forceinline__ static int destinations(const Params& p, int m_blk) {
-    delay_for_testing(p.delay_stores_ns);
     const bool mine = own(p, m_blk);
     if (comm::aborted(p.p)) return mine ? 1 : 0;
     return mine ? p.p.win.world : 1;
@@ -100,14 +102,7 @@ struct EpilogueAllReduce {
   }
 
   __device__ static void begin_call(const Params& p, uint32_t* words) {
-    const comm::Proto& pr = p.p;
-    const bool bad = comm::aborted(pr);
-    const uint32_t e = *reinterpret_cast<volatile uint32_t*>(comm::ctrl_word(pr, comm::kCtrlEpoch)) + 1u;
-    words[0] = e;
-    // docs/memory_ordering.md "epoch-election": the ticket is drawn after the epoch was read.
-    words[1] = gridDim.x > 1 ? ptx::atom_inc_release_gpu_u32(comm::ctrl_word(pr, comm::kCtrlDoneCount), gridDim.x - 1)
-                             : 0u;
-    (void)bad;
+    open_call(p.p, words);
   }
 
   // Own tiles: add the peers' partials (rank order) to the accumulators of this warpgroup's rows.
@@ -200,11 +195,10 @@ struct EpilogueAllReduce {
     const int d = ar_band_of(p.sched, m_blk), chunk = ar_chunk_of(p.sched, m_blk);
     const uint32_t units = ar_chunk_units(p.sched, d, chunk);
     uint32_t* counter = d == r ? ar_ag_counter(pr, chunk) : ar_rs_counter(pr, d, chunk);
-    const bool elected = ptx::atom_inc_release_sys_u32(counter, units - 1u) == units - 1u;
-    if (!elected && !p.publish_every_tile) return;
-    // Elected: the last count of the chunk. Acquire the counter (this thread's own increment, the
-    // last of the release sequence every count of the chunk heads), then publish.
-    (void)ptx::ld_acquire_sys_u32(counter);
+    if (!count_and_elect(counter, units)) {
+      if (!p.publish_every_tile) return;
+      (void)ptx::ld_acquire_sys_u32(counter);  // the negative control publishes after every count
+    }
     const uint32_t e = words[0];
     if (d != r) {
       comm::publish(comm::flag_slot(pr, d, 0, r, chunk), e);
@@ -215,7 +209,7 @@ struct EpilogueAllReduce {
 
   __device__ static void end_call(const Params& p, int lane, const uint32_t* words) {
     const comm::Proto& pr = p.p;
-    if (gridDim.x > 1 && words[1] != gridDim.x - 1) return;
+    if (!holds_last_ticket(words)) return;
     const uint32_t e = words[0];
     const int w = pr.win.world, r = pr.win.rank;
     bool ok = true;
@@ -228,11 +222,7 @@ struct EpilogueAllReduce {
       }
     }
     __syncwarp();
-    if (lane == 0) {
-      // Acquire side of the election (see comm/call_protocol.cuh end_call).
-      if (gridDim.x > 1) (void)ptx::ld_acquire_sys_u32(comm::ctrl_word(pr, comm::kCtrlDoneCount));
-      *reinterpret_cast<volatile uint32_t*>(comm::ctrl_word(pr, comm::kCtrlEpoch)) = e;
-    }
+    if (lane == 0) close_call(pr, e);
   }
 };
 

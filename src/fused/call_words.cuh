@@ -1,0 +1,43 @@
+// The call protocol steps both fused epilogues share (GemmAllGather, GemmAllReduce; the lsa kernels'
+// CTA-wide versions are comm/call_protocol.cuh). Per-CTA call state lives in shared memory
+// (SmemLayout::kCallWordsOffset): words[0] the call's epoch, words[1] this CTA's election ticket.
+#pragma once
+#include <cstdint>
+
+#include "comm/device_common.cuh"
+#include "hopper/ptx/comm_flags.cuh"
+
+namespace weave::fused {
+
+// Thread 0 of every CTA, before the kernel's first __syncthreads: e = last completed epoch + 1,
+// then the CTA's ticket of the epoch election (docs/memory_ordering.md "epoch-election": the ticket
+// is drawn after the epoch was read).
+__device__ __forceinline__ void open_call(const comm::Proto& pr, uint32_t* words) {
+  words[0] = *reinterpret_cast<volatile uint32_t*>(comm::ctrl_word(pr, comm::kCtrlEpoch)) + 1u;
+  words[1] = gridDim.x > 1 ? ptx::atom_inc_release_gpu_u32(comm::ctrl_word(pr, comm::kCtrlDoneCount), gridDim.x - 1)
+                           : 0u;
+}
+
+// Whether this CTA drew the last ticket (it ends the call).
+__device__ __forceinline__ bool holds_last_ticket(const uint32_t* words) {
+  return gridDim.x == 1 || words[1] == gridDim.x - 1;
+}
+
+// The CTA with the last ticket, after its end-of-call waits: the acquire side of the election
+// (comm/call_protocol.cuh end_call), then the epoch store.
+__device__ __forceinline__ void close_call(const comm::Proto& pr, uint32_t e) {
+  if (gridDim.x > 1) (void)ptx::ld_acquire_sys_u32(comm::ctrl_word(pr, comm::kCtrlDoneCount));
+  *reinterpret_cast<volatile uint32_t*>(comm::ctrl_word(pr, comm::kCtrlEpoch)) = e;
+}
+
+// docs/memory_ordering.md "chunk-election": counts one unit of a chunk of `units`; true for the
+// count that completes it (the increment that wraps the counter back to 0, ready for the next call
+// at any M), after acquiring the counter (this thread's own increment, the last of the release
+// sequence every count of the chunk heads), so a publication that follows orders every count.
+__device__ __forceinline__ bool count_and_elect(uint32_t* counter, uint32_t units) {
+  if (ptx::atom_inc_release_sys_u32(counter, units - 1u) != units - 1u) return false;
+  (void)ptx::ld_acquire_sys_u32(counter);
+  return true;
+}
+
+}  // namespace weave::fused
