@@ -6,6 +6,7 @@
 
 #include "comm/protocol.hpp"
 #include "common/check.hpp"
+#include "fused/model_rates.hpp"
 #include "fused/ag_schedule.hpp"
 #include "weave/gemm.hpp"
 
@@ -103,8 +104,7 @@ GagLayout add_gag_regions(WindowLayout& layout, const GemmAllGatherConfig& cfg, 
 
 GagRates gag_rates(ScaleMode quant) {
   GagRates r;
-  // weave's GEMM at large shapes on an H200 (docs/perf/gemm.md): bf16 ~ 640, fp8 ~ 950 TFLOP/s.
-  r.gemm_tflops = quant == ScaleMode::kBF16 ? 640 : (quant == ScaleMode::kMxfp8 ? 420 : 950);
+  r.gemm_tflops = modelled_gemm_tflops(quant);
   return r;
 }
 

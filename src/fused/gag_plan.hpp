@@ -5,6 +5,7 @@
 #include <string>
 
 #include "comm/op_layout.hpp"
+#include "fused/model_rates.hpp"
 #include "weave/gemm_all_gather.hpp"
 #include "weave/window_layout.hpp"
 
@@ -37,7 +38,7 @@ GagLayout add_gag_regions(WindowLayout& layout, const GemmAllGatherConfig& cfg, 
 // What the model assumes (per rank; docs/perf/fused.md has the measured values to compare).
 struct GagRates {
   double gemm_tflops = 0;    // sustained GEMM rate of this quant
-  double link_gbps = 370;    // NVLink bytes per second per direction per GPU, SM / TMA stores
+  double link_gbps = kModelledLinkGbps;    // NVLink bytes per second per direction per GPU, SM / TMA stores
   double comm_latency_us = 12;  // fixed cost of one weave all-gather call
 };
 GagRates gag_rates(ScaleMode quant);

@@ -6,6 +6,7 @@
 
 #include "comm/protocol.hpp"
 #include "common/check.hpp"
+#include "fused/model_rates.hpp"
 #include "weave/gemm.hpp"
 
 namespace weave {
@@ -107,25 +108,23 @@ GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, 
   return g;
 }
 
-int gar_chunks(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas) {
+int gar_chunks(const GemmAllReduceConfig& cfg, int64_t m, int ctas) {
   if (cfg.chunks > 0) return cfg.chunks;
   const int64_t tiles = ((m + kGarBlockM - 1) / kGarBlockM) * ((cfg.n + kGarBlockN - 1) / kGarBlockN);
   const double waves = double(tiles) / std::max(1, ctas);
-  (void)world;
   return static_cast<int>(std::clamp<double>(std::floor(waves / 2), 1, comm::kMaxChunks));
 }
 
 GarRates gar_rates(ScaleMode quant) {
   GarRates r;
-  // weave's GEMM at large shapes on an H200 (docs/perf/gemm.md): bf16 ~ 640, fp8 ~ 950 TFLOP/s.
-  r.gemm_tflops = quant == ScaleMode::kBF16 ? 640 : (quant == ScaleMode::kMxfp8 ? 420 : 950);
+  r.gemm_tflops = modelled_gemm_tflops(quant);
   return r;
 }
 
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes) {
   GemmAllReducePlan p;
-  const ArSchedule s = ar_schedule(m, cfg.n, kGarBlockM, kGarBlockN, world, 0, gar_chunks(cfg, world, m, ctas));
+  const ArSchedule s = ar_schedule(m, cfg.n, kGarBlockM, kGarBlockN, world, 0, gar_chunks(cfg, m, ctas));
   p.tiles = int64_t(s.m_blocks) * s.n_blocks;
   p.grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctas, p.tiles)));
   p.waves = double(p.tiles) / std::max(1, ctas);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "comm/op_layout.hpp"
+#include "fused/model_rates.hpp"
 #include "fused/ar_schedule.hpp"
 #include "weave/gemm_all_reduce.hpp"
 #include "weave/window_layout.hpp"
@@ -35,11 +36,11 @@ GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, 
 
 // Chunks per band for m rows on `ctas` CTAs per rank (cfg.chunks, or floor(waves / 2) clamped to
 // 1 .. kMaxChunks); ar_schedule clamps to the band and normalises.
-int gar_chunks(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas);
+int gar_chunks(const GemmAllReduceConfig& cfg, int64_t m, int ctas);
 
 struct GarRates {
   double gemm_tflops = 0;       // sustained GEMM rate of this quant
-  double link_gbps = 370;       // NVLink bytes per second per direction per GPU, SM / TMA stores
+  double link_gbps = kModelledLinkGbps;       // NVLink bytes per second per direction per GPU, SM / TMA stores
   double comm_latency_us = 15;  // fixed cost of one weave all-reduce call
 };
 GarRates gar_rates(ScaleMode quant);

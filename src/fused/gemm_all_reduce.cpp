@@ -173,7 +173,7 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
     args.main = main;
     fused::AllReduceParams& e = args.epi;
     e.sched = fused::ar_schedule(m, cfg.n, fused::kGarBlockM, fused::kGarBlockN, w, r,
-                                 fused::gar_chunks(cfg, w, m, grid_cap));
+                                 fused::gar_chunks(cfg, m, grid_cap));
     const WindowHandle& h = rt->window().handle();
     e.tma_c = gemm::make_epilogue_map("the output", out_local(), DType::kBF16, 1, m, cfg.n, cfg.n);
     for (int st = 1; st < w; ++st) {
