@@ -16,7 +16,7 @@
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
 #include "common/hash.hpp"
-#include "fused/self_test_operands.hpp"
+#include "fused/self_test_support.hpp"
 #include "fused/gag_impl.hpp"
 #include "weave/quant.hpp"
 
@@ -49,16 +49,9 @@ SelfTestReport GemmAllGather::self_test(std::int64_t m) {
   std::ostringstream detail;
   const size_t ob = im.out_bytes, out_elems = static_cast<size_t>(w * m * n);
   {
-    // Poison the whole output, and let every rank finish that before any peer writes into it.
-    WEAVE_CHECK_CUDA(cudaMemsetAsync(im.out_local(), 0xFF, out_elems * ob, stream));
-    comm::sync_stream_bounded(stream, g.timeout_s(), "GemmAllGather::self_test: poisoning the output");
-    g.barrier();
-    run(m, a, b, scales, stream);
-    comm::sync_stream_bounded(stream, g.timeout_s(), "GemmAllGather::self_test: the call (" + im.describe() + ")");
-    im.check();
-    g.barrier();  // every peer's stores into this rank's window are complete in the emulated world too
-    std::vector<uint8_t> got(out_elems * ob);
-    WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), im.out_local(), got.size(), cudaMemcpyDeviceToHost));
+    const std::vector<uint8_t> got = fused::run_self_test_call(
+        g, stream, im.out_local(), out_elems * ob, "GemmAllGather::self_test (" + im.describe() + ")",
+        [&] { run(m, a, b, scales, stream); }, [&] { im.check(); });
     for (int s = 0; s < w; ++s)
       for (int64_t i = 0; i < m; ++i) {
         const int64_t col = col_of(s, i);

@@ -21,7 +21,7 @@
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
 #include "common/hash.hpp"
-#include "fused/self_test_operands.hpp"
+#include "fused/self_test_support.hpp"
 #include "fused/gar_impl.hpp"
 #include "weave/quant.hpp"
 
@@ -58,16 +58,11 @@ SelfTestReport GemmAllReduce::self_test(std::int64_t m) {
   std::ostringstream detail;
   const size_t out_elems = static_cast<size_t>(m * n);
   {
-    // Poison the output (and nothing a peer may be writing: every rank poisons, then all wait).
-    WEAVE_CHECK_CUDA(cudaMemsetAsync(im.out_local(), 0xFF, out_elems * 2, stream));
-    comm::sync_stream_bounded(stream, g.timeout_s(), "GemmAllReduce::self_test: poisoning the output");
-    g.barrier();
-    run(m, a, b, scales, stream);
-    comm::sync_stream_bounded(stream, g.timeout_s(), "GemmAllReduce::self_test: the call (" + im.describe() + ")");
-    im.check();
-    g.barrier();  // every peer's stores into this rank's window are complete in the emulated world too
+    const std::vector<uint8_t> bytes = fused::run_self_test_call(
+        g, stream, im.out_local(), out_elems * 2, "GemmAllReduce::self_test (" + im.describe() + ")",
+        [&] { run(m, a, b, scales, stream); }, [&] { im.check(); });
     std::vector<uint16_t> got(out_elems);
-    WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), im.out_local(), got.size() * 2, cudaMemcpyDeviceToHost));
+    std::memcpy(got.data(), bytes.data(), bytes.size());
     std::vector<int64_t> cols(w);
     for (int64_t i = 0; i < m; ++i) {
       for (int s = 0; s < w; ++s) cols[s] = col_of(s, i);

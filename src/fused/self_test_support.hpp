@@ -1,4 +1,6 @@
-// The fused operators' self-test operands (GemmAllGather, GemmAllReduce): exact values whose GEMM
+// What the fused operators' self-tests share (GemmAllGather, GemmAllReduce).
+//
+// Operands: exact values whose GEMM
 // is known in closed form. A [m, k] is one-hot (row i holds 1 at column a_col(i)), B [n, k] holds
 // the small integers b_val(row, kk) in [-8, 8] (exact in bf16 and e4m3), and every scale of the
 // quant is 1 (ptpc / blockscale fp32 1.0, mxfp8 ue8m0 127, raw or packed), so (A B^T)[i, j] =
@@ -7,7 +9,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "comm/group.hpp"
 #include "common/cuda_owned.hpp"
 #include "weave/gemm.hpp"
 #include "weave/tensor.hpp"
@@ -25,5 +30,14 @@ std::unique_ptr<SelfTestOperands> make_self_test_operands(ScaleMode quant, Scale
                                                           int64_t k, int dev,
                                                           const std::function<int64_t(int64_t)>& a_col,
                                                           const std::function<int(int64_t, int64_t)>& b_val);
+
+// The call step: poison `bytes` of this rank's output at `out` (nothing a peer writes before every
+// rank has: bounded sync, then a barrier), enqueue `call` on `stream`, wait for it (bounded by the
+// group's timeout, naming `what`), run `check` (the op's recorded timeouts), barrier again (every
+// peer's stores into this rank's window are complete, in the emulated world too), and return the
+// output's bytes.
+std::vector<uint8_t> run_self_test_call(const comm::Group& g, cudaStream_t stream, void* out, size_t bytes,
+                                        const std::string& what, const std::function<void()>& call,
+                                        const std::function<void()>& check);
 
 }  // namespace weave::fused

@@ -1,10 +1,11 @@
-#include "fused/self_test_operands.hpp"
+#include "fused/self_test_support.hpp"
 
 #include <cuda_runtime.h>
 
 #include <cstring>
 #include <vector>
 
+#include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "weave/quant.hpp"
 
@@ -88,6 +89,21 @@ std::unique_ptr<SelfTestOperands> make_self_test_operands(ScaleMode quant, Scale
     }
   }
   return o;
+}
+
+std::vector<uint8_t> run_self_test_call(const comm::Group& g, cudaStream_t stream, void* out, size_t bytes,
+                                        const std::string& what, const std::function<void()>& call,
+                                        const std::function<void()>& check) {
+  WEAVE_CHECK_CUDA(cudaMemsetAsync(out, 0xFF, bytes, stream));
+  comm::sync_stream_bounded(stream, g.timeout_s(), what + ": poisoning the output");
+  g.barrier();
+  call();
+  comm::sync_stream_bounded(stream, g.timeout_s(), what + ": the call");
+  check();
+  g.barrier();
+  std::vector<uint8_t> got(bytes);
+  WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), out, bytes, cudaMemcpyDeviceToHost));
+  return got;
 }
 
 }  // namespace weave::fused
