@@ -2,12 +2,28 @@
 
 #include <algorithm>
 
+#include <CLI/CLI.hpp>
+
+#include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "common/check.hpp"
 #include "weave/error.hpp"
 #include "weave/window_handle.hpp"
 
 namespace weave::cli::fused_bench {
+
+void add_world_options(CLI::App& app, WorldOptions& o) {
+  app.add_option("--emulate-world", o.emulate_world,
+                 "W ranks (1..8) as threads on ONE GPU (test harness, not NVLink; see below); 1 = world 1; "
+                 "default: world 1")
+      ->check(CLI::Range(1, kMaxWorld));
+  app.add_option("--arms", o.arms, "arms to run, comma-separated (default: every arm that applies)")->delimiter(',');
+  app.add_option("--timeout", o.timeout_s, "seconds that bound every rendezvous and device wait of the ranks")
+      ->check(finite_range(0.1, 600))
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the random inputs (>= 0)")->check(digits_only())->capture_default_str();
+}
+
 
 namespace {
 __global__ void end_pdl_chain_kernel() {}

@@ -48,6 +48,19 @@ std::string fmt(const char* f, A... a) {
 }
 inline std::string num(double v, int prec) { return std::isnan(v) ? "-" : fmt("%.*f", prec, v); }
 
+// The options both suites take besides their shape (a suite's option struct derives from it).
+struct WorldOptions {
+  int emulate_world = 0;          // 0: not given (world 1)
+  std::vector<std::string> arms;  // empty: every arm that applies
+  double timeout_s = 30;
+  uint64_t seed = 1;
+};
+// Registers --emulate-world, --arms, --timeout and --seed on a suite's subcommand.
+void add_world_options(CLI::App& app, WorldOptions& o);
+
+// What an arm of a fused suite is: the op in one of its modes, the collective alone, or cuBLASLt.
+enum class ArmKind { kOp, kCommOnly, kCublasLt };
+
 // --emulate-world (0: not given, world 1) and --devices (one GPU; 2+ GPUs are not yet in the
 // suite `suite`). Throws Error(kInvalidArgument) naming the option.
 void check_world_options(const BenchOptions& common, int emulate_world, const char* suite);

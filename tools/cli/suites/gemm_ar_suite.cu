@@ -87,15 +87,11 @@ using fused_bench::ArmResult;
 using fused_bench::kEmulatedLabel;
 using fused_bench::num;
 
-struct GarBenchOptions {
+struct GarBenchOptions : fused_bench::WorldOptions {
   GemmArOptions shape;
-  int emulate_world = 0;          // 0: not given (world 1)
-  std::vector<std::string> arms;  // empty: every arm that applies
-  double timeout_s = 30;
-  uint64_t seed = 1;
 };
 
-enum class ArmKind { kOp, kCommOnly, kCublasLt };
+using fused_bench::ArmKind;
 
 struct ArmSpec {
   std::string name;
@@ -537,14 +533,7 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
       "bit (!=split). --emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). 2+ GPUs: not yet.");
   add_common_bench_options(*app, common);
   add_gemm_ar_options(*app, o.shape, /*with_layout=*/false, /*with_mode=*/false);
-  app->add_option("--emulate-world", o.emulate_world,
-                  "W ranks (1..8) as threads on ONE GPU (test harness, not NVLink; see below); 1 = world 1; "
-                  "default: world 1")
-      ->check(CLI::Range(1, kMaxWorld));
-  app->add_option("--arms", o.arms, "arms to run, comma-separated (default: every arm that applies)")->delimiter(',');
-  app->add_option("--timeout", o.timeout_s, "seconds that bound every rendezvous and device wait of the ranks")
-      ->check(finite_range(0.1, 600))->capture_default_str();
-  app->add_option("--seed", o.seed, "seed of the random inputs (>= 0)")->check(digits_only())->capture_default_str();
+  fused_bench::add_world_options(*app, o);
   app->footer(std::string(
       "Every rank r holds A_r [M, K_r] and B_r [N, K_r] (-k is K_r); every rank receives sum_r A_r B_r^T, [M, N] bf16.\n"
       "Worlds:\n"
