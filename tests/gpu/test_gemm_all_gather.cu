@@ -20,11 +20,15 @@
 #include "common/check.hpp"
 #include "common/hash.hpp"
 #include "fused/gag_impl.hpp"
+#include "fused_test_support.hpp"
 #include "support/expect_error.hpp"
 #include "support/gpu.hpp"
 #include "weave/quant.hpp"
 
 using namespace weave;
+using test::fits_queues;
+using test::mode_name;
+using test::Stream;
 
 namespace {
 
@@ -53,15 +57,6 @@ GemmAllGatherConfig config_of(const QuantCase& q, GemmAllGatherMode mode, int64_
   c.out_dtype = q.out;
   c.mode = mode;
   return c;
-}
-
-std::string mode_name(GemmAllGatherMode m) { return std::string(to_string(m)); }
-
-// Streams of all ranks at once (a self-test stream per rank, ce: a copy stream per peer).
-// What the emulated world can run (EmulatedWorld::copy_engine_unsupported_reason for split-ce).
-bool fits_queues(GemmAllGatherMode mode, int world) {
-  if (mode == GemmAllGatherMode::kSplitCe) return bench::EmulatedWorld::copy_engine_unsupported_reason(world).empty();
-  return bench::EmulatedWorld::queue_budget_ok(2 * world);
 }
 
 // --- one-hot operands with closed-form outputs (bf16), for protocol tests ---
@@ -109,13 +104,6 @@ struct OneHot {
   }
 };
 
-std::vector<uint16_t> download_bf16(const void* p, size_t elems, cudaStream_t s) {
-  std::vector<uint16_t> h(elems);
-  WEAVE_CHECK_CUDA(cudaMemcpyAsync(h.data(), p, elems * 2, cudaMemcpyDeviceToHost, s));
-  WEAVE_CHECK_CUDA(cudaStreamSynchronize(s));
-  return h;
-}
-
 // Device check of one call's bf16 output against the one-hot closed form; adds wrong counts.
 __global__ void check_onehot_kernel(const uint16_t* out, const uint16_t* b, const int* cols, int64_t rows, int64_t n,
                                     int64_t k, unsigned long long* wrong) {
@@ -126,12 +114,6 @@ __global__ void check_onehot_kernel(const uint16_t* out, const uint16_t* b, cons
   }
   if (bad) atomicAdd(wrong, bad);
 }
-
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-};
 
 }  // namespace
 

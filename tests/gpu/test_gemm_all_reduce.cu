@@ -21,11 +21,15 @@
 #include "common/check.hpp"
 #include "common/hash.hpp"
 #include "fused/gar_impl.hpp"
+#include "fused_test_support.hpp"
 #include "support/expect_error.hpp"
 #include "support/gpu.hpp"
 #include "weave/quant.hpp"
 
 using namespace weave;
+using test::fits_queues;
+using test::mode_name;
+using test::Stream;
 
 namespace {
 
@@ -51,13 +55,6 @@ GemmAllReduceConfig config_of(const QuantCase& q, GemmAllReduceMode mode, int64_
   c.scale_layout = q.layout;
   c.mode = mode;
   return c;
-}
-
-std::string mode_name(GemmAllReduceMode m) { return std::string(to_string(m)); }
-
-bool fits_queues(GemmAllReduceMode mode, int world) {
-  if (mode == GemmAllReduceMode::kSplitCe) return bench::EmulatedWorld::copy_engine_unsupported_reason(world).empty();
-  return bench::EmulatedWorld::queue_budget_ok(2 * world);
 }
 
 // --- one-hot operands with closed-form outputs (bf16), for protocol tests ---
@@ -118,12 +115,6 @@ __global__ void count_diff_kernel(const uint16_t* out, const uint16_t* want, int
   if (bad) atomicAdd(wrong, bad);
 }
 
-
-struct Stream {
-  cudaStream_t s = nullptr;
-  explicit Stream(const comm::Group&) { WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-};
 
 std::vector<uint16_t> download_output(const GemmAllReduce& op, int64_t m, int64_t n) {
   std::vector<uint16_t> h(m * n);
@@ -198,7 +189,7 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
         for (int s = 0; s < world; ++s)
           bs.push_back(bench::upload_operand(
               bench::quantize_parallel(bench::random_operand(77 + s, n, k), n, k, q.quant, ref::Operand::kB), dev));
-        Stream st(g);
+        Stream st;
         for (int64_t m : ms) {
           std::vector<bench::DeviceOperand> as;
           for (int s = 0; s < world; ++s)
@@ -286,7 +277,7 @@ TEST(EmulatedGemmAllReduce, SkippingAWaitOrTheElectionIsCaught) {
       auto op = GemmAllReduce::Impl::create(g, cfg);
       OneHot oh(m, n, k, g.rank());
       oh.set_a(5, m);
-      Stream st(g);
+      Stream st;
       WEAVE_CHECK_CUDA(cudaMemsetAsync(op->output(m).data, 0xFF, m * n * 2, st.s));
       WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
       g.barrier();
@@ -323,7 +314,7 @@ TEST(EmulatedGemmAllReduce, AFastRankNeverOverwritesWhatASlowReaderHasNotRead) {
       cfg.flow_control = false;
       auto op = GemmAllReduce::Impl::create(g, cfg);
       OneHot oh(m, n, k, g.rank());
-      Stream st(g);
+      Stream st;
       bench::DeviceBuffer a2(m * k * 2), snapshot(m * n * 2);
       const auto h2 = oh.host_a(6, m);
       a2.upload(h2.data(), h2.size() * 2);
@@ -366,7 +357,7 @@ TEST(EmulatedGemmAllReduce, BackToBackCallsOfChangingMWithASlowRank) {
       if (g.rank() == 2) cfg.delay_stores_ns = 100'000;
       auto op = GemmAllReduce::Impl::create(g, cfg);
       OneHot oh(m_max, n, k, g.rank());
-      Stream st(g);
+      Stream st;
       std::vector<bench::DeviceBuffer> as, snaps;
       for (size_t c = 0; c < ms.size(); ++c) {
         const auto h = oh.host_a(100 + c, ms[c]);
@@ -411,7 +402,7 @@ TEST(EmulatedGemmAllReduce, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
       cfg.initial_epoch = 0xFFFFFFFFu - 50u;
       auto op = GemmAllReduce::Impl::create(g, cfg);
       OneHot oh(m_max, n, k, g.rank());
-      Stream st(g);
+      Stream st;
       bench::DeviceBuffer wrong(8), a_live(m_max * k * 2);
       WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
       std::vector<bench::DeviceBuffer> a_var, want;
@@ -466,7 +457,7 @@ TEST(EmulatedGemmAllReduce, APeerThatNeverArrivesTimesOutNamingIt) {
       oh.set_a(1, 1024);
       g.barrier();
       if (g.rank() == 0) {
-        Stream st(g);
+        Stream st;
         op->run(1024, oh.a_view(1024, g.device()), oh.b_view(g.device()), {}, st.s);
         comm::sync_stream_bounded(st.s, 10, "the call whose peer never arrives");
         const std::string msg = test::error_of([&] { op->check(); }, Status::kTimeout);
@@ -495,7 +486,7 @@ TEST(EmulatedGemmAllReduce, PartialsThatNeverArriveTimeOutInsideThePipeline) {
     OneHot oh(1024, 512, 256, g.rank());
     oh.set_a(1, 1024);
     g.barrier();
-    Stream st(g);
+    Stream st;
     op->run(1024, oh.a_view(1024, g.device()), oh.b_view(g.device()), {}, st.s);
     comm::sync_stream_bounded(st.s, 30, "the call with late partials");
     const std::string msg = test::error_of([&] { op->check(); }, Status::kTimeout);
@@ -518,7 +509,7 @@ TEST(EmulatedGemmAllReduce, RandomisedSoak) {
       auto fused = GemmAllReduce::Impl::create(g, config_of(kQuants[0], GemmAllReduceMode::kFused, n, k, m_max));
       auto autop = GemmAllReduce::Impl::create(g, config_of(kQuants[0], GemmAllReduceMode::kAuto, n, k, m_max));
       OneHot oh(m_max, n, k, g.rank());
-      Stream st(g);
+      Stream st;
       bench::DeviceBuffer wrong(8);
       WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
       constexpr int kVariants = 16;
@@ -587,7 +578,7 @@ TEST(EmulatedGemmAllReduce, BadInputsAreClearErrors) {
   ew.run([&](comm::Group& g) {
     auto op = GemmAllReduce::Impl::create(g, cfg);
     OneHot oh(256, 256, 256, g.rank());
-    Stream st(g);
+    Stream st;
     const int dev = g.device();
     std::string msg = test::error_of([&] { op->run(257, oh.a_view(256, dev), oh.b_view(dev), {}, st.s); });
     EXPECT_NE(msg.find("m_max"), std::string::npos) << msg;

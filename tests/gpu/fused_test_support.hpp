@@ -1,0 +1,36 @@
+// What the fused operators' emulated-world tests share (test_gemm_all_gather.cu,
+// test_gemm_all_reduce.cu).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "bench/emulated_world.hpp"
+#include "common/check.hpp"
+
+namespace weave::test {
+
+template <class Mode>
+std::string mode_name(Mode m) {
+  return std::string(to_string(m));
+}
+
+// What the emulated world can run: split-ce needs a copy stream per peer on every rank
+// (EmulatedWorld::copy_engine_unsupported_reason); every other mode a stream per rank and its
+// self-test's.
+template <class Mode>
+bool fits_queues(Mode mode, int world) {
+  if (mode == Mode::kSplitCe) return bench::EmulatedWorld::copy_engine_unsupported_reason(world).empty();
+  return bench::EmulatedWorld::queue_budget_ok(2 * world);
+}
+
+// A rank's stream for the length of a test step.
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~Stream() { cudaStreamDestroy(s); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+};
+
+}  // namespace weave::test
