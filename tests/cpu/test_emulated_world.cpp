@@ -3,6 +3,7 @@
 // naming it (instead of hanging).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 
 #include "bench/emulated_world.hpp"
@@ -39,4 +40,22 @@ TEST(EmulatedWorldRendezvous, AMissingRankTimesOutNamed) {
 TEST(EmulatedWorldRendezvous, BadWorldIsRefused) {
   const std::string msg = test::error_of([] { bench::EmulatedWorld ew(9, 0, 1); });
   EXPECT_NE(msg.find("world must be in 1..8"), std::string::npos) << msg;
+}
+
+// After a rendezvous timed out, its round can never complete (the rank that gave up is still
+// counted in it): the rank that comes late, and every later rendezvous, fail at once naming the
+// first cause, rather than waiting out the timeout again with a misleading list of missing ranks.
+TEST(EmulatedWorldRendezvous, AfterATimeoutEveryLaterRendezvousFailsAtOnceWithTheCause) {
+  bench::EmulatedWorld ew(2, 0, 0.2);
+  const std::string first = test::error_of([&] { ew.rank(0).barrier(); }, Status::kTimeout);
+  EXPECT_NE(first.find("rank(s) 1"), std::string::npos) << first;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string late = test::error_of([&] { ew.rank(1).barrier(); }, Status::kTimeout);
+  const std::string again = test::error_of([&] { ew.rank(0).all_gather(7, "a second round"); }, Status::kTimeout);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(waited, 0.1) << "later rendezvous must not wait out the timeout again";
+  for (const std::string* m : {&late, &again}) {
+    EXPECT_NE(m->find("the world is broken"), std::string::npos) << *m;
+    EXPECT_NE(m->find("rank 0 waited 0.2 s in a barrier for rank(s) 1"), std::string::npos) << *m;
+  }
 }

@@ -190,6 +190,7 @@ TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource)
           // test is about numerics, back-to-back calls are BackToBack's and the soak's.
           g.barrier();
           fused->run(m, as[r].view, b.view, sc, st.s);
+          g.barrier();  // lockstep enqueue before the copy that waits for the call ("Queues")
           WEAVE_CHECK_CUDA(cudaMemcpyAsync(fused_out.get(), fused->output(m).data, bytes, cudaMemcpyDeviceToDevice, st.s));
           comm::sync_stream_bounded(st.s, 20, "the fused call");
           g.barrier();
@@ -247,6 +248,7 @@ TEST(EmulatedGemmAllGather, SkippingTheArrivalWaitIsCaught) {
       // timing involved), then look at it.
       bench::DeviceBuffer snapshot(2 * m * n * 2);
       op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+      g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues")
       WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, snapshot.bytes(), cudaMemcpyDeviceToDevice, st.s));
       WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
       std::vector<uint16_t> out(2 * m * n);
@@ -283,6 +285,7 @@ TEST(EmulatedGemmAllGather, DisablingTheCreditIsCaught) {
       oh.set_a(5, g.rank(), m);
       g.barrier();
       op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+      g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
       if (g.rank() == 0) {
         bench::spin_delay(30'000'000, st.s);
         WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, 2 * m * n * 2, cudaMemcpyDeviceToDevice, st.s));
@@ -398,7 +401,10 @@ TEST(EmulatedGemmAllGather, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
       g.barrier();
       // The same pseudo-random order on every rank (every rank must make the same calls).
       std::mt19937 order(99);
-      for (int i = 0; i < replays; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[order() % execs.size()], st.s));
+      for (int i = 0; i < replays; ++i) {
+        WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[order() % execs.size()], st.s));
+        g.barrier();  // lockstep enqueue: a replay ends in a check that waits for the call ("Queues")
+      }
       comm::sync_stream_bounded(st.s, 60, "graph replays");
       op->check();
       unsigned long long bad = 0;

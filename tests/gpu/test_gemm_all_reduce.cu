@@ -205,6 +205,7 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
           auto call = [&](GemmAllReduce& op, bench::DeviceBuffer* copy, const char* what) {
             g.barrier();
             op.run(m, as[r].view, bs[r].view, sc, st.s);
+            g.barrier();  // lockstep enqueue before the copy that waits for the call (emulated_world.hpp "Queues")
             if (copy)
               WEAVE_CHECK_CUDA(cudaMemcpyAsync(copy->get(), op.output(m).data, bytes, cudaMemcpyDeviceToDevice, st.s));
             comm::sync_stream_bounded(st.s, 30, std::string(what) + " call, m " + std::to_string(m));
@@ -283,6 +284,7 @@ TEST(EmulatedGemmAllReduce, SkippingAWaitOrTheElectionIsCaught) {
       g.barrier();
       bench::DeviceBuffer snapshot(m * n * 2);
       op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+      g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues")
       WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, snapshot.bytes(), cudaMemcpyDeviceToDevice, st.s));
       comm::sync_stream_bounded(st.s, 20, "the controlled call");
       std::vector<uint16_t> out(m * n);
@@ -321,6 +323,7 @@ TEST(EmulatedGemmAllReduce, AFastRankNeverOverwritesWhatASlowReaderHasNotRead) {
       oh.set_a(5, m);
       g.barrier();
       op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+      g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
       if (g.rank() == 0) {
         bench::spin_delay(30'000'000, st.s);
         WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, m * n * 2, cudaMemcpyDeviceToDevice, st.s));
@@ -431,7 +434,10 @@ TEST(EmulatedGemmAllReduce, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
         }
       g.barrier();
       std::mt19937 order(99);  // the same order on every rank (every rank must make the same calls)
-      for (int i = 0; i < replays; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[order() % execs.size()], st.s));
+      for (int i = 0; i < replays; ++i) {
+        WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[order() % execs.size()], st.s));
+        g.barrier();  // lockstep enqueue: a replay ends in a check that waits for the call ("Queues")
+      }
       comm::sync_stream_bounded(st.s, 60, "graph replays");
       op->check();
       unsigned long long bad = 0;
@@ -472,15 +478,19 @@ TEST(EmulatedGemmAllReduce, APeerThatNeverArrivesTimesOutNamingIt) {
   }
 }
 
-// A peer whose partials come late (every tile's stores 1.5 s late, past the 1 s timeout): the own
-// tiles' wait inside the GEMM pipeline times out by the comm bound, names the peer and the flag,
-// and the kernel completes (no pipeline trap: its bound is above the comm timeout). The slow rank
-// then times out waiting for the final tiles its aborted peer never sends.
+// A peer whose partials come late (every tile's stores 1.5 s late, past the 1 s timeout): rank 0's
+// own tiles' wait inside the GEMM pipeline times out by the comm bound, names the peer and the
+// flag (phase 0), and the kernel completes (no pipeline trap: its bound is above the comm
+// timeout). The end-of-call wait is skipped on both ranks (an agreed testing hook): a CTA with no
+// tile holds the last ticket in some runs and would start that wait at once, so its timeout, not
+// the pipeline's, was recorded first (seen 2026-12-01). Rank 1 had its peer's partials before rank
+// 0 gave up, so it completes without an error.
 TEST(EmulatedGemmAllReduce, PartialsThatNeverArriveTimeOutInsideThePipeline) {
   WEAVE_REQUIRE_GPUS(1);
   bench::EmulatedWorld ew(2, 0, 1.0);
   ew.run([&](comm::Group& g) {
     auto cfg = config_of(kQuants[0], GemmAllReduceMode::kFused, 512, 256, 1024);
+    cfg.skip_arrival_wait = true;
     if (g.rank() == 1) cfg.delay_stores_ns = 1'500'000'000ull;
     auto op = GemmAllReduce::Impl::create(g, cfg);
     OneHot oh(1024, 512, 256, g.rank());
@@ -489,10 +499,14 @@ TEST(EmulatedGemmAllReduce, PartialsThatNeverArriveTimeOutInsideThePipeline) {
     Stream st;
     op->run(1024, oh.a_view(1024, g.device()), oh.b_view(g.device()), {}, st.s);
     comm::sync_stream_bounded(st.s, 30, "the call with late partials");
-    const std::string msg = test::error_of([&] { op->check(); }, Status::kTimeout);
-    EXPECT_NE(msg.find("peer " + std::to_string(1 - g.rank())), std::string::npos) << msg;
-    if (g.rank() == 0) EXPECT_NE(msg.find("phase 0"), std::string::npos) << "the partial wait: " << msg;
-    std::printf("  rank %d: %s\n", g.rank(), msg.c_str());
+    if (g.rank() == 0) {
+      const std::string msg = test::error_of([&] { op->check(); }, Status::kTimeout);
+      EXPECT_NE(msg.find("peer 1"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("phase 0"), std::string::npos) << "the partial wait: " << msg;
+      std::printf("  rank 0: %s\n", msg.c_str());
+    } else {
+      EXPECT_NO_THROW(op->check()) << "rank 1 had rank 0's partials before rank 0 gave up";
+    }
   });
 }
 

@@ -46,8 +46,15 @@ struct EmulatedWorld::Shared {
   };
   std::map<uint64_t, PendingSet> window_sets;  // windows being made, by sequence number
 
+  // Set by the first rendezvous that timed out: its round can never complete (the rank that gave
+  // up is still counted in it), so every later rendezvous fails at once with this cause instead of
+  // timing out again with a misleading list of missing ranks.
+  std::string broken;
+
   std::vector<uint64_t> all_gather(int rank, uint64_t value, std::string_view what) {
     std::unique_lock<std::mutex> lock(mu);
+    WEAVE_EXPECT(broken.empty(), Status::kTimeout,
+                 "emulated rank " << rank << ": " << what << " not attempted: the world is broken (" << broken << ")");
     const uint64_t my_round = round;
     values[rank] = value;
     present[rank] = 1;
@@ -59,14 +66,21 @@ struct EmulatedWorld::Shared {
       cv.notify_all();
       return last_values;
     }
-    const bool done = cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] { return round != my_round; });
-    if (!done) {
+    const bool done = cv.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                                  [&] { return round != my_round || !broken.empty(); });
+    if (!done || round == my_round) {
+      WEAVE_EXPECT(broken.empty(), Status::kTimeout,
+                   "emulated rank " << rank << ": " << what << " abandoned: the world is broken (" << broken << ")");
       std::ostringstream missing;
       for (int r = 0; r < world; ++r)
         if (!present[r]) missing << (missing.tellp() > 0 ? "," : "") << r;
-      WEAVE_EXPECT(false, Status::kTimeout,
-                   "emulated rank " << rank << ": waited " << timeout_s << " s in " << what << " for rank(s) "
-                                    << missing.str() << " (emulated world of " << world << ")");
+      std::ostringstream why;
+      why << "rank " << rank << " waited " << timeout_s << " s in " << what << " for rank(s) " << missing.str();
+      broken = why.str();
+      cv.notify_all();
+      WEAVE_EXPECT(false, Status::kTimeout, "emulated rank " << rank << ": waited " << timeout_s << " s in " << what
+                                                            << " for rank(s) " << missing.str() << " (emulated world of "
+                                                            << world << ")");
     }
     return last_values;
   }

@@ -15,19 +15,15 @@
 // does not have. queue_budget_ok(streams) says whether `streams` streams fit; tests skip (and say
 // so) the combinations that do not fit, e.g. the ce transport at W = 8 (64 streams).
 //
-// Queues, what is still seen: at W = 4, calls of two different ops issued back to back on every
-// rank (op X then op Y, no host sync between) stalled in about one of four test runs: a rank's
-// kernel of op X did not start until a peer's wait in op X had timed out, so the peer recorded a
-// timeout while the late rank completed (GemmAllGather's and GemmAllReduce's tests, 2026-12-01).
-// The streams were created by the rank threads; streams lent by the world, created back to back,
-// made it worse (4 of 21 tests in 3 repeats), so which queue a stream gets is not creation order
-// alone. One op's calls back to back (BackToBack, graph replays, the soak at W = 4) did not stall
-// in 7 runs. Tests that are not about back-to-back calls of several ops therefore synchronise
-// between the ops' calls; two ops interleave only at W = 2. A multi-GPU run has no shared queue.
-// Back-to-back tests enqueue in lockstep (a host barrier after each rank's call, before anything
-// that waits for it is enqueued; the GPU is not synchronised): a queue then never holds a command
-// waiting for a rank's peer-dependent kernel ahead of a peer's launch that kernel needs. Whether
-// that removes the stalls is not measured yet (no device time was left when it was added).
+// Queues, the rule the tests follow (lockstep enqueue): no rank enqueues a command that waits for
+// its peer-dependent kernel (a copy of the output, a check kernel, the next call) until every rank
+// has enqueued its own peer-dependent kernel of that call (a host barrier right after run(); the
+// GPU is not synchronised). A queue is FIFO across the streams mapped to it: [rank 0's call, rank
+// 0's copy of its output, rank 1's call] holds rank 1's call behind a copy that waits for rank 0's
+// call, which waits for rank 1. Seen on the device before the rule (2026-12-01, W = 4, about one
+// test run in four, also with 32 connections): a rank's fused kernel started only once a peer's
+// wait had timed out (two timeouts in sequence, 10 s apart). Self-tests follow it by construction
+// (nothing is enqueued after the call before the host sync). A multi-GPU run has no shared queue.
 //
 // Host-side agreement (all_gather, barrier, window creation) is a rendezvous of the W threads,
 // bounded by the timeout: a rank that never arrives makes the others raise Error(kTimeout)
