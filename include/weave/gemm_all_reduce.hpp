@@ -14,8 +14,13 @@
 //               a tile of a peer's band is TMA-stored as a bf16 partial straight into the owner's
 //               staging; the owner computes its own band one round later, its epilogue adds the
 //               peers' partials in rank order and stores the final tile to itself and every peer
-//   auto        fused where the planner says it pays, else split-lsa (the choice and the reason:
-//               plan(m)); split-nccl when the ranks are not all in one NVLink domain
+//   decode      M <= 32 only: weave's decode GEMV (weave::Gemm's M <= 32 route, memory-bound on
+//               B_r) into the window, then weave's lsa all-reduce in place (the low-latency LL
+//               protocol at these sizes). Not bitwise equal to split-lsa (the GEMV sums K in
+//               another order); bitwise identical on every rank. Needs dense scales (as the GEMV)
+//   auto        decode for M <= 32 (where the GEMV implements the quant), else fused where the
+//               planner says it pays, else split-lsa (the choice and the reason: plan(m));
+//               split-nccl when the ranks are not all in one NVLink domain
 // A mode that cannot run here raises kUnavailable naming the reason; auto falls back with a log line.
 //
 // Numerics: fused is bitwise equal to split-lsa and split-ce (same tiles, the own term rounded to
@@ -50,7 +55,7 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace weave WEAVE_API {
 
-enum class GemmAllReduceMode : uint8_t { kAuto, kGemmOnly, kSplitNccl, kSplitLsa, kSplitCe, kFused };
+enum class GemmAllReduceMode : uint8_t { kAuto, kGemmOnly, kSplitNccl, kSplitLsa, kSplitCe, kFused, kDecode };
 std::string_view to_string(GemmAllReduceMode mode) noexcept;
 std::optional<GemmAllReduceMode> parse_gemm_all_reduce_mode(std::string_view name) noexcept;  // "fused", ...
 
@@ -111,8 +116,9 @@ class GemmAllReduce {
   GemmAllReducePlan plan(std::int64_t m) const;  // pure
   std::string describe() const;
 
-  // Enqueues one call: out = sum over ranks of A_r B_r^T. a: [m, K] (1 <= m <= m_max), b: [N, K],
-  // scales per quant. Every rank must call with the same m. Raises a timeout an earlier call
+  // Enqueues one call: out = sum over ranks of A_r B_r^T. a: [m, K] (1 <= m <= m_max; mode decode:
+  // m <= 32), b: [N, K], scales per quant (auto at m <= 32 with padded blockscale / mxfp8 scales,
+  // which the GEMV cannot read, runs split-lsa). Every rank must call with the same m. Raises a timeout an earlier call
   // recorded (check()) before enqueueing.
   void run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, cudaStream_t stream);
   // The output of the last run of m rows: [m, N] bf16 in the op's window (valid until the next run).

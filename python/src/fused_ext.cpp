@@ -52,7 +52,8 @@ void bind_fused(nb::module_& m) {
       .value("SPLIT_NCCL", weave::GemmAllReduceMode::kSplitNccl)
       .value("SPLIT_LSA", weave::GemmAllReduceMode::kSplitLsa)
       .value("SPLIT_CE", weave::GemmAllReduceMode::kSplitCe)
-      .value("FUSED", weave::GemmAllReduceMode::kFused);
+      .value("FUSED", weave::GemmAllReduceMode::kFused)
+      .value("DECODE", weave::GemmAllReduceMode::kDecode);
   nb::enum_<weave::GemmAllGatherMode>(m, "GemmAllGatherMode")
       .value("AUTO", weave::GemmAllGatherMode::kAuto)
       .value("GEMM_ONLY", weave::GemmAllGatherMode::kGemmOnly)

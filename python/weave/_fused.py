@@ -24,7 +24,7 @@ from ._tensors import DType, describe, resolve_stream
 GemmAllReduceMode = _weave.GemmAllReduceMode
 GemmAllGatherMode = _weave.GemmAllGatherMode
 
-_AR_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused)"
+_AR_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fused)"
 _AG_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused-lsa)"
 
 
@@ -137,7 +137,8 @@ class GemmAllReduce(_FusedOp):
     """The row-parallel linear layer: every rank r passes A_r [m, K_r] and its K shard B_r [N, K_r];
     every rank gets sum over r of A_r @ B_r.T, [m, N] bf16, bitwise identical on every rank (summed
     once per element in fp32 in rank order). Modes: auto (default), gemm-only, split-nccl,
-    split-lsa, split-ce, fused (both legs under the GEMM; bitwise equal to split-lsa)."""
+    split-lsa, split-ce, decode (m <= 32: the decode GEMV + the low-latency all-reduce; auto takes
+    it there), fused (both legs under the GEMM; bitwise equal to split-lsa)."""
 
     _kind = "GemmAllReduce"
     _validate = staticmethod(_weave.gemm_all_reduce_validate)

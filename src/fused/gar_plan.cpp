@@ -7,6 +7,7 @@
 #include "comm/protocol.hpp"
 #include "common/check.hpp"
 #include "fused/model_rates.hpp"
+#include "gemv/gemv.hpp"
 #include "weave/gemm.hpp"
 
 namespace weave {
@@ -19,13 +20,15 @@ std::string_view to_string(GemmAllReduceMode m) noexcept {
     case GemmAllReduceMode::kSplitLsa: return "split-lsa";
     case GemmAllReduceMode::kSplitCe: return "split-ce";
     case GemmAllReduceMode::kFused: return "fused";
+    case GemmAllReduceMode::kDecode: return "decode";
   }
   return "?";
 }
 
 std::optional<GemmAllReduceMode> parse_gemm_all_reduce_mode(std::string_view name) noexcept {
   for (auto m : {GemmAllReduceMode::kAuto, GemmAllReduceMode::kGemmOnly, GemmAllReduceMode::kSplitNccl,
-                 GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe, GemmAllReduceMode::kFused})
+                 GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe, GemmAllReduceMode::kFused,
+                 GemmAllReduceMode::kDecode})
     if (name == to_string(m)) return m;
   return std::nullopt;
 }
@@ -67,6 +70,7 @@ bool gar_hosts_fused(GemmAllReduceMode mode) {
 GemmAllReduceMode gar_split_mode(GemmAllReduceMode mode) {
   switch (mode) {
     case GemmAllReduceMode::kAuto:
+    case GemmAllReduceMode::kDecode:
     case GemmAllReduceMode::kSplitLsa: return GemmAllReduceMode::kSplitLsa;
     case GemmAllReduceMode::kSplitCe: return GemmAllReduceMode::kSplitCe;
     default: return GemmAllReduceMode::kAuto;  // none hosted
@@ -108,6 +112,12 @@ GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, 
   return g;
 }
 
+std::string gar_decode_unsupported_reason(const GemmAllReduceConfig& cfg, int64_t m) {
+  const GemmProblem p{.m = m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
+                      .out_dtype = DType::kBF16};
+  return detail::gemv_unsupported_reason(p);
+}
+
 int gar_chunks(const GemmAllReduceConfig& cfg, int64_t m, int ctas) {
   if (cfg.chunks > 0) return cfg.chunks;
   const int64_t tiles = ((m + kGarBlockM - 1) / kGarBlockM) * ((cfg.n + kGarBlockN - 1) / kGarBlockN);
@@ -138,7 +148,10 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
   p.bytes_ag = p.bytes_rs;
   p.window_bytes = static_cast<int64_t>(window_bytes);
   const GarRates r = gar_rates(cfg.quant);
-  p.model_gemm_us = 2.0 * double(m) * double(cfg.n) * double(cfg.k) / (r.gemm_tflops * 1e6);
+  // The larger of the compute time and the time to stream B_r once (small M is memory-bound).
+  const double b_bytes = double(cfg.n) * double(cfg.k) * (cfg.quant == ScaleMode::kBF16 ? 2 : 1);
+  p.model_gemm_us = std::max(2.0 * double(m) * double(cfg.n) * double(cfg.k) / (r.gemm_tflops * 1e6),
+                             b_bytes / (kModelledHbmGbps * 1e3));
   const double link_us = double(p.bytes_rs + p.bytes_ag) / (r.link_gbps * 1e3);
   p.model_comm_us = world > 1 ? link_us + r.comm_latency_us : 0;
   p.model_split_us = p.model_gemm_us + p.model_comm_us;
@@ -150,11 +163,17 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
   std::ostringstream why;
   const GemmAllReduceMode split = gar_split_mode(cfg.mode) == GemmAllReduceMode::kAuto ? GemmAllReduceMode::kSplitLsa
                                                                                        : gar_split_mode(cfg.mode);
+  const std::string decode_why = gar_decode_unsupported_reason(cfg, m);
   switch (cfg.mode) {
     case GemmAllReduceMode::kAuto:
       if (world == 1) {
         p.mode = GemmAllReduceMode::kGemmOnly;
         why << "world 1: nothing to reduce";
+      } else if (m <= detail::kGemvMaxM && decode_why.empty()) {
+        p.mode = GemmAllReduceMode::kDecode;
+        why << "m = " << m << " <= " << detail::kGemvMaxM
+            << ": decode GEMV (memory-bound on B_r, " << cfg.n * cfg.k * (cfg.quant == ScaleMode::kBF16 ? 2 : 1)
+            << " bytes) + the lsa all-reduce (LL at this size)";
       } else if (!fused_available) {
         p.mode = split;
         why << "fused kernel not available for " << to_string(cfg.quant) << " here; split";
@@ -175,6 +194,7 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
       p.mode = cfg.mode;
       why << "mode " << to_string(cfg.mode) << " requested";
       if (cfg.mode == GemmAllReduceMode::kSplitNccl && !nccl_available) why << " (unavailable: no NCCL communicator)";
+      if (cfg.mode == GemmAllReduceMode::kDecode && !decode_why.empty()) why << " (cannot run m = " << m << ": " << decode_why << ")";
       break;
   }
   p.reason = why.str();

@@ -34,6 +34,9 @@ GemmAllReduceMode gar_split_mode(GemmAllReduceMode mode);  // kSplitLsa / kSplit
 comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max_blocks);
 GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, int world, int split_max_blocks);
 
+// "" if mode decode can run m rows of `cfg` (the decode GEMV implements the problem), else why not.
+std::string gar_decode_unsupported_reason(const GemmAllReduceConfig& cfg, int64_t m);
+
 // Chunks per band for m rows on `ctas` CTAs per rank (cfg.chunks, or floor(waves / 2) clamped to
 // 1 .. kMaxChunks); ar_schedule clamps to the band and normalises.
 int gar_chunks(const GemmAllReduceConfig& cfg, int64_t m, int ctas);

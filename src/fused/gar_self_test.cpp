@@ -31,7 +31,8 @@ SelfTestReport GemmAllReduce::self_test(std::int64_t m) {
   Impl& im = *impl_;
   comm::Group& g = *im.group;
   const GemmAllReduceConfig& c = im.cfg;
-  if (m == 0) m = std::min<int64_t>(c.m_max, 300);  // not a multiple of the tile: partial tiles, several bands
+  // Not a multiple of the tile: partial tiles, several bands (decode: the GEMV's M <= 32, partial n8 tiles).
+  if (m == 0) m = std::min<int64_t>(c.m_max, c.mode == GemmAllReduceMode::kDecode ? 29 : 300);
   WEAVE_EXPECT_ARG(m >= 1 && m <= c.m_max, "GemmAllReduce::self_test: m must be in 1..m_max (" << c.m_max << ")");
   const int w = g.world_size(), r = g.rank();
   const int64_t n = c.n, k = c.k;

@@ -16,6 +16,7 @@
 #include "common/check.hpp"
 #include "common/log.hpp"
 #include "gemm/operands.hpp"
+#include "gemv/gemv.hpp"
 
 namespace weave {
 
@@ -53,6 +54,12 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
     case GemmAllReduceMode::kFused:
       WEAVE_EXPECT(fused_kernel != nullptr, Status::kUnavailable,
                    "GemmAllReduce: mode fused: no fused kernel for " << to_string(cfg.quant) << " in this build");
+      [[fallthrough]];
+    case GemmAllReduceMode::kDecode:
+      if (cfg.mode == GemmAllReduceMode::kDecode) {
+        const std::string why = fused::gar_decode_unsupported_reason(cfg, 1);
+        WEAVE_EXPECT(why.empty(), Status::kUnavailable, "GemmAllReduce: mode decode: the decode GEMV cannot run this op: " << why);
+      }
       [[fallthrough]];
     case GemmAllReduceMode::kSplitLsa:
     case GemmAllReduceMode::kSplitCe:
@@ -166,6 +173,17 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   const size_t count = static_cast<size_t>(m) * static_cast<size_t>(cfg.n);
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   last = pl.mode;
+  if (pl.mode == GemmAllReduceMode::kDecode) {
+    WEAVE_EXPECT_ARG(m <= detail::kGemvMaxM, "GemmAllReduce::run: mode decode runs m <= " << detail::kGemvMaxM
+                                                 << " rows (the decode GEMV), got m = " << m
+                                                 << "; use mode auto or split-lsa for larger m");
+    if (cfg.mode == GemmAllReduceMode::kDecode) gemm::check_gemv_scales(prob, s);
+    if (gemm::gemv_scales_dense(prob, s)) {
+      run_decode(m, a, b, s, stream);
+      return;
+    }
+    last = GemmAllReduceMode::kSplitLsa;  // auto with padded scales: the GEMV cannot read them
+  }
   if (pl.mode == GemmAllReduceMode::kFused) {
     // Consumers wait for peers' partials inside the pipeline: its waits must outlast the comm timeout.
     main.pipeline_timeout_ns = static_cast<uint64_t>((2 * group->timeout_s() + 5) * 1e9);
@@ -215,6 +233,30 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   }
   WEAVE_EXPECT(split != nullptr, Status::kInternal, "GemmAllReduce: mode " << to_string(pl.mode) << " has no all-reduce");
   split->run(out_local(), out_local(), count, stream);
+}
+
+// decode: the GEMV writes this rank's bf16 partial into gar.out (as the split GEMM does), then the
+// split all-reduce sums the ranks' partials in place (its auto algorithm: LL at decode sizes).
+void GemmAllReduce::Impl::run_decode(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
+                                     cudaStream_t stream) {
+  detail::GemvArgs g{};
+  g.a = a.data;
+  g.b = b.data;
+  g.scale_a = s.a.data;
+  g.scale_b = s.b.data;
+  g.c = out_local();
+  g.m = m;
+  g.n = cfg.n;
+  g.k = cfg.k;
+  g.lda = a.ld();
+  g.ldb = b.ld();
+  g.ldc = cfg.n;
+  g.mode = cfg.quant;
+  g.out_dtype = DType::kBF16;
+  detail::gemv_launch(g, num_sms, stream);
+  if (group->world_size() == 1) return;
+  WEAVE_EXPECT(split != nullptr, Status::kInternal, "GemmAllReduce: mode decode has no all-reduce");
+  split->run(out_local(), out_local(), static_cast<size_t>(m) * static_cast<size_t>(cfg.n), stream);
 }
 
 std::string GemmAllReduce::Impl::describe() const {

@@ -11,6 +11,10 @@ inline double modelled_gemm_tflops(ScaleMode quant) {
   return quant == ScaleMode::kBF16 ? 640 : (quant == ScaleMode::kMxfp8 ? 420 : 950);
 }
 
+// HBM read rate a weight-streaming kernel sustains on an H200: the decode GEMV reaches 26-55% of
+// the 4.8 TB/s peak (docs/gemm.md, GEMV section). Small-M GEMMs are modelled memory-bound on B.
+inline constexpr double kModelledHbmGbps = 2000;
+
 // NVLink bytes per second per direction per GPU with SM / TMA stores (2 x H200, docs/perf/comm.md).
 inline constexpr double kModelledLinkGbps = 370;
 

@@ -67,9 +67,13 @@ void check_gemm_inputs(const GemmProblem& p, const TensorView& a, const TensorVi
   }
 }
 
+bool gemv_scales_dense(const GemmProblem& p, const GemmScales& s) {
+  if (p.mode != ScaleMode::kBlockscale && p.mode != ScaleMode::kMxfp8) return true;
+  return s.a.ld() == s.a.cols() && s.b.ld() == s.b.cols();
+}
+
 void check_gemv_scales(const GemmProblem& p, const GemmScales& s) {
-  if (p.mode != ScaleMode::kBlockscale && p.mode != ScaleMode::kMxfp8) return;
-  WEAVE_EXPECT_ARG(s.a.ld() == s.a.cols() && s.b.ld() == s.b.cols(),
+  WEAVE_EXPECT_ARG(gemv_scales_dense(p, s),
                    "arguments 'scale_a'/'scale_b': m = " << p.m << " runs the decode GEMV, which reads "
                                                          << to_string(p.mode)
                                                          << " scales densely; leading dimensions must equal the "

@@ -24,6 +24,8 @@ void check_gemm_inputs(const GemmProblem& p, const TensorView& a, const TensorVi
 
 // The decode GEMV reads blockscale and mxfp8 scales densely (no leading dimension).
 void check_gemv_scales(const GemmProblem& p, const GemmScales& s);
+// Whether the decode GEMV can read these scales (dense rows; only blockscale and mxfp8 have rows).
+bool gemv_scales_dense(const GemmProblem& p, const GemmScales& s);
 
 // The main-loop half of the kernel arguments for a tiled plan (TMA maps of A and B, scales and
 // their strides, the K split, the debug negative control, the timeout record).

@@ -195,6 +195,42 @@ TEST(FusedArPlan, AutoChoosesByWavesAndModelAndRespectsExplicitModes) {
   EXPECT_EQ(fused::gar_plan(c, 2, 8192, 132, true, true).mode, GemmAllReduceMode::kSplitCe);
 }
 
+// Decode-sized M: auto takes decode (GEMV + LL all-reduce) where the GEMV implements the problem,
+// and says why; not at m = 33, not for mxfp8 packed scales, not at world 1; an explicit decode at
+// m > 32 keeps its mode and says it cannot run (run() raises).
+TEST(FusedArPlan, AutoTakesDecodeAtDecodeSizedM) {
+  GemmAllReduceConfig c;
+  c.n = 7168;
+  c.k = 2048;
+  c.m_max = 16384;
+  for (ScaleMode q : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale, ScaleMode::kMxfp8}) {
+    c.quant = q;
+    c.scale_layout = ScaleLayout::kRaw;
+    for (int64_t m : {1, 16, 32}) {
+      const auto p = fused::gar_plan(c, 2, m, 132, true, true);
+      EXPECT_EQ(p.mode, GemmAllReduceMode::kDecode) << to_string(q) << " m " << m << ": " << p.reason;
+      EXPECT_NE(p.reason.find("decode GEMV"), std::string::npos) << p.reason;
+    }
+    EXPECT_NE(fused::gar_plan(c, 2, 33, 132, true, true).mode, GemmAllReduceMode::kDecode) << to_string(q);
+    EXPECT_EQ(fused::gar_plan(c, 1, 1, 132, true, true).mode, GemmAllReduceMode::kGemmOnly);
+  }
+  c.quant = ScaleMode::kMxfp8;
+  c.scale_layout = ScaleLayout::kPacked;
+  EXPECT_NE(fused::gar_plan(c, 2, 16, 132, true, true).mode, GemmAllReduceMode::kDecode);
+  EXPECT_NE(fused::gar_decode_unsupported_reason(c, 16).find("raw scales only"), std::string::npos);
+  c.scale_layout = ScaleLayout::kRaw;
+  c.mode = GemmAllReduceMode::kDecode;
+  const auto big = fused::gar_plan(c, 2, 64, 132, true, true);
+  EXPECT_EQ(big.mode, GemmAllReduceMode::kDecode);
+  EXPECT_NE(big.reason.find("cannot run m = 64"), std::string::npos) << big.reason;
+  WindowLayout layout;
+  const fused::GarLayout g = fused::add_gar_regions(layout, c, 2, 64);
+  EXPECT_TRUE(g.has_split) << "decode hosts the lsa all-reduce";
+  EXPECT_FALSE(g.has_staging) << "decode never runs the fused kernel";
+  EXPECT_EQ(parse_gemm_all_reduce_mode("decode"), GemmAllReduceMode::kDecode);
+  EXPECT_EQ(to_string(GemmAllReduceMode::kDecode), "decode");
+}
+
 TEST(FusedArValidate, EveryRuleNamed) {
   GemmAllReduceConfig c;
   c.n = 7168;

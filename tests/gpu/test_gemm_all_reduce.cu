@@ -15,6 +15,7 @@
 #include "bench/emulated_world.hpp"
 #include "bench/gemm_operands.hpp"
 #include "bench/gpu_reference.hpp"
+#include "bench/harness.hpp"
 #include "bench/spin_delay.hpp"
 #include "bench/reduce_reference.hpp"
 #include "comm/timeout.hpp"
@@ -249,6 +250,108 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
                           static_cast<long long>(m), what, cmp.rel_l2);
           }
           g.barrier();  // nobody starts the next m while a peer still reads this one's output
+        }
+      });
+    }
+  }
+}
+
+// The decode route (M <= 32): weave's decode GEMV into the window, then the lsa all-reduce (LL at
+// these sizes). self_test at W = 2, 4, 8 in every quant the GEMV implements; random operands
+// within the summed-reference bound and identical on every rank; auto takes decode at m <= 32 and
+// not above; decode refuses m = 33 by name and mxfp8 packed scales (the GEMV reads raw) at
+// construction.
+TEST(EmulatedGemmAllReduce, DecodeRouteGemvThenLowLatencyAllReduce) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 384, k = 256, m_max = 64;
+  int self_tests = 0;
+  for (int world : {2, 4, 8}) {
+    bench::EmulatedWorld ew(world, 0, 20);
+    for (const QuantCase& q : kQuants) {
+      SCOPED_TRACE(std::string(q.name) + " W" + std::to_string(world));
+      ew.run([&](comm::Group& g) {
+        if (q.layout == ScaleLayout::kPacked) {
+          const std::string msg = test::error_of(
+              [&] { GemmAllReduce::Impl::create(g, config_of(q, GemmAllReduceMode::kDecode, n, k, m_max)); },
+              Status::kUnavailable);
+          EXPECT_NE(msg.find("raw scales only"), std::string::npos) << msg;
+          return;
+        }
+        auto op = GemmAllReduce::Impl::create(g, config_of(q, GemmAllReduceMode::kDecode, n, k, m_max));
+        for (int64_t m : {1, 7, 16, 29, 32}) {
+          const SelfTestReport rep = op->self_test(m);
+          EXPECT_TRUE(rep.ok) << "m " << m << ": " << rep.detail;
+          EXPECT_EQ(op->last_mode(), GemmAllReduceMode::kDecode);
+          if (g.rank() == 0 && rep.ok) ++self_tests;
+        }
+        OneHot oh(m_max, n, k, g.rank());
+        Stream st;
+        const std::string msg = test::error_of(
+            [&] { op->run(33, oh.a_view(33, g.device()), oh.b_view(g.device()), {}, st.s); }, Status::kInvalidArgument);
+        EXPECT_NE(msg.find("mode decode runs m <= 32"), std::string::npos) << msg;
+      });
+    }
+  }
+  std::printf("  decode self-tests passed: %d (rank 0 counted)\n", self_tests);
+
+  for (int world : {2, 4}) {
+    bench::EmulatedWorld ew(world, 0, 10);
+    for (const QuantCase& q : kQuants) {
+      if (q.layout == ScaleLayout::kPacked) continue;
+      SCOPED_TRACE(std::string(q.name) + " W" + std::to_string(world));
+      ew.run([&](comm::Group& g) {
+        const int dev = g.device(), r = g.rank();
+        auto decode = GemmAllReduce::Impl::create(g, config_of(q, GemmAllReduceMode::kDecode, n, k, m_max));
+        auto autop = GemmAllReduce::Impl::create(g, config_of(q, GemmAllReduceMode::kAuto, n, k, m_max));
+        std::vector<bench::DeviceOperand> bs;
+        for (int s = 0; s < world; ++s)
+          bs.push_back(bench::upload_operand(
+              bench::quantize_parallel(bench::random_operand(300 + s, n, k), n, k, q.quant, ref::Operand::kB), dev));
+        Stream st;
+        for (int64_t m : {1, 13, 32, 33}) {
+          std::vector<bench::DeviceOperand> as;
+          for (int s = 0; s < world; ++s)
+            as.push_back(bench::upload_operand(
+                bench::quantize_parallel(bench::random_operand(4000 + 17 * s + m, m, k), m, k, q.quant, ref::Operand::kA),
+                dev));
+          const GemmScales sc{as[r].scale_view, bs[r].scale_view};
+          const size_t bytes = static_cast<size_t>(m * n) * 2;
+          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = q.layout, .out_dtype = DType::kBF16};
+          bench::DeviceBuffer sum(static_cast<size_t>(m * n) * 4), mag(static_cast<size_t>(m * n) * 4),
+              one(static_cast<size_t>(m * n) * 4);
+          WEAVE_CHECK_CUDA(cudaMemsetAsync(sum.get(), 0, sum.bytes(), st.s));
+          WEAVE_CHECK_CUDA(cudaMemsetAsync(mag.get(), 0, mag.bytes(), st.s));
+          for (int s = 0; s < world; ++s) {
+            bench::gpu_reference_gemm(p, as[s].view, bs[s].view, GemmScales{as[s].scale_view, bs[s].scale_view},
+                                      one.as<float>(), st.s);
+            bench::gpu_add_term(sum.as<float>(), mag.as<float>(), one.as<float>(), m * n, st.s);
+          }
+          for (GemmAllReduce* op : {decode.get(), autop.get()}) {
+            if (op == decode.get() && m > 32) continue;
+            bench::poison_nan(op->output(m).data, bytes, DType::kBF16, st.s);
+            comm::sync_stream_bounded(st.s, 30, "inputs and poison");
+            g.barrier();
+            op->run(m, as[r].view, bs[r].view, sc, st.s);
+            comm::sync_stream_bounded(st.s, 30, "the call, m " + std::to_string(m));  // nothing enqueued after it
+            op->check();
+            const bool want_decode = m <= 32;
+            EXPECT_EQ(op->last_mode() == GemmAllReduceMode::kDecode, want_decode)
+                << "m " << m << ": took " << to_string(op->last_mode()) << " (" << op->plan(m).reason << ")";
+            const ref::Comparison cmp =
+                bench::gpu_compare(TensorView::matrix(op->output(m).data, DType::kBF16, m, n, dev), sum.as<float>(),
+                                   bench::reduced_gemm_tolerance(q.quant, world), st.s, mag.as<float>());
+            EXPECT_EQ(cmp.wrong, 0) << "m " << m << " " << to_string(op->last_mode()) << ": " << cmp.wrong << " of "
+                                    << cmp.count << " beyond the bound (never written " << cmp.never_written
+                                    << "), rel_l2 " << cmp.rel_l2;
+            std::vector<uint8_t> h(bytes);
+            WEAVE_CHECK_CUDA(cudaMemcpy(h.data(), op->output(m).data, bytes, cudaMemcpyDeviceToHost));
+            const auto hashes = g.all_gather(fnv1a64(h.data(), bytes), "the output hash");
+            for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
+            if (r == 0 && m == 13)
+              std::printf("  %s W%d m 13 %s: rel_l2 %.3g vs the summed reference\n", q.name, world,
+                          mode_name(op->last_mode()).c_str(), cmp.rel_l2);
+            g.barrier();
+          }
         }
       });
     }

@@ -28,12 +28,14 @@
 //               names it, and then with an empty kernel after each call (gemm-ag's reason)
 //   split-lsa   GEMM into the window, then weave's lsa all-reduce in place
 //   split-ce    the same with weave's copy-engine all-reduce (emulated world: W <= 2 only)
+//   decode      W > 1, m <= 32: weave's decode GEMV into the window, then weave's lsa all-reduce
+//               (LL at these sizes) in place; a split arm (it counts toward the best split)
 //   fused       one kernel: peers' bands out as bf16 partials, own band summed with them, results
 //               stored to every rank
 //   auto        the op's own choice per call (the row says which mode it took and why)
 //   split-nccl  never here: it needs an NCCL communicator, which neither the emulated world nor
 //               this suite's world 1 has
-// ratio = time / the best split arm (split-lsa, split-ce) at that M in the same run; vs_lt = time /
+// ratio = time / the best split arm (split-lsa, split-ce, decode) at that M in the same run; vs_lt = time /
 // cublaslt. TFLOPS = 2*M*N*K_r per rank over the arm's time; algbw = M*N*2 bytes / time, busbw =
 // algbw * 2(W-1)/W (nccl-tests' all-reduce convention). Overlap efficiency (T_gemm + T_comm -
 // T_fused) / min(T_gemm, T_comm) where gemm-only, comm-only and fused were all measured.
@@ -49,7 +51,8 @@
 //     comm-only's input is this rank's reference rounded to bf16;
 //   - fused, split-ce and auto are compared bit for bit with split-lsa's output of the same call
 //     (equal by design: the same tiles, the same fp32 sum of bf16 partials in rank order); not
-//     fused under --exact-own, which keeps the own term in fp32.
+//     fused under --exact-own, which keeps the own term in fp32, nor decode (and auto where it
+//     took decode), whose GEMV sums K in another order.
 // #wrong sums elements outside the bound over ranks and both checks, !=split the elements that
 // differ from split-lsa; a row with either > 0 (or an arm that failed) makes the exit status 1.
 #include <cuda_runtime.h>
@@ -76,6 +79,7 @@
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "fused/gar_impl.hpp"
+#include "gemv/gemv.hpp"
 #include "weave/collectives.hpp"
 #include "weave/gemm_all_reduce.hpp"
 #include "weave/quant.hpp"
@@ -104,7 +108,7 @@ const std::string kCommOnlyEmulatedNote = fused_bench::comm_only_emulated_note(
     "seen with gemm-ag's lsa all-gather on the device, 2026-12-01; the all-reduce's lsa calls chain the same way");
 
 const std::vector<std::string> kArmNames = {"gemm-only", "cublaslt", "comm-only", "split-lsa", "split-ce",
-                                            "split-nccl", "fused",    "auto"};
+                                            "split-nccl", "decode",   "fused",     "auto"};
 
 // The arms of this world (in timing order) and a note for every arm left out.
 std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::string>& wanted,
@@ -133,6 +137,8 @@ std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::s
   } else {
     add({"split-ce", ArmKind::kOp, GemmAllReduceMode::kSplitCe, true});
   }
+  // decode (GEMV + the lsa all-reduce) is a split arm of its own rows, m <= 32 (per-M note below).
+  if (world > 1) add({"decode", ArmKind::kOp, GemmAllReduceMode::kDecode, true});
   add({"fused", ArmKind::kOp, GemmAllReduceMode::kFused, false});
   add({"auto", ArmKind::kOp, GemmAllReduceMode::kAuto, false});
   if (want("split-nccl"))
@@ -147,6 +153,7 @@ std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::s
 // mode it ran.
 bool equal_to_split_by_design(const ArmSpec& spec, GemmAllReduceMode ran, bool exact_own) {
   if (spec.kind != ArmKind::kOp || spec.name == "gemm-only" || spec.name == "split-lsa") return false;
+  if (ran == GemmAllReduceMode::kDecode) return false;  // the GEMV sums K in another order than the tile
   return !(exact_own && ran == GemmAllReduceMode::kFused);
 }
 
@@ -171,7 +178,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
   for (const auto& a : opt.arms)
     WEAVE_EXPECT_ARG(std::find(kArmNames.begin(), kArmNames.end(), a) != kArmNames.end(),
                      "--arms: '" << a << "' is not one of gemm-only, cublaslt, comm-only, split-lsa, split-ce, "
-                                 << "split-nccl, fused, auto");
+                                 << "split-nccl, decode, fused, auto");
   const GemmArOptions& shape = opt.shape;  // mxfp8: raw scales (the suite has no --scale-layout)
   const GemmAllReduceConfig base = gemm_ar_config(shape, world);
   WEAVE_EXPECT_ARG(opt.timeout_s >= 0.1 && opt.timeout_s <= 600, "--timeout " << opt.timeout_s << ": must be in 0.1..600 s");
@@ -376,7 +383,9 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
         std::vector<size_t> runnable;
         for (size_t i = 0; i < specs.size(); ++i) {
           rr[i].unavailable = st.arms[i].unavailable;
-          if (st.arms[i].unavailable.empty()) runnable.push_back(i);
+          if (rr[i].unavailable.empty() && specs[i].mode == GemmAllReduceMode::kDecode && m > detail::kGemvMaxM)
+            rr[i].unavailable = "decode runs m <= " + std::to_string(detail::kGemvMaxM) + " (the decode GEMV)";
+          if (rr[i].unavailable.empty()) runnable.push_back(i);
         }
         if (runnable.empty()) return;
         for (size_t i : runnable) check(i, "before timing");
@@ -528,7 +537,7 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
   GarBenchOptions& o = suite_options();
   auto* app = bench.add_subcommand(
       "gemm-ar",
-      "weave::GemmAllReduce per M: gemm-only, cuBLASLt's GEMM, comm-only, split-lsa, split-ce, fused and auto "
+      "weave::GemmAllReduce per M: gemm-only, cuBLASLt's GEMM, comm-only, split-lsa, split-ce, decode, fused and auto "
       "alternating in one process; every arm checked against a reference (#wrong) and fused against split-lsa bit for "
       "bit (!=split). --emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). 2+ GPUs: not yet.");
   add_common_bench_options(*app, common);
@@ -559,6 +568,9 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
       "  split-lsa   GEMM, then weave's lsa all-reduce in place\n"
       "  split-ce    GEMM, then weave's copy-engine all-reduce (emulated world: W <= 2 only, because the\n"
       "              ranks' copy streams would share hardware queues with peers' waiting kernels)\n"
+      "  decode      W > 1, m <= 32 only: weave's decode GEMV into the window, then the lsa all-reduce (LL\n"
+      "              at these sizes); counts as a split arm; not compared bit for bit (the GEMV sums K in\n"
+      "              another order than the 128x128 tile)\n"
       "  fused       one kernel: peers' bands sent as bf16 partials, the own band summed with them and\n"
       "              stored to every rank (--chunks, --exact-own set it up)\n"
       "  auto        the op's choice per call (shown as auto(<mode>))\n"
