@@ -112,6 +112,8 @@ GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, 
   return g;
 }
 
+bool gar_decode_pays(ScaleMode quant, int64_t m) { return quant == ScaleMode::kBF16 && m <= kGarDecodeMaxMBf16; }
+
 std::string gar_decode_unsupported_reason(const GemmAllReduceConfig& cfg, int64_t m) {
   const GemmProblem p{.m = m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
                       .out_dtype = DType::kBF16};
@@ -169,9 +171,9 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
       if (world == 1) {
         p.mode = GemmAllReduceMode::kGemmOnly;
         why << "world 1: nothing to reduce";
-      } else if (m <= detail::kGemvMaxM && decode_why.empty()) {
+      } else if (gar_decode_pays(cfg.quant, m) && decode_why.empty()) {
         p.mode = GemmAllReduceMode::kDecode;
-        why << "m = " << m << " <= " << detail::kGemvMaxM
+        why << "bf16, m = " << m << " <= " << kGarDecodeMaxMBf16
             << ": decode GEMV (memory-bound on B_r, " << cfg.n * cfg.k * (cfg.quant == ScaleMode::kBF16 ? 2 : 1)
             << " bytes) + the lsa all-reduce (LL at this size)";
       } else if (!fused_available) {
@@ -197,6 +199,10 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
       if (cfg.mode == GemmAllReduceMode::kDecode && !decode_why.empty()) why << " (cannot run m = " << m << ": " << decode_why << ")";
       break;
   }
+  if (cfg.mode == GemmAllReduceMode::kAuto && world > 1 && p.mode != GemmAllReduceMode::kDecode &&
+      m <= detail::kGemvMaxM)
+    why << "; decode not taken: "
+        << (decode_why.empty() ? "measured slower than split-lsa for this quant / m (fused/gar_plan.hpp)" : decode_why);
   p.reason = why.str();
   return p;
 }

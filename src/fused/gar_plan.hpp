@@ -34,6 +34,14 @@ GemmAllReduceMode gar_split_mode(GemmAllReduceMode mode);  // kSplitLsa / kSplit
 comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max_blocks);
 GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, int world, int split_max_blocks);
 
+// auto takes decode only where it was measured faster than split-lsa (the 128x128 GEMM + the same
+// all-reduce): bf16 at M <= 16 (emulated world W = 2, N = 7168, K_r = 2048, 2026-12-01: 25.5 vs
+// 32.1 us at M = 1, 28.7 vs 31.2 at 16, 33.4 vs 32.4 at 32). The fp8 GEMV reads B at 26-37% of HBM
+// (docs/gemm.md) and lost to the tile GEMM at every M measured (blockscale: 20.0 vs 18.0 us at
+// M = 1, 27.7 vs 20.6 at 32), so fp8 stays split-lsa until the GEMV gets faster.
+inline constexpr int64_t kGarDecodeMaxMBf16 = 16;
+bool gar_decode_pays(ScaleMode quant, int64_t m);
+
 // "" if mode decode can run m rows of `cfg` (the decode GEMV implements the problem), else why not.
 std::string gar_decode_unsupported_reason(const GemmAllReduceConfig& cfg, int64_t m);
 

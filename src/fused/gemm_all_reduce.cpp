@@ -159,6 +159,9 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   const comm::OpRuntime::CallGuard guard(*rt, "GemmAllReduce::run");
   check();
   WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "GemmAllReduce::run: m must be in 1.." << cfg.m_max << " (m_max), got " << m);
+  WEAVE_EXPECT_ARG(cfg.mode != GemmAllReduceMode::kDecode || m <= detail::kGemvMaxM,
+                   "GemmAllReduce::run: mode decode runs m <= " << detail::kGemvMaxM << " rows (the decode GEMV), got m = "
+                                                                << m << "; use mode auto or split-lsa for larger m");
   const GemmProblem prob = problem_of(cfg, m);
   gemm::check_gemm_inputs(prob, a, b, s, group->device());
   const int w = group->world_size(), r = group->rank();
@@ -174,9 +177,6 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   last = pl.mode;
   if (pl.mode == GemmAllReduceMode::kDecode) {
-    WEAVE_EXPECT_ARG(m <= detail::kGemvMaxM, "GemmAllReduce::run: mode decode runs m <= " << detail::kGemvMaxM
-                                                 << " rows (the decode GEMV), got m = " << m
-                                                 << "; use mode auto or split-lsa for larger m");
     if (cfg.mode == GemmAllReduceMode::kDecode) gemm::check_gemv_scales(prob, s);
     if (gemm::gemv_scales_dense(prob, s)) {
       run_decode(m, a, b, s, stream);
