@@ -110,6 +110,11 @@ class GemmAllGather {
   // rank) through the op's mode and checks every source rank's rows on every rank against a
   // reference computed on the host; ok = every rank saw every source right.
   SelfTestReport self_test(std::int64_t m = 0);
+  // The same, then checks that every rank passed the same B (and scale_b, if given: its raw or
+  // packed scale tensor): each rank fingerprints its tensors on the GPU, the fingerprints are
+  // compared, and ok is false on every rank if any differs, naming the ranks outside the majority
+  // (at W = 2 both fingerprints: the odd one cannot be told). Collective and synchronising.
+  SelfTestReport self_test(std::int64_t m, TensorView b, TensorView scale_b = {});
 
   struct Impl;
 

@@ -40,7 +40,8 @@ void bind_op_common(nb::class_<Op>& c) {
            "m"_a)
       .def_prop_ro("last_mode", &Op::last_mode)
       .def("check", &Op::check)
-      .def("self_test", &Op::self_test, "m"_a, nb::call_guard<nb::gil_scoped_release>());
+      .def("self_test", [](Op& op, int64_t m) { return op.self_test(m); }, "m"_a,
+           nb::call_guard<nb::gil_scoped_release>());
 }
 
 }  // namespace
@@ -130,6 +131,11 @@ void bind_fused(nb::module_& m) {
   bind_op_common<weave::GemmAllReduce, weave::GemmAllReduceConfig>(ar);
   nb::class_<weave::GemmAllGather> ag(m, "GemmAllGather");
   bind_op_common<weave::GemmAllGather, weave::GemmAllGatherConfig>(ag);
+  ag.def("self_test_b",
+         [](weave::GemmAllGather& op, int64_t m, const weave::TensorView& b, const weave::TensorView& sb) {
+           return op.self_test(m, b, sb);
+         },
+         "m"_a, "b"_a, "scale_b"_a, nb::call_guard<nb::gil_scoped_release>());
 }
 
 }  // namespace weave_py

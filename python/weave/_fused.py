@@ -187,6 +187,21 @@ class GemmAllGather(_FusedOp):
                  out_dtype="bf16", mode="auto"):
         super().__init__(comm, _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode))
 
+    def self_test(self, m: int = 0, *, b=None, scale_b=None) -> dict:
+        """Collective and synchronising: known per-rank values through the op's real path. With b
+        (this rank's B [N, K], and scale_b for the fp8 modes), also checks that every rank passed
+        the same B: ok is False on every rank if any differs, naming the ranks outside the majority."""
+        if b is None:
+            return super().self_test(m)
+        tb = describe(b, "B")
+        if tb.ndim != 2:
+            raise arg_error(f"argument 'B': must be a 2-D matrix (got rank {tb.ndim}: {list(tb.shape)})")
+        mode = self._cfg.quant
+        want = DType.BF16 if mode == ScaleMode.BF16 else DType.E4M3
+        sb = _scale_view(scale_b, "scale_b", mode, self._cfg.scale_layout, self._cfg.n, "N")
+        r = self._impl.self_test_b(_int("m", m, 0), tb.view(want), sb)
+        return {"ok": r.ok, "wrong_from_rank": list(r.wrong_from_rank), "detail": r.detail}
+
     @staticmethod
     def validate(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", out_dtype="bf16",
                  mode="auto") -> str:

@@ -156,13 +156,55 @@ TEST(EmulatedGemmAllGather, SelfTestFailsWhenNothingMoves) {
   });
 }
 
+// B must be identical on every rank, and nothing in the protocol notices a rank whose B differs:
+// self_test(m, b, scale_b) fingerprints every rank's B (and scales) and fails on every rank,
+// naming the rank outside the majority (W = 4), or reporting every fingerprint (W = 2: no
+// majority). Control: the same B everywhere passes. One flipped bit of B (bf16) and one changed
+// scale byte of scale_b (blockscale, values identical) are each caught.
+TEST(EmulatedGemmAllGather, SelfTestNamesARankWhoseBDiffers) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 512, m_max = 256;
+  const QuantCase* cases[] = {&kQuants[0], &kQuants[3]};
+  for (int world : {2, 4}) {
+    bench::EmulatedWorld ew(world, 0, 10);
+    for (const QuantCase* q : cases)
+      for (int odd : {-1, world - 1}) {  // -1: every rank the same B (the control)
+        SCOPED_TRACE(std::string(q->name) + " W" + std::to_string(world) + " odd rank " + std::to_string(odd));
+        ew.run([&](comm::Group& g) {
+          auto op = GemmAllGather::Impl::create(g, config_of(*q, GemmAllGatherMode::kAuto, n, k, m_max));
+          const bench::DeviceOperand b = bench::upload_operand(
+              bench::quantize_parallel(bench::random_operand(77, n, k), n, k, q->quant, ref::Operand::kB), g.device());
+          if (g.rank() == odd) {
+            // bf16: flip one bit of one value of B; blockscale: change one byte of one scale.
+            const bool bf16 = q->quant == ScaleMode::kBF16;
+            char* p = static_cast<char*>(bf16 ? b.view.data : b.scale_view.data) + (bf16 ? 37 : 5);
+            char byte = 0;
+            WEAVE_CHECK_CUDA(cudaMemcpy(&byte, p, 1, cudaMemcpyDeviceToHost));
+            byte ^= 0x01;
+            WEAVE_CHECK_CUDA(cudaMemcpy(p, &byte, 1, cudaMemcpyHostToDevice));
+          }
+          const SelfTestReport rep = op->self_test(100, b.view, b.scale_view);
+          if (odd < 0) {
+            EXPECT_TRUE(rep.ok) << rep.detail;
+            EXPECT_NE(rep.detail.find("identical on every rank"), std::string::npos) << rep.detail;
+            return;
+          }
+          EXPECT_FALSE(rep.ok) << rep.detail;
+          const std::string want = world > 2 ? "rank(s) " + std::to_string(odd) + " differ" : "no majority";
+          EXPECT_NE(rep.detail.find(want), std::string::npos) << rep.detail;
+          if (g.rank() == 0) std::printf("  %s W%d: %s\n", q->name, world, rep.detail.substr(0, 160).c_str());
+        });
+      }
+  }
+}
+
 // Random operands: fused output bitwise equal to split-lsa's, identical on every rank, and every
 // source rank's rows within the GEMM tolerance of gpu_reference_gemm (a plain CUDA-core GEMM).
 TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource) {
   WEAVE_REQUIRE_GPUS(1);
-  const int64_t n = 512, k = 1024, m_max = 2100;
+  const int64_t n = 512, k = 1024, m_max = 8192;
   std::mt19937_64 rng(20261201);
-  std::vector<int64_t> ms = {1, 7, 128, 1000, 2048, 1 + static_cast<int64_t>(rng() % 2000)};
+  std::vector<int64_t> ms = {1, 7, 128, 1000, 2048, 8192, 1 + static_cast<int64_t>(rng() % 8000)};
   for (int world : {2, 4}) {
     bench::EmulatedWorld ew(world, 0, 20);
     for (const QuantCase& q : kQuants) {
