@@ -10,6 +10,7 @@
 // CTA b of every rank handles the same part b of each transfer, so flags are per (source, CTA)
 // and no CTA ever waits for another CTA of its own grid (no co-residency assumption).
 #pragma once
+#include "comm/credit.hpp"
 #include "comm/device_common.cuh"
 #include "common/check.hpp"
 #include "hopper/ptx/griddepcontrol.cuh"
@@ -50,13 +51,15 @@ __device__ inline bool begin_call(const ProtoArgs& p, CallEpoch* call) {
 }
 
 // docs/memory_ordering.md "credit": ready = e means every earlier stream operation of this rank,
-// including each read of the buffers peers write into, has completed.
+// including each read of the buffers peers write into, has completed. The wait passes when
+// credit_granted(ready, e, lag) (comm/credit.hpp, simulated on the CPU).
 __device__ inline bool exchange_credits(const ProtoArgs& p, uint32_t e, uint32_t lag) {
   const int t = static_cast<int>(threadIdx.x), w = p.win.world, r = p.win.rank;
   bool bad = false;
   if (t < w && t != r) {
     publish(credit_slot(p, t, r), e);
-    if (p.flow_control) bad = !wait_reached(p, credit_slot(p, r, t), e - lag, t, -1, FlagKind::kCredit);
+    if (p.flow_control)
+      bad = !wait_reached(p, credit_slot(p, r, t), credit_wait_epoch(e, lag), t, -1, FlagKind::kCredit);
   }
   return !__syncthreads_or(bad);
 }

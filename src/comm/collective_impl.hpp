@@ -35,6 +35,12 @@ struct Collective::Impl {
   cudaEvent_t fork_event = nullptr;
   std::unique_ptr<comm::StreamMemOps> mem_ops;  // ce pull: the copy streams wait on kernel-stored triggers
   uint64_t self_test_seed = 0x5eed;
+  // Testing hook (the self-test's negative control, tests/gpu/test_emulated_controls.cu): the rank
+  // whose self-test input holds the previous seed's values, as a transport that delivered a stale
+  // call's data from that source would show. -1 (always, outside that test): none.
+  int self_test_stale_source = -1;
+  // The Impl of an op (tests reach the hook above through it).
+  static Impl& of(Collective& op) { return *op.impl_; }
 
   // Construction in two steps, so several ops can share one window: the constructor validates,
   // plans and agrees (collective); shape() says which regions the op needs; attach() takes the

@@ -30,7 +30,11 @@ SelfTestReport Collective::self_test(std::size_t count) {
   WEAVE_EXPECT(esz == comm::self_test_elem_bytes(shape), Status::kInternal,
                "self_test: element size " << esz << " does not match the self-test values' "
                                           << comm::self_test_elem_bytes(shape));
-  const std::vector<uint8_t> host_in = comm::self_test_input(shape);
+  // The negative-control hook sends the previous seed's values from one source: every rank must
+  // then report that source's data wrong.
+  comm::SelfTestShape sent = shape;
+  if (m.self_test_stale_source == r) sent.seed -= 1;
+  const std::vector<uint8_t> host_in = comm::self_test_input(sent);
 
   SelfTestReport report;
   report.wrong_from_rank.assign(w, 0);

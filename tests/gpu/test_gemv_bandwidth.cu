@@ -12,14 +12,18 @@
 //   split=s   each other valid K split (does the planner pick well? every split's time is printed)
 //   cublaslt  cuBLASLt at the same M, when tools/bench/cublaslt supports the mode and shape
 // and, once per run, the HBM read ceiling: the read kernel over 1 GiB.
-// GB/s = bytes of B (values + scales) per call / time per call. Every row's GEMV output is
-// NaN-poisoned before the timed run and compared afterwards with bench::gpu_reference_gemm.
+// GB/s = bytes of B (values + scales) per call / time per call. Every arm that writes C (each
+// GEMV arm and cuBLASLt) has its own output buffer, NaN-poisoned before the timed run and compared
+// afterwards with bench::gpu_reference_gemm, so a GEMV variant that skips or misplaces elements
+// fails even when another arm ran after it (they used to share one buffer: only the last writer
+// was checked). cuBLASLt is held to bench::gemm_tolerance, as in `weave bench gemm`.
 //
 // Run: ./weave_tests_gpu --gtest_filter='GemvBandwidth*'   (about 10 s on an H200)
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -130,74 +134,94 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
         const std::vector<float> af = ref::random_normal(rng, int64_t(m) * k);
         const ref::QuantMatrix qa = ref::quantize(af.data(), m, k, mode, ref::Operand::kA);
         const bench::DeviceOperand da = bench::upload_operand(qa, device);
-        bench::DeviceBuffer c(size_t(m) * n * 2), c_ref(size_t(m) * n * 4);
-        const TensorView c_view = TensorView::matrix(c.get(), out, m, n, device);
+        bench::DeviceBuffer c_ref(size_t(m) * n * 4);
         const GemmProblem problem{.m = m, .n = n, .k = k, .mode = mode, .scale_layout = ScaleLayout::kRaw, .out_dtype = out};
         const detail::GemvConfig plan = detail::gemv_config(problem, num_sms);
+        // One output per writing arm (deque: buffers stay put while more are added), with the
+        // arm's name and its tolerance.
+        struct Output {
+          std::string arm;
+          bench::DeviceBuffer c;
+          bench::Tolerance tol;
+        };
+        std::deque<Output> outputs;
+        const bench::Tolerance gemv_tol{.rtol = 1.0 / 128, .atol = 0, .atol_rms = 2e-3};
+        auto new_output = [&](const std::string& arm, const bench::Tolerance& tol) -> bench::DeviceBuffer& {
+          return outputs.emplace_back(Output{arm, bench::DeviceBuffer(size_t(m) * n * 2), tol}).c;
+        };
 
-        auto gemv_arm = [&](int split, bool pdl) {
-          return [&, split, pdl](cudaStream_t s, int call) {
+        auto gemv_arm = [&](const std::string& name, int split, bool pdl) {
+          void* const c = new_output(name, gemv_tol).get();  // by value: the arm outlives this scope
+          return bench::Arm{name, [&, c, split, pdl](cudaStream_t s, int call) {
             const bench::DeviceOperand& b = copies[call % copies.size()];
             detail::GemvArgs args;
-            args.a = da.values.get(), args.b = b.values.get(), args.c = c.get();
+            args.a = da.values.get(), args.b = b.values.get(), args.c = c;
             args.scale_a = da.scales.get(), args.scale_b = b.scales.get();
             args.m = m, args.n = n, args.k = k, args.lda = k, args.ldb = k, args.ldc = n;
             args.mode = mode, args.out_dtype = out, args.split = split, args.pdl = pdl;
             detail::gemv_launch(args, num_sms, s);
-          };
+          }};
         };
         std::vector<bench::Arm> arms;
         arms.push_back({"read", [&](cudaStream_t s, int call) {
                           const bench::DeviceOperand& b = copies[call % copies.size()];
                           launch_read(b.values.get(), b.values.bytes(), sink.as<uint32_t>(), num_sms, s);
                         }});
-        arms.push_back({"gemv", gemv_arm(0, false)});
-        arms.push_back({"gemv+pdl", gemv_arm(0, true)});
+        arms.push_back(gemv_arm("gemv", 0, false));
+        arms.push_back(gemv_arm("gemv+pdl", 0, true));
         std::vector<int> sweep;
         for (int s : {1, 2, 4, 8, 16}) {
           if (s == plan.split) continue;
           try {
             detail::gemv_config(problem, num_sms, s);
             sweep.push_back(s);
-            arms.push_back({"split=" + std::to_string(s), gemv_arm(s, false)});
+            arms.push_back(gemv_arm("split=" + std::to_string(s), s, false));
           } catch (const weave::Error&) {
           }
         }
         // cuBLASLt at the same M where the wrapper supports it (rotating the same copies).
         std::unique_ptr<bench::CublasLtGemm> lt;
         std::vector<bench::CublasLtScales> lt_scales;
-        bench::DeviceBuffer c_lt(size_t(m) * n * 2);
         std::string lt_note;
         try {
           lt_note = bench::CublasLtGemm::supports(problem);
           if (lt_note.empty()) {
             lt = std::make_unique<bench::CublasLtGemm>(problem, device);
             for (const auto& b : copies) lt_scales.push_back(lt->prepare_scales({da.scale_view, b.scale_view}, stream));
-            arms.push_back({"cublaslt", [&](cudaStream_t s, int call) {
+            void* const c_lt = new_output("cublaslt", bench::gemm_tolerance(mode, out)).get();
+            arms.push_back({"cublaslt", [&, c_lt](cudaStream_t s, int call) {
                               const size_t i = call % copies.size();
                               lt->run(da.view, copies[i].view, lt_scales[i],
-                                      TensorView::matrix(c_lt.get(), out, m, n, device), s);
+                                      TensorView::matrix(c_lt, out, m, n, device), s);
                             }});
           }
         } catch (const weave::Error& e) {
+          if (outputs.back().arm == "cublaslt") outputs.pop_back();  // its arm was not added
           lt.reset();
           lt_note = e.what();
         }
 
-        bench::poison_nan(c.get(), c.bytes(), out, stream);
+        for (const Output& o : outputs) bench::poison_nan(o.c.get(), o.c.bytes(), out, stream);
         bench::TimingConfig cfg;
         cfg.calls_per_graph = 20;
         cfg.samples = 15;
         const std::vector<bench::Timing> t = bench::time_alternating(arms, cfg, stream);
 
-        // The last call wrote C from the last copy: check it against the plain GPU reference.
+        // Every arm's last call wrote its own C (from one of the copies, all equal to copies[0]):
+        // each checked against the plain GPU reference. A poisoned element an arm never wrote is
+        // non-finite, so it counts as wrong.
         bench::gpu_reference_gemm(problem, da.view, copies[0].view, {da.scale_view, copies[0].scale_view},
                                   c_ref.as<float>(), stream);
-        const ref::Comparison cmp =
-            bench::gpu_compare(c_view, c_ref.as<float>(), {.rtol = 1.0 / 128, .atol = 0, .atol_rms = 2e-3}, stream);
-        total_wrong += cmp.wrong;
-        EXPECT_EQ(cmp.wrong, 0) << n << "x" << k << " " << to_string(mode) << " M=" << m
-                                << " rel_l2 " << cmp.rel_l2 << " first wrong " << cmp.first_wrong;
+        int64_t row_wrong = 0;
+        for (const Output& o : outputs) {
+          const TensorView view = TensorView::matrix(o.c.get(), out, m, n, device);
+          const ref::Comparison cmp = bench::gpu_compare(view, c_ref.as<float>(), o.tol, stream);
+          row_wrong += cmp.wrong;
+          EXPECT_EQ(cmp.wrong, 0) << n << "x" << k << " " << to_string(mode) << " M=" << m << " arm " << o.arm
+                                  << ": rel_l2 " << cmp.rel_l2 << " first wrong " << cmp.first_wrong;
+        }
+        EXPECT_EQ(outputs.size(), arms.size() - 1) << "every arm but the read kernel writes and is checked";
+        total_wrong += row_wrong;
 
         const double mb = b_bytes / 1e6;
         auto gbps = [&](double us) { return b_bytes / (us * 1e3); };
@@ -216,7 +240,7 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
                     ("split " + std::to_string(plan.split) + " k_slice " + std::to_string(plan.k_slice_bytes)).c_str(),
                     mb, t[0].median_us, t[1].median_us, t[2].median_us, gbps(t[1].median_us),
                     100 * gbps(t[1].median_us) / hbm_gbps, 100 * t[0].median_us / t[1].median_us,
-                    gbps(t[2].median_us), 100 * gbps(t[2].median_us) / hbm_gbps, long(cmp.wrong), best.c_str());
+                    gbps(t[2].median_us), 100 * gbps(t[2].median_us) / hbm_gbps, long(row_wrong), best.c_str());
         char line[256];
         if (lt) {
           const bench::Timing& tl = t.back();

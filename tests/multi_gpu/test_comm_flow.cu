@@ -176,23 +176,39 @@ TEST(FlowControl, LowLatencyLinesAreNotOverwrittenBeforeTheyAreReadAndTheNegativ
   CommOptions o;
   o.timeout_s = 1.0;
   auto comms = Communicator::create_local(devices, o);
+  // Inputs are hashed per (rank, element, call) (comm_support: encode_input), so a line of call
+  // k + 1 read in call k gives a wrong sum: with all-zero inputs (as this control had) every call
+  // summed to zero, and data read from the wrong call could not show.
+  constexpr size_t kCount = 20000;
+  constexpr int kCalls = 8;
   std::atomic<int> caught{0}, wrong{0};
   run_per_rank(comms, [&](Communicator& c) {
-    CollectiveConfig cfg =
-        collective_config(CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kLowLatency, DType::kBF16, 20000);
+    const CollectiveOp ar = CollectiveOp::kAllReduce;
+    CollectiveConfig cfg = collective_config(ar, Transport::kLsa, Algorithm::kLowLatency, DType::kBF16, kCount);
     cfg.flow_control = false;  // one copy per source
     cfg.receive_delay_ns = 200000;
     Collective op(c, cfg);
-    DevBuf in(20000 * 2), out(20000 * 2 * 8);
-    WEAVE_CHECK_CUDA(cudaMemset(in.p, 0, in.bytes));
+    const size_t bytes = kCount * 2;
+    DevBuf in(bytes * kCalls), out(bytes * kCalls);
+    std::vector<uint8_t> host_in(bytes * kCalls), one;
+    for (int k = 0; k < kCalls; ++k) {
+      encode_input(one, ar, DType::kBF16, c.rank(), kCount, k);
+      std::memcpy(host_in.data() + k * bytes, one.data(), bytes);
+    }
+    WEAVE_CHECK_CUDA(cudaMemcpy(in.p, host_in.data(), host_in.size(), cudaMemcpyHostToDevice));
+    WEAVE_CHECK_CUDA(cudaMemset(out.p, 0xFF, out.bytes));  // bf16 NaN: an unwritten element is wrong
     StreamHolder st;
-    for (int k = 0; k < 8; ++k) op.run(in.p, out.as<char>() + k * 40000, 20000, st.s);
+    c.barrier();
+    for (int k = 0; k < kCalls; ++k) op.run(in.as<char>() + k * bytes, out.as<char>() + k * bytes, kCount, st.s);
     WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
     try {
       op.check();
-      std::vector<uint16_t> host(20000 * 8);
-      WEAVE_CHECK_CUDA(cudaMemcpy(host.data(), out.p, out.bytes, cudaMemcpyDeviceToHost));
-      for (auto v : host) wrong += v != 0;
+      std::vector<uint8_t> got(out.bytes);
+      WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), out.p, out.bytes, cudaMemcpyDeviceToHost));
+      for (int k = 0; k < kCalls; ++k) {
+        const std::vector<uint8_t> want = expected_output(ar, DType::kBF16, c.rank(), c.world_size(), kCount, k);
+        for (size_t i = 0; i < kCount; ++i) wrong += std::memcmp(&got[k * bytes + i * 2], &want[i * 2], 2) != 0;
+      }
     } catch (const Error& e) {
       EXPECT_EQ(e.status(), Status::kTimeout) << e.what();
       if (c.rank() == c.world_size() - 1)

@@ -18,6 +18,26 @@ struct GraphCase {
   int replays;
 };
 
+// A replay that returns another variant's result (stale inputs, a stale epoch) is caught only
+// where the variants' outputs differ, so they must differ in most elements: with the old linear
+// values (period 3 in the variant) variant 3 equalled variant 0. Rule: on every rank, every pair
+// of variants differs in at least half the output elements. Checked on the host before any rank
+// runs (a failure inside the per-rank threads would leave the other ranks waiting).
+void expect_variants_distinct(CollectiveOp op, DType dtype, int world, size_t count, int variants) {
+  const CallSizes sz = call_sizes(op, dtype, world, count);
+  for (int r = 0; r < world; ++r) {
+    std::vector<std::vector<uint8_t>> out;
+    for (int v = 0; v < variants; ++v) out.push_back(expected_output(op, dtype, r, world, count, v));
+    for (int a = 0; a < variants; ++a)
+      for (int b = a + 1; b < variants; ++b) {
+        size_t differ = 0;
+        for (size_t i = 0; i < sz.out_elems; ++i) differ += std::memcmp(&out[a][i * sz.esz], &out[b][i * sz.esz], sz.esz) != 0;
+        EXPECT_GE(2 * differ, sz.out_elems) << to_string(op) << " rank " << r << ": variants " << a << " and " << b
+                                            << " differ in only " << differ << " of " << sz.out_elems << " elements";
+      }
+  }
+}
+
 }  // namespace
 
 TEST(CommGraphs, EveryTransportReplaysWithInputsChangedBetweenReplays) {
@@ -46,6 +66,8 @@ TEST(CommGraphs, EveryTransportReplaysWithInputsChangedBetweenReplays) {
   const size_t count = 12345;
   for (const GraphCase& gc : cases) {
     SCOPED_TRACE(std::string(to_string(gc.op)) + "/" + std::string(to_string(gc.t)) + "/" + std::string(to_string(gc.a)));
+    expect_variants_distinct(gc.op, dtype, local_world(), count, kVariants);
+    if (::testing::Test::HasFailure()) return;
     for_each_rank([&](Communicator& c) {
       const int w = c.world_size(), r = c.rank();
       Collective op(c, collective_config(gc.op, gc.t, gc.a, dtype, count));

@@ -1,8 +1,10 @@
 // `weave bench copy`: device-to-device and peer copy bandwidth, by copy engine (cudaMemcpyAsync)
 // and by SM kernel (16-byte loads/stores), against the ceilings recorded for the H200 machines.
 // It exists to exercise the harness end to end on a GPU: graphs, alternating arms, NaN-poisoned
-// destinations validated per row (a deliberately skipped element, --inject-skip, must show as
-// #wrong = 4 32-bit words and exit status 1).
+// destinations validated per row, before timing and again after it (fresh poison, one more call
+// of the timed path), so a copy that goes wrong only in the timed graphs still shows. #wrong sums
+// both checks: a deliberately skipped element, --inject-skip, must show as #wrong = 8 32-bit
+// words (4 per check) and exit status 1.
 //
 // Bytes counted: algbw = bytes copied / time (one direction). For d2d, HBM traffic is twice that
 // (read + write); the ceiling column says which convention it uses.
@@ -158,20 +160,26 @@ int run_copy(const BenchOptions& common, const CopyOptions& opt) {
           WEAVE_CHECK_CUDA(cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDefault, st));
         }
       };
-      // Validation run: poison the destination, one call, compare with the source.
-      WEAVE_CHECK_CUDA(cudaSetDevice(c.dst_dev));
-      bench::poison_nan(dst.ptr, bytes, DType::kF32, nullptr);
-      WEAVE_CHECK_CUDA(cudaDeviceSynchronize());
-      WEAVE_CHECK_CUDA(cudaSetDevice(c.src_dev));
-      enqueue(s, 0);
-      WEAVE_CHECK_CUDA(cudaStreamSynchronize(s));
-      const int64_t wrong_words = mismatches(c.src_dev, src.ptr, dst.ptr, bytes, s);
+      // Validation: poison the destination, one call, compare with the source. Run before timing
+      // and again after it, so the destination the timed calls left behind is never what is
+      // checked (it already equals the source).
+      auto validate = [&] {
+        WEAVE_CHECK_CUDA(cudaSetDevice(c.dst_dev));
+        bench::poison_nan(dst.ptr, bytes, DType::kF32, nullptr);
+        WEAVE_CHECK_CUDA(cudaDeviceSynchronize());
+        WEAVE_CHECK_CUDA(cudaSetDevice(c.src_dev));
+        enqueue(s, 0);
+        WEAVE_CHECK_CUDA(cudaStreamSynchronize(s));
+        return mismatches(c.src_dev, src.ptr, dst.ptr, bytes, s);
+      };
+      const int64_t wrong_before = validate();
 
       bench::TimingConfig cfg;
       cfg.warmup = common.warmup;
       cfg.samples = common.iters;
       cfg.calls_per_graph = std::max(1, std::min(common.calls_per_graph, mb >= 512 ? 4 : 10));
       auto t = bench::time_alternating({{c.mode, enqueue}}, cfg, s)[0];
+      const int64_t wrong_after = validate();
       WEAVE_CHECK_CUDA(cudaStreamDestroy(s));
 
       bench::Row row;
@@ -185,8 +193,10 @@ int run_copy(const BenchOptions& common, const CopyOptions& opt) {
       row.baseline_us = bytes / (c.ceiling * 1e3);
       row.ratio = row.time_us / row.baseline_us;
       row.noise_pct = t.noise_pct;
-      row.wrong = wrong_words;
-      row.extra = {{"ceiling_gbps", c.ceiling},
+      row.wrong = wrong_before + wrong_after;
+      row.extra = {{"wrong_before_timing", wrong_before},
+                   {"wrong_after_timing", wrong_after},
+                   {"ceiling_gbps", c.ceiling},
                    {"pct_of_ceiling", 100.0 * row.algbw_gbps / c.ceiling},
                    {"ceiling_source", "shared/DEVICE.md + KINDS.md (H200)"}};
       report.add(row);
@@ -215,7 +225,8 @@ void add_copy_suite(CLI::App& bench, BenchOptions& common) {
   auto* cmd = bench.add_subcommand("copy", "device-to-device and peer copy bandwidth (copy engine and SM kernel) against the H200 ceilings");
   cmd->add_option("--sizes", copy_options().sizes_mb, "sizes in MB, comma-separated (16 bytes .. 65536 MB each)")->delimiter(',')->capture_default_str();
   cmd->add_flag("--inject-skip", copy_options().inject_skip,
-                "negative control: the SM copy leaves one 16-byte element unwritten; the row must show #wrong = 4 (32-bit words)");
+                "negative control: the SM copy leaves one 16-byte element unwritten; the row must show #wrong = 8 (32-bit words: 4 "
+                "before timing, 4 after)");
   cmd->callback([&common] { exit_code() = run_copy(common, copy_options()); });
 }
 

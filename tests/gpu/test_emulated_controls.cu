@@ -1,0 +1,193 @@
+// Negative controls of the collectives' checks in the emulated world (tools/bench/emulated_world.hpp:
+// W ranks as threads on one GPU, the same Collective code and kernels as over NCCL), so one GPU
+// shows that each check can fail:
+//   - self_test: one source sends the previous seed's values (Impl::self_test_stale_source, the
+//     data a transport delivering a stale call would show); every rank must report the failure,
+//     charged to that source where the values attribute per source (all-gather, fp32 sums).
+//   - LL line reuse (docs/memory_ordering.md "ll-reuse"): with one LL copy per source
+//     (flow_control = false) and the last rank waiting between sending and receiving, the fast
+//     rank overwrites lines before they are read; the run must fail (a timeout naming the
+//     overwritten line, or wrong sums). Inputs are hashed per (rank, element, call), so a line of
+//     another call read as this call's shows as a wrong sum (the multi-GPU control used zeros).
+// The reduction credits' control is on the CPU (tests/cpu/test_comm_protocol.cpp, CommCredits):
+// the lsa staging slots cannot be overwritten even without credits, and the ce staging copy would
+// need a hook delaying the receiver's reduce.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bench/comm_values.hpp"
+#include "bench/emulated_world.hpp"
+#include "comm/collective_impl.hpp"
+#include "common/check.hpp"
+#include "common/cuda_owned.hpp"
+#include "support/gpu.hpp"
+#include "weave/quant.hpp"
+
+using namespace weave;
+
+namespace {
+
+struct Combo {
+  CollectiveOp op;
+  Algorithm algorithm;
+  DType dtype;
+};
+
+CollectiveConfig config_of(const Combo& c, size_t max_count) {
+  CollectiveConfig cfg;
+  cfg.op = c.op;
+  cfg.transport = Transport::kLsa;
+  cfg.algorithm = c.algorithm;
+  cfg.dtype = c.dtype;
+  cfg.max_count = max_count;
+  return cfg;
+}
+
+std::string name_of(const Combo& c, int world) {
+  return std::string(to_string(c.op)) + "/" + std::string(to_string(c.algorithm)) + "/" +
+         std::string(to_string(c.dtype)) + "/W" + std::to_string(world);
+}
+
+}  // namespace
+
+TEST(EmulatedControls, SelfTestReportsAStaleSourceOnEveryRank) {
+  WEAVE_REQUIRE_GPUS(1);
+  const Combo combos[] = {
+      {CollectiveOp::kAllGather, Algorithm::kPush, DType::kBF16},
+      {CollectiveOp::kAllGather, Algorithm::kLowLatency, DType::kBF16},
+      {CollectiveOp::kReduceScatter, Algorithm::kPush, DType::kF32},
+      {CollectiveOp::kAllReduce, Algorithm::kOneShot, DType::kF32},
+      {CollectiveOp::kAllReduce, Algorithm::kTwoShot, DType::kBF16},
+      {CollectiveOp::kAllReduce, Algorithm::kLowLatency, DType::kF32},
+  };
+  const size_t count = 4099;
+  for (int world : {2, 4}) {
+    if (!bench::EmulatedWorld::queue_budget_ok(2 * world)) {
+      std::printf("  W = %d: too few hardware queues\n", world);
+      continue;
+    }
+    bench::EmulatedWorld ew(world, 0, 20);
+    const int stale = world - 1;
+    for (const Combo& combo : combos) {
+      SCOPED_TRACE(name_of(combo, world));
+      // Per source where the values say which source a wrong element came from (all-gather bytes,
+      // fp32 octal digits); a bf16 sum charges every source.
+      const bool per_source = combo.op == CollectiveOp::kAllGather || combo.dtype == DType::kF32;
+      ew.run([&](comm::Group& g) {
+        auto op = Collective::Impl::create(g, config_of(combo, count));
+        Collective::Impl::of(*op).self_test_stale_source = stale;
+        const SelfTestReport bad = op->self_test(count);
+        EXPECT_FALSE(bad.ok) << "rank " << g.rank() << ": a stale source passed: " << bad.detail;
+        EXPECT_NE(bad.detail.find("FAILED"), std::string::npos) << bad.detail;
+        ASSERT_EQ(bad.wrong_from_rank.size(), static_cast<size_t>(world));
+        EXPECT_GT(bad.wrong_from_rank[stale], 0) << "rank " << g.rank() << ": " << bad.detail;
+        if (per_source)
+          for (int src = 0; src < world; ++src)
+            if (src != stale) EXPECT_EQ(bad.wrong_from_rank[src], 0) << "rank " << g.rank() << " source " << src;
+        // The same op, hook off: the failure came from the stale source, not from the op.
+        Collective::Impl::of(*op).self_test_stale_source = -1;
+        const SelfTestReport good = op->self_test(count);
+        EXPECT_TRUE(good.ok) << "rank " << g.rank() << ": " << good.detail;
+      });
+    }
+  }
+}
+
+namespace {
+
+constexpr size_t kLlCount = 20000;  // bf16 elements per call
+constexpr int kLlCalls = 8;
+
+struct LlOutcome {
+  int timed_out = 0;      // ranks whose op recorded a timeout
+  int64_t wrong = 0;      // wrong output elements on the ranks without one
+  bool overwrite_named = false;  // the last rank's timeout said "overwritten before it was read"
+};
+
+// kLlCalls LL all-reduces back to back (no host sync between them), the last rank waiting
+// 200 us between sending and receiving; every call has its own hashed inputs and output.
+LlOutcome run_ll_sequence(int world, bool two_copies) {
+  LlOutcome outcome;
+  std::mutex mu;
+  // 2 s bounds each device wait and rendezvous: a timed-out op is unusable, so this world is
+  // used for one sequence only.
+  bench::EmulatedWorld ew(world, 0, 2);
+  ew.run([&](comm::Group& g) {
+    const int r = g.rank(), w = g.world_size();
+    CollectiveConfig cfg = config_of({CollectiveOp::kAllReduce, Algorithm::kLowLatency, DType::kBF16}, kLlCount);
+    cfg.flow_control = two_copies;  // false: one LL copy per source
+    cfg.receive_delay_ns = 200000;
+    auto op = Collective::Impl::create(g, cfg);
+    const size_t bytes = kLlCount * 2;
+    std::vector<uint16_t> in(kLlCount * kLlCalls), want(kLlCount * kLlCalls);
+    for (int k = 0; k < kLlCalls; ++k)
+      for (size_t j = 0; j < kLlCount; ++j) {
+        in[k * kLlCount + j] = ref::float_to_bf16(bench::comm_test_int(r, j, k));
+        float sum = 0;  // exact: small integers, rank order
+        for (int q = 0; q < w; ++q) sum += bench::comm_test_int(q, j, k);
+        want[k * kLlCount + j] = ref::float_to_bf16(sum);
+      }
+    OwnedDeviceMemory d_in(bytes * kLlCalls), d_out(bytes * kLlCalls);
+    WEAVE_CHECK_CUDA(cudaMemcpy(d_in.p, in.data(), bytes * kLlCalls, cudaMemcpyHostToDevice));
+    WEAVE_CHECK_CUDA(cudaMemset(d_out.p, 0xFF, bytes * kLlCalls));  // bf16 NaN: unwritten is wrong
+    OwnedStream st;
+    g.barrier();
+    bool timed_out = false;
+    for (int k = 0; k < kLlCalls; ++k) {
+      // run() raises a timeout an earlier call recorded; every rank still reaches the barrier
+      // (lockstep enqueue, emulated_world.hpp), so none waits for a rank that stopped.
+      try {
+        op->run(static_cast<char*>(d_in.p) + k * bytes, static_cast<char*>(d_out.p) + k * bytes, kLlCount, st.s);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.status(), Status::kTimeout) << e.what();
+        timed_out = true;
+      }
+      g.barrier();
+    }
+    WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+    std::string message;
+    int64_t wrong = 0;
+    try {
+      op->check();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kTimeout) << e.what();
+      timed_out = true;
+      message = e.message();
+    }
+    if (!timed_out) {
+      std::vector<uint16_t> got(kLlCount * kLlCalls);
+      WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), d_out.p, bytes * kLlCalls, cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != want[i];
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      outcome.timed_out += timed_out;
+      outcome.wrong += wrong;
+      if (r == w - 1 && message.find("overwritten before it was read") != std::string::npos)
+        outcome.overwrite_named = true;
+    }
+    g.barrier();
+  });
+  return outcome;
+}
+
+}  // namespace
+
+TEST(EmulatedControls, LowLatencyLinesOverwrittenWithOneCopyAreCaught) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int world = 2;
+  const LlOutcome ok = run_ll_sequence(world, /*two_copies=*/true);
+  EXPECT_EQ(ok.timed_out, 0) << "two LL copies, slow receiver: no wait may time out";
+  EXPECT_EQ(ok.wrong, 0) << "two LL copies, slow receiver: every sum must be right";
+  const LlOutcome bad = run_ll_sequence(world, /*two_copies=*/false);
+  EXPECT_GT(bad.timed_out + bad.wrong, 0)
+      << "negative control: with one LL copy per source and a slow receiver the run must fail";
+  if (bad.timed_out) EXPECT_TRUE(bad.overwrite_named) << "the slow rank's timeout must name the overwritten line";
+  std::printf("  ll negative control (W = %d): %d rank(s) timed out, %lld wrong elements\n", world, bad.timed_out,
+              static_cast<long long>(bad.wrong));
+}
