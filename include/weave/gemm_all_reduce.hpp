@@ -14,6 +14,10 @@
 //               a tile of a peer's band is TMA-stored as a bf16 partial straight into the owner's
 //               staging; the owner computes its own band one round later, its epilogue adds the
 //               peers' partials in rank order and stores the final tile to itself and every peer
+//   fused-rs    MORI's structure, kept as a control arm: the GEMM kernel's epilogue sends every
+//               tile (own band too) as a bf16 partial to its owner's staging as chunks finish; a
+//               tail kernel then reduces the own band and gathers it to every rank. Bitwise equal
+//               to split-lsa. Never chosen by auto
 //   decode      M <= 32 only: weave's decode GEMV (weave::Gemm's M <= 32 route, memory-bound on
 //               B_r) into the window, then weave's lsa all-reduce in place (the low-latency LL
 //               protocol at these sizes). Not bitwise equal to split-lsa (the GEMV sums K in
@@ -56,7 +60,7 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace weave WEAVE_API {
 
-enum class GemmAllReduceMode : uint8_t { kAuto, kGemmOnly, kSplitNccl, kSplitLsa, kSplitCe, kFused, kDecode };
+enum class GemmAllReduceMode : uint8_t { kAuto, kGemmOnly, kSplitNccl, kSplitLsa, kSplitCe, kFused, kDecode, kFusedRs };
 std::string_view to_string(GemmAllReduceMode mode) noexcept;
 std::optional<GemmAllReduceMode> parse_gemm_all_reduce_mode(std::string_view name) noexcept;  // "fused", ...
 

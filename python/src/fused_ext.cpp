@@ -54,7 +54,8 @@ void bind_fused(nb::module_& m) {
       .value("SPLIT_LSA", weave::GemmAllReduceMode::kSplitLsa)
       .value("SPLIT_CE", weave::GemmAllReduceMode::kSplitCe)
       .value("FUSED", weave::GemmAllReduceMode::kFused)
-      .value("DECODE", weave::GemmAllReduceMode::kDecode);
+      .value("DECODE", weave::GemmAllReduceMode::kDecode)
+      .value("FUSED_RS", weave::GemmAllReduceMode::kFusedRs);
   nb::enum_<weave::GemmAllGatherMode>(m, "GemmAllGatherMode")
       .value("AUTO", weave::GemmAllGatherMode::kAuto)
       .value("GEMM_ONLY", weave::GemmAllGatherMode::kGemmOnly)

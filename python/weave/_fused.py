@@ -24,7 +24,7 @@ from ._tensors import DType, describe, resolve_stream
 GemmAllReduceMode = _weave.GemmAllReduceMode
 GemmAllGatherMode = _weave.GemmAllGatherMode
 
-_AR_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fused)"
+_AR_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fused, fused-rs)"
 _AG_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused-lsa)"
 
 
@@ -138,7 +138,8 @@ class GemmAllReduce(_FusedOp):
     every rank gets sum over r of A_r @ B_r.T, [m, N] bf16, bitwise identical on every rank (summed
     once per element in fp32 in rank order). Modes: auto (default), gemm-only, split-nccl,
     split-lsa, split-ce, decode (m <= 32: the decode GEMV + the low-latency all-reduce; auto takes
-    it there), fused (both legs under the GEMM; bitwise equal to split-lsa)."""
+    it there), fused (both legs under the GEMM; bitwise equal to split-lsa), fused-rs (MORI's
+    structure, a control arm: the scatter in the GEMM's epilogue, reduce + gather in a tail)."""
 
     _kind = "GemmAllReduce"
     _validate = staticmethod(_weave.gemm_all_reduce_validate)

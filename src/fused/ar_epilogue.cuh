@@ -24,6 +24,9 @@
 //               chunks (flag[1][q][c] >= e for each chunk of band q), bounded; stores the epoch.
 // After a timed-out wait (the op's abort word) remote stores and publications stop, own tiles are
 // still stored locally, and every role runs to its end: the kernel completes, check() raises.
+// scatter_only (mode fused-rs, the control arm): every tile is a remote-style partial (the own
+// band's into this rank's own staging slot, counted on RS[rank]), no combine, and end_call does
+// nothing: the tail kernel (fused/ar_tail.hpp) reduces, gathers and closes the call.
 #pragma once
 #include <cuda_bf16.h>
 
@@ -84,20 +87,26 @@ struct EpilogueAllReduce {
   __device__ __forceinline__ static bool own(const Params& p, int m_blk) {
     return ar_band_of(p.sched, m_blk) == p.p.win.rank;
   }
+  // An own tile this kernel sums and broadcasts (fused); under scatter_only (fused-rs) every tile
+  // is a partial for its owner's staging, the own band's into this rank's own slot.
+  __device__ __forceinline__ static bool reduces_here(const Params& p, int m_blk) {
+    return !p.scatter_only && own(p, m_blk);
+  }
 
   // Own tile: this rank's output and every peer's; remote tile: its owner's staging. After a
-  // timeout only the own output (a late but live peer must not be overwritten).
+  // timeout only the own output (a late but live peer must not be overwritten); fused-rs's own
+  // partials go to the local staging even then.
   __device__ __forceinline__ static int destinations(const Params& p, int m_blk) {
     const bool mine = own(p, m_blk);
     if (comm::aborted(p.p)) return mine ? 1 : 0;
-    return mine ? p.p.win.world : 1;
+    return reduces_here(p, m_blk) ? p.p.win.world : 1;
   }
   __device__ __forceinline__ static const CUtensorMap* destination_map(const Params& p, int m_blk, int d) {
-    if (own(p, m_blk)) return d == 0 ? &p.tma_c : &p.tma_peer[d - 1];
+    if (reduces_here(p, m_blk)) return d == 0 ? &p.tma_c : &p.tma_peer[d - 1];
     return &p.tma_stage[ar_band_of(p.sched, m_blk)];
   }
   __device__ __forceinline__ static int destination_row(const Params& p, int m_blk, int, int row) {
-    if (own(p, m_blk)) return row;
+    if (reduces_here(p, m_blk)) return row;
     return row - ar_band_begin(p.sched, ar_band_of(p.sched, m_blk)) * p.block_m;
   }
 
@@ -109,7 +118,7 @@ struct EpilogueAllReduce {
   template <int kSlices, int kAcc>
   __device__ static void combine(const Params& p, const uint32_t* words, float (&acc)[kSlices][kAcc], int m_blk,
                                  int n_blk, int cwg) {
-    if (!own(p, m_blk)) return;
+    if (!reduces_here(p, m_blk)) return;
     const comm::Proto& pr = p.p;
     const int w = pr.win.world, r = pr.win.rank;
     const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x % 128) / 32;
@@ -194,13 +203,14 @@ struct EpilogueAllReduce {
     const int w = pr.win.world, r = pr.win.rank;
     const int d = ar_band_of(p.sched, m_blk), chunk = ar_chunk_of(p.sched, m_blk);
     const uint32_t units = ar_chunk_units(p.sched, d, chunk);
-    uint32_t* counter = d == r ? ar_ag_counter(pr, chunk) : ar_rs_counter(pr, d, chunk);
+    const bool final_tile = reduces_here(p, m_blk);  // else a partial for band d's owner (maybe this rank)
+    uint32_t* counter = final_tile ? ar_ag_counter(pr, chunk) : ar_rs_counter(pr, d, chunk);
     if (!count_and_elect(counter, units)) {
       if (!p.publish_every_tile) return;
       (void)ptx::ld_acquire_sys_u32(counter);  // the negative control publishes after every count
     }
     const uint32_t e = words[0];
-    if (d != r) {
+    if (!final_tile) {
       comm::publish(comm::flag_slot(pr, d, 0, r, chunk), e);
     } else {
       for (int s = 1; s < w; ++s) comm::publish(comm::flag_slot(pr, comm::peer_at(r, s, w), 1, r, chunk), e);
@@ -209,7 +219,7 @@ struct EpilogueAllReduce {
 
   __device__ static void end_call(const Params& p, int lane, const uint32_t* words) {
     const comm::Proto& pr = p.p;
-    if (!holds_last_ticket(words)) return;
+    if (p.scatter_only || !holds_last_ticket(words)) return;  // fused-rs: the tail kernel ends the call
     const uint32_t e = words[0];
     const int w = pr.win.world, r = pr.win.rank;
     bool ok = true;

@@ -22,6 +22,10 @@ struct AllReduceParams {
   int32_t m = 0, n = 0;                     // rows and columns of this call
   int32_t block_m = 128;
   int32_t exact_own = 0;                    // 1: the own term in fp32 (else rounded to bf16, as the split path)
+  // fused-rs (MORI's structure, a control arm): every tile, the own band's too, goes as a bf16
+  // partial to its owner's staging slot [rank] (tma_stage[rank] = this rank's own slot); no combine,
+  // no end-of-call wait; the tail kernel (fused/ar_tail.hpp) reduces, gathers and closes the call.
+  int32_t scatter_only = 0;
   // Testing hooks (negative controls; never set in production):
   int32_t skip_arrival_wait = 0;            // end without waiting for the peers' final chunks
   int32_t skip_partial_wait = 0;            // reduce own tiles without waiting for the peers' partials

@@ -21,6 +21,7 @@ std::string_view to_string(GemmAllReduceMode m) noexcept {
     case GemmAllReduceMode::kSplitCe: return "split-ce";
     case GemmAllReduceMode::kFused: return "fused";
     case GemmAllReduceMode::kDecode: return "decode";
+    case GemmAllReduceMode::kFusedRs: return "fused-rs";
   }
   return "?";
 }
@@ -28,7 +29,7 @@ std::string_view to_string(GemmAllReduceMode m) noexcept {
 std::optional<GemmAllReduceMode> parse_gemm_all_reduce_mode(std::string_view name) noexcept {
   for (auto m : {GemmAllReduceMode::kAuto, GemmAllReduceMode::kGemmOnly, GemmAllReduceMode::kSplitNccl,
                  GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe, GemmAllReduceMode::kFused,
-                 GemmAllReduceMode::kDecode})
+                 GemmAllReduceMode::kDecode, GemmAllReduceMode::kFusedRs})
     if (name == to_string(m)) return m;
   return std::nullopt;
 }
@@ -64,7 +65,7 @@ std::string GemmAllReduce::validate(const GemmAllReduceConfig& c, int world) {
 namespace weave::fused {
 
 bool gar_hosts_fused(GemmAllReduceMode mode) {
-  return mode == GemmAllReduceMode::kAuto || mode == GemmAllReduceMode::kFused;
+  return mode == GemmAllReduceMode::kAuto || mode == GemmAllReduceMode::kFused || mode == GemmAllReduceMode::kFusedRs;
 }
 
 GemmAllReduceMode gar_split_mode(GemmAllReduceMode mode) {

@@ -8,6 +8,7 @@
 //               with the staged partials -> gar.out here and at every peer; the kernel ends when
 //               every peer's final chunks have arrived
 #include "fused/gar_impl.hpp"
+#include "fused/ar_tail.hpp"
 
 #include <cuda_runtime.h>
 
@@ -52,8 +53,10 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
   split_mode = fused::gar_split_mode(cfg.mode);
   switch (cfg.mode) {
     case GemmAllReduceMode::kFused:
+    case GemmAllReduceMode::kFusedRs:
       WEAVE_EXPECT(fused_kernel != nullptr, Status::kUnavailable,
-                   "GemmAllReduce: mode fused: no fused kernel for " << to_string(cfg.quant) << " in this build");
+                   "GemmAllReduce: mode " << to_string(cfg.mode) << ": no fused kernel for " << to_string(cfg.quant)
+                                          << " in this build");
       [[fallthrough]];
     case GemmAllReduceMode::kDecode:
       if (cfg.mode == GemmAllReduceMode::kDecode) {
@@ -184,7 +187,8 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
     }
     last = GemmAllReduceMode::kSplitLsa;  // auto with padded scales: the GEMV cannot read them
   }
-  if (pl.mode == GemmAllReduceMode::kFused) {
+  if (pl.mode == GemmAllReduceMode::kFused || pl.mode == GemmAllReduceMode::kFusedRs) {
+    const bool scatter = pl.mode == GemmAllReduceMode::kFusedRs;
     // Consumers wait for peers' partials inside the pipeline: its waits must outlast the comm timeout.
     main.pipeline_timeout_ns = static_cast<uint64_t>((2 * group->timeout_s() + 5) * 1e9);
     gemm::KernelArgs<fused::AllReduceParams> args{};
@@ -200,7 +204,7 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
                                                    DType::kBF16, 1, m, cfg.n, cfg.n);
     }
     for (int d = 0; d < w; ++d) {
-      if (d == r) continue;
+      if (d == r && !scatter) continue;  // fused-rs: the own band's partials go to this rank's own slot
       const int64_t row0 = int64_t(fused::ar_band_begin(e.sched, d)) * fused::kGarBlockM;
       const int64_t rows = std::min<int64_t>(int64_t(fused::ar_band_end(e.sched, d)) * fused::kGarBlockM, m) - row0;
       if (rows <= 0) continue;  // an empty band: no tile goes there
@@ -218,7 +222,22 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
     e.skip_partial_wait = cfg.skip_partial_wait ? 1 : 0;
     e.publish_every_tile = cfg.publish_every_tile ? 1 : 0;
     e.delay_stores_ns = cfg.delay_stores_ns;
+    e.scatter_only = scatter ? 1 : 0;
     fused_kernel->launch(args, gp.grid, stream);
+    if (scatter) {
+      fused::ArTailParams t{};
+      t.p = e.p;
+      t.sched = e.sched;
+      t.staging = layout.staging;
+      t.slot_stride = layout.slot_stride;
+      t.out = layout.out;
+      t.m = e.m;
+      t.n = e.n;
+      t.block_m = fused::kGarBlockM;
+      t.skip_partial_wait = e.skip_partial_wait;
+      t.skip_arrival_wait = e.skip_arrival_wait;
+      fused::launch_ar_tail(t, fused::ar_tail_grid(e.sched, r, m, fused::kGarBlockM, grid_cap), stream);
+    }
     return;
   }
   gemm::LocalKernelArgs args{};

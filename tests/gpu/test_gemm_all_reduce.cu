@@ -130,7 +130,7 @@ std::vector<uint16_t> download_output(const GemmAllReduce& op, int64_t m, int64_
 TEST(EmulatedGemmAllReduce, SelfTestEveryModeQuantAndWorld) {
   WEAVE_REQUIRE_GPUS(1);
   const GemmAllReduceMode modes[] = {GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe,
-                                     GemmAllReduceMode::kFused, GemmAllReduceMode::kAuto};
+                                     GemmAllReduceMode::kFused, GemmAllReduceMode::kFusedRs, GemmAllReduceMode::kAuto};
   int passed = 0;
   for (int world : {2, 4, 8}) {
     bench::EmulatedWorld ew(world, 0, 20);
@@ -166,8 +166,8 @@ TEST(EmulatedGemmAllReduce, SelfTestFailsWhenNothingMoves) {
   });
 }
 
-// Random operands per rank: fused output bitwise equal to split-lsa's (same tiles, own term rounded
-// as the split partial), identical on every rank, and within tolerance of the sum of per-rank
+// Random operands per rank: fused and fused-rs output bitwise equal to split-lsa's (same tiles, own
+// term rounded as the split partial), identical on every rank, and within tolerance of the sum of per-rank
 // gpu_reference_gemm results (a plain CUDA-core GEMM); exact_own within the same tolerance.
 TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
   WEAVE_REQUIRE_GPUS(1);
@@ -187,6 +187,7 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
         auto ecfg = config_of(q, GemmAllReduceMode::kFused, n, k, m_max);
         ecfg.exact_own = true;
         auto exact = GemmAllReduce::Impl::create(g, ecfg);
+        auto rs = GemmAllReduce::Impl::create(g, config_of(q, GemmAllReduceMode::kFusedRs, n, k, m_max));
         std::vector<bench::DeviceOperand> bs;  // every rank's B shard (this rank regenerates them)
         for (int s = 0; s < world; ++s)
           bs.push_back(bench::upload_operand(
@@ -201,7 +202,7 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
                 dev));
           const GemmScales sc{as[r].scale_view, bs[r].scale_view};
           const size_t bytes = static_cast<size_t>(m * n) * 2;
-          bench::DeviceBuffer fused_out(bytes), exact_out(bytes);
+          bench::DeviceBuffer fused_out(bytes), exact_out(bytes), rs_out(bytes);
           // One op's call at a time across the ranks (this test is about numerics; back-to-back
           // calls are BackToBack's and the soak's). The host bound is longer than the op's timeout,
           // so a stuck wait is reported by the device record (who waited for what).
@@ -215,15 +216,20 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
           };
           call(*fused, &fused_out, "fused");
           call(*exact, &exact_out, "exact_own");
+          call(*rs, &rs_out, "fused-rs");
           call(*split, nullptr, "split-lsa");
           fused->check();
           exact->check();
+          rs->check();
           split->check();
           EXPECT_EQ(fused->last_mode(), GemmAllReduceMode::kFused);
           std::vector<uint8_t> hf(bytes), hs(bytes);
           fused_out.download(hf.data(), bytes);
           WEAVE_CHECK_CUDA(cudaMemcpy(hs.data(), split->output(m).data, bytes, cudaMemcpyDeviceToHost));
           EXPECT_EQ(std::memcmp(hf.data(), hs.data(), bytes), 0) << "m " << m << ": fused differs from split-lsa";
+          std::vector<uint8_t> hr(bytes);
+          rs_out.download(hr.data(), bytes);
+          EXPECT_EQ(std::memcmp(hr.data(), hs.data(), bytes), 0) << "m " << m << ": fused-rs differs from split-lsa";
           const auto hashes = g.all_gather(fnv1a64(hf.data(), bytes), "the output hash");
           for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
           // The sum of every rank's reference GEMM and of their magnitudes, and the bound of a sum
@@ -366,18 +372,20 @@ TEST(EmulatedGemmAllReduce, DecodeRouteGemvThenLowLatencyAllReduce) {
 // mechanism on, 0 wrong; skipping the partial wait (own tiles summed before the peer's partials
 // landed), the chunk election (a chunk's flag published after its first tile) or the arrival wait
 // (rank 0 reads its output as soon as its own kernel ends) must each corrupt rank 0's output.
+// The same for fused-rs: its tail's partial wait and arrival wait, each skipped, must corrupt.
 TEST(EmulatedGemmAllReduce, SkippingAWaitOrTheElectionIsCaught) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 512, k = 256, m = 16384;
-  enum Control { kNone, kPartialWait, kElection, kArrivalWait };
-  for (Control ctl : {kNone, kPartialWait, kElection, kArrivalWait}) {
+  enum Control { kNone, kPartialWait, kElection, kArrivalWait, kRsNone, kRsPartialWait, kRsArrivalWait };
+  for (Control ctl : {kNone, kPartialWait, kElection, kArrivalWait, kRsNone, kRsPartialWait, kRsArrivalWait}) {
     bench::EmulatedWorld ew(2, 0, 20);
     int64_t wrong0 = 0;
     ew.run([&](comm::Group& g) {
-      auto cfg = config_of(kQuants[0], GemmAllReduceMode::kFused, n, k, m);
-      cfg.skip_partial_wait = ctl == kPartialWait;
+      const bool rs = ctl >= kRsNone;
+      auto cfg = config_of(kQuants[0], rs ? GemmAllReduceMode::kFusedRs : GemmAllReduceMode::kFused, n, k, m);
+      cfg.skip_partial_wait = ctl == kPartialWait || ctl == kRsPartialWait;
       cfg.publish_every_tile = ctl == kElection;
-      cfg.skip_arrival_wait = ctl == kArrivalWait;
+      cfg.skip_arrival_wait = ctl == kArrivalWait || ctl == kRsArrivalWait;
       cfg.chunks = 1;
       if (g.rank() == 1) cfg.delay_stores_ns = 2'000'000;
       auto op = GemmAllReduce::Impl::create(g, cfg);
@@ -397,8 +405,10 @@ TEST(EmulatedGemmAllReduce, SkippingAWaitOrTheElectionIsCaught) {
       if (g.rank() == 0) wrong0 = oh.wrong(out, 5, 2, m);
       g.barrier();
     });
-    const char* names[] = {"every mechanism on", "partial wait SKIPPED", "chunk election OFF", "arrival wait SKIPPED"};
-    if (ctl == kNone) EXPECT_EQ(wrong0, 0) << names[ctl];
+    const char* names[] = {"every mechanism on",          "partial wait SKIPPED",        "chunk election OFF",
+                           "arrival wait SKIPPED",        "fused-rs, every mechanism on", "fused-rs, tail's partial wait SKIPPED",
+                           "fused-rs, arrival wait SKIPPED"};
+    if (ctl == kNone || ctl == kRsNone) EXPECT_EQ(wrong0, 0) << names[ctl];
     else EXPECT_GT(wrong0, 0) << names[ctl] << " must corrupt the output of rank 0";
     std::printf("  %s: rank 0 saw %lld wrong elements of %lld\n", names[ctl], static_cast<long long>(wrong0),
                 static_cast<long long>(m * n));

@@ -91,9 +91,11 @@ int run_plan_gemm_ar(const PlanGemmArOptions& o) {
               "`weave bench gemm-ar` measures\n");
   // An explicit mode the op would refuse here (kUnavailable at construction): say so, exit 1.
   std::string refused;
-  if (cfg.mode == GemmAllReduceMode::kFused && !fused_available)
+  if ((cfg.mode == GemmAllReduceMode::kFused || cfg.mode == GemmAllReduceMode::kFusedRs) && !fused_available)
     refused = fused == nullptr ? "no fused kernel for " + quant + " in this build" : "--no-fused";
-  if (!refused.empty()) std::printf("mode fused: the op would refuse it (kUnavailable): %s\n", refused.c_str());
+  if (!refused.empty())
+    std::printf("mode %s: the op would refuse it (kUnavailable): %s\n", std::string(to_string(cfg.mode)).c_str(),
+                refused.c_str());
   if (!o.json_path.empty()) {
     nlohmann::json doc = {{"topic", "gemm-ar"},
                           {"n", cfg.n},

@@ -32,6 +32,8 @@
 //               (LL at these sizes) in place; a split arm (it counts toward the best split)
 //   fused       one kernel: peers' bands out as bf16 partials, own band summed with them, results
 //               stored to every rank
+//   fused-rs    MORI's structure (control arm): the GEMM kernel scatters every tile as a partial to
+//               its owner, a tail kernel reduces the own band and gathers it
 //   auto        the op's own choice per call (the row says which mode it took and why)
 //   split-nccl  never here: it needs an NCCL communicator, which neither the emulated world nor
 //               this suite's world 1 has
@@ -49,7 +51,7 @@
 //   - every reducing arm with the sum over ranks of those references within
 //     bench::reduced_gemm_tolerance (bounded by the terms' magnitudes: terms may cancel);
 //     comm-only's input is this rank's reference rounded to bf16;
-//   - fused, split-ce and auto are compared bit for bit with split-lsa's output of the same call
+//   - fused, fused-rs, split-ce and auto are compared bit for bit with split-lsa's output of the same call
 //     (equal by design: the same tiles, the same fp32 sum of bf16 partials in rank order); not
 //     fused under --exact-own, which keeps the own term in fp32, nor decode (and auto where it
 //     took decode), whose GEMV sums K in another order.
@@ -108,7 +110,7 @@ const std::string kCommOnlyEmulatedNote = fused_bench::comm_only_emulated_note(
     "seen with gemm-ag's lsa all-gather on the device, 2026-12-01; the all-reduce's lsa calls chain the same way");
 
 const std::vector<std::string> kArmNames = {"gemm-only", "cublaslt", "comm-only", "split-lsa", "split-ce",
-                                            "split-nccl", "decode",   "fused",     "auto"};
+                                            "split-nccl", "decode",   "fused",     "fused-rs", "auto"};
 
 // The arms of this world (in timing order) and a note for every arm left out.
 std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::string>& wanted,
@@ -140,6 +142,7 @@ std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::s
   // decode (GEMV + the lsa all-reduce) is a split arm of its own rows, m <= 32 (per-M note below).
   if (world > 1) add({"decode", ArmKind::kOp, GemmAllReduceMode::kDecode, true});
   add({"fused", ArmKind::kOp, GemmAllReduceMode::kFused, false});
+  add({"fused-rs", ArmKind::kOp, GemmAllReduceMode::kFusedRs, false});
   add({"auto", ArmKind::kOp, GemmAllReduceMode::kAuto, false});
   if (want("split-nccl"))
     notes.push_back(std::string("split-nccl: not run (") +
@@ -178,7 +181,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
   for (const auto& a : opt.arms)
     WEAVE_EXPECT_ARG(std::find(kArmNames.begin(), kArmNames.end(), a) != kArmNames.end(),
                      "--arms: '" << a << "' is not one of gemm-only, cublaslt, comm-only, split-lsa, split-ce, "
-                                 << "split-nccl, decode, fused, auto");
+                                 << "split-nccl, decode, fused, fused-rs, auto");
   const GemmArOptions& shape = opt.shape;  // mxfp8: raw scales (the suite has no --scale-layout)
   const GemmAllReduceConfig base = gemm_ar_config(shape, world);
   WEAVE_EXPECT_ARG(opt.timeout_s >= 0.1 && opt.timeout_s <= 600, "--timeout " << opt.timeout_s << ": must be in 0.1..600 s");
@@ -537,7 +540,7 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
   GarBenchOptions& o = suite_options();
   auto* app = bench.add_subcommand(
       "gemm-ar",
-      "weave::GemmAllReduce per M: gemm-only, cuBLASLt's GEMM, comm-only, split-lsa, split-ce, decode, fused and auto "
+      "weave::GemmAllReduce per M: gemm-only, cuBLASLt's GEMM, comm-only, split-lsa, split-ce, decode, fused, fused-rs and auto "
       "alternating in one process; every arm checked against a reference (#wrong) and fused against split-lsa bit for "
       "bit (!=split). --emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). 2+ GPUs: not yet.");
   add_common_bench_options(*app, common);
@@ -573,13 +576,15 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
       "              another order than the 128x128 tile)\n"
       "  fused       one kernel: peers' bands sent as bf16 partials, the own band summed with them and\n"
       "              stored to every rank (--chunks, --exact-own set it up)\n"
+      "  fused-rs    MORI's structure (control arm): the GEMM kernel scatters every tile as a bf16 partial to\n"
+      "              its owner as chunks finish; a tail kernel reduces the own band and gathers it\n"
       "  auto        the op's choice per call (shown as auto(<mode>))\n"
       "  split-nccl  not run: it needs an NCCL communicator (none in the emulated world or world 1 here)\n"
       "Columns: m n k (K_r) quant out mode time_us ratio (time / best split arm, same run) vs_lt (time /\n"
       "cublaslt) TFLOPS (2*M*N*K_r per rank / time) noise% #wrong (elements outside the bound against a\n"
       "CUDA-core reference GEMM: this rank's for gemm-only and cublaslt, the sum over ranks for the rest,\n"
       "bounded by the terms' sizes; after NaN poison, before and after timing, summed over ranks) !=split\n"
-      "(elements of fused, split-ce and auto not bitwise equal to split-lsa's output of the same inputs;\n"
+      "(elements of fused, fused-rs, split-ce and auto not bitwise equal to split-lsa's output of the same inputs;\n"
       "0 by design; fused is not compared under --exact-own) world (1, or W-emu). The overlap efficiency\n"
       "(T_gemm + T_comm - T_fused) / min(T_gemm, T_comm) is printed where all three were measured.\n"
       "Not part of a bare `weave bench`.\n");
