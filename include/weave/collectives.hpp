@@ -7,7 +7,9 @@
 //
 // Buffers: in/out may be any device memory of this rank's GPU. When they lie in the op's window
 // (window_input() / window_output(), at the SAME offset on every rank, as NCCL's symmetric
-// buffers must) the transfer is zero-copy; otherwise the op stages through its window.
+// buffers must) the transfer is zero-copy; otherwise the op stages through its window. Each call
+// checks the offsets on the device: a rank whose zero-copy buffer sits elsewhere stores nothing
+// into peers and check()/run() raise Error(kMismatch) on every rank (the op is unusable after).
 // In-place: all-gather in == out + rank * bytes; reduce-scatter in + rank * count == out;
 // all-reduce in == out.
 // Results: reductions sum in fp32 in rank order 0..world-1 on the rank that owns each element, so
@@ -62,7 +64,8 @@ struct CollectiveConfig {
   // elements. Sizes the window; run() refuses larger calls.
   std::size_t max_count = 0;
   // ce all-gather: fraction of each rank's block stored to the peers by SM kernels while the copy
-  // engines move the rest (0 = copy engines only). In [0, 0.9].
+  // engines move the rest (0 = copy engines only). In [0, 0.9]. Only with ce_ungated_peer_copies:
+  // the ce push writes into peers with a gated SM kernel (docs/memory_ordering.md "ce-gate").
   double ce_sm_share = 0;
   // Testing hooks (never change them in production):
   bool flow_control = true;       // false disables credits: the negative control must corrupt
@@ -71,6 +74,10 @@ struct CollectiveConfig {
                                      // (a slot last written long ago, e.g. 2^31 + k)
   int max_blocks = 0;             // lsa grid cap; 0 = from occupancy
   std::uint64_t receive_delay_ns = 0;  // lsa ll: the last rank waits this long between sending and receiving
+  // ce push: write into peers with copy-engine copies enqueued whatever the device decides (the
+  // pre-issue-16 path): a call that timed out still overwrites a slow peer's live buffers. The
+  // negative control of docs/memory_ordering.md "ce-gate".
+  bool ce_ungated_peer_copies = false;
 };
 
 // What a collective would run and why (CPU only; weave plan comm prints it).

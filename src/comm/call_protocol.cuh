@@ -53,13 +53,18 @@ __device__ inline bool begin_call(const ProtoArgs& p, CallEpoch* call) {
 // docs/memory_ordering.md "credit": ready = e means every earlier stream operation of this rank,
 // including each read of the buffers peers write into, has completed. The wait passes when
 // credit_granted(ready, e, lag) (comm/credit.hpp, simulated on the CPU).
-__device__ inline bool exchange_credits(const ProtoArgs& p, uint32_t e, uint32_t lag) {
+// With zc (lag 0 only: a peer's ready of this call, not of an older one) the peers' zero-copy keys
+// ride on the credit: published before it, compared after the wait ("zero-copy-offsets").
+__device__ inline bool exchange_credits(const ProtoArgs& p, uint32_t e, uint32_t lag, const ZeroCopyKey& zc = {}) {
   const int t = static_cast<int>(threadIdx.x), w = p.win.world, r = p.win.rank;
   bool bad = false;
   if (t < w && t != r) {
+    publish_zc(p, t, zc);
     publish(credit_slot(p, t, r), e);
-    if (p.flow_control)
+    if (p.flow_control) {
       bad = !wait_reached(p, credit_slot(p, r, t), credit_wait_epoch(e, lag), t, -1, FlagKind::kCredit);
+      if (!bad && lag == 0) bad = !zc_matches(p, t, zc);
+    }
   }
   return !__syncthreads_or(bad);
 }
@@ -74,10 +79,15 @@ __device__ inline void signal_peers(const ProtoArgs& p, int phase, uint32_t e) {
 
 // docs/memory_ordering.md "consume-acquire": the acquire load, then bar.sync, orders every
 // thread's later loads of the peer-written data after the flag.
-__device__ inline bool wait_peers(const ProtoArgs& p, int phase, uint32_t e, FlagKind kind) {
+// With zc: the peers published their zero-copy keys before this flag (publish_zc, then
+// signal_peers); compared after it ("zero-copy-offsets").
+__device__ inline bool wait_peers(const ProtoArgs& p, int phase, uint32_t e, FlagKind kind, const ZeroCopyKey& zc = {}) {
   const int t = static_cast<int>(threadIdx.x), w = p.win.world, r = p.win.rank;
   bool bad = false;
-  if (t < w && t != r) bad = !wait_reached(p, flag_slot(p, r, phase, t, static_cast<int>(blockIdx.x)), e, t, phase, kind);
+  if (t < w && t != r) {
+    bad = !wait_reached(p, flag_slot(p, r, phase, t, static_cast<int>(blockIdx.x)), e, t, phase, kind);
+    if (!bad) bad = !zc_matches(p, t, zc);
+  }
   return !__syncthreads_or(bad);
 }
 

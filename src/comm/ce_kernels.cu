@@ -1,11 +1,12 @@
-// Small protocol kernels: op initialisation, and the ce transport's enter / arrive steps and its
-// local reduction. Copy-engine copies themselves are cudaMemcpyAsync calls (collective.cpp).
+// Small protocol kernels: op initialisation, and the ce transport's enter / arrive steps, its
+// gated put into peers and its local reduction. Local copies are cudaMemcpyAsync calls
+// (collective.cpp); so are the pull's device-triggered reads and the ungated negative control.
 //
 //   ce call e, rank r:   [enter: e = epoch + 1; ready -> peers; wait peers' ready >= e - lag]
-//                        -> per-peer streams: cudaMemcpyAsync(peer window, ...) -> join
+//                        -> [put: nothing if aborted; else SM stores into the peers' windows]
 //                        -> [arrive(phase): flag -> peers; wait peers' flags >= e]
 //                        -> (reduce / copy out on the caller's stream)
-// docs/memory_ordering.md "ce-completion": the arrive kernel starts only after the copies have
+// docs/memory_ordering.md "ce-completion": the arrive kernel starts only after the puts have
 // completed in stream order; its release-store of the flag follows them.
 #include <cuda_bf16.h>
 
@@ -37,7 +38,11 @@ __global__ void init_op_kernel(const Proto p, uint32_t initial, uint32_t slot_la
   }
 }
 
-__global__ void ce_enter_kernel(const Proto p, uint32_t lag, int use_credits) {
+// docs/memory_ordering.md "ce-gate": this kernel's waits decide whether the call may write into
+// its peers. It records every failure in the op's abort word (a timed-out credit, a mismatched
+// zero-copy key), and the gated put kernels that follow it on the stream read that word and store
+// nothing once it is set.
+__global__ void ce_enter_kernel(const Proto p, uint32_t lag, int use_credits, const ZeroCopyKey zc) {
   __shared__ uint32_t s_epoch;
   bool bad = false;
   if (threadIdx.x == 0) {
@@ -47,7 +52,7 @@ __global__ void ce_enter_kernel(const Proto p, uint32_t lag, int use_credits) {
     if (!bad) *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) = s_epoch;
   }
   if (__syncthreads_or(bad)) return;
-  if (use_credits) exchange_credits(p, s_epoch, lag);
+  if (use_credits) exchange_credits(p, s_epoch, lag, zc);
 }
 
 // ce pull, device-triggered (docs/memory_ordering.md "ce-device-trigger"): e = epoch + 1
@@ -56,7 +61,9 @@ __global__ void ce_enter_kernel(const Proto p, uint32_t lag, int use_credits) {
 // flow_control = 0); then store trigger[s] = 1 for every copy stream, which is waiting on it with
 // cuStreamWaitValue32. The triggers are stored on every path, aborted ones included: those waits
 // have no bound of their own, and the copies only read peers' windows into this rank's output.
-__global__ void ce_pull_enter_kernel(const Proto p) {
+// The zero-copy key (where my block is) goes out before the ready flag and the peers' keys are
+// compared after theirs ("zero-copy-offsets"); a mismatch is recorded, the triggers still stored.
+__global__ void ce_pull_enter_kernel(const Proto p, const ZeroCopyKey zc) {
   __shared__ uint32_t s_epoch;
   const int t = threadIdx.x, w = p.win.world, r = p.win.rank;
   bool bad = false;
@@ -68,8 +75,9 @@ __global__ void ce_pull_enter_kernel(const Proto p) {
   bad = __syncthreads_or(bad);
   const uint32_t e = s_epoch;
   if (!bad && t < w && t != r) {
+    publish_zc(p, t, zc);
     publish(flag_slot(p, t, 0, r, 0), e);
-    if (p.flow_control) wait_reached(p, flag_slot(p, r, 0, t, 0), e, t, 0, FlagKind::kReady);
+    if (p.flow_control && wait_reached(p, flag_slot(p, r, 0, t, 0), e, t, 0, FlagKind::kReady)) zc_matches(p, t, zc);
   }
   __syncthreads();
   if (t >= 1 && t < w) ptx::st_release_sys_u32(ctrl_word(p, kCtrlTrigger + t - 1), 1u);
@@ -114,7 +122,29 @@ __global__ void __launch_bounds__(kLsaThreads, 1) sm_put_kernel(const Proto p, u
   __threadfence_system();  // the stores are performed before this kernel counts as complete
 }
 
+// docs/memory_ordering.md "ce-gate". Runs after ce_enter_kernel (or the arrive kernel of the
+// previous leg) on the same stream, so it reads the abort word those kernels' waits set: once set,
+// this call never stores into a peer (a slow peer's live output or staging stays intact). A copy
+// engine copy cannot be made conditional on a device word (a stream wait only delays it; an
+// aborted call must release every wait, and the copy then runs), hence SM stores.
+__global__ void __launch_bounds__(kLsaThreads, 1) ce_put_kernel(const CePut c) {
+  const Proto& p = c.p;
+  if (aborted(p)) return;
+  const int w = p.win.world, r = p.win.rank;
+  for (int s = 1; s < w; ++s) {
+    const int q = peer_at(r, s, w);
+    const Range part = part_range(c.bytes[q], gridDim.x, blockIdx.x, kVecBytes);
+    copy_bytes(p.win.base[q] + c.dst_off[q] + part.begin, c.src[q] + part.begin, part.size(), threadIdx.x, blockDim.x);
+  }
+  __threadfence_system();  // the stores are performed before this kernel counts as complete ("ce-completion")
+}
+
 }  // namespace
+
+void launch_ce_put(const CePut& c, cudaStream_t stream) {
+  ce_put_kernel<<<c.blocks, kLsaThreads, 0, stream>>>(c);
+  WEAVE_CHECK_LAUNCH();
+}
 
 void launch_sm_put(const Proto& p, uint64_t dst_off, const char* src, size_t bytes, int blocks, cudaStream_t stream) {
   sm_put_kernel<<<blocks, kLsaThreads, 0, stream>>>(p, dst_off, src, bytes);
@@ -126,13 +156,14 @@ void launch_init_op(const Proto& p, uint32_t initial_epoch, cudaStream_t stream,
   WEAVE_CHECK_LAUNCH();
 }
 
-void launch_ce_pull_enter(const Proto& p, cudaStream_t stream) {
-  ce_pull_enter_kernel<<<1, 32, 0, stream>>>(p);
+void launch_ce_pull_enter(const Proto& p, cudaStream_t stream, const ZeroCopyKey& zc) {
+  ce_pull_enter_kernel<<<1, 32, 0, stream>>>(p, zc);
   WEAVE_CHECK_LAUNCH();
 }
 
-void launch_ce_enter(const Proto& p, uint32_t credit_lag, bool use_credits, cudaStream_t stream) {
-  ce_enter_kernel<<<1, 32, 0, stream>>>(p, credit_lag, use_credits ? 1 : 0);
+void launch_ce_enter(const Proto& p, uint32_t credit_lag, bool use_credits, cudaStream_t stream,
+                     const ZeroCopyKey& zc) {
+  ce_enter_kernel<<<1, 32, 0, stream>>>(p, credit_lag, use_credits ? 1 : 0, zc);
   WEAVE_CHECK_LAUNCH();
 }
 

@@ -1,12 +1,14 @@
 // weave::Collective: construction (plan, agreement, window, op init) and run() for each
 // transport. run() only enqueues: no allocation, no host sync, graph-capturable.
 //
-// ce call shapes (rank r; "enter"/"arrive" are one-CTA kernels, ce_kernels.cu):
-//   all-gather : enter -> fork -> [peer s: memcpy in -> peer.land[r]] -> join -> arrive(0) -> copy out
-//   reduce-scat: enter -> fork -> [peer s: memcpy in[s] -> peer.staging[r]] -> join -> arrive(0) -> reduce
-//   one-shot AR: enter -> fork -> [peer s: memcpy in -> peer.staging[r]] -> join -> arrive(0) -> reduce
-//   two-shot AR: enter -> fork -> [memcpy chunk s -> owner s] -> join -> arrive(0) -> reduce my chunk
-//                -> fork -> [memcpy my sum -> peer.land] -> join -> arrive(1) -> copy out
+// ce call shapes (rank r; "enter"/"arrive" are one-CTA kernels, "put" the gated SM store into
+// peers, ce_kernels.cu; docs/memory_ordering.md "ce-gate"):
+//   all-gather : enter -> put [in -> peer.land[r]] -> memcpy in -> out[r] -> arrive(0) -> copy out
+//   reduce-scat: enter -> put [in[s] -> peer s.staging[r]] -> arrive(0) -> reduce
+//   one-shot AR: enter -> put [in -> peer.staging[r]] -> arrive(0) -> reduce
+//   two-shot AR: enter -> put [chunk s -> owner s] -> arrive(0) -> reduce my chunk
+//                -> put [my sum -> peer.land] -> arrive(1) -> copy out
+// ce_ungated_peer_copies (negative control): each put is fork -> [peer s: memcpy] -> join.
 // The ce transport uses one staging copy (slot 0) and a full credit (lag 0): a captured graph's
 // memcpy destinations are fixed, so they cannot rotate with the call epoch the way lsa slots do.
 #include <algorithm>
@@ -70,7 +72,7 @@ Collective::Impl::Impl(comm::Group& c, const CollectiveConfig& config) : group(&
   id << "weave.collective.v1|" << static_cast<int>(cfg.op) << "|" << static_cast<int>(plan.transport) << "|"
      << static_cast<int>(plan.algorithm) << "|" << static_cast<int>(cfg.dtype) << "|" << cfg.max_count << "|"
      << cfg.flow_control << "|" << cfg.initial_epoch << "|" << cfg.stale_slot_lag << "|" << max_blocks << "|" << cfg.ce_sm_share << "|"
-     << cfg.receive_delay_ns;
+     << cfg.receive_delay_ns << "|" << cfg.ce_ungated_peer_copies;
   const std::string ids = id.str();
   rt = std::make_unique<comm::OpRuntime>(c);
   rt->agree_config(ids, std::string(to_string(cfg.op)) +
@@ -295,11 +297,13 @@ void Collective::Impl::run_lsa(const void* in, void* out, size_t count, cudaStre
           c.stage_in = 1;
           c.src_off = off.input;
         }
+        c.zc = zero_copy_key(c.src_off, c.src_stride);
         comm::launch_lsa_all_gather_pull(c, stream);
       } else {
         c.land = out_win ? offset_of(out) : off.output;
         c.copy_out = out_win ? 0 : 1;
         c.credit_lag = 0;  // lands in the receiver's output itself: one copy, full credit
+        c.zc = zero_copy_key(c.land, count);
         comm::launch_lsa_all_gather_push(c, stream);
       }
       return;
@@ -322,6 +326,7 @@ void Collective::Impl::run_lsa(const void* in, void* out, size_t count, cudaStre
         c.land = out_win ? offset_of(out) : off.output;
         c.copy_out = out_win ? 0 : 1;
         c.credit_lag = 0;  // the gather leg lands in the receiver's output
+        c.zc = zero_copy_key(c.land, count * esz);
         c.blocks = comm::lsa_blocks_for(comm::max_owner_chunk(count, w, comm::kVecBytes / esz) * esz, max_blocks);
         comm::launch_lsa_all_reduce_two_shot(c, cfg.dtype, stream);
       }
@@ -341,16 +346,44 @@ void Collective::Impl::ce_join(cudaStream_t stream) {
   }
 }
 
+// docs/memory_ordering.md "ce-gate": every write of a ce push into a peer goes through here. By
+// default a gated SM put on the caller's stream, after the kernel whose waits grant it: it stores
+// nothing once a wait of this call (or an earlier one) failed, so a call that timed out never
+// overwrites a slow peer's live output or staging. A copy-engine copy cannot be gated that way
+// (a stream wait can only delay it, and every such wait must be released, aborted calls included,
+// so the copy would still run). The negative control (ce_ungated_peer_copies) enqueues the
+// copy-engine copies on the peer streams as before issue 16; `sm` (all-gather only: the same
+// source and offset for every peer) is its ce_sm_share part, stored by SM kernels beside them.
+void Collective::Impl::ce_push(comm::CePut put, size_t sm, cudaStream_t stream) {
+  const int w = group->world_size(), r = group->rank();
+  put.p = proto;
+  size_t most = 0;
+  for (int s = 1; s < w; ++s) most = std::max(most, put.bytes[comm::peer_at(r, s, w)]);
+  if (most == 0) return;
+  if (!cfg.ce_ungated_peer_copies) {
+    put.blocks = comm::lsa_blocks_for(most, max_blocks);
+    comm::launch_ce_put(put, stream);
+    return;
+  }
+  const WindowHandle& h = win->handle();
+  ce_fork(stream);
+  for (int s = 1; s < w; ++s) {
+    const int q = comm::peer_at(r, s, w);
+    if (put.bytes[q] > sm)
+      WEAVE_CHECK_CUDA(cudaMemcpyAsync(h.base[q] + put.dst_off[q] + sm, put.src[q] + sm, put.bytes[q] - sm,
+                                       cudaMemcpyDeviceToDevice, peer_streams[s - 1]));
+  }
+  const int q1 = comm::peer_at(r, 1, w);
+  if (sm) comm::launch_sm_put(proto, put.dst_off[q1], put.src[q1], sm, comm::lsa_blocks_for(sm, max_blocks), stream);
+  ce_join(stream);
+}
+
 void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStream_t stream) {
   const int w = group->world_size(), r = group->rank();
   const auto* ci = static_cast<const char*>(in);
   auto* co = static_cast<char*>(out);
-  const WindowHandle& h = win->handle();
   char* local = win->local();
   const size_t bytes = count * esz;
-  auto peer_copy = [&](int step, char* dst, const char* src, size_t n) {
-    if (n) WEAVE_CHECK_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, peer_streams[step - 1]));
-  };
   auto local_copy = [&](char* dst, const char* src, size_t n) {
     if (n) WEAVE_CHECK_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream));
   };
@@ -363,20 +396,23 @@ void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStrea
     run_ce_pull_all_gather(ci, co, bytes, stream);
     return;
   }
-  comm::launch_ce_enter(proto, /*credit_lag=*/0, /*use_credits=*/true, stream);
   switch (cfg.op) {
     case CollectiveOp::kAllGather: {
       const bool out_win = win->contains(out, w * bytes);
       const uint64_t land = out_win ? offset_of(out) : off.output;
-      // Optionally the first `sm` bytes of the block go by SM stores, concurrently with the copy
-      // engines moving the rest (docs/memory_ordering.md "ce-completion": the put kernel fences).
+      comm::launch_ce_enter(proto, /*credit_lag=*/0, /*use_credits=*/true, stream, zero_copy_key(land, bytes));
+      comm::CePut put;
+      for (int s = 1; s < w; ++s) {
+        const int q = comm::peer_at(r, s, w);
+        put.src[q] = ci;
+        put.dst_off[q] = land + r * bytes;
+        put.bytes[q] = bytes;
+      }
+      // ce_sm_share (negative control only): the first `sm` bytes of the block by SM stores
+      // (docs/memory_ordering.md "ce-completion": the put kernel fences).
       const size_t sm = w > 1 && bytes >= (size_t(1) << 20) ? static_cast<size_t>(bytes * cfg.ce_sm_share) / 16 * 16 : 0;
-      ce_fork(stream);
-      for (int s = 1; s < w; ++s)
-        peer_copy(s, h.base[comm::peer_at(r, s, w)] + land + r * bytes + sm, ci + sm, bytes - sm);
-      if (sm) comm::launch_sm_put(proto, land + r * bytes, ci, sm, comm::lsa_blocks_for(sm, max_blocks), stream);
+      ce_push(put, sm, stream);
       if (ci != co + r * bytes) local_copy(co + r * bytes, ci, bytes);
-      ce_join(stream);
       comm::launch_ce_arrive(proto, 0, stream);
       if (!out_win) {
         local_copy(co, local + land, r * bytes);
@@ -388,13 +424,17 @@ void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStrea
     case CollectiveOp::kAllReduce: {
       const bool rs = cfg.op == CollectiveOp::kReduceScatter;
       if (rs || comm::call_uses_one_shot(off, plan.algorithm, count)) {
+        // Into the peers' fixed staging: no zero-copy key to agree on.
+        comm::launch_ce_enter(proto, /*credit_lag=*/0, /*use_credits=*/true, stream);
         rc.stride = off.oneshot_stride;
-        ce_fork(stream);
+        comm::CePut put;
         for (int s = 1; s < w; ++s) {
           const int peer = comm::peer_at(r, s, w);
-          peer_copy(s, h.base[peer] + off.staging + r * rc.stride, rs ? ci + peer * bytes : ci, bytes);
+          put.src[peer] = rs ? ci + peer * bytes : ci;
+          put.dst_off[peer] = off.staging + r * rc.stride;
+          put.bytes[peer] = bytes;
         }
-        ce_join(stream);
+        ce_push(put, 0, stream);
         comm::launch_ce_arrive(proto, 0, stream);
         rc.own = rs ? ci + r * bytes : ci;
         rc.dst = co;
@@ -407,14 +447,18 @@ void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStrea
       const size_t g = comm::kVecBytes / esz;
       const bool out_win = win->contains(out, bytes);
       const uint64_t land = out_win ? offset_of(out) : off.output;
+      // The gather leg's landing offset is agreed with the first leg's credit (lag 0).
+      comm::launch_ce_enter(proto, /*credit_lag=*/0, /*use_credits=*/true, stream, zero_copy_key(land, bytes));
       rc.stride = off.twoshot_stride;
-      ce_fork(stream);
+      comm::CePut scatter;
       for (int s = 1; s < w; ++s) {
         const int peer = comm::peer_at(r, s, w);
         const comm::Range ch = comm::owner_chunk(count, w, peer, g);
-        peer_copy(s, h.base[peer] + off.staging + r * rc.stride, ci + ch.begin * esz, ch.size() * esz);
+        scatter.src[peer] = ci + ch.begin * esz;
+        scatter.dst_off[peer] = off.staging + r * rc.stride;
+        scatter.bytes[peer] = ch.size() * esz;
       }
-      ce_join(stream);
+      ce_push(scatter, 0, stream);
       comm::launch_ce_arrive(proto, 0, stream);
       const comm::Range my = comm::owner_chunk(count, w, r, g);
       if (my.size()) {
@@ -424,10 +468,15 @@ void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStrea
         rc.blocks = comm::lsa_blocks_for(my.size() * esz, max_blocks);
         comm::launch_local_reduce(rc, cfg.dtype, stream);
       }
-      ce_fork(stream);
-      for (int s = 1; s < w; ++s)
-        peer_copy(s, h.base[comm::peer_at(r, s, w)] + land + my.begin * esz, co + my.begin * esz, my.size() * esz);
-      ce_join(stream);
+      // Gated by arrive(0)'s wait as well: a first leg that timed out stores no sums into peers.
+      comm::CePut gather;
+      for (int s = 1; s < w; ++s) {
+        const int peer = comm::peer_at(r, s, w);
+        gather.src[peer] = co + my.begin * esz;
+        gather.dst_off[peer] = land + my.begin * esz;
+        gather.bytes[peer] = my.size() * esz;
+      }
+      ce_push(gather, 0, stream);
       comm::launch_ce_arrive(proto, 1, stream);
       if (!out_win)
         for (int s = 1; s < w; ++s) {
@@ -464,7 +513,7 @@ void Collective::Impl::run_ce_pull_all_gather(const char* in, char* out, size_t 
   // word is then placed only after the kernel that stores the trigger has run, so the wait can
   // never sit ahead of its trigger in a shared hardware queue (one connection, graph scheduling),
   // where cuStreamWaitValue32 would block that kernel forever (it has no timeout).
-  comm::launch_ce_pull_enter(proto, stream);
+  comm::launch_ce_pull_enter(proto, stream, zero_copy_key(src_off, src_stride));
   ce_fork(stream);
   uint32_t* trigger = reinterpret_cast<uint32_t*>(win->local() + off.control) + comm::kCtrlTrigger;
   for (int s = 1; s < w; ++s) {

@@ -74,6 +74,13 @@ struct Collective::Impl {
   // ce helpers: copies on the per-peer streams, forked from and joined into `stream`.
   void ce_fork(cudaStream_t stream);
   void ce_join(cudaStream_t stream);
+  // ce push: every write into a peer (gated; collective.cpp, docs/memory_ordering.md "ce-gate").
+  void ce_push(comm::CePut put, size_t sm, cudaStream_t stream);
+  // docs/memory_ordering.md "zero-copy-offsets": where this call's zero-copy buffer sits in the
+  // window, compared with every peer's on the device with the call's lag-0 handshake.
+  static comm::ZeroCopyKey zero_copy_key(uint64_t offset, uint64_t stride) {
+    return comm::ZeroCopyKey{.offset = offset, .stride = stride, .check = 1};
+  }
 };
 
 }  // namespace weave

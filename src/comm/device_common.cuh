@@ -56,6 +56,48 @@ __device__ inline void record_timeout(const ProtoArgs& a, const uint32_t* flag, 
   }
 }
 
+// --- zero-copy keys (docs/memory_ordering.md "zero-copy-offsets") ---
+// Peer `src`'s {offset, stride} slot in `owner`'s control region (written by src).
+__device__ __forceinline__ volatile uint64_t* zc_slot(const ProtoArgs& a, int owner, int src) {
+  return reinterpret_cast<volatile uint64_t*>(a.win.base[owner] + a.control + kCtrlZeroCopy * 4) + 2 * src;
+}
+
+// Stores this rank's key into peer q's slot. The same thread's later release store of its ready /
+// flag to q orders it ("publish-release"), so q reads it after acquiring that ready / flag.
+__device__ __forceinline__ void publish_zc(const ProtoArgs& a, int q, const ZeroCopyKey& k) {
+  if (!k.check) return;
+  volatile uint64_t* s = zc_slot(a, q, a.win.rank);
+  s[0] = k.offset;
+  s[1] = k.stride;
+}
+
+// After the acquire of peer q's lag-0 ready / flag of THIS call (q cannot be in a later call
+// before this rank signals this one), q's slot holds q's key of this call. A mismatch claims the
+// abort word like a timeout and fills the record with both keys: every later wait and gated
+// store of the op is skipped, and the host raises kMismatch.
+__device__ inline bool zc_matches(const ProtoArgs& a, int q, const ZeroCopyKey& k) {
+  if (!k.check) return true;
+  const volatile uint64_t* s = zc_slot(a, a.win.rank, q);
+  const uint64_t off = s[0], stride = s[1];
+  if (off == k.offset && stride == k.stride) return true;
+  if (atomicCAS(ctrl_word(a, kCtrlAborted), 0u, 1u) == 0u) {
+    a.err->claimed = 1u;
+    a.err->rank = a.win.rank;
+    a.err->peer = q;
+    a.err->block = static_cast<int32_t>(blockIdx.x);
+    a.err->phase = -1;
+    a.err->flag_kind = static_cast<uint32_t>(FlagKind::kZeroCopyOffset);
+    a.err->own_offset = k.offset;
+    a.err->own_stride = k.stride;
+    a.err->peer_offset = off;
+    a.err->peer_stride = stride;
+    __threadfence_system();
+    *reinterpret_cast<volatile uint32_t*>(&a.err->valid) = 1u;
+    __threadfence_system();
+  }
+  return false;
+}
+
 // docs/memory_ordering.md "bounded-wait".
 // Spins (acquire loads, docs/memory_ordering.md "consume-acquire") until *flag has reached
 // `expected` (wrap-safe). Bounded: after timeout_ns, or when another thread of this op already

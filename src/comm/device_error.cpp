@@ -11,6 +11,7 @@ const char* to_string(FlagKind kind) noexcept {
     case FlagKind::kDone: return "done-reading flag";
     case FlagKind::kReady: return "data-ready flag";
     case FlagKind::kLine: return "ll data line";
+    case FlagKind::kZeroCopyOffset: return "zero-copy buffer offset";
   }
   return "unknown flag";
 }
@@ -41,8 +42,20 @@ LineState classify_ll_line(uint32_t expected_flag, uint32_t seen_flag) {
   return ll_calls_behind(expected_flag, seen_flag) > 0 ? LineState::kOlderCall : LineState::kLaterCall;
 }
 
+Status error_status(const DeviceErrorRecord& r) noexcept {
+  return static_cast<FlagKind>(r.flag_kind) == FlagKind::kZeroCopyOffset ? Status::kMismatch : Status::kTimeout;
+}
+
 std::string describe(const DeviceErrorRecord& r) {
   std::ostringstream os;
+  if (static_cast<FlagKind>(r.flag_kind) == FlagKind::kZeroCopyOffset) {
+    os << "rank " << r.rank << ": its zero-copy buffer of this call is at window offset " << r.own_offset
+       << " (block stride " << r.own_stride << " bytes) but peer " << r.peer << "'s is at window offset "
+       << r.peer_offset << " (block stride " << r.peer_stride
+       << " bytes); in and out buffers that lie in the op's window must sit at the same offset on every rank "
+          "(e.g. window_output() on each), or outside the window on every rank. Nothing was stored into a peer";
+    return os.str();
+  }
   os << "rank " << r.rank << " timed out after " << static_cast<double>(r.waited_ns) * 1e-9 << " s waiting for peer "
      << r.peer << "'s " << to_string(static_cast<FlagKind>(r.flag_kind));
   if (r.phase >= 0) os << " (phase " << r.phase << ", block " << r.block << ")";

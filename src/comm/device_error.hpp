@@ -2,10 +2,13 @@
 // one per op, in mapped pinned host memory, so the host can read it after the kernel exits
 // without a device copy. The first failing thread claims it (atomicCAS on the op's local abort
 // word), writes the fields, then sets `valid` after a system fence. The host raises
-// Error(kTimeout) naming them.
+// Error(kTimeout) naming them, or Error(kMismatch) for a zero-copy offset mismatch (the one
+// record that is not a timed-out wait; docs/memory_ordering.md "zero-copy-offsets").
 #pragma once
 #include <cstdint>
 #include <string>
+
+#include "weave/error.hpp"
 
 namespace weave::comm {
 
@@ -15,6 +18,9 @@ enum class FlagKind : uint32_t {
   kDone = 3,     // pull: waiting for readers to finish reading this rank's window
   kReady = 4,    // pull: waiting for a sender's data-ready flag
   kLine = 5,     // ll: waiting for a flag-in-data line of this call (equality, not >=)
+  // Not a wait: a peer's zero-copy buffer sits at another window offset than this rank's
+  // (own_* / peer_* below); found right after the call's handshake, before any store to a peer.
+  kZeroCopyOffset = 6,
 };
 const char* to_string(FlagKind kind) noexcept;
 
@@ -31,11 +37,16 @@ struct DeviceErrorRecord {
   uint32_t pad;
   uint64_t waited_ns;
   uint64_t flag_offset;  // byte offset of the flag in the waiting rank's window
+  // kZeroCopyOffset: where this rank's and the peer's zero-copy buffer of the call sit in their
+  // windows (push: the landing offset; pull: rank 0's block) and their per-rank block stride.
+  uint64_t own_offset, own_stride, peer_offset, peer_stride;
 };
 
 // "rank 1 timed out after 2.00 s waiting for peer 0's arrival flag (phase 0, block 3, window
 //  offset 4352): expected epoch >= 8, seen 7"
 std::string describe(const DeviceErrorRecord& r);
+// kMismatch for a zero-copy offset mismatch, else kTimeout.
+Status error_status(const DeviceErrorRecord& r) noexcept;
 
 // What an LL line with flag `seen_flag` is, for a receiver waiting for `expected_flag`: zeros, a
 // line of an earlier call, or of a later one. Flags are mapped back to epochs first (ll_flag gives

@@ -25,6 +25,18 @@ struct Proto {
   int ranks_per_device;       // ranks sharing this GPU (1; W in the emulated world): grids share its SMs
 };
 
+// Where a call's zero-copy buffers sit in the window (docs/memory_ordering.md "zero-copy-offsets"):
+// push, the landing offset in every receiver's window (stride: bytes per rank's block); pull, rank
+// 0's block in every sender's window and the stride between blocks. Every rank publishes its key to
+// each peer with the call's lag-0 handshake (credit or ready flag) and compares the peer's with its
+// own right after it, before any store to that peer: a mismatch is recorded (kMismatch) instead of
+// landing where the peer does not expect it. check = 0: the call has no peer-addressed zero-copy
+// buffer (fixed staging regions only), so nothing is published or compared.
+struct ZeroCopyKey {
+  uint64_t offset = 0, stride = 0;
+  int check = 0;
+};
+
 // One lsa call. Offsets are into every rank's window (symmetric).
 struct LsaCall {
   Proto p;
@@ -39,6 +51,7 @@ struct LsaCall {
   uint64_t staging = 0, slot_bytes = 0, stride = 0;  // reduction staging (slots of slot_bytes)
   uint32_t slots = 2;
   uint32_t credit_lag = 0;   // credit needed for call e = e - credit_lag
+  ZeroCopyKey zc;            // land (push, two-shot) or src_off / src_stride (pull); checked with lag 0 only
   int blocks = 1;
 };
 
@@ -70,11 +83,25 @@ void launch_lsa_all_reduce_two_shot(const LsaCall& c, DType dtype, cudaStream_t 
 
 // ce protocol: enter (epoch + 1, publish ready, wait credits >= e - lag) and arrive (publish
 // phase flag e after the copies, wait every peer's).
-void launch_ce_enter(const Proto& p, uint32_t credit_lag, bool use_credits, cudaStream_t stream);
+// With zc.check (lag 0 only) the peers' zero-copy keys are compared after the credit wait.
+void launch_ce_enter(const Proto& p, uint32_t credit_lag, bool use_credits, cudaStream_t stream,
+                     const ZeroCopyKey& zc = {});
 void launch_ce_arrive(const Proto& p, int phase, cudaStream_t stream, FlagKind kind = FlagKind::kArrival);
 // ce pull all-gather, device-triggered: enter (epoch + 1; "block readable" flag to peers; wait
 // theirs) then store trigger word kCtrlTrigger + s - 1 = 1 for copy stream s (ce_kernels.cu).
-void launch_ce_pull_enter(const Proto& p, cudaStream_t stream);
+void launch_ce_pull_enter(const Proto& p, cudaStream_t stream, const ZeroCopyKey& zc = {});
+// ce push, gated (docs/memory_ordering.md "ce-gate"): for every peer q, bytes[q] bytes from
+// src[q] (local) to offset dst_off[q] of q's window, by SM stores, then a system fence; NOTHING
+// once the op's abort word is set (a wait of this call or an earlier one failed). Launched on the
+// caller's stream after the kernel whose waits grant the writes, so it sees that kernel's verdict.
+struct CePut {
+  Proto p;
+  const char* src[kMaxWorld] = {};
+  uint64_t dst_off[kMaxWorld] = {};
+  size_t bytes[kMaxWorld] = {};
+  int blocks = 1;
+};
+void launch_ce_put(const CePut& c, cudaStream_t stream);
 // Local reduction of the staged slots of the current call (rank order, fp32 accumulation):
 // dst[i] = sum_s (s == rank ? own[i] : staging[slot(e)][s][i]) for i in [0, count).
 struct ReduceCall {

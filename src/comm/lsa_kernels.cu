@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kLsaThreads, 1) all_gather_push_kernel(const L
   CallEpoch call;
   if (!begin_call(p, &call)) return;
   const uint32_t e = call.e;
-  if (!exchange_credits(p, e, c.credit_lag)) return;
+  if (!exchange_credits(p, e, c.credit_lag, c.zc)) return;  // c.zc: the landing offset, where there is one
   const int w = p.win.world, r = p.win.rank, t = threadIdx.x, nth = blockDim.x;
   const size_t n = c.count;
   const Range part = part_range(n, gridDim.x, blockIdx.x, kVecBytes);
@@ -70,9 +70,10 @@ __global__ void __launch_bounds__(kLsaThreads, 1) all_gather_pull_kernel(const L
   const Range part = part_range(n, gridDim.x, blockIdx.x, kVecBytes);
   if (c.stage_in)
     copy_bytes(p.win.base[r] + c.src_off + r * c.src_stride + part.begin, c.in + part.begin, part.size(), t, nth);
+  if (t < w && t != r) publish_zc(p, t, c.zc);  // where my block is; ordered by the flag's release
   signal_peers(p, 0, e);  // "my part b is readable"
   if (!c.in_place) copy_bytes(c.out + r * n + part.begin, c.in + part.begin, part.size(), t, nth);
-  if (!wait_peers(p, 0, e, FlagKind::kReady)) return;
+  if (!wait_peers(p, 0, e, FlagKind::kReady, c.zc)) return;  // ... and the peer's block is where I read it
   for (int s = 1; s < w; ++s) {
     const int q = peer_at(r, s, w);
     copy_bytes(c.out + q * n + part.begin, p.win.base[q] + c.src_off + q * c.src_stride + part.begin, part.size(), t,
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) reduce_scatter_ker
   CallEpoch call;
   if (!begin_call(p, &call)) return;
   const uint32_t e = call.e;
-  if (!exchange_credits(p, e, c.credit_lag)) return;
+  if (!exchange_credits(p, e, c.credit_lag, c.zc)) return;  // c.zc: the landing offset, where there is one
   const int w = p.win.world, r = p.win.rank, t = threadIdx.x, nth = blockDim.x;
   const size_t n = c.count;
   const uint32_t slot = slot_of(e, c.slots);
@@ -117,7 +118,7 @@ __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) all_reduce_one_sho
   CallEpoch call;
   if (!begin_call(p, &call)) return;
   const uint32_t e = call.e;
-  if (!exchange_credits(p, e, c.credit_lag)) return;
+  if (!exchange_credits(p, e, c.credit_lag, c.zc)) return;  // c.zc: the landing offset, where there is one
   const int w = p.win.world, r = p.win.rank, t = threadIdx.x, nth = blockDim.x;
   const uint32_t slot = slot_of(e, c.slots);
   const Range part = part_range(c.count, gridDim.x, blockIdx.x, kVecBytes / sizeof(T));
@@ -144,7 +145,7 @@ __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) all_reduce_two_sho
   CallEpoch call;
   if (!begin_call(p, &call)) return;
   const uint32_t e = call.e;
-  if (!exchange_credits(p, e, c.credit_lag)) return;
+  if (!exchange_credits(p, e, c.credit_lag, c.zc)) return;  // c.zc: the landing offset, where there is one
   const int w = p.win.world, r = p.win.rank, t = threadIdx.x, nth = blockDim.x;
   const size_t granule = kVecBytes / sizeof(T);
   const uint32_t slot = slot_of(e, c.slots);

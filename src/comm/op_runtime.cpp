@@ -61,8 +61,11 @@ bool OpRuntime::timed_out() const noexcept {
 
 void OpRuntime::check(std::string_view what) const {
   if (!timed_out()) return;
-  throw Error(Status::kTimeout, std::string(what), WEAVE_LOCATION,
-              describe(*err_) + ". The op is unusable after a timeout; destroy it on every rank.");
+  const Status status = error_status(*err_);
+  throw Error(status, std::string(what), WEAVE_LOCATION,
+              describe(*err_) + (status == Status::kTimeout ? ". The op is unusable after a timeout"
+                                                           : ". The op is unusable after this error") +
+                  "; destroy it on every rank.");
 }
 
 OpRuntime::CallGuard::CallGuard(const OpRuntime& rt, std::string_view what) : rt_(&rt) {

@@ -47,7 +47,8 @@ class OpRuntime {
               std::uint32_t initial_epoch, bool needs_peers, std::uint32_t stale_slot_lag = 0);
 
   // Raises Error(kTimeout) naming `what` and the record (rank, peer, flag, expected, seen) when a
-  // device wait of this op timed out. Does not synchronise.
+  // device wait of this op timed out, Error(kMismatch) when a call found a peer's zero-copy buffer
+  // at another window offset (both offsets). Does not synchronise.
   void check(std::string_view what) const;
   bool timed_out() const noexcept;
 

@@ -119,10 +119,16 @@ inline constexpr int kCtrlChunkCounter = 16;
 inline constexpr int kMaxChunks = 16;
 inline constexpr int kMaxWorldCounters = 8;  // = kMaxWorld (weave/window_handle.hpp)
 inline constexpr int kCtrlChunkCounterSets = kMaxWorldCounters + 1;
+// Zero-copy keys (docs/memory_ordering.md "zero-copy-offsets"): words 192 .. 192 + 4 * kMaxWorld - 1,
+// one {offset, stride} u64 pair per source rank, WRITTEN BY THAT PEER with its call's handshake.
+inline constexpr int kCtrlZeroCopy = 192;
 inline constexpr size_t kControlBytes = 1024;
 static_assert((kCtrlTrigger + 8) * 4 <= kControlBytes, "the trigger words fit the control region");
 static_assert(kCtrlTrigger + 8 <= kCtrlChunkCounter, "chunk counters follow the trigger words");
 static_assert((kCtrlChunkCounter + kCtrlChunkCounterSets * kMaxChunks) * 4 <= kControlBytes,
               "the chunk counters fit the control region");
+static_assert(kCtrlChunkCounter + kCtrlChunkCounterSets * kMaxChunks <= kCtrlZeroCopy && kCtrlZeroCopy % 2 == 0 &&
+                  (kCtrlZeroCopy + 4 * kMaxWorldCounters) * 4 <= kControlBytes,
+              "the zero-copy keys follow the chunk counters, u64-aligned, inside the control region");
 
 }  // namespace weave::comm

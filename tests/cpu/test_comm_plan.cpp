@@ -183,3 +183,14 @@ TEST(CommPlan, NamesRoundTrip) {
     EXPECT_EQ(parse_algorithm(to_string(a)), a);
   EXPECT_FALSE(parse_collective_op("all-to-all").has_value());
 }
+
+// Every testing hook of CollectiveConfig is off by default; the ce gate in particular (issue 16
+// item 2, docs/memory_ordering.md "ce-gate"): only a test asks for copies a timeout cannot stop.
+TEST(CommConfig, TestingHooksAreOffByDefault) {
+  const CollectiveConfig c;
+  EXPECT_FALSE(c.ce_ungated_peer_copies);
+  EXPECT_TRUE(c.flow_control);
+  EXPECT_EQ(c.stale_slot_lag, 0u);
+  EXPECT_EQ(c.receive_delay_ns, 0u);
+  EXPECT_EQ(c.initial_epoch, 0u);
+}

@@ -285,6 +285,40 @@ TEST(CommErrorRecord, LowLatencyLinesAroundCallZeroAreClassifiedByEpoch) {
   EXPECT_NE(describe(r).find("older call's line, 1 call(s) back"), std::string::npos) << describe(r);
 }
 
+// Issue 16 item 4 (docs/memory_ordering.md "zero-copy-offsets"): a peer's zero-copy buffer at
+// another window offset is a mismatch the host raises as kMismatch (not a timeout), naming the
+// rank, the peer, both offsets and strides, and the rule.
+TEST(CommErrorRecord, ZeroCopyOffsetMismatchIsAMismatchNamingBothOffsetsAndTheRule) {
+  DeviceErrorRecord r{};
+  r.rank = 1;
+  r.peer = 0;
+  r.phase = -1;
+  r.flag_kind = static_cast<uint32_t>(FlagKind::kZeroCopyOffset);
+  r.own_offset = 1099511627776ull + 4096;  // above 2^32: the offsets are 64-bit
+  r.own_stride = 65536;
+  r.peer_offset = 8192;
+  r.peer_stride = 65536;
+  EXPECT_EQ(error_status(r), weave::Status::kMismatch);
+  const std::string s = describe(r);
+  for (const char* part : {"rank 1", "peer 0", "window offset 1099511631872", "window offset 8192",
+                           "stride 65536", "same offset on every rank", "Nothing was stored into a peer"})
+    EXPECT_NE(s.find(part), std::string::npos) << part << " missing from: " << s;
+  EXPECT_EQ(s.find("timed out"), std::string::npos) << s;
+  for (FlagKind k : {FlagKind::kCredit, FlagKind::kArrival, FlagKind::kDone, FlagKind::kReady, FlagKind::kLine}) {
+    r.flag_kind = static_cast<uint32_t>(k);
+    EXPECT_EQ(error_status(r), weave::Status::kTimeout) << to_string(k);
+  }
+}
+
+// The zero-copy keys live in the control region, after everything else there, u64-aligned, one
+// {offset, stride} pair per possible source rank (peers write them: nothing else may sit there).
+TEST(CommControlWords, ZeroCopyKeysFollowTheChunkCountersAndFitTheControlRegion) {
+  EXPECT_GE(kCtrlZeroCopy, kCtrlChunkCounter + kCtrlChunkCounterSets * kMaxChunks);
+  EXPECT_EQ((kCtrlZeroCopy * 4) % 8, 0);
+  EXPECT_LE((kCtrlZeroCopy + 4 * kMaxWorldCounters) * 4, kControlBytes);
+  EXPECT_GE(kCtrlZeroCopy, kCtrlTrigger + 8);
+}
+
 TEST(CommTimeout, EveryWaitIsBoundedSoNonFiniteOrHugeTimeoutsAreRefused) {
   unsetenv("WEAVE_COMM_TIMEOUT_S");
   EXPECT_EQ(resolve_timeout(0), 10.0);
