@@ -94,6 +94,7 @@ struct PlanInputs {
   int lsa_team_size = 2;   // ranks in one NVLink domain with this one
   bool compiled_nccl = true, compiled_ce = true, compiled_lsa = true;
   bool peer_access = true;
+  bool stream_mem_ops = true;  // the device runs cuStreamWaitValue32 (the ce pull's triggers)
   std::optional<Transport> transport;  // requested; nullopt = auto
   Algorithm algorithm = Algorithm::kAuto;
 };

@@ -54,6 +54,7 @@ Collective::Impl::Impl(comm::Group& c, const CollectiveConfig& config) : group(&
   pin.compiled_ce = WEAVE_ENABLE_CE;
   pin.compiled_lsa = WEAVE_ENABLE_LSA;
   pin.peer_access = true;  // NCCL's LSA team (lsa_team_size) is built from peer access
+  pin.stream_mem_ops = comm::StreamMemOps::unsupported_reason(c.device()).empty();
   pin.transport = cfg.transport;
   pin.algorithm = cfg.algorithm;
   plan = plan_collective(pin);

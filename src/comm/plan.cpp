@@ -120,10 +120,15 @@ constexpr size_t kAutoCopyEngineAllGatherBytes = size_t(64) << 20;
 
 // The preferred peer transport when the caller did not choose: copy engines for large
 // all-gathers (they reach the NVLink peer-copy ceiling and leave the SMs free), SM kernels
-// otherwise (lower latency, and reductions need SMs anyway).
+// otherwise (lower latency, and reductions need SMs anyway). Copy engines there means the ce
+// PULL (device-triggered copies): since the abort gate (docs/memory_ordering.md "ce-gate") the ce
+// push writes into peers with an SM kernel, so it no longer frees the SMs; without stream memory
+// ops (no pull) auto stays on lsa.
 Transport preferred(const PlanInputs& in) {
   if (in.algorithm == Algorithm::kPull || in.algorithm == Algorithm::kLowLatency) return Transport::kLsa;
-  if (in.op == CollectiveOp::kAllGather && in.bytes >= kAutoCopyEngineAllGatherBytes) return Transport::kCe;
+  if (in.op == CollectiveOp::kAllGather && in.bytes >= kAutoCopyEngineAllGatherBytes && in.stream_mem_ops &&
+      in.algorithm == Algorithm::kAuto)
+    return Transport::kCe;
   return Transport::kLsa;
 }
 
@@ -154,9 +159,10 @@ CollectivePlan plan_collective(const PlanInputs& in) {
   std::string why_first = why_not(in, first);
   if (why_first.empty()) {
     plan.transport = first;
-    plan.algorithm = resolve(in, first);
-    plan.reason = first == Transport::kCe ? "auto: all-gather >= 64 MB per rank -> copy engines (peer-copy ceiling, SMs free)"
-                                          : "auto: SM load/store kernels (lowest latency; reductions need SMs)";
+    plan.algorithm = first == Transport::kCe ? Algorithm::kPull : resolve(in, first);
+    plan.reason = first == Transport::kCe
+                      ? "auto: all-gather >= 64 MB per rank -> copy engines, pull (peer-copy ceiling, SMs free)"
+                      : "auto: SM load/store kernels (lowest latency; reductions need SMs)";
     return plan;
   }
   // pull and ll exist over lsa only; do not "fall back" into an algorithm error.

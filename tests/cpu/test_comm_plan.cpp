@@ -34,8 +34,12 @@ TEST(CommPlan, AutoPicksCopyEnginesForLargeAllGatherAndLsaOtherwise) {
   for (int world : {2, 4, 8}) {
     auto big = plan_collective(inputs(CollectiveOp::kAllGather, 64 << 20, world));
     EXPECT_EQ(big.transport, Transport::kCe);
-    EXPECT_EQ(big.algorithm, Algorithm::kPush);
+    // The pull: the ce push stores into peers with an SM kernel since the abort gate ("ce-gate").
+    EXPECT_EQ(big.algorithm, Algorithm::kPull);
     EXPECT_FALSE(big.fell_back);
+    PlanInputs no_ops = inputs(CollectiveOp::kAllGather, 64 << 20, world);
+    no_ops.stream_mem_ops = false;  // no pull here: SM kernels
+    EXPECT_EQ(plan_collective(no_ops).transport, Transport::kLsa);
     // Below 64 MiB per rank SM pushes were measured faster (docs/perf/comm.md).
     EXPECT_EQ(plan_collective(inputs(CollectiveOp::kAllGather, size_t(32) << 20, world)).transport, Transport::kLsa);
     auto small = plan_collective(inputs(CollectiveOp::kAllGather, 64 << 10, world));

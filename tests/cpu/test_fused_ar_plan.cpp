@@ -257,7 +257,8 @@ TEST(FusedArValidate, EveryRuleNamed) {
 
 TEST(FusedArModes, NamesRoundTrip) {
   for (auto m : {GemmAllReduceMode::kAuto, GemmAllReduceMode::kGemmOnly, GemmAllReduceMode::kSplitNccl,
-                 GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe, GemmAllReduceMode::kFused})
+                 GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe, GemmAllReduceMode::kFused,
+                 GemmAllReduceMode::kDecode, GemmAllReduceMode::kFusedRs})
     EXPECT_EQ(parse_gemm_all_reduce_mode(to_string(m)), m);
-  EXPECT_FALSE(parse_gemm_all_reduce_mode("fused-rs").has_value());
+  EXPECT_FALSE(parse_gemm_all_reduce_mode("fused-ce").has_value());  // not built
 }
