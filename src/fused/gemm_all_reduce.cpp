@@ -188,7 +188,8 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
     last = GemmAllReduceMode::kSplitLsa;  // auto with padded scales: the GEMV cannot read them
   }
   if (pl.mode == GemmAllReduceMode::kFused || pl.mode == GemmAllReduceMode::kFusedRs) {
-    const bool scatter = pl.mode == GemmAllReduceMode::kFusedRs;
+    // World 1: nothing to scatter (and no staging in the window): fused-rs runs as fused.
+    const bool scatter = pl.mode == GemmAllReduceMode::kFusedRs && w > 1;
     // Consumers wait for peers' partials inside the pipeline: its waits must outlast the comm timeout.
     main.pipeline_timeout_ns = static_cast<uint64_t>((2 * group->timeout_s() + 5) * 1e9);
     gemm::KernelArgs<fused::AllReduceParams> args{};

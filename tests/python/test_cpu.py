@@ -211,7 +211,7 @@ def test_fused_ops_validate_window_and_argument_errors():
     assert w2 >= 2 * 8192 * 7168 * 2 and w8 > w2
     assert weave.GemmAllReduce.window_bytes(**ok, world=2, mode="split-lsa") < w2  # no fused staging
     assert weave.GemmAllGather.window_bytes(n=2048, k=7168, m_max=4096, world=2) >= 2 * 4096 * 2048 * 2
-    for bad, needle in [(dict(mode="fused-rs"), "unknown mode 'fused-rs'"), (dict(quant="fp4"), "unknown scale mode"),
+    for bad, needle in [(dict(mode="fused-ce"), "unknown mode 'fused-ce'"), (dict(quant="fp4"), "unknown scale mode"),
                         (dict(m_max=0), "argument 'm_max': must be an int >= 1"), (dict(chunks=-1), "argument 'chunks'")]:
         with pytest.raises(weave.ArgumentError) as e:
             weave.GemmAllReduce.validate(**{**ok, **bad}, world=2)

@@ -264,7 +264,7 @@ def test_one_rank_fused_ops(seed):
     gen = torch.Generator(device=DEV).manual_seed(seed)
     (comm,) = weave.Communicator.create_local([0])
     m_max, n, k = 300, 256, 512
-    for mode in ("auto", "gemm-only", "split-lsa", "fused"):
+    for mode in ("auto", "gemm-only", "split-lsa", "fused", "fused-rs"):
         ar = weave.GemmAllReduce(comm, n=n, k=k, m_max=m_max, mode=mode)
         assert ar.self_test(200)["ok"], ar.describe()
         a = torch.randn(257, k, device=DEV, generator=gen).to(torch.bfloat16)
@@ -283,9 +283,23 @@ def test_one_rank_fused_ops(seed):
         torch.cuda.synchronize()
         ref = (a.float() @ b.float().t())
         assert torch.allclose(ar.output(257).float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
-        assert ar.plan(257)["mode"] in ("gemm-only", "split-lsa", "fused")
+        assert ar.plan(257)["mode"] in ("gemm-only", "split-lsa", "fused", "fused-rs")
+    # decode (m <= 32): the decode GEMV (nothing to reduce at world 1); m = 33 refused by name.
+    dec = weave.GemmAllReduce(comm, n=n, k=k, m_max=64, mode="decode")
+    assert dec.self_test(17)["ok"], dec.describe()
+    a = torch.randn(17, k, device=DEV, generator=gen).to(torch.bfloat16)
+    b = torch.randn(n, k, device=DEV, generator=gen).to(torch.bfloat16)
+    out = dec.run(a, b)
+    torch.cuda.synchronize()
+    ref = a.float() @ b.float().t()
+    assert dec.last_mode() == "decode"
+    assert torch.allclose(out.float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item()), dec.describe()
+    with pytest.raises(weave.ArgumentError, match="mode decode runs m <= 32"):
+        dec.run(torch.zeros(33, k, device=DEV, dtype=torch.bfloat16), b)
     ag = weave.GemmAllGather(comm, n=n, k=k, m_max=m_max, out_dtype="fp32")
     assert ag.self_test(100)["ok"], ag.describe()
+    checked = ag.self_test(100, b=torch.randn(n, k, device=DEV, generator=gen).to(torch.bfloat16))
+    assert checked["ok"] and "identical on every rank" in checked["detail"], checked["detail"]
     a = torch.randn(100, k, device=DEV, generator=gen).to(torch.bfloat16)
     b = torch.randn(n, k, device=DEV, generator=gen).to(torch.bfloat16)
     out = ag.run(a, b)
