@@ -292,7 +292,7 @@ def test_one_rank_fused_ops(seed):
     out = dec.run(a, b)
     torch.cuda.synchronize()
     ref = a.float() @ b.float().t()
-    assert dec.last_mode() == "decode"
+    assert dec.last_mode == "decode"
     assert torch.allclose(out.float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item()), dec.describe()
     with pytest.raises(weave.ArgumentError, match="mode decode runs m <= 32"):
         dec.run(torch.zeros(33, k, device=DEV, dtype=torch.bfloat16), b)
