@@ -117,6 +117,37 @@ __global__ void count_diff_kernel(const uint16_t* out, const uint16_t* want, int
 }
 
 
+// Every source rank's A_s [m, k] (seed_base + 17 s + m), quantised per q: each rank regenerates all
+// of them, for the summed reference.
+std::vector<bench::DeviceOperand> upload_every_a(int world, uint64_t seed_base, int64_t m, int64_t k, const QuantCase& q,
+                                                 int dev) {
+  std::vector<bench::DeviceOperand> as;
+  for (int s = 0; s < world; ++s)
+    as.push_back(bench::upload_operand(
+        bench::quantize_parallel(bench::random_operand(seed_base + 17 * s + m, m, k), m, k, q.quant, ref::Operand::kA),
+        dev));
+  return as;
+}
+
+// The sum over source ranks of gpu_reference_gemm(A_s, B_s) (a plain CUDA-core GEMM, not weave's
+// kernel) and of the terms' magnitudes (bench/reduce_reference.hpp bounds a sum whose terms cancel).
+struct SummedReference {
+  bench::DeviceBuffer sum, mag;
+  SummedReference(const std::vector<bench::DeviceOperand>& as, const std::vector<bench::DeviceOperand>& bs,
+                  const GemmProblem& p, cudaStream_t st)
+      : sum(static_cast<size_t>(p.m * p.n) * 4), mag(static_cast<size_t>(p.m * p.n) * 4) {
+    bench::DeviceBuffer one(static_cast<size_t>(p.m * p.n) * 4);
+    WEAVE_CHECK_CUDA(cudaMemsetAsync(sum.get(), 0, sum.bytes(), st));
+    WEAVE_CHECK_CUDA(cudaMemsetAsync(mag.get(), 0, mag.bytes(), st));
+    for (size_t s = 0; s < as.size(); ++s) {
+      bench::gpu_reference_gemm(p, as[s].view, bs[s].view, GemmScales{as[s].scale_view, bs[s].scale_view},
+                                one.as<float>(), st);
+      bench::gpu_add_term(sum.as<float>(), mag.as<float>(), one.as<float>(), p.m * p.n, st);
+    }
+    WEAVE_CHECK_CUDA(cudaStreamSynchronize(st));  // `one` is freed on return
+  }
+};
+
 std::vector<uint16_t> download_output(const GemmAllReduce& op, int64_t m, int64_t n) {
   std::vector<uint16_t> h(m * n);
   WEAVE_CHECK_CUDA(cudaMemcpy(h.data(), op.output(m).data, h.size() * 2, cudaMemcpyDeviceToHost));
@@ -195,11 +226,7 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
         Stream st;
         for (int64_t m : ms) {
           if (m > 8192 && world > 2) continue;
-          std::vector<bench::DeviceOperand> as;
-          for (int s = 0; s < world; ++s)
-            as.push_back(bench::upload_operand(
-                bench::quantize_parallel(bench::random_operand(1000 + 17 * s + m, m, k), m, k, q.quant, ref::Operand::kA),
-                dev));
+          const std::vector<bench::DeviceOperand> as = upload_every_a(world, 1000, m, k, q, dev);
           const GemmScales sc{as[r].scale_view, bs[r].scale_view};
           const size_t bytes = static_cast<size_t>(m * n) * 2;
           bench::DeviceBuffer fused_out(bytes), exact_out(bytes), rs_out(bytes);
@@ -235,20 +262,12 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
           // The sum of every rank's reference GEMM and of their magnitudes, and the bound of a sum
           // of bf16 partials against it (bench/reduce_reference.hpp: an element whose terms cancel
           // is bounded by their sizes).
-          bench::DeviceBuffer sum(static_cast<size_t>(m * n) * 4), mag(static_cast<size_t>(m * n) * 4),
-              one(static_cast<size_t>(m * n) * 4);
-          WEAVE_CHECK_CUDA(cudaMemsetAsync(sum.get(), 0, sum.bytes(), st.s));
-          WEAVE_CHECK_CUDA(cudaMemsetAsync(mag.get(), 0, mag.bytes(), st.s));
           const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = q.layout, .out_dtype = DType::kBF16};
-          for (int s = 0; s < world; ++s) {
-            bench::gpu_reference_gemm(p, as[s].view, bs[s].view, GemmScales{as[s].scale_view, bs[s].scale_view},
-                                      one.as<float>(), st.s);
-            bench::gpu_add_term(sum.as<float>(), mag.as<float>(), one.as<float>(), m * n, st.s);
-          }
+          SummedReference want(as, bs, p, st.s);
           const bench::Tolerance tol = bench::reduced_gemm_tolerance(q.quant, world);
           for (auto* out : {&fused_out, &exact_out}) {
             const ref::Comparison cmp = bench::gpu_compare(TensorView::matrix(out->get(), DType::kBF16, m, n, dev),
-                                                           sum.as<float>(), tol, st.s, mag.as<float>());
+                                                           want.sum.as<float>(), tol, st.s, want.mag.as<float>());
             const char* what = out == &exact_out ? "exact_own" : "fused";
             EXPECT_EQ(cmp.wrong, 0) << "m " << m << " " << what << ": " << cmp.wrong << " of " << cmp.count
                                     << " beyond the bound (never written " << cmp.never_written << ", first at "
@@ -317,23 +336,11 @@ TEST(EmulatedGemmAllReduce, DecodeRouteGemvThenLowLatencyAllReduce) {
               bench::quantize_parallel(bench::random_operand(300 + s, n, k), n, k, q.quant, ref::Operand::kB), dev));
         Stream st;
         for (int64_t m : {1, 13, 32, 33}) {
-          std::vector<bench::DeviceOperand> as;
-          for (int s = 0; s < world; ++s)
-            as.push_back(bench::upload_operand(
-                bench::quantize_parallel(bench::random_operand(4000 + 17 * s + m, m, k), m, k, q.quant, ref::Operand::kA),
-                dev));
+          const std::vector<bench::DeviceOperand> as = upload_every_a(world, 4000, m, k, q, dev);
           const GemmScales sc{as[r].scale_view, bs[r].scale_view};
           const size_t bytes = static_cast<size_t>(m * n) * 2;
           const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = q.layout, .out_dtype = DType::kBF16};
-          bench::DeviceBuffer sum(static_cast<size_t>(m * n) * 4), mag(static_cast<size_t>(m * n) * 4),
-              one(static_cast<size_t>(m * n) * 4);
-          WEAVE_CHECK_CUDA(cudaMemsetAsync(sum.get(), 0, sum.bytes(), st.s));
-          WEAVE_CHECK_CUDA(cudaMemsetAsync(mag.get(), 0, mag.bytes(), st.s));
-          for (int s = 0; s < world; ++s) {
-            bench::gpu_reference_gemm(p, as[s].view, bs[s].view, GemmScales{as[s].scale_view, bs[s].scale_view},
-                                      one.as<float>(), st.s);
-            bench::gpu_add_term(sum.as<float>(), mag.as<float>(), one.as<float>(), m * n, st.s);
-          }
+          SummedReference want(as, bs, p, st.s);
           for (GemmAllReduce* op : {decode.get(), autop.get()}) {
             if (op == decode.get() && m > 32) continue;
             bench::poison_nan(op->output(m).data, bytes, DType::kBF16, st.s);
@@ -346,8 +353,8 @@ TEST(EmulatedGemmAllReduce, DecodeRouteGemvThenLowLatencyAllReduce) {
             EXPECT_EQ(op->last_mode() == GemmAllReduceMode::kDecode, want_decode)
                 << "m " << m << ": took " << to_string(op->last_mode()) << " (" << op->plan(m).reason << ")";
             const ref::Comparison cmp =
-                bench::gpu_compare(TensorView::matrix(op->output(m).data, DType::kBF16, m, n, dev), sum.as<float>(),
-                                   bench::reduced_gemm_tolerance(q.quant, world), st.s, mag.as<float>());
+                bench::gpu_compare(TensorView::matrix(op->output(m).data, DType::kBF16, m, n, dev), want.sum.as<float>(),
+                                   bench::reduced_gemm_tolerance(q.quant, world), st.s, want.mag.as<float>());
             EXPECT_EQ(cmp.wrong, 0) << "m " << m << " " << to_string(op->last_mode()) << ": " << cmp.wrong << " of "
                                     << cmp.count << " beyond the bound (never written " << cmp.never_written
                                     << "), rel_l2 " << cmp.rel_l2;
