@@ -22,8 +22,8 @@
 //               B_r) into the window, then weave's lsa all-reduce in place (the low-latency LL
 //               protocol at these sizes). Not bitwise equal to split-lsa (the GEMV sums K in
 //               another order); bitwise identical on every rank. Needs dense scales (as the GEMV)
-//   auto        decode where it was measured faster than split-lsa (bf16, M <= 16; the fp8 GEMV
-//               is slower than the tile GEMM there), else fused where the planner says it pays,
+//   auto        decode where it was measured faster than split-lsa (bf16 and mxfp8, M <= 16; the
+//               ptpc / blockscale GEMV is slower than the tile GEMM there), else fused where the planner says it pays,
 //               else split-lsa (the choice and the reason: plan(m));
 //               split-nccl when the ranks are not all in one NVLink domain
 // A mode that cannot run here raises kUnavailable naming the reason; auto falls back with a log line.

@@ -113,7 +113,10 @@ GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, 
   return g;
 }
 
-bool gar_decode_pays(ScaleMode quant, int64_t m) { return quant == ScaleMode::kBF16 && m <= kGarDecodeMaxMBf16; }
+int64_t gar_decode_max_m(ScaleMode quant) {
+  return quant == ScaleMode::kBF16 ? kGarDecodeMaxMBf16 : (quant == ScaleMode::kMxfp8 ? kGarDecodeMaxMMxfp8 : 0);
+}
+bool gar_decode_pays(ScaleMode quant, int64_t m) { return m <= gar_decode_max_m(quant); }
 
 std::string gar_decode_unsupported_reason(const GemmAllReduceConfig& cfg, int64_t m) {
   const GemmProblem p{.m = m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
@@ -174,7 +177,7 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
         why << "world 1: nothing to reduce";
       } else if (gar_decode_pays(cfg.quant, m) && decode_why.empty()) {
         p.mode = GemmAllReduceMode::kDecode;
-        why << "bf16, m = " << m << " <= " << kGarDecodeMaxMBf16
+        why << to_string(cfg.quant) << ", m = " << m << " <= " << gar_decode_max_m(cfg.quant)
             << ": decode GEMV (memory-bound on B_r, " << cfg.n * cfg.k * (cfg.quant == ScaleMode::kBF16 ? 2 : 1)
             << " bytes) + the lsa all-reduce (LL at this size)";
       } else if (!fused_available) {

@@ -35,11 +35,13 @@ comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max
 GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, int world, int split_max_blocks);
 
 // auto takes decode only where it was measured faster than split-lsa (the 128x128 GEMM + the same
-// all-reduce): bf16 at M <= 16 (emulated world W = 2, N = 7168, K_r = 2048, 2026-12-01: 25.5 vs
-// 32.1 us at M = 1, 28.7 vs 31.2 at 16, 33.4 vs 32.4 at 32). The fp8 GEMV reads B at 26-37% of HBM
-// (docs/gemm.md) and lost to the tile GEMM at every M measured (blockscale: 20.0 vs 18.0 us at
-// M = 1, 27.7 vs 20.6 at 32), so fp8 stays split-lsa until the GEMV gets faster.
-inline constexpr int64_t kGarDecodeMaxMBf16 = 16;
+// all-reduce; emulated world W = 2, N = 7168, K_r = 2048, 2026-12-01, docs/perf/fused.md):
+//   bf16   M <= 16 (25.5 vs 32.1 us at M = 1, 28.7 vs 31.2 at 16; 33.4 vs 32.4 at 32)
+//   mxfp8  M <= 16 (20.7 vs 26.9 at 1, 23.5 vs 27.6 at 16; 30.6 vs 28.3 at 32: its tile GEMM is slow)
+//   ptpc, blockscale: never (the fp8 GEMV reads B at 26-37% of HBM, docs/gemm.md; ptpc 19.0 vs
+//   19.5 at M = 1 is within the noise, and it loses from 16; blockscale loses at every M)
+inline constexpr int64_t kGarDecodeMaxMBf16 = 16, kGarDecodeMaxMMxfp8 = 16;
+int64_t gar_decode_max_m(ScaleMode quant);  // 0: auto never takes decode for this quant
 bool gar_decode_pays(ScaleMode quant, int64_t m);
 
 // "" if mode decode can run m rows of `cfg` (the decode GEMV implements the problem), else why not.

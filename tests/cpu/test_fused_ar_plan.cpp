@@ -195,9 +195,9 @@ TEST(FusedArPlan, AutoChoosesByWavesAndModelAndRespectsExplicitModes) {
   EXPECT_EQ(fused::gar_plan(c, 2, 8192, 132, true, true).mode, GemmAllReduceMode::kSplitCe);
 }
 
-// Decode-sized M: auto takes decode (GEMV + LL all-reduce) where it was measured faster (bf16,
-// m <= 16) and says why; elsewhere it says why not (fp8: measured slower; mxfp8 packed: the GEMV
-// reads raw scales); never at world 1; an explicit decode at m > 32 keeps its mode and says it
+// Decode-sized M: auto takes decode (GEMV + LL all-reduce) where it was measured faster (bf16 and
+// mxfp8 raw, m <= 16) and says why; elsewhere it says why not (ptpc, blockscale: measured slower;
+// mxfp8 packed: the GEMV reads raw scales); never at world 1; an explicit decode at m > 32 keeps its mode and says it
 // cannot run (run() raises).
 TEST(FusedArPlan, AutoTakesDecodeAtDecodeSizedM) {
   GemmAllReduceConfig c;
@@ -209,7 +209,7 @@ TEST(FusedArPlan, AutoTakesDecodeAtDecodeSizedM) {
     c.scale_layout = ScaleLayout::kRaw;
     for (int64_t m : {1, 16, 17, 32}) {
       const auto p = fused::gar_plan(c, 2, m, 132, true, true);
-      const bool want = q == ScaleMode::kBF16 && m <= 16;
+      const bool want = (q == ScaleMode::kBF16 || q == ScaleMode::kMxfp8) && m <= 16;
       EXPECT_EQ(p.mode == GemmAllReduceMode::kDecode, want) << to_string(q) << " m " << m << ": " << p.reason;
       EXPECT_NE(p.reason.find(want ? "decode GEMV" : "decode not taken: measured slower"), std::string::npos)
           << p.reason;

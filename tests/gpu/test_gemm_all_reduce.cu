@@ -286,7 +286,7 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
 // The decode route (M <= 32): weave's decode GEMV into the window, then the lsa all-reduce (LL at
 // these sizes). self_test at W = 2, 4, 8 in every quant the GEMV implements; random operands
 // within the summed-reference bound and identical on every rank; auto takes decode where it was
-// measured faster (bf16, m <= 16) and not elsewhere; decode refuses m = 33 by name and mxfp8 packed scales (the GEMV reads raw) at
+// measured faster (bf16 and mxfp8, m <= 16: fused/gar_plan.hpp) and not elsewhere; decode refuses m = 33 by name and mxfp8 packed scales (the GEMV reads raw) at
 // construction.
 TEST(EmulatedGemmAllReduce, DecodeRouteGemvThenLowLatencyAllReduce) {
   WEAVE_REQUIRE_GPUS(1);
@@ -349,7 +349,7 @@ TEST(EmulatedGemmAllReduce, DecodeRouteGemvThenLowLatencyAllReduce) {
             op->run(m, as[r].view, bs[r].view, sc, st.s);
             comm::sync_stream_bounded(st.s, 30, "the call, m " + std::to_string(m));  // nothing enqueued after it
             op->check();
-            const bool want_decode = op == decode.get() || (q.quant == ScaleMode::kBF16 && m <= fused::kGarDecodeMaxMBf16);
+            const bool want_decode = op == decode.get() || fused::gar_decode_pays(q.quant, m);
             EXPECT_EQ(op->last_mode() == GemmAllReduceMode::kDecode, want_decode)
                 << "m " << m << ": took " << to_string(op->last_mode()) << " (" << op->plan(m).reason << ")";
             const ref::Comparison cmp =
