@@ -132,10 +132,13 @@ class Collective {
   Algorithm algorithm() const noexcept;
   std::string describe() const;  // "all-reduce bf16 lsa one-shot, window 12 MB, credits on"
 
-  // Contract: one host thread and one stream at a time per op. Calls of one op must run in stream
-  // order (its epoch and election counter advance on the device per call): a second thread
-  // inside run() of the same op raises kInvalidArgument; switching streams is the caller's to
-  // order (an event between the last call's stream and the next). PDL: the first kernel of a call
+  // Contract: one host thread at a time per op (a second thread inside run() of the same op raises
+  // kInvalidArgument). Calls must run in host order (an op's epoch and election counter advance on
+  // the device per call; two ops waiting on peers at once can deadlock): weave keeps every op of
+  // a rank (all ops on one communicator) in host order across streams, a call on another stream
+  // than the rank's previous call waiting for it on the GPU (an event; no host sync). Calls
+  // captured into CUDA graphs are not ordered that way (the graph's order applies); ranks must
+  // issue their ops in the same order. PDL: the first kernel of a call
   // lets the next grid launch early and waits (griddepcontrol.wait) for the previous one, so a
   // kernel launched between two calls with programmatic serialization must itself execute
   // griddepcontrol.wait before touching the op's buffers (every weave kernel does).

@@ -40,8 +40,11 @@
 // for the same op: kMismatch otherwise) and allocates the op's window at capacity; run() only
 // enqueues (no allocation, no host sync, graph-capturable); output(m) is a view into the window,
 // valid until the next run(); self_test() moves known per-rank values through the real path;
-// check() raises a timeout a device wait recorded. One op is used by one host thread and one
-// stream at a time (calls of one op must not overlap: its epoch and counters are per op).
+// check() raises a timeout a device wait recorded. One op is used by one host thread at a time.
+// Streams: every op of a rank (this one, its collectives, any other weave op on the same
+// communicator) runs its calls in the order the host issued them; a call on another stream than
+// the rank's previous call waits for it on the GPU (no host sync). Not for calls inside CUDA
+// graphs, whose own order applies. Ranks must issue their ops in the same order.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -167,7 +167,7 @@ void Collective::Impl::check() const {
 }
 
 void Collective::Impl::run(const void* in, void* out, size_t count, cudaStream_t stream) {
-  const comm::OpRuntime::CallGuard guard(*rt, to_string(cfg.op));
+  const comm::OpRuntime::CallGuard guard(*rt, to_string(cfg.op), stream);
   check();
   const int w = group->world_size(), r = group->rank();
   WEAVE_EXPECT_ARG(count >= 1 && count <= cfg.max_count,

@@ -91,6 +91,7 @@ class NcclGroup final : public Group {
   double timeout_s() const noexcept override { return c_->timeout_s(); }
   int lsa_team_size() const noexcept override { return c_->lsa_team_size(); }
   Communicator* communicator() const noexcept override { return c_; }
+  const void* call_order_key() const noexcept override { return c_; }
   std::string describe() const override {
     return "nccl rank " + std::to_string(rank()) + "/" + std::to_string(world_size()) + " on GPU " +
            std::to_string(device());

@@ -63,6 +63,9 @@ class Group {
   virtual int ranks_per_device() const noexcept { return 1; }
   // The NCCL communicator (null in the emulated world: the nccl transport is unavailable there).
   virtual Communicator* communicator() const noexcept { return nullptr; }
+  // Names this rank for comm/call_order.hpp (the calls of every op on it are kept in host order
+  // across streams): ops built on one communicator share it.
+  virtual const void* call_order_key() const noexcept { return this; }
   ncclComm_t nccl() const noexcept;
   virtual std::string describe() const = 0;  // "nccl rank 1/2 on GPU 1", "emulated rank 1/4 on GPU 0"
 

@@ -68,7 +68,8 @@ void OpRuntime::check(std::string_view what) const {
                   "; destroy it on every rank.");
 }
 
-OpRuntime::CallGuard::CallGuard(const OpRuntime& rt, std::string_view what) : rt_(&rt) {
+OpRuntime::CallGuard::CallGuard(const OpRuntime& rt, std::string_view what, cudaStream_t stream)
+    : order_(rt.group().call_order_key(), stream), rt_(&rt) {
   bool expected = false;
   WEAVE_EXPECT_ARG(rt.in_call_.compare_exchange_strong(expected, true),
                    what << ": called from two threads at once; one op is used by one host thread (and one stream) at a "

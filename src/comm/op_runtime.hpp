@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "comm/call_order.hpp"
 #include "comm/device_error.hpp"
 #include "comm/group.hpp"
 #include "comm/kernels.hpp"
@@ -64,14 +65,17 @@ class OpRuntime {
   // Held by run() for the time it enqueues: a second thread entering run() of the same op meanwhile
   // gets Error(kInvalidArgument) naming `what` (the epoch is read and advanced per call on the
   // device in stream order, so two threads' calls would interleave unpredictably; issue 16 item 3).
+  // It also keeps this rank's calls of every op in host order across streams (comm/call_order.hpp):
+  // a call on another stream than the rank's previous call waits for it on the GPU.
   class CallGuard {
    public:
-    CallGuard(const OpRuntime& rt, std::string_view what);
+    CallGuard(const OpRuntime& rt, std::string_view what, cudaStream_t stream);
     ~CallGuard();
     CallGuard(const CallGuard&) = delete;
     CallGuard& operator=(const CallGuard&) = delete;
 
    private:
+    CallOrder order_;  // constructed first: if the thread check below raises, it records nothing
     const OpRuntime* rt_;
   };
 

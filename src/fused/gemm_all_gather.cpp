@@ -147,7 +147,7 @@ TensorView GemmAllGather::Impl::output(int64_t m) const {
 
 void GemmAllGather::Impl::run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
                               cudaStream_t stream) {
-  const comm::OpRuntime::CallGuard guard(*rt, "GemmAllGather::run");
+  const comm::OpRuntime::CallGuard guard(*rt, "GemmAllGather::run", stream);
   check();
   WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "GemmAllGather::run: m must be in 1.." << cfg.m_max << " (m_max), got " << m);
   const GemmProblem prob = problem_of(cfg, m);

@@ -159,7 +159,7 @@ TensorView GemmAllReduce::Impl::output(int64_t m) const {
 
 void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
                               cudaStream_t stream) {
-  const comm::OpRuntime::CallGuard guard(*rt, "GemmAllReduce::run");
+  const comm::OpRuntime::CallGuard guard(*rt, "GemmAllReduce::run", stream);
   check();
   WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "GemmAllReduce::run: m must be in 1.." << cfg.m_max << " (m_max), got " << m);
   WEAVE_EXPECT_ARG(cfg.mode != GemmAllReduceMode::kDecode || m <= detail::kGemvMaxM,
