@@ -9,6 +9,7 @@
 #include <set>
 
 #include "fused/ar_schedule.hpp"
+#include "fused/ar_tail.hpp"
 #include "fused/gar_plan.hpp"
 #include "support/expect_error.hpp"
 
@@ -261,4 +262,16 @@ TEST(FusedArModes, NamesRoundTrip) {
                  GemmAllReduceMode::kDecode, GemmAllReduceMode::kFusedRs})
     EXPECT_EQ(parse_gemm_all_reduce_mode(to_string(m)), m);
   EXPECT_FALSE(parse_gemm_all_reduce_mode("fused-ce").has_value());  // not built
+}
+
+// fused-rs's tail: one CTA per row of the own band at most, at most the cap, at least one (a rank
+// with an empty band still ends the call).
+TEST(FusedArTail, GridCoversTheOwnBandWithinTheCap) {
+  const auto s = fused::ar_schedule(4096, 512, 128, 128, 2, 0, 4);
+  EXPECT_EQ(fused::ar_tail_grid(s, 0, 4096, 128, 65), 65);
+  EXPECT_EQ(fused::ar_tail_grid(s, 1, 4096, 128, 4096), 2048);
+  const auto one = fused::ar_schedule(100, 512, 128, 128, 2, 1, 1);  // one row block: band 1 is empty
+  EXPECT_EQ(fused::ar_tail_grid(one, 0, 100, 128, 65), 65);
+  EXPECT_EQ(fused::ar_tail_grid(one, 1, 100, 128, 65), 1);
+  EXPECT_EQ(fused::ar_tail_grid(one, 0, 100, 128, 0), 1);
 }
