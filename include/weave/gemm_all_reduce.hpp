@@ -75,6 +75,11 @@ struct GemmAllReduceConfig {
   GemmAllReduceMode mode = GemmAllReduceMode::kAuto;
   bool exact_own = false;                        // fused: the own term in fp32 (not bitwise == split)
   int chunks = 0;                                // fused: chunks per band (0: the planner's choice)
+  // auto: a table of the mode measured fastest per M on this machine (`weave bench gemm-ar
+  // --calibrate FILE` writes it; src/fused/calibration.hpp has the format); "" = the model. The
+  // table must be for this op's quant, N, K_r and world (kInvalidArgument otherwise); every rank
+  // must read the same contents (kMismatch).
+  std::string calibration;
   // Testing hooks (never change them in production):
   bool flow_control = true;           // split modes: false = no credit wait in the all-reduce. The
                                       // fused kernel has no credit: its own waits order every write

@@ -77,7 +77,8 @@ void bind_fused(nb::module_& m) {
       .def_rw("scale_layout", &weave::GemmAllReduceConfig::scale_layout)
       .def_rw("mode", &weave::GemmAllReduceConfig::mode)
       .def_rw("exact_own", &weave::GemmAllReduceConfig::exact_own)
-      .def_rw("chunks", &weave::GemmAllReduceConfig::chunks);
+      .def_rw("chunks", &weave::GemmAllReduceConfig::chunks)
+      .def_rw("calibration", &weave::GemmAllReduceConfig::calibration);
   nb::class_<weave::GemmAllGatherConfig>(m, "GemmAllGatherConfig")
       .def(nb::init<>())
       .def_rw("n", &weave::GemmAllGatherConfig::n)

@@ -34,13 +34,16 @@ def _int(name: str, v, low: int = 1) -> int:
     return v
 
 
-def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks):
+def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration=""):
     c = _weave.GemmAllReduceConfig()
     c.n, c.k, c.m_max = _int("n", n), _int("k", k), _int("m_max", m_max)
     c.quant, c.scale_layout = _mode_of(quant), _layout_of(scale_layout)
     c.mode = _enum(mode, _weave.parse_gemm_all_reduce_mode, _AR_MODES, "mode", GemmAllReduceMode)
     c.exact_own = bool(exact_own)
     c.chunks = _int("chunks", chunks, 0)
+    if not isinstance(calibration, str):
+        raise arg_error(f"argument 'calibration': must be a path (str), '' for none (got {type(calibration).__name__})")
+    c.calibration = calibration
     return c
 
 
@@ -146,8 +149,10 @@ class GemmAllReduce(_FusedOp):
     _op = _weave.GemmAllReduce
 
     def __init__(self, comm: Communicator, *, n: int, k: int, m_max: int, quant="bf16", scale_layout="raw",
-                 mode="auto", exact_own: bool = False, chunks: int = 0):
-        super().__init__(comm, _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks))
+                 mode="auto", exact_own: bool = False, chunks: int = 0, calibration: str = ""):
+        """calibration: a `weave bench gemm-ar --calibrate` table; auto then takes the mode measured
+        fastest per M on this machine (the table must be for this quant, n, k and world)."""
+        super().__init__(comm, _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration))
 
     @staticmethod
     def validate(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", mode="auto",

@@ -12,6 +12,7 @@
 //   gar.split.*  the split modes' all-reduce (a Collective without in/out regions of its own)
 #pragma once
 #include <memory>
+#include <optional>
 
 #include "comm/collective_impl.hpp"
 #include "comm/group.hpp"
@@ -37,6 +38,7 @@ struct GemmAllReduce::Impl {
   const gemm::GemmKernelEntry<fused::AllReduceParams>* fused_kernel = nullptr;
   const gemm::GemmInstance* local_kernel = nullptr;  // the split modes' GEMM (same tile as fused)
   GemmAllReduceMode last = GemmAllReduceMode::kAuto;
+  std::optional<fused::Calibration> calibration;  // cfg.calibration's table (auto's measured choices)
   uint64_t self_test_seed = 0x5eed;
 
   Impl(comm::Group& g, const GemmAllReduceConfig& config);

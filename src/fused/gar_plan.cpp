@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "comm/protocol.hpp"
@@ -138,7 +139,7 @@ GarRates gar_rates(ScaleMode quant) {
 }
 
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available, uint64_t window_bytes) {
+                           bool nccl_available, uint64_t window_bytes, const Calibration* cal) {
   GemmAllReducePlan p;
   const ArSchedule s = ar_schedule(m, cfg.n, kGarBlockM, kGarBlockN, world, 0, gar_chunks(cfg, m, ctas));
   p.tiles = int64_t(s.m_blocks) * s.n_blocks;
@@ -170,11 +171,26 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
   const GemmAllReduceMode split = gar_split_mode(cfg.mode) == GemmAllReduceMode::kAuto ? GemmAllReduceMode::kSplitLsa
                                                                                        : gar_split_mode(cfg.mode);
   const std::string decode_why = gar_decode_unsupported_reason(cfg, m);
+  // The calibration's measured best, where this op can run it here (auto hosts split-lsa, fused and
+  // decode); anything else falls through to the model.
+  std::optional<GemmAllReduceMode> measured;
+  if (cal != nullptr && cfg.mode == GemmAllReduceMode::kAuto && world > 1) {
+    if (const auto best = cal->best_for(m)) {
+      const auto mode = parse_gemm_all_reduce_mode(*best);
+      if (mode == GemmAllReduceMode::kSplitLsa || (mode == GemmAllReduceMode::kFused && fused_available) ||
+          (mode == GemmAllReduceMode::kDecode && decode_why.empty()))
+        measured = mode;
+    }
+  }
   switch (cfg.mode) {
     case GemmAllReduceMode::kAuto:
       if (world == 1) {
         p.mode = GemmAllReduceMode::kGemmOnly;
         why << "world 1: nothing to reduce";
+      } else if (measured) {
+        p.mode = *measured;
+        why << "calibration " << cal->source << (cal->where.empty() ? "" : " (" + cal->where + ")")
+            << ": measured fastest near m = " << m;
       } else if (gar_decode_pays(cfg.quant, m) && decode_why.empty()) {
         p.mode = GemmAllReduceMode::kDecode;
         why << to_string(cfg.quant) << ", m = " << m << " <= " << gar_decode_max_m(cfg.quant)
@@ -203,7 +219,7 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
       if (cfg.mode == GemmAllReduceMode::kDecode && !decode_why.empty()) why << " (cannot run m = " << m << ": " << decode_why << ")";
       break;
   }
-  if (cfg.mode == GemmAllReduceMode::kAuto && world > 1 && p.mode != GemmAllReduceMode::kDecode &&
+  if (cfg.mode == GemmAllReduceMode::kAuto && world > 1 && p.mode != GemmAllReduceMode::kDecode && !measured &&
       m <= detail::kGemvMaxM)
     why << "; decode not taken: "
         << (decode_why.empty() ? "measured slower than split-lsa for this quant / m (fused/gar_plan.hpp)" : decode_why);

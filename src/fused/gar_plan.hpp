@@ -7,6 +7,7 @@
 #include "comm/op_layout.hpp"
 #include "fused/model_rates.hpp"
 #include "fused/ar_schedule.hpp"
+#include "fused/calibration.hpp"
 #include "weave/gemm_all_reduce.hpp"
 #include "weave/window_layout.hpp"
 
@@ -58,7 +59,8 @@ struct GarRates {
 };
 GarRates gar_rates(ScaleMode quant);
 
+// cal: the op's calibration table (auto takes its measured best where it can run it), or null.
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available, uint64_t window_bytes = 0);
+                           bool nccl_available, uint64_t window_bytes = 0, const Calibration* cal = nullptr);
 
 }  // namespace weave::fused

@@ -88,16 +88,27 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
       break;
     case GemmAllReduceMode::kGemmOnly: break;
   }
-  // Every rank must build the same op: N, K_r, m_max, quant, mode, hooks and the kernels it will use.
+  if (!cfg.calibration.empty()) {
+    WEAVE_EXPECT_ARG(cfg.mode == GemmAllReduceMode::kAuto,
+                     "GemmAllReduceConfig.calibration: only mode auto consults a calibration (mode "
+                         << to_string(cfg.mode) << " is explicit)");
+    calibration = fused::load_calibration(cfg.calibration);
+    const std::string bad = calibration->mismatch("gemm-ar", cfg.quant, cfg.scale_layout, cfg.n, cfg.k, w);
+    WEAVE_EXPECT_ARG(bad.empty(), "GemmAllReduceConfig.calibration '" << cfg.calibration
+                                                                       << "' is for another op shape: " << bad);
+  }
+  // Every rank must build the same op: N, K_r, m_max, quant, mode, hooks, the kernels it will use
+  // and the calibration's contents (auto's per-call choices must agree).
   std::ostringstream id;
   id << "weave.gemm_all_reduce.v1|" << cfg.n << "|" << cfg.k << "|" << cfg.m_max << "|" << static_cast<int>(cfg.quant)
      << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.mode) << "|"
      << static_cast<int>(split_mode) << "|" << fused_ok << "|" << cfg.exact_own << "|" << cfg.chunks << "|"
      << cfg.flow_control << "|" << cfg.skip_arrival_wait << "|" << cfg.skip_partial_wait << "|"
-     << cfg.publish_every_tile << "|" << cfg.initial_epoch << "|" << grid_cap;
+     << cfg.publish_every_tile << "|" << cfg.initial_epoch << "|" << grid_cap << "|"
+     << (calibration ? calibration->hash : 0);
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(),
-                   "GemmAllReduce configuration (n, k = K_r, m_max, quant, mode, exact_own, chunks, testing hooks)");
+                   "GemmAllReduce configuration (n, k = K_r, m_max, quant, mode, exact_own, chunks, testing hooks, calibration)");
   if (fused_kernel) fused_kernel->prepare();
   // The split GEMM runs the same tile as the fused kernel (so split and fused agree bitwise).
   local_kernel = gemm::find_gemm_instance(cfg.quant, DType::kBF16, gemm::EpilogueKind::kStoreLocal, fused::kGarBlockM,
@@ -144,7 +155,8 @@ std::unique_ptr<GemmAllReduce> GemmAllReduce::Impl::create(comm::Group& g, const
 GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const {
   GemmAllReduceConfig c = cfg;
   if (c.mode == GemmAllReduceMode::kAuto && split_mode == GemmAllReduceMode::kSplitNccl) c.mode = GemmAllReduceMode::kSplitNccl;
-  return fused::gar_plan(c, group->world_size(), m, grid_cap, fused_ok, group->nccl() != nullptr, rt->window().bytes());
+  return fused::gar_plan(c, group->world_size(), m, grid_cap, fused_ok, group->nccl() != nullptr, rt->window().bytes(),
+                         calibration ? &*calibration : nullptr);
 }
 
 void GemmAllReduce::Impl::check() const {

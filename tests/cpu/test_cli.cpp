@@ -310,6 +310,33 @@ TEST(Cli, PlanGemmArPrintsOneRowPerM) {
   EXPECT_NE(r.out.find("chunks 3, exact own term"), std::string::npos) << r.out;
 }
 
+// --calibration: auto takes the table's measured best (the reason says so); a table for another
+// op shape, or with an explicit mode, is a usage error naming what differs.
+TEST(Cli, PlanGemmArFollowsACalibrationTable) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("weave-cal-" + std::to_string(::getpid()) + ".txt")).string();
+  {
+    std::ofstream f(path);
+    f << "weave-calibration 1\nop gemm-ar\nquant blockscale\nn 7168\nk 2048\nworld 2\nwhere test\n"
+         "m 4096 split-lsa\nm 1 decode\n";
+  }
+  CliRun r = run_weave({"plan", "gemm-ar", "-m", "1,4096", "-n", "7168", "-k", "2048", "--quant", "blockscale",
+                        "--calibration", path});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("split-lsa  calibration " + path + " (test): measured fastest near m = 4096"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("decode     calibration"), std::string::npos) << r.out;
+  r = run_weave({"plan", "gemm-ar", "-m", "1", "-n", "7168", "-k", "1024", "--calibration", path});
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("is for another op shape: quant blockscale (this op: bf16), k 2048 (this op: 1024)"),
+            std::string::npos)
+      << r.out;
+  r = run_weave({"plan", "gemm-ar", "--mode", "fused", "--quant", "blockscale", "--calibration", path});
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("only --mode auto consults a calibration"), std::string::npos) << r.out;
+  std::filesystem::remove(path);
+}
+
 TEST(Cli, PlanGemmArWritesJson) {
   const std::string path = (std::filesystem::temp_directory_path() / ("weave-plan-gemm-ar-" + std::to_string(::getpid()) + ".json")).string();
   const CliRun r = run_weave({"plan", "gemm-ar", "-m", "1,4096", "--world", "2", "--json", path});

@@ -275,3 +275,60 @@ TEST(FusedArTail, GridCoversTheOwnBandWithinTheCap) {
   EXPECT_EQ(fused::ar_tail_grid(one, 1, 100, 128, 65), 1);
   EXPECT_EQ(fused::ar_tail_grid(one, 0, 100, 128, 0), 1);
 }
+
+// The calibration table auto consults (fused/calibration.hpp): parsed with every rule named,
+// looked up by the nearest M in log2 within a factor 2, checked against the op's shape, and
+// followed by the planner where the op can run the mode (else the model decides).
+TEST(FusedArCalibration, ParseLookUpMatchAndPlan) {
+  const std::string text =
+      "weave-calibration 1\n# a comment\nop gemm-ar\nquant blockscale\nn 7168\nk 2048\nworld 2\nwhere 2-emu\n"
+      "m 4096 split-lsa\nm 1 decode\nm 1024 fused\n";
+  const fused::Calibration c = fused::parse_calibration(text, "t.txt");
+  ASSERT_EQ(c.rows.size(), 3u);
+  EXPECT_EQ(c.rows[0].m, 1);  // sorted
+  EXPECT_EQ(c.best_for(1), "decode");
+  EXPECT_EQ(c.best_for(2), "decode");        // a factor 2 away
+  EXPECT_EQ(c.best_for(3000), "split-lsa");  // nearer 4096 than 1024 in log2
+  EXPECT_EQ(c.best_for(1500), "fused");
+  EXPECT_FALSE(c.best_for(16).has_value());     // 4x from 1 and 64x from 1024: the model
+  EXPECT_FALSE(c.best_for(16384).has_value());  // 4x past the largest
+  EXPECT_EQ(c.mismatch("gemm-ar", ScaleMode::kBlockscale, ScaleLayout::kRaw, 7168, 2048, 2), "");
+  EXPECT_NE(c.mismatch("gemm-ar", ScaleMode::kBF16, ScaleLayout::kRaw, 7168, 4096, 4).find("quant blockscale"),
+            std::string::npos);
+  EXPECT_EQ(fused::parse_calibration(c.to_text(), "round trip").to_text(), c.to_text());
+  for (const auto& [bad, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"", "empty"},
+           {"weave-calibration 2\n", "first line"},
+           {"weave-calibration 1\nop gemm-ar\nquant fp4\n", "unknown quant 'fp4'"},
+           {"weave-calibration 1\nop gemm-ar\nn 0\n", "'n' needs an integer >= 1"},
+           {"weave-calibration 1\nop gemm-ar\nn 8\nk 8\nworld 2\n", "no 'm M MODE' rows"},
+           {"weave-calibration 1\nop gemm-ar\nn 8\nk 8\nworld 2\nm 4 fused\nm 4 decode\n", "M = 4 appears twice"},
+           {"weave-calibration 1\nshape 3\n", "unknown key 'shape'"}}) {
+    const std::string msg = test::error_of([&] { fused::parse_calibration(bad, "bad.txt"); }, Status::kInvalidArgument);
+    EXPECT_NE(msg.find("calibration bad.txt"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+  }
+  EXPECT_NE(test::error_of([] { fused::load_calibration("/nonexistent/t.txt"); }, Status::kInvalidArgument)
+                .find("cannot be read"),
+            std::string::npos);
+
+  GemmAllReduceConfig cfg;
+  cfg.n = 7168;
+  cfg.k = 2048;
+  cfg.m_max = 8192;
+  cfg.quant = ScaleMode::kBlockscale;
+  // The model takes fused at 4096 (NVLink arithmetic); the measured table says split-lsa.
+  EXPECT_EQ(fused::gar_plan(cfg, 2, 4096, 132, true, true).mode, GemmAllReduceMode::kFused);
+  const auto p = fused::gar_plan(cfg, 2, 4096, 132, true, true, 0, &c);
+  EXPECT_EQ(p.mode, GemmAllReduceMode::kSplitLsa) << p.reason;
+  EXPECT_NE(p.reason.find("calibration t.txt (2-emu): measured fastest"), std::string::npos) << p.reason;
+  EXPECT_EQ(fused::gar_plan(cfg, 2, 1, 132, true, true, 0, &c).mode, GemmAllReduceMode::kDecode);
+  // A measured mode this op cannot run here falls back to the model: fused without its kernel.
+  EXPECT_EQ(fused::gar_plan(cfg, 2, 1024, 132, false, true, 0, &c).mode, GemmAllReduceMode::kSplitLsa);
+  EXPECT_EQ(fused::gar_plan(cfg, 2, 1024, 132, true, true, 0, &c).mode, GemmAllReduceMode::kFused);
+  // Explicit modes never consult it; world 1 stays gemm-only.
+  cfg.mode = GemmAllReduceMode::kSplitCe;
+  EXPECT_EQ(fused::gar_plan(cfg, 2, 4096, 132, true, true, 0, &c).mode, GemmAllReduceMode::kSplitCe);
+  cfg.mode = GemmAllReduceMode::kAuto;
+  EXPECT_EQ(fused::gar_plan(cfg, 1, 4096, 132, true, true, 0, &c).mode, GemmAllReduceMode::kGemmOnly);
+}

@@ -10,7 +10,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
+
+#include <unistd.h>
 
 #include "bench/emulated_world.hpp"
 #include "bench/gemm_operands.hpp"
@@ -686,6 +690,52 @@ TEST(EmulatedGemmAllReduce, RandomisedSoak) {
     });
   }
   std::printf("  soak: %lld rank-launches, each checked on the device\n", total);
+}
+
+// A calibration table (GemmAllReduceConfig::calibration): auto follows it per M where the op can
+// run the mode (here fused at m = 128, where the model says split), self_test passes through that
+// path; a table for another shape is kInvalidArgument at construction, an explicit mode with a
+// table too, and ranks reading different tables are kMismatch on every rank.
+TEST(EmulatedGemmAllReduce, CalibrationTableIsFollowedAndCheckedAtConstruction) {
+  WEAVE_REQUIRE_GPUS(1);
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  auto write = [&](const std::string& name, const std::string& rows, int64_t k) {
+    const std::string path = dir + "/weave-cal-" + std::to_string(::getpid()) + "-" + name + ".txt";
+    std::ofstream f(path);
+    f << "weave-calibration 1\nop gemm-ar\nquant bf16\nn 256\nk " << k << "\nworld 2\nwhere test\n" << rows;
+    return path;
+  };
+  const std::string good = write("good", "m 128 fused\nm 1024 split-lsa\n", 256);
+  const std::string other = write("other", "m 128 split-lsa\n", 256);
+  const std::string wrong_k = write("k", "m 128 fused\n", 512);
+  bench::EmulatedWorld ew(2, 0, 10);
+  ew.run([&](comm::Group& g) {
+    auto cfg = config_of(kQuants[0], GemmAllReduceMode::kAuto, 256, 256, 1024);
+    EXPECT_EQ(GemmAllReduce::Impl::create(g, cfg)->plan(128).mode, GemmAllReduceMode::kSplitLsa) << "the model";
+    cfg.calibration = good;
+    auto op = GemmAllReduce::Impl::create(g, cfg);
+    const GemmAllReducePlan p = op->plan(128);
+    EXPECT_EQ(p.mode, GemmAllReduceMode::kFused) << p.reason;
+    EXPECT_NE(p.reason.find("measured fastest"), std::string::npos) << p.reason;
+    const SelfTestReport rep = op->self_test(128);
+    EXPECT_TRUE(rep.ok) << rep.detail;
+    EXPECT_EQ(op->last_mode(), GemmAllReduceMode::kFused);
+    auto bad = cfg;
+    bad.calibration = wrong_k;
+    EXPECT_NE(test::error_of([&] { GemmAllReduce::Impl::create(g, bad); }, Status::kInvalidArgument)
+                  .find("is for another op shape: k 512 (this op: 256)"),
+              std::string::npos);
+    bad = cfg;
+    bad.mode = GemmAllReduceMode::kFused;
+    EXPECT_NE(test::error_of([&] { GemmAllReduce::Impl::create(g, bad); }, Status::kInvalidArgument)
+                  .find("only mode auto consults a calibration"),
+              std::string::npos);
+    bad = cfg;
+    bad.calibration = g.rank() == 0 ? good : other;
+    EXPECT_NE(test::error_of([&] { GemmAllReduce::Impl::create(g, bad); }, Status::kMismatch).find("calibration"),
+              std::string::npos);
+  });
+  for (const auto& p : {good, other, wrong_k}) std::filesystem::remove(p);
 }
 
 // Bad inputs: each a clear error naming the argument and the rule; N or K_r differing across ranks

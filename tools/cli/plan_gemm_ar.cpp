@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +28,7 @@ struct PlanGemmArOptions {
   int sms = 132;
   bool no_fused = false;
   std::string json_path;
+  std::string calibration;  // a `weave bench gemm-ar --calibrate` table auto consults
 };
 
 constexpr int kMaxSms = 1024;
@@ -43,6 +45,13 @@ std::string window_contents(const GemmAllReduceConfig& cfg, int world) {
 int run_plan_gemm_ar(const PlanGemmArOptions& o) {
   check_output_file("--json", o.json_path);
   const GemmAllReduceConfig cfg = gemm_ar_config(o.shape, o.world);
+  std::optional<fused::Calibration> cal;
+  if (!o.calibration.empty()) {
+    WEAVE_EXPECT_ARG(cfg.mode == GemmAllReduceMode::kAuto, "--calibration: only --mode auto consults a calibration");
+    cal = fused::load_calibration(o.calibration);
+    const std::string bad = cal->mismatch("gemm-ar", cfg.quant, cfg.scale_layout, cfg.n, cfg.k, o.world);
+    WEAVE_EXPECT_ARG(bad.empty(), "--calibration '" << o.calibration << "' is for another op shape: " << bad);
+  }
   const auto* fused = gemm::find_gemm_kernel<fused::AllReduceParams>(
       cfg.quant, DType::kBF16, gemm::EpilogueKind::kAllReduce, fused::kGarBlockM, fused::kGarBlockN, cfg.scale_layout,
       gemm::SchedulerKind::kBandRound);
@@ -70,7 +79,7 @@ int run_plan_gemm_ar(const PlanGemmArOptions& o) {
   nlohmann::json rows = nlohmann::json::array();
   for (const std::int64_t m : o.shape.ms) {
     const GemmAllReducePlan p = fused::gar_plan(cfg, o.world, m, o.sms, fused_available, /*nccl_available=*/true,
-                                                  gemm_all_reduce_window_bytes(cfg, o.world));
+                                                  gemm_all_reduce_window_bytes(cfg, o.world), cal ? &*cal : nullptr);
     const std::string tile = std::to_string(p.block_m) + "x" + std::to_string(p.block_n);
     std::printf("%7lld %-7s %6lld %6.2f %5d %11d %6d %12d %6d %11s %11s %11s %9.1f %9.1f %9.1f %9.1f  %-10s %s\n",
                 static_cast<long long>(m), tile.c_str(), static_cast<long long>(p.tiles), p.waves, p.grid, p.band_blocks,
@@ -133,6 +142,9 @@ void add_plan_gemm_ar(CLI::App& plan) {
       ->check(CLI::Range(1, kMaxSms))->capture_default_str();
   c->add_flag("--no-fused", opts->no_fused, "plan as if the fused kernel were unavailable (auto then picks split-lsa)");
   c->add_option("--json", opts->json_path, "also write the rows as JSON to FILE (checked before planning)");
+  c->add_option("--calibration", opts->calibration,
+                "auto takes the mode measured fastest per M in FILE (written by `weave bench gemm-ar --calibrate`; "
+                "must be for this quant, N, K_r and world)");
   c->footer(
       "Every rank r holds A_r [M, K_r] and B_r [N, K_r]; every rank receives sum_r A_r B_r^T, [M, N] bf16.\n"
       "Modes: gemm-only (this rank's partial alone, nothing moves), split-nccl (GEMM then ncclAllReduce),\n"

@@ -61,6 +61,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -80,6 +81,7 @@
 #include "comm/collective_impl.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
+#include "fused/calibration.hpp"
 #include "fused/gar_impl.hpp"
 #include "gemv/gemv.hpp"
 #include "weave/collectives.hpp"
@@ -95,6 +97,7 @@ using fused_bench::num;
 
 struct GarBenchOptions : fused_bench::WorldOptions {
   GemmArOptions shape;
+  std::string calibrate;  // write the fastest auto-takeable mode per M to this file
 };
 
 using fused_bench::ArmKind;
@@ -176,6 +179,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
   // Every option first: nothing below may probe a GPU or wait for one before the input is known good.
   check_bench_options(common);
   fused_bench::check_world_options(common, opt.emulate_world, "gemm-ar");
+  check_output_file("--calibrate", opt.calibrate);
   const bool emulated = opt.emulate_world > 1;
   const int world = std::max(1, opt.emulate_world);
   for (const auto& a : opt.arms)
@@ -269,6 +273,14 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
 
   bench::Report report("gemm-ar");
   bool failed = false;
+  fused::Calibration calibration;  // --calibrate: filled per M below
+  calibration.op = "gemm-ar";
+  calibration.quant = base.quant;
+  calibration.layout = base.scale_layout;
+  calibration.n = n;
+  calibration.k = k;
+  calibration.world = world;
+  calibration.where = world_tag + (emulated ? " (emulated world: not NVLink)" : "");
   std::vector<std::string> summary_lines;
   for (size_t mi = 0; mi < shape.ms.size(); ++mi) {
     const int64_t m = shape.ms[mi];
@@ -418,9 +430,19 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
     double best_split = bench::kNaN, lt_us = bench::kNaN, gemm_us = bench::kNaN, comm_us = bench::kNaN,
            fused_us = bench::kNaN;
     std::string best_split_name;
+    // --calibrate: the fastest of the modes auto can take (split-lsa, fused, decode) that ran right.
+    double best_auto = bench::kNaN;
+    std::string best_auto_mode;
     for (size_t i = 0; i < specs.size(); ++i) {
       const double t = per_arm[i].median_us;
       if (std::isnan(t)) continue;
+      const bool takeable = specs[i].kind == ArmKind::kOp && (specs[i].mode == GemmAllReduceMode::kSplitLsa ||
+                                                             specs[i].mode == GemmAllReduceMode::kFused ||
+                                                             specs[i].mode == GemmAllReduceMode::kDecode);
+      bool right = true;
+      for (int r = 0; r < world; ++r) right &= !res[r][i].wrong_from.empty() && res[r][i].wrong_from[0] == 0;
+      if (takeable && right && (std::isnan(best_auto) || t < best_auto))
+        best_auto = t, best_auto_mode = std::string(to_string(specs[i].mode));
       if (specs[i].split && (std::isnan(best_split) || t < best_split)) best_split = t, best_split_name = specs[i].name;
       if (specs[i].kind == ArmKind::kCublasLt) lt_us = t;
       if (specs[i].name == "gemm-only") gemm_us = t;
@@ -498,6 +520,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
       report.add(std::move(row));
     }
     std::fprintf(stderr, "weave bench gemm-ar: m=%lld:%s\n", static_cast<long long>(m), progress.c_str());
+    if (!best_auto_mode.empty()) calibration.rows.push_back({m, best_auto_mode});
     if (!std::isnan(gemm_us) && !std::isnan(comm_us) && !std::isnan(fused_us))
       summary_lines.push_back(fused_bench::overlap_line(m, gemm_us, comm_us, fused_us, emulated));
   }
@@ -526,7 +549,18 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
   states.clear();
   if (failed) {
     std::fprintf(stderr, "weave bench gemm-ar: FAILED: a row has #wrong > 0, differs from split-lsa, or an arm failed\n");
+    if (!opt.calibrate.empty()) std::fprintf(stderr, "weave bench gemm-ar: --calibrate: nothing written (the run failed)\n");
     return 1;
+  }
+  if (!opt.calibrate.empty()) {
+    WEAVE_EXPECT(!calibration.rows.empty(), Status::kUnavailable,
+                 "--calibrate: no M had a timed split-lsa, fused or decode arm without wrong elements");
+    std::ofstream f(opt.calibrate);
+    f << "# written by weave bench gemm-ar --calibrate (per M: the fastest of split-lsa, fused, decode)\n"
+      << calibration.to_text();
+    WEAVE_EXPECT(f.good(), Status::kInvalidArgument, "--calibrate: cannot write '" << opt.calibrate << "'");
+    std::printf("# calibration for auto written to %s (%zu rows): GemmAllReduceConfig::calibration / "
+                "weave plan gemm-ar --calibration\n", opt.calibrate.c_str(), calibration.rows.size());
   }
   return 0;
 }
@@ -546,6 +580,10 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
   add_common_bench_options(*app, common);
   add_gemm_ar_options(*app, o.shape, /*with_layout=*/false, /*with_mode=*/false);
   fused_bench::add_world_options(*app, o);
+  app->add_option("--calibrate", o.calibrate,
+                  "after the run, write per M the fastest mode auto may take (split-lsa, fused, decode) to FILE: a "
+                  "calibration table for GemmAllReduceConfig::calibration / weave plan gemm-ar --calibration (checked "
+                  "before any GPU work)");
   app->footer(std::string(
       "Every rank r holds A_r [M, K_r] and B_r [N, K_r] (-k is K_r); every rank receives sum_r A_r B_r^T, [M, N] bf16.\n"
       "Worlds:\n"

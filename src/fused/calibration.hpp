@@ -1,0 +1,54 @@
+// A calibration table for a fused op's auto mode: the mode measured fastest at each M on this
+// machine, written by `weave bench gemm-ar --calibrate FILE` and read through
+// GemmAllReduceConfig::calibration. auto then takes the measured best (where this op can run it)
+// instead of the model: the model is NVLink arithmetic, the table a measurement of this machine.
+//
+// Text, one op shape per file (every rank reads the same file; the op agrees its contents):
+//   weave-calibration 1
+//   op gemm-ar
+//   quant blockscale          (bf16 | ptpc | blockscale | mxfp8)
+//   layout raw                (mxfp8 scale layout; raw otherwise)
+//   n 7168
+//   k 2048                    (gemm-ar: K_r per rank)
+//   world 2
+//   where 2-emu               (free text: where it was measured; shown in plan reasons)
+//   m 1 decode                (M, then the fastest mode auto may take there)
+//   m 1024 split-lsa
+// Lookup: the row whose M is nearest in log2, if within a factor 2; else no entry (the model).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weave/types.hpp"
+
+namespace weave::fused {
+
+struct Calibration {
+  std::string op, where, source;  // source: the file it came from (for messages)
+  ScaleMode quant = ScaleMode::kBF16;
+  ScaleLayout layout = ScaleLayout::kRaw;
+  int64_t n = 0, k = 0;
+  int world = 0;
+  struct Row {
+    int64_t m = 0;
+    std::string mode;
+  };
+  std::vector<Row> rows;  // sorted by m, unique
+  uint64_t hash = 0;      // of the text (ranks agree on it)
+
+  // The measured best mode at m, or nothing outside the table's reach (more than 2x from every M).
+  std::optional<std::string> best_for(int64_t m) const;
+  // "" if the table is for this op shape, else what differs.
+  std::string mismatch(std::string_view op, ScaleMode quant, ScaleLayout layout, int64_t n, int64_t k,
+                       int world) const;
+  std::string to_text() const;
+};
+
+// Throws Error(kInvalidArgument) naming `source`, the line and the rule it broke.
+Calibration parse_calibration(std::string_view text, std::string_view source);
+Calibration load_calibration(const std::string& path);  // + unreadable file: kInvalidArgument naming it
+
+}  // namespace weave::fused
