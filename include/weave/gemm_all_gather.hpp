@@ -59,6 +59,11 @@ struct GemmAllGatherConfig {
   ScaleLayout scale_layout = ScaleLayout::kRaw;  // mxfp8 only
   DType out_dtype = DType::kBF16;                // bf16 or fp32 (fp32 only for bf16 inputs)
   GemmAllGatherMode mode = GemmAllGatherMode::kAuto;
+  // auto: a table of the mode measured fastest per M on this machine (`weave bench gemm-ag
+  // --calibrate FILE` writes it; src/fused/calibration.hpp has the format); "" = the model. The
+  // table must be for this op's quant, out dtype, N, K and world (kInvalidArgument otherwise); every
+  // rank must read the same contents (kMismatch).
+  std::string calibration;
   // Testing hooks (never change them in production):
   bool flow_control = true;           // false: no credit wait (the negative control must corrupt)
   bool skip_arrival_wait = false;     // fused: end before the peers' chunks landed (negative control)

@@ -87,7 +87,8 @@ void bind_fused(nb::module_& m) {
       .def_rw("quant", &weave::GemmAllGatherConfig::quant)
       .def_rw("scale_layout", &weave::GemmAllGatherConfig::scale_layout)
       .def_rw("out_dtype", &weave::GemmAllGatherConfig::out_dtype)
-      .def_rw("mode", &weave::GemmAllGatherConfig::mode);
+      .def_rw("mode", &weave::GemmAllGatherConfig::mode)
+      .def_rw("calibration", &weave::GemmAllGatherConfig::calibration);
 
   nb::class_<weave::GemmAllReducePlan>(m, "GemmAllReducePlan")
       .def_ro("mode", &weave::GemmAllReducePlan::mode)

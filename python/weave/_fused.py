@@ -41,17 +41,22 @@ def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibr
     c.mode = _enum(mode, _weave.parse_gemm_all_reduce_mode, _AR_MODES, "mode", GemmAllReduceMode)
     c.exact_own = bool(exact_own)
     c.chunks = _int("chunks", chunks, 0)
-    if not isinstance(calibration, str):
-        raise arg_error(f"argument 'calibration': must be a path (str), '' for none (got {type(calibration).__name__})")
-    c.calibration = calibration
+    c.calibration = _calibration_path(calibration)
     return c
 
 
-def _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode):
+def _calibration_path(calibration) -> str:
+    if not isinstance(calibration, str):
+        raise arg_error(f"argument 'calibration': must be a path (str), '' for none (got {type(calibration).__name__})")
+    return calibration
+
+
+def _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration=""):
     c = _weave.GemmAllGatherConfig()
     c.n, c.k, c.m_max = _int("n", n), _int("k", k), _int("m_max", m_max)
     c.quant, c.scale_layout, c.out_dtype = _mode_of(quant), _layout_of(scale_layout), _out_dtype_of(out_dtype)
     c.mode = _enum(mode, _weave.parse_gemm_all_gather_mode, _AG_MODES, "mode", GemmAllGatherMode)
+    c.calibration = _calibration_path(calibration)
     return c
 
 
@@ -190,8 +195,8 @@ class GemmAllGather(_FusedOp):
     _op = _weave.GemmAllGather
 
     def __init__(self, comm: Communicator, *, n: int, k: int, m_max: int, quant="bf16", scale_layout="raw",
-                 out_dtype="bf16", mode="auto"):
-        super().__init__(comm, _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode))
+                 out_dtype="bf16", mode="auto", calibration: str = ""):
+        super().__init__(comm, _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration))
 
     def self_test(self, m: int = 0, *, b=None, scale_b=None) -> dict:
         """Collective and synchronising: known per-rank values through the op's real path. With b

@@ -70,6 +70,11 @@ Calibration parse_calibration(std::string_view text, std::string_view source) {
       ls >> l;
       if (l != "raw" && l != "packed") fail("layout must be raw or packed, got '" + l + "'");
       c.layout = l == "raw" ? ScaleLayout::kRaw : ScaleLayout::kPacked;
+    } else if (key == "out") {
+      std::string o;
+      ls >> o;
+      if (o != "bf16" && o != "fp32") fail("out must be bf16 or fp32, got '" + o + "'");
+      c.out = o == "bf16" ? DType::kBF16 : DType::kF32;
     } else if (key == "n") {
       c.n = int_value(1);
     } else if (key == "k") {
@@ -84,7 +89,7 @@ Calibration parse_calibration(std::string_view text, std::string_view source) {
       if (!(ls >> r.mode)) fail("'m' needs M and a mode");
       c.rows.push_back(r);
     } else {
-      fail("unknown key '" + key + "' (op, quant, layout, n, k, world, where, m)");
+      fail("unknown key '" + key + "' (op, quant, layout, out, n, k, world, where, m)");
     }
   }
   if (!header) fail("empty: the first line must be 'weave-calibration 1'");
@@ -104,6 +109,14 @@ Calibration load_calibration(const std::string& path) {
   return parse_calibration(s.str(), path);
 }
 
+Calibration load_calibration_for(const std::string& path, std::string_view what, std::string_view op, ScaleMode quant,
+                                 ScaleLayout layout, DType out, int64_t n, int64_t k, int world) {
+  Calibration c = load_calibration(path);
+  const std::string bad = c.mismatch(op, quant, layout, out, n, k, world);
+  WEAVE_EXPECT_ARG(bad.empty(), what << " '" << path << "' is for another op shape: " << bad);
+  return c;
+}
+
 std::optional<std::string> Calibration::best_for(int64_t m) const {
   const Row* best = nullptr;
   double dist = 0;
@@ -115,8 +128,8 @@ std::optional<std::string> Calibration::best_for(int64_t m) const {
   return best->mode;
 }
 
-std::string Calibration::mismatch(std::string_view want_op, ScaleMode q, ScaleLayout l, int64_t want_n, int64_t want_k,
-                                  int want_world) const {
+std::string Calibration::mismatch(std::string_view want_op, ScaleMode q, ScaleLayout l, DType want_out, int64_t want_n,
+                                  int64_t want_k, int want_world) const {
   std::ostringstream os;
   auto diff = [&](const char* what, const std::string& have, const std::string& want) {
     if (have != want) os << (os.tellp() > 0 ? ", " : "") << what << " " << have << " (this op: " << want << ")";
@@ -124,6 +137,7 @@ std::string Calibration::mismatch(std::string_view want_op, ScaleMode q, ScaleLa
   diff("op", op, std::string(want_op));
   diff("quant", std::string(to_string(quant)), std::string(to_string(q)));
   if (q == ScaleMode::kMxfp8) diff("layout", std::string(to_string(layout)), std::string(to_string(l)));
+  diff("out", std::string(to_string(out)), std::string(to_string(want_out)));
   diff("n", std::to_string(n), std::to_string(want_n));
   diff("k", std::to_string(k), std::to_string(want_k));
   diff("world", std::to_string(world), std::to_string(want_world));
@@ -133,7 +147,7 @@ std::string Calibration::mismatch(std::string_view want_op, ScaleMode q, ScaleLa
 std::string Calibration::to_text() const {
   std::ostringstream os;
   os << "weave-calibration 1\nop " << op << "\nquant " << to_string(quant) << "\nlayout " << to_string(layout)
-     << "\nn " << n << "\nk " << k << "\nworld " << world << "\n";
+     << "\nout " << to_string(out) << "\nn " << n << "\nk " << k << "\nworld " << world << "\n";
   if (!where.empty()) os << "where " << where << "\n";
   for (const Row& r : rows) os << "m " << r.m << " " << r.mode << "\n";
   return os.str();

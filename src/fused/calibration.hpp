@@ -1,13 +1,14 @@
 // A calibration table for a fused op's auto mode: the mode measured fastest at each M on this
-// machine, written by `weave bench gemm-ar --calibrate FILE` and read through
-// GemmAllReduceConfig::calibration. auto then takes the measured best (where this op can run it)
+// machine, written by `weave bench gemm-ar|gemm-ag --calibrate FILE` and read through
+// GemmAllReduceConfig::calibration / GemmAllGatherConfig::calibration. auto then takes the measured best (where this op can run it)
 // instead of the model: the model is NVLink arithmetic, the table a measurement of this machine.
 //
 // Text, one op shape per file (every rank reads the same file; the op agrees its contents):
 //   weave-calibration 1
-//   op gemm-ar
+//   op gemm-ar                (or gemm-ag)
 //   quant blockscale          (bf16 | ptpc | blockscale | mxfp8)
 //   layout raw                (mxfp8 scale layout; raw otherwise)
+//   out bf16                  (output dtype: bf16, or fp32 for gemm-ag's bf16 inputs)
 //   n 7168
 //   k 2048                    (gemm-ar: K_r per rank)
 //   world 2
@@ -30,6 +31,7 @@ struct Calibration {
   std::string op, where, source;  // source: the file it came from (for messages)
   ScaleMode quant = ScaleMode::kBF16;
   ScaleLayout layout = ScaleLayout::kRaw;
+  DType out = DType::kBF16;
   int64_t n = 0, k = 0;
   int world = 0;
   struct Row {
@@ -42,7 +44,7 @@ struct Calibration {
   // The measured best mode at m, or nothing outside the table's reach (more than 2x from every M).
   std::optional<std::string> best_for(int64_t m) const;
   // "" if the table is for this op shape, else what differs.
-  std::string mismatch(std::string_view op, ScaleMode quant, ScaleLayout layout, int64_t n, int64_t k,
+  std::string mismatch(std::string_view op, ScaleMode quant, ScaleLayout layout, DType out, int64_t n, int64_t k,
                        int world) const;
   std::string to_text() const;
 };
@@ -50,5 +52,9 @@ struct Calibration {
 // Throws Error(kInvalidArgument) naming `source`, the line and the rule it broke.
 Calibration parse_calibration(std::string_view text, std::string_view source);
 Calibration load_calibration(const std::string& path);  // + unreadable file: kInvalidArgument naming it
+// load_calibration, then kInvalidArgument "<what> '<path>' is for another op shape: ..." unless it
+// is for this op shape (what: the option or field, e.g. "--calibration").
+Calibration load_calibration_for(const std::string& path, std::string_view what, std::string_view op, ScaleMode quant,
+                                 ScaleLayout layout, DType out, int64_t n, int64_t k, int world);
 
 }  // namespace weave::fused

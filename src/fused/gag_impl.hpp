@@ -12,11 +12,13 @@
 //                it gathers gag.out in place)
 #pragma once
 #include <memory>
+#include <optional>
 
 #include "comm/collective_impl.hpp"
 #include "comm/group.hpp"
 #include "comm/op_runtime.hpp"
 #include "fused/ag_params.hpp"
+#include "fused/calibration.hpp"
 #include "gemm/dispatch.hpp"
 #include "weave/gemm_all_gather.hpp"
 
@@ -37,6 +39,7 @@ struct GemmAllGather::Impl {
   const gemm::GemmKernelEntry<fused::AllGatherParams>* fused_kernel = nullptr;
   const gemm::GemmInstance* local_kernel = nullptr;  // the split modes' GEMM (same tile as fused)
   GemmAllGatherMode last = GemmAllGatherMode::kAuto;
+  std::optional<fused::Calibration> calibration;  // cfg.calibration's table (auto's measured choices)
   uint64_t self_test_seed = 0x5eed;
 
   Impl(comm::Group& g, const GemmAllGatherConfig& config);

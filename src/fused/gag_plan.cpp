@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "comm/protocol.hpp"
@@ -109,7 +110,7 @@ GagRates gag_rates(ScaleMode quant) {
 }
 
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available, uint64_t window_bytes) {
+                           bool nccl_available, uint64_t window_bytes, const Calibration* cal) {
   GemmAllGatherPlan p;
   const AgChunks ch = ag_chunks(m, cfg.n, kGagBlockM, kGagBlockN);
   const size_t ob = cfg.out_dtype == DType::kF32 ? 4 : 2;
@@ -132,11 +133,25 @@ GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m,
     const GemmAllGatherMode s = gag_split_mode(cfg.mode);
     return s == GemmAllGatherMode::kAuto ? GemmAllGatherMode::kSplitLsa : s;
   };
+  // The calibration's measured best, where this op can run it here (auto hosts split-lsa and
+  // fused-lsa); anything else falls through to the model.
+  std::optional<GemmAllGatherMode> measured;
+  if (cal != nullptr && cfg.mode == GemmAllGatherMode::kAuto && world > 1) {
+    if (const auto best = cal->best_for(m)) {
+      const auto mode = parse_gemm_all_gather_mode(*best);
+      if (mode == GemmAllGatherMode::kSplitLsa || (mode == GemmAllGatherMode::kFusedLsa && fused_available))
+        measured = mode;
+    }
+  }
   switch (cfg.mode) {
     case GemmAllGatherMode::kAuto:
       if (world == 1) {
         p.mode = GemmAllGatherMode::kGemmOnly;
         why << "world 1: nothing to gather";
+      } else if (measured) {
+        p.mode = *measured;
+        why << "calibration " << cal->source << (cal->where.empty() ? "" : " (" + cal->where + ")")
+            << ": measured fastest near m = " << m;
       } else if (!fused_available) {
         p.mode = split_pick();
         why << "fused kernel not available for " << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype)

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "comm/op_layout.hpp"
+#include "fused/calibration.hpp"
 #include "fused/model_rates.hpp"
 #include "weave/gemm_all_gather.hpp"
 #include "weave/window_layout.hpp"
@@ -47,7 +48,8 @@ GagRates gag_rates(ScaleMode quant);
 // kernel exists and the mode may use it; nccl_available: the group has an NCCL communicator;
 // window_bytes: what the plan reports as the op's window (the op's own, or
 // gemm_all_gather_window_bytes before one exists; run() plans every call, so nothing is laid out here).
+// cal: the op's calibration table (auto takes its measured best where it can run it), or null.
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available, uint64_t window_bytes = 0);
+                           bool nccl_available, uint64_t window_bytes = 0, const Calibration* cal = nullptr);
 
 }  // namespace weave::fused

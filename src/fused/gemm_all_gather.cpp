@@ -76,14 +76,23 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
       break;
     case GemmAllGatherMode::kGemmOnly: break;
   }
-  // Every rank must build the same op: configuration, mode and the kernels it will use.
+  if (!cfg.calibration.empty()) {
+    WEAVE_EXPECT_ARG(cfg.mode == GemmAllGatherMode::kAuto,
+                     "GemmAllGatherConfig.calibration: only mode auto consults a calibration (mode "
+                         << to_string(cfg.mode) << " is explicit)");
+    calibration = fused::load_calibration_for(cfg.calibration, "GemmAllGatherConfig.calibration", "gemm-ag", cfg.quant,
+                                              cfg.scale_layout, cfg.out_dtype, cfg.n, cfg.k, w);
+  }
+  // Every rank must build the same op: configuration, mode, the kernels it will use and the
+  // calibration's contents (auto's per-call choices must agree).
   std::ostringstream id;
   id << "weave.gemm_all_gather.v1|" << cfg.n << "|" << cfg.k << "|" << cfg.m_max << "|" << static_cast<int>(cfg.quant)
      << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.out_dtype) << "|"
      << static_cast<int>(cfg.mode) << "|" << static_cast<int>(split_mode) << "|" << fused_ok << "|"
-     << cfg.flow_control << "|" << cfg.skip_arrival_wait << "|" << cfg.initial_epoch << "|" << grid_cap;
+     << cfg.flow_control << "|" << cfg.skip_arrival_wait << "|" << cfg.initial_epoch << "|" << grid_cap << "|"
+     << (calibration ? calibration->hash : 0);
   rt = std::make_unique<comm::OpRuntime>(g);
-  rt->agree_config(id.str(), "GemmAllGather configuration (n, k, m_max, quant, out dtype, mode, testing hooks)");
+  rt->agree_config(id.str(), "GemmAllGather configuration (n, k, m_max, quant, out dtype, mode, testing hooks, calibration)");
   if (fused_kernel) fused_kernel->prepare();
   // The split GEMM runs the same tile as the fused kernel (so split and fused agree bitwise).
   local_kernel = gemm::find_gemm_instance(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kStoreLocal, fused::kGagBlockM,
@@ -132,7 +141,8 @@ std::unique_ptr<GemmAllGather> GemmAllGather::Impl::create(comm::Group& g, const
 GemmAllGatherPlan GemmAllGather::Impl::plan(int64_t m) const {
   GemmAllGatherConfig c = cfg;
   if (c.mode == GemmAllGatherMode::kAuto && split_mode == GemmAllGatherMode::kSplitNccl) c.mode = GemmAllGatherMode::kSplitNccl;
-  return fused::gag_plan(c, group->world_size(), m, grid_cap, fused_ok, group->nccl() != nullptr, rt->window().bytes());
+  return fused::gag_plan(c, group->world_size(), m, grid_cap, fused_ok, group->nccl() != nullptr, rt->window().bytes(),
+                         calibration ? &*calibration : nullptr);
 }
 
 void GemmAllGather::Impl::check() const {

@@ -292,8 +292,8 @@ TEST(FusedArCalibration, ParseLookUpMatchAndPlan) {
   EXPECT_EQ(c.best_for(1500), "fused");
   EXPECT_FALSE(c.best_for(16).has_value());     // 4x from 1 and 64x from 1024: the model
   EXPECT_FALSE(c.best_for(16384).has_value());  // 4x past the largest
-  EXPECT_EQ(c.mismatch("gemm-ar", ScaleMode::kBlockscale, ScaleLayout::kRaw, 7168, 2048, 2), "");
-  EXPECT_NE(c.mismatch("gemm-ar", ScaleMode::kBF16, ScaleLayout::kRaw, 7168, 4096, 4).find("quant blockscale"),
+  EXPECT_EQ(c.mismatch("gemm-ar", ScaleMode::kBlockscale, ScaleLayout::kRaw, DType::kBF16, 7168, 2048, 2), "");
+  EXPECT_NE(c.mismatch("gemm-ar", ScaleMode::kBF16, ScaleLayout::kRaw, DType::kBF16, 7168, 4096, 4).find("quant blockscale"),
             std::string::npos);
   EXPECT_EQ(fused::parse_calibration(c.to_text(), "round trip").to_text(), c.to_text());
   for (const auto& [bad, needle] : std::vector<std::pair<std::string, std::string>>{

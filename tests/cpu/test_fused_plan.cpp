@@ -78,6 +78,32 @@ TEST(FusedAgLayout, RegionsAtCapacityAndSplitRegionsWithoutBuffersOfTheirOwn) {
     }
 }
 
+// A calibration table for gemm-ag: auto follows its measured best where the op can run it (not
+// fused-lsa without the kernel), the out dtype is part of the shape, explicit modes ignore it.
+TEST(FusedAgPlan, AutoFollowsACalibrationTable) {
+  const auto autoc = cfg_of(GemmAllGatherMode::kAuto, 16384);
+  const fused::Calibration c = fused::parse_calibration(
+      "weave-calibration 1\nop gemm-ag\nquant " + std::string(to_string(autoc.quant)) + "\nout " +
+          std::string(to_string(autoc.out_dtype)) + "\nn " + std::to_string(autoc.n) + "\nk " +
+          std::to_string(autoc.k) + "\nworld 2\nm 128 fused-lsa\nm 8192 split-lsa\n",
+      "ag.txt");
+  EXPECT_EQ(c.mismatch("gemm-ag", autoc.quant, autoc.scale_layout, autoc.out_dtype, autoc.n, autoc.k, 2), "");
+  const DType other = autoc.out_dtype == DType::kF32 ? DType::kBF16 : DType::kF32;
+  EXPECT_NE(c.mismatch("gemm-ag", autoc.quant, autoc.scale_layout, other, autoc.n, autoc.k, 2).find("out "),
+            std::string::npos);
+  // The model: split at 128, fused at 8192; the table: the other way round.
+  const auto small = fused::gag_plan(autoc, 2, 128, 132, true, true, 0, &c);
+  EXPECT_EQ(small.mode, GemmAllGatherMode::kFusedLsa) << small.reason;
+  EXPECT_NE(small.reason.find("calibration ag.txt: measured fastest near m = 128"), std::string::npos) << small.reason;
+  EXPECT_EQ(fused::gag_plan(autoc, 2, 8192, 132, true, true, 0, &c).mode, GemmAllGatherMode::kSplitLsa);
+  EXPECT_EQ(fused::gag_plan(autoc, 2, 128, 132, false, true, 0, &c).mode, GemmAllGatherMode::kSplitLsa);
+  EXPECT_EQ(fused::gag_plan(autoc, 2, 1000000, 132, true, true, 0, &c).mode,
+            fused::gag_plan(autoc, 2, 1000000, 132, true, true).mode)
+      << "outside the table's reach: the model";
+  EXPECT_EQ(fused::gag_plan(cfg_of(GemmAllGatherMode::kSplitCe, 16384), 2, 128, 132, true, true, 0, &c).mode,
+            GemmAllGatherMode::kSplitCe);
+}
+
 TEST(FusedAgPlan, AutoChoosesByWavesAndModelAndRespectsExplicitModes) {
   const auto autoc = cfg_of(GemmAllGatherMode::kAuto, 16384);
   EXPECT_EQ(fused::gag_plan(autoc, 1, 2048, 132, true, true).mode, GemmAllGatherMode::kGemmOnly);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -27,6 +28,7 @@ struct PlanGemmAgOptions {
   int sms = 132;
   bool no_fused = false;
   std::string json_path;
+  std::string calibration;  // a `weave bench gemm-ag --calibrate` table auto consults
 };
 
 constexpr int kMaxSms = 1024;
@@ -36,6 +38,12 @@ constexpr int kMaxSms = 1024;
 int run_plan_gemm_ag(const PlanGemmAgOptions& o) {
   check_output_file("--json", o.json_path);
   const GemmAllGatherConfig cfg = gemm_ag_config(o.shape, o.world);
+  std::optional<fused::Calibration> cal;
+  if (!o.calibration.empty()) {
+    WEAVE_EXPECT_ARG(cfg.mode == GemmAllGatherMode::kAuto, "--calibration: only --mode auto consults a calibration");
+    cal = fused::load_calibration_for(o.calibration, "--calibration", "gemm-ag", cfg.quant, cfg.scale_layout,
+                                      cfg.out_dtype, cfg.n, cfg.k, o.world);
+  }
   const auto* fused = gemm::find_gemm_kernel<fused::AllGatherParams>(
       cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kAllGather, fused::kGagBlockM, fused::kGagBlockN, cfg.scale_layout);
   const bool fused_available = fused != nullptr && !o.no_fused;
@@ -60,7 +68,7 @@ int run_plan_gemm_ag(const PlanGemmAgOptions& o) {
   nlohmann::json rows = nlohmann::json::array();
   for (const std::int64_t m : o.shape.ms) {
     const GemmAllGatherPlan p = fused::gag_plan(cfg, o.world, m, o.sms, fused_available, /*nccl_available=*/true,
-                                                  gemm_all_gather_window_bytes(cfg, o.world));
+                                                  gemm_all_gather_window_bytes(cfg, o.world), cal ? &*cal : nullptr);
     const std::string tile = std::to_string(p.block_m) + "x" + std::to_string(p.block_n);
     std::printf("%7lld %-7s %6lld %6.2f %5d %6d %12s %12s %9.1f %9.1f %9.1f %9.1f  %-10s %s\n", static_cast<long long>(m),
                 tile.c_str(), static_cast<long long>(p.tiles), p.waves, p.grid, p.chunks,
@@ -113,6 +121,9 @@ void add_plan_gemm_ag(CLI::App& plan) {
       ->check(CLI::Range(1, kMaxSms))->capture_default_str();
   c->add_flag("--no-fused", opts->no_fused, "plan as if the fused kernel were unavailable (auto then picks a split mode)");
   c->add_option("--json", opts->json_path, "also write the rows as JSON to FILE (checked before planning)");
+  c->add_option("--calibration", opts->calibration,
+                "auto takes the mode measured fastest per M in FILE (written by `weave bench gemm-ag --calibrate`; "
+                "must be for this quant, out dtype, N, K and world)");
   c->footer(
       "Modes: gemm-only (the GEMM alone, nothing moves), split-nccl (GEMM then ncclAllGather), split-lsa /\n"
       "split-ce (GEMM then weave's lsa / copy-engine all-gather, in place), fused-lsa (one kernel: every tile\n"

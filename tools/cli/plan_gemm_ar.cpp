@@ -48,9 +48,8 @@ int run_plan_gemm_ar(const PlanGemmArOptions& o) {
   std::optional<fused::Calibration> cal;
   if (!o.calibration.empty()) {
     WEAVE_EXPECT_ARG(cfg.mode == GemmAllReduceMode::kAuto, "--calibration: only --mode auto consults a calibration");
-    cal = fused::load_calibration(o.calibration);
-    const std::string bad = cal->mismatch("gemm-ar", cfg.quant, cfg.scale_layout, cfg.n, cfg.k, o.world);
-    WEAVE_EXPECT_ARG(bad.empty(), "--calibration '" << o.calibration << "' is for another op shape: " << bad);
+    cal = fused::load_calibration_for(o.calibration, "--calibration", "gemm-ar", cfg.quant, cfg.scale_layout,
+                                      DType::kBF16, cfg.n, cfg.k, o.world);
   }
   const auto* fused = gemm::find_gemm_kernel<fused::AllReduceParams>(
       cfg.quant, DType::kBF16, gemm::EpilogueKind::kAllReduce, fused::kGarBlockM, fused::kGarBlockN, cfg.scale_layout,

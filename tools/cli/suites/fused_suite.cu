@@ -1,6 +1,8 @@
 #include "cli/suites/fused_suite.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <fstream>
 
 #include <CLI/CLI.hpp>
 
@@ -177,6 +179,41 @@ nlohmann::json run_meta(const BenchOptions& common, const RunFacts& f) {
           {"seed", f.seed},
           {"m_max", f.m_max},
           {"not_run", f.notes}};
+}
+
+std::string fastest_right_arm(const std::vector<bench::Timing>& per_arm, const std::vector<std::vector<ArmResult>>& res,
+                              const std::function<bool(size_t)>& takeable,
+                              const std::function<std::string(size_t)>& name) {
+  double best = bench::kNaN;
+  std::string best_name;
+  for (size_t i = 0; i < per_arm.size(); ++i) {
+    const double t = per_arm[i].median_us;
+    if (std::isnan(t) || !takeable(i)) continue;
+    bool right = true;
+    for (const auto& rank : res) {
+      bool checked = false;
+      for (int64_t w : rank[i].wrong_from) {
+        right &= w == 0 || w == -1;
+        checked |= w >= 0;
+      }
+      right &= checked;
+    }
+    if (right && (std::isnan(best) || t < best)) best = t, best_name = name(i);
+  }
+  return best_name;
+}
+
+void write_calibration(const fused::Calibration& table, const std::string& path, const char* suite) {
+  WEAVE_EXPECT(!table.rows.empty(), Status::kUnavailable,
+               "--calibrate: no M had a timed arm auto can take without wrong elements; nothing written");
+  std::ofstream f(path);
+  f << "# written by weave bench " << suite << " --calibrate (per M: the fastest mode auto may take)\n"
+    << table.to_text();
+  f.close();
+  WEAVE_EXPECT(f.good(), Status::kInvalidArgument, "--calibrate: cannot write '" << path << "'");
+  std::printf("# calibration for auto written to %s (%zu rows): the op's config `calibration`, or weave plan %s "
+              "--calibration\n",
+              path.c_str(), table.rows.size(), suite);
 }
 
 }  // namespace weave::cli::fused_bench

@@ -9,11 +9,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "fused/calibration.hpp"
 #include "bench/gemm_operands.hpp"
 #include "bench/harness.hpp"
 #include "cli/registry.hpp"
@@ -106,6 +108,15 @@ std::vector<bench::Timing> time_rank_arms(const comm::Group& g, const std::vecto
                                           const BenchOptions& common, int calls, cudaStream_t stream);
 // Per arm: the per-rank maximum of medians over the ranks that ran it (res[rank][arm]).
 std::vector<bench::Timing> max_over_ranks(const std::vector<std::vector<ArmResult>>& res, size_t num_arms);
+
+// --calibrate: among the arms `takeable(i)` says auto may take, the fastest (per_arm median) whose
+// every rank's check found 0 wrong elements; "" if none ran. name(i): the mode name to record.
+std::string fastest_right_arm(const std::vector<bench::Timing>& per_arm, const std::vector<std::vector<ArmResult>>& res,
+                              const std::function<bool(size_t)>& takeable,
+                              const std::function<std::string(size_t)>& name);
+// Writes the table (a header comment naming `suite`) to `path`; kUnavailable if it has no rows,
+// kInvalidArgument if the file cannot be written. Prints where it went.
+void write_calibration(const fused::Calibration& table, const std::string& path, const char* suite);
 
 // (T_gemm + T_comm - T_fused) / min(T_gemm, T_comm): 1 when the shorter leg is hidden entirely.
 double overlap_efficiency(double gemm_us, double comm_us, double fused_us);

@@ -82,6 +82,7 @@ using fused_bench::num;
 
 struct GagBenchOptions : fused_bench::WorldOptions {
   GemmAgOptions shape;
+  std::string calibrate;  // write the fastest auto-takeable mode per M to this file
 };
 
 using fused_bench::ArmKind;
@@ -155,6 +156,7 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
   // Every option first: nothing below may probe a GPU or wait for one before the input is known good.
   check_bench_options(common);
   fused_bench::check_world_options(common, opt.emulate_world, "gemm-ag");
+  check_output_file("--calibrate", opt.calibrate);
   const bool emulated = opt.emulate_world > 1;
   const int world = std::max(1, opt.emulate_world);
   for (const auto& a : opt.arms)
@@ -233,6 +235,15 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
   });
 
   bench::Report report("gemm-ag");
+  fused::Calibration calibration;  // --calibrate: filled per M below
+  calibration.op = "gemm-ag";
+  calibration.quant = base.quant;
+  calibration.layout = base.scale_layout;
+  calibration.out = base.out_dtype;
+  calibration.n = n;
+  calibration.k = k;
+  calibration.world = world;
+  calibration.where = world_tag + (emulated ? " (emulated world: not NVLink)" : "");
   bool failed = false;
   std::vector<std::string> summary_lines;
   for (size_t mi = 0; mi < shape.ms.size(); ++mi) {
@@ -368,6 +379,15 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
     double best_split = bench::kNaN, lt_us = bench::kNaN, gemm_us = bench::kNaN, comm_us = bench::kNaN,
            fused_us = bench::kNaN;
     std::string best_split_name;
+    // --calibrate: the fastest of the modes auto can take (split-lsa, fused-lsa) that ran right.
+    const std::string best_auto_mode = fused_bench::fastest_right_arm(
+        per_arm, res,
+        [&](size_t i) {
+          return specs[i].kind == ArmKind::kOp &&
+                 (specs[i].mode == GemmAllGatherMode::kSplitLsa || specs[i].mode == GemmAllGatherMode::kFusedLsa);
+        },
+        [&](size_t i) { return std::string(to_string(specs[i].mode)); });
+    if (!best_auto_mode.empty()) calibration.rows.push_back({m, best_auto_mode});
     for (size_t i = 0; i < specs.size(); ++i) {
       const double t = per_arm[i].median_us;
       if (std::isnan(t)) continue;
@@ -460,8 +480,10 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
   states.clear();
   if (failed) {
     std::fprintf(stderr, "weave bench gemm-ag: FAILED: a row has #wrong > 0 or an arm failed\n");
+    if (!opt.calibrate.empty()) std::fprintf(stderr, "weave bench gemm-ag: --calibrate: nothing written (the run failed)\n");
     return 1;
   }
+  if (!opt.calibrate.empty()) fused_bench::write_calibration(calibration, opt.calibrate, "gemm-ag");
   return 0;
 }
 
@@ -480,6 +502,10 @@ void add_gemm_ag_suite(CLI::App& bench, BenchOptions& common) {
   add_common_bench_options(*app, common);
   add_gemm_ag_options(*app, o.shape, /*with_layout=*/false, /*with_mode=*/false);
   fused_bench::add_world_options(*app, o);
+  app->add_option("--calibrate", o.calibrate,
+                  "after the run, write per M the fastest mode auto may take (split-lsa, fused-lsa) to FILE: a "
+                  "calibration table for GemmAllGatherConfig::calibration / weave plan gemm-ag --calibration (checked "
+                  "before any GPU work)");
   app->footer(std::string(
       "Worlds:\n"
       "  default            world 1: one rank on one GPU; nothing is gathered, so the arms show the GEMM into\n"

@@ -61,7 +61,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -431,18 +430,17 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
            fused_us = bench::kNaN;
     std::string best_split_name;
     // --calibrate: the fastest of the modes auto can take (split-lsa, fused, decode) that ran right.
-    double best_auto = bench::kNaN;
-    std::string best_auto_mode;
+    const std::string best_auto_mode = fused_bench::fastest_right_arm(
+        per_arm, res,
+        [&](size_t i) {
+          return specs[i].kind == ArmKind::kOp &&
+                 (specs[i].mode == GemmAllReduceMode::kSplitLsa || specs[i].mode == GemmAllReduceMode::kFused ||
+                  specs[i].mode == GemmAllReduceMode::kDecode);
+        },
+        [&](size_t i) { return std::string(to_string(specs[i].mode)); });
     for (size_t i = 0; i < specs.size(); ++i) {
       const double t = per_arm[i].median_us;
       if (std::isnan(t)) continue;
-      const bool takeable = specs[i].kind == ArmKind::kOp && (specs[i].mode == GemmAllReduceMode::kSplitLsa ||
-                                                             specs[i].mode == GemmAllReduceMode::kFused ||
-                                                             specs[i].mode == GemmAllReduceMode::kDecode);
-      bool right = true;
-      for (int r = 0; r < world; ++r) right &= !res[r][i].wrong_from.empty() && res[r][i].wrong_from[0] == 0;
-      if (takeable && right && (std::isnan(best_auto) || t < best_auto))
-        best_auto = t, best_auto_mode = std::string(to_string(specs[i].mode));
       if (specs[i].split && (std::isnan(best_split) || t < best_split)) best_split = t, best_split_name = specs[i].name;
       if (specs[i].kind == ArmKind::kCublasLt) lt_us = t;
       if (specs[i].name == "gemm-only") gemm_us = t;
@@ -552,16 +550,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
     if (!opt.calibrate.empty()) std::fprintf(stderr, "weave bench gemm-ar: --calibrate: nothing written (the run failed)\n");
     return 1;
   }
-  if (!opt.calibrate.empty()) {
-    WEAVE_EXPECT(!calibration.rows.empty(), Status::kUnavailable,
-                 "--calibrate: no M had a timed split-lsa, fused or decode arm without wrong elements");
-    std::ofstream f(opt.calibrate);
-    f << "# written by weave bench gemm-ar --calibrate (per M: the fastest of split-lsa, fused, decode)\n"
-      << calibration.to_text();
-    WEAVE_EXPECT(f.good(), Status::kInvalidArgument, "--calibrate: cannot write '" << opt.calibrate << "'");
-    std::printf("# calibration for auto written to %s (%zu rows): GemmAllReduceConfig::calibration / "
-                "weave plan gemm-ar --calibration\n", opt.calibrate.c_str(), calibration.rows.size());
-  }
+  if (!opt.calibrate.empty()) fused_bench::write_calibration(calibration, opt.calibrate, "gemm-ar");
   return 0;
 }
 
