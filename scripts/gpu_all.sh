@@ -10,7 +10,8 @@
 # GTEST_FILTER (GoogleTest reads it) narrows the tests.
 # To save device time, build here instead (scripts/pack_prebuilt.sh fills carry/), carry
 # ["carry"] and set WEAVE_PREBUILT=carry: the build step is then skipped.
-# Bench arguments: COPY_ARGS, GEMM_ARGS (and a second gemm run GEMM_ARGS2), COMM_ARGS.
+# Bench arguments: COPY_ARGS, GEMM_ARGS (and a second gemm run GEMM_ARGS2), COMM_ARGS, GEMM_AG_ARGS,
+# GEMM_AR_MS (the gemm-ar suites' M list) and GEMM_AR_ARGS (their other options).
 # Tests run as their GoogleTest binaries (one process per label: much faster than one per case).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +23,7 @@ summary=()
 note() { summary+=("$1"); echo "== $1"; }
 finish() {
   tar -czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
-  cp "$LOGS"/*.json "$OUT"/ 2>/dev/null
+  cp "$LOGS"/*.json "$LOGS"/calibration_*.txt "$OUT"/ 2>/dev/null
   { echo "===== summary ($(( $(date +%s) - t0 )) s, mode $mode) ====="; printf '%s\n' "${summary[@]}"; } | tee "$OUT/summary.txt"
 }
 trap finish EXIT
@@ -87,7 +88,13 @@ if [ "$mode" = fused ] || [ "$mode" = full ]; then
   note "tests Emulated* x${FUSED_REPEAT:-3} (exit $?, $(( $(date +%s) - t1 )) s): $(grep -cE '^\[  FAILED  \] [A-Z]' "$LOGS/tests_fused.log") failed case runs"
   grep -E '^\[  FAILED  \] [A-Z]' "$LOGS/tests_fused.log" | sort | uniq -c | head -20
   bench gemm_ag_emu2 gemm-ag --emulate-world 2 ${GEMM_AG_ARGS:--m 1024,4096 -i 5}
-  bench gemm_ar_emu2 gemm-ar --emulate-world 2 ${GEMM_AR_ARGS:--m 128,1024,4096,8192 -i 5}
-  bench gemm_ar_emu2_bs gemm-ar --emulate-world 2 --quant blockscale ${GEMM_AR_ARGS:--m 1024,4096,8192 -i 5}
-  bench gemm_ar_emu4 gemm-ar --emulate-world 4 ${GEMM_AR_ARGS:--m 4096 -i 5}
+  ar_ms=${GEMM_AR_MS:-128,1024,4096,8192}
+  bench gemm_ar_emu2 gemm-ar --emulate-world 2 -m "$ar_ms" ${GEMM_AR_ARGS:--i 5} --calibrate "$LOGS/calibration_gemm_ar.txt"
+  # The table it wrote, read back by the planner (auto's choice per M and why).
+  "$BIN"/weave plan gemm-ar --world 2 -m "$ar_ms" --calibration "$LOGS/calibration_gemm_ar.txt" \
+    >"$LOGS/plan_gemm_ar_calibrated.txt" 2>&1
+  note "plan gemm-ar --calibration (the table the bench wrote): exit $?"
+  grep -E '^ +[0-9]' "$LOGS/plan_gemm_ar_calibrated.txt" | cut -c1-8,190-300 | head -8
+  bench gemm_ar_emu2_bs gemm-ar --emulate-world 2 --quant blockscale -m "$ar_ms" ${GEMM_AR_ARGS:--i 5}
+  bench gemm_ar_emu4 gemm-ar --emulate-world 4 -m 4096 ${GEMM_AR_ARGS:--i 5}
 fi
