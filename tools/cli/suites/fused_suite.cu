@@ -203,6 +203,20 @@ std::string fastest_right_arm(const std::vector<bench::Timing>& per_arm, const s
   return best_name;
 }
 
+fused::Calibration calibration_of(const char* op, ScaleMode quant, ScaleLayout layout, DType out, int64_t n, int64_t k,
+                                  int world, const std::string& world_tag, bool emulated) {
+  fused::Calibration c;
+  c.op = op;
+  c.quant = quant;
+  c.layout = layout;
+  c.out = out;
+  c.n = n;
+  c.k = k;
+  c.world = world;
+  c.where = world_tag + (emulated ? " (emulated world: not NVLink)" : "");
+  return c;
+}
+
 void write_calibration(const fused::Calibration& table, const std::string& path, const char* suite) {
   WEAVE_EXPECT(!table.rows.empty(), Status::kUnavailable,
                "--calibrate: no M had a timed arm auto can take without wrong elements; nothing written");

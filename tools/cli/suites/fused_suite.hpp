@@ -114,6 +114,9 @@ std::vector<bench::Timing> max_over_ranks(const std::vector<std::vector<ArmResul
 std::string fastest_right_arm(const std::vector<bench::Timing>& per_arm, const std::vector<std::vector<ArmResult>>& res,
                               const std::function<bool(size_t)>& takeable,
                               const std::function<std::string(size_t)>& name);
+// An empty table of this suite's op shape (rows are added per M), labelled with where it runs.
+fused::Calibration calibration_of(const char* op, ScaleMode quant, ScaleLayout layout, DType out, int64_t n, int64_t k,
+                                  int world, const std::string& world_tag, bool emulated);
 // Writes the table (a header comment naming `suite`) to `path`; kUnavailable if it has no rows,
 // kInvalidArgument if the file cannot be written. Prints where it went.
 void write_calibration(const fused::Calibration& table, const std::string& path, const char* suite);

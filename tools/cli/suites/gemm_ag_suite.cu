@@ -235,15 +235,8 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
   });
 
   bench::Report report("gemm-ag");
-  fused::Calibration calibration;  // --calibrate: filled per M below
-  calibration.op = "gemm-ag";
-  calibration.quant = base.quant;
-  calibration.layout = base.scale_layout;
-  calibration.out = base.out_dtype;
-  calibration.n = n;
-  calibration.k = k;
-  calibration.world = world;
-  calibration.where = world_tag + (emulated ? " (emulated world: not NVLink)" : "");
+  fused::Calibration calibration = fused_bench::calibration_of(  // --calibrate: rows added per M below
+      "gemm-ag", base.quant, base.scale_layout, base.out_dtype, n, k, world, world_tag, emulated);
   bool failed = false;
   std::vector<std::string> summary_lines;
   for (size_t mi = 0; mi < shape.ms.size(); ++mi) {

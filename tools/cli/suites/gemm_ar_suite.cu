@@ -272,14 +272,8 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
 
   bench::Report report("gemm-ar");
   bool failed = false;
-  fused::Calibration calibration;  // --calibrate: filled per M below
-  calibration.op = "gemm-ar";
-  calibration.quant = base.quant;
-  calibration.layout = base.scale_layout;
-  calibration.n = n;
-  calibration.k = k;
-  calibration.world = world;
-  calibration.where = world_tag + (emulated ? " (emulated world: not NVLink)" : "");
+  fused::Calibration calibration = fused_bench::calibration_of(  // --calibrate: rows added per M below
+      "gemm-ar", base.quant, base.scale_layout, DType::kBF16, n, k, world, world_tag, emulated);
   std::vector<std::string> summary_lines;
   for (size_t mi = 0; mi < shape.ms.size(); ++mi) {
     const int64_t m = shape.ms[mi];
