@@ -10,7 +10,11 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
+
+#include <unistd.h>
 
 #include "bench/emulated_world.hpp"
 #include "bench/gemm_operands.hpp"
@@ -542,6 +546,42 @@ TEST(EmulatedGemmAllGather, RandomisedSoak) {
     });
   }
   std::printf("  soak: %lld rank-launches, each checked on the device\n", total);
+}
+
+// A calibration table (GemmAllGatherConfig::calibration): auto follows it (fused-lsa at m = 100,
+// where the model says split), self_test passes through that path; an out dtype other than the
+// table's is kInvalidArgument at construction; ranks reading different tables are kMismatch.
+TEST(EmulatedGemmAllGather, CalibrationTableIsFollowedAndCheckedAtConstruction) {
+  WEAVE_REQUIRE_GPUS(1);
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  auto write = [&](const std::string& name, const std::string& rows) {
+    const std::string path = dir + "/weave-cal-ag-" + std::to_string(::getpid()) + "-" + name + ".txt";
+    std::ofstream f(path);
+    f << "weave-calibration 1\nop gemm-ag\nquant bf16\nout bf16\nn 256\nk 256\nworld 2\nwhere test\n" << rows;
+    return path;
+  };
+  const std::string good = write("good", "m 100 fused-lsa\n"), other = write("other", "m 100 split-lsa\n");
+  bench::EmulatedWorld ew(2, 0, 10);
+  ew.run([&](comm::Group& g) {
+    auto cfg = config_of(kQuants[0], GemmAllGatherMode::kAuto, 256, 256, 256);
+    EXPECT_EQ(GemmAllGather::Impl::create(g, cfg)->plan(100).mode, GemmAllGatherMode::kSplitLsa) << "the model";
+    cfg.calibration = good;
+    auto op = GemmAllGather::Impl::create(g, cfg);
+    EXPECT_EQ(op->plan(100).mode, GemmAllGatherMode::kFusedLsa) << op->plan(100).reason;
+    const SelfTestReport rep = op->self_test(100);
+    EXPECT_TRUE(rep.ok) << rep.detail;
+    EXPECT_EQ(op->last_mode(), GemmAllGatherMode::kFusedLsa);
+    auto bad = config_of(kQuants[1], GemmAllGatherMode::kAuto, 256, 256, 256);  // bf16 -> fp32
+    bad.calibration = good;
+    EXPECT_NE(test::error_of([&] { GemmAllGather::Impl::create(g, bad); }, Status::kInvalidArgument)
+                  .find("is for another op shape: out bf16 (this op: fp32)"),
+              std::string::npos);
+    bad = cfg;
+    bad.calibration = g.rank() == 0 ? good : other;
+    EXPECT_NE(test::error_of([&] { GemmAllGather::Impl::create(g, bad); }, Status::kMismatch).find("calibration"),
+              std::string::npos);
+  });
+  for (const auto& p : {good, other}) std::filesystem::remove(p);
 }
 
 // Bad inputs: each a clear error naming the argument and the rule.
