@@ -46,7 +46,8 @@ struct GemmAllReduce::Impl {
 
   GemmAllReducePlan plan(int64_t m) const;
   void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, cudaStream_t stream);
-  void run_decode(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, cudaStream_t stream);
+  void run_decode(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
+                  cudaStream_t stream);
   char* out_local() const { return rt->window().local() + layout.out; }
   TensorView output(int64_t m) const;
   void check() const;

@@ -170,7 +170,10 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
   std::ostringstream why;
   const GemmAllReduceMode split = gar_split_mode(cfg.mode) == GemmAllReduceMode::kAuto ? GemmAllReduceMode::kSplitLsa
                                                                                        : gar_split_mode(cfg.mode);
-  const std::string decode_why = gar_decode_unsupported_reason(cfg, m);
+  // run() plans every call: ask the GEMV's rules only where decode is in question.
+  const std::string decode_why = m <= detail::kGemvMaxM || cfg.mode == GemmAllReduceMode::kDecode
+                                     ? gar_decode_unsupported_reason(cfg, m)
+                                     : std::string("m > ") + std::to_string(detail::kGemvMaxM);
   // The calibration's measured best, where this op can run it here (auto hosts split-lsa, fused and
   // decode); anything else falls through to the model.
   std::optional<GemmAllReduceMode> measured;

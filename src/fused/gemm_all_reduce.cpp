@@ -179,6 +179,16 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   gemm::check_gemm_inputs(prob, a, b, s, group->device());
   const int w = group->world_size(), r = group->rank();
   const GemmAllReducePlan pl = plan(m);
+  WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
+  last = pl.mode;
+  if (pl.mode == GemmAllReduceMode::kDecode) {  // before the tile GEMM's plan and TMA maps, which it needs not
+    if (cfg.mode == GemmAllReduceMode::kDecode) gemm::check_gemv_scales(prob, s);
+    if (gemm::gemv_scales_dense(prob, s)) {
+      run_decode(prob, a, b, s, stream);
+      return;
+    }
+    last = GemmAllReduceMode::kSplitLsa;  // auto with padded scales: the GEMV cannot read them
+  }
   GemmPlanOverrides ov;
   ov.block_m = fused::kGarBlockM;
   ov.block_n = fused::kGarBlockN;
@@ -187,16 +197,6 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   const GemmPlan gp = gemm_plan(prob, num_sms, ov);
   gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s, /*drop_wait=*/false);
   const size_t count = static_cast<size_t>(m) * static_cast<size_t>(cfg.n);
-  WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
-  last = pl.mode;
-  if (pl.mode == GemmAllReduceMode::kDecode) {
-    if (cfg.mode == GemmAllReduceMode::kDecode) gemm::check_gemv_scales(prob, s);
-    if (gemm::gemv_scales_dense(prob, s)) {
-      run_decode(m, a, b, s, stream);
-      return;
-    }
-    last = GemmAllReduceMode::kSplitLsa;  // auto with padded scales: the GEMV cannot read them
-  }
   if (pl.mode == GemmAllReduceMode::kFused || pl.mode == GemmAllReduceMode::kFusedRs) {
     // World 1: nothing to scatter (and no staging in the window): fused-rs runs as fused.
     const bool scatter = pl.mode == GemmAllReduceMode::kFusedRs && w > 1;
@@ -267,26 +267,12 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
 
 // decode: the GEMV writes this rank's bf16 partial into gar.out (as the split GEMM does), then the
 // split all-reduce sums the ranks' partials in place (its auto algorithm: LL at decode sizes).
-void GemmAllReduce::Impl::run_decode(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
-                                     cudaStream_t stream) {
-  detail::GemvArgs g{};
-  g.a = a.data;
-  g.b = b.data;
-  g.scale_a = s.a.data;
-  g.scale_b = s.b.data;
-  g.c = out_local();
-  g.m = m;
-  g.n = cfg.n;
-  g.k = cfg.k;
-  g.lda = a.ld();
-  g.ldb = b.ld();
-  g.ldc = cfg.n;
-  g.mode = cfg.quant;
-  g.out_dtype = DType::kBF16;
-  detail::gemv_launch(g, num_sms, stream);
+void GemmAllReduce::Impl::run_decode(const GemmProblem& prob, const TensorView& a, const TensorView& b,
+                                     const GemmScales& s, cudaStream_t stream) {
+  detail::gemv_launch(gemm::make_gemv_args(prob, a, b, s, out_local(), cfg.n), num_sms, stream);
   if (group->world_size() == 1) return;
   WEAVE_EXPECT(split != nullptr, Status::kInternal, "GemmAllReduce: mode decode has no all-reduce");
-  split->run(out_local(), out_local(), static_cast<size_t>(m) * static_cast<size_t>(cfg.n), stream);
+  split->run(out_local(), out_local(), static_cast<size_t>(prob.m) * static_cast<size_t>(cfg.n), stream);
 }
 
 std::string GemmAllReduce::Impl::describe() const {

@@ -54,20 +54,7 @@ static void fill_args(const GemmProblem& p, const GemmPlan& plan, bool drop_wait
   out.c = c.data;
   out.ldc = c.ld();
   if (plan.gemv) {
-    auto& g = out.gemv;
-    g.a = a.data;
-    g.b = b.data;
-    g.scale_a = s.a.data;
-    g.scale_b = s.b.data;
-    g.c = c.data;
-    g.m = p.m;
-    g.n = p.n;
-    g.k = p.k;
-    g.lda = a.ld();
-    g.ldb = b.ld();
-    g.ldc = c.ld();
-    g.mode = p.mode;
-    g.out_dtype = p.out_dtype;
+    out.gemv = gemm::make_gemv_args(p, a, b, s, c.data, c.ld());
     return;
   }
   out.args.main = gemm::make_mainloop_args(p, plan, a, b, s, drop_wait);

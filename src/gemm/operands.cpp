@@ -67,6 +67,25 @@ void check_gemm_inputs(const GemmProblem& p, const TensorView& a, const TensorVi
   }
 }
 
+detail::GemvArgs make_gemv_args(const GemmProblem& p, const TensorView& a, const TensorView& b, const GemmScales& s,
+                                void* c, int64_t ldc) {
+  detail::GemvArgs g{};
+  g.a = a.data;
+  g.b = b.data;
+  g.scale_a = s.a.data;
+  g.scale_b = s.b.data;
+  g.c = c;
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.lda = a.ld();
+  g.ldb = b.ld();
+  g.ldc = ldc;
+  g.mode = p.mode;
+  g.out_dtype = p.out_dtype;
+  return g;
+}
+
 bool gemv_scales_dense(const GemmProblem& p, const GemmScales& s) {
   if (p.mode != ScaleMode::kBlockscale && p.mode != ScaleMode::kMxfp8) return true;
   return s.a.ld() == s.a.cols() && s.b.ld() == s.b.cols();

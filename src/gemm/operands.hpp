@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "gemm/kernel_args.hpp"
+#include "gemv/gemv.hpp"
 #include "weave/gemm.hpp"
 #include "weave/tensor.hpp"
 
@@ -26,6 +27,10 @@ void check_gemm_inputs(const GemmProblem& p, const TensorView& a, const TensorVi
 void check_gemv_scales(const GemmProblem& p, const GemmScales& s);
 // Whether the decode GEMV can read these scales (dense rows; only blockscale and mxfp8 have rows).
 bool gemv_scales_dense(const GemmProblem& p, const GemmScales& s);
+// The decode GEMV's arguments for checked operands, C at `c` with leading dimension `ldc`
+// (weave::Gemm's M <= 32 route and GemmAllReduce's decode mode).
+detail::GemvArgs make_gemv_args(const GemmProblem& p, const TensorView& a, const TensorView& b, const GemmScales& s,
+                                void* c, int64_t ldc);
 
 // The main-loop half of the kernel arguments for a tiled plan (TMA maps of A and B, scales and
 // their strides, the K split, the debug negative control, the timeout record).
