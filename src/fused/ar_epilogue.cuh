@@ -33,6 +33,7 @@
 #include <cstdint>
 
 #include "comm/device_common.cuh"
+#include "fused/ar_counters.cuh"
 #include "fused/ar_params.hpp"
 #include "fused/ar_schedule.hpp"
 #include "fused/call_words.cuh"
@@ -56,13 +57,6 @@ struct BandRoundScheduler {
     ar_tile_coords(*s, tile, m_blk, n_blk);
   }
 };
-
-__device__ __forceinline__ uint32_t* ar_rs_counter(const comm::Proto& p, int d, int chunk) {
-  return comm::ctrl_word(p, comm::kCtrlChunkCounter + d * comm::kMaxChunks + chunk);
-}
-__device__ __forceinline__ uint32_t* ar_ag_counter(const comm::Proto& p, int chunk) {
-  return comm::ctrl_word(p, comm::kCtrlChunkCounter + comm::kMaxWorldCounters * comm::kMaxChunks + chunk);
-}
 
 // Per-CTA call state in shared memory (SmemLayout::kCallWordsOffset): [0] the call's epoch,
 // [1] this CTA's election ticket.

@@ -6,6 +6,7 @@
 
 #include "comm/device_common.cuh"
 #include "common/check.hpp"
+#include "fused/ar_counters.cuh"
 #include "fused/call_words.cuh"
 
 namespace weave::fused {
@@ -13,12 +14,6 @@ namespace weave::fused {
 namespace {
 
 constexpr int kTailThreads = 256;
-
-__device__ __forceinline__ uint32_t* tail_ag_counter(const comm::Proto& p, int chunk) {
-  // The AG[chunk] counter set of the fused epilogue (fused/ar_epilogue.cuh ar_ag_counter): under
-  // scatter_only the GEMM kernel counts on RS[rank] instead, so the set is the tail's.
-  return comm::ctrl_word(p, comm::kCtrlChunkCounter + comm::kMaxWorldCounters * comm::kMaxChunks + chunk);
-}
 
 __global__ void __launch_bounds__(kTailThreads) ar_tail_kernel(const __grid_constant__ ArTailParams t) {
   const comm::Proto& pr = t.p;
@@ -78,7 +73,7 @@ __global__ void __launch_bounds__(kTailThreads) ar_tail_kernel(const __grid_cons
     if (threadIdx.x == 0 && to_peers) {
       const int first = (ar_band_begin(s, r) + chunk * s.per) * t.block_m;
       const int last = min(first + ar_chunk_rows(s, r, chunk) * t.block_m, t.m);
-      if (count_and_elect(tail_ag_counter(pr, chunk), static_cast<uint32_t>(last - first)))
+      if (count_and_elect(ar_ag_counter(pr, chunk), static_cast<uint32_t>(last - first)))
         for (int st = 1; st < w; ++st) comm::publish(comm::flag_slot(pr, comm::peer_at(r, st, w), 1, r, chunk), e);
     }
   }

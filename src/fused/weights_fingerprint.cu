@@ -1,19 +1,12 @@
 #include "fused/weights_fingerprint.hpp"
 
 #include "common/check.hpp"
+#include "common/hash.hpp"
 #include "weave/types.hpp"
 
 namespace weave::fused {
 
 namespace {
-
-__device__ __forceinline__ uint64_t fmix64(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
 
 // One block per row (grid-strided): lanes stride the row's bytes (coalesced), each adds the hash
 // of (row, column, byte); the block's sums meet in one 64-bit atomic add (addition mod 2^64 is
@@ -24,7 +17,7 @@ __global__ void fingerprint_kernel(const uint8_t* p, int64_t rows, int64_t row_b
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const uint8_t* row = p + r * ld_bytes;
     for (int64_t c = threadIdx.x; c < row_bytes; c += blockDim.x)
-      h += fmix64((static_cast<uint64_t>(r) << 32 ^ static_cast<uint64_t>(c)) * 0x9E3779B97F4A7C15ull ^ row[c]);
+      h += mix64((static_cast<uint64_t>(r) << 32 ^ static_cast<uint64_t>(c)) * 0x9E3779B97F4A7C15ull ^ row[c]);
   }
   for (int off = 16; off > 0; off /= 2) h += __shfl_xor_sync(0xffffffffu, h, off);
   if (threadIdx.x % 32 == 0 && h != 0) atomicAdd(out, static_cast<unsigned long long>(h));
