@@ -17,7 +17,7 @@
 //   fused-rs    MORI's structure, kept as a control arm: the GEMM kernel's epilogue sends every
 //               tile (own band too) as a bf16 partial to its owner's staging as chunks finish; a
 //               tail kernel then reduces the own band and gathers it to every rank. Bitwise equal
-//               to split-lsa. Never chosen by auto
+//               to split-lsa. Never chosen by auto; at world 1 it runs (and reports) fused
 //   decode      M <= 32 only: weave's decode GEMV (weave::Gemm's M <= 32 route, memory-bound on
 //               B_r) into the window, then weave's lsa all-reduce in place (the low-latency LL
 //               protocol at these sizes). Not bitwise equal to split-lsa (the GEMV sums K in

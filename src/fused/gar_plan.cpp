@@ -218,6 +218,10 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
     default:
       p.mode = cfg.mode;
       why << "mode " << to_string(cfg.mode) << " requested";
+      if (cfg.mode == GemmAllReduceMode::kFusedRs && world == 1) {
+        p.mode = GemmAllReduceMode::kFused;  // a one-rank window has no staging to scatter into
+        why << "; world 1: nothing to scatter, runs as fused";
+      }
       if (cfg.mode == GemmAllReduceMode::kSplitNccl && !nccl_available) why << " (unavailable: no NCCL communicator)";
       if (cfg.mode == GemmAllReduceMode::kDecode && !decode_why.empty()) why << " (cannot run m = " << m << ": " << decode_why << ")";
       break;

@@ -198,8 +198,7 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s, /*drop_wait=*/false);
   const size_t count = static_cast<size_t>(m) * static_cast<size_t>(cfg.n);
   if (pl.mode == GemmAllReduceMode::kFused || pl.mode == GemmAllReduceMode::kFusedRs) {
-    // World 1: nothing to scatter (and no staging in the window): fused-rs runs as fused.
-    const bool scatter = pl.mode == GemmAllReduceMode::kFusedRs && w > 1;
+    const bool scatter = pl.mode == GemmAllReduceMode::kFusedRs;  // (world 1: the plan resolved it to fused)
     // Consumers wait for peers' partials inside the pipeline: its waits must outlast the comm timeout.
     main.pipeline_timeout_ns = static_cast<uint64_t>((2 * group->timeout_s() + 5) * 1e9);
     gemm::KernelArgs<fused::AllReduceParams> args{};

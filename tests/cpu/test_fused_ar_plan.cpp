@@ -266,7 +266,14 @@ TEST(FusedArModes, NamesRoundTrip) {
 
 // fused-rs's tail: one CTA per row of the own band at most, at most the cap, at least one (a rank
 // with an empty band still ends the call).
-TEST(FusedArTail, GridCoversTheOwnBandWithinTheCap) {
+TEST(FusedArTail, GridCoversTheOwnBandWithinTheCapAndWorld1RunsAsFused) {
+  GemmAllReduceConfig c;
+  c.n = 512;
+  c.k = 256;
+  c.m_max = 4096;
+  c.mode = GemmAllReduceMode::kFusedRs;
+  EXPECT_EQ(fused::gar_plan(c, 1, 1024, 132, true, true).mode, GemmAllReduceMode::kFused);  // no staging at world 1
+  EXPECT_EQ(fused::gar_plan(c, 2, 1024, 132, true, true).mode, GemmAllReduceMode::kFusedRs);
   const auto s = fused::ar_schedule(4096, 512, 128, 128, 2, 0, 4);
   EXPECT_EQ(fused::ar_tail_grid(s, 0, 4096, 128, 65), 65);
   EXPECT_EQ(fused::ar_tail_grid(s, 1, 4096, 128, 4096), 2048);
