@@ -53,4 +53,12 @@ std::string name_rules(const std::string& why, const std::function<std::string(c
   return s;
 }
 
+std::optional<fused::Calibration> calibration_option(const std::string& path, bool mode_is_auto, const char* op,
+                                                     ScaleMode quant, ScaleLayout layout, DType out, std::int64_t n,
+                                                     std::int64_t k, int world) {
+  if (path.empty()) return std::nullopt;
+  WEAVE_EXPECT_ARG(mode_is_auto, "--calibration: only --mode auto consults a calibration");
+  return fused::load_calibration_for(path, "--calibration", op, quant, layout, out, n, k, world);
+}
+
 }  // namespace weave::cli

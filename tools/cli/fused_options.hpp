@@ -5,9 +5,11 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "fused/calibration.hpp"
 #include "weave/types.hpp"
 
 namespace weave::cli {
@@ -29,5 +31,11 @@ std::int64_t m_max_option(const std::vector<std::int64_t>& ms, std::int64_t m_ma
 std::string name_rules(const std::string& why, const std::function<std::string(const std::string& rule)>& option_of);
 
 bool starts_with(const std::string& s, const char* prefix);
+
+// --calibration FILE for `weave plan gemm-ag|gemm-ar`: the table auto consults (none for ""),
+// refused unless the mode is auto and the table is for this op shape (fused/calibration.hpp).
+std::optional<fused::Calibration> calibration_option(const std::string& path, bool mode_is_auto, const char* op,
+                                                     ScaleMode quant, ScaleLayout layout, DType out, std::int64_t n,
+                                                     std::int64_t k, int world);
 
 }  // namespace weave::cli

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.hpp"
+#include "cli/fused_options.hpp"
 #include "cli/gemm_ag_options.hpp"
 #include "cli/registry.hpp"
 #include "common/check.hpp"
@@ -38,12 +39,9 @@ constexpr int kMaxSms = 1024;
 int run_plan_gemm_ag(const PlanGemmAgOptions& o) {
   check_output_file("--json", o.json_path);
   const GemmAllGatherConfig cfg = gemm_ag_config(o.shape, o.world);
-  std::optional<fused::Calibration> cal;
-  if (!o.calibration.empty()) {
-    WEAVE_EXPECT_ARG(cfg.mode == GemmAllGatherMode::kAuto, "--calibration: only --mode auto consults a calibration");
-    cal = fused::load_calibration_for(o.calibration, "--calibration", "gemm-ag", cfg.quant, cfg.scale_layout,
-                                      cfg.out_dtype, cfg.n, cfg.k, o.world);
-  }
+  const std::optional<fused::Calibration> cal =
+      calibration_option(o.calibration, cfg.mode == GemmAllGatherMode::kAuto, "gemm-ag", cfg.quant, cfg.scale_layout,
+                         cfg.out_dtype, cfg.n, cfg.k, o.world);
   const auto* fused = gemm::find_gemm_kernel<fused::AllGatherParams>(
       cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kAllGather, fused::kGagBlockM, fused::kGagBlockN, cfg.scale_layout);
   const bool fused_available = fused != nullptr && !o.no_fused;

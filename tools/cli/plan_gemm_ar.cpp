@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/args.hpp"
+#include "cli/fused_options.hpp"
 #include "cli/gemm_ar_options.hpp"
 #include "cli/registry.hpp"
 #include "common/check.hpp"
@@ -45,12 +46,9 @@ std::string window_contents(const GemmAllReduceConfig& cfg, int world) {
 int run_plan_gemm_ar(const PlanGemmArOptions& o) {
   check_output_file("--json", o.json_path);
   const GemmAllReduceConfig cfg = gemm_ar_config(o.shape, o.world);
-  std::optional<fused::Calibration> cal;
-  if (!o.calibration.empty()) {
-    WEAVE_EXPECT_ARG(cfg.mode == GemmAllReduceMode::kAuto, "--calibration: only --mode auto consults a calibration");
-    cal = fused::load_calibration_for(o.calibration, "--calibration", "gemm-ar", cfg.quant, cfg.scale_layout,
-                                      DType::kBF16, cfg.n, cfg.k, o.world);
-  }
+  const std::optional<fused::Calibration> cal =
+      calibration_option(o.calibration, cfg.mode == GemmAllReduceMode::kAuto, "gemm-ar", cfg.quant, cfg.scale_layout,
+                         DType::kBF16, cfg.n, cfg.k, o.world);
   const auto* fused = gemm::find_gemm_kernel<fused::AllReduceParams>(
       cfg.quant, DType::kBF16, gemm::EpilogueKind::kAllReduce, fused::kGarBlockM, fused::kGarBlockN, cfg.scale_layout,
       gemm::SchedulerKind::kBandRound);
