@@ -51,6 +51,10 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
   fused_kernel = find_fused_kernel(cfg);
   fused_ok = fused_kernel != nullptr && g.lsa_team_size() == w && w > 1;
   split_mode = fused::gar_split_mode(cfg.mode);
+  if (cfg.mode == GemmAllReduceMode::kDecode) {
+    const std::string why = fused::gar_decode_unsupported_reason(cfg, 1);
+    WEAVE_EXPECT(why.empty(), Status::kUnavailable, "GemmAllReduce: mode decode: the decode GEMV cannot run this op: " << why);
+  }
   switch (cfg.mode) {
     case GemmAllReduceMode::kFused:
     case GemmAllReduceMode::kFusedRs:
@@ -59,11 +63,6 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
                                           << " in this build");
       [[fallthrough]];
     case GemmAllReduceMode::kDecode:
-      if (cfg.mode == GemmAllReduceMode::kDecode) {
-        const std::string why = fused::gar_decode_unsupported_reason(cfg, 1);
-        WEAVE_EXPECT(why.empty(), Status::kUnavailable, "GemmAllReduce: mode decode: the decode GEMV cannot run this op: " << why);
-      }
-      [[fallthrough]];
     case GemmAllReduceMode::kSplitLsa:
     case GemmAllReduceMode::kSplitCe:
       WEAVE_EXPECT(g.lsa_team_size() == w, Status::kUnavailable,
