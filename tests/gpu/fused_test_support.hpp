@@ -7,6 +7,7 @@
 
 #include "bench/emulated_world.hpp"
 #include "common/check.hpp"
+#include "common/cuda_owned.hpp"
 
 namespace weave::test {
 
@@ -24,13 +25,7 @@ bool fits_queues(Mode mode, int world) {
   return bench::EmulatedWorld::queue_budget_ok(2 * world);
 }
 
-// A rank's stream for the length of a test step.
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-};
+// A rank's stream for the length of a test step (non-blocking, destroyed at the end).
+using Stream = OwnedStream;
 
 }  // namespace weave::test
