@@ -18,12 +18,24 @@
 // kInvalidArgument naming set_workspace otherwise. The partials are summed in split order, so
 // results are bitwise reproducible. One run at a time may use a given workspace (stream order).
 //
+// mxfp8 routes (m > 32, the tiled kernels): `native` runs the fp8 kernel, which promotes every
+// 32-wide K group with its two scales; `bf16` first converts A and B, scales folded in, to bf16
+// in the workspace (exact: e4m3 x 2^(e-127) is a bf16 number for every scale byte in [10, 246])
+// and runs the bf16 kernel, with no promotion at all. The planner takes the one its model says
+// is faster (GemmPlan::mx_dequant, and the reason says why); GemmPlanOverrides::mx_route forces
+// one, and a forced tile or K split without a route names the native kernels. On the bf16 route a
+// non-zero element under a scale byte outside [10, 246] (a value the conversion might round) is
+// detected on the GPU, and the same call then reruns on the native kernel (GemmPlan::
+// fallback_kernel, launched every call and returning at once unless needed): results never come
+// from rounded operands. The route needs workspace_bytes() of workspace (the bf16 copies).
+//
 // Verbs (same on every op): `gemm_validate_problem` returns "" or every reason a problem cannot
 // run, and is the check the constructor and `gemm_plan` call; `plan` is a pure function of the problem and the SM count; the
 // constructor validates and plans once (throws weave::Error naming the argument and the rule);
 // `run(stream)` only enqueues: no allocation, no host sync, graph-capturable. Thread scope: one
 // Gemm object per thread at a time; distinct objects are independent.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -43,12 +55,16 @@ struct GemmProblem {
   DType out_dtype = DType::kBF16;
 };
 
+// mxfp8 on the tiled kernels: the planner's choice, the fp8 kernel, or the bf16 route (above).
+enum class MxRoute : uint8_t { kAuto, kNative, kBf16 };
+
 // Overrides for the planner (0 / empty = let the planner choose).
 struct GemmPlanOverrides {
   int block_m = 0, block_n = 0;  // tile shape, one of the built tiles
   int grid = 0;                  // persistent CTAs
   int split_k = 0;               // 1 = no split, 2..16 = split K that many ways (fp32 partials)
   int group_rows = 0;            // row blocks per L2 group of the tile order
+  MxRoute mx_route = MxRoute::kAuto;  // mxfp8 only
 };
 
 struct GemmPlan {
@@ -60,6 +76,8 @@ struct GemmPlan {
   int split_k = 1;               // tiled: K splits (workspace_bytes() > 0 when > 1); GEMV: its cluster split
   int group_rows = 8;            // tile order: row blocks per group, each group swept along N
   bool gemv = false;             // the decode GEMV path (small M)
+  bool mx_dequant = false;       // mxfp8 on the bf16 route: tile, split and kernel are the bf16 kernel's
+  std::string fallback_kernel;   // mx_dequant: the native instance a call reruns on (see above)
   std::string kernel;            // instance name, e.g. sm90_gemm_bf16_bf16_store_128x256x64
   std::string reason;            // one line: why this plan
 };
@@ -74,6 +92,9 @@ std::string gemm_validate_problem(const GemmProblem& problem);
 // Pure planner: tile and grid from M, N, K, mode and the SM count. Throws kInvalidArgument for
 // an invalid problem or override.
 GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides = {});
+// Device workspace a plan of `problem` needs (what Gemm::workspace_bytes returns), so a caller can
+// size it before constructing the op.
+std::size_t gemm_workspace_bytes(const GemmProblem& problem, const GemmPlan& plan);
 
 class Gemm {
  public:
@@ -88,9 +109,12 @@ class Gemm {
   // Re-points the operands (same shapes/dtypes/device; checked) without re-planning, e.g. to
   // rotate cold weight copies. Builds new TMA descriptors on the host; no GPU work.
   void set_operands(TensorView a, TensorView b, GemmScales scales, TensorView c);
-  // Bytes of device workspace this plan needs (split-K partials); 0 if none.
+  // Bytes of device workspace this plan needs (split-K partials; the mxfp8 bf16 route's copies of
+  // A and B and its flag word); 0 if none.
   std::size_t workspace_bytes() const;
   void set_workspace(void* workspace, std::size_t bytes);
+  // What the workspace holds for this plan, in words ("" if none): for messages.
+  std::string workspace_purpose() const;
   void run(cudaStream_t stream) const;
 
  private:

@@ -181,7 +181,13 @@ NB_MODULE(_weave, m) {
       .def_rw("block_n", &weave::GemmPlanOverrides::block_n)
       .def_rw("grid", &weave::GemmPlanOverrides::grid)
       .def_rw("split_k", &weave::GemmPlanOverrides::split_k)
-      .def_rw("group_rows", &weave::GemmPlanOverrides::group_rows);
+      .def_rw("group_rows", &weave::GemmPlanOverrides::group_rows)
+      .def_prop_rw(
+          "mx_route", [](const weave::GemmPlanOverrides& o) { return static_cast<int>(o.mx_route); },
+          [](weave::GemmPlanOverrides& o, int r) {
+            if (r < 0 || r > 2) throw nb::value_error("mx_route must be 0 (auto), 1 (native) or 2 (bf16)");
+            o.mx_route = static_cast<weave::MxRoute>(r);
+          });
   nb::class_<weave::GemmPlan>(m, "GemmPlan")
       .def_ro("block_m", &weave::GemmPlan::block_m)
       .def_ro("block_n", &weave::GemmPlan::block_n)
@@ -193,6 +199,8 @@ NB_MODULE(_weave, m) {
       .def_ro("split_k", &weave::GemmPlan::split_k)
       .def_ro("group_rows", &weave::GemmPlan::group_rows)
       .def_ro("gemv", &weave::GemmPlan::gemv)
+      .def_ro("mx_dequant", &weave::GemmPlan::mx_dequant)
+      .def_ro("fallback_kernel", &weave::GemmPlan::fallback_kernel)
       .def_ro("kernel", &weave::GemmPlan::kernel)
       .def_ro("reason", &weave::GemmPlan::reason);
   m.def("gemm_validate_problem", &weave::gemm_validate_problem, "problem"_a);
@@ -211,6 +219,7 @@ NB_MODULE(_weave, m) {
              g.set_operands(a, b, weave::GemmScales{sa, sb}, c);
            })
       .def_prop_ro("workspace_bytes", &weave::Gemm::workspace_bytes)
+      .def_prop_ro("workspace_purpose", &weave::Gemm::workspace_purpose)
       .def("set_workspace", [](weave::Gemm& g, std::uintptr_t p, std::size_t bytes) {
         g.set_workspace(reinterpret_cast<void*>(p), bytes);
       })

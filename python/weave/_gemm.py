@@ -71,11 +71,13 @@ class GemmPlan:
     gemv: bool
     kernel: str
     reason: str
+    mx_dequant: bool = False   # mxfp8 on the bf16 route (A and B converted to bf16 in the workspace)
+    fallback_kernel: str = ""  # mx_dequant: the native kernel a call reruns on (scales outside [10, 246])
 
     @staticmethod
     def _of(p) -> "GemmPlan":
         return GemmPlan(p.block_m, p.block_n, p.block_k, p.stages, p.cluster, p.grid, p.tiles, p.split_k,
-                        p.group_rows, p.gemv, p.kernel, p.reason)
+                        p.group_rows, p.gemv, p.kernel, p.reason, p.mx_dequant, p.fallback_kernel)
 
 
 def _problem(m, n, k, mode, layout, odt):
@@ -88,9 +90,15 @@ def _problem(m, n, k, mode, layout, odt):
     return p
 
 
-def _overrides(block_m=0, block_n=0, grid=0, split_k=0, group_rows=0):
+_MX_ROUTES = {"auto": 0, "native": 1, "bf16": 2}
+
+
+def _overrides(block_m=0, block_n=0, grid=0, split_k=0, group_rows=0, mx_route="auto"):
     o = _weave.GemmPlanOverrides()
     o.block_m, o.block_n, o.grid, o.split_k, o.group_rows = block_m, block_n, grid, split_k, group_rows
+    if mx_route not in _MX_ROUTES:
+        raise arg_error(f"argument 'mx_route': must be one of auto, native, bf16 (got {mx_route!r})")
+    o.mx_route = _MX_ROUTES[mx_route]
     return o
 
 
@@ -100,11 +108,15 @@ def validate_gemm(m: int, n: int, k: int, mode="bf16", out_dtype="bf16", scale_l
 
 
 def plan_gemm(m: int, n: int, k: int, mode="bf16", out_dtype="bf16", scale_layout="raw", *, num_sms: int = 132,
-              block_m: int = 0, block_n: int = 0, grid: int = 0, split_k: int = 0, group_rows: int = 0) -> GemmPlan:
+              block_m: int = 0, block_n: int = 0, grid: int = 0, split_k: int = 0, group_rows: int = 0,
+              mx_route: str = "auto") -> GemmPlan:
     """The planner's choice for this problem on a GPU with `num_sms` SMs (H100/H200: 132). CPU
-    only. Raises weave.ArgumentError naming the rule for an invalid problem or override."""
+    only. Raises weave.ArgumentError naming the rule for an invalid problem or override.
+    mx_route (mxfp8): "auto" (the planner's model), "native" (the fp8 kernel) or "bf16" (A and B
+    converted to bf16 with their scales, then the bf16 kernel)."""
     p = _problem(m, n, k, mode, scale_layout, out_dtype)
-    return GemmPlan._of(_weave.gemm_plan(p, num_sms, _overrides(block_m, block_n, grid, split_k, group_rows)))
+    return GemmPlan._of(_weave.gemm_plan(p, num_sms, _overrides(block_m, block_n, grid, split_k, group_rows,
+                                                                 mx_route)))
 
 
 def _infer_mode(a, scale_a) -> ScaleMode:
@@ -153,11 +165,14 @@ def _scale_view(t, name: str, mode, layout, rows: int, m_or_n: str):
 class Gemm:
     """One GEMM bound to its operands: validated and planned once, then run(stream) only enqueues
     (no allocation, no host sync), so it can be captured in a CUDA graph and replayed. The
-    operands stay referenced by this object. A split-K plan gets its fp32 workspace here: the
-    `workspace` given (any device buffer of at least workspace_bytes), or one allocated with torch."""
+    operands stay referenced by this object. A plan that needs a workspace (split-K's fp32
+    partials; the mxfp8 bf16 route's bf16 copies of A and B) gets it here: the `workspace` given
+    (any device buffer of at least workspace_bytes), or one allocated with torch. Without torch and
+    without a workspace, mxfp8 with mx_route="auto" stays on the native kernel."""
 
     def __init__(self, a, b, out, *, scale_a=None, scale_b=None, mode=None, scale_layout="raw", workspace=None,
-                 block_m: int = 0, block_n: int = 0, grid: int = 0, split_k: int = 0, group_rows: int = 0):
+                 block_m: int = 0, block_n: int = 0, grid: int = 0, split_k: int = 0, group_rows: int = 0,
+                 mx_route: str = "auto"):
         ta, tb, tc = describe(a, "A"), describe(b, "B"), describe(out, "out")
         for t in (ta, tb, tc):
             if t.ndim != 2:
@@ -171,12 +186,16 @@ class Gemm:
         self.device = ta.device
         self._problem = _problem(self.m, self.n, self.k, self.mode, layout, tc.dtype)
         want = DType.BF16 if self.mode == ScaleMode.BF16 else DType.E4M3
-        self._impl = _weave.Gemm(self._problem, ta.view(want), tb.view(want),
-                                 _scale_view(scale_a, "scale_a", self.mode, layout, self.m, "M"),
-                                 _scale_view(scale_b, "scale_b", self.mode, layout, self.n, "N"),
-                                 tc.view(tc.dtype), _overrides(block_m, block_n, grid, split_k, group_rows))
-        self.plan = GemmPlan._of(self._impl.plan)
+        sa = _scale_view(scale_a, "scale_a", self.mode, layout, self.m, "M")
+        sb = _scale_view(scale_b, "scale_b", self.mode, layout, self.n, "N")
+        build = lambda route: _weave.Gemm(self._problem, ta.view(want), tb.view(want), sa, sb, tc.view(tc.dtype),
+                                          _overrides(block_m, block_n, grid, split_k, group_rows, route))
+        self._impl = build(mx_route)
         self._torch = ta.is_torch
+        if self._impl.plan.mx_dequant and mx_route == "auto" and workspace is None and not self._torch:
+            # Nothing to allocate the route's bf16 copies with: the native kernel needs none.
+            self._impl = build("native")
+        self.plan = GemmPlan._of(self._impl.plan)
         self.out = out
         self._keep = (a, b, scale_a, scale_b, out)
         self.workspace = None
@@ -193,7 +212,7 @@ class Gemm:
         if workspace is None:
             torch = sys.modules.get("torch")
             if torch is None or not self._torch:
-                raise arg_error(f"argument 'workspace': the plan splits K {self.plan.split_k} ways and needs a device "
+                raise arg_error(f"argument 'workspace': the plan ({self._impl.workspace_purpose}) needs a device "
                                 f"workspace of {need} bytes; pass workspace= (any device buffer), or torch tensors "
                                 "to have one allocated")
             workspace = torch.empty(need, dtype=torch.uint8, device=f"cuda:{self.device}")

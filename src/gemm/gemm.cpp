@@ -1,6 +1,14 @@
 // weave::Gemm, the standalone op: validates operands, plans once, builds the TMA descriptors on
 // the host, and enqueues one kernel per run() (two with split-K: the GEMM writing fp32 partials
-// into the caller's workspace, then gemm::split_k_reduce).
+// into the caller's workspace, then gemm::split_k_reduce). The mxfp8 bf16 route (GemmPlan::
+// mx_dequant) enqueues: flag reset, gemm::mx_dequant_bf16 of A and B into the workspace, the bf16
+// kernel (and its split-K reduction), then the native kernel guarded by the flag.
+//
+// Workspace layout (offsets multiples of 1024, so every TMA base is aligned):
+//   [0, 1024)            the route's "inexact" flag word (mx_dequant only)
+//   A_bf16 [M, K]         mx_dequant only
+//   B_bf16 [N, K]         mx_dequant only
+//   partials [S, M, N]    fp32, split-K only
 #include "weave/gemm.hpp"
 
 #include <cuda_runtime.h>
@@ -10,6 +18,7 @@
 #include "common/log.hpp"
 #include "gemm/dispatch.hpp"
 #include "gemm/kernel_args.hpp"
+#include "gemm/mx_dequant.hpp"
 #include "gemm/operands.hpp"
 #include "gemm/planner.hpp"
 #include "gemm/split_k_reduce.hpp"
@@ -28,12 +37,78 @@ struct Gemm::Impl {
   gemm::LocalKernelArgs args{};
   detail::GemvArgs gemv{};
   bool drop_wait = false;
+  bool skip_mx_rerun = false;  // debug negative control (WEAVE_GEMM_DEBUG_SKIP_MX_RERUN)
   void* workspace = nullptr;  // split-K partials (set_workspace)
   std::size_t workspace_size = 0;
   gemm::StoreLocalParams split_epi{};  // the epilogue over the workspace planes (split-K only)
   void* c = nullptr;                   // C and its leading dimension (the split-K reduction's output)
   int64_t ldc = 0;
+  // mxfp8 bf16 route (plan.mx_dequant): the conversion's operands (their dst set by
+  // set_workspace), and the guarded native rerun.
+  gemm::MxDequantOperand dq_a{}, dq_b{};
+  GemmPlan native_plan;
+  const gemm::GemmInstance* native_instance = nullptr;
+  gemm::LocalKernelArgs native_args{};
 };
+
+namespace {
+constexpr std::size_t kWorkspaceAlign = 1024;
+std::size_t align_up(std::size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
+
+// Byte offsets of the workspace regions (layout at the top of this file).
+struct WorkspaceLayout {
+  std::size_t flag = 0, a_bf16 = 0, b_bf16 = 0, partials = 0, total = 0;
+};
+WorkspaceLayout workspace_layout(const GemmProblem& p, const GemmPlan& plan) {
+  WorkspaceLayout w;
+  std::size_t at = 0;
+  if (plan.mx_dequant) {
+    w.flag = 0;
+    w.a_bf16 = kWorkspaceAlign;
+    w.b_bf16 = align_up(w.a_bf16 + static_cast<std::size_t>(p.m) * static_cast<std::size_t>(p.k) * 2);
+    at = align_up(w.b_bf16 + static_cast<std::size_t>(p.n) * static_cast<std::size_t>(p.k) * 2);
+  }
+  w.partials = at;
+  if (!plan.gemv && plan.split_k > 1)
+    at += static_cast<std::size_t>(plan.split_k) * static_cast<std::size_t>(p.m) * static_cast<std::size_t>(p.n) *
+          sizeof(float);
+  w.total = at;
+  return w;
+}
+
+const gemm::GemmInstance* instance_named(const std::string& name) {
+  for (const auto& i : gemm::gemm_instances())
+    if (name == i.name) return &i;
+  WEAVE_EXPECT(false, Status::kInternal, "planned kernel " << name << " is not registered");
+  return nullptr;
+}
+
+// Raises the instance's shared-memory limit on `device` (host call, once per construction).
+void prepare_on(const gemm::GemmInstance& instance, int device) {
+  int current = -1;
+  WEAVE_CHECK_CUDA(cudaGetDevice(&current));
+  if (current != device) WEAVE_CHECK_CUDA(cudaSetDevice(device));
+  try {
+    instance.prepare();
+  } catch (...) {
+    if (current != device) cudaSetDevice(current);
+    throw;
+  }
+  if (current != device) WEAVE_CHECK_CUDA(cudaSetDevice(current));
+}
+
+// The conversion's view of one operand (dst filled by set_workspace).
+gemm::MxDequantOperand dequant_operand(const TensorView& x, const TensorView& scales, int rows_per_scale) {
+  gemm::MxDequantOperand op;
+  op.src = static_cast<const uint8_t*>(x.data);
+  op.rows = x.rows();
+  op.ld = x.ld();
+  op.scales = static_cast<const uint8_t*>(scales.data);
+  op.scale_ld = scales.ld();
+  op.rows_per_scale = rows_per_scale;
+  return op;
+}
+}  // namespace
 
 // The operand rules of weave/gemm.hpp; throws kInvalidArgument naming the argument.
 static void check_operands(const GemmProblem& p, const TensorView& a, const TensorView& b, const GemmScales& s,
@@ -47,6 +122,11 @@ struct ArgsOut {
   detail::GemvArgs& gemv;
   void*& c;
   int64_t& ldc;
+  // mxfp8 bf16 route only:
+  gemm::MxDequantOperand& dq_a;
+  gemm::MxDequantOperand& dq_b;
+  gemm::LocalKernelArgs& native_args;
+  const GemmPlan& native_plan;
 };
 
 static void fill_args(const GemmProblem& p, const GemmPlan& plan, bool drop_wait, ArgsOut out, const TensorView& a,
@@ -57,7 +137,23 @@ static void fill_args(const GemmProblem& p, const GemmPlan& plan, bool drop_wait
     out.gemv = gemm::make_gemv_args(p, a, b, s, c.data, c.ld());
     return;
   }
-  out.args.main = gemm::make_mainloop_args(p, plan, a, b, s, drop_wait);
+  if (plan.mx_dequant) {
+    // The bf16 kernel's main loop reads the workspace copies (set_workspace builds it); the
+    // conversion and the guarded native rerun read the caller's operands.
+    // set_workspace's parts (the copies' addresses, the flag) survive re-pointed operands.
+    void* const a_copy = out.dq_a.dst;
+    void* const b_copy = out.dq_b.dst;
+    const uint32_t* const flag = out.native_args.main.run_if_flag;
+    out.dq_a = dequant_operand(a, s.a, 1);
+    out.dq_b = dequant_operand(b, s.b, 32);
+    out.dq_a.dst = a_copy;
+    out.dq_b.dst = b_copy;
+    out.native_args.main = gemm::make_mainloop_args(p, out.native_plan, a, b, s, drop_wait);
+    out.native_args.main.run_if_flag = flag;
+    out.native_args.epi.tma_c = gemm::make_epilogue_map("C", c.data, p.out_dtype, 1, p.m, p.n, c.ld());
+  } else {
+    out.args.main = gemm::make_mainloop_args(p, plan, a, b, s, drop_wait);
+  }
   // With split-K the kernel stores fp32 partials into the workspace (set_workspace builds that
   // map); C is then written by the reduction only.
   if (plan.split_k <= 1) out.args.epi.tma_c = gemm::make_epilogue_map("C", c.data, p.out_dtype, 1, p.m, p.n, c.ld());
@@ -81,21 +177,25 @@ Gemm::Gemm(const GemmProblem& problem, TensorView a, TensorView b, GemmScales sc
     WEAVE_LOG(kWarn, "WEAVE_GEMM_DEBUG_DROP_WAIT=1: GEMM consumers skip the full-barrier wait before reading a stage "
                      "(negative control; results will be wrong)");
   if (!im.plan.gemv) {
-    for (const auto& i : gemm::gemm_instances())
-      if (im.plan.kernel == i.name) im.instance = &i;
-    WEAVE_EXPECT(im.instance != nullptr, Status::kInternal, "planned kernel " << im.plan.kernel << " is not registered");
-    int current = -1;
-    WEAVE_CHECK_CUDA(cudaGetDevice(&current));
-    if (current != im.device) WEAVE_CHECK_CUDA(cudaSetDevice(im.device));
-    try {
-      im.instance->prepare();
-    } catch (...) {
-      if (current != im.device) cudaSetDevice(current);
-      throw;
-    }
-    if (current != im.device) WEAVE_CHECK_CUDA(cudaSetDevice(current));
+    im.instance = instance_named(im.plan.kernel);
+    prepare_on(*im.instance, im.device);
   }
-  fill_args(problem, im.plan, im.drop_wait, ArgsOut{im.args, im.gemv, im.c, im.ldc}, a, b, scales, c);
+  if (im.plan.mx_dequant) {
+    im.skip_mx_rerun = env::get_bool("WEAVE_GEMM_DEBUG_SKIP_MX_RERUN", false);
+    if (im.skip_mx_rerun)
+      WEAVE_LOG(kWarn, "WEAVE_GEMM_DEBUG_SKIP_MX_RERUN=1: the mxfp8 bf16 route never reruns on the native kernel "
+                       "(negative control; scales outside [10, 246] then give wrong results)");
+    GemmPlanOverrides native;
+    native.mx_route = MxRoute::kNative;
+    native.split_k = 1;
+    native.group_rows = overrides.group_rows;
+    im.native_plan = gemm_plan(problem, im.num_sms, native);
+    WEAVE_EXPECT(im.native_plan.kernel == im.plan.fallback_kernel, Status::kInternal,
+                 "mxfp8 fallback plan " << im.native_plan.kernel << " differs from " << im.plan.fallback_kernel);
+    im.native_instance = instance_named(im.native_plan.kernel);
+    prepare_on(*im.native_instance, im.device);
+  }
+  fill_args(problem, im.plan, im.drop_wait, ArgsOut{im.args, im.gemv, im.c, im.ldc, im.dq_a, im.dq_b, im.native_args, im.native_plan}, a, b, scales, c);
 }
 
 Gemm::~Gemm() = default;
@@ -108,26 +208,29 @@ void Gemm::set_operands(TensorView a, TensorView b, GemmScales scales, TensorVie
   check_operands(impl_->problem, a, b, scales, c, impl_->device);
   auto& im = *impl_;
   if (im.plan.gemv) gemm::check_gemv_scales(im.problem, scales);
-  fill_args(im.problem, im.plan, im.drop_wait, ArgsOut{im.args, im.gemv, im.c, im.ldc}, a, b, scales, c);
+  fill_args(im.problem, im.plan, im.drop_wait, ArgsOut{im.args, im.gemv, im.c, im.ldc, im.dq_a, im.dq_b, im.native_args, im.native_plan}, a, b, scales, c);
+}
+
+std::size_t gemm_workspace_bytes(const GemmProblem& problem, const GemmPlan& plan) {
+  return workspace_layout(problem, plan).total;
 }
 
 std::size_t Gemm::workspace_bytes() const {
   const auto& im = *impl_;
-  if (im.plan.gemv || im.plan.split_k <= 1) return 0;
-  return static_cast<std::size_t>(im.plan.split_k) * static_cast<std::size_t>(im.problem.m) *
-         static_cast<std::size_t>(im.problem.n) * sizeof(float);
+  return workspace_layout(im.problem, im.plan).total;
 }
 
 void Gemm::set_workspace(void* workspace, std::size_t bytes) {
   auto& im = *impl_;
   WEAVE_EXPECT_ARG(bytes == 0 || workspace != nullptr, "argument 'workspace': null with " << bytes << " bytes");
-  const std::size_t need = workspace_bytes();
+  const WorkspaceLayout lay = workspace_layout(im.problem, im.plan);
+  const std::size_t need = lay.total;
   if (need > 0) {
     WEAVE_EXPECT_ARG(workspace != nullptr && bytes >= need,
-                     "argument 'bytes': the plan (split-K " << im.plan.split_k << ") needs a workspace of " << need
-                                                            << " bytes for its fp32 partials (got " << bytes << ")");
+                     "argument 'bytes': the plan (" << workspace_purpose() << ") needs a workspace of " << need
+                                                    << " bytes (got " << bytes << ")");
     WEAVE_EXPECT_ARG(reinterpret_cast<uintptr_t>(workspace) % 16 == 0,
-                     "argument 'workspace': must be 16-byte aligned (the partials are read as float4)");
+                     "argument 'workspace': must be 16-byte aligned (TMA bases and float4 partials)");
     cudaPointerAttributes attr{};
     WEAVE_CHECK_CUDA(cudaPointerGetAttributes(&attr, workspace));
     WEAVE_EXPECT_ARG(attr.type == cudaMemoryTypeDevice && attr.device == im.device,
@@ -135,10 +238,33 @@ void Gemm::set_workspace(void* workspace, std::size_t bytes) {
   }
   im.workspace = workspace;
   im.workspace_size = bytes;
-  if (need > 0) {
-    im.split_epi.tma_c = gemm::make_epilogue_map("workspace", workspace, DType::kF32, im.plan.split_k, im.problem.m,
-                                           im.problem.n, im.problem.n);
+  if (need == 0) return;
+  auto* base = static_cast<uint8_t*>(workspace);
+  if (!im.plan.gemv && im.plan.split_k > 1) {
+    im.split_epi.tma_c = gemm::make_epilogue_map("workspace", base + lay.partials, DType::kF32, im.plan.split_k,
+                                                 im.problem.m, im.problem.n, im.problem.n);
   }
+  if (im.plan.mx_dequant) {
+    const auto& p = im.problem;
+    im.dq_a.dst = base + lay.a_bf16;
+    im.dq_b.dst = base + lay.b_bf16;
+    GemmProblem bf = p;
+    bf.mode = ScaleMode::kBF16;
+    bf.scale_layout = ScaleLayout::kRaw;
+    const TensorView a = TensorView::matrix(base + lay.a_bf16, DType::kBF16, p.m, p.k, im.device);
+    const TensorView b = TensorView::matrix(base + lay.b_bf16, DType::kBF16, p.n, p.k, im.device);
+    im.args.main = gemm::make_mainloop_args(bf, im.plan, a, b, GemmScales{}, im.drop_wait);
+    im.native_args.main.run_if_flag = reinterpret_cast<const uint32_t*>(base + lay.flag);
+  }
+}
+
+std::string Gemm::workspace_purpose() const {
+  const auto& im = *impl_;
+  std::string out;
+  if (im.plan.mx_dequant) out = "the mxfp8 bf16 route: bf16 copies of A and B and a flag word";
+  if (!im.plan.gemv && im.plan.split_k > 1)
+    out += std::string(out.empty() ? "" : "; ") + "split-K " + std::to_string(im.plan.split_k) + ": fp32 partials";
+  return out;
 }
 
 void Gemm::run(cudaStream_t stream) const {
@@ -147,22 +273,34 @@ void Gemm::run(cudaStream_t stream) const {
     detail::gemv_launch(im.gemv, im.num_sms, stream);
     return;
   }
+  const bool needs_workspace = im.plan.split_k > 1 || im.plan.mx_dequant;
+  WEAVE_EXPECT(!needs_workspace || (im.workspace != nullptr && im.workspace_size >= workspace_bytes()),
+               Status::kInvalidArgument,
+               "Gemm::run: the plan (" << workspace_purpose() << ") needs a device workspace of " << workspace_bytes()
+                                       << " bytes; call Gemm::set_workspace(ptr, bytes) with bytes >= "
+                                          "workspace_bytes() before run()");
+  if (im.plan.mx_dequant) {
+    // Flag first: the conversion only ever sets it, and the guarded native launch reads it.
+    auto* flag = static_cast<uint32_t*>(im.workspace);
+    WEAVE_CHECK_CUDA(cudaMemsetAsync(flag, 0, sizeof(uint32_t), stream));
+    gemm::mx_dequant_bf16(im.dq_a, im.dq_b, im.problem.k, im.problem.scale_layout, flag, im.num_sms, stream);
+  }
   if (im.plan.split_k <= 1) {
     im.instance->launch(im.args, im.plan.grid, stream);
-    return;
+  } else {
+    // split-K: the fp32-output kernel writes partial s into rows [s * M, s * M + M) of the
+    // workspace's partials, then the reduction sums them in split order into C.
+    gemm::LocalKernelArgs args = im.args;
+    args.epi = im.split_epi;
+    im.instance->launch(args, im.plan.grid, stream);
+    const WorkspaceLayout lay = workspace_layout(im.problem, im.plan);
+    gemm::split_k_reduce(reinterpret_cast<const float*>(static_cast<const uint8_t*>(im.workspace) + lay.partials),
+                         im.problem.m, im.problem.n, im.plan.split_k, im.c, im.ldc, im.problem.out_dtype, im.num_sms,
+                         stream);
   }
-  // split-K: the fp32-output kernel writes partial s into rows [s * M, s * M + M) of the
-  // workspace, then the reduction sums them in split order into C.
-  WEAVE_EXPECT(im.workspace != nullptr && im.workspace_size >= workspace_bytes(), Status::kInvalidArgument,
-               "Gemm::run: the plan splits K " << im.plan.split_k << " ways and needs a device workspace of "
-                                               << workspace_bytes()
-                                               << " bytes for its fp32 partials; call Gemm::set_workspace(ptr, bytes) "
-                                                  "with bytes >= workspace_bytes() before run()");
-  gemm::LocalKernelArgs args = im.args;
-  args.epi = im.split_epi;
-  im.instance->launch(args, im.plan.grid, stream);
-  gemm::split_k_reduce(static_cast<const float*>(im.workspace), im.problem.m, im.problem.n, im.plan.split_k, im.c,
-                       im.ldc, im.problem.out_dtype, im.num_sms, stream);
+  // Last, so that when it runs it overwrites all of C: returns at once unless the conversion
+  // met a scale it could not carry exactly.
+  if (im.plan.mx_dequant && !im.skip_mx_rerun) im.native_instance->launch(im.native_args, im.native_plan.grid, stream);
 }
 
 }  // namespace weave

@@ -46,6 +46,9 @@ struct MainloopArgs {
   // Bound of every pipeline wait (0: hopper::kMbarrierTimeoutNs). A fused op whose consumers wait
   // for peers sets it above its communication timeout (hopper/pipeline.cuh).
   uint64_t pipeline_timeout_ns = 0;
+  // Guarded launch (weave::Gemm's mxfp8 bf16 route, gemm/mx_dequant.hpp): when set, every CTA
+  // returns at once unless *run_if_flag != 0 (written by an earlier kernel in stream order).
+  const uint32_t* run_if_flag = nullptr;
 };
 
 // Epilogue "store through TMA": the staged epilogue (gemm/epilogue_staged.cuh) TMA-stores each

@@ -218,6 +218,66 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
   return plan;
 }
 
+// mxfp8 route rule (weave/gemm.hpp): each route's modelled time, roofline-style: the larger of
+// its FLOPs at the rate weave's kernel reaches and its HBM bytes at an effective bandwidth, plus,
+// for the bf16 route, the conversion pass (read e4m3, write bf16: 3 bytes per element of A and B)
+// and a fixed cost for its extra launches (flag reset, conversion, guarded native launch). The
+// rates are weave's own, measured on the H200 in one run (docs/perf/gemm.md, issue 10): bf16
+// 600-790 TFLOPS, native mxfp8 390-435 raw, 8% faster packed.
+constexpr double kModelBf16Flops = 640e12;
+constexpr double kModelMxRawFlops = 410e12;
+constexpr double kModelMxPackedFlops = 440e12;
+constexpr double kModelHbmBytesPerS = 3.0e12;
+constexpr double kModelRouteLaunchUs = 4.0;
+
+MxRouteModel mx_route_model(const GemmProblem& p) {
+  const double m = static_cast<double>(p.m), n = static_cast<double>(p.n), k = static_cast<double>(p.k);
+  const double flops = 2 * m * n * k, out = m * n * (p.out_dtype == DType::kF32 ? 4 : 2);
+  const double native_rate = p.scale_layout == ScaleLayout::kPacked ? kModelMxPackedFlops : kModelMxRawFlops;
+  MxRouteModel r;
+  r.native_us = std::max(flops / native_rate, ((m + n) * k + out) / kModelHbmBytesPerS) * 1e6;
+  r.convert_us = 3 * (m + n) * k / kModelHbmBytesPerS * 1e6 + kModelRouteLaunchUs;
+  r.bf16_us = std::max(flops / kModelBf16Flops, (2 * (m + n) * k + out) / kModelHbmBytesPerS) * 1e6 + r.convert_us;
+  return r;
+}
+
+GemmPlan plan_mxfp8_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverrides& o) {
+  MxRoute route = o.mx_route;
+  std::ostringstream why;
+  why.setf(std::ios::fixed);
+  why.precision(1);
+  if (route != MxRoute::kAuto) {
+    why << "(override)";
+  } else if (o.block_m != 0 || o.split_k >= 2) {
+    route = MxRoute::kNative;
+    why << "(a forced tile or K split without a route names the native kernels)";
+  } else {
+    const MxRouteModel r = mx_route_model(p);
+    route = r.bf16_us < r.native_us ? MxRoute::kBf16 : MxRoute::kNative;
+    why << "(modelled " << r.bf16_us << " us incl. " << r.convert_us << " us of conversion vs native " << r.native_us
+        << " us)";
+  }
+  if (route == MxRoute::kNative) {
+    GemmPlan plan = gemm_plan_tiles(p, num_sms, o, gemm_tile_candidates(p));
+    plan.reason = "mxfp8 native route " + why.str() + "; " + plan.reason;
+    return plan;
+  }
+  GemmProblem bf = p;
+  bf.mode = ScaleMode::kBF16;
+  bf.scale_layout = ScaleLayout::kRaw;
+  GemmPlan plan = gemm_plan_tiles(bf, num_sms, o, gemm_tile_candidates(bf));
+  GemmPlanOverrides fo;
+  fo.split_k = 1;
+  fo.group_rows = o.group_rows;
+  const GemmPlan fallback = gemm_plan_tiles(p, num_sms, fo, gemm_tile_candidates(p));
+  plan.mx_dequant = true;
+  plan.fallback_kernel = fallback.kernel;
+  plan.reason = "mxfp8 bf16 route " + why.str() + ": A and B converted to bf16 (scales folded in) in the workspace, "
+                "then the bf16 kernel: " + plan.reason + "; the call reruns on " + fallback.kernel +
+                " if a scale byte outside [10, 246] scales a non-zero element";
+  return plan;
+}
+
 }  // namespace gemm
 
 std::string gemm_validate_problem(const GemmProblem& problem) {
@@ -234,8 +294,11 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
   WEAVE_EXPECT_ARG(bad.empty(), "problem m=" << problem.m << " n=" << problem.n << " k=" << problem.k << " mode "
                                              << to_string(problem.mode) << ": " << bad);
   WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1 (got " << num_sms << ")");
-  // A forced tile or K split asks for the tiled kernels.
-  const bool tile_forced = overrides.block_m != 0 || overrides.block_n != 0 || overrides.split_k >= 2;
+  WEAVE_EXPECT_ARG(problem.mode == ScaleMode::kMxfp8 || overrides.mx_route == MxRoute::kAuto,
+                   "override 'mx_route': applies to mode mxfp8 only (mode " << to_string(problem.mode) << ")");
+  // A forced tile, K split or mxfp8 route asks for the tiled kernels.
+  const bool tile_forced = overrides.block_m != 0 || overrides.block_n != 0 || overrides.split_k >= 2 ||
+                           overrides.mx_route != MxRoute::kAuto;
   if (problem.m <= detail::kGemvMaxM && !tile_forced) {
     const std::string gemv_why = detail::gemv_unsupported_reason(problem);
     if (gemv_why.empty()) {
@@ -250,6 +313,7 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
       return plan;
     }
   }
+  if (problem.mode == ScaleMode::kMxfp8) return gemm::plan_mxfp8_tiles(problem, num_sms, overrides);
   return gemm::gemm_plan_tiles(problem, num_sms, overrides, gemm::gemm_tile_candidates(problem));
 }
 

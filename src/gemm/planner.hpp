@@ -33,4 +33,12 @@ inline int64_t split_k_blocks_per_split(int64_t k_blocks, int split_k) { return 
 GemmPlan gemm_plan_tiles(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides,
                          const std::vector<TileCandidate>& candidates);
 
+// mxfp8: the modelled time of each route (planner.cpp says how; `weave plan gemm` prints it).
+struct MxRouteModel {
+  double native_us = 0, bf16_us = 0, convert_us = 0;  // bf16_us includes convert_us
+};
+MxRouteModel mx_route_model(const GemmProblem& problem);
+// The tiled plan of an mxfp8 problem on the route the overrides name or the model prefers.
+GemmPlan plan_mxfp8_tiles(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides);
+
 }  // namespace weave::gemm

@@ -372,8 +372,11 @@ TEST(GemmPlanInstances, Mxfp8PlansTheLayoutsInstancesAndSplitK) {
     p.scale_layout = layout;
     const auto cands = gemm::gemm_tile_candidates(p);
     if (cands.empty()) continue;  // narrowed build
-    const GemmPlan plan = gemm_plan(p, 132);
+    GemmPlanOverrides native;
+    native.mx_route = MxRoute::kNative;
+    const GemmPlan plan = gemm_plan(p, 132, native);
     EXPECT_FALSE(plan.gemv);
+    EXPECT_FALSE(plan.mx_dequant);
     EXPECT_NE(plan.kernel.find(layout == ScaleLayout::kRaw ? "mxfp8_raw" : "mxfp8_packed"), std::string::npos)
         << plan.kernel;
   }
@@ -392,6 +395,72 @@ TEST(GemmPlanInstances, Mxfp8PlansTheLayoutsInstancesAndSplitK) {
     const GemmPlan plan = gemm_plan(p, 132, o);
     EXPECT_FALSE(plan.gemv);
     EXPECT_EQ(plan.split_k, 4);
+  }
+}
+
+// The mxfp8 route rule (planner.cpp): the bf16 route where its modelled time (conversion
+// included) is lower, the native kernel where the weights' conversion dominates (small M), a
+// forced tile or split on the native kernels, overrides honoured, and the workspace sized for the
+// bf16 copies.
+TEST(GemmPlanMxRoute, ModelChoosesOverridesForceAndWorkspaceFits) {
+  auto p = problem(8192, 7168, 2048, ScaleMode::kMxfp8);
+  if (gemm::gemm_tile_candidates(p).empty() || gemm::gemm_tile_candidates(problem(1, 8, 32)).empty())
+    GTEST_SKIP() << "narrowed build: mxfp8 or bf16 tiles not built";
+  const gemm::MxRouteModel big = gemm::mx_route_model(p);
+  EXPECT_LT(big.bf16_us, big.native_us);
+  GemmPlan plan = gemm_plan(p, 132);
+  EXPECT_TRUE(plan.mx_dequant) << plan.reason;
+  EXPECT_NE(plan.kernel.find("_bf16_bf16_"), std::string::npos) << plan.kernel;
+  EXPECT_NE(plan.fallback_kernel.find("mxfp8_raw"), std::string::npos) << plan.fallback_kernel;
+  EXPECT_NE(plan.reason.find("bf16 route"), std::string::npos) << plan.reason;
+  // Flag slot, then A and B in bf16, each region 1024-aligned.
+  const std::size_t a_bytes = 8192u * 2048u * 2u, b_bytes = 7168u * 2048u * 2u;
+  EXPECT_EQ(gemm_workspace_bytes(p, plan), 1024u + a_bytes + b_bytes);
+
+  // A forced K split on the route adds the fp32 partials after the copies.
+  GemmPlanOverrides o;
+  o.mx_route = MxRoute::kBf16;
+  o.split_k = 2;
+  plan = gemm_plan(p, 132, o);
+  EXPECT_TRUE(plan.mx_dequant);
+  EXPECT_EQ(plan.split_k, 2);
+  EXPECT_EQ(gemm_workspace_bytes(p, plan), 1024u + a_bytes + b_bytes + 2u * 8192u * 7168u * 4u);
+
+  // Small M: converting the weights costs more than the native kernel saves.
+  p = problem(64, 8192, 1280, ScaleMode::kMxfp8);
+  plan = gemm_plan(p, 132);
+  EXPECT_FALSE(plan.mx_dequant) << plan.reason;
+  EXPECT_NE(plan.reason.find("native route"), std::string::npos) << plan.reason;
+  EXPECT_EQ(gemm_workspace_bytes(p, plan), 0u);
+
+  // A forced tile without a route names the native kernels; with one, the route's tiles.
+  p = problem(8192, 7168, 2048, ScaleMode::kMxfp8);
+  GemmPlanOverrides tile;
+  tile.block_m = 128;
+  tile.block_n = 128;
+  plan = gemm_plan(p, 132, tile);
+  EXPECT_FALSE(plan.mx_dequant) << plan.reason;
+  tile.mx_route = MxRoute::kBf16;
+  plan = gemm_plan(p, 132, tile);
+  EXPECT_TRUE(plan.mx_dequant);
+  EXPECT_EQ(plan.block_m, 128);
+  EXPECT_NE(plan.kernel.find("_bf16_bf16_store_128x128"), std::string::npos) << plan.kernel;
+
+  // A route at m <= 32 asks for the tiled kernels (not the GEMV).
+  p = problem(4, 4096, 1024, ScaleMode::kMxfp8);
+  GemmPlanOverrides route;
+  route.mx_route = MxRoute::kBf16;
+  EXPECT_TRUE(gemm_plan(p, 132).gemv);
+  plan = gemm_plan(p, 132, route);
+  EXPECT_FALSE(plan.gemv);
+  EXPECT_TRUE(plan.mx_dequant);
+
+  // The route override on another mode is refused, naming it.
+  try {
+    (void)gemm_plan(problem(256, 256, 256, ScaleMode::kBlockscale), 132, route);
+    ADD_FAILURE() << "mx_route on blockscale was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'mx_route'"), std::string::npos) << e.what();
   }
 }
 

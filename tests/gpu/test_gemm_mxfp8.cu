@@ -30,6 +30,22 @@ std::vector<uint8_t> download_bytes(const Guarded& c) {
   return h;
 }
 
+// Whether the bf16 route must rerun this operand set on the native kernel (gemm/mx_dequant.hpp):
+// a non-zero, non-NaN element under a scale byte outside [10, 246] other than 0xFF. Written from
+// the rule, not from the kernel.
+bool route_must_rerun(const OperandSet& o) {
+  auto of = [](const ref::QuantMatrix& q, int64_t rows_per_scale) {
+    for (int64_t r = 0; r < q.rows; ++r)
+      for (int64_t c = 0; c < q.cols; ++c) {
+        const uint8_t e = q.ue8m0[(r / rows_per_scale) * q.scale_cols + c / 32];
+        const uint8_t mag = q.e4m3[r * q.cols + c] & 0x7F;
+        if ((e < 10 || (e > 246 && e != 255)) && mag != 0 && mag != 0x7F) return true;
+      }
+    return false;
+  };
+  return of(o.qa, 1) || of(o.qb, 32);
+}
+
 // One configuration: kRepeats poisoned launches compared with the reference. Returns the output
 // of the last launch (bytes) for cross-layout comparisons.
 std::vector<uint8_t> check_config(const OperandSet& o, ScaleLayout layout, DType out, const GemmPlanOverrides& ov,
@@ -53,6 +69,14 @@ std::vector<uint8_t> check_config(const OperandSet& o, ScaleLayout layout, DType
   if (!o.exact) EXPECT_LT(r.worst_rel_l2, rel_l2_bound(p.mode, out)) << what;
   EXPECT_TRUE(c.guard_intact()) << what << ": wrote past the end of C";
   if (ws.bytes() > 0) EXPECT_TRUE(ws.guard_intact()) << what << ": wrote past the end of the workspace";
+  EXPECT_EQ(g.plan().mx_dequant, ov.mx_route == MxRoute::kBf16) << what;
+  if (g.plan().mx_dequant) {
+    // The route's flag word (offset 0 of the workspace, gemm.cpp) says whether the last call
+    // reran on the native kernel; it must fire exactly where the exactness rule says.
+    uint32_t flag = 0;
+    EXPECT_EQ(cudaMemcpy(&flag, ws.get(), 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(flag, route_must_rerun(o) ? 1u : 0u) << what << ": the rerun flag";
+  }
   std::printf("  %-50s %-7s %-44s grid %3d split %d  rel_l2 %.2e  max_abs/rms %.2e  bad %d/%d\n",
               describe(o, out).c_str(), std::string(to_string(layout)).c_str(), g.plan().kernel.c_str(),
               g.plan().grid, g.plan().split_k, r.worst_rel_l2, o.rms > 0 ? r.worst_max_abs / o.rms : 0.0,
@@ -81,6 +105,21 @@ void check_everything(const OperandSet& o, cudaStream_t stream) {
             << describe(o, out) << " " << label << ": raw and packed scales gave different bits";
         ++tried;
       }
+    }
+    // The bf16 route (A and B converted to bf16, then the bf16 kernel; a guarded native rerun
+    // where a scale is outside the exact range): the planner's tile, a grid of 3, and a K split.
+    std::vector<std::pair<std::string, GemmPlanOverrides>> routes = {
+        {"bf16 route", GemmPlanOverrides{.mx_route = MxRoute::kBf16}},
+        {"bf16 route, grid 3", GemmPlanOverrides{.grid = 3, .mx_route = MxRoute::kBf16}},
+    };
+    if (o.p.k >= 128)
+      routes.push_back({"bf16 route, split 2", GemmPlanOverrides{.split_k = 2, .mx_route = MxRoute::kBf16}});
+    for (const auto& [label, ov] : routes) {
+      std::vector<uint8_t> outputs[2];
+      for (int l = 0; l < 2; ++l) outputs[l] = check_config(o, kLayouts[l], out, ov, label, stream);
+      EXPECT_TRUE(outputs[0] == outputs[1])
+          << describe(o, out) << " " << label << ": raw and packed scales gave different bits";
+      ++tried;
     }
   }
   EXPECT_GT(tried, 0) << "no mxfp8 instance built";
@@ -141,6 +180,35 @@ TEST(GemmMxfp8, ScaleExponentExtremesBitwise) {
   check_everything(extreme_exact_operands(77, 392, 32, true, 3, 52), stream);
   check_everything(extreme_exact_operands(200, 392, 256, false, 3, 53), stream);
   check_everything(extreme_exact_operands(1, 136, 96, false, 0, 54), stream);
+  cudaStreamDestroy(stream);
+}
+
+// Negative control of the bf16 route's rerun: with it switched off (WEAVE_GEMM_DEBUG_SKIP_MX_RERUN),
+// operands whose scale bytes leave the exact range must come out wrong (rounded or overflowed
+// operands), so ScaleExponentExtremesBitwise would see a route that skipped its rerun.
+TEST(GemmMxfp8, Bf16RouteWithoutItsRerunIsWrongOnExtremeScales) {
+  WEAVE_REQUIRE_GPUS(1);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const OperandSet o = extreme_exact_operands(130, 264, 256, true, 0, 51);
+  ASSERT_TRUE(route_must_rerun(o));
+  for (bool skip : {false, true}) {
+    ASSERT_EQ(setenv("WEAVE_GEMM_DEBUG_SKIP_MX_RERUN", skip ? "1" : "0", 1), 0);
+    GemmProblem p = o.p;
+    p.out_dtype = DType::kF32;
+    Guarded c(p.m * p.n * 4);
+    Gemm g(p, o.va, o.vb, o.scales, TensorView::matrix(c.get(), DType::kF32, p.m, p.n, 0),
+           GemmPlanOverrides{.mx_route = MxRoute::kBf16});
+    const Guarded ws = attach_workspace(g);
+    const RepeatResult r = run_repeated(g, o, c, DType::kF32, 3, stream);
+    if (skip)
+      EXPECT_EQ(r.bad_runs, r.runs) << "without the rerun, extreme scales must give wrong results";
+    else
+      EXPECT_EQ(r.bad_runs, 0) << "with the rerun, the result is the native kernel's (exact)";
+    std::printf("  rerun %s: %d/%d runs wrong, worst %lld elements\n", skip ? "skipped" : "on", r.bad_runs, r.runs,
+                static_cast<long long>(r.worst_wrong));
+  }
+  unsetenv("WEAVE_GEMM_DEBUG_SKIP_MX_RERUN");
   cudaStreamDestroy(stream);
 }
 

@@ -83,7 +83,7 @@ TEST(GemmSoak, RandomShapesModesTilesAndGrids) {
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   ref::Random rng(0x50A4);
-  int launches = 0, problems = 0, wrong_launches = 0, gemv_launches = 0, split_launches = 0;
+  int launches = 0, problems = 0, wrong_launches = 0, gemv_launches = 0, split_launches = 0, mx_route_launches = 0;
   int64_t wrong_elements = 0;
   while (launches < target) {
     const SoakProblem sp = random_problem(rng);
@@ -120,6 +120,12 @@ TEST(GemmSoak, RandomShapesModesTilesAndGrids) {
         const int64_t k_blocks = (p.k + t.block_k - 1) / t.block_k;
         if (rng.integer(0, 3) == 0 && k_blocks >= 2 && !t.split_kernel.empty())
           o.split_k = rng.integer(2, static_cast<int>(std::min<int64_t>(k_blocks, 8)));
+        // mxfp8: one launch in three on the bf16 route (its own tiles: the planner's), keeping
+        // the grid and split drawn above (the bf16 tiles' K blocks are narrower, so it fits).
+        if (p.mode == ScaleMode::kMxfp8 && rng.integer(0, 2) == 0) {
+          o.mx_route = MxRoute::kBf16;
+          o.block_m = o.block_n = 0;
+        }
       }
       std::unique_ptr<Gemm> g;
       try {
@@ -134,9 +140,10 @@ TEST(GemmSoak, RandomShapesModesTilesAndGrids) {
           workspace = std::make_unique<bench::DeviceBuffer>(g->workspace_bytes());
         bench::poison_nan(workspace->get(), workspace->bytes(), DType::kF32, stream);  // stale partials must not help
         g->set_workspace(workspace->get(), workspace->bytes());
-        ++split_launches;
+        split_launches += g->plan().split_k > 1 ? 1 : 0;
       }
       gemv_launches += g->plan().gemv ? 1 : 0;
+      mx_route_launches += g->plan().mx_dequant ? 1 : 0;
       bench::poison_nan(c.get(), c.bytes(), p.out_dtype, stream);
       g->run(stream);
       const ref::Comparison cmp = bench::gpu_compare(cv, ref.as<float>(), tol, stream);
@@ -154,10 +161,11 @@ TEST(GemmSoak, RandomShapesModesTilesAndGrids) {
   }
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   cudaStreamDestroy(stream);
-  std::printf("gemm soak: %d launches over %d random problems (%d split-K, %d GEMV), %d wrong launches, %lld wrong "
-              "elements\n",
-              launches, problems, split_launches, gemv_launches, wrong_launches,
+  std::printf("gemm soak: %d launches over %d random problems (%d split-K, %d GEMV, %d mxfp8 bf16 route), %d wrong "
+              "launches, %lld wrong elements\n",
+              launches, problems, split_launches, gemv_launches, mx_route_launches, wrong_launches,
               static_cast<long long>(wrong_elements));
+  if (target >= 1000) EXPECT_GT(mx_route_launches, 0) << "the soak never ran the mxfp8 bf16 route";
   EXPECT_EQ(wrong_launches, 0);
   EXPECT_GE(launches, target);
 }

@@ -42,7 +42,11 @@ def test_import_without_gpu_reports_why():
 def test_plan_gemm(mode, out, k):
     p = weave.plan_gemm(4096, 5120, k, mode, out)
     assert isinstance(p, weave.GemmPlan)
-    assert p.kernel.startswith("sm90_gemm_") and ("bf16" if mode == "bf16" else mode) in p.kernel
+    assert p.kernel.startswith("sm90_gemm_")
+    if p.mx_dequant:  # mxfp8 on the bf16 route: the bf16 kernel, rerun on the native one when needed
+        assert mode == "mxfp8" and "_bf16_" in p.kernel and "mxfp8" in p.fallback_kernel and "bf16 route" in p.reason
+    else:
+        assert ("bf16" if mode == "bf16" else mode) in p.kernel
     assert p.grid >= 1 and p.tiles >= 1 and p.reason and not p.gemv
     assert weave.validate_gemm(4096, 5120, k, mode, out) == ""
     assert weave.plan_gemm(1, 5120, k, mode, out).gemv  # decode shapes take the GEMV
@@ -51,8 +55,11 @@ def test_plan_gemm(mode, out, k):
 def test_plan_overrides_and_layouts():
     assert weave.plan_gemm(256, 512, 8192, "bf16", split_k=4).split_k == 4
     assert weave.plan_gemm(4096, 4096, 2048, block_m=128, block_n=128).block_n == 128
-    packed = weave.plan_gemm(4096, 4096, 2048, "mxfp8", scale_layout="packed")
-    assert "packed" in packed.kernel
+    packed = weave.plan_gemm(4096, 4096, 2048, "mxfp8", scale_layout="packed", mx_route="native")
+    assert "packed" in packed.kernel and not packed.mx_dequant
+    route = weave.plan_gemm(4096, 4096, 2048, "mxfp8", scale_layout="packed", mx_route="bf16")
+    assert route.mx_dequant and "packed" in route.fallback_kernel
+    assert not weave.plan_gemm(64, 8192, 1280, "mxfp8").mx_dequant  # small M: the weights' conversion dominates
     assert weave.plan_gemm(4096, 4096, 2048, weave.ScaleMode.PTPC, weave.DType.F32).kernel.endswith(
         weave.plan_gemm(4096, 4096, 2048, "ptpc", "fp32").kernel[-7:])
 
@@ -79,6 +86,8 @@ def test_validate_gemm_rules(args, needle):
     ({"scale_layout": "tiled"}, "argument 'scale_layout': unknown scale layout"),
     ({"split_k": 99}, "split"),
     ({"block_m": 96}, "block"),
+    ({"mx_route": "fast"}, "argument 'mx_route': must be one of auto, native, bf16"),
+    ({"mx_route": "bf16", "mode": "ptpc"}, "'mx_route': applies to mode mxfp8 only"),
 ])
 def test_plan_argument_errors(kw, needle):
     with pytest.raises(weave.ArgumentError) as e:

@@ -118,6 +118,29 @@ def test_mxfp8_raw_and_packed_bitwise(seed):
     assert torch.equal(raw, packed)
 
 
+@pytest.mark.parametrize("layout", ["raw", "packed"])
+def test_mxfp8_routes_agree_with_the_reference(layout, seed):
+    # The bf16 route (A and B converted to bf16 with their scales) and the native fp8 kernel on the
+    # same operands: both within tolerance of torch's fp32 matmul of the dequantised operands; the
+    # route's workspace (allocated here with torch) holds its bf16 copies.
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    x, w = operands(640, 1024, 2048, gen)
+    a, b, sa, sb, ref = quantised("mxfp8", x, w)
+    if layout == "packed":
+        sa, sb = weave.pack_mxfp8_scales(sa.cpu()).to(DEV), weave.pack_mxfp8_scales(sb.cpu()).to(DEV)
+    outs = {}
+    for route in ("bf16", "native"):
+        out = poisoned(640, 1024, torch.float32)
+        g = weave.Gemm(a, b, out, scale_a=sa, scale_b=sb, mode="mxfp8", scale_layout=layout, mx_route=route)
+        assert g.plan.mx_dequant == (route == "bf16")
+        assert (g.workspace_bytes >= (640 + 1024) * 2048 * 2) == (route == "bf16")
+        g.run()
+        torch.cuda.synchronize()
+        assert_close(out, ref, "mxfp8", f"mxfp8/{layout} {route} route ({g.plan.kernel}) vs torch.matmul")
+        outs[route] = out
+    assert_close(outs["bf16"], outs["native"], "mxfp8", "bf16 route vs native")
+
+
 @pytest.mark.parametrize("mode", ["bf16", "blockscale"])
 def test_split_k_workspace(mode, seed):
     gen = torch.Generator(device=DEV).manual_seed(seed)

@@ -22,6 +22,7 @@ struct PlanGemmOptions {
   std::string tile;  // "128x256"
   int grid = 0;
   int split_k = 0;
+  std::string mx_route = "auto";
 };
 
 constexpr int kMaxSms = 1024;
@@ -30,6 +31,7 @@ constexpr int kMaxSms = 1024;
 const char* override_option(const std::string& message) {
   if (message.find("'split_k'") != std::string::npos) return "--split-k";
   if (message.find("'grid'") != std::string::npos) return "--grid";
+  if (message.find("'mx_route'") != std::string::npos) return "--mx-route";
   return "--tile";
 }
 
@@ -58,7 +60,18 @@ int run_plan_gemm(const PlanGemmOptions& o) {
   GemmPlanOverrides ov;
   ov.grid = o.grid;
   ov.split_k = o.split_k;
-  const auto cands = gemm::gemm_tile_candidates(p);
+  if (o.mx_route == "native") ov.mx_route = MxRoute::kNative;
+  else if (o.mx_route == "bf16") ov.mx_route = MxRoute::kBf16;
+  else if (o.mx_route != "auto") return usage_error("--mx-route '" + o.mx_route + "': expected auto, native or bf16");
+  if (ov.mx_route != MxRoute::kAuto && p.mode != ScaleMode::kMxfp8)
+    return usage_error("--mx-route " + o.mx_route + ": applies to --quant mxfp8 only");
+  // The tiles a forced tile is checked against: the bf16 kernels' on the mxfp8 bf16 route.
+  GemmProblem tiles_of = p;
+  if (ov.mx_route == MxRoute::kBf16) {
+    tiles_of.mode = ScaleMode::kBF16;
+    tiles_of.scale_layout = ScaleLayout::kRaw;
+  }
+  const auto cands = gemm::gemm_tile_candidates(tiles_of);
   if (!o.tile.empty()) {
     const Tile t = parse_tile("--tile", o.tile);
     std::string built;
@@ -110,7 +123,7 @@ int run_plan_gemm(const PlanGemmOptions& o) {
   if (!overall.empty()) return 1;
 
   if (!cands.empty()) {
-    std::printf("built tiles for %s/%s:\n", o.quant.c_str(), o.out.c_str());
+    std::printf("built tiles for %s/%s:\n", std::string(to_string(tiles_of.mode)).c_str(), o.out.c_str());
     for (const auto& c : cands) {
       const int64_t tiles = ((p.m + c.block_m - 1) / c.block_m) * ((p.n + c.block_n - 1) / c.block_n);
       std::printf("  %-48s %3dx%-3d x%-3d stages %d  tiles %6lld  waves %.2f  split-K partials: %s\n",
@@ -130,10 +143,28 @@ int run_plan_gemm(const PlanGemmOptions& o) {
                 static_cast<long long>(plan.tiles), plan.split_k, plan.group_rows);
   }
   std::printf("reason: %s\n", plan.reason.c_str());
-  if (!plan.gemv && plan.split_k > 1)
-    std::printf("workspace: %lld bytes (fp32 partials [%d, %lld, %lld]; Gemm::set_workspace)\n",
-                static_cast<long long>(plan.split_k) * p.m * p.n * 4, plan.split_k, static_cast<long long>(p.m),
-                static_cast<long long>(p.n));
+  if (plan.mx_dequant) {
+    const gemm::MxRouteModel r = gemm::mx_route_model(p);
+    std::printf("mxfp8 route: bf16 (A and B converted to bf16 in the workspace; rerun on %s if a scale byte leaves "
+                "[10, 246]); modelled %.1f us (%.1f us conversion) vs native %.1f us\n",
+                plan.fallback_kernel.c_str(), r.bf16_us, r.convert_us, r.native_us);
+  } else if (p.mode == ScaleMode::kMxfp8 && !plan.gemv) {
+    const gemm::MxRouteModel r = gemm::mx_route_model(p);
+    std::printf("mxfp8 route: native (fp8 kernel, promotion every 32 K); modelled %.1f us vs bf16 route %.1f us\n",
+                r.native_us, r.bf16_us);
+  }
+  const std::size_t ws = gemm_workspace_bytes(p, plan);
+  if (ws > 0) {
+    std::printf("workspace: %lld bytes (", static_cast<long long>(ws));
+    if (plan.mx_dequant)
+      std::printf("bf16 A [%lld, %lld] and B [%lld, %lld], a flag word%s", static_cast<long long>(p.m),
+                  static_cast<long long>(p.k), static_cast<long long>(p.n), static_cast<long long>(p.k),
+                  plan.split_k > 1 ? "; " : "");
+    if (plan.split_k > 1)
+      std::printf("fp32 partials [%d, %lld, %lld]", plan.split_k, static_cast<long long>(p.m),
+                  static_cast<long long>(p.n));
+    std::printf("; Gemm::set_workspace)\n");
+  }
   return 0;
 }
 
@@ -154,6 +185,10 @@ void add_plan_gemm(CLI::App& plan) {
       ->check(CLI::Range(0, kMaxSms))->capture_default_str();
   c->add_option("--split-k", opts->split_k, "force a K split (1 = none, 2..16); 0 = planner's choice")
       ->check(CLI::Range(0, gemm::kMaxSplitK))->capture_default_str();
+  c->add_option("--mx-route", opts->mx_route,
+                "mxfp8: auto (the planner's model) | native (fp8 kernel, promotion every 32 K) | bf16 (A and B "
+                "converted to bf16 with their scales, then the bf16 kernel)")
+      ->capture_default_str();
   c->callback([opts] { exit_code() = run_plan_gemm(*opts); });
 }
 

@@ -6,6 +6,8 @@
 //   blockscale   weave | cublaslt (1x128 / 128x128 block scaling) | cublaslt-ptpc (the fp8 speed
 //                of light on Hopper, on ptpc-quantised copies of the same fp32 data)
 //   mxfp8        weave (raw scales) | weave-packed (packed scales, with --layout packed) |
+//                weave-native / weave-packed-native (the same, forced onto the native fp8 kernel,
+//                so the planner's route choice is measured against the other route in one run) |
 //                cublaslt-bs (cuBLASLt block-wise, the nearest vendor mode; Hopper has no MX mode) |
 //                weave-bs (our blockscale)
 // split-K plans (the planner's, e.g. where the output tiles leave SMs idle) get their workspace.
@@ -176,6 +178,7 @@ struct ArmState {
   std::string name;           // "weave", "weave-packed", "cublaslt", "cublaslt-ptpc", "cublaslt-bs", "weave-bs"
   const ModeData* data = nullptr;
   ScaleLayout layout = ScaleLayout::kRaw;  // mxfp8 scales the weave arm reads
+  MxRoute route = MxRoute::kAuto;          // mxfp8: the weave arm's route (kAuto: the planner's)
   GemmProblem problem;        // the arm's own mode, the row's out dtype
   bool fast_accum = false;
   std::string unsupported;    // non-empty: not run
@@ -217,7 +220,7 @@ void setup_weave(ArmState& arm) {
   try {
     for (std::size_t i = 0; i < arm.data->b.size(); ++i)
       arm.gemms.emplace_back(arm.problem, arm.data->a.view, arm.data->b[i].view, arm.data->scales(i, arm.layout),
-                             arm.out_view);
+                             arm.out_view, GemmPlanOverrides{.mx_route = arm.route});
     // split-K plans write fp32 partials into a workspace; the weight copies run one after another
     // on one stream, so they share it.
     const std::size_t ws = arm.gemms[0].workspace_bytes();
@@ -345,6 +348,7 @@ struct ArmSpec {
   ScaleMode mode;
   bool weave;
   ScaleLayout layout = ScaleLayout::kRaw;
+  MxRoute route = MxRoute::kAuto;
 };
 
 std::vector<ArmSpec> arms_for(ScaleMode mode, const std::vector<ScaleLayout>& layouts) {
@@ -355,8 +359,11 @@ std::vector<ArmSpec> arms_for(ScaleMode mode, const std::vector<ScaleLayout>& la
       return {{"weave", mode, true}, {"cublaslt", mode, false}, {"cublaslt-ptpc", ScaleMode::kPtpc, false}};
     case ScaleMode::kMxfp8: {
       std::vector<ArmSpec> arms;
-      for (ScaleLayout l : layouts)
-        arms.push_back({l == ScaleLayout::kRaw ? "weave" : "weave-packed", mode, true, l});
+      for (ScaleLayout l : layouts) {
+        const std::string name = l == ScaleLayout::kRaw ? "weave" : "weave-packed";
+        arms.push_back({name, mode, true, l});
+        arms.push_back({name + "-native", mode, true, l, MxRoute::kNative});
+      }
       arms.push_back({"cublaslt-bs", ScaleMode::kBlockscale, false});
       arms.push_back({"weave-bs", ScaleMode::kBlockscale, true});
       return arms;
@@ -452,6 +459,7 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
             arm->problem = arm->data->problem;
             arm->problem.out_dtype = out;
             arm->layout = spec.layout;
+            arm->route = spec.route;
             arm->problem.scale_layout = spec.layout;
             arm->fast_accum = opt.fast_accum && spec.mode == ScaleMode::kPtpc && !spec.weave;
             alloc_output(*arm, device);
@@ -545,10 +553,12 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
               row.ratio = row.time_us / row.baseline_us;
               row.extra["ratio"] = row.ratio;
               if (lt_ptpc) row.extra["ratio_vs_cublaslt_ptpc"] = row.time_us / lt_ptpc->timing.median_us;
-              if (weave_bs && (a->name == "weave" || a->name == "weave-packed"))
+              if (weave_bs && a->problem.mode == ScaleMode::kMxfp8)
                 row.extra["ratio_vs_weave_blockscale"] = row.time_us / weave_bs->timing.median_us;
               if (weave_raw && a->name == "weave-packed")
                 row.extra["ratio_vs_weave_raw"] = row.time_us / weave_raw->timing.median_us;
+              if (a->problem.mode == ScaleMode::kMxfp8 && !a->gemms.empty())
+                row.extra["mx_route"] = a->gemms[0].plan().mx_dequant ? "bf16" : "native";
             }
           }
           if (row.wrong > 0) failed = true;
