@@ -12,19 +12,9 @@
 namespace weave::gemm {
 namespace {
 
-constexpr int kChunk = 16;  // e4m3 elements per thread step: one 16-byte load, two 16-byte stores
-
 // 2^(e - 127) in fp32; e = 0 is the subnormal 2^-127, e = 255 NaN (as the native kernel reads it).
 __device__ __forceinline__ float scale_of(uint32_t e) {
   return __uint_as_float(e == 0 ? 0x00400000u : (e == 255 ? 0x7FFFFFFFu : e << 23));
-}
-
-__device__ __forceinline__ uint32_t scale_byte(const MxDequantOperand& op, int64_t row, int64_t group,
-                                               bool packed) {
-  const int64_t srow = row / op.rows_per_scale;
-  if (!packed) return op.scales[srow * op.scale_ld + group];
-  // Packed word (group / 4, srow) holds groups 4s..4s+3, low byte first.
-  return op.scales[(group / 4) * op.scale_ld + 4 * srow + (group % 4)];
 }
 
 // Whether a block scaled by byte e holds e4m3 values the conversion may not carry exactly: for e in
@@ -47,16 +37,14 @@ __device__ __forceinline__ bool any_finite_nonzero(uint4 raw) {
   return any;
 }
 
-// Converts 16 elements at (row, k0) of `op`; returns whether the rerun rule above fired.
-__device__ __forceinline__ bool convert_chunk(const MxDequantOperand& op, int64_t row, int64_t k0, int64_t k,
-                                              bool packed) {
-  const uint32_t e = scale_byte(op, row, k0 / 32, packed);
+// Converts 8 loaded elements with scale byte e and stores them (16 bytes); returns whether the
+// rerun rule above fired (checked only under an out-of-range scale: the common case pays nothing).
+__device__ __forceinline__ bool convert_store8(uint2 raw, uint32_t e, __nv_bfloat16* dst) {
   const float s = scale_of(e);
-  const uint4 raw = __ldg(reinterpret_cast<const uint4*>(op.src + row * op.ld + k0));
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-  uint32_t out[8];
+  const uint32_t words[2] = {raw.x, raw.y};
+  uint32_t out[4];
 #pragma unroll
-  for (int w = 0; w < 4; ++w) {
+  for (int w = 0; w < 2; ++w) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>((words[w] >> (16 * h)) & 0xFFFFu);
@@ -66,38 +54,62 @@ __device__ __forceinline__ bool convert_chunk(const MxDequantOperand& op, int64_
       out[2 * w + h] = *reinterpret_cast<const uint32_t*>(&b);
     }
   }
-  uint4* dst = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(op.dst) + row * k + k0);
-  dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
-  dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
-  return scale_outside_exact_range(e) && any_finite_nonzero(raw);
+  *reinterpret_cast<uint4*>(dst) = make_uint4(out[0], out[1], out[2], out[3]);
+  return scale_outside_exact_range(e) && any_finite_nonzero(make_uint4(raw.x, raw.y, 0, 0));
 }
 
+// Loop steps each lane has in flight (all loaded before any is converted): a memory-bound kernel
+// needs bytes in flight.
+constexpr int kStepsInFlight = 4;
+
+// One warp per row at a time (A's rows, then B's): lane l converts elements [8c, 8c + 8) for c = l,
+// l + 32, ..., so each warp load reads 256 contiguous bytes and each store writes 512 (whole
+// sectors), with no per-element index division.
 __global__ void __launch_bounds__(256) mx_dequant_kernel(const MxDequantOperand a, const MxDequantOperand b,
                                                          int64_t k, bool packed, uint32_t* inexact) {
-  const int64_t per_row = k / kChunk;
-  const int64_t chunks_a = a.rows * per_row, total = chunks_a + b.rows * per_row;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int64_t warps = gridDim.x * int64_t{blockDim.x} / 32;
+  const int64_t rows_total = a.rows + b.rows, chunks = k / 8;
   bool bad = false;
-  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < total; c += gridDim.x * int64_t{blockDim.x}) {
-    // Two call sites rather than a selected copy of the operand (which would live in local memory).
-    if (c < chunks_a) {
-      const int64_t row = c / per_row;
-      bad |= convert_chunk(a, row, (c - row * per_row) * kChunk, k, packed);
-    } else {
-      const int64_t local = c - chunks_a, row = local / per_row;
-      bad |= convert_chunk(b, row, (local - row * per_row) * kChunk, k, packed);
+  for (int64_t r = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) / 32; r < rows_total; r += warps) {
+    // Scalars selected one by one (a selected copy of a whole operand would live in local memory).
+    const bool is_a = r < a.rows;
+    const int64_t row = is_a ? r : r - a.rows;
+    const int64_t srow = row / (is_a ? a.rows_per_scale : b.rows_per_scale);
+    const int64_t scale_ld = is_a ? a.scale_ld : b.scale_ld;
+    const uint8_t* src = (is_a ? a.src : b.src) + row * (is_a ? a.ld : b.ld);
+    __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(is_a ? a.dst : b.dst) + row * k;
+    // Raw: byte (srow, group). Packed: word (group / 4, srow) holds groups 4s..4s+3, low byte first.
+    const uint8_t* scales = (is_a ? a.scales : b.scales) + (packed ? 4 * srow : srow * scale_ld);
+    for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kStepsInFlight) {
+      uint2 raw[kStepsInFlight];
+      uint32_t e[kStepsInFlight];
+#pragma unroll
+      for (int u = 0; u < kStepsInFlight; ++u) {
+        const int64_t c = c0 + 32 * u, group = c / 4;  // 4 chunks of 8 per 32-wide group
+        if (c < chunks) {
+          raw[u] = __ldg(reinterpret_cast<const uint2*>(src + 8 * c));
+          e[u] = __ldg(scales + (packed ? (group / 4) * scale_ld + (group % 4) : group));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kStepsInFlight; ++u) {
+        const int64_t c = c0 + 32 * u;
+        if (c < chunks) bad |= convert_store8(raw[u], e[u], dst + 8 * c);
+      }
     }
   }
   // Rare: one atomic per warp that saw an element bf16 cannot hold.
-  if (__any_sync(0xFFFFFFFFu, bad) && (threadIdx.x % 32) == 0) atomicOr(inexact, 1u);
+  if (__any_sync(0xFFFFFFFFu, bad) && lane == 0) atomicOr(inexact, 1u);
 }
 
 }  // namespace
 
 void mx_dequant_bf16(const MxDequantOperand& a, const MxDequantOperand& b, int64_t k, ScaleLayout layout,
                      uint32_t* inexact, int num_sms, cudaStream_t stream) {
-  const int64_t chunks = (a.rows + b.rows) * (k / kChunk);
-  // Memory-bound: enough 256-thread blocks on every SM to keep loads in flight.
-  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>((chunks + 255) / 256, int64_t{num_sms} * 8));
+  // One warp per row (8 per block), enough blocks for every SM's 2048 threads, grid-striding beyond.
+  const int64_t rows = a.rows + b.rows;
+  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>((rows + 7) / 8, int64_t{num_sms} * 8));
   mx_dequant_kernel<<<static_cast<unsigned>(grid), 256, 0, stream>>>(a, b, k, layout == ScaleLayout::kPacked,
                                                                       inexact);
   WEAVE_CHECK_LAUNCH();

@@ -219,25 +219,45 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
 }
 
 // mxfp8 route rule (weave/gemm.hpp): each route's modelled time, roofline-style: the larger of
-// its FLOPs at the rate weave's kernel reaches and its HBM bytes at an effective bandwidth, plus,
-// for the bf16 route, the conversion pass (read e4m3, write bf16: 3 bytes per element of A and B)
-// and a fixed cost for its extra launches (flag reset, conversion, guarded native launch). The
-// rates are weave's own, measured on the H200 in one run (docs/perf/gemm.md, issue 10): bf16
-// 600-790 TFLOPS, native mxfp8 390-435 raw, 8% faster packed.
+// its FLOPs at the rate weave's kernel reaches, derated by its plan's wave efficiency (work items
+// over waves x SMs: a last, partly filled wave costs a whole one), and its HBM bytes at an
+// effective bandwidth; for the bf16 route plus the conversion pass (read e4m3, write bf16: 3 bytes
+// per element of A and B) and a fixed cost for its extra launches (flag reset, conversion,
+// guarded native launch). The rates are weave's own, measured on the H200 (docs/perf/gemm.md,
+// issue 10): bf16 630-790 TFLOPS, native mxfp8 390-435 raw and ~8% more packed, the conversion
+// 3.3-3.9 TB/s.
 constexpr double kModelBf16Flops = 640e12;
 constexpr double kModelMxRawFlops = 410e12;
 constexpr double kModelMxPackedFlops = 440e12;
 constexpr double kModelHbmBytesPerS = 3.0e12;
+constexpr double kModelConvertBytesPerS = 3.5e12;
 constexpr double kModelRouteLaunchUs = 4.0;
 
-MxRouteModel mx_route_model(const GemmProblem& p) {
+static double wave_efficiency(const GemmPlan& plan, int num_sms) {
+  const int64_t items = plan.tiles * plan.split_k;
+  return static_cast<double>(items) / static_cast<double>(ceil_div(items, num_sms) * num_sms);
+}
+
+MxRouteModel mx_route_model(const GemmProblem& p, int num_sms) {
   const double m = static_cast<double>(p.m), n = static_cast<double>(p.n), k = static_cast<double>(p.k);
   const double flops = 2 * m * n * k, out = m * n * (p.out_dtype == DType::kF32 ? 4 : 2);
-  const double native_rate = p.scale_layout == ScaleLayout::kPacked ? kModelMxPackedFlops : kModelMxRawFlops;
   MxRouteModel r;
-  r.native_us = std::max(flops / native_rate, ((m + n) * k + out) / kModelHbmBytesPerS) * 1e6;
-  r.convert_us = 3 * (m + n) * k / kModelHbmBytesPerS * 1e6 + kModelRouteLaunchUs;
-  r.bf16_us = std::max(flops / kModelBf16Flops, (2 * (m + n) * k + out) / kModelHbmBytesPerS) * 1e6 + r.convert_us;
+  const auto native_cands = gemm_tile_candidates(p);
+  GemmProblem bf = p;
+  bf.mode = ScaleMode::kBF16;
+  bf.scale_layout = ScaleLayout::kRaw;
+  const auto bf16_cands = gemm_tile_candidates(bf);
+  if (!native_cands.empty()) {
+    const double rate = p.scale_layout == ScaleLayout::kPacked ? kModelMxPackedFlops : kModelMxRawFlops;
+    r.native_eff = wave_efficiency(gemm_plan_tiles(p, num_sms, {}, native_cands), num_sms);
+    r.native_us = std::max(flops / (rate * r.native_eff), ((m + n) * k + out) / kModelHbmBytesPerS) * 1e6;
+  }
+  if (!bf16_cands.empty()) {
+    r.bf16_eff = wave_efficiency(gemm_plan_tiles(bf, num_sms, {}, bf16_cands), num_sms);
+    r.convert_us = 3 * (m + n) * k / kModelConvertBytesPerS * 1e6 + kModelRouteLaunchUs;
+    r.bf16_us = std::max(flops / (kModelBf16Flops * r.bf16_eff), (2 * (m + n) * k + out) / kModelHbmBytesPerS) * 1e6 +
+                r.convert_us;
+  }
   return r;
 }
 
@@ -252,10 +272,10 @@ GemmPlan plan_mxfp8_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverr
     route = MxRoute::kNative;
     why << "(a forced tile or K split without a route names the native kernels)";
   } else {
-    const MxRouteModel r = mx_route_model(p);
+    const MxRouteModel r = mx_route_model(p, num_sms);
     route = r.bf16_us < r.native_us ? MxRoute::kBf16 : MxRoute::kNative;
-    why << "(modelled " << r.bf16_us << " us incl. " << r.convert_us << " us of conversion vs native " << r.native_us
-        << " us)";
+    why << "(modelled " << r.bf16_us << " us incl. " << r.convert_us << " us of conversion, wave efficiency "
+        << 100 * r.bf16_eff << "%, vs native " << r.native_us << " us at " << 100 * r.native_eff << "%)";
   }
   if (route == MxRoute::kNative) {
     GemmPlan plan = gemm_plan_tiles(p, num_sms, o, gemm_tile_candidates(p));

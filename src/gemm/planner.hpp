@@ -34,10 +34,12 @@ GemmPlan gemm_plan_tiles(const GemmProblem& problem, int num_sms, const GemmPlan
                          const std::vector<TileCandidate>& candidates);
 
 // mxfp8: the modelled time of each route (planner.cpp says how; `weave plan gemm` prints it).
+// A route whose kernels are not built in this build models as infinite.
 struct MxRouteModel {
-  double native_us = 0, bf16_us = 0, convert_us = 0;  // bf16_us includes convert_us
+  double native_us = 1e30, bf16_us = 1e30, convert_us = 0;  // bf16_us includes convert_us
+  double native_eff = 0, bf16_eff = 0;                        // wave efficiency of each route's plan
 };
-MxRouteModel mx_route_model(const GemmProblem& problem);
+MxRouteModel mx_route_model(const GemmProblem& problem, int num_sms);
 // The tiled plan of an mxfp8 problem on the route the overrides name or the model prefers.
 GemmPlan plan_mxfp8_tiles(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides);
 

@@ -406,7 +406,7 @@ TEST(GemmPlanMxRoute, ModelChoosesOverridesForceAndWorkspaceFits) {
   auto p = problem(8192, 7168, 2048, ScaleMode::kMxfp8);
   if (gemm::gemm_tile_candidates(p).empty() || gemm::gemm_tile_candidates(problem(1, 8, 32)).empty())
     GTEST_SKIP() << "narrowed build: mxfp8 or bf16 tiles not built";
-  const gemm::MxRouteModel big = gemm::mx_route_model(p);
+  const gemm::MxRouteModel big = gemm::mx_route_model(p, 132);
   EXPECT_LT(big.bf16_us, big.native_us);
   GemmPlan plan = gemm_plan(p, 132);
   EXPECT_TRUE(plan.mx_dequant) << plan.reason;

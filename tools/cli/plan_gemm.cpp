@@ -144,12 +144,12 @@ int run_plan_gemm(const PlanGemmOptions& o) {
   }
   std::printf("reason: %s\n", plan.reason.c_str());
   if (plan.mx_dequant) {
-    const gemm::MxRouteModel r = gemm::mx_route_model(p);
+    const gemm::MxRouteModel r = gemm::mx_route_model(p, o.sms);
     std::printf("mxfp8 route: bf16 (A and B converted to bf16 in the workspace; rerun on %s if a scale byte leaves "
                 "[10, 246]); modelled %.1f us (%.1f us conversion) vs native %.1f us\n",
                 plan.fallback_kernel.c_str(), r.bf16_us, r.convert_us, r.native_us);
   } else if (p.mode == ScaleMode::kMxfp8 && !plan.gemv) {
-    const gemm::MxRouteModel r = gemm::mx_route_model(p);
+    const gemm::MxRouteModel r = gemm::mx_route_model(p, o.sms);
     std::printf("mxfp8 route: native (fp8 kernel, promotion every 32 K); modelled %.1f us vs bf16 route %.1f us\n",
                 r.native_us, r.bf16_us);
   }

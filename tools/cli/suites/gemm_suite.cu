@@ -6,8 +6,9 @@
 //   blockscale   weave | cublaslt (1x128 / 128x128 block scaling) | cublaslt-ptpc (the fp8 speed
 //                of light on Hopper, on ptpc-quantised copies of the same fp32 data)
 //   mxfp8        weave (raw scales) | weave-packed (packed scales, with --layout packed) |
-//                weave-native / weave-packed-native (the same, forced onto the native fp8 kernel,
-//                so the planner's route choice is measured against the other route in one run) |
+//                weave-native / weave-packed-native (the same, forced onto the native fp8 kernel) |
+//                weave-bf16-route (raw, forced onto the bf16 route), so the planner's route
+//                choice is measured against both routes in one run |
 //                cublaslt-bs (cuBLASLt block-wise, the nearest vendor mode; Hopper has no MX mode) |
 //                weave-bs (our blockscale)
 // split-K plans (the planner's, e.g. where the output tiles leave SMs idle) get their workspace.
@@ -363,6 +364,9 @@ std::vector<ArmSpec> arms_for(ScaleMode mode, const std::vector<ScaleLayout>& la
         const std::string name = l == ScaleLayout::kRaw ? "weave" : "weave-packed";
         arms.push_back({name, mode, true, l});
         arms.push_back({name + "-native", mode, true, l, MxRoute::kNative});
+        // The route forced too (raw only: packed differs only in how the conversion reads scales),
+        // so a shape where the planner keeps native shows what the route would have cost.
+        if (l == ScaleLayout::kRaw) arms.push_back({"weave-bf16-route", mode, true, l, MxRoute::kBf16});
       }
       arms.push_back({"cublaslt-bs", ScaleMode::kBlockscale, false});
       arms.push_back({"weave-bs", ScaleMode::kBlockscale, true});
