@@ -8,14 +8,10 @@
 #include <algorithm>
 
 #include "common/check.hpp"
+#include "common/ue8m0.cuh"
 
 namespace weave::gemm {
 namespace {
-
-// 2^(e - 127) in fp32; e = 0 is the subnormal 2^-127, e = 255 NaN (as the native kernel reads it).
-__device__ __forceinline__ float scale_of(uint32_t e) {
-  return __uint_as_float(e == 0 ? 0x00400000u : (e == 255 ? 0x7FFFFFFFu : e << 23));
-}
 
 // Whether a block scaled by byte e holds e4m3 values the conversion may not carry exactly: for e in
 // [10, 246] every e4m3 value x 2^(e - 127) is a normal fp32 and bf16 number on bf16's grid
@@ -40,7 +36,7 @@ __device__ __forceinline__ bool any_finite_nonzero(uint4 raw) {
 // Converts 8 loaded elements with scale byte e and stores them (16 bytes); returns whether the
 // rerun rule above fired (checked only under an out-of-range scale: the common case pays nothing).
 __device__ __forceinline__ bool convert_store8(uint2 raw, uint32_t e, __nv_bfloat16* dst) {
-  const float s = scale_of(e);
+  const float s = ue8m0_to_f32(e);  // as the native kernel reads it
   const uint32_t words[2] = {raw.x, raw.y};
   uint32_t out[4];
 #pragma unroll

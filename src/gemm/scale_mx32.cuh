@@ -27,6 +27,7 @@
 #include <cstdint>
 
 #include "gemm/kernel_args.hpp"
+#include "common/ue8m0.cuh"
 #include "gemm/mx_raw_copy.hpp"
 #include "gemm/scale_policy.cuh"
 #include "hopper/ptx/ld_st.cuh"
@@ -35,12 +36,6 @@
 namespace weave::gemm {
 
 enum class MxLayout { kRaw, kPacked };
-
-// 2^(e - 127) in fp32 from the exponent bits: e = 0 is the subnormal 2^-127, e = 255 NaN.
-__device__ __forceinline__ float ue8m0_to_f32(uint32_t e) {
-  const uint32_t bits = e == 0 ? 0x00400000u : (e == 255 ? 0x7FFFFFFFu : e << 23);
-  return __uint_as_float(bits);
-}
 
 // The scale words one consumer thread needs for one stage: its two accumulator-fragment rows of
 // A (r, r + 8) and the tile's four 32-row blocks of B. Byte g of a word is K group 4 * kb + g.

@@ -47,6 +47,7 @@
 
 #include <cstdint>
 
+#include "common/ue8m0.cuh"
 #include "gemv/gemv_params.hpp"
 #include "hopper/ptx/sync_mma_ld.cuh"
 
@@ -58,12 +59,6 @@ namespace weave::detail::gemv {
 // split), so bf16 keeps 4; the planner's splits are calibrated for these depths.
 __host__ __device__ constexpr int in_flight_steps(ScaleMode mode, int tiles) {
   return mode != ScaleMode::kBF16 && tiles == 1 ? 8 : 4;
-}
-
-__device__ __forceinline__ float ue8m0_to_f32(uint32_t e) {
-  // 2^(e-127); e = 0 is the subnormal 2^-127 (bit 22), e = 255 is NaN (OCP MX).
-  if (e == 255u) return __int_as_float(0x7FFFFFFF);
-  return e == 0u ? __int_as_float(0x00400000) : __int_as_float(static_cast<int>(e << 23));
 }
 
 // Loads `count` values (load(idx) -> float) and stores them (store(idx, v)), kBatch loads per
