@@ -194,5 +194,37 @@ TEST(GemmSanitizer, EveryInstanceOnce) {
         if (split > 1) EXPECT_TRUE(ws.guard_intact()) << inst.name;
       }
     }
+    if (mode != ScaleMode::kMxfp8) continue;
+    // The mxfp8 bf16 route once per layout and output (its conversion kernel, the bf16 kernel on
+    // the workspace copies, the guarded native launch), and once with operands that make the
+    // guarded launch run (a scale byte outside [10, 246] on non-zero elements; 5, not one near 255:
+    // 448 x 2^(250 - 127) would overflow fp32 on every route, so no output could be right).
+    for (bool rerun : {false, true}) {
+      OperandSet ro = make_operands(mode, 129, 264, k, 43, false);
+      if (rerun) {
+        ro.qa.ue8m0[0] = 5;  // row 0, group 0: 2^-122, below the range the conversion keeps exact
+        finish_mx_operands(ro);
+        compute_reference(ro);
+      }
+      for (ScaleLayout layout : {ScaleLayout::kRaw, ScaleLayout::kPacked})
+        for (DType out : {DType::kBF16, DType::kF32}) {
+          GemmProblem p = ro.p;
+          p.out_dtype = out;
+          p.scale_layout = layout;
+          Guarded c(p.m * p.n * dtype_bytes(out));
+          Gemm g(p, ro.va, ro.vb, ro.scales_for(layout), TensorView::matrix(c.get(), out, p.m, p.n, 0),
+                 GemmPlanOverrides{.mx_route = MxRoute::kBf16});
+          const Guarded ws = attach_workspace(g);
+          const RepeatResult r = run_repeated(g, ro, c, out, 1, nullptr);
+          const std::string what = std::string("bf16 route ") + std::string(to_string(layout)) + " " +
+                                   std::string(to_string(out)) + (rerun ? " (rerun)" : "");
+          EXPECT_EQ(r.bad_runs, 0) << what;
+          EXPECT_TRUE(c.guard_intact()) << what;
+          EXPECT_TRUE(ws.guard_intact()) << what;
+          uint32_t flag = 0;
+          EXPECT_EQ(cudaMemcpy(&flag, ws.get(), 4, cudaMemcpyDeviceToHost), cudaSuccess);
+          EXPECT_EQ(flag, rerun ? 1u : 0u) << what;
+        }
+    }
   }
 }

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "bench/cublaslt.hpp"
 #include "gemm/dispatch.hpp"
@@ -44,12 +46,21 @@ void time_shape(ScaleMode mode, PerfShape s, int l2_bytes) {
       variants.push_back({"tile " + std::to_string(inst.block_m) + "x" + std::to_string(inst.block_n),
                           GemmPlanOverrides{.block_m = inst.block_m, .block_n = inst.block_n}});
   for (int g : {2, 4, 16, 64}) variants.push_back({"group " + std::to_string(g), GemmPlanOverrides{.group_rows = g}});
+  // K splits the planner may not take (its rule keeps >= 1024 K elements per split).
+  const int64_t k_blocks = (s.k + (mode == ScaleMode::kBF16 ? 63 : 127)) / (mode == ScaleMode::kBF16 ? 64 : 128);
+  for (int split : {2, 3, 4})
+    if (split <= k_blocks) variants.push_back({"split " + std::to_string(split), GemmPlanOverrides{.split_k = split}});
   std::vector<std::vector<std::unique_ptr<Gemm>>> gemm_sets(variants.size());
+  std::vector<bench::DeviceBuffer> workspaces(variants.size());
   std::vector<bench::Arm> arms;
   for (size_t v = 0; v < variants.size(); ++v) {
     for (int i = 0; i < copies; ++i)
       gemm_sets[v].push_back(std::make_unique<Gemm>(p, a.view, b[i].view, GemmScales{a.scale_view, b[i].scale_view},
                                                     cw, variants[v].second));
+    if (const std::size_t ws = gemm_sets[v][0]->workspace_bytes(); ws > 0) {
+      workspaces[v] = bench::DeviceBuffer(ws);
+      for (auto& g : gemm_sets[v]) g->set_workspace(workspaces[v].get(), ws);
+    }
     auto* set = &gemm_sets[v];
     arms.push_back({variants[v].first, [set, copies](cudaStream_t st, int call) { (*set)[call % copies]->run(st); }});
   }
@@ -116,8 +127,23 @@ TEST(GemmPerf, AgainstCublasLt) {
   if (on == nullptr || std::string(on) != "1") GTEST_SKIP() << "set WEAVE_GEMM_PERF=1 to time";
   int l2 = 0;
   cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0);
-  const PerfShape shapes[] = {{8192, 8192, 8192}, {8192, 5120, 2048}, {16384, 2048, 7168},
-                              {2048, 2048, 7168}, {8192, 7168, 640},  {64, 8192, 1280}};
+  std::vector<PerfShape> shapes = {{8192, 8192, 8192}, {8192, 5120, 2048}, {16384, 2048, 7168},
+                                   {2048, 2048, 7168}, {8192, 7168, 640},  {64, 8192, 1280}};
+  // WEAVE_GEMM_PERF_SHAPES=MxNxK,... narrows the list (e.g. to the small-M shapes).
+  if (const char* list = std::getenv("WEAVE_GEMM_PERF_SHAPES"); list != nullptr && *list != 0) {
+    shapes.clear();
+    std::string rest = list;
+    while (!rest.empty()) {
+      const std::string one = rest.substr(0, rest.find(','));
+      rest = rest.find(',') == std::string::npos ? "" : rest.substr(rest.find(',') + 1);
+      PerfShape sh{};
+      ASSERT_EQ(std::sscanf(one.c_str(), "%lldx%lldx%lld", reinterpret_cast<long long*>(&sh.m),
+                            reinterpret_cast<long long*>(&sh.n), reinterpret_cast<long long*>(&sh.k)),
+                3)
+          << "WEAVE_GEMM_PERF_SHAPES: '" << one << "' is not MxNxK";
+      shapes.push_back(sh);
+    }
+  }
   for (ScaleMode mode : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale})
     for (const auto& s : shapes) time_shape(mode, s, l2);
 }
