@@ -14,6 +14,8 @@ set(WEAVE_GEMM_INSTANCE_SPECS
   "bf16 bf16 128x128" "bf16 bf16 128x256" "bf16 bf16 256x128"
   "bf16 fp32 128x128" "bf16 fp32 128x256" "bf16 fp32 256x128"
   "ptpc bf16 128x128" "ptpc bf16 256x128" "ptpc fp32 128x128" "ptpc fp32 256x128"
+  # Narrow tiles for small M / N (the planner's wave rule takes them where 128-wide tiles idle SMs).
+  "bf16 bf16 128x64" "bf16 fp32 128x64" "ptpc bf16 128x64" "ptpc fp32 128x64"
   "blockscale bf16 128x128" "blockscale bf16 256x128" "blockscale fp32 128x128" "blockscale fp32 256x128"
   "mxfp8_raw bf16 128x128" "mxfp8_raw fp32 128x128" "mxfp8_packed bf16 128x128" "mxfp8_packed fp32 128x128"
   # GemmAllGather fused-lsa: the 128x128 tile of every input mode (bf16 -> bf16 / fp32, fp8 -> bf16).

@@ -4,8 +4,8 @@
 // with the least modelled time
 //     waves x tile area / efficiency,   waves = ceil(tiles / num_sms)
 // (the persistent CTAs run the tiles in waves; a last, partly filled wave costs a whole one).
-// efficiency is 1 for 128x128 and kLargeTileEfficiency for the 32K-element tiles (128x256,
-// 256x128): measured on the H200 with every tile forced at 6 shapes (tests/gpu GemmPerf), a
+// efficiency is 1 for 128x128, kSmallTileEfficiency* for 128x64 and kLargeTileEfficiency for the
+// 32K-element tiles (128x256, 256x128): measured on the H200 with every tile forced at 6 shapes (tests/gpu GemmPerf), a
 // 256x128 fp8 tile does 1.19-1.30x the work per unit time of 128x128, a bf16 large tile 1.00-1.03x.
 // Ties go to the larger area, then the one that wastes less padding, then the wider-N tile. So a
 // grid below the SM count wins where it saves a wave (2048x2048 fp8: 128 tiles of 256x128 in one
@@ -37,6 +37,13 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Relative work per unit time of a 32K-element tile against a 128x128 one (see the tile rule).
 constexpr double kLargeTileEfficiencyFp8 = 1.2;
 constexpr double kLargeTileEfficiencyBf16 = 1.02;
+// The same for the narrow 128x64 tile, measured on the H200 with every tile forced (GemmPerf,
+// docs/perf/gemm.md): where both fit in one wave, ptpc's 128x64 ran 1.03-1.23x faster than 128x128
+// with twice the tiles (efficiency 0.56-0.62 per tile), so fp8 takes it where it doubles the SMs
+// in use; bf16's ran 0.92-1.26x (0.46-0.63), so bf16 counts it at 0.5, which leaves it only where
+// it saves a whole wave (a tie goes to the larger tile).
+constexpr double kSmallTileEfficiencyFp8 = 0.6;
+constexpr double kSmallTileEfficiencyBf16 = 0.5;
 
 // Row blocks per group of the L2-friendly tile order (GroupedRowsScheduler).
 constexpr int kDefaultGroupRows = 8;
@@ -129,10 +136,12 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
       return x.block_n > y.block_n;
     };
     const double large_eff = p.mode == ScaleMode::kBF16 ? kLargeTileEfficiencyBf16 : kLargeTileEfficiencyFp8;
+    const double small_eff = p.mode == ScaleMode::kBF16 ? kSmallTileEfficiencyBf16 : kSmallTileEfficiencyFp8;
     auto waves_of = [&](const TileCandidate& c) { return ceil_div(tiles_of(c), num_sms); };
     auto cost_of = [&](const TileCandidate& c) {
       const double area = static_cast<double>(c.block_m) * c.block_n;
-      return static_cast<double>(waves_of(c)) * area / (area > 128.0 * 128.0 ? large_eff : 1.0);
+      const double eff = area > 128.0 * 128.0 ? large_eff : (area < 128.0 * 128.0 ? small_eff : 1.0);
+      return static_cast<double>(waves_of(c)) * area / eff;
     };
     for (const auto& c : cands) {
       if (pick == nullptr) {

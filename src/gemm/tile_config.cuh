@@ -20,6 +20,13 @@ struct InE4m3 {
 template <class In, int N>
 struct Wgmma;
 template <>
+struct Wgmma<InBf16, 64> {
+  static constexpr int kAcc = 32;
+  __device__ __forceinline__ static void mma(float (&d)[32], uint64_t a, uint64_t b, uint32_t acc) {
+    ptx::wgmma_mma_async_sync_aligned_m64n64k16_f32_bf16_bf16(d, a, b, acc);
+  }
+};
+template <>
 struct Wgmma<InBf16, 128> {
   static constexpr int kAcc = 64;
   __device__ __forceinline__ static void mma(float (&d)[64], uint64_t a, uint64_t b, uint32_t acc) {
@@ -31,6 +38,13 @@ struct Wgmma<InBf16, 256> {
   static constexpr int kAcc = 128;
   __device__ __forceinline__ static void mma(float (&d)[128], uint64_t a, uint64_t b, uint32_t acc) {
     ptx::wgmma_mma_async_sync_aligned_m64n256k16_f32_bf16_bf16(d, a, b, acc);
+  }
+};
+template <>
+struct Wgmma<InE4m3, 64> {
+  static constexpr int kAcc = 32;
+  __device__ __forceinline__ static void mma(float (&d)[32], uint64_t a, uint64_t b, uint32_t acc) {
+    ptx::wgmma_mma_async_sync_aligned_m64n64k32_f32_e4m3_e4m3(d, a, b, acc);
   }
 };
 template <>
@@ -67,7 +81,9 @@ struct TileShape {
   static constexpr int kBTileBytes = BN * 128;
   static constexpr int kStageBytes = kATileBytes + kBTileBytes;
   static_assert(BM == 128 || BM == 256, "tile rows: 128 or 256");
-  static_assert(BN == 128 || BN == 256, "tile columns: 128 or 256");
+  // 64: narrow tiles for small M and N, where 128-wide tiles leave SMs idle (bf16 and ptpc only:
+  // blockscale and mxfp8 tiles hold whole 128- / 32-row B scale blocks per 128 columns).
+  static_assert(BN == 64 || BN == 128 || BN == 256, "tile columns: 64, 128 or 256");
   using Mma = Wgmma<In, BN>;
 };
 

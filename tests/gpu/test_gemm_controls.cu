@@ -28,10 +28,13 @@ RepeatResult run_planned(const OperandSet& o, DType out, int repeats, std::strin
   p.out_dtype = out;
   p.scale_layout = layout;
   Guarded c(p.m * p.n * dtype_bytes(out));
-  // split_k = 1: the negative control targets the GEMM kernel's own pipeline.
-  Gemm g(p, o.va, o.vb, o.scales_for(layout), TensorView::matrix(c.get(), out, p.m, p.n, 0),
-         GemmPlanOverrides{.split_k = 1});
+  // split_k = 1: the negative control targets the GEMM kernel's own pipeline (mxfp8: its native
+  // fp8 kernel, not the bf16 route's kernel).
+  GemmPlanOverrides ov{.split_k = 1};
+  if (p.mode == ScaleMode::kMxfp8) ov.mx_route = MxRoute::kNative;
+  Gemm g(p, o.va, o.vb, o.scales_for(layout), TensorView::matrix(c.get(), out, p.m, p.n, 0), ov);
   if (kernel) *kernel = g.plan().kernel;
+  const Guarded ws = attach_workspace(g);
   return run_repeated(g, o, c, out, repeats, nullptr);
 }
 

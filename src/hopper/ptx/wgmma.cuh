@@ -54,6 +54,32 @@ __device__ __forceinline__ uint64_t wgmma_desc_k_major_sw128(uint32_t smem_addr)
   return desc;
 }
 
+// wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16: D[64x64] (+)= A[64x16] * B[16x64], A and B
+// from shared memory (descriptors), K-major, no transpose; D accumulates iff scale_d != 0.
+__device__ __forceinline__ void wgmma_mma_async_sync_aligned_m64n64k16_f32_bf16_bf16(float (&d)[32], uint64_t desc_a,
+                                                                 uint64_t desc_b, uint32_t scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16\n"
+      "{%0, %1, %2, %3, %4, %5, %6, %7,"
+      "%8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23,"
+      "%24, %25, %26, %27, %28, %29, %30, %31},\n"
+      "%32, %33, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
+        "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
 // wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16: D[64x128] (+)= A[64x16] * B[16x128], A and B
 // from shared memory (descriptors), K-major, no transpose; D accumulates iff scale_d != 0.
 __device__ __forceinline__ void wgmma_mma_async_sync_aligned_m64n128k16_f32_bf16_bf16(float (&d)[64], uint64_t desc_a,
@@ -151,6 +177,32 @@ __device__ __forceinline__ void wgmma_mma_async_sync_aligned_m64n256k16_f32_bf16
         "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]),
         "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3: D[64x64] (+)= A[64x32] * B[32x64], A and B
+// from shared memory (descriptors), K-major, no transpose; D accumulates iff scale_d != 0.
+__device__ __forceinline__ void wgmma_mma_async_sync_aligned_m64n64k32_f32_e4m3_e4m3(float (&d)[32], uint64_t desc_a,
+                                                                 uint64_t desc_b, uint32_t scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3\n"
+      "{%0, %1, %2, %3, %4, %5, %6, %7,"
+      "%8, %9, %10, %11, %12, %13, %14, %15,"
+      "%16, %17, %18, %19, %20, %21, %22, %23,"
+      "%24, %25, %26, %27, %28, %29, %30, %31},\n"
+      "%32, %33, p, 1, 1;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]),
+        "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]),
+        "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+        "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
