@@ -38,7 +38,7 @@ struct Gemm::Impl {
   detail::GemvArgs gemv{};
   bool drop_wait = false;
   bool skip_mx_rerun = false;  // debug negative control (WEAVE_GEMM_DEBUG_SKIP_MX_RERUN)
-  void* workspace = nullptr;  // split-K partials (set_workspace)
+  void* workspace = nullptr;  // the caller's (set_workspace; layout at the top of this file)
   std::size_t workspace_size = 0;
   gemm::StoreLocalParams split_epi{};  // the epilogue over the workspace planes (split-K only)
   void* c = nullptr;                   // C and its leading dimension (the split-K reduction's output)
@@ -139,8 +139,8 @@ static void fill_args(const GemmProblem& p, const GemmPlan& plan, bool drop_wait
   }
   if (plan.mx_dequant) {
     // The bf16 kernel's main loop reads the workspace copies (set_workspace builds it); the
-    // conversion and the guarded native rerun read the caller's operands.
-    // set_workspace's parts (the copies' addresses, the flag) survive re-pointed operands.
+    // conversion and the guarded native rerun read the caller's operands. What set_workspace
+    // filled in (the copies' addresses, the flag) survives re-pointed operands.
     void* const a_copy = out.dq_a.dst;
     void* const b_copy = out.dq_b.dst;
     const uint32_t* const flag = out.native_args.main.run_if_flag;
@@ -195,7 +195,8 @@ Gemm::Gemm(const GemmProblem& problem, TensorView a, TensorView b, GemmScales sc
     im.native_instance = instance_named(im.native_plan.kernel);
     prepare_on(*im.native_instance, im.device);
   }
-  fill_args(problem, im.plan, im.drop_wait, ArgsOut{im.args, im.gemv, im.c, im.ldc, im.dq_a, im.dq_b, im.native_args, im.native_plan}, a, b, scales, c);
+  fill_args(problem, im.plan, im.drop_wait,
+            ArgsOut{im.args, im.gemv, im.c, im.ldc, im.dq_a, im.dq_b, im.native_args, im.native_plan}, a, b, scales, c);
 }
 
 Gemm::~Gemm() = default;
@@ -208,7 +209,8 @@ void Gemm::set_operands(TensorView a, TensorView b, GemmScales scales, TensorVie
   check_operands(impl_->problem, a, b, scales, c, impl_->device);
   auto& im = *impl_;
   if (im.plan.gemv) gemm::check_gemv_scales(im.problem, scales);
-  fill_args(im.problem, im.plan, im.drop_wait, ArgsOut{im.args, im.gemv, im.c, im.ldc, im.dq_a, im.dq_b, im.native_args, im.native_plan}, a, b, scales, c);
+  fill_args(im.problem, im.plan, im.drop_wait,
+            ArgsOut{im.args, im.gemv, im.c, im.ldc, im.dq_a, im.dq_b, im.native_args, im.native_plan}, a, b, scales, c);
 }
 
 std::size_t gemm_workspace_bytes(const GemmProblem& problem, const GemmPlan& plan) {
