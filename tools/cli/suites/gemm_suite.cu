@@ -648,7 +648,7 @@ void add_gemm_suite(CLI::App& bench, BenchOptions& common) {
       ->delimiter(',')
       ->capture_default_str();
   app->add_option("--out", o.outs, "output dtypes: bf16, fp32")->delimiter(',')->capture_default_str();
-  app->add_option("--layout", o.layouts, "mxfp8 scale layouts to measure: raw, packed (one weave arm each)")
+  app->add_option("--layout", o.layouts, "mxfp8 scale layouts to measure: raw, packed (per layout: the planner's route and the native kernel forced; raw also the bf16 route forced)")
       ->delimiter(',')
       ->capture_default_str();
   app->add_flag("--fast-accum", o.fast_accum,
