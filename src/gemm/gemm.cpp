@@ -28,29 +28,6 @@
 
 namespace weave {
 
-struct Gemm::Impl {
-  GemmProblem problem;
-  GemmPlan plan;
-  int device = -1;
-  int num_sms = 0;
-  const gemm::GemmInstance* instance = nullptr;  // null on the GEMV path
-  gemm::LocalKernelArgs args{};
-  detail::GemvArgs gemv{};
-  bool drop_wait = false;
-  bool skip_mx_rerun = false;  // debug negative control (WEAVE_GEMM_DEBUG_SKIP_MX_RERUN)
-  void* workspace = nullptr;  // the caller's (set_workspace; layout at the top of this file)
-  std::size_t workspace_size = 0;
-  gemm::StoreLocalParams split_epi{};  // the epilogue over the workspace planes (split-K only)
-  void* c = nullptr;                   // C and its leading dimension (the split-K reduction's output)
-  int64_t ldc = 0;
-  // mxfp8 bf16 route (plan.mx_dequant): the conversion's operands (their dst set by
-  // set_workspace), and the guarded native rerun.
-  gemm::MxDequantOperand dq_a{}, dq_b{};
-  GemmPlan native_plan;
-  const gemm::GemmInstance* native_instance = nullptr;
-  gemm::LocalKernelArgs native_args{};
-};
-
 namespace {
 constexpr std::size_t kWorkspaceAlign = 1024;
 std::size_t align_up(std::size_t x) { return (x + kWorkspaceAlign - 1) / kWorkspaceAlign * kWorkspaceAlign; }
@@ -75,7 +52,33 @@ WorkspaceLayout workspace_layout(const GemmProblem& p, const GemmPlan& plan) {
   w.total = at;
   return w;
 }
+}  // namespace
 
+struct Gemm::Impl {
+  GemmProblem problem;
+  GemmPlan plan;
+  int device = -1;
+  int num_sms = 0;
+  const gemm::GemmInstance* instance = nullptr;  // null on the GEMV path
+  gemm::LocalKernelArgs args{};
+  detail::GemvArgs gemv{};
+  bool drop_wait = false;
+  bool skip_mx_rerun = false;  // debug negative control (WEAVE_GEMM_DEBUG_SKIP_MX_RERUN)
+  WorkspaceLayout ws_layout;   // what this plan needs where (fixed at construction)
+  void* workspace = nullptr;  // the caller's (set_workspace; layout at the top of this file)
+  std::size_t workspace_size = 0;
+  gemm::StoreLocalParams split_epi{};  // the epilogue over the workspace planes (split-K only)
+  void* c = nullptr;                   // C and its leading dimension (the split-K reduction's output)
+  int64_t ldc = 0;
+  // mxfp8 bf16 route (plan.mx_dequant): the conversion's operands (their dst set by
+  // set_workspace), and the guarded native rerun.
+  gemm::MxDequantOperand dq_a{}, dq_b{};
+  GemmPlan native_plan;
+  const gemm::GemmInstance* native_instance = nullptr;
+  gemm::LocalKernelArgs native_args{};
+};
+
+namespace {
 const gemm::GemmInstance* instance_named(const std::string& name) {
   for (const auto& i : gemm::gemm_instances())
     if (name == i.name) return &i;
@@ -171,6 +174,7 @@ Gemm::Gemm(const GemmProblem& problem, TensorView a, TensorView b, GemmScales sc
   check_operands(problem, a, b, scales, c, im.device);
   WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&im.num_sms, cudaDevAttrMultiProcessorCount, im.device));
   im.plan = gemm_plan(problem, im.num_sms, overrides);
+  im.ws_layout = workspace_layout(problem, im.plan);
   if (im.plan.gemv) gemm::check_gemv_scales(problem, scales);
   im.drop_wait = env::get_bool("WEAVE_GEMM_DEBUG_DROP_WAIT", false);
   if (im.drop_wait)
@@ -217,15 +221,12 @@ std::size_t gemm_workspace_bytes(const GemmProblem& problem, const GemmPlan& pla
   return workspace_layout(problem, plan).total;
 }
 
-std::size_t Gemm::workspace_bytes() const {
-  const auto& im = *impl_;
-  return workspace_layout(im.problem, im.plan).total;
-}
+std::size_t Gemm::workspace_bytes() const { return impl_->ws_layout.total; }
 
 void Gemm::set_workspace(void* workspace, std::size_t bytes) {
   auto& im = *impl_;
   WEAVE_EXPECT_ARG(bytes == 0 || workspace != nullptr, "argument 'workspace': null with " << bytes << " bytes");
-  const WorkspaceLayout lay = workspace_layout(im.problem, im.plan);
+  const WorkspaceLayout& lay = im.ws_layout;
   const std::size_t need = lay.total;
   if (need > 0) {
     WEAVE_EXPECT_ARG(workspace != nullptr && bytes >= need,
@@ -276,7 +277,7 @@ void Gemm::run(cudaStream_t stream) const {
     return;
   }
   const bool needs_workspace = im.plan.split_k > 1 || im.plan.mx_dequant;
-  WEAVE_EXPECT(!needs_workspace || (im.workspace != nullptr && im.workspace_size >= workspace_bytes()),
+  WEAVE_EXPECT(!needs_workspace || (im.workspace != nullptr && im.workspace_size >= im.ws_layout.total),
                Status::kInvalidArgument,
                "Gemm::run: the plan (" << workspace_purpose() << ") needs a device workspace of " << workspace_bytes()
                                        << " bytes; call Gemm::set_workspace(ptr, bytes) with bytes >= "
@@ -295,8 +296,7 @@ void Gemm::run(cudaStream_t stream) const {
     gemm::LocalKernelArgs args = im.args;
     args.epi = im.split_epi;
     im.instance->launch(args, im.plan.grid, stream);
-    const WorkspaceLayout lay = workspace_layout(im.problem, im.plan);
-    gemm::split_k_reduce(reinterpret_cast<const float*>(static_cast<const uint8_t*>(im.workspace) + lay.partials),
+    gemm::split_k_reduce(reinterpret_cast<const float*>(static_cast<const uint8_t*>(im.workspace) + im.ws_layout.partials),
                          im.problem.m, im.problem.n, im.plan.split_k, im.c, im.ldc, im.problem.out_dtype, im.num_sms,
                          stream);
   }

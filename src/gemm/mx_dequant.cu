@@ -20,11 +20,11 @@ namespace {
 // (conservative: the native kernel then reruns the call). An 0xFF
 // scale is NaN for the whole block in both kernels, so it is not a reason to rerun.
 __device__ __forceinline__ bool scale_outside_exact_range(uint32_t e) { return e < 10 || (e > 246 && e != 255); }
-__device__ __forceinline__ bool any_finite_nonzero(uint4 raw) {
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+__device__ __forceinline__ bool any_finite_nonzero(uint2 raw) {
+  const uint32_t words[2] = {raw.x, raw.y};
   bool any = false;
 #pragma unroll
-  for (int w = 0; w < 4; ++w)
+  for (int w = 0; w < 2; ++w)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const uint32_t mag = (words[w] >> (8 * i)) & 0x7Fu;  // 0: +-0; 0x7F: NaN
@@ -51,7 +51,7 @@ __device__ __forceinline__ bool convert_store8(uint2 raw, uint32_t e, __nv_bfloa
     }
   }
   *reinterpret_cast<uint4*>(dst) = make_uint4(out[0], out[1], out[2], out[3]);
-  return scale_outside_exact_range(e) && any_finite_nonzero(make_uint4(raw.x, raw.y, 0, 0));
+  return scale_outside_exact_range(e) && any_finite_nonzero(raw);
 }
 
 // Loop steps each lane has in flight (all loaded before any is converted): a memory-bound kernel

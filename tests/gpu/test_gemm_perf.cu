@@ -136,12 +136,10 @@ TEST(GemmPerf, AgainstCublasLt) {
     while (!rest.empty()) {
       const std::string one = rest.substr(0, rest.find(','));
       rest = rest.find(',') == std::string::npos ? "" : rest.substr(rest.find(',') + 1);
-      PerfShape sh{};
-      ASSERT_EQ(std::sscanf(one.c_str(), "%lldx%lldx%lld", reinterpret_cast<long long*>(&sh.m),
-                            reinterpret_cast<long long*>(&sh.n), reinterpret_cast<long long*>(&sh.k)),
-                3)
+      long long m = 0, n = 0, k = 0;
+      ASSERT_EQ(std::sscanf(one.c_str(), "%lldx%lldx%lld", &m, &n, &k), 3)
           << "WEAVE_GEMM_PERF_SHAPES: '" << one << "' is not MxNxK";
-      shapes.push_back(sh);
+      shapes.push_back({m, n, k});
     }
   }
   for (ScaleMode mode : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale})
