@@ -269,8 +269,73 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           Scale::promote(acc[0], set1, w, 3);
           ps.advance();
         }
+      } else if constexpr (Tile::kSlices == 1 && Scale::kWhere == ScaleWhere::kEpilogue) {
+        // fp8 ptpc, one m64 slice per consumer warpgroup (128-row tiles): promotion once per
+        // 128-wide K block as below, but into two block accumulators, so the warpgroup keeps one
+        // stage's wgmmas in flight while it promotes the stage before. Per stage s:
+        //
+        //   wait full[s]; issue 4 wgmma -> blk[s % 2]; commit
+        //   wait_group 1 (the previous stage's group is done); release it; acc += blk[(s - 1) % 2]
+        //
+        // Why (docs/perf/gemm.md "step 3"): a warpgroup that waited for its own group before
+        // promoting left the tensor cores one warp's dependent wgmma chain per SM sub-partition
+        // while it promoted; 128x128 ptpc ran 1.2x slower than 256x128. Registers: acc + two sets
+        // = 3 x kAcc (192 at 128x128). The loop is unrolled by two so each set keeps its registers:
+        // set A is in flight across the back edge, never copied (the mxfp8 notes say what a copied
+        // in-flight set costs). Blockscale keeps the path below: measured, this schedule made its
+        // 128x128 tile 3-10% slower (its consumers wait for data, not for the tensor cores, and a
+        // stage is held until the next one has landed).
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) acc[0][i] = 0.0f;
+        float blk_a[kAcc], blk_b[kAcc];
+        auto issue_stage = [&](float(&blk)[kAcc], uint32_t s, uint32_t phase) {
+          if (!drop_wait) wait_full(s, phase);
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
+          ptx::wgmma_fence_sync_aligned();
+#pragma unroll
+          for (int ks = 0; ks < Tile::kKSteps; ++ks) Mma::mma(blk, desc_a(s, 0, ks), desc_b(s, ks), ks > 0 ? 1u : 0u);
+          ptx::wgmma_commit_group_sync_aligned();
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
+          if (drop_wait) wait_full(s, phase);
+        };
+        // After the wait for `blk`'s group: release its stage, add it into the sums.
+        auto promote_stage = [&](float(&blk)[kAcc], uint32_t s) {
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
+          release(s);
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) acc[0][i] += blk[i];
+        };
+        uint32_t stage_a = ps.stage, stage_b = 0;
+        issue_stage(blk_a, stage_a, ps.phase);
+        ps.advance();
+        for (int kb = kb_begin;; kb += 2) {
+          if (kb + 1 >= kb_end) {
+            ptx::wgmma_wait_group_sync_aligned<0>();
+            promote_stage(blk_a, stage_a);
+            break;
+          }
+          stage_b = ps.stage;
+          issue_stage(blk_b, stage_b, ps.phase);
+          ps.advance();
+          ptx::wgmma_wait_group_sync_aligned<1>();
+          promote_stage(blk_a, stage_a);
+          if (kb + 2 >= kb_end) {
+            ptx::wgmma_wait_group_sync_aligned<0>();
+            promote_stage(blk_b, stage_b);
+            break;
+          }
+          stage_a = ps.stage;
+          issue_stage(blk_a, stage_a, ps.phase);
+          ps.advance();
+          ptx::wgmma_wait_group_sync_aligned<1>();
+          promote_stage(blk_b, stage_b);
+        }
       } else {
-        // fp8 ptpc and blockscale: promotion once per 128-wide K block. Hopper's fp8 wgmma
+        // fp8 blockscale (every tile) and ptpc 256-row tiles (two slices per warpgroup leave no
+        // registers for a second block set): promotion once per 128-wide K block. Hopper's fp8 wgmma
         // accumulates with reduced precision, so an accumulator carried over all of K loses
         // accuracy with K (docs/gemm.md): each m64 slice's four k32 wgmmas of a stage go into one
         // fresh set `blk`, which is then added into the fp32 sums, times the block's scales for

@@ -5,8 +5,9 @@
 //     waves x tile area / efficiency,   waves = ceil(tiles / num_sms)
 // (the persistent CTAs run the tiles in waves; a last, partly filled wave costs a whole one).
 // efficiency is 1 for 128x128, kSmallTileEfficiency* for 128x64 and kLargeTileEfficiency for the
-// 32K-element tiles (128x256, 256x128): measured on the H200 with every tile forced at 6 shapes (tests/gpu GemmPerf), a
-// 256x128 fp8 tile does 1.19-1.30x the work per unit time of 128x128, a bf16 large tile 1.00-1.03x.
+// 32K-element tiles (128x256, 256x128): measured on the H200 with every tile forced (tests/gpu GemmPerf), a
+// 256x128 blockscale tile does 1.19-1.30x the work per unit time of 128x128, a bf16 large tile 1.00-1.03x,
+// a ptpc one with bf16 output about the same as 128x128 (0.98: ties go to 128x128).
 // Ties go to the larger area, then the one that wastes less padding, then the wider-N tile. So a
 // grid below the SM count wins where it saves a wave (2048x2048 fp8: 128 tiles of 256x128 in one
 // wave beat 256 tiles of 128x128 in two). The persistent grid is min(work items, num_sms). Every
@@ -35,7 +36,13 @@ namespace gemm {
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Relative work per unit time of a 32K-element tile against a 128x128 one (see the tile rule).
-constexpr double kLargeTileEfficiencyFp8 = 1.2;
+// Blockscale (and ptpc before its 128-row tile kept a block in flight while promoting) measured
+// 1.19-1.30. ptpc with bf16 output since then (GEMM v2 step 3, docs/perf/gemm.md): 128x128 within
+// -8%..+16% of 256x128 at the 12 issue shapes, median +1.5%, so ties go to 128x128; with fp32
+// output 256x128 stays 1.06-1.09x faster where both fill the same waves (the larger tile halves the
+// epilogue's share), so fp32 keeps the blockscale factor.
+constexpr double kLargeTileEfficiencyBlockscale = 1.2;
+constexpr double kLargeTileEfficiencyPtpcBf16Out = 0.98;
 constexpr double kLargeTileEfficiencyBf16 = 1.02;
 // The same for the narrow 128x64 tile, measured on the H200 with every tile forced (GemmPerf,
 // docs/perf/gemm.md): where both fit in one wave, ptpc's 128x64 ran 1.03-1.23x faster than 128x128
@@ -135,7 +142,9 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
       if (waste_of(x) != waste_of(y)) return waste_of(x) < waste_of(y);
       return x.block_n > y.block_n;
     };
-    const double large_eff = p.mode == ScaleMode::kBF16 ? kLargeTileEfficiencyBf16 : kLargeTileEfficiencyFp8;
+    const double large_eff = p.mode == ScaleMode::kBF16   ? kLargeTileEfficiencyBf16
+                             : p.mode == ScaleMode::kPtpc && p.out_dtype == DType::kBF16 ? kLargeTileEfficiencyPtpcBf16Out
+                                                                                       : kLargeTileEfficiencyBlockscale;
     const double small_eff = p.mode == ScaleMode::kBF16 ? kSmallTileEfficiencyBf16 : kSmallTileEfficiencyFp8;
     auto waves_of = [&](const TileCandidate& c) { return ceil_div(tiles_of(c), num_sms); };
     auto cost_of = [&](const TileCandidate& c) {

@@ -40,9 +40,13 @@ void time_shape(ScaleMode mode, PerfShape s, int l2_bytes) {
 
   // Arm 0 is the planner's choice; the others vary one decision (tile, L2 group size) so one run
   // shows whether the planner picked well. Each arm has one Gemm per weight copy.
-  std::vector<std::pair<std::string, GemmPlanOverrides>> variants = {{"weave", {}}};
+  struct Variant {
+    std::string name;
+    GemmPlanOverrides overrides;
+  };
+  std::vector<Variant> variants = {{"weave", {}}};
   for (const auto& inst : gemm::gemm_instances())
-    if (inst.mode == mode && inst.out_dtype == DType::kBF16)
+    if (inst.mode == mode && inst.out_dtype == DType::kBF16 && inst.epilogue == gemm::EpilogueKind::kStoreLocal)
       variants.push_back({"tile " + std::to_string(inst.block_m) + "x" + std::to_string(inst.block_n),
                           GemmPlanOverrides{.block_m = inst.block_m, .block_n = inst.block_n}});
   for (int g : {2, 4, 16, 64}) variants.push_back({"group " + std::to_string(g), GemmPlanOverrides{.group_rows = g}});
@@ -56,13 +60,13 @@ void time_shape(ScaleMode mode, PerfShape s, int l2_bytes) {
   for (size_t v = 0; v < variants.size(); ++v) {
     for (int i = 0; i < copies; ++i)
       gemm_sets[v].push_back(std::make_unique<Gemm>(p, a.view, b[i].view, GemmScales{a.scale_view, b[i].scale_view},
-                                                    cw, variants[v].second));
+                                                    cw, variants[v].overrides));
     if (const std::size_t ws = gemm_sets[v][0]->workspace_bytes(); ws > 0) {
       workspaces[v] = bench::DeviceBuffer(ws);
       for (auto& g : gemm_sets[v]) g->set_workspace(workspaces[v].get(), ws);
     }
     auto* set = &gemm_sets[v];
-    arms.push_back({variants[v].first, [set, copies](cudaStream_t st, int call) { (*set)[call % copies]->run(st); }});
+    arms.push_back({variants[v].name, [set, copies](cudaStream_t st, int call) { (*set)[call % copies]->run(st); }});
   }
   auto& gemms = gemm_sets[0];
 
@@ -142,6 +146,10 @@ TEST(GemmPerf, AgainstCublasLt) {
       shapes.push_back({m, n, k});
     }
   }
+  // WEAVE_GEMM_PERF_MODES=ptpc,blockscale narrows the modes (default: bf16, ptpc, blockscale).
+  const char* modes_env = std::getenv("WEAVE_GEMM_PERF_MODES");
+  const std::string modes = modes_env != nullptr && *modes_env != 0 ? modes_env : "bf16,ptpc,blockscale";
   for (ScaleMode mode : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale})
-    for (const auto& s : shapes) time_shape(mode, s, l2);
+    if (("," + modes + ",").find("," + std::string(to_string(mode)) + ",") != std::string::npos)
+      for (const auto& s : shapes) time_shape(mode, s, l2);
 }
