@@ -115,7 +115,15 @@ class Gemm {
   void set_workspace(void* workspace, std::size_t bytes);
   // What the workspace holds for this plan, in words ("" if none): for messages.
   std::string workspace_purpose() const;
+  // Enqueues the GEMM. Raises first (before enqueueing) what check() raises.
   void run(cudaStream_t stream) const;
+  // Raises Error(kTimeout) naming block, thread, barrier, stage and time if a pipeline wait of a
+  // GEMM kernel timed out since the last report: a protocol bug or a debug knob, never slowness
+  // (the bound is 10 s). Such a kernel aborts cooperatively - every role exits, the CUDA context
+  // stays usable - and that call's C is incomplete. The record is process-wide, so check() or
+  // run() of any Gemm reports it, once. Does not synchronise: a call is seen once its stream has
+  // run it (synchronise first).
+  void check() const;
 
  private:
   struct Impl;

@@ -224,7 +224,8 @@ NB_MODULE(_weave, m) {
         g.set_workspace(reinterpret_cast<void*>(p), bytes);
       })
       .def("run", [](const weave::Gemm& g, std::uintptr_t stream) { g.run(as_stream(stream)); }, "stream"_a,
-           nb::call_guard<nb::gil_scoped_release>());
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("check", &weave::Gemm::check);
 
   nb::class_<weave::TransportAvailability>(m, "TransportAvailability")
       .def_ro("transport", &weave::TransportAvailability::transport)

@@ -249,6 +249,13 @@ class Gemm:
 
     __call__ = run
 
+    def check(self) -> None:
+        """Raises weave.Error (status timeout) if a GEMM kernel's pipeline wait timed out since the
+        last report (a protocol bug; the kernel aborted cleanly and that call's output is
+        incomplete). Process-wide and reported once; run() checks first too. Synchronise the
+        stream before calling it to see that stream's calls."""
+        self._impl.check()
+
     def __repr__(self) -> str:
         return (f"weave.Gemm(m={self.m}, n={self.n}, k={self.k}, mode={_weave.name(self.mode)}, "
                 f"kernel={self.plan.kernel!r}, split_k={self.plan.split_k})")

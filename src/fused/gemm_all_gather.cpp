@@ -170,7 +170,7 @@ void GemmAllGather::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   ov.split_k = 1;
   ov.grid = pl.grid;
   const GemmPlan gp = gemm_plan(prob, num_sms, ov);
-  const gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s, /*drop_wait=*/false);
+  const gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s);
   const size_t rows_bytes = static_cast<size_t>(m) * static_cast<size_t>(cfg.n) * out_bytes;
   char* own = out_local() + static_cast<size_t>(r) * rows_bytes;
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));

@@ -194,7 +194,7 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   ov.split_k = 1;
   ov.grid = pl.grid;
   const GemmPlan gp = gemm_plan(prob, num_sms, ov);
-  gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s, /*drop_wait=*/false);
+  gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s);
   const size_t count = static_cast<size_t>(m) * static_cast<size_t>(cfg.n);
   if (pl.mode == GemmAllReduceMode::kFused || pl.mode == GemmAllReduceMode::kFusedRs) {
     const bool scatter = pl.mode == GemmAllReduceMode::kFusedRs;  // (world 1: the plan resolved it to fused)

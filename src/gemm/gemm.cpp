@@ -62,7 +62,7 @@ struct Gemm::Impl {
   const gemm::GemmInstance* instance = nullptr;  // null on the GEMV path
   gemm::LocalKernelArgs args{};
   detail::GemvArgs gemv{};
-  bool drop_wait = false;
+  gemm::MainloopDebug debug;  // debug-only knobs (environment at construction)
   bool skip_mx_rerun = false;  // debug negative control (WEAVE_GEMM_DEBUG_SKIP_MX_RERUN)
   WorkspaceLayout ws_layout;   // what this plan needs where (fixed at construction)
   void* workspace = nullptr;  // the caller's (set_workspace; layout at the top of this file)
@@ -132,7 +132,7 @@ struct ArgsOut {
   const GemmPlan& native_plan;
 };
 
-static void fill_args(const GemmProblem& p, const GemmPlan& plan, bool drop_wait, ArgsOut out, const TensorView& a,
+static void fill_args(const GemmProblem& p, const GemmPlan& plan, const gemm::MainloopDebug& debug, ArgsOut out, const TensorView& a,
                       const TensorView& b, const GemmScales& s, const TensorView& c) {
   out.c = c.data;
   out.ldc = c.ld();
@@ -151,11 +151,11 @@ static void fill_args(const GemmProblem& p, const GemmPlan& plan, bool drop_wait
     out.dq_b = dequant_operand(b, s.b, 32);
     out.dq_a.dst = a_copy;
     out.dq_b.dst = b_copy;
-    out.native_args.main = gemm::make_mainloop_args(p, out.native_plan, a, b, s, drop_wait);
+    out.native_args.main = gemm::make_mainloop_args(p, out.native_plan, a, b, s, debug);
     out.native_args.main.run_if_flag = flag;
     out.native_args.epi.tma_c = gemm::make_epilogue_map("C", c.data, p.out_dtype, 1, p.m, p.n, c.ld());
   } else {
-    out.args.main = gemm::make_mainloop_args(p, plan, a, b, s, drop_wait);
+    out.args.main = gemm::make_mainloop_args(p, plan, a, b, s, debug);
   }
   // With split-K the kernel stores fp32 partials into the workspace (set_workspace builds that
   // map); C is then written by the reduction only.
@@ -176,10 +176,7 @@ Gemm::Gemm(const GemmProblem& problem, TensorView a, TensorView b, GemmScales sc
   im.plan = gemm_plan(problem, im.num_sms, overrides);
   im.ws_layout = workspace_layout(problem, im.plan);
   if (im.plan.gemv) gemm::check_gemv_scales(problem, scales);
-  im.drop_wait = env::get_bool("WEAVE_GEMM_DEBUG_DROP_WAIT", false);
-  if (im.drop_wait)
-    WEAVE_LOG(kWarn, "WEAVE_GEMM_DEBUG_DROP_WAIT=1: GEMM consumers skip the full-barrier wait before reading a stage "
-                     "(negative control; results will be wrong)");
+  im.debug = gemm::MainloopDebug::from_env();
   if (!im.plan.gemv) {
     im.instance = instance_named(im.plan.kernel);
     prepare_on(*im.instance, im.device);
@@ -199,7 +196,7 @@ Gemm::Gemm(const GemmProblem& problem, TensorView a, TensorView b, GemmScales sc
     im.native_instance = instance_named(im.native_plan.kernel);
     prepare_on(*im.native_instance, im.device);
   }
-  fill_args(problem, im.plan, im.drop_wait,
+  fill_args(problem, im.plan, im.debug,
             ArgsOut{im.args, im.gemv, im.c, im.ldc, im.dq_a, im.dq_b, im.native_args, im.native_plan}, a, b, scales, c);
 }
 
@@ -213,7 +210,7 @@ void Gemm::set_operands(TensorView a, TensorView b, GemmScales scales, TensorVie
   check_operands(impl_->problem, a, b, scales, c, impl_->device);
   auto& im = *impl_;
   if (im.plan.gemv) gemm::check_gemv_scales(im.problem, scales);
-  fill_args(im.problem, im.plan, im.drop_wait,
+  fill_args(im.problem, im.plan, im.debug,
             ArgsOut{im.args, im.gemv, im.c, im.ldc, im.dq_a, im.dq_b, im.native_args, im.native_plan}, a, b, scales, c);
 }
 
@@ -256,7 +253,7 @@ void Gemm::set_workspace(void* workspace, std::size_t bytes) {
     bf.scale_layout = ScaleLayout::kRaw;
     const TensorView a = TensorView::matrix(base + lay.a_bf16, DType::kBF16, p.m, p.k, im.device);
     const TensorView b = TensorView::matrix(base + lay.b_bf16, DType::kBF16, p.n, p.k, im.device);
-    im.args.main = gemm::make_mainloop_args(bf, im.plan, a, b, GemmScales{}, im.drop_wait);
+    im.args.main = gemm::make_mainloop_args(bf, im.plan, a, b, GemmScales{}, im.debug);
     im.native_args.main.run_if_flag = reinterpret_cast<const uint32_t*>(base + lay.flag);
   }
 }
@@ -270,7 +267,15 @@ std::string Gemm::workspace_purpose() const {
   return out;
 }
 
+void Gemm::check() const {
+  const std::string report = hopper::take_wait_timeout_report();
+  WEAVE_EXPECT(report.empty(), Status::kTimeout,
+               report << " (an earlier GEMM call aborted; its output is incomplete. A pipeline wait that "
+                         "times out is a protocol bug: please report it with this line)");
+}
+
 void Gemm::run(cudaStream_t stream) const {
+  check();
   const auto& im = *impl_;
   if (im.plan.gemv) {
     detail::gemv_launch(im.gemv, im.num_sms, stream);

@@ -55,6 +55,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 
   extern __shared__ __align__(1024) uint8_t smem[];
   const uint32_t smem_base = ptx::smem_addr(smem);
+  const uint32_t abort_word = smem_base + L::kAbortWordOffset;
   const uint32_t full_bar0 = smem_base + L::kBarrierOffset;
   const uint32_t empty_bar0 = full_bar0 + 8 * kStages;
   auto full_bar = [&](uint32_t s) { return full_bar0 + 8 * s; };
@@ -93,6 +94,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       ptx::mbarrier_init_shared_cta(full_bar(s), 1 + Scale::kProducerArrivals);
       ptx::mbarrier_init_shared_cta(empty_bar(s), Tile::kConsumerThreads / 32);
     }
+    ptx::st_volatile_shared_u32(abort_word, 0u);
     ptx::fence_mbarrier_init_release_cluster();
     ptx::fence_proxy_async_shared_cta();
     // A fused epilogue's call protocol (epoch, credits): before any role starts waiting.
@@ -113,9 +115,18 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         const int m0 = m_blk * Tile::kBlockM, n0 = n_blk * Tile::kBlockN;
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           // First lap: parity 1 refers to the phase "before" the barrier's first, already complete.
-          hopper::mbarrier_wait_bounded(empty_bar(ps.stage), ps.phase ^ 1u, hopper::WaitSite::kProducerEmpty,
-                                        ps.stage, a.timeout_record, a.pipeline_timeout_ns);
+          if (!hopper::mbarrier_wait_or_abort(empty_bar(ps.stage), ps.phase ^ 1u, hopper::WaitSite::kProducerEmpty,
+                                              ps.stage, a.timeout_record, a.pipeline_timeout_ns, abort_word)) {
+            // Aborted: nothing of this role is pending but its scale copies (they read global
+            // memory and land whatever the consumers do); let them land, then leave.
+            ptx::cp_async_wait_all();
+            ptx::thread_exit();
+          }
           const uint32_t full = full_bar(ps.stage);
+          if (kb == a.debug_stall_k_block && item == static_cast<int>(blockIdx.x)) {
+            ps.advance();  // debug: this stage is never loaded (MainloopArgs::debug_stall_k_block)
+            continue;
+          }
           if (lane == 0) {
             ptx::mbarrier_arrive_expect_tx_release_cta(full, Tile::kStageBytes);
             ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_a(ps.stage), &a.tma_a, kb * Tile::kBlockK, m0, full,
@@ -147,9 +158,18 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     auto release = [&](uint32_t s) {
       if (lane == 0) ptx::mbarrier_arrive_release_cta(empty_bar(s));
     };
+    // A consumer that gives up (or sees the abort word) first retires what it has in flight -
+    // its wgmma groups (they write its registers), its tile-scale cp.asyncs and the reads of its
+    // TMA stores (they read its shared memory) - then leaves; C is then incomplete and the host
+    // raises the recorded timeout (weave::Gemm::check, the next run()).
     auto wait_full = [&](uint32_t s, uint32_t phase) {
-      hopper::mbarrier_wait_bounded(full_bar(s), phase, hopper::WaitSite::kConsumerFull, s, a.timeout_record,
-                                    a.pipeline_timeout_ns);
+      if (!hopper::mbarrier_wait_or_abort(full_bar(s), phase, hopper::WaitSite::kConsumerFull, s, a.timeout_record,
+                                          a.pipeline_timeout_ns, abort_word)) {
+        ptx::wgmma_wait_group_sync_aligned<0>();
+        ptx::cp_async_wait_all();
+        ptx::cp_async_bulk_wait_group_read<0>();
+        ptx::thread_exit();
+      }
     };
     auto desc_a = [&](uint32_t s, int slice, int ks) {
       const int row0 = cwg * Tile::kWgRows + slice * 64;

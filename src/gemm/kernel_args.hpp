@@ -41,7 +41,11 @@ struct MainloopArgs {
   // Results are then wrong whenever a consumer overtakes the TMA; tests use it to prove they see
   // pipeline races. Never set in production.
   int32_t debug_drop_full_wait = 0;
-  // Where a timed-out pipeline wait records itself before trapping (host-mapped; may be null).
+  // Debug-only (WEAVE_GEMM_DEBUG_STALL_K_BLOCK=k): the producer never loads K block k of each
+  // CTA's first work item, so that stage's full barrier never completes and the pipeline waits
+  // run into their bound: the test of the cooperative abort. -1: off. Never set in production.
+  int32_t debug_stall_k_block = -1;
+  // Where a timed-out pipeline wait records itself before the CTA aborts (host-mapped; may be null).
   hopper::WaitTimeoutRecord* timeout_record = nullptr;
   // Bound of every pipeline wait (0: hopper::kMbarrierTimeoutNs). A fused op whose consumers wait
   // for peers sets it above its communication timeout (hopper/pipeline.cuh).

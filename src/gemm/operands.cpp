@@ -2,6 +2,8 @@
 #include "gemm/operands.hpp"
 
 #include "common/check.hpp"
+#include "common/env.hpp"
+#include "common/log.hpp"
 #include "gemm/planner.hpp"
 #include "hopper/tma_descriptor.hpp"
 #include "hopper/wait_record.hpp"
@@ -101,8 +103,28 @@ void check_gemv_scales(const GemmProblem& p, const GemmScales& s) {
                                                          << " / " << s.b.cols() << ")");
 }
 
+MainloopDebug MainloopDebug::from_env() {
+  MainloopDebug d;
+  d.drop_full_wait = env::get_bool("WEAVE_GEMM_DEBUG_DROP_WAIT", false);
+  if (d.drop_full_wait)
+    WEAVE_LOG(kWarn, "WEAVE_GEMM_DEBUG_DROP_WAIT=1: GEMM consumers skip the full-barrier wait before reading a stage "
+                     "(negative control; results will be wrong)");
+  const int64_t stall = env::get_int("WEAVE_GEMM_DEBUG_STALL_K_BLOCK", -1);
+  WEAVE_EXPECT_ARG(stall >= -1 && stall < (int64_t{1} << 31),
+                   "WEAVE_GEMM_DEBUG_STALL_K_BLOCK: a K-block index >= 0, or -1 for off (got " << stall << ")");
+  d.stall_k_block = static_cast<int32_t>(stall);
+  if (d.stall_k_block >= 0)
+    WEAVE_LOG(kWarn, "WEAVE_GEMM_DEBUG_STALL_K_BLOCK=" << stall << ": the GEMM producer never loads that K block "
+                     "(debug: the pipeline waits time out and the kernel aborts; results are incomplete)");
+  const int64_t ms = env::get_int("WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS", 0);
+  WEAVE_EXPECT_ARG(ms >= 0 && ms <= 3'600'000,
+                   "WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS: 0 (default bound) to 3600000 ms (got " << ms << ")");
+  d.pipeline_timeout_ns = static_cast<uint64_t>(ms) * 1'000'000ull;
+  return d;
+}
+
 MainloopArgs make_mainloop_args(const GemmProblem& p, const GemmPlan& plan, const TensorView& a, const TensorView& b,
-                                const GemmScales& s, bool drop_wait) {
+                                const GemmScales& s, const MainloopDebug& debug) {
   MainloopArgs m{};
   const DType in = gemm_input_dtype(p.mode);
   m.tma_a = hopper::make_tma_2d("A", a.data, in, p.m, p.k, a.ld(), plan.block_m, plan.block_k,
@@ -127,7 +149,9 @@ MainloopArgs make_mainloop_args(const GemmProblem& p, const GemmPlan& plan, cons
   WEAVE_EXPECT(plan.split_k >= 1 && static_cast<int64_t>(plan.split_k - 1) * m.k_blocks_per_split < k_blocks,
                Status::kInternal,
                "split-K plan " << plan.split_k << " over " << k_blocks << " K blocks leaves an empty split");
-  m.debug_drop_full_wait = drop_wait ? 1 : 0;
+  m.debug_drop_full_wait = debug.drop_full_wait ? 1 : 0;
+  m.debug_stall_k_block = debug.stall_k_block;
+  m.pipeline_timeout_ns = debug.pipeline_timeout_ns;
   m.timeout_record = hopper::wait_timeout_record();
   return m;
 }

@@ -32,10 +32,19 @@ bool gemv_scales_dense(const GemmProblem& p, const GemmScales& s);
 detail::GemvArgs make_gemv_args(const GemmProblem& p, const TensorView& a, const TensorView& b, const GemmScales& s,
                                 void* c, int64_t ldc);
 
+// Debug-only knobs of the main loop (weave::Gemm reads them from the environment at construction;
+// a fused op never sets them). Defaults: production.
+struct MainloopDebug {
+  bool drop_full_wait = false;   // WEAVE_GEMM_DEBUG_DROP_WAIT=1: the dropped-wait negative control
+  int32_t stall_k_block = -1;    // WEAVE_GEMM_DEBUG_STALL_K_BLOCK=k: a stage never loaded (abort test)
+  uint64_t pipeline_timeout_ns = 0;  // WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS: the pipeline waits' bound
+  static MainloopDebug from_env();  // logs a warning for every knob that is set
+};
+
 // The main-loop half of the kernel arguments for a tiled plan (TMA maps of A and B, scales and
-// their strides, the K split, the debug negative control, the timeout record).
+// their strides, the K split, the debug knobs, the timeout record).
 MainloopArgs make_mainloop_args(const GemmProblem& p, const GemmPlan& plan, const TensorView& a, const TensorView& b,
-                                const GemmScales& s, bool drop_wait);
+                                const GemmScales& s, const MainloopDebug& debug = {});
 
 // The epilogue's TMA-store map over `planes` stacked [m, n] outputs of `dtype` with leading
 // dimension `ld` (gemm/kernel_args.hpp, StoreLocalParams::tma_c): any global address, local C,

@@ -94,7 +94,7 @@ inline constexpr int kMaxStages = 8;
 // the 128B swizzle), the epilogue's staging strips [2 consumer warpgroups][kEpiBufsPerWg] of
 // 64 rows x 128 bytes (gemm/epilogue_staged.cuh; 1024-aligned as they follow whole tiles), per-stage
 // scales (main-loop scale policies), per-tile scales (epilogue scale policies, double-buffered),
-// then the full/empty mbarriers.
+// then the full/empty mbarriers, a fused epilogue's call words and the abort word.
 //
 // Stages vs staging: two staging buffers per consumer warpgroup let it write one strip while the
 // TMA drains the other; with one, each strip waits for the previous one's shared-memory read.
@@ -141,7 +141,9 @@ struct SmemLayout {
   // the dynamic region: a static __shared__ variable would push the 1024-aligned dynamic base up
   // by a whole 1 KB and overflow the 227 KB limit (kFixed's slack holds these 16 bytes).
   static constexpr int kCallWordsOffset = kBarrierOffset + 2 * kStages * 8;
-  static constexpr int kBytes = kCallWordsOffset + 16;
+  // The CTA's abort word (hopper::mbarrier_wait_or_abort): 0, or 1 once a role gave up a wait.
+  static constexpr int kAbortWordOffset = kCallWordsOffset + 16;
+  static constexpr int kBytes = kAbortWordOffset + 16;
   static_assert(kEpiOffset % 1024 == 0, "staging strips must be 1024-byte aligned (128B swizzle)");
   static_assert(kBytes <= kSmemLimitBytes);
 };

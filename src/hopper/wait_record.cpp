@@ -48,6 +48,7 @@ std::string take_wait_timeout_report() {
   copy.thread = r->thread;
   copy.waited_ns = r->waited_ns;
   r->magic = 0;
+  r->claimed = 0;
   return format_wait_timeout(copy);
 }
 

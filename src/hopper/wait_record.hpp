@@ -1,6 +1,6 @@
 // Diagnostic record of a bounded wait that timed out inside a kernel (host/device POD). It lives
-// in host-mapped pinned memory, so the host can read it after the kernel trapped and the CUDA
-// context is unusable.
+// in host-mapped pinned memory, so the host reads it without a device copy once the aborted
+// kernel has exited (hopper/pipeline.cuh: the kernel ends cleanly, the CUDA context stays usable).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -12,6 +12,7 @@ inline constexpr uint32_t kWaitTimeoutMagic = 0x7EA7E0u;
 
 struct WaitTimeoutRecord {
   uint32_t magic = 0;  // kWaitTimeoutMagic once written
+  uint32_t claimed = 0;  // 1 once a device thread took the record (atomicCAS; the host clears it)
   uint32_t site = 0;   // WaitSite
   uint32_t stage = 0;
   uint32_t parity = 0;
@@ -21,11 +22,11 @@ struct WaitTimeoutRecord {
 };
 
 // The process-wide record, allocated on first use (cudaHostAlloc mapped; a host call, never in
-// a run()). Returns the device-visible pointer, or nullptr if mapped memory is unavailable (the
-// kernels then trap without a record).
+// a run()). Returns the device-visible pointer, or nullptr if mapped memory is unavailable (an
+// aborted kernel then leaves no report; weave::Gemm refuses to run without it).
 WaitTimeoutRecord* wait_timeout_record();
 // "" if no kernel recorded a timeout; else one line naming block, thread, site, stage, parity.
-// Clears the record.
+// Clears the record (and its claim, so a later timeout is recorded again).
 std::string take_wait_timeout_report();
 
 }  // namespace weave::hopper

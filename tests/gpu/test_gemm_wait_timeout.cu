@@ -1,29 +1,31 @@
-// The GEMM pipeline's bounded-wait timeout path (src/hopper/pipeline.cuh, wait_record.*): a wait
-// that exceeds kMbarrierTimeoutNs writes block, thread, site, stage, parity and the time waited
-// into a host-mapped WaitTimeoutRecord and traps; hopper::take_wait_timeout_report() formats the
+// The GEMM pipeline's bounded waits and their cooperative abort (src/hopper/pipeline.cuh,
+// wait_record.*): a wait that exceeds its bound writes block, thread, site, stage, parity and the
+// time waited into the process-wide host-mapped WaitTimeoutRecord (the first thread of the grid to
+// claim it), sets its CTA's abort word, and every other wait of the CTA gives up at its next poll;
+// the kernel then ends cleanly, so the CUDA context stays usable and weave::Gemm::check() (and the
+// next run()) raise kTimeout with the record. hopper::take_wait_timeout_report() formats the
 // record (tests/cpu/test_wait_record.cpp tests the formatting alone) and clears it.
-//
-// A trap ends the CUDA context of its process, and every later test in that process would fail,
-// so the real timeout runs in a child process: a gtest death test in the "threadsafe" style
-// re-executes this binary with a filter for that one test (clone + exec, so the parent's CUDA
-// state is never shared), and only the child's context traps. The child waits the full 10 s of
-// kMbarrierTimeoutNs (it is constexpr; no test hook shortens it) and gives up after 90 s (alarm).
 //
 // What each test catches:
 //  - HostMappedRecordRoundTrip: a record the kernels cannot address (not mapped, or a host
 //    pointer that is not also the device pointer, which operands.cpp assumes by passing it
-//    straight into MainloopArgs), GEMM arguments built without the record (a trap would then leave
-//    no report), a report that is not cleared by take, or one that reads a record without its
-//    magic;
-//  - TrappedWaitIsRecordedAndReported (child process): a bounded wait that never times out (the
-//    child would hang until the alarm), one that traps without writing the record or writes it
-//    after the trap, wrong fields (block, thread, site, stage, parity) and a report that is lost
-//    once the context is dead.
+//    straight into MainloopArgs), GEMM arguments built without the record, a report that is not
+//    cleared (magic and claim) by take, or one that reads a record without its magic;
+//  - AbortedWaitIsRecordedAndTheCtaLeaves: a bounded wait that never times out (the kernel would
+//    not end within the test's 20 s watch), a timed-out wait that does not raise the abort word
+//    (the CTA's other waiters, with a 15 s bound, would hold it past the 5 s allowed), a second
+//    CTA's later timeout overwriting the first record (no claim), wrong fields, and an abort that
+//    leaves the context unusable (a trap: the sync and the next kernel fail);
+//  - GemmKernelAbortsCooperatively: every instance family (bf16, ptpc 128- and 256-row tiles,
+//    blockscale, mxfp8 native) with a stage that is never loaded (debug knob) must end within a
+//    few bounds, with cudaSuccess, report through Gemm::check() once (kTimeout), and the same
+//    process must then compute a correct GEMM.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "gemm/operands.hpp"
 #include "gemm/planner.hpp"
@@ -37,32 +39,57 @@ using namespace weave::test;
 
 namespace {
 
-// One thread of one block waits on a barrier nobody arrives at: phase 0 of a fresh mbarrier never
-// completes, so the wait for parity 0 runs into the bound.
-__global__ void wait_forever(hopper::WaitTimeoutRecord* record, int wait_block, int wait_thread, uint32_t stage) {
+// Every thread of block `wait_block`, and thread `late_thread` of block 0, waits on a barrier
+// nobody arrives at (phase 0 of a fresh mbarrier never completes). Thread `wait_thread` of
+// `wait_block` has the short bound; its CTA's other threads a long one, so they can only leave
+// early through the abort word. Block 0's thread times out later, on its own: its record must
+// not replace the first. done[block * blockDim + thread] = 1 once a thread has left its wait.
+__global__ void wait_forever(hopper::WaitTimeoutRecord* record, int wait_block, int wait_thread, uint32_t stage,
+                             uint64_t short_ns, uint64_t long_ns, int late_thread, uint64_t late_ns, int* done) {
   __shared__ uint64_t bar;
+  __shared__ uint32_t abort_word;
   const uint32_t addr = ptx::smem_addr(&bar);
-  if (threadIdx.x == 0) ptx::mbarrier_init_shared_cta(addr, 1);
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init_shared_cta(addr, 1);
+    abort_word = 0;
+  }
   __syncthreads();
-  if (static_cast<int>(blockIdx.x) == wait_block && static_cast<int>(threadIdx.x) == wait_thread)
-    hopper::mbarrier_wait_bounded(addr, 0, hopper::WaitSite::kConsumerFull, stage, record);
+  const int b = static_cast<int>(blockIdx.x), t = static_cast<int>(threadIdx.x);
+  bool waited = false;
+  if (b == wait_block) {
+    hopper::mbarrier_wait_or_abort(addr, 0, hopper::WaitSite::kConsumerFull, stage, record,
+                                   t == wait_thread ? short_ns : long_ns, ptx::smem_addr(&abort_word));
+    waited = true;
+  } else if (t == late_thread) {
+    hopper::mbarrier_wait_or_abort(addr, 0, hopper::WaitSite::kProducerEmpty, stage + 1, record, late_ns,
+                                   ptx::smem_addr(&abort_word));
+    waited = true;
+  }
+  if (waited) done[b * blockDim.x + t] = 1;
 }
 
-// The child's half: trap, then report on stderr (the death test matches it) and exit 0; exit 3
-// if the kernel did not fail.
-[[noreturn]] void child_trap_and_report() {
-  alarm(90);  // a wait that never times out must not hang the run (SIGALRM: the death test fails)
-  hopper::WaitTimeoutRecord* record = hopper::wait_timeout_record();
-  std::fprintf(stderr, "child: record %p\n", static_cast<void*>(record));
-  wait_forever<<<2, 64>>>(record, 1, 37, 3);
-  const cudaError_t launch = cudaGetLastError();
-  const cudaError_t sync = cudaDeviceSynchronize();
-  std::fprintf(stderr, "child: launch %s, sync %s\n", cudaGetErrorName(launch), cudaGetErrorName(sync));
-  std::fprintf(stderr, "child: report: %s\n", hopper::take_wait_timeout_report().c_str());
-  std::fprintf(stderr, "child: report after take: '%s'\n", hopper::take_wait_timeout_report().c_str());
-  std::fflush(stderr);
-  std::_Exit(sync == cudaSuccess ? 3 : 0);
+// Synchronises `stream`, failing the test (and returning false) if it takes longer than `limit`.
+bool sync_within(cudaStream_t stream, std::chrono::milliseconds limit, double* seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (cudaStreamQuery(stream) == cudaErrorNotReady) {
+    if (std::chrono::steady_clock::now() - t0 > limit) {
+      ADD_FAILURE() << "kernel still running after " << limit.count() << " ms";
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const cudaError_t err = cudaStreamSynchronize(stream);
+  EXPECT_EQ(err, cudaSuccess) << cudaGetErrorString(err);
+  return err == cudaSuccess;
 }
+
+// Sets an environment variable for one scope.
+struct ScopedEnv {
+  const char* name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+};
 
 }  // namespace
 
@@ -85,25 +112,103 @@ TEST(GemmWaitTimeout, HostMappedRecordRoundTrip) {
   r->block = 131;
   r->thread = 0;
   r->waited_ns = 10'000'250'000ull;
+  r->claimed = 1;
   EXPECT_EQ(hopper::take_wait_timeout_report(), "") << "reported a record whose magic is not written yet";
   r->magic = hopper::kWaitTimeoutMagic;
   EXPECT_EQ(hopper::take_wait_timeout_report(),
             "GEMM pipeline wait timed out after 10000 ms: block 131 thread 0 waiting on empty[4] parity 1");
   EXPECT_EQ(r->magic, 0u) << "take must clear the record";
+  EXPECT_EQ(r->claimed, 0u) << "take must clear the claim, or no later timeout is ever recorded";
   EXPECT_EQ(hopper::take_wait_timeout_report(), "") << "reported twice";
 
   // Every tiled GEMM's main-loop arguments carry the record.
   const OperandSet o = make_operands(ScaleMode::kBF16, 128, 128, 128, 61, false);
   const GemmPlan plan = gemm_plan(o.p, 132, GemmPlanOverrides{.block_m = 128, .block_n = 128, .split_k = 1});
   ASSERT_FALSE(plan.gemv);
-  const gemm::MainloopArgs args = gemm::make_mainloop_args(o.p, plan, o.va, o.vb, o.scales, false);
+  const gemm::MainloopArgs args = gemm::make_mainloop_args(o.p, plan, o.va, o.vb, o.scales);
   EXPECT_EQ(args.timeout_record, record);
 }
 
-TEST(GemmWaitTimeoutDeathTest, TrappedWaitIsRecordedAndReported) {
+TEST(GemmWaitTimeout, AbortedWaitIsRecordedAndTheCtaLeaves) {
   WEAVE_REQUIRE_GPUS(1);
-  GTEST_FLAG_SET(death_test_style, "threadsafe");  // re-exec this binary: nothing of our CUDA state is inherited
-  EXPECT_EXIT(child_trap_and_report(), testing::ExitedWithCode(0),
-              "child: report: GEMM pipeline wait timed out after [0-9]{5,} ms: block 1 thread 37 waiting on "
-              "full\\[3\\] parity 0\n.*report after take: ''");
+  ASSERT_EQ(hopper::take_wait_timeout_report(), "") << "a record left over from an earlier test";
+  hopper::WaitTimeoutRecord* record = hopper::wait_timeout_record();
+  ASSERT_NE(record, nullptr);
+  constexpr int kBlocks = 2, kThreads = 64;
+  int* done = nullptr;
+  ASSERT_EQ(cudaMalloc(&done, kBlocks * kThreads * sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMemset(done, 0, kBlocks * kThreads * sizeof(int)), cudaSuccess);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  // Block 1 thread 37 gives up after 0.2 s; its 63 neighbours would wait 15 s; block 0 thread 5
+  // gives up after 1 s, on its own.
+  wait_forever<<<kBlocks, kThreads, 0, stream>>>(record, 1, 37, 3, 200'000'000ull, 15'000'000'000ull, 5,
+                                                 1'000'000'000ull, done);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  double seconds = 0;
+  ASSERT_TRUE(sync_within(stream, std::chrono::milliseconds(20000), &seconds));
+  EXPECT_LT(seconds, 5.0) << "block 1's other waits did not give up with thread 37 (no abort word?)";
+  EXPECT_GE(seconds, 0.9) << "block 0's own 1 s wait ended early";
+  std::vector<int> h(kBlocks * kThreads);
+  ASSERT_EQ(cudaMemcpy(h.data(), done, h.size() * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  int left = 0;
+  for (int v : h) left += v;
+  EXPECT_EQ(left, kThreads + 1) << "every waiting thread must leave its wait";
+  const std::string report = hopper::take_wait_timeout_report();
+  std::printf("  report: %s (kernel ended after %.2f s)\n", report.c_str(), seconds);
+  EXPECT_EQ(report.rfind("GEMM pipeline wait timed out after ", 0), 0u) << report;
+  EXPECT_NE(report.find("block 1 thread 37 waiting on full[3] parity 0"), std::string::npos)
+      << "the first timeout's record (block 0's later one must not replace it): " << report;
+  EXPECT_EQ(hopper::take_wait_timeout_report(), "") << "reported twice";
+  // The context survived: an ordinary copy and kernel still work.
+  ASSERT_EQ(cudaMemsetAsync(done, 0, h.size() * sizeof(int), stream), cudaSuccess);
+  wait_forever<<<1, 32, 0, stream>>>(record, -1, -1, 0, 0, 0, -1, 0, done);
+  EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  cudaStreamDestroy(stream);
+  cudaFree(done);
+}
+
+TEST(GemmWaitTimeout, GemmKernelAbortsCooperatively) {
+  WEAVE_REQUIRE_GPUS(1);
+  ASSERT_EQ(hopper::take_wait_timeout_report(), "") << "a record left over from an earlier test";
+  struct Case {
+    ScaleMode mode;
+    int block_m;
+  };
+  // 256x128 as well as 128x128: ptpc's two tiles run different consumer loops (gemm/kernel.cuh).
+  for (const Case c : {Case{ScaleMode::kBF16, 128}, Case{ScaleMode::kPtpc, 128}, Case{ScaleMode::kPtpc, 256},
+                       Case{ScaleMode::kBlockscale, 128}, Case{ScaleMode::kMxfp8, 128}}) {
+    const OperandSet o = make_operands(c.mode, 512, 512, 1024, 71 + c.block_m, false);
+    const std::string what = describe(o, DType::kBF16) + " tile " + std::to_string(c.block_m) + "x128";
+    SCOPED_TRACE(what);
+    Guarded out(o.p.m * o.p.n * 2);
+    const TensorView cv = TensorView::matrix(out.get(), DType::kBF16, o.p.m, o.p.n, 0);
+    GemmPlanOverrides ov{.block_m = c.block_m, .block_n = 128, .split_k = 1};
+    if (c.mode == ScaleMode::kMxfp8) ov.mx_route = MxRoute::kNative;
+    {
+      ScopedEnv stall("WEAVE_GEMM_DEBUG_STALL_K_BLOCK", "2");
+      ScopedEnv bound("WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS", "200");
+      Gemm g(o.p, o.va, o.vb, o.scales, cv, ov);
+      ASSERT_EQ(g.plan().block_m, c.block_m);
+      EXPECT_NO_THROW(g.check()) << "nothing recorded yet";
+      g.run(nullptr);
+      double seconds = 0;
+      ASSERT_TRUE(sync_within(nullptr, std::chrono::milliseconds(20000), &seconds));
+      EXPECT_LT(seconds, 3.0) << "the CTAs did not leave within a few 0.2 s bounds";
+      try {
+        g.check();
+        ADD_FAILURE() << "check() raised nothing after a stalled pipeline";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.status(), Status::kTimeout) << e.what();
+        EXPECT_NE(std::string(e.what()).find("GEMM pipeline wait timed out"), std::string::npos) << e.what();
+        std::printf("  %s: %s (%.2f s)\n", what.c_str(), e.what(), seconds);
+      }
+      EXPECT_NO_THROW(g.check()) << "reported twice";
+    }
+    // The same process computes a correct GEMM right after.
+    Gemm g(o.p, o.va, o.vb, o.scales, cv, ov);
+    const RepeatResult r = run_repeated(g, o, out, DType::kBF16, 2, nullptr);
+    EXPECT_EQ(r.bad_runs, 0) << "worst " << r.worst_wrong << " wrong after the abort";
+    EXPECT_NO_THROW(g.check());
+  }
 }

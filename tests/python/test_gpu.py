@@ -333,3 +333,29 @@ def test_one_rank_fused_ops(seed):
         ar.run(torch.zeros(m_max + 1, k, device=DEV, dtype=torch.bfloat16), b)
     with pytest.raises(weave.ArgumentError, match="2-D"):
         ar.run(torch.zeros(k, device=DEV, dtype=torch.bfloat16), b)
+
+
+def test_a_stalled_gemm_is_reported_and_the_process_keeps_working(seed, monkeypatch):
+    # The cooperative abort seen from Python: a K block the producer never loads (debug knob, read
+    # at construction) makes every pipeline wait give up after its 0.2 s bound; the kernel still ends
+    # (torch.cuda.synchronize() returns), check() raises the recorded timeout once, and torch and
+    # weave keep working in the same process.
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    x, w = operands(256, 512, 1024, gen)
+    a, b, sa, sb, ref = quantised("ptpc", x, w)
+    out = poisoned(256, 512, torch.bfloat16)
+    monkeypatch.setenv("WEAVE_GEMM_DEBUG_STALL_K_BLOCK", "2")
+    monkeypatch.setenv("WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS", "200")
+    stalled = weave.Gemm(a, b, out, scale_a=sa, scale_b=sb, mode="ptpc")
+    monkeypatch.delenv("WEAVE_GEMM_DEBUG_STALL_K_BLOCK")
+    monkeypatch.delenv("WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS")
+    stalled.run()
+    torch.cuda.synchronize()
+    with pytest.raises(weave.Error) as info:
+        stalled.check()
+    assert info.value.status == weave.Status.TIMEOUT and "GEMM pipeline wait timed out" in str(info.value)
+    stalled.check()  # reported once
+    out = poisoned(256, 512, torch.bfloat16)
+    weave.Gemm(a, b, out, scale_a=sa, scale_b=sb, mode="ptpc").run()
+    torch.cuda.synchronize()
+    assert_close(out, ref, "ptpc", "ptpc GEMM right after an aborted one")

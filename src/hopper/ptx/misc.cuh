@@ -1,5 +1,5 @@
-// Thin 1:1 wrappers over register-file reconfiguration and timers (PTX ISA "setmaxnreg",
-// "%globaltimer").
+// Thin 1:1 wrappers over register-file reconfiguration, timers and thread exit (PTX ISA
+// "setmaxnreg", "%globaltimer", "exit").
 #pragma once
 #include <cstdint>
 
@@ -22,5 +22,8 @@ __device__ __forceinline__ uint64_t globaltimer() {
   asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
   return t;
 }
+
+// exit: ends this thread now (the cooperative abort of a bounded wait, after its cleanup).
+__device__ __forceinline__ void thread_exit() { asm volatile("exit;\n" ::: "memory"); }
 
 }  // namespace weave::ptx

@@ -1,0 +1,69 @@
+// The GEMM main loop's debug knobs (gemm::MainloopDebug::from_env, read by weave::Gemm at
+// construction): off by default, each value checked and refused naming its variable before any
+// GPU work. (That the knobs reach the kernel is the GPU test GemmWaitTimeout.GemmKernelAbortsCooperatively.)
+//
+// Catches: a knob on by default (a production GEMM that stalls or drops a wait), an out-of-range or
+// non-integer value accepted (a negative K block would never stall, a huge bound never fire), and
+// a message that does not name the variable.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "gemm/operands.hpp"
+#include "weave/error.hpp"
+
+namespace weave {
+namespace {
+
+struct ScopedEnv {
+  const char* name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+};
+
+std::string refusal(const char* name, const char* value) {
+  ScopedEnv e(name, value);
+  try {
+    gemm::MainloopDebug::from_env();
+  } catch (const Error& err) {
+    EXPECT_EQ(err.status(), Status::kInvalidArgument) << err.what();
+    return err.what();
+  }
+  return "";
+}
+
+TEST(GemmDebugKnobs, OffByDefault) {
+  unsetenv("WEAVE_GEMM_DEBUG_DROP_WAIT");
+  unsetenv("WEAVE_GEMM_DEBUG_STALL_K_BLOCK");
+  unsetenv("WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS");
+  const gemm::MainloopDebug d = gemm::MainloopDebug::from_env();
+  EXPECT_FALSE(d.drop_full_wait);
+  EXPECT_EQ(d.stall_k_block, -1);
+  EXPECT_EQ(d.pipeline_timeout_ns, 0u);
+  const gemm::MainloopDebug none{};
+  EXPECT_FALSE(none.drop_full_wait);
+  EXPECT_EQ(none.stall_k_block, -1);
+  EXPECT_EQ(none.pipeline_timeout_ns, 0u);
+}
+
+TEST(GemmDebugKnobs, ValuesAreReadAndChecked) {
+  {
+    ScopedEnv a("WEAVE_GEMM_DEBUG_STALL_K_BLOCK", "3");
+    ScopedEnv b("WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS", "250");
+    const gemm::MainloopDebug d = gemm::MainloopDebug::from_env();
+    EXPECT_EQ(d.stall_k_block, 3);
+    EXPECT_EQ(d.pipeline_timeout_ns, 250'000'000ull);
+  }
+  for (const char* bad : {"-2", "4294967296"})
+    EXPECT_NE(refusal("WEAVE_GEMM_DEBUG_STALL_K_BLOCK", bad).find("WEAVE_GEMM_DEBUG_STALL_K_BLOCK"), std::string::npos)
+        << bad;
+  for (const char* bad : {"-1", "3600001"})
+    EXPECT_NE(refusal("WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS", bad).find("WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS"),
+              std::string::npos)
+        << bad;
+  EXPECT_NE(refusal("WEAVE_GEMM_DEBUG_STALL_K_BLOCK", "two").find("WEAVE_GEMM_DEBUG_STALL_K_BLOCK"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace weave
