@@ -73,7 +73,8 @@ struct CollectiveConfig {
   std::uint32_t stale_slot_lag = 0;  // flags and credits start this many calls behind the epoch
                                      // (a slot last written long ago, e.g. 2^31 + k)
   int max_blocks = 0;             // lsa grid cap; 0 = from occupancy
-  std::uint64_t receive_delay_ns = 0;  // lsa ll: the last rank waits this long between sending and receiving
+  std::uint64_t receive_delay_ns = 0;  // lsa ll, ce reductions: the last rank waits this long before it
+                                       // reads what it received (LL lines, ce staging)
   // ce push: write into peers with copy-engine copies enqueued whatever the device decides (the
   // pre-issue-16 path): a call that timed out still overwrites a slow peer's live buffers. The
   // negative control of docs/memory_ordering.md "ce-gate".

@@ -97,6 +97,7 @@ template <typename T, int W>
 __global__ void __launch_bounds__(kLsaThreads, W <= 2 ? 2 : 1) local_reduce_kernel(const ReduceCall c) {
   const Proto& p = c.p;
   if (aborted(p)) return;
+  testing_delay(c.receive_delay_ns);  // 0 outside the credit's negative control
   const int w = p.win.world, r = p.win.rank;
   const uint32_t e = *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch));
   const uint32_t slot = slot_of(e, c.slots);

@@ -393,6 +393,7 @@ void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStrea
   rc.staging = off.staging;
   rc.slot_bytes = off.slot_bytes;
   rc.slots = 1;  // fixed slot: see the file comment
+  rc.receive_delay_ns = r == w - 1 ? cfg.receive_delay_ns : 0;  // testing hook (the credit's negative control)
   if (cfg.op == CollectiveOp::kAllGather && plan.algorithm == Algorithm::kPull) {
     run_ce_pull_all_gather(ci, co, bytes, stream);
     return;

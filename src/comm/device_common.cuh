@@ -15,6 +15,18 @@
 
 namespace weave::comm {
 
+// Testing hook (CollectiveConfig::receive_delay_ns): the wait before receiving that the negative
+// controls use to expose buffer reuse (LL lines, ce staging). Every thread of the CTA must call it.
+__device__ inline void testing_delay(uint64_t ns) {
+  if (ns == 0) return;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const uint64_t start = ptx::globaltimer_ns();
+    while (ptx::globaltimer_ns() - start < ns) ptx::nanosleep(1000);
+  }
+  __syncthreads();
+}
+
 // What every protocol kernel needs besides its data pointers (kernels.hpp: Proto), by value.
 using ProtoArgs = Proto;
 

@@ -118,17 +118,6 @@ struct UnitElems {
   }
 };
 
-// The wait before receiving that the negative control uses to expose buffer reuse.
-__device__ inline void testing_delay(uint64_t ns) {
-  if (ns == 0) return;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const uint64_t start = ptx::globaltimer_ns();
-    while (ptx::globaltimer_ns() - start < ns) ptx::nanosleep(1000);
-  }
-  __syncthreads();
-}
-
 template <CollectiveOp kOp, typename T>
 __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
   const ProtoArgs& p = c.p;

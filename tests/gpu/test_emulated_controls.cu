@@ -9,9 +9,16 @@
 //     rank overwrites lines before they are read; the run must fail (a timeout naming the
 //     overwritten line, or wrong sums). Inputs are hashed per (rank, element, call), so a line of
 //     another call read as this call's shows as a wrong sum (the multi-GPU control used zeros).
-// The reduction credits' control is on the CPU (tests/cpu/test_comm_protocol.cpp, CommCredits):
-// the lsa staging slots cannot be overwritten even without credits, and the ce staging copy would
-// need a hook delaying the receiver's reduce.
+//   - ce reduction credit (docs/memory_ordering.md "credit"): the ce one-shot all-reduce (and
+//     reduce-scatter, the same code path) stages every peer's data in one fixed slot of the
+//     receiver's window; with credits off (flow_control = false) and the last rank waiting before
+//     it reduces (receive_delay_ns, in the ce reduce kernel), the fast rank's next call overwrites
+//     that slot before it is read; the sums must come out wrong. With credits on, the same
+//     sequence is right. Two-shot is right either way, and the test asserts it: its second leg's
+//     arrival (phase 1) is published only after the receiver has reduced, and the sender's next
+//     call starts after it, so the staging is always read first (measured on the device: 0 wrong
+//     without credits). (The lsa staging slots cannot be overwritten even without credits; their
+//     credit logic is CPU-tested, tests/cpu/test_comm_protocol.cpp.)
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -177,6 +184,104 @@ LlOutcome run_ll_sequence(int world, bool two_copies) {
 }
 
 }  // namespace
+
+namespace {
+
+constexpr size_t kCeCount = 65536;  // bf16 elements per call
+constexpr int kCeCalls = 8;
+
+struct CeOutcome {
+  int timed_out = 0;  // ranks whose op recorded a timeout (none expected either way)
+  int64_t wrong = 0;  // wrong output elements over all ranks and calls
+};
+
+// kCeCalls ce all-reduces of `algorithm` back to back (no host sync between them), the last rank
+// waiting 200 us before each reduce; hashed inputs per (rank, element, call), one output per call.
+CeOutcome run_ce_sequence(Algorithm algorithm, bool credits) {
+  CeOutcome outcome;
+  std::mutex mu;
+  bench::EmulatedWorld ew(2, 0, 2);
+  ew.run([&](comm::Group& g) {
+    const int r = g.rank(), w = g.world_size();
+    CollectiveConfig cfg;
+    cfg.op = CollectiveOp::kAllReduce;
+    cfg.transport = Transport::kCe;
+    cfg.algorithm = algorithm;
+    cfg.dtype = DType::kBF16;
+    cfg.max_count = kCeCount;
+    cfg.flow_control = credits;
+    cfg.receive_delay_ns = 200000;
+    auto op = Collective::Impl::create(g, cfg);
+    const size_t bytes = kCeCount * 2;
+    std::vector<uint16_t> in(kCeCount * kCeCalls), want(kCeCount * kCeCalls);
+    for (int k = 0; k < kCeCalls; ++k)
+      for (size_t j = 0; j < kCeCount; ++j) {
+        in[k * kCeCount + j] = ref::float_to_bf16(bench::comm_test_int(r, j, k));
+        float sum = 0;  // exact: small integers, rank order
+        for (int q = 0; q < w; ++q) sum += bench::comm_test_int(q, j, k);
+        want[k * kCeCount + j] = ref::float_to_bf16(sum);
+      }
+    OwnedDeviceMemory d_in(bytes * kCeCalls), d_out(bytes * kCeCalls);
+    WEAVE_CHECK_CUDA(cudaMemcpy(d_in.p, in.data(), bytes * kCeCalls, cudaMemcpyHostToDevice));
+    WEAVE_CHECK_CUDA(cudaMemset(d_out.p, 0xFF, bytes * kCeCalls));  // bf16 NaN: unwritten is wrong
+    OwnedStream st;
+    g.barrier();
+    bool timed_out = false;
+    for (int k = 0; k < kCeCalls; ++k) {
+      try {
+        op->run(static_cast<char*>(d_in.p) + k * bytes, static_cast<char*>(d_out.p) + k * bytes, kCeCount, st.s);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.status(), Status::kTimeout) << e.what();
+        timed_out = true;
+      }
+      g.barrier();  // lockstep enqueue (emulated_world.hpp "Queues")
+    }
+    WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+    try {
+      op->check();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kTimeout) << e.what();
+      timed_out = true;
+    }
+    std::vector<uint16_t> got(kCeCount * kCeCalls);
+    WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), d_out.p, bytes * kCeCalls, cudaMemcpyDeviceToHost));
+    int64_t wrong = 0;
+    for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != want[i];
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      outcome.timed_out += timed_out;
+      outcome.wrong += wrong;
+    }
+    g.barrier();
+  });
+  return outcome;
+}
+
+}  // namespace
+
+TEST(EmulatedControls, CeReductionCreditProtectsASlowReceiversStaging) {
+  WEAVE_REQUIRE_GPUS(1);
+  if (const std::string why = bench::EmulatedWorld::copy_engine_unsupported_reason(2); !why.empty())
+    GTEST_SKIP() << why;
+  for (Algorithm algorithm : {Algorithm::kOneShot, Algorithm::kTwoShot}) {
+    SCOPED_TRACE(std::string(to_string(algorithm)));
+    const CeOutcome ok = run_ce_sequence(algorithm, /*credits=*/true);
+    EXPECT_EQ(ok.timed_out, 0) << "credits on, slow receiver: no wait may time out";
+    EXPECT_EQ(ok.wrong, 0) << "credits on, slow receiver: every sum must be right";
+    const CeOutcome bad = run_ce_sequence(algorithm, /*credits=*/false);
+    EXPECT_EQ(bad.timed_out, 0) << "credits off: nothing waits on them, so nothing may time out";
+    if (algorithm == Algorithm::kOneShot)
+      EXPECT_GT(bad.wrong, 0) << "negative control: without credits a fast sender must overwrite the slow "
+                                 "receiver's staging before it is reduced";
+    else
+      EXPECT_EQ(bad.wrong, 0) << "two-shot: the phase-1 arrival orders the receiver's reduce before the "
+                                 "sender's next call, credits or not";
+    std::printf("  ce %s credit negative control (W = 2, %d calls of %zu bf16): %lld wrong elements without "
+                "credits, %lld with\n",
+                std::string(to_string(algorithm)).c_str(), kCeCalls, kCeCount, static_cast<long long>(bad.wrong),
+                static_cast<long long>(ok.wrong));
+  }
+}
 
 TEST(EmulatedControls, LowLatencyLinesOverwrittenWithOneCopyAreCaught) {
   WEAVE_REQUIRE_GPUS(1);
