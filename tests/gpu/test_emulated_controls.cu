@@ -116,8 +116,60 @@ struct LlOutcome {
   bool overwrite_named = false;  // the last rank's timeout said "overwritten before it was read"
 };
 
-// kLlCalls LL all-reduces back to back (no host sync between them), the last rank waiting
-// 200 us between sending and receiving; every call has its own hashed inputs and output.
+// What one rank saw over a sequence of all-reduces (run_sum_sequence).
+struct RankSequence {
+  bool timed_out = false;
+  std::string message;  // the recorded timeout, if any
+  int64_t wrong = 0;    // wrong output elements over all calls
+};
+
+// `calls` bf16 all-reduces of `count` elements through `op` back to back (no host sync between
+// them); every call has its own inputs, hashed per (rank, element, call), and its own NaN-poisoned
+// output, so data of another call read as this call's shows as a wrong sum.
+RankSequence run_sum_sequence(comm::Group& g, Collective& op, size_t count, int calls) {
+  const int r = g.rank(), w = g.world_size();
+  const size_t bytes = count * 2;
+  std::vector<uint16_t> in(count * calls), want(count * calls);
+  for (int k = 0; k < calls; ++k)
+    for (size_t j = 0; j < count; ++j) {
+      in[k * count + j] = ref::float_to_bf16(bench::comm_test_int(r, j, k));
+      float sum = 0;  // exact: small integers, rank order
+      for (int q = 0; q < w; ++q) sum += bench::comm_test_int(q, j, k);
+      want[k * count + j] = ref::float_to_bf16(sum);
+    }
+  OwnedDeviceMemory d_in(bytes * calls), d_out(bytes * calls);
+  WEAVE_CHECK_CUDA(cudaMemcpy(d_in.p, in.data(), bytes * calls, cudaMemcpyHostToDevice));
+  WEAVE_CHECK_CUDA(cudaMemset(d_out.p, 0xFF, bytes * calls));  // bf16 NaN: unwritten is wrong
+  OwnedStream st;
+  g.barrier();
+  RankSequence out;
+  for (int k = 0; k < calls; ++k) {
+    // run() raises a timeout an earlier call recorded; every rank still reaches the barrier
+    // (lockstep enqueue, emulated_world.hpp), so none waits for a rank that stopped.
+    try {
+      op.run(static_cast<char*>(d_in.p) + k * bytes, static_cast<char*>(d_out.p) + k * bytes, count, st.s);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kTimeout) << e.what();
+      out.timed_out = true;
+    }
+    g.barrier();
+  }
+  WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+  try {
+    op.check();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kTimeout) << e.what();
+    out.timed_out = true;
+    out.message = e.message();
+  }
+  std::vector<uint16_t> got(count * calls);
+  WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), d_out.p, bytes * calls, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < got.size(); ++i) out.wrong += got[i] != want[i];
+  return out;
+}
+
+// kLlCalls LL all-reduces back to back, the last rank waiting 200 us between sending and
+// receiving.
 LlOutcome run_ll_sequence(int world, bool two_copies) {
   LlOutcome outcome;
   std::mutex mu;
@@ -125,57 +177,16 @@ LlOutcome run_ll_sequence(int world, bool two_copies) {
   // used for one sequence only.
   bench::EmulatedWorld ew(world, 0, 2);
   ew.run([&](comm::Group& g) {
-    const int r = g.rank(), w = g.world_size();
     CollectiveConfig cfg = config_of({CollectiveOp::kAllReduce, Algorithm::kLowLatency, DType::kBF16}, kLlCount);
     cfg.flow_control = two_copies;  // false: one LL copy per source
     cfg.receive_delay_ns = 200000;
     auto op = Collective::Impl::create(g, cfg);
-    const size_t bytes = kLlCount * 2;
-    std::vector<uint16_t> in(kLlCount * kLlCalls), want(kLlCount * kLlCalls);
-    for (int k = 0; k < kLlCalls; ++k)
-      for (size_t j = 0; j < kLlCount; ++j) {
-        in[k * kLlCount + j] = ref::float_to_bf16(bench::comm_test_int(r, j, k));
-        float sum = 0;  // exact: small integers, rank order
-        for (int q = 0; q < w; ++q) sum += bench::comm_test_int(q, j, k);
-        want[k * kLlCount + j] = ref::float_to_bf16(sum);
-      }
-    OwnedDeviceMemory d_in(bytes * kLlCalls), d_out(bytes * kLlCalls);
-    WEAVE_CHECK_CUDA(cudaMemcpy(d_in.p, in.data(), bytes * kLlCalls, cudaMemcpyHostToDevice));
-    WEAVE_CHECK_CUDA(cudaMemset(d_out.p, 0xFF, bytes * kLlCalls));  // bf16 NaN: unwritten is wrong
-    OwnedStream st;
-    g.barrier();
-    bool timed_out = false;
-    for (int k = 0; k < kLlCalls; ++k) {
-      // run() raises a timeout an earlier call recorded; every rank still reaches the barrier
-      // (lockstep enqueue, emulated_world.hpp), so none waits for a rank that stopped.
-      try {
-        op->run(static_cast<char*>(d_in.p) + k * bytes, static_cast<char*>(d_out.p) + k * bytes, kLlCount, st.s);
-      } catch (const Error& e) {
-        EXPECT_EQ(e.status(), Status::kTimeout) << e.what();
-        timed_out = true;
-      }
-      g.barrier();
-    }
-    WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
-    std::string message;
-    int64_t wrong = 0;
-    try {
-      op->check();
-    } catch (const Error& e) {
-      EXPECT_EQ(e.status(), Status::kTimeout) << e.what();
-      timed_out = true;
-      message = e.message();
-    }
-    if (!timed_out) {
-      std::vector<uint16_t> got(kLlCount * kLlCalls);
-      WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), d_out.p, bytes * kLlCalls, cudaMemcpyDeviceToHost));
-      for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != want[i];
-    }
+    const RankSequence seen = run_sum_sequence(g, *op, kLlCount, kLlCalls);
     {
       std::lock_guard<std::mutex> lock(mu);
-      outcome.timed_out += timed_out;
-      outcome.wrong += wrong;
-      if (r == w - 1 && message.find("overwritten before it was read") != std::string::npos)
+      outcome.timed_out += seen.timed_out;
+      if (!seen.timed_out) outcome.wrong += seen.wrong;  // a timed-out rank's outputs are incomplete by design
+      if (g.rank() == g.world_size() - 1 && seen.message.find("overwritten before it was read") != std::string::npos)
         outcome.overwrite_named = true;
     }
     g.barrier();
@@ -195,14 +206,13 @@ struct CeOutcome {
   int64_t wrong = 0;  // wrong output elements over all ranks and calls
 };
 
-// kCeCalls ce all-reduces of `algorithm` back to back (no host sync between them), the last rank
-// waiting 200 us before each reduce; hashed inputs per (rank, element, call), one output per call.
+// kCeCalls ce all-reduces of `algorithm` back to back, the last rank waiting 200 us before each
+// reduce.
 CeOutcome run_ce_sequence(Algorithm algorithm, bool credits) {
   CeOutcome outcome;
   std::mutex mu;
   bench::EmulatedWorld ew(2, 0, 2);
   ew.run([&](comm::Group& g) {
-    const int r = g.rank(), w = g.world_size();
     CollectiveConfig cfg;
     cfg.op = CollectiveOp::kAllReduce;
     cfg.transport = Transport::kCe;
@@ -212,45 +222,11 @@ CeOutcome run_ce_sequence(Algorithm algorithm, bool credits) {
     cfg.flow_control = credits;
     cfg.receive_delay_ns = 200000;
     auto op = Collective::Impl::create(g, cfg);
-    const size_t bytes = kCeCount * 2;
-    std::vector<uint16_t> in(kCeCount * kCeCalls), want(kCeCount * kCeCalls);
-    for (int k = 0; k < kCeCalls; ++k)
-      for (size_t j = 0; j < kCeCount; ++j) {
-        in[k * kCeCount + j] = ref::float_to_bf16(bench::comm_test_int(r, j, k));
-        float sum = 0;  // exact: small integers, rank order
-        for (int q = 0; q < w; ++q) sum += bench::comm_test_int(q, j, k);
-        want[k * kCeCount + j] = ref::float_to_bf16(sum);
-      }
-    OwnedDeviceMemory d_in(bytes * kCeCalls), d_out(bytes * kCeCalls);
-    WEAVE_CHECK_CUDA(cudaMemcpy(d_in.p, in.data(), bytes * kCeCalls, cudaMemcpyHostToDevice));
-    WEAVE_CHECK_CUDA(cudaMemset(d_out.p, 0xFF, bytes * kCeCalls));  // bf16 NaN: unwritten is wrong
-    OwnedStream st;
-    g.barrier();
-    bool timed_out = false;
-    for (int k = 0; k < kCeCalls; ++k) {
-      try {
-        op->run(static_cast<char*>(d_in.p) + k * bytes, static_cast<char*>(d_out.p) + k * bytes, kCeCount, st.s);
-      } catch (const Error& e) {
-        EXPECT_EQ(e.status(), Status::kTimeout) << e.what();
-        timed_out = true;
-      }
-      g.barrier();  // lockstep enqueue (emulated_world.hpp "Queues")
-    }
-    WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
-    try {
-      op->check();
-    } catch (const Error& e) {
-      EXPECT_EQ(e.status(), Status::kTimeout) << e.what();
-      timed_out = true;
-    }
-    std::vector<uint16_t> got(kCeCount * kCeCalls);
-    WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), d_out.p, bytes * kCeCalls, cudaMemcpyDeviceToHost));
-    int64_t wrong = 0;
-    for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != want[i];
+    const RankSequence seen = run_sum_sequence(g, *op, kCeCount, kCeCalls);
     {
       std::lock_guard<std::mutex> lock(mu);
-      outcome.timed_out += timed_out;
-      outcome.wrong += wrong;
+      outcome.timed_out += seen.timed_out;
+      outcome.wrong += seen.wrong;
     }
     g.barrier();
   });
