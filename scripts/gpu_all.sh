@@ -7,7 +7,8 @@
 # tests and the gemm suite only; comm: the multi-GPU tests and the comm suite only; fused: the
 # GPU and multi-GPU tests, then the emulated fused tests repeated and the gemm-ag / gemm-ar suites
 # in the emulated world; default: all.
-# GTEST_FILTER (GoogleTest reads it) narrows the tests.
+# GTEST_FILTER (GoogleTest reads it) narrows the tests. SANITIZE=1 adds compute-sanitizer memcheck
+# and racecheck over GemmSanitizer.* after them.
 # To save device time, build here instead (scripts/pack_prebuilt.sh fills carry/), carry
 # ["carry"] and set WEAVE_PREBUILT=carry: the build step is then skipped.
 # Bench arguments: COPY_ARGS, GEMM_ARGS (and a second gemm run GEMM_ARGS2), COMM_ARGS, GEMM_AG_ARGS,
@@ -55,6 +56,22 @@ if [ "$mode" != bench ]; then
     note "tests $label (exit $rc, $(( $(date +%s) - t1 )) s): $(grep -E '^\[  PASSED  \]' "$LOGS/tests_$label.log" | tail -1) $(grep -E '^\[  SKIPPED \] [0-9]' "$LOGS/tests_$label.log" | tail -1) $(grep -E '^\[  FAILED  \] [0-9]' "$LOGS/tests_$label.log" | tail -1)"
     grep -E '^\[  FAILED  \] [A-Z]' "$LOGS/tests_$label.log" | head -20
   done
+fi
+
+# SANITIZE=1: compute-sanitizer memcheck and racecheck over GemmSanitizer.* (every GEMM instance
+# once, the mxfp8 route with and without its rerun) after the tests; each bounded by SANITIZE_TIMEOUT.
+if [ "${SANITIZE:-0}" = 1 ] && [ "$mode" != bench ]; then
+  cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
+  if [ -z "$cs" ]; then
+    note "sanitizers: compute-sanitizer not found (skipped)"
+  else
+    for tool in memcheck racecheck; do
+      t1=$(date +%s)
+      timeout ${SANITIZE_TIMEOUT:-120} "$cs" --tool $tool "$TBIN/weave_tests_gpu" --gtest_filter='GemmSanitizer.*' \
+        >"$LOGS/sanitize_$tool.log" 2>&1
+      note "compute-sanitizer $tool (exit $?, $(( $(date +%s) - t1 )) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitize_$tool.log" | tail -1)"
+    done
+  fi
 fi
 
 bench() {  # bench <name> <weave bench args...>
