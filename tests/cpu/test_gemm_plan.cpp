@@ -504,5 +504,32 @@ TEST(GemmPlanMxRoute, IssueShapesTakeTheMeasuredFasterRoute) {
     }
 }
 
+// ptpc's tile at the issue's 12 shapes, against the measurement behind it (docs/perf/gemm.md step
+// 3, GemmPerf with every tile forced): with bf16 output the 128-row tile (two block sets) was equal
+// to or faster than 256x128 except at two noisy large shapes, so it is taken everywhere, 128x64 at
+// M = 64; with fp32 output 256x128 stayed 1.06-1.09x faster where both fill the same waves, so
+// step 1's choices stand. A planner change that flips one of these must come with a new sweep.
+TEST(GemmPlanTiles, PtpcIssueShapesTakeTheMeasuredTile) {
+  if (gemm::gemm_tile_candidates(problem(8192, 7168, 2048, ScaleMode::kPtpc)).size() < 3)
+    GTEST_SKIP() << "narrowed build: the three ptpc tiles are not built";
+  struct Row {
+    int64_t m, n, k;
+    int bf16_bm, bf16_bn, fp32_bm;
+  };
+  const Row rows[] = {{8192, 7168, 2048, 128, 128, 256}, {16384, 7168, 2048, 128, 128, 256},
+                      {4096, 7168, 2048, 128, 128, 256}, {2048, 2048, 7168, 128, 128, 256},
+                      {16384, 2048, 7168, 128, 128, 256}, {8192, 5120, 2048, 128, 128, 256},
+                      {1024, 5120, 2048, 128, 128, 128}, {8192, 7168, 640, 128, 128, 256},
+                      {64, 8192, 1280, 128, 64, 128},    {32768, 7168, 1792, 128, 128, 256},
+                      {2048, 1024, 5120, 128, 128, 128}, {8192, 8192, 8192, 128, 128, 256}};
+  for (const Row& r : rows) {
+    const GemmPlan bf = gemm_plan(problem(r.m, r.n, r.k, ScaleMode::kPtpc), 132);
+    EXPECT_EQ(bf.block_m * 1000 + bf.block_n, r.bf16_bm * 1000 + r.bf16_bn)
+        << r.m << "x" << r.n << "x" << r.k << " bf16 out: " << bf.reason;
+    const GemmPlan f32 = gemm_plan(problem(r.m, r.n, r.k, ScaleMode::kPtpc, DType::kF32), 132);
+    EXPECT_EQ(f32.block_m, r.fp32_bm) << r.m << "x" << r.n << "x" << r.k << " fp32 out: " << f32.reason;
+  }
+}
+
 }  // namespace
 }  // namespace weave
