@@ -262,6 +262,15 @@ def test_pack_mxfp8_scales_matches_the_documented_layout(seed):
         assert (got.view(np.uint32) == ref).all()
 
 
+def test_gemm_check_is_exposed():
+    # Gemm.check() raises a GEMM pipeline timeout recorded by an aborted kernel (the GPU test
+    # test_a_stalled_gemm_is_reported_and_the_process_keeps_working shows it raising); here: the
+    # wrapper and the native class both carry it, with a docstring that says what it raises.
+    assert callable(getattr(weave.Gemm, "check", None))
+    assert "timeout" in (weave.Gemm.check.__doc__ or "")
+    assert callable(getattr(weave._weave.Gemm, "check", None))
+
+
 def test_libweave_exports_only_the_api():
     nm = shutil.which("nm")
     if nm is None:
