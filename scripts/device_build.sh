@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds weave on a GPU machine of the device tool (no package registries there): header-only
+# Builds weave on a GPU machine without access to package registries: header-only
 # deps, GoogleTest and the NCCL headers come from .deps/ (scripts/make_device_deps.sh, carried),
 # the NCCL library from the PyTorch venv (2.28.9, matching the headers).
 #   bash scripts/device_build.sh [ninja targets...]      (default: everything)

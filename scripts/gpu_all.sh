@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# One device call: build, run the GPU and multi-GPU tests, then the benchmarks, and print a
+# One run on a GPU machine: build, run the GPU and multi-GPU tests, then the benchmarks, and print a
 # short summary last. Full logs are packed into $OUT/logs.tgz, JSON results and the summary are
-# copied to $OUT (the device tool brings back at most 8 files).
-#   device run (kind nvidia-h200-x2, carry [".deps"]):  bash scripts/gpu_all.sh [quick|tests|bench|gemm|comm|fused]
+# copied to $OUT (few files: a remote run may bring back only a handful).
+#   on the GPU machine, with .deps/ copied along:  bash scripts/gpu_all.sh [quick|tests|bench|gemm|comm|fused]
 # quick: tests + the default (short) bench suites; tests / bench: only that half; gemm: the GPU
 # tests and the gemm suite only; comm: the multi-GPU tests and the comm suite only; fused: the
 # GPU and multi-GPU tests, then the emulated fused tests repeated and the gemm-ag / gemm-ar suites
 # in the emulated world; default: all.
 # GTEST_FILTER (GoogleTest reads it) narrows the tests. SANITIZE=1 adds compute-sanitizer memcheck
 # and racecheck over GemmSanitizer.* after them.
-# To save device time, build here instead (scripts/pack_prebuilt.sh fills carry/), carry
-# ["carry"] and set WEAVE_PREBUILT=carry: the build step is then skipped.
+# To save GPU-machine time, build here instead (scripts/pack_prebuilt.sh fills carry/), copy
+# carry/ along and set WEAVE_PREBUILT=carry: the build step is then skipped.
 # Bench arguments: COPY_ARGS, GEMM_ARGS (and a second gemm run GEMM_ARGS2), COMM_ARGS, GEMM_AG_ARGS,
 # GEMM_AR_MS (the gemm-ar suites' M list) and GEMM_AR_ARGS (their other options).
 # Tests run as their GoogleTest binaries (one process per label: much faster than one per case).

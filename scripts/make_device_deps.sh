@@ -2,7 +2,7 @@
 # Fills .deps/ (git-ignored) with what the GPU machines lack and cannot download: GoogleTest
 # sources, the header-only CLI libraries, and the NCCL 2.28.9 headers this project builds against
 # (the device API is header-inline, so headers and library must match: the GPU machines' PyTorch
-# venv ships libnccl 2.28.9). Run here, then name .deps in the device tool's `carry`.
+# venv ships libnccl 2.28.9). Run here, then copy .deps/ to the GPU machine with the tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh >/dev/null

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds here (no device time) and copies what a GPU run needs into carry/ (git-ignored):
-# the CLI, libweave and the GPU test binaries. Then, through the device tool:
-#   carry ["carry"], command: WEAVE_PREBUILT=carry bash scripts/gpu_all.sh
+# Builds here (no GPU-machine time) and copies what a GPU run needs into carry/ (git-ignored):
+# the CLI, libweave and the GPU test binaries. Then, on the GPU machine, with carry/ copied along:
+#   WEAVE_PREBUILT=carry bash scripts/gpu_all.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
