@@ -32,6 +32,11 @@ bool overlaps(const void* a, size_t na, const void* b, size_t nb) {
 
 ncclDataType_t nccl_type(DType d) { return d == DType::kBF16 ? ncclBfloat16 : ncclFloat32; }
 
+// Testing hook CollectiveConfig::receive_delay_ns: only the last rank is slow, so its peers run ahead.
+uint64_t receive_delay_of(const CollectiveConfig& cfg, int rank, int world) {
+  return rank == world - 1 ? cfg.receive_delay_ns : 0;
+}
+
 }  // namespace
 
 Collective::Impl::Impl(comm::Group& c, const CollectiveConfig& config) : group(&c), cfg(config) {
@@ -270,7 +275,7 @@ void Collective::Impl::run_lsa(const void* in, void* out, size_t count, cudaStre
     // Negative control: one copy per source lets a rank a call ahead overwrite lines its peer
     // has not read yet (docs/memory_ordering.md "ll-reuse").
     l.slots = cfg.flow_control ? comm::kLLSlots : 1;
-    l.receive_delay_ns = r == w - 1 ? cfg.receive_delay_ns : 0;
+    l.receive_delay_ns = receive_delay_of(cfg, r, w);
     l.blocks = comm::ll_blocks_for(count * esz, max_blocks);
     comm::launch_lsa_ll(l, cfg.op, cfg.dtype, stream);
     return;
@@ -393,7 +398,7 @@ void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStrea
   rc.staging = off.staging;
   rc.slot_bytes = off.slot_bytes;
   rc.slots = 1;  // fixed slot: see the file comment
-  rc.receive_delay_ns = r == w - 1 ? cfg.receive_delay_ns : 0;  // testing hook (the credit's negative control)
+  rc.receive_delay_ns = receive_delay_of(cfg, r, w);  // the credit's negative control
   if (cfg.op == CollectiveOp::kAllGather && plan.algorithm == Algorithm::kPull) {
     run_ce_pull_all_gather(ci, co, bytes, stream);
     return;

@@ -15,15 +15,20 @@
 
 namespace weave::comm {
 
-// Testing hook (CollectiveConfig::receive_delay_ns): the wait before receiving that the negative
-// controls use to expose buffer reuse (LL lines, ce staging). Every thread of the CTA must call it.
+// Testing hooks: this thread spins `ns` nanoseconds (0 costs one compare). The fused epilogues'
+// slow rank (config delay_stores_ns) calls it from one leader thread.
+__device__ __forceinline__ void delay_for_testing(uint64_t ns) {
+  if (ns == 0) return;
+  const uint64_t start = ptx::globaltimer_ns();
+  while (ptx::globaltimer_ns() - start < ns) ptx::nanosleep(1000);
+}
+
+// CollectiveConfig::receive_delay_ns: the whole CTA waits before receiving, as the negative
+// controls need to expose buffer reuse (LL lines, ce staging). Every thread of the CTA must call it.
 __device__ inline void testing_delay(uint64_t ns) {
   if (ns == 0) return;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    const uint64_t start = ptx::globaltimer_ns();
-    while (ptx::globaltimer_ns() - start < ns) ptx::nanosleep(1000);
-  }
+  if (threadIdx.x == 0) delay_for_testing(ns);
   __syncthreads();
 }
 

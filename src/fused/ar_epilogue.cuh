@@ -37,7 +37,6 @@
 #include "fused/ar_params.hpp"
 #include "fused/ar_schedule.hpp"
 #include "fused/call_words.cuh"
-#include "fused/testing_delay.cuh"
 #include "gemm/kernel_args.hpp"
 #include "hopper/ptx/comm_flags.cuh"
 
@@ -74,7 +73,7 @@ struct EpilogueAllReduce {
   static constexpr bool kHasCombineHook = true;
 
   __device__ __forceinline__ static void before_store(const Params& p, int, int, int, int) {
-    delay_for_testing(p.delay_stores_ns);
+    comm::delay_for_testing(p.delay_stores_ns);
   }
   __device__ __forceinline__ static void tile_issued(const Params&, int, int, int, int) {}
 

@@ -164,12 +164,7 @@ void GemmAllGather::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   gemm::check_gemm_inputs(prob, a, b, s, group->device());
   const int w = group->world_size(), r = group->rank();
   const GemmAllGatherPlan pl = plan(m);
-  GemmPlanOverrides ov;
-  ov.block_m = fused::kGagBlockM;
-  ov.block_n = fused::kGagBlockN;
-  ov.split_k = 1;
-  ov.grid = pl.grid;
-  const GemmPlan gp = gemm_plan(prob, num_sms, ov);
+  const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kGagBlockM, fused::kGagBlockN, pl.grid);
   const gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s);
   const size_t rows_bytes = static_cast<size_t>(m) * static_cast<size_t>(cfg.n) * out_bytes;
   char* own = out_local() + static_cast<size_t>(r) * rows_bytes;

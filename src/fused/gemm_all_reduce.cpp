@@ -188,12 +188,7 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
     }
     last = GemmAllReduceMode::kSplitLsa;  // auto with padded scales: the GEMV cannot read them
   }
-  GemmPlanOverrides ov;
-  ov.block_m = fused::kGarBlockM;
-  ov.block_n = fused::kGarBlockN;
-  ov.split_k = 1;
-  ov.grid = pl.grid;
-  const GemmPlan gp = gemm_plan(prob, num_sms, ov);
+  const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kGarBlockM, fused::kGarBlockN, pl.grid);
   gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s);
   const size_t count = static_cast<size_t>(m) * static_cast<size_t>(cfg.n);
   if (pl.mode == GemmAllReduceMode::kFused || pl.mode == GemmAllReduceMode::kFusedRs) {

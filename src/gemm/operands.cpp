@@ -103,6 +103,15 @@ void check_gemv_scales(const GemmProblem& p, const GemmScales& s) {
                                                          << " / " << s.b.cols() << ")");
 }
 
+GemmPlan fixed_tile_plan(const GemmProblem& p, int num_sms, int block_m, int block_n, int grid) {
+  GemmPlanOverrides ov;
+  ov.block_m = block_m;
+  ov.block_n = block_n;
+  ov.split_k = 1;
+  ov.grid = grid;
+  return gemm_plan(p, num_sms, ov);
+}
+
 MainloopDebug MainloopDebug::from_env() {
   MainloopDebug d;
   d.drop_full_wait = env::get_bool("WEAVE_GEMM_DEBUG_DROP_WAIT", false);

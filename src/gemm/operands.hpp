@@ -32,6 +32,11 @@ bool gemv_scales_dense(const GemmProblem& p, const GemmScales& s);
 detail::GemvArgs make_gemv_args(const GemmProblem& p, const TensorView& a, const TensorView& b, const GemmScales& s,
                                 void* c, int64_t ldc);
 
+// The plan of a fused operator's tile GEMM: exactly this tile and persistent grid, no K split (a
+// fused epilogue stores or sends whole tiles); the planner's other choices as for any problem
+// (the forced tile keeps mxfp8 on its native kernel).
+GemmPlan fixed_tile_plan(const GemmProblem& p, int num_sms, int block_m, int block_n, int grid);
+
 // Debug-only knobs of the main loop (weave::Gemm reads them from the environment at construction;
 // a fused op never sets them). Defaults: production.
 struct MainloopDebug {

@@ -8,19 +8,13 @@
 #include "gemm/dispatch.hpp"
 #include "gemm/planner.hpp"
 #include "support/gpu.hpp"
+#include "support/scoped_env.hpp"
 #include "test_gemm_support.hpp"
 
 using namespace weave;
 using namespace weave::test;
 
 namespace {
-
-// Sets an environment variable for one scope.
-struct ScopedEnv {
-  const char* name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name); }
-};
 
 RepeatResult run_planned(const OperandSet& o, DType out, int repeats, std::string* kernel = nullptr,
                          ScaleLayout layout = ScaleLayout::kRaw) {

@@ -46,7 +46,7 @@ void time_shape(ScaleMode mode, PerfShape s, int l2_bytes) {
   };
   std::vector<Variant> variants = {{"weave", {}}};
   for (const auto& inst : gemm::gemm_instances())
-    if (inst.mode == mode && inst.out_dtype == DType::kBF16 && inst.epilogue == gemm::EpilogueKind::kStoreLocal)
+    if (inst.mode == mode && inst.out_dtype == DType::kBF16)
       variants.push_back({"tile " + std::to_string(inst.block_m) + "x" + std::to_string(inst.block_n),
                           GemmPlanOverrides{.block_m = inst.block_m, .block_n = inst.block_n}});
   for (int g : {2, 4, 16, 64}) variants.push_back({"group " + std::to_string(g), GemmPlanOverrides{.group_rows = g}});
