@@ -12,6 +12,10 @@
 //               this rank and on every peer (peers in rank-rotated order), counts stored tiles per
 //               chunk of rows and publishes a flag per chunk; the kernel ends once every peer's
 //               chunks have arrived
+//   fused-ce    the same kernel storing to this rank's rows only; each chunk's flag triggers the
+//               receivers' copy-engine pulls of it while the GEMM runs (stream memory operations,
+//               one copy stream per peer): the gather costs no SM time (explicit only; auto does
+//               not take it)
 //   auto        fused-lsa where the planner says it pays, else the best split mode (the choice and
 //               the reason: plan(m))
 // A mode that cannot run here raises kUnavailable naming the reason; auto then falls back with a
@@ -48,7 +52,7 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace weave WEAVE_API {
 
-enum class GemmAllGatherMode : uint8_t { kAuto, kGemmOnly, kSplitNccl, kSplitLsa, kSplitCe, kFusedLsa };
+enum class GemmAllGatherMode : uint8_t { kAuto, kGemmOnly, kSplitNccl, kSplitLsa, kSplitCe, kFusedLsa, kFusedCe };
 std::string_view to_string(GemmAllGatherMode mode) noexcept;
 std::optional<GemmAllGatherMode> parse_gemm_all_gather_mode(std::string_view name) noexcept;  // "fused-lsa", ...
 
@@ -70,6 +74,8 @@ struct GemmAllGatherConfig {
   std::uint32_t initial_epoch = 0;    // start the call epochs here (e.g. near 2^32)
   std::uint64_t delay_stores_ns = 0;  // fused: wait this long before each tile's stores (a slow
                                       // rank; may differ between ranks)
+  std::uint64_t delay_pull_ns = 0;    // fused-ce: wait this long before triggering each chunk's
+                                      // pull (a slow receiver)
 };
 
 // What one call of M rows runs and why (pure; `weave plan gemm-ag` prints it).

@@ -62,7 +62,8 @@ void bind_fused(nb::module_& m) {
       .value("SPLIT_NCCL", weave::GemmAllGatherMode::kSplitNccl)
       .value("SPLIT_LSA", weave::GemmAllGatherMode::kSplitLsa)
       .value("SPLIT_CE", weave::GemmAllGatherMode::kSplitCe)
-      .value("FUSED_LSA", weave::GemmAllGatherMode::kFusedLsa);
+      .value("FUSED_LSA", weave::GemmAllGatherMode::kFusedLsa)
+      .value("FUSED_CE", weave::GemmAllGatherMode::kFusedCe);
   m.def("parse_gemm_all_reduce_mode", [](std::string_view s) { return weave::parse_gemm_all_reduce_mode(s); });
   m.def("parse_gemm_all_gather_mode", [](std::string_view s) { return weave::parse_gemm_all_gather_mode(s); });
   m.def("name", [](weave::GemmAllReduceMode v) { return std::string(weave::to_string(v)); });

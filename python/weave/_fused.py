@@ -25,7 +25,7 @@ GemmAllReduceMode = _weave.GemmAllReduceMode
 GemmAllGatherMode = _weave.GemmAllGatherMode
 
 _AR_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fused, fused-rs)"
-_AG_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused-lsa)"
+_AG_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused-lsa, fused-ce)"
 
 
 def _int(name: str, v, low: int = 1) -> int:
@@ -188,7 +188,7 @@ class GemmAllGather(_FusedOp):
     """Every rank r passes A_r [m, K]; B [N, K] is the same on every rank; every rank gets
     [world * m, N] with rank s's rows A_s @ B.T at [s*m, (s+1)*m) (bf16 or fp32 out for bf16
     inputs, bf16 for fp8). Modes: auto (default), gemm-only, split-nccl, split-lsa, split-ce,
-    fused-lsa."""
+    fused-lsa, fused-ce."""
 
     _kind = "GemmAllGather"
     _validate = staticmethod(_weave.gemm_all_gather_validate)

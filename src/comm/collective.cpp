@@ -133,15 +133,7 @@ void Collective::Impl::attach(std::shared_ptr<comm::OpWindow> window, const comm
         c.agree_ok(why.empty(), "ce pull (device-triggered copies)", why);
         mem_ops = std::make_unique<comm::StreamMemOps>(c.device());
       }
-      WEAVE_CHECK_CUDA(cudaEventCreateWithFlags(&fork_event, cudaEventDisableTiming));
-      for (int s = 1; s < c.world_size(); ++s) {
-        cudaStream_t ps = nullptr;
-        WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&ps, cudaStreamNonBlocking));
-        peer_streams.push_back(ps);
-        cudaEvent_t ev = nullptr;
-        WEAVE_CHECK_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-        join_events.push_back(ev);
-      }
+      copies.open(c.world_size() - 1);
     }
   } catch (...) {
     release();
@@ -151,12 +143,7 @@ void Collective::Impl::attach(std::shared_ptr<comm::OpWindow> window, const comm
 
 void Collective::Impl::release() noexcept {
   cudaSetDevice(group->device());
-  for (auto s : peer_streams) cudaStreamDestroy(s);
-  for (auto e : join_events) cudaEventDestroy(e);
-  peer_streams.clear();
-  join_events.clear();
-  if (fork_event) cudaEventDestroy(fork_event);
-  fork_event = nullptr;
+  copies.release();
   win = nullptr;
   if (rt) rt->release();  // drops the window before the communicator it is registered with
   nccl_ce_group.reset();
@@ -340,18 +327,6 @@ void Collective::Impl::run_lsa(const void* in, void* out, size_t count, cudaStre
   }
 }
 
-void Collective::Impl::ce_fork(cudaStream_t stream) {
-  WEAVE_CHECK_CUDA(cudaEventRecord(fork_event, stream));
-  for (auto ps : peer_streams) WEAVE_CHECK_CUDA(cudaStreamWaitEvent(ps, fork_event, 0));
-}
-
-void Collective::Impl::ce_join(cudaStream_t stream) {
-  for (size_t i = 0; i < peer_streams.size(); ++i) {
-    WEAVE_CHECK_CUDA(cudaEventRecord(join_events[i], peer_streams[i]));
-    WEAVE_CHECK_CUDA(cudaStreamWaitEvent(stream, join_events[i], 0));
-  }
-}
-
 // docs/memory_ordering.md "ce-gate": every write of a ce push into a peer goes through here. By
 // default a gated SM put on the caller's stream, after the kernel whose waits grant it: it stores
 // nothing once a wait of this call (or an earlier one) failed, so a call that timed out never
@@ -372,16 +347,16 @@ void Collective::Impl::ce_push(comm::CePut put, size_t sm, cudaStream_t stream) 
     return;
   }
   const WindowHandle& h = win->handle();
-  ce_fork(stream);
+  copies.fork(stream);
   for (int s = 1; s < w; ++s) {
     const int q = comm::peer_at(r, s, w);
     if (put.bytes[q] > sm)
       WEAVE_CHECK_CUDA(cudaMemcpyAsync(h.base[q] + put.dst_off[q] + sm, put.src[q] + sm, put.bytes[q] - sm,
-                                       cudaMemcpyDeviceToDevice, peer_streams[s - 1]));
+                                       cudaMemcpyDeviceToDevice, copies[s - 1]));
   }
   const int q1 = comm::peer_at(r, 1, w);
   if (sm) comm::launch_sm_put(proto, put.dst_off[q1], put.src[q1], sm, comm::lsa_blocks_for(sm, max_blocks), stream);
-  ce_join(stream);
+  copies.join(stream);
 }
 
 void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStream_t stream) {
@@ -521,18 +496,18 @@ void Collective::Impl::run_ce_pull_all_gather(const char* in, char* out, size_t 
   // never sit ahead of its trigger in a shared hardware queue (one connection, graph scheduling),
   // where cuStreamWaitValue32 would block that kernel forever (it has no timeout).
   comm::launch_ce_pull_enter(proto, stream, zero_copy_key(src_off, src_stride));
-  ce_fork(stream);
+  copies.fork(stream);
   uint32_t* trigger = reinterpret_cast<uint32_t*>(win->local() + off.control) + comm::kCtrlTrigger;
   for (int s = 1; s < w; ++s) {
     const int q = comm::peer_at(r, s, w);
-    cudaStream_t ps = peer_streams[s - 1];
+    cudaStream_t ps = copies[s - 1];
     mem_ops->wait_eq(ps, trigger + s - 1, 1u);
     mem_ops->write(ps, trigger + s - 1, 0u);
     WEAVE_CHECK_CUDA(cudaMemcpyAsync(out + q * bytes, h.base[q] + src_off + q * src_stride, bytes,
                                      cudaMemcpyDeviceToDevice, ps));
   }
   if (in != out + r * bytes) WEAVE_CHECK_CUDA(cudaMemcpyAsync(out + r * bytes, in, bytes, cudaMemcpyDeviceToDevice, stream));
-  ce_join(stream);
+  copies.join(stream);
   comm::launch_ce_arrive(proto, 1, stream, comm::FlagKind::kDone);
 }
 

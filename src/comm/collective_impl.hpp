@@ -11,6 +11,7 @@
 #include "comm/group.hpp"
 #include "comm/kernels.hpp"
 #include "comm/op_layout.hpp"
+#include "comm/copy_streams.hpp"
 #include "comm/op_runtime.hpp"
 #include "comm/stream_mem_ops.hpp"
 #include "weave/collectives.hpp"
@@ -30,9 +31,7 @@ struct Collective::Impl {
   std::unique_ptr<comm::OpRuntime> rt;
   comm::OpWindow* win = nullptr;               // rt's window (shared by every op of create_sharing_window)
   comm::Proto proto{};
-  std::vector<cudaStream_t> peer_streams;      // ce: one per peer step
-  std::vector<cudaEvent_t> join_events;        // ce: one per peer step
-  cudaEvent_t fork_event = nullptr;
+  comm::CopyStreams copies;                    // ce: one copy stream per peer step
   std::unique_ptr<comm::StreamMemOps> mem_ops;  // ce pull: the copy streams wait on kernel-stored triggers
   uint64_t self_test_seed = 0x5eed;
   // Testing hook (the self-test's negative control, tests/gpu/test_emulated_controls.cu): the rank
@@ -72,8 +71,6 @@ struct Collective::Impl {
   void run_ce_pull_all_gather(const char* in, char* out, size_t bytes, cudaStream_t stream);
   uint64_t offset_of(const void* p) const { return win->offset_of(p); }
   // ce helpers: copies on the per-peer streams, forked from and joined into `stream`.
-  void ce_fork(cudaStream_t stream);
-  void ce_join(cudaStream_t stream);
   // ce push: every write into a peer (gated; collective.cpp, docs/memory_ordering.md "ce-gate").
   void ce_push(comm::CePut put, size_t sm, cudaStream_t stream);
   // docs/memory_ordering.md "zero-copy-offsets": where this call's zero-copy buffer sits in the

@@ -66,6 +66,13 @@ class Group {
   // Names this rank for comm/call_order.hpp (the calls of every op on it are kept in host order
   // across streams): ops built on one communicator share it.
   virtual const void* call_order_key() const noexcept { return this; }
+  // Called by an op between enqueueing a kernel that waits for its peers and enqueueing, on other
+  // streams, work that waits for that kernel (GemmAllGather fused-ce's pulls and join). Where
+  // ranks share one GPU's hardware queues (the emulated world) it holds this rank until every rank
+  // has made the same number of these calls, so no rank's waiting work can enter a queue ahead of
+  // a peer's kernel (tools/bench/emulated_world.hpp "Queues"); bounded by timeout_s(), and it
+  // never fails (past the bound the op goes on, and its own bounded waits report). No-op with NCCL.
+  virtual void enqueue_lockstep() const {}
   ncclComm_t nccl() const noexcept;
   virtual std::string describe() const = 0;  // "nccl rank 1/2 on GPU 1", "emulated rank 1/4 on GPU 0"
 

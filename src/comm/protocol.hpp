@@ -119,6 +119,12 @@ inline constexpr int kCtrlChunkCounter = 16;
 inline constexpr int kMaxChunks = 16;
 inline constexpr int kMaxWorldCounters = 8;  // = kMaxWorld (weave/window_handle.hpp)
 inline constexpr int kCtrlChunkCounterSets = kMaxWorldCounters + 1;
+// GemmAllGather fused-ce (docs/memory_ordering.md "ag-fused-ce"): one trigger word per (copy stream
+// s - 1, chunk), [s - 1][chunk], set by the kernel when peer r + s's chunk is readable, reset by the
+// copy stream. They reuse the words of GemmAllReduce's counter sets 1.. (GemmAllGather counts only
+// set 0; each op has its own control region).
+inline constexpr int kCtrlPullTrigger = kCtrlChunkCounter + kMaxChunks;
+WEAVE_HD int pull_trigger_word(int step, int chunk) { return kCtrlPullTrigger + (step - 1) * kMaxChunks + chunk; }
 // Zero-copy keys (docs/memory_ordering.md "zero-copy-offsets"): words 192 .. 192 + 4 * kMaxWorld - 1,
 // one {offset, stride} u64 pair per source rank, WRITTEN BY THAT PEER with its call's handshake.
 inline constexpr int kCtrlZeroCopy = 192;
@@ -127,6 +133,8 @@ static_assert((kCtrlTrigger + 8) * 4 <= kControlBytes, "the trigger words fit th
 static_assert(kCtrlTrigger + 8 <= kCtrlChunkCounter, "chunk counters follow the trigger words");
 static_assert((kCtrlChunkCounter + kCtrlChunkCounterSets * kMaxChunks) * 4 <= kControlBytes,
               "the chunk counters fit the control region");
+static_assert(kCtrlPullTrigger + (kMaxWorldCounters - 1) * kMaxChunks <= kCtrlChunkCounter + kCtrlChunkCounterSets * kMaxChunks,
+              "the pull triggers lie inside the chunk-counter words GemmAllGather does not use");
 static_assert(kCtrlChunkCounter + kCtrlChunkCounterSets * kMaxChunks <= kCtrlZeroCopy && kCtrlZeroCopy % 2 == 0 &&
                   (kCtrlZeroCopy + 4 * kMaxWorldCounters) * 4 <= kControlBytes,
               "the zero-copy keys follow the chunk counters, u64-aligned, inside the control region");

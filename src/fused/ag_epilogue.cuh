@@ -17,6 +17,9 @@
 //   end_call  (producer warp 1 of the CTA holding the last ticket): wait until every peer's flags
 //              of all this call's chunks have reached e (the output is complete), bounded; then
 //              store the epoch. The kernel's completion then orders the output before later work.
+// fused-ce (Params::pull, docs/memory_ordering.md "ag-fused-ce"): the strips go to the own rows
+// only, and end_call's lane s - 1 walks peer r + s's chunks in order, storing the copy stream's
+// trigger word of each chunk once its flag arrived (on every path: after a timeout without waiting).
 #pragma once
 #include <cuda_bf16.h>
 
@@ -53,7 +56,7 @@ struct EpilogueAllGather {
   // Destinations of this tile's strips: the own rows, then each peer's copy; only the own rows
   // once a wait of this op timed out (a late but live peer must not be overwritten).
   __device__ __forceinline__ static int destinations(const Params& p, int /*m_blk*/) {
-    return comm::aborted(p.p) ? 1 : p.p.win.world;
+    return p.pull || comm::aborted(p.p) ? 1 : p.p.win.world;
   }
   __device__ __forceinline__ static const CUtensorMap* destination_map(const Params& p, int /*m_blk*/, int d) {
     return d == 0 ? &p.tma_c : &p.tma_peer[d - 1];
@@ -94,9 +97,11 @@ struct EpilogueAllGather {
     const comm::Proto& pr = p.p;
     if (!holds_last_ticket(words)) return;
     const uint32_t e = words[0];
-    const int w = pr.win.world, r = pr.win.rank;
-    bool ok = true;
-    if (!p.skip_arrival_wait) {
+    if (p.pull) {
+      trigger_pulls(p, lane, e);
+    } else if (!p.skip_arrival_wait) {
+      const int w = pr.win.world, r = pr.win.rank;
+      bool ok = true;
       const int waits = (w - 1) * p.chunks.chunks;
       for (int i = lane; i < waits && ok; i += 32) {
         const int src = comm::peer_at(r, 1 + i / p.chunks.chunks, w), chunk = i % p.chunks.chunks;
@@ -105,6 +110,23 @@ struct EpilogueAllGather {
     }
     __syncwarp();
     if (lane == 0) close_call(pr, e);
+  }
+
+  // fused-ce: lane s - 1 serves copy stream s - 1 (peer r + s), chunks in the order the stream
+  // waits for them. Every trigger is stored on every path: once a wait failed (timeout, or the
+  // op aborted) the lane stores the rest without waiting, so no copy stream waits forever.
+  __device__ static void trigger_pulls(const Params& p, int lane, uint32_t e) {
+    const comm::Proto& pr = p.p;
+    const int w = pr.win.world, r = pr.win.rank, s = lane + 1;
+    if (s >= w) return;
+    const int src = comm::peer_at(r, s, w);
+    bool ok = true;
+    for (int c = 0; c < p.chunks.chunks; ++c) {
+      if (ok && !p.skip_arrival_wait)
+        ok = comm::wait_reached(pr, comm::flag_slot(pr, r, 0, src, c), e, src, 0, comm::FlagKind::kArrival);
+      if (ok) comm::delay_for_testing(p.delay_pull_ns);
+      ptx::st_release_sys_u32(comm::ctrl_word(pr, comm::pull_trigger_word(s, c)), 1u);
+    }
   }
 };
 

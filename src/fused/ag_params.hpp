@@ -16,8 +16,12 @@ struct AllGatherParams {
   CUtensorMap tma_peer[kMaxWorld - 1];  // the same rows in the window of peer (rank + s) % world, s = 1..world-1
   comm::Proto p;                        // window handle, control / credit / flag offsets, timeout, error record
   AgChunks chunks;
-  int32_t skip_arrival_wait = 0;        // negative control: end without waiting for the peers' chunks
+  int32_t pull = 0;                     // fused-ce: store to the own rows only; end_call triggers the
+                                        // copy streams' pulls chunk by chunk ("ag-fused-ce")
+  int32_t skip_arrival_wait = 0;        // negative control: end (fused-ce: trigger) without waiting for
+                                        // the peers' chunks
   uint64_t delay_stores_ns = 0;         // testing: a slow rank (each tile's stores start this much later)
+  uint64_t delay_pull_ns = 0;           // testing, fused-ce: a slow puller (each trigger this much later)
 };
 
 }  // namespace weave::fused

@@ -8,6 +8,8 @@
 //                call depend on m is safe because every writer waits for the receiver's credit
 //                of the same call first (lag 0): the receiver finished everything it did with
 //                the previous call's output, whatever its m.
+//                fused-ce pulls them with copy engines: this rank's copy stream s - 1 copies peer
+//                r + s's rows out of that peer's gag.out into its own, chunk by chunk.
 //   gag.split.*  the split modes' all-gather (a Collective without in/out regions of its own:
 //                it gathers gag.out in place)
 #pragma once
@@ -15,8 +17,10 @@
 #include <optional>
 
 #include "comm/collective_impl.hpp"
+#include "comm/copy_streams.hpp"
 #include "comm/group.hpp"
 #include "comm/op_runtime.hpp"
+#include "comm/stream_mem_ops.hpp"
 #include "fused/ag_params.hpp"
 #include "fused/calibration.hpp"
 #include "gemm/dispatch.hpp"
@@ -34,6 +38,8 @@ struct GemmAllGather::Impl {
   uint64_t out_off = 0;             // gag.out
   std::unique_ptr<comm::OpRuntime> rt;
   std::unique_ptr<Collective::Impl> split;  // split-lsa / split-ce: the in-place all-gather
+  comm::CopyStreams pulls;                  // fused-ce: one copy stream per peer step
+  std::unique_ptr<comm::StreamMemOps> mem_ops;  // fused-ce: the copy streams wait on kernel-stored triggers
   GemmAllGatherMode split_mode = GemmAllGatherMode::kSplitLsa;  // the split mode this op can run
   bool fused_ok = false;            // the fused kernel of this quant / out dtype exists here
   const gemm::GemmKernelEntry<fused::AllGatherParams>* fused_kernel = nullptr;
@@ -48,6 +54,8 @@ struct GemmAllGather::Impl {
   GemmAllGatherPlan plan(int64_t m) const;
   GemmAllGatherMode resolve(int64_t m) const;
   void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, cudaStream_t stream);
+  // fused-ce: the copy streams' part of a call (forked before the kernel, joined after).
+  void enqueue_pulls(int64_t m, const fused::AgChunks& chunks, size_t rows_bytes, cudaStream_t stream);
   char* out_local() const { return rt->window().local() + out_off; }
   TensorView output(int64_t m) const;
   void check() const;

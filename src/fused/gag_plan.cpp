@@ -21,13 +21,15 @@ std::string_view to_string(GemmAllGatherMode m) noexcept {
     case GemmAllGatherMode::kSplitLsa: return "split-lsa";
     case GemmAllGatherMode::kSplitCe: return "split-ce";
     case GemmAllGatherMode::kFusedLsa: return "fused-lsa";
+    case GemmAllGatherMode::kFusedCe: return "fused-ce";
   }
   return "?";
 }
 
 std::optional<GemmAllGatherMode> parse_gemm_all_gather_mode(std::string_view name) noexcept {
   for (auto m : {GemmAllGatherMode::kAuto, GemmAllGatherMode::kGemmOnly, GemmAllGatherMode::kSplitNccl,
-                 GemmAllGatherMode::kSplitLsa, GemmAllGatherMode::kSplitCe, GemmAllGatherMode::kFusedLsa})
+                 GemmAllGatherMode::kSplitLsa, GemmAllGatherMode::kSplitCe, GemmAllGatherMode::kFusedLsa,
+                 GemmAllGatherMode::kFusedCe})
     if (name == to_string(m)) return m;
   return std::nullopt;
 }

@@ -6,20 +6,31 @@
 //   split-*   : GEMM -> own rows; all-gather of gag.out in place (weave lsa/ce, or ncclAllGather)
 //   fused-lsa : one kernel; every tile -> own rows here and at every peer; chunk flags; the kernel
 //               ends when every peer's chunks have arrived (fused/ag_epilogue.cuh)
+//   fused-ce  : fork -> the same kernel storing to the own rows only, its chunk flags triggering
+//               -> copy stream s - 1: per chunk, wait trigger, reset, pull peer r + s's chunk rows
+//               -> join (docs/memory_ordering.md "ag-fused-ce")
 #include "fused/gag_impl.hpp"
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "common/check.hpp"
 #include "common/log.hpp"
 #include "fused/gag_plan.hpp"
 #include "gemm/operands.hpp"
+#include "weave/transport.hpp"
 
 namespace weave {
 
 namespace {
+
+bool ce_compiled_in(int device) {
+  for (const TransportAvailability& t : transport_availability({device}))
+    if (t.transport == Transport::kCe) return t.compiled_in;
+  return false;
+}
 
 const gemm::GemmKernelEntry<fused::AllGatherParams>* find_fused_kernel(const GemmAllGatherConfig& c) {
   return gemm::find_gemm_kernel<fused::AllGatherParams>(c.quant, c.out_dtype, gemm::EpilogueKind::kAllGather,
@@ -47,13 +58,19 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
   fused_ok = fused_kernel != nullptr && g.lsa_team_size() == w;
   split_mode = fused::gag_split_mode(cfg.mode);
   switch (cfg.mode) {
+    case GemmAllGatherMode::kFusedCe:
+      WEAVE_EXPECT(ce_compiled_in(g.device()), Status::kUnavailable,
+                   "GemmAllGather: mode fused-ce needs the ce transport, which this build compiled out "
+                   "(-DWEAVE_ENABLE_CE=OFF)");
+      [[fallthrough]];
     case GemmAllGatherMode::kFusedLsa:
       WEAVE_EXPECT(fused_kernel != nullptr, Status::kUnavailable,
-                   "GemmAllGather: mode fused-lsa: no fused kernel for " << to_string(cfg.quant) << " -> "
-                                                                         << to_string(cfg.out_dtype) << " in this build");
+                   "GemmAllGather: mode " << to_string(cfg.mode) << ": no fused kernel for " << to_string(cfg.quant)
+                                          << " -> " << to_string(cfg.out_dtype) << " in this build");
       [[fallthrough]];
     case GemmAllGatherMode::kSplitLsa:
     case GemmAllGatherMode::kSplitCe:
+      // fused-ce too: the pulls read the peers' windows at the addresses the window maps.
       WEAVE_EXPECT(g.lsa_team_size() == w, Status::kUnavailable,
                    "GemmAllGather: mode " << to_string(cfg.mode) << " needs every rank in one NVLink domain ("
                                           << g.lsa_team_size() << " of " << w << " ranks are)");
@@ -94,6 +111,14 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(), "GemmAllGather configuration (n, k, m_max, quant, out dtype, mode, testing hooks, calibration)");
   if (fused_kernel) fused_kernel->prepare();
+  if (cfg.mode == GemmAllGatherMode::kFusedCe && w > 1) {
+    // Checked on every rank, then agreed: a rank without stream memory operations must not leave
+    // the others waiting in their first call.
+    const std::string why = comm::StreamMemOps::unsupported_reason(g.device());
+    g.agree_ok(why.empty(), "GemmAllGather fused-ce (device-triggered copies)", why);
+    mem_ops = std::make_unique<comm::StreamMemOps>(g.device());
+    pulls.open(w - 1);
+  }
   // The split GEMM runs the same tile as the fused kernel (so split and fused agree bitwise).
   local_kernel = gemm::find_gemm_instance(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kStoreLocal, fused::kGagBlockM,
                                           fused::kGagBlockN,
@@ -170,22 +195,40 @@ void GemmAllGather::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   char* own = out_local() + static_cast<size_t>(r) * rows_bytes;
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   last = pl.mode;
-  if (pl.mode == GemmAllGatherMode::kFusedLsa) {
+  const bool pull = pl.mode == GemmAllGatherMode::kFusedCe && w > 1;
+  if (pl.mode == GemmAllGatherMode::kFusedLsa || pull) {
     gemm::KernelArgs<fused::AllGatherParams> args{};
     args.main = main;
     args.epi.tma_c = gemm::make_epilogue_map("the output (own rows)", own, cfg.out_dtype, 1, m, cfg.n, cfg.n);
     const WindowHandle& h = rt->window().handle();
-    for (int st = 1; st < w; ++st) {
-      const int peer = comm::peer_at(r, st, w);
-      char* dst = h.base[peer] + out_off + static_cast<size_t>(r) * rows_bytes;
-      args.epi.tma_peer[st - 1] = gemm::make_epilogue_map("the output (a peer's copy of the own rows)", dst,
-                                                          cfg.out_dtype, 1, m, cfg.n, cfg.n);
-    }
+    if (!pull)
+      for (int st = 1; st < w; ++st) {
+        const int peer = comm::peer_at(r, st, w);
+        char* dst = h.base[peer] + out_off + static_cast<size_t>(r) * rows_bytes;
+        args.epi.tma_peer[st - 1] = gemm::make_epilogue_map("the output (a peer's copy of the own rows)", dst,
+                                                            cfg.out_dtype, 1, m, cfg.n, cfg.n);
+      }
     args.epi.p = rt->proto();
     args.epi.chunks = fused::ag_chunks(m, cfg.n, fused::kGagBlockM, fused::kGagBlockN);
+    args.epi.pull = pull ? 1 : 0;
     args.epi.skip_arrival_wait = cfg.skip_arrival_wait ? 1 : 0;
     args.epi.delay_stores_ns = cfg.delay_stores_ns;
-    fused_kernel->launch(args, gp.grid, stream);
+    args.epi.delay_pull_ns = cfg.delay_pull_ns;
+    if (!pull) {
+      fused_kernel->launch(args, gp.grid, stream);
+      return;
+    }
+    // fused-ce: the copy streams fork from the kernel's launch-completion event (every CTA has
+    // begun), so their trigger waits, which CUDA cannot see, are never queued ahead of the kernel
+    // that stores the triggers: CUDA orders them after it, eagerly and inside a graph. Where ranks
+    // share a GPU's queues, the rest is also enqueued only after every rank's launch
+    // (Group::enqueue_lockstep). docs/memory_ordering.md "ag-fused-ce".
+    // (The kernel starts after the caller's earlier work, so the event orders that too.)
+    cudaEvent_t started = pulls.start_event();
+    fused_kernel->launch_noting_start(args, gp.grid, stream, started);
+    group->enqueue_lockstep();
+    pulls.fork_after(started);
+    enqueue_pulls(m, args.epi.chunks, rows_bytes, stream);
     return;
   }
   gemm::LocalKernelArgs args{};
@@ -202,6 +245,32 @@ void GemmAllGather::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   split->run(own, out_local(), rows_bytes, stream);
 }
 
+// docs/memory_ordering.md "ag-fused-ce": copy stream s - 1 pulls peer q = r + s's rows chunk by
+// chunk, each copy released by its trigger word, which the kernel stores on every path.
+void GemmAllGather::Impl::enqueue_pulls(int64_t m, const fused::AgChunks& chunks, size_t rows_bytes,
+                                        cudaStream_t stream) {
+  const int w = group->world_size(), r = group->rank();
+  const WindowHandle& h = rt->window().handle();
+  uint32_t* ctrl = reinterpret_cast<uint32_t*>(rt->window().local() + rt->proto().control);
+  const size_t row_bytes = static_cast<size_t>(cfg.n) * out_bytes;
+  for (int st = 1; st < w; ++st) {
+    const int q = comm::peer_at(r, st, w);
+    cudaStream_t ps = pulls[st - 1];
+    const size_t src_rows = out_off + static_cast<size_t>(q) * rows_bytes;
+    for (int c = 0; c < chunks.chunks; ++c) {
+      uint32_t* trigger = ctrl + comm::pull_trigger_word(st, c);
+      mem_ops->wait_eq(ps, trigger, 1u);
+      mem_ops->write(ps, trigger, 0u);
+      const int64_t row0 = int64_t(c) * chunks.per * fused::kGagBlockM;
+      const int64_t rows = std::min<int64_t>(m, int64_t(c + 1) * chunks.per * fused::kGagBlockM) - row0;
+      const size_t at = src_rows + static_cast<size_t>(row0) * row_bytes;
+      WEAVE_CHECK_CUDA(cudaMemcpyAsync(out_local() + (at - out_off), h.base[q] + at, static_cast<size_t>(rows) * row_bytes,
+                                       cudaMemcpyDeviceToDevice, ps));
+    }
+  }
+  pulls.join(stream);
+}
+
 std::string GemmAllGather::Impl::describe() const {
   std::ostringstream os;
   os << "GemmAllGather " << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype) << " N=" << cfg.n << " K=" << cfg.k
@@ -211,6 +280,7 @@ std::string GemmAllGather::Impl::describe() const {
   os << ", " << group->describe() << ", window " << rt->window().bytes() << " bytes, " << grid_cap
      << " CTAs per rank, credits " << (cfg.flow_control ? "on" : "OFF (testing)");
   if (cfg.skip_arrival_wait) os << ", arrival wait SKIPPED (testing)";
+  if (cfg.mode == GemmAllGatherMode::kFusedCe) os << ", " << pulls.size() << " copy streams";
   return os.str();
 }
 

@@ -35,6 +35,12 @@ struct GemmKernelEntry {
   void (*prepare)() = nullptr;
   // Enqueues the kernel with `grid` persistent CTAs.
   void (*launch)(const KernelArgs<EpilogueParams>& args, int grid, cudaStream_t stream) = nullptr;
+  // The same, recording `started` once every CTA of the kernel has begun (the launch-completion
+  // event; a best effort of the driver, which may record it as late as the kernel's end): work on
+  // another stream that must not be queued ahead of this kernel waits for it, a dependency CUDA
+  // sees (GemmAllGather fused-ce's copy streams, docs/memory_ordering.md "ag-fused-ce").
+  void (*launch_noting_start)(const KernelArgs<EpilogueParams>& args, int grid, cudaStream_t stream,
+                              cudaEvent_t started) = nullptr;
 };
 
 // The table of instances whose epilogue takes EpilogueParams (stable order: by name). One table

@@ -464,6 +464,20 @@ struct KernelInstance {
     kernel<<<grid, Tile::kThreads, Layout::kBytes, stream>>>(args);
     WEAVE_CHECK_LAUNCH();
   }
+  static void launch_noting_start(const Args& args, int grid, cudaStream_t stream, cudaEvent_t started) {
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeLaunchCompletionEvent;
+    attr.val.launchCompletionEvent.event = started;
+    attr.val.launchCompletionEvent.flags = 0;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(grid));
+    cfg.blockDim = dim3(Tile::kThreads);
+    cfg.dynamicSmemBytes = Layout::kBytes;
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, args));
+  }
   // The table entry of this instance (gemm/dispatch.hpp), in the table of its epilogue's Params.
   static GemmKernelEntry<typename Epilogue::Params> entry(const char* name, ScaleMode mode, ScaleLayout layout,
                                                           DType out_dtype) {
@@ -482,6 +496,7 @@ struct KernelInstance {
         .smem_bytes = Layout::kBytes,
         .prepare = &prepare,
         .launch = &launch,
+        .launch_noting_start = &launch_noting_start,
     };
   }
 };

@@ -57,7 +57,7 @@ GemmAllGatherConfig cfg_of(GemmAllGatherMode mode, int64_t m_max = 4096) {
 TEST(FusedAgLayout, RegionsAtCapacityAndSplitRegionsWithoutBuffersOfTheirOwn) {
   for (int world : {1, 2, 4, 8})
     for (GemmAllGatherMode mode : {GemmAllGatherMode::kAuto, GemmAllGatherMode::kGemmOnly, GemmAllGatherMode::kSplitLsa,
-                                   GemmAllGatherMode::kSplitCe, GemmAllGatherMode::kFusedLsa}) {
+                                   GemmAllGatherMode::kSplitCe, GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kFusedCe}) {
       WindowLayout layout;
       const auto g = fused::add_gag_regions(layout, cfg_of(mode), world, 132);
       EXPECT_EQ(g.out_bytes, uint64_t(world) * 4096 * 2048 * 4);
@@ -102,6 +102,13 @@ TEST(FusedAgPlan, AutoFollowsACalibrationTable) {
       << "outside the table's reach: the model";
   EXPECT_EQ(fused::gag_plan(cfg_of(GemmAllGatherMode::kSplitCe, 16384), 2, 128, 132, true, true, 0, &c).mode,
             GemmAllGatherMode::kSplitCe);
+  // A table naming fused-ce (which auto does not host: no copy streams) is not followed: the model.
+  const fused::Calibration ce = fused::parse_calibration(
+      "weave-calibration 1\nop gemm-ag\nquant " + std::string(to_string(autoc.quant)) + "\nout " +
+          std::string(to_string(autoc.out_dtype)) + "\nn " + std::to_string(autoc.n) + "\nk " +
+          std::to_string(autoc.k) + "\nworld 2\nm 8192 fused-ce\n",
+      "ce.txt");
+  EXPECT_EQ(fused::gag_plan(autoc, 2, 8192, 132, true, true, 0, &ce).mode, fused::gag_plan(autoc, 2, 8192, 132, true, true).mode);
 }
 
 TEST(FusedAgPlan, AutoChoosesByWavesAndModelAndRespectsExplicitModes) {
@@ -120,7 +127,7 @@ TEST(FusedAgPlan, AutoChoosesByWavesAndModelAndRespectsExplicitModes) {
   // Without the fused kernel auto never picks it.
   EXPECT_EQ(fused::gag_plan(autoc, 2, 8192, 132, false, true).mode, GemmAllGatherMode::kSplitLsa);
   for (GemmAllGatherMode m : {GemmAllGatherMode::kGemmOnly, GemmAllGatherMode::kSplitCe, GemmAllGatherMode::kFusedLsa,
-                              GemmAllGatherMode::kSplitNccl})
+                              GemmAllGatherMode::kFusedCe, GemmAllGatherMode::kSplitNccl})
     EXPECT_EQ(fused::gag_plan(cfg_of(m, 16384), 4, 100, 132, true, true).mode, m);
 }
 
@@ -145,7 +152,8 @@ TEST(FusedAgValidate, EveryRuleNamed) {
 
 TEST(FusedAgModes, NamesRoundTrip) {
   for (auto m : {GemmAllGatherMode::kAuto, GemmAllGatherMode::kGemmOnly, GemmAllGatherMode::kSplitNccl,
-                 GemmAllGatherMode::kSplitLsa, GemmAllGatherMode::kSplitCe, GemmAllGatherMode::kFusedLsa})
+                 GemmAllGatherMode::kSplitLsa, GemmAllGatherMode::kSplitCe, GemmAllGatherMode::kFusedLsa,
+                 GemmAllGatherMode::kFusedCe})
     EXPECT_EQ(parse_gemm_all_gather_mode(to_string(m)), m);
   EXPECT_FALSE(parse_gemm_all_gather_mode("fused").has_value());
 }

@@ -16,12 +16,20 @@ std::string mode_name(Mode m) {
   return std::string(to_string(m));
 }
 
-// What the emulated world can run: split-ce needs a copy stream per peer on every rank
-// (EmulatedWorld::copy_engine_unsupported_reason); every other mode a stream per rank and its
+// Whether a mode runs copy streams beside the caller's (split-ce; GemmAllGather's fused-ce).
+template <class Mode>
+bool uses_copy_streams(Mode mode) {
+  if constexpr (requires { Mode::kFusedCe; })
+    if (mode == Mode::kFusedCe) return true;
+  return mode == Mode::kSplitCe;
+}
+
+// What the emulated world can run: the copy-engine modes need a copy stream per peer on every
+// rank (EmulatedWorld::copy_engine_unsupported_reason); every other mode a stream per rank and its
 // self-test's.
 template <class Mode>
 bool fits_queues(Mode mode, int world) {
-  if (mode == Mode::kSplitCe) return bench::EmulatedWorld::copy_engine_unsupported_reason(world).empty();
+  if (uses_copy_streams(mode)) return bench::EmulatedWorld::copy_engine_unsupported_reason(world).empty();
   return bench::EmulatedWorld::queue_budget_ok(2 * world);
 }
 

@@ -126,7 +126,8 @@ __global__ void check_onehot_kernel(const uint16_t* out, const uint16_t* b, cons
 TEST(EmulatedGemmAllGather, SelfTestEveryModeQuantAndWorld) {
   WEAVE_REQUIRE_GPUS(1);
   const GemmAllGatherMode modes[] = {GemmAllGatherMode::kSplitLsa, GemmAllGatherMode::kSplitCe,
-                                     GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kAuto};
+                                     GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kFusedCe,
+                                     GemmAllGatherMode::kAuto};
   int passed = 0;
   for (int world : {2, 4, 8}) {
     bench::EmulatedWorld ew(world, 0, 20);
@@ -218,6 +219,10 @@ TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource)
         const int dev = g.device(), r = g.rank();
         auto fused = GemmAllGather::Impl::create(g, config_of(q, GemmAllGatherMode::kFusedLsa, n, k, m_max));
         auto split = GemmAllGather::Impl::create(g, config_of(q, GemmAllGatherMode::kSplitLsa, n, k, m_max));
+        // fused-ce where the emulated world can run copy streams (W = 2): also bitwise equal.
+        std::unique_ptr<GemmAllGather> pull;
+        if (fits_queues(GemmAllGatherMode::kFusedCe, world))
+          pull = GemmAllGather::Impl::create(g, config_of(q, GemmAllGatherMode::kFusedCe, n, k, m_max));
         const auto bq = bench::quantize_parallel(bench::random_operand(77, n, k), n, k, q.quant, ref::Operand::kB);
         const bench::DeviceOperand b = bench::upload_operand(bq, dev);
         Stream st;
@@ -242,6 +247,15 @@ TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource)
           g.barrier();
           split->run(m, as[r].view, b.view, sc, st.s);
           comm::sync_stream_bounded(st.s, 20, "the split call");
+          if (pull) {
+            g.barrier();
+            // NaN poison (stream order puts it before this rank's kernel and its pulls).
+            WEAVE_CHECK_CUDA(cudaMemsetAsync(pull->output(m).data, 0xFF, bytes, st.s));
+            pull->run(m, as[r].view, b.view, sc, st.s);
+            comm::sync_stream_bounded(st.s, 20, "the fused-ce call");
+            pull->check();
+            EXPECT_EQ(pull->last_mode(), GemmAllGatherMode::kFusedCe);
+          }
           fused->check();
           split->check();
           EXPECT_EQ(fused->last_mode(), GemmAllGatherMode::kFusedLsa);
@@ -249,6 +263,11 @@ TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource)
           fused_out.download(hf.data(), bytes);
           WEAVE_CHECK_CUDA(cudaMemcpy(hs.data(), split->output(m).data, bytes, cudaMemcpyDeviceToHost));
           EXPECT_EQ(std::memcmp(hf.data(), hs.data(), bytes), 0) << "m " << m << ": fused differs from split";
+          if (pull) {
+            std::vector<uint8_t> hp(bytes);
+            WEAVE_CHECK_CUDA(cudaMemcpy(hp.data(), pull->output(m).data, bytes, cudaMemcpyDeviceToHost));
+            EXPECT_EQ(std::memcmp(hp.data(), hs.data(), bytes), 0) << "m " << m << ": fused-ce differs from split";
+          }
           const auto hashes = g.all_gather(fnv1a64(hf.data(), bytes), "the output hash");
           for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
           // Per source rank against the reference GEMM.
@@ -273,14 +292,18 @@ TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource)
 // Negative control of the arrival wait: rank 1 is slow (each tile's stores 20 ms late); rank 0
 // reads its output as soon as its own kernel ends. With the wait: 0 wrong. Without it
 // (skip_arrival_wait): rank 1's rows are still poison on rank 0.
+// fused-ce: skipping the wait stores every pull trigger at once, so the copies read the slow rank's
+// rows before its tiles are there.
 TEST(EmulatedGemmAllGather, SkippingTheArrivalWaitIsCaught) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 256, k = 256, m = 256;
+  for (GemmAllGatherMode mode : {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kFusedCe})
   for (bool skip : {false, true}) {
+    SCOPED_TRACE(mode_name(mode));
     bench::EmulatedWorld ew(2, 0, 20);
     std::vector<int64_t> wrong_peer(2, 0);
     ew.run([&](comm::Group& g) {
-      auto cfg = config_of(kQuants[0], GemmAllGatherMode::kFusedLsa, n, k, m);
+      auto cfg = config_of(kQuants[0], mode, n, k, m);
       cfg.skip_arrival_wait = skip;
       if (g.rank() == 1) cfg.delay_stores_ns = 20'000'000;
       auto op = GemmAllGather::Impl::create(g, cfg);
@@ -304,24 +327,32 @@ TEST(EmulatedGemmAllGather, SkippingTheArrivalWaitIsCaught) {
     });
     if (skip) EXPECT_GT(wrong_peer[0], 0) << "skipping the arrival wait must leave the slow peer's rows missing";
     else EXPECT_EQ(wrong_peer[0] + wrong_peer[1], 0) << "with the arrival wait every row is there";
-    std::printf("  arrival wait %s: rank 0 saw %lld wrong elements of the slow rank's rows\n", skip ? "SKIPPED" : "on",
-                static_cast<long long>(wrong_peer[0]));
+    std::printf("  %s, arrival wait %s: rank 0 saw %lld wrong elements of the slow rank's rows\n",
+                mode_name(mode).c_str(), skip ? "SKIPPED" : "on", static_cast<long long>(wrong_peer[0]));
   }
 }
 
-// Negative control of the credit: rank 0 reads call 1's output 30 ms after its kernel (a slow
-// consumer) while rank 1 goes straight on to call 2 with other values. With credits rank 1's
-// call 2 waits for rank 0 to start call 2: 0 wrong. Without (flow_control = false) call 2's rows
-// overwrite what rank 0 has not read yet.
+// Negative control of the credit, per fused mode. fused-lsa: rank 0 reads call 1's output 30 ms
+// after its kernel (a slow consumer) while rank 1 goes straight on to call 2 with other values;
+// with credits rank 1's call 2 waits for rank 0 to start call 2, without (flow_control = false)
+// call 2's rows overwrite what rank 0 has not read yet. fused-ce: the credit protects the SENDER's
+// own rows, which its peers pull during their call: rank 0 pulls slowly (each chunk's trigger 30 ms
+// late); with credits rank 1's call 2 waits until rank 0's call 2 starts, i.e. until its call-1
+// pulls ended; without, rank 1 overwrites its rows before rank 0 pulled them.
 TEST(EmulatedGemmAllGather, DisablingTheCreditIsCaught) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 256, k = 256, m = 256;
+  ASSERT_TRUE(fits_queues(GemmAllGatherMode::kFusedCe, 2)) << bench::EmulatedWorld::copy_engine_unsupported_reason(2);
+  for (GemmAllGatherMode mode : {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kFusedCe})
   for (bool credits : {true, false}) {
+    SCOPED_TRACE(mode_name(mode));
+    const bool pull = mode == GemmAllGatherMode::kFusedCe;
     bench::EmulatedWorld ew(2, 0, 20);
     int64_t wrong = 0;
     ew.run([&](comm::Group& g) {
-      auto cfg = config_of(kQuants[0], GemmAllGatherMode::kFusedLsa, n, k, m);
+      auto cfg = config_of(kQuants[0], mode, n, k, m);
       cfg.flow_control = credits;
+      if (pull && g.rank() == 0) cfg.delay_pull_ns = 30'000'000;
       auto op = GemmAllGather::Impl::create(g, cfg);
       OneHot oh(m, n, k);
       Stream st;
@@ -333,11 +364,12 @@ TEST(EmulatedGemmAllGather, DisablingTheCreditIsCaught) {
       op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
       g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
       if (g.rank() == 0) {
-        bench::spin_delay(30'000'000, st.s);
+        if (!pull) bench::spin_delay(30'000'000, st.s);
         WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, 2 * m * n * 2, cudaMemcpyDeviceToDevice, st.s));
       }
       op->run(m, TensorView::matrix(a2.get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
-      WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+      comm::sync_stream_bounded(st.s, 20, "two calls");
+      op->check();
       if (g.rank() == 0) {
         std::vector<uint16_t> h(2 * m * n);
         snapshot.download(h.data(), h.size() * 2);
@@ -347,8 +379,8 @@ TEST(EmulatedGemmAllGather, DisablingTheCreditIsCaught) {
     });
     if (credits) EXPECT_EQ(wrong, 0) << "with credits the slow reader sees call 1's rows";
     else EXPECT_GT(wrong, 0) << "without credits the next call must overwrite rows not yet read";
-    std::printf("  credits %s: the slow reader saw %lld wrong elements\n", credits ? "on" : "OFF",
-                static_cast<long long>(wrong));
+    std::printf("  %s, credits %s: the slow %s saw %lld wrong elements\n", mode_name(mode).c_str(), credits ? "on" : "OFF",
+                pull ? "puller" : "reader", static_cast<long long>(wrong));
   }
 }
 
@@ -358,13 +390,15 @@ TEST(EmulatedGemmAllGather, BackToBackCallsOfChangingMWithASlowRank) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 256, k = 512, m_max = 1100;
   const std::vector<int64_t> ms = {1000, 7, 128, 1, 640, 1100, 300};
-  for (GemmAllGatherMode mode : {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kSplitLsa, GemmAllGatherMode::kAuto}) {
-    const int world = 4;
+  for (GemmAllGatherMode mode : {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kSplitLsa, GemmAllGatherMode::kAuto,
+                                 GemmAllGatherMode::kFusedCe}) {
+    const int world = fits_queues(mode, 4) ? 4 : 2;  // fused-ce: W = 2 (copy streams, "Queues")
     bench::EmulatedWorld ew(world, 0, 20);
-    SCOPED_TRACE(mode_name(mode));
+    SCOPED_TRACE(mode_name(mode) + " W" + std::to_string(world));
     ew.run([&](comm::Group& g) {
       auto cfg = config_of(kQuants[0], mode, n, k, m_max);
-      if (g.rank() == 2) cfg.delay_stores_ns = 200'000;
+      if (g.rank() == world / 2) cfg.delay_stores_ns = 200'000;
+      if (g.rank() == 0) cfg.delay_pull_ns = 100'000;  // fused-ce: a slow puller too
       auto op = GemmAllGather::Impl::create(g, cfg);
       OneHot oh(m_max, n, k);
       Stream st;
@@ -406,7 +440,7 @@ TEST(EmulatedGemmAllGather, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
   const int64_t n = 256, k = 256, m_max = 512;
   const int world = 2, variants = 5, replays = 1000;
   const int64_t graph_ms[2] = {512, 77};
-  for (GemmAllGatherMode mode : {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kSplitLsa}) {
+  for (GemmAllGatherMode mode : {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kSplitLsa, GemmAllGatherMode::kFusedCe}) {
     bench::EmulatedWorld ew(world, 0, 20);
     SCOPED_TRACE(mode_name(mode));
     ew.run([&](comm::Group& g) {
@@ -466,7 +500,7 @@ TEST(EmulatedGemmAllGather, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
 // (rank, peer, flag, expected, seen), the kernel completes, and the op reports kTimeout.
 TEST(EmulatedGemmAllGather, APeerThatNeverArrivesTimesOutNamingIt) {
   WEAVE_REQUIRE_GPUS(1);
-  for (GemmAllGatherMode mode : {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kSplitLsa}) {
+  for (GemmAllGatherMode mode : {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kSplitLsa, GemmAllGatherMode::kFusedCe}) {
     bench::EmulatedWorld ew(2, 0, 1.0);
     SCOPED_TRACE(mode_name(mode));
     ew.run([&](comm::Group& g) {
@@ -503,6 +537,12 @@ TEST(EmulatedGemmAllGather, RandomisedSoak) {
     ew.run([&](comm::Group& g) {
       auto fused = GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kFusedLsa, n, k, m_max));
       auto autop = GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kAuto, n, k, m_max));
+      std::vector<GemmAllGather*> ops = {fused.get(), autop.get()};
+      std::unique_ptr<GemmAllGather> pull;  // fused-ce where copy streams fit the emulated world (W = 2)
+      if (fits_queues(GemmAllGatherMode::kFusedCe, world)) {
+        pull = GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kFusedCe, n, k, m_max));
+        ops.push_back(pull.get());
+      }
       OneHot oh(m_max, n, k);
       Stream st;
       bench::DeviceBuffer wrong(8);
@@ -526,7 +566,7 @@ TEST(EmulatedGemmAllGather, RandomisedSoak) {
       g.barrier();
       for (int i = 0; i < launches_per_world; ++i) {
         const int v = static_cast<int>(shared_rng() % kVariants);
-        GemmAllGather* op = (shared_rng() & 1) ? fused.get() : autop.get();
+        GemmAllGather* op = ops[shared_rng() % ops.size()];
         if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) bench::spin_delay(20'000, st.s);
         const int64_t m = var_m[v];
         op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
@@ -536,8 +576,7 @@ TEST(EmulatedGemmAllGather, RandomisedSoak) {
         if (i % 256 == 255) comm::sync_stream_bounded(st.s, 60, "soak batch");
       }
       comm::sync_stream_bounded(st.s, 60, "soak");
-      fused->check();
-      autop->check();
+      for (GemmAllGather* op : ops) op->check();
       unsigned long long bad = 0;
       wrong.download(&bad, 8);
       EXPECT_EQ(bad, 0ull) << "rank " << g.rank() << " W" << world;

@@ -236,6 +236,7 @@ def test_fused_ops_validate_window_and_argument_errors():
     assert "argument 'comm': must be a weave.Communicator" in str(e.value)
     assert weave._weave.name(weave.GemmAllReduceMode.FUSED) == "fused"
     assert weave._weave.name(weave.GemmAllGatherMode.FUSED_LSA) == "fused-lsa"
+    assert weave._weave.name(weave.GemmAllGatherMode.FUSED_CE) == "fused-ce"
 
 
 def test_stream_argument():

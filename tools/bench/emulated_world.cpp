@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -45,11 +46,24 @@ struct EmulatedWorld::Shared {
     int joined = 0;
   };
   std::map<uint64_t, PendingSet> window_sets;  // windows being made, by sequence number
+  std::vector<uint64_t> lockstep_calls;  // enqueue_lockstep() calls made, per rank
 
   // Set by the first rendezvous that timed out: its round can never complete (the rank that gave
   // up is still counted in it), so every later rendezvous fails at once with this cause instead of
   // timing out again with a misleading list of missing ranks.
   std::string broken;
+
+  // comm::Group::enqueue_lockstep: counts this rank's call, then waits until every rank has made
+  // as many (bounded; never throws, never breaks the world: past the bound the caller goes on).
+  void enqueue_lockstep(int rank) {
+    std::unique_lock<std::mutex> lock(mu);
+    const uint64_t mine = ++lockstep_calls[rank];
+    cv.notify_all();
+    cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] {
+      return !broken.empty() || std::all_of(lockstep_calls.begin(), lockstep_calls.end(),
+                                             [&](uint64_t n) { return n >= mine; });
+    });
+  }
 
   std::vector<uint64_t> all_gather(int rank, uint64_t value, std::string_view what) {
     std::unique_lock<std::mutex> lock(mu);
@@ -116,6 +130,7 @@ class EmulatedRank final : public comm::Group {
     return s_->all_gather(rank_, value, what);
   }
   void barrier() const override { (void)s_->all_gather(rank_, 0, "a barrier"); }
+  void enqueue_lockstep() const override { s_->enqueue_lockstep(rank_); }
   std::shared_ptr<comm::OpWindow> make_window(WindowLayout layout) override {
     const uint64_t sizes[2] = {layout.hash(), layout.total_bytes()};
     agree(fnv1a64(sizes, sizeof(sizes)), "the window layout (" + std::to_string(layout.total_bytes()) + " bytes)");
@@ -178,6 +193,7 @@ EmulatedWorld::EmulatedWorld(int world, int device, double timeout_s) : world_(w
   shared_->timeout_s = timeout_s;
   shared_->values.assign(world, 0);
   shared_->present.assign(world, 0);
+  shared_->lockstep_calls.assign(world, 0);
   for (int r = 0; r < world; ++r) ranks_.push_back(std::make_unique<EmulatedRank>(shared_, r));
 }
 

@@ -24,6 +24,11 @@
 // test run in four, also with 32 connections): a rank's fused kernel started only once a peer's
 // wait had timed out (two timeouts in sequence, 10 s apart). Self-tests follow it by construction
 // (nothing is enqueued after the call before the host sync). A multi-GPU run has no shared queue.
+// Inside one call, an op whose call is a kernel plus work on other streams that waits for it
+// (GemmAllGather fused-ce: copy streams waiting on its trigger words, then the join) follows the
+// same rule through comm::Group::enqueue_lockstep, which these ranks implement as a bounded
+// count-and-wait between the kernel's launch and the rest (a no-op over NCCL). It orders eager
+// enqueues only: a replayed graph's work enters the queues as the driver schedules it.
 //
 // Host-side agreement (all_gather, barrier, window creation) is a rendezvous of the W threads,
 // bounded by the timeout: a rank that never arrives makes the others raise Error(kTimeout)

@@ -19,7 +19,7 @@ void add_gemm_ag_options(CLI::App& app, GemmAgOptions& o, bool with_layout, bool
   app.add_option("--out", o.out, "output dtype: bf16 | fp32 (fp32 only for bf16 inputs; default: fp32 for bf16 "
                                  "inputs, bf16 for fp8)");
   if (with_mode)
-    app.add_option("--mode", o.mode, "auto | gemm-only | split-nccl | split-lsa | split-ce | fused-lsa")
+    app.add_option("--mode", o.mode, "auto | gemm-only | split-nccl | split-lsa | split-ce | fused-lsa | fused-ce")
         ->capture_default_str();
 }
 
@@ -47,7 +47,7 @@ GemmAllGatherConfig gemm_ag_config(const GemmAgOptions& o, int world) {
   WEAVE_EXPECT_ARG(out == DType::kBF16 || out == DType::kF32, "--out '" << out_name << "': expected bf16 or fp32");
   const auto mode = parse_gemm_all_gather_mode(o.mode);
   WEAVE_EXPECT_ARG(mode.has_value(),
-                   "--mode '" << o.mode << "': expected auto, gemm-only, split-nccl, split-lsa, split-ce or fused-lsa");
+                   "--mode '" << o.mode << "': expected auto, gemm-only, split-nccl, split-lsa, split-ce, fused-lsa or fused-ce");
   c.m_max = m_max_option(o.ms, o.m_max, "rows per rank");
   c.n = o.n;
   c.k = o.k;

@@ -83,9 +83,12 @@ int run_plan_gemm_ag(const PlanGemmAgOptions& o) {
               "`weave bench gemm-ag` measures\n");
   // An explicit mode the op would refuse here (kUnavailable at construction): say so, exit 1.
   std::string refused;
-  if (cfg.mode == GemmAllGatherMode::kFusedLsa && !fused_available)
+  const bool fused_mode = cfg.mode == GemmAllGatherMode::kFusedLsa || cfg.mode == GemmAllGatherMode::kFusedCe;
+  if (fused_mode && !fused_available)
     refused = fused == nullptr ? "no fused kernel for " + quant + " -> " + out + " in this build" : "--no-fused";
-  if (!refused.empty()) std::printf("mode fused-lsa: the op would refuse it (kUnavailable): %s\n", refused.c_str());
+  if (!refused.empty())
+    std::printf("mode %s: the op would refuse it (kUnavailable): %s\n", std::string(to_string(cfg.mode)).c_str(),
+                refused.c_str());
   if (!o.json_path.empty()) {
     nlohmann::json doc = {{"topic", "gemm-ag"},
                           {"n", cfg.n},
@@ -125,7 +128,9 @@ void add_plan_gemm_ag(CLI::App& plan) {
   c->footer(
       "Modes: gemm-only (the GEMM alone, nothing moves), split-nccl (GEMM then ncclAllGather), split-lsa /\n"
       "split-ce (GEMM then weave's lsa / copy-engine all-gather, in place), fused-lsa (one kernel: every tile\n"
-      "stored to this rank's rows here and at every peer), auto (fused-lsa where the model says it pays).\n"
+      "stored to this rank's rows here and at every peer), fused-ce (the same kernel storing only here; each\n"
+      "chunk's flag triggers the peers' copy-engine pulls of it while the GEMM runs), auto (fused-lsa where\n"
+      "the model says it pays; never fused-ce).\n"
       "Times are the planner's model (fused::gag_rates), not measurements.");
   c->callback([opts] { exit_code() = run_plan_gemm_ag(*opts); });
 }

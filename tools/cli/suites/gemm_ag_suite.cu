@@ -27,6 +27,8 @@
 //                  (the ranks' copy streams share the GPU's hardware queues with peers' waiting
 //                  kernels there: false dependencies a real multi-GPU run does not have)
 //   fused-lsa      one kernel: every tile stored to its rows here and at every peer
+//   fused-ce       the same kernel storing to its own rows only; each chunk's flag triggers the
+//                  peers' copy-engine pulls (emulated world: W <= 2, as split-ce)
 //   auto           the op's own choice per call (the row says which mode it resolved to)
 //   cublaslt+copy  world 1 only: cuBLASLt's GEMM into a buffer, then a copy into the output (what a
 //                  GEMM followed by an out-of-place gather costs at world 1). The emulated world
@@ -99,8 +101,8 @@ struct ArmSpec {
 const std::string kCommOnlyEmulatedNote = fused_bench::comm_only_emulated_note(
     "both ranks timed out at its first graph replay on the device, 2026-12-01");
 
-const std::vector<std::string> kArmNames = {"gemm-only", "comm-only", "split-lsa", "split-ce",
-                                            "fused-lsa", "auto",      "cublaslt+copy"};
+const std::vector<std::string> kArmNames = {"gemm-only", "comm-only", "split-lsa", "split-ce",    "fused-lsa",
+                                            "fused-ce",  "auto",      "cublaslt+copy"};
 
 // The arms of this world (in timing order) and a note for every arm left out.
 std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::string>& wanted,
@@ -129,6 +131,11 @@ std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::s
     add({"split-ce", ArmKind::kOp, GemmAllGatherMode::kSplitCe, true});
   }
   add({"fused-lsa", ArmKind::kOp, GemmAllGatherMode::kFusedLsa, false});
+  if (!ce_why.empty()) {
+    if (want("fused-ce")) notes.push_back("fused-ce: " + ce_why);
+  } else if (world > 1) {
+    add({"fused-ce", ArmKind::kOp, GemmAllGatherMode::kFusedCe, false});
+  }
   add({"auto", ArmKind::kOp, GemmAllGatherMode::kAuto, false});
   if (world == 1) add({"cublaslt+copy", ArmKind::kCublasLt, GemmAllGatherMode::kAuto, false});
   else if (want("cublaslt+copy"))
@@ -161,7 +168,7 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
   const int world = std::max(1, opt.emulate_world);
   for (const auto& a : opt.arms)
     WEAVE_EXPECT_ARG(std::find(kArmNames.begin(), kArmNames.end(), a) != kArmNames.end(),
-                     "--arms: '" << a << "' is not one of gemm-only, comm-only, split-lsa, split-ce, fused-lsa, auto, "
+                     "--arms: '" << a << "' is not one of gemm-only, comm-only, split-lsa, split-ce, fused-lsa, fused-ce, auto, "
                                  << "cublaslt+copy");
   const GemmAgOptions& shape = opt.shape;  // mxfp8: raw scales (the suite has no --scale-layout)
   const GemmAllGatherConfig base = gemm_ag_config(shape, world);
@@ -441,7 +448,7 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
           row.ratio = row.time_us / best_split;
         }
         if (!std::isnan(lt_us)) row.extra["ratio_vs_cublaslt_copy"] = row.time_us / lt_us;
-        if (specs[i].name == "fused-lsa" && !std::isnan(gemm_us) && !std::isnan(comm_us))
+        if ((specs[i].name == "fused-lsa" || specs[i].name == "fused-ce") && !std::isnan(gemm_us) && !std::isnan(comm_us))
           row.extra["overlap_efficiency"] = fused_bench::overlap_efficiency(gemm_us, comm_us, row.time_us);
       }
       if (row.wrong != 0) failed = true;
@@ -489,7 +496,7 @@ void add_gemm_ag_suite(CLI::App& bench, BenchOptions& common) {
   GagBenchOptions& o = suite_options();
   auto* app = bench.add_subcommand(
       "gemm-ag",
-      "weave::GemmAllGather per M: gemm-only, comm-only, split-lsa, split-ce, fused-lsa and auto alternating in one "
+      "weave::GemmAllGather per M: gemm-only, comm-only, split-lsa, split-ce, fused-lsa, fused-ce and auto alternating in one "
       "process (world 1: also cuBLASLt + copy); every arm's rows of every source rank checked (#wrong). "
       "--emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). 2+ GPUs: not yet.");
   add_common_bench_options(*app, common);
@@ -520,6 +527,8 @@ void add_gemm_ag_suite(CLI::App& bench, BenchOptions& common) {
       "  split-ce       GEMM, then weave's copy-engine all-gather (emulated world: W <= 2 only, because the\n"
       "                 ranks' copy streams would share hardware queues with peers' waiting kernels)\n"
       "  fused-lsa      one kernel: every tile stored to its rows here and at every peer\n"
+      "  fused-ce       the same kernel storing to its own rows only; every chunk's flag triggers the peers'\n"
+      "                 copy-engine pulls of it while the GEMM runs (W > 1; emulated world: W <= 2, as split-ce)\n"
       "  auto           the op's choice per call (shown as auto(<mode>))\n"
       "  cublaslt+copy  world 1 only: cuBLASLt GEMM, then a copy into the output (no NCCL in the emulated\n"
       "                 world, so no cuBLASLt + NCCL baseline there); split-nccl is not run\n"
