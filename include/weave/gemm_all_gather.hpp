@@ -63,6 +63,12 @@ struct GemmAllGatherConfig {
   ScaleLayout scale_layout = ScaleLayout::kRaw;  // mxfp8 only
   DType out_dtype = DType::kBF16;                // bf16 or fp32 (fp32 only for bf16 inputs)
   GemmAllGatherMode mode = GemmAllGatherMode::kAuto;
+  // mxfp8: the bf16 route (docs/fused.md "mxfp8 in the fused operators"): A and B converted
+  // exactly to bf16 per call, then the bf16 kernel, or the native kernel for a call whose scales
+  // the conversion cannot carry (decided on the GPU, per rank, before any tile leaves). auto: per
+  // call by the planner's model (fused-ce: always native); native: never (no workspace). The op allocates bf16 copies of A
+  // (m_max x K) and B (N x K) at construction unless this is native.
+  MxRoute mx_route = MxRoute::kAuto;
   // auto: a table of the mode measured fastest per M on this machine (`weave bench gemm-ag
   // --calibrate FILE` writes it; src/fused/calibration.hpp has the format); "" = the model. The
   // table must be for this op's quant, out dtype, N, K and world (kInvalidArgument otherwise); every
@@ -76,6 +82,8 @@ struct GemmAllGatherConfig {
                                       // rank; may differ between ranks)
   std::uint64_t delay_pull_ns = 0;    // fused-ce: wait this long before triggering each chunk's
                                       // pull (a slow receiver)
+  bool mx_route_unguarded = false;    // mxfp8 route: run both kernels (the guard's negative control;
+                                      // may differ between ranks)
 };
 
 // What one call of M rows runs and why (pure; `weave plan gemm-ag` prints it).

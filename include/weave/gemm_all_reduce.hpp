@@ -75,6 +75,12 @@ struct GemmAllReduceConfig {
   GemmAllReduceMode mode = GemmAllReduceMode::kAuto;
   bool exact_own = false;                        // fused: the own term in fp32 (not bitwise == split)
   int chunks = 0;                                // fused: chunks per band (0: the planner's choice)
+  // mxfp8: the bf16 route (docs/fused.md "mxfp8 in the fused operators"): A and B converted
+  // exactly to bf16 per call, then the bf16 kernel, or the native kernel for a call whose scales
+  // the conversion cannot carry (decided on the GPU, per rank, before any tile leaves). auto: per
+  // call by the planner's model; native: never (no workspace). The op allocates bf16 copies of A
+  // (m_max x K) and B (N x K) at construction unless this is native.
+  MxRoute mx_route = MxRoute::kAuto;
   // auto: a table of the mode measured fastest per M on this machine (`weave bench gemm-ar
   // --calibrate FILE` writes it; src/fused/calibration.hpp has the format); "" = the model. The
   // table must be for this op's quant, N, K_r and world (kInvalidArgument otherwise); every rank
@@ -90,6 +96,8 @@ struct GemmAllReduceConfig {
   std::uint32_t initial_epoch = 0;    // start the call epochs here (e.g. near 2^32)
   std::uint64_t delay_stores_ns = 0;  // fused: wait this long before each tile's stores (a slow
                                       // rank; may differ between ranks)
+  bool mx_route_unguarded = false;    // mxfp8 route: run both kernels (the guard's negative control;
+                                      // may differ between ranks)
 };
 
 // What one call of M rows runs and why (pure; `weave plan gemm-ar` prints it).

@@ -79,6 +79,12 @@ void bind_fused(nb::module_& m) {
       .def_rw("mode", &weave::GemmAllReduceConfig::mode)
       .def_rw("exact_own", &weave::GemmAllReduceConfig::exact_own)
       .def_rw("chunks", &weave::GemmAllReduceConfig::chunks)
+      .def_prop_rw(
+          "mx_route", [](const weave::GemmAllReduceConfig& c) { return static_cast<int>(c.mx_route); },
+          [](weave::GemmAllReduceConfig& c, int r) {
+            if (r < 0 || r > 2) throw nb::value_error("mx_route must be 0 (auto), 1 (native) or 2 (bf16)");
+            c.mx_route = static_cast<weave::MxRoute>(r);
+          })
       .def_rw("calibration", &weave::GemmAllReduceConfig::calibration);
   nb::class_<weave::GemmAllGatherConfig>(m, "GemmAllGatherConfig")
       .def(nb::init<>())
@@ -89,6 +95,12 @@ void bind_fused(nb::module_& m) {
       .def_rw("scale_layout", &weave::GemmAllGatherConfig::scale_layout)
       .def_rw("out_dtype", &weave::GemmAllGatherConfig::out_dtype)
       .def_rw("mode", &weave::GemmAllGatherConfig::mode)
+      .def_prop_rw(
+          "mx_route", [](const weave::GemmAllGatherConfig& c) { return static_cast<int>(c.mx_route); },
+          [](weave::GemmAllGatherConfig& c, int r) {
+            if (r < 0 || r > 2) throw nb::value_error("mx_route must be 0 (auto), 1 (native) or 2 (bf16)");
+            c.mx_route = static_cast<weave::MxRoute>(r);
+          })
       .def_rw("calibration", &weave::GemmAllGatherConfig::calibration);
 
   nb::class_<weave::GemmAllReducePlan>(m, "GemmAllReducePlan")

@@ -18,7 +18,7 @@ import sys
 from . import _weave
 from ._comm import Communicator, _CudaBuffer
 from ._errors import arg_error
-from ._gemm import ScaleMode, _enum, _layout_of, _mode_of, _out_dtype_of, _scale_view
+from ._gemm import _MX_ROUTES, ScaleMode, _enum, _layout_of, _mode_of, _out_dtype_of, _scale_view
 from ._tensors import DType, describe, resolve_stream
 
 GemmAllReduceMode = _weave.GemmAllReduceMode
@@ -34,7 +34,13 @@ def _int(name: str, v, low: int = 1) -> int:
     return v
 
 
-def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration=""):
+def _mx_route(mx_route) -> int:
+    if mx_route not in _MX_ROUTES:
+        raise arg_error(f"argument 'mx_route': must be one of auto, native, bf16 (got {mx_route!r})")
+    return _MX_ROUTES[mx_route]
+
+
+def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration="", mx_route="auto"):
     c = _weave.GemmAllReduceConfig()
     c.n, c.k, c.m_max = _int("n", n), _int("k", k), _int("m_max", m_max)
     c.quant, c.scale_layout = _mode_of(quant), _layout_of(scale_layout)
@@ -42,6 +48,7 @@ def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibr
     c.exact_own = bool(exact_own)
     c.chunks = _int("chunks", chunks, 0)
     c.calibration = _calibration_path(calibration)
+    c.mx_route = _mx_route(mx_route)
     return c
 
 
@@ -51,12 +58,13 @@ def _calibration_path(calibration) -> str:
     return calibration
 
 
-def _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration=""):
+def _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration="", mx_route="auto"):
     c = _weave.GemmAllGatherConfig()
     c.n, c.k, c.m_max = _int("n", n), _int("k", k), _int("m_max", m_max)
     c.quant, c.scale_layout, c.out_dtype = _mode_of(quant), _layout_of(scale_layout), _out_dtype_of(out_dtype)
     c.mode = _enum(mode, _weave.parse_gemm_all_gather_mode, _AG_MODES, "mode", GemmAllGatherMode)
     c.calibration = _calibration_path(calibration)
+    c.mx_route = _mx_route(mx_route)
     return c
 
 
@@ -154,10 +162,15 @@ class GemmAllReduce(_FusedOp):
     _op = _weave.GemmAllReduce
 
     def __init__(self, comm: Communicator, *, n: int, k: int, m_max: int, quant="bf16", scale_layout="raw",
-                 mode="auto", exact_own: bool = False, chunks: int = 0, calibration: str = ""):
+                 mode="auto", exact_own: bool = False, chunks: int = 0, calibration: str = "", mx_route="auto"):
         """calibration: a `weave bench gemm-ar --calibrate` table; auto then takes the mode measured
-        fastest per M on this machine (the table must be for this quant, n, k and world)."""
-        super().__init__(comm, _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration))
+        fastest per M on this machine (the table must be for this quant, n, k and world).
+        mx_route (mxfp8): "auto" (the planner's model per call), "native" (the fp8 kernel, no
+        workspace) or "bf16" (A and B converted exactly to bf16 per call, then the bf16 kernel; a rank
+        whose scales cannot be carried runs the native kernel instead); the op allocates bf16 copies
+        of A (m_max x k) and B (n x k) unless "native"."""
+        super().__init__(comm, _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration,
+                                          mx_route))
 
     @staticmethod
     def validate(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", mode="auto",
@@ -195,8 +208,9 @@ class GemmAllGather(_FusedOp):
     _op = _weave.GemmAllGather
 
     def __init__(self, comm: Communicator, *, n: int, k: int, m_max: int, quant="bf16", scale_layout="raw",
-                 out_dtype="bf16", mode="auto", calibration: str = ""):
-        super().__init__(comm, _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration))
+                 out_dtype="bf16", mode="auto", calibration: str = "", mx_route="auto"):
+        """calibration: as GemmAllReduce's. mx_route (mxfp8): as GemmAllReduce's; fused-ce runs native."""
+        super().__init__(comm, _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration, mx_route))
 
     def self_test(self, m: int = 0, *, b=None, scale_b=None) -> dict:
         """Collective and synchronising: known per-rank values through the op's real path. With b

@@ -23,6 +23,7 @@
 #include "comm/stream_mem_ops.hpp"
 #include "fused/ag_params.hpp"
 #include "fused/calibration.hpp"
+#include "fused/mx_route.hpp"
 #include "gemm/dispatch.hpp"
 #include "weave/gemm_all_gather.hpp"
 
@@ -44,11 +45,17 @@ struct GemmAllGather::Impl {
   bool fused_ok = false;            // the fused kernel of this quant / out dtype exists here
   const gemm::GemmKernelEntry<fused::AllGatherParams>* fused_kernel = nullptr;
   const gemm::GemmInstance* local_kernel = nullptr;  // the split modes' GEMM (same tile as fused)
+  // mxfp8's bf16 route (fused/mx_route.hpp): the buffers and the bf16 kernels of the same tiles.
+  std::unique_ptr<fused::MxBf16Route> mx;
+  const gemm::GemmKernelEntry<fused::AllGatherParams>* fused_bf16 = nullptr;
+  const gemm::GemmInstance* local_bf16 = nullptr;
+  bool last_mx_bf16_route = false;  // the last call converted mxfp8 to bf16 (which kernel ran: the GPU's flag)
   GemmAllGatherMode last = GemmAllGatherMode::kAuto;
   std::optional<fused::Calibration> calibration;  // cfg.calibration's table (auto's measured choices)
   uint64_t self_test_seed = 0x5eed;
 
   Impl(comm::Group& g, const GemmAllGatherConfig& config);
+  static Impl& of(GemmAllGather& op) { return *op.impl_; }  // tests reach the state through it
   static std::unique_ptr<GemmAllGather> create(comm::Group& g, const GemmAllGatherConfig& config);
 
   GemmAllGatherPlan plan(int64_t m) const;

@@ -19,6 +19,7 @@
 #include "comm/op_runtime.hpp"
 #include "fused/ar_params.hpp"
 #include "fused/gar_plan.hpp"
+#include "fused/mx_route.hpp"
 #include "gemm/dispatch.hpp"
 #include "weave/gemm_all_reduce.hpp"
 
@@ -37,11 +38,17 @@ struct GemmAllReduce::Impl {
   bool fused_ok = false;  // the fused kernel of this quant exists here and the ranks share NVLink
   const gemm::GemmKernelEntry<fused::AllReduceParams>* fused_kernel = nullptr;
   const gemm::GemmInstance* local_kernel = nullptr;  // the split modes' GEMM (same tile as fused)
+  // mxfp8's bf16 route (fused/mx_route.hpp): the buffers and the bf16 kernels of the same tiles.
+  std::unique_ptr<fused::MxBf16Route> mx;
+  const gemm::GemmKernelEntry<fused::AllReduceParams>* fused_bf16 = nullptr;
+  const gemm::GemmInstance* local_bf16 = nullptr;
   GemmAllReduceMode last = GemmAllReduceMode::kAuto;
+  bool last_mx_bf16_route = false;  // the last call converted mxfp8 to bf16 (which kernel ran: the GPU's flag)
   std::optional<fused::Calibration> calibration;  // cfg.calibration's table (auto's measured choices)
   uint64_t self_test_seed = 0x5eed;
 
   Impl(comm::Group& g, const GemmAllReduceConfig& config);
+  static Impl& of(GemmAllReduce& op) { return *op.impl_; }  // tests reach the state through it
   static std::unique_ptr<GemmAllReduce> create(comm::Group& g, const GemmAllReduceConfig& config);
 
   GemmAllReducePlan plan(int64_t m) const;

@@ -107,7 +107,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
      << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.out_dtype) << "|"
      << static_cast<int>(cfg.mode) << "|" << static_cast<int>(split_mode) << "|" << fused_ok << "|"
      << cfg.flow_control << "|" << cfg.skip_arrival_wait << "|" << cfg.initial_epoch << "|" << grid_cap << "|"
-     << (calibration ? calibration->hash : 0);
+     << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route);
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(), "GemmAllGather configuration (n, k, m_max, quant, out dtype, mode, testing hooks, calibration)");
   if (fused_kernel) fused_kernel->prepare();
@@ -127,6 +127,26 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
                "GemmAllGather: no " << fused::kGagBlockM << "x" << fused::kGagBlockN << " GEMM kernel for "
                                     << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype) << " in this build");
   local_kernel->prepare();
+  WEAVE_EXPECT_ARG(!(cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route == MxRoute::kBf16 &&
+                     cfg.mode == GemmAllGatherMode::kFusedCe),
+                   "GemmAllGatherConfig.mx_route = bf16 cannot run in mode fused-ce (its copy streams fork from the "
+                   "kernel's start, which the either/or's skipped first kernel would give too early); use auto or native");
+  if (cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route != MxRoute::kNative && cfg.mode != GemmAllGatherMode::kFusedCe) {
+    // The bf16 route's kernels: the same tiles and epilogues as the native ones (bf16 output).
+    local_bf16 = gemm::find_gemm_instance(ScaleMode::kBF16, DType::kBF16, gemm::EpilogueKind::kStoreLocal,
+                                          fused::kGagBlockM, fused::kGagBlockN);
+    fused_bf16 = gemm::find_gemm_kernel<fused::AllGatherParams>(ScaleMode::kBF16, DType::kBF16,
+                                                                gemm::EpilogueKind::kAllGather, fused::kGagBlockM,
+                                                                fused::kGagBlockN);
+    mx = fused::make_mx_route(
+        "GemmAllGatherConfig", cfg.mx_route, "rank " + std::to_string(g.rank()) + ": GemmAllGather",
+        local_bf16 != nullptr && (fused_kernel == nullptr || fused_bf16 != nullptr),
+        [&] {
+          local_bf16->prepare();
+          if (fused_bf16) fused_bf16->prepare();
+        },
+        cfg.m_max, cfg.n, cfg.k);
+  }
   if (split_mode == GemmAllGatherMode::kSplitLsa || split_mode == GemmAllGatherMode::kSplitCe) {
     if (w > 1) {
       CollectiveConfig cc;
@@ -190,12 +210,20 @@ void GemmAllGather::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   const int w = group->world_size(), r = group->rank();
   const GemmAllGatherPlan pl = plan(m);
   const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kGagBlockM, fused::kGagBlockN, pl.grid);
+  const bool pull = pl.mode == GemmAllGatherMode::kFusedCe && w > 1;
+  // mxfp8 on the bf16 route where it pays (never fused-ce): the conversion, then both kernels, either/or.
+  fused::MxBf16Route* route =
+      mx && !pull && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms) ? mx.get() : nullptr;
+  const fused::MxRouteCall rc =
+      route ? fused::mx_route_call(prob, a, b, s, num_sms, fused::kGagBlockM, fused::kGagBlockN, pl.grid,
+                                   cfg.mx_route_unguarded)
+            : fused::MxRouteCall{};
+  last_mx_bf16_route = route != nullptr;
   const gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s);
   const size_t rows_bytes = static_cast<size_t>(m) * static_cast<size_t>(cfg.n) * out_bytes;
   char* own = out_local() + static_cast<size_t>(r) * rows_bytes;
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   last = pl.mode;
-  const bool pull = pl.mode == GemmAllGatherMode::kFusedCe && w > 1;
   if (pl.mode == GemmAllGatherMode::kFusedLsa || pull) {
     gemm::KernelArgs<fused::AllGatherParams> args{};
     args.main = main;
@@ -215,7 +243,7 @@ void GemmAllGather::Impl::run(int64_t m, const TensorView& a, const TensorView& 
     args.epi.delay_stores_ns = cfg.delay_stores_ns;
     args.epi.delay_pull_ns = cfg.delay_pull_ns;
     if (!pull) {
-      fused_kernel->launch(args, gp.grid, stream);
+      fused::launch_either(*fused_kernel, fused_bf16, args, gp.grid, route, rc, stream);
       return;
     }
     // fused-ce: the copy streams fork from the kernel's launch-completion event (every CTA has
@@ -234,7 +262,7 @@ void GemmAllGather::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   gemm::LocalKernelArgs args{};
   args.main = main;
   args.epi.tma_c = gemm::make_epilogue_map("the output (own rows)", own, cfg.out_dtype, 1, m, cfg.n, cfg.n);
-  local_kernel->launch(args, gp.grid, stream);
+  fused::launch_either(*local_kernel, local_bf16, args, gp.grid, route, rc, stream);
   if (pl.mode == GemmAllGatherMode::kGemmOnly || w == 1) return;
   if (pl.mode == GemmAllGatherMode::kSplitNccl) {
     WEAVE_EXPECT(group->nccl() != nullptr, Status::kUnavailable, "GemmAllGather split-nccl: no NCCL communicator");
@@ -281,6 +309,9 @@ std::string GemmAllGather::Impl::describe() const {
      << " CTAs per rank, credits " << (cfg.flow_control ? "on" : "OFF (testing)");
   if (cfg.skip_arrival_wait) os << ", arrival wait SKIPPED (testing)";
   if (cfg.mode == GemmAllGatherMode::kFusedCe) os << ", " << pulls.size() << " copy streams";
+  if (mx) os << ", mxfp8 bf16 route " << (cfg.mx_route == MxRoute::kBf16 ? "always" : "where modelled faster") << " ("
+             << mx->bytes() << " bytes of bf16 copies)";
+  if (cfg.mx_route_unguarded) os << ", route guards OFF (testing)";
   return os.str();
 }
 

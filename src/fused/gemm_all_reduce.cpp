@@ -102,7 +102,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
      << static_cast<int>(split_mode) << "|" << fused_ok << "|" << cfg.exact_own << "|" << cfg.chunks << "|"
      << cfg.flow_control << "|" << cfg.skip_arrival_wait << "|" << cfg.skip_partial_wait << "|"
      << cfg.publish_every_tile << "|" << cfg.initial_epoch << "|" << grid_cap << "|"
-     << (calibration ? calibration->hash : 0);
+     << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route);
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(),
                    "GemmAllReduce configuration (n, k = K_r, m_max, quant, mode, exact_own, chunks, testing hooks, calibration)");
@@ -115,6 +115,23 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
                "GemmAllReduce: no " << fused::kGarBlockM << "x" << fused::kGarBlockN << " GEMM kernel for "
                                     << to_string(cfg.quant) << " -> bf16 in this build");
   local_kernel->prepare();
+  if (cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route != MxRoute::kNative && cfg.mode != GemmAllReduceMode::kDecode) {
+    // The bf16 route's kernels: the same tiles, schedule and epilogues as the native ones.
+    local_bf16 = gemm::find_gemm_instance(ScaleMode::kBF16, DType::kBF16, gemm::EpilogueKind::kStoreLocal,
+                                          fused::kGarBlockM, fused::kGarBlockN);
+    fused_bf16 = gemm::find_gemm_kernel<fused::AllReduceParams>(ScaleMode::kBF16, DType::kBF16,
+                                                                gemm::EpilogueKind::kAllReduce, fused::kGarBlockM,
+                                                                fused::kGarBlockN, ScaleLayout::kRaw,
+                                                                gemm::SchedulerKind::kBandRound);
+    mx = fused::make_mx_route(
+        "GemmAllReduceConfig", cfg.mx_route, "rank " + std::to_string(g.rank()) + ": GemmAllReduce",
+        local_bf16 != nullptr && (fused_kernel == nullptr || fused_bf16 != nullptr),
+        [&] {
+          local_bf16->prepare();
+          if (fused_bf16) fused_bf16->prepare();
+        },
+        cfg.m_max, cfg.n, cfg.k);
+  }
   if ((split_mode == GemmAllReduceMode::kSplitLsa || split_mode == GemmAllReduceMode::kSplitCe) && w > 1) {
     CollectiveConfig cc;
     cc.op = CollectiveOp::kAllReduce;
@@ -190,6 +207,13 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   }
   const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kGarBlockM, fused::kGarBlockN, pl.grid);
   gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s);
+  // mxfp8 on the bf16 route where it pays: the conversion, then both kernels, either/or.
+  fused::MxBf16Route* route = mx && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms) ? mx.get() : nullptr;
+  const fused::MxRouteCall rc =
+      route ? fused::mx_route_call(prob, a, b, s, num_sms, fused::kGarBlockM, fused::kGarBlockN, pl.grid,
+                                   cfg.mx_route_unguarded)
+            : fused::MxRouteCall{};
+  last_mx_bf16_route = route != nullptr;
   const size_t count = static_cast<size_t>(m) * static_cast<size_t>(cfg.n);
   if (pl.mode == GemmAllReduceMode::kFused || pl.mode == GemmAllReduceMode::kFusedRs) {
     const bool scatter = pl.mode == GemmAllReduceMode::kFusedRs;  // (world 1: the plan resolved it to fused)
@@ -227,7 +251,7 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
     e.publish_every_tile = cfg.publish_every_tile ? 1 : 0;
     e.delay_stores_ns = cfg.delay_stores_ns;
     e.scatter_only = scatter ? 1 : 0;
-    fused_kernel->launch(args, gp.grid, stream);
+    fused::launch_either(*fused_kernel, fused_bf16, args, gp.grid, route, rc, stream);
     if (scatter) {
       fused::ArTailParams t{};
       t.p = e.p;
@@ -247,7 +271,7 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   gemm::LocalKernelArgs args{};
   args.main = main;
   args.epi.tma_c = gemm::make_epilogue_map("the output", out_local(), DType::kBF16, 1, m, cfg.n, cfg.n);
-  local_kernel->launch(args, gp.grid, stream);
+  fused::launch_either(*local_kernel, local_bf16, args, gp.grid, route, rc, stream);
   if (pl.mode == GemmAllReduceMode::kGemmOnly || w == 1) return;
   if (pl.mode == GemmAllReduceMode::kSplitNccl) {
     WEAVE_EXPECT(group->nccl() != nullptr, Status::kUnavailable, "GemmAllReduce split-nccl: no NCCL communicator");
@@ -278,6 +302,9 @@ std::string GemmAllReduce::Impl::describe() const {
      << " CTAs per rank";
   if (split) os << ", split all-reduce credits " << (cfg.flow_control ? "on" : "OFF (testing)");
   if (cfg.exact_own) os << ", exact own term";
+  if (mx) os << ", mxfp8 bf16 route " << (cfg.mx_route == MxRoute::kBf16 ? "always" : "where modelled faster") << " ("
+             << mx->bytes() << " bytes of bf16 copies)";
+  if (cfg.mx_route_unguarded) os << ", route guards OFF (testing)";
   if (cfg.skip_arrival_wait) os << ", arrival wait SKIPPED (testing)";
   if (cfg.skip_partial_wait) os << ", partial wait SKIPPED (testing)";
   if (cfg.publish_every_tile) os << ", chunk election OFF (testing)";

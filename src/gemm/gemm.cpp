@@ -100,17 +100,6 @@ void prepare_on(const gemm::GemmInstance& instance, int device) {
   if (current != device) WEAVE_CHECK_CUDA(cudaSetDevice(current));
 }
 
-// The conversion's view of one operand (dst filled by set_workspace).
-gemm::MxDequantOperand dequant_operand(const TensorView& x, const TensorView& scales, int rows_per_scale) {
-  gemm::MxDequantOperand op;
-  op.src = static_cast<const uint8_t*>(x.data);
-  op.rows = x.rows();
-  op.ld = x.ld();
-  op.scales = static_cast<const uint8_t*>(scales.data);
-  op.scale_ld = scales.ld();
-  op.rows_per_scale = rows_per_scale;
-  return op;
-}
 }  // namespace
 
 // The operand rules of weave/gemm.hpp; throws kInvalidArgument naming the argument.
@@ -147,10 +136,8 @@ static void fill_args(const GemmProblem& p, const GemmPlan& plan, const gemm::Ma
     void* const a_copy = out.dq_a.dst;
     void* const b_copy = out.dq_b.dst;
     const uint32_t* const flag = out.native_args.main.run_if_flag;
-    out.dq_a = dequant_operand(a, s.a, 1);
-    out.dq_b = dequant_operand(b, s.b, 32);
-    out.dq_a.dst = a_copy;
-    out.dq_b.dst = b_copy;
+    out.dq_a = gemm::mx_dequant_operand(a, s.a, 1, a_copy);
+    out.dq_b = gemm::mx_dequant_operand(b, s.b, 32, b_copy);
     out.native_args.main = gemm::make_mainloop_args(p, out.native_plan, a, b, s, debug);
     out.native_args.main.run_if_flag = flag;
     out.native_args.epi.tma_c = gemm::make_epilogue_map("C", c.data, p.out_dtype, 1, p.m, p.n, c.ld());

@@ -66,7 +66,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 
   const MainloopArgs& a = args.main;
   // A guarded launch that is not needed ends before any barrier exists (uniform per CTA).
-  if (a.run_if_flag != nullptr && *static_cast<const volatile uint32_t*>(a.run_if_flag) == 0) return;
+  if (a.run_if_flag != nullptr && (*static_cast<const volatile uint32_t*>(a.run_if_flag) == 0) != (a.run_if_flag_clear != 0))
+    return;
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;

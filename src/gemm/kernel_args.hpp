@@ -50,9 +50,12 @@ struct MainloopArgs {
   // Bound of every pipeline wait (0: hopper::kMbarrierTimeoutNs). A fused op whose consumers wait
   // for peers sets it above its communication timeout (hopper/pipeline.cuh).
   uint64_t pipeline_timeout_ns = 0;
-  // Guarded launch (weave::Gemm's mxfp8 bf16 route, gemm/mx_dequant.hpp): when set, every CTA
-  // returns at once unless *run_if_flag != 0 (written by an earlier kernel in stream order).
+  // Guarded launch (the mxfp8 bf16 route, gemm/mx_dequant.hpp): when set, every CTA returns at
+  // once unless *run_if_flag != 0 (written by an earlier kernel in stream order), or, with
+  // run_if_flag_clear, unless it is 0 (the fused operators' either/or: the bf16 kernel runs when
+  // the conversion was exact, the native one when it was not).
   const uint32_t* run_if_flag = nullptr;
+  int32_t run_if_flag_clear = 0;
 };
 
 // Epilogue "store through TMA": the staged epilogue (gemm/epilogue_staged.cuh) TMA-stores each

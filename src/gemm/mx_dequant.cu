@@ -101,6 +101,18 @@ __global__ void __launch_bounds__(256) mx_dequant_kernel(const MxDequantOperand 
 
 }  // namespace
 
+MxDequantOperand mx_dequant_operand(const TensorView& x, const TensorView& scales, int rows_per_scale, void* dst) {
+  MxDequantOperand op;
+  op.src = static_cast<const uint8_t*>(x.data);
+  op.rows = x.rows();
+  op.ld = x.ld();
+  op.scales = static_cast<const uint8_t*>(scales.data);
+  op.scale_ld = scales.ld();
+  op.rows_per_scale = rows_per_scale;
+  op.dst = dst;
+  return op;
+}
+
 void mx_dequant_bf16(const MxDequantOperand& a, const MxDequantOperand& b, int64_t k, ScaleLayout layout,
                      uint32_t* inexact, int num_sms, cudaStream_t stream) {
   // One warp per row (8 per block), enough blocks for every SM's 2048 threads, grid-striding beyond.

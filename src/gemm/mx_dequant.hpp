@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "weave/tensor.hpp"
 #include "weave/types.hpp"
 
 namespace weave::gemm {
@@ -33,6 +34,10 @@ struct MxDequantOperand {
   int rows_per_scale = 1;           // 1 for A (1x32 blocks), 32 for B (32x32 blocks)
   void* dst = nullptr;              // bf16 [rows, k], dense (ld = k)
 };
+
+// The conversion's view of one operand of weave::Gemm's layout (x [rows, k] e4m3, its ue8m0 scale
+// view, 1 row per scale row for A, 32 for B), converted into `dst`.
+MxDequantOperand mx_dequant_operand(const TensorView& x, const TensorView& scales, int rows_per_scale, void* dst);
 
 // Converts A and B in one launch. k % 32 == 0 (the mxfp8 problem rule).
 void mx_dequant_bf16(const MxDequantOperand& a, const MxDequantOperand& b, int64_t k, ScaleLayout layout,

@@ -289,6 +289,127 @@ TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource)
   }
 }
 
+// mxfp8's bf16 route in the fused operator (fused/mx_route.hpp): every rank converts and runs the
+// bf16 kernel, except a rank whose A holds scales the conversion cannot carry exactly (bytes 5 on
+// non-zero elements): its conversion sets the flag and its native kernel runs instead, decided on
+// the GPU before any tile leaves. Per source: the rows of the odd rank are bitwise the native op's
+// and the others' bitwise the route op's; fused equals split bitwise; every rank's output
+// identical; every source within the GEMM tolerance of the reference.
+std::vector<bench::DeviceOperand> mx_operands_with_odd_rank(int world, int odd, int64_t m, int64_t k, int dev) {
+  std::vector<bench::DeviceOperand> as;
+  for (int s = 0; s < world; ++s) {
+    ref::QuantMatrix q = bench::quantize_parallel(bench::random_operand(3000 + 17 * s + m, m, k), m, k,
+                                                  ScaleMode::kMxfp8, ref::Operand::kA);
+    if (s == odd)
+      for (size_t i = 0; i < q.ue8m0.size(); i += 97) q.ue8m0[i] = 5;  // outside [10, 246]: not exact in bf16
+    as.push_back(bench::upload_operand(q, dev));
+  }
+  return as;
+}
+
+TEST(EmulatedGemmAllGather, Mxfp8RouteIsEitherOrPerRankBeforeAnyTileLeaves) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 512, m_max = 1000;
+  const QuantCase& q = kQuants[4];  // mxfp8 raw
+  for (int world : {2, 4})
+    for (int odd : {-1, world - 1}) {  // -1: every rank on the route
+      SCOPED_TRACE("W" + std::to_string(world) + " odd rank " + std::to_string(odd));
+      bench::EmulatedWorld ew(world, 0, 20);
+      ew.run([&](comm::Group& g) {
+        const int dev = g.device(), r = g.rank();
+        auto with = [&](GemmAllGatherMode mode, MxRoute route) {
+          auto c = config_of(q, mode, n, k, m_max);
+          c.mx_route = route;
+          return GemmAllGather::Impl::create(g, c);
+        };
+        auto fused = with(GemmAllGatherMode::kFusedLsa, MxRoute::kBf16);
+        auto split = with(GemmAllGatherMode::kSplitLsa, MxRoute::kBf16);
+        auto native = with(GemmAllGatherMode::kFusedLsa, MxRoute::kNative);
+        const bench::DeviceOperand b = bench::upload_operand(
+            bench::quantize_parallel(bench::random_operand(78, n, k), n, k, q.quant, ref::Operand::kB), dev);
+        Stream st;
+        for (int64_t m : {7, 1000}) {
+          const auto as = mx_operands_with_odd_rank(world, odd, m, k, dev);
+          const GemmScales sc{as[r].scale_view, b.scale_view};
+          const size_t row_bytes = static_cast<size_t>(m * n) * 2, bytes = world * row_bytes;
+          std::vector<std::vector<uint8_t>> outs;
+          for (GemmAllGather* op : {fused.get(), split.get(), native.get()}) {
+            g.barrier();
+            WEAVE_CHECK_CUDA(cudaMemsetAsync(op->output(m).data, 0xFF, bytes, st.s));  // NaN poison
+            op->run(m, as[r].view, b.view, sc, st.s);
+            comm::sync_stream_bounded(st.s, 20, "an mxfp8 call");
+            op->check();
+            outs.emplace_back(bytes);
+            WEAVE_CHECK_CUDA(cudaMemcpy(outs.back().data(), op->output(m).data, bytes, cudaMemcpyDeviceToHost));
+            g.barrier();
+          }
+          EXPECT_TRUE(GemmAllGather::Impl::of(*fused).last_mx_bf16_route);
+          EXPECT_FALSE(GemmAllGather::Impl::of(*native).last_mx_bf16_route);
+          EXPECT_EQ(outs[0], outs[1]) << "m " << m << ": fused differs from split on the same route";
+          // Which kernel computed each source's rows: the odd rank's are the native op's bits.
+          bench::DeviceBuffer refbuf(static_cast<size_t>(m * n) * 4), rows_buf(row_bytes);
+          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = q.layout, .out_dtype = q.out};
+          int differing_sources = 0;
+          for (int s = 0; s < world; ++s) {
+            const uint8_t* fr = outs[0].data() + s * row_bytes;
+            const uint8_t* nr = outs[2].data() + s * row_bytes;
+            const bool same_as_native = std::memcmp(fr, nr, row_bytes) == 0;
+            if (s == odd) EXPECT_TRUE(same_as_native) << "m " << m << ": the odd rank's rows are not the native kernel's";
+            else differing_sources += same_as_native ? 0 : 1;
+            rows_buf.upload(fr, row_bytes);
+            bench::gpu_reference_gemm(p, as[s].view, b.view, GemmScales{as[s].scale_view, b.scale_view},
+                                      refbuf.as<float>(), st.s);
+            const ref::Comparison cmp = bench::gpu_compare(TensorView::matrix(rows_buf.get(), q.out, m, n, dev),
+                                                           refbuf.as<float>(), bench::gemm_tolerance(q.quant, q.out), st.s);
+            EXPECT_EQ(cmp.wrong, 0) << "m " << m << " source " << s << ": " << cmp.wrong << " wrong, rel_l2 " << cmp.rel_l2;
+          }
+          // The route's rows differ from the native kernel's somewhere (else the check above says nothing).
+          if (m == 1000) EXPECT_GT(differing_sources, 0) << "the route and the native kernel gave the same bits";
+          const auto hashes = g.all_gather(fnv1a64(outs[0].data(), bytes), "the output hash");
+          for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
+        }
+      });
+    }
+}
+
+// The guard's negative control: rank 1 runs both kernels of the either/or (mx_route_unguarded), so
+// it makes two protocol calls where its peer makes one: its second kernel's credit wait must time
+// out, naming the peer, and the op report it. Guarded (the control), the same calls are clean.
+TEST(EmulatedGemmAllGather, Mxfp8RouteWithoutItsGuardsIsCaught) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 512, m = 300;
+  for (bool unguarded : {false, true}) {
+    bench::EmulatedWorld ew(2, 0, 1.0);
+    std::vector<std::string> errors(2);
+    ew.run([&](comm::Group& g) {
+      auto c = config_of(kQuants[4], GemmAllGatherMode::kFusedLsa, n, k, m);
+      c.mx_route = MxRoute::kBf16;
+      c.mx_route_unguarded = unguarded && g.rank() == 1;
+      auto op = GemmAllGather::Impl::create(g, c);
+      const auto as = mx_operands_with_odd_rank(2, -1, m, k, g.device());
+      const bench::DeviceOperand b = bench::upload_operand(
+          bench::quantize_parallel(bench::random_operand(78, n, k), n, k, ScaleMode::kMxfp8, ref::Operand::kB), g.device());
+      Stream st;
+      g.barrier();
+      op->run(m, as[g.rank()].view, b.view, GemmScales{as[g.rank()].scale_view, b.scale_view}, st.s);
+      comm::sync_stream_bounded(st.s, 10, "an mxfp8 call");
+      try {
+        op->check();
+      } catch (const Error& e) {
+        errors[g.rank()] = e.what();
+        EXPECT_EQ(e.status(), Status::kTimeout) << e.what();
+      }
+    });
+    if (!unguarded) {
+      EXPECT_EQ(errors[0] + errors[1], "") << "guarded: every rank runs exactly one kernel";
+    } else {
+      EXPECT_NE(errors[1].find("peer 0"), std::string::npos) << "unguarded: rank 1's second kernel must time out: '"
+                                                              << errors[1] << "'";
+      std::printf("  route guards OFF on rank 1: %s\n", errors[1].substr(0, 200).c_str());
+    }
+  }
+}
+
 // Negative control of the arrival wait: rank 1 is slow (each tile's stores 20 ms late); rank 0
 // reads its output as soon as its own kernel ends. With the wait: 0 wrong. Without it
 // (skip_arrival_wait): rank 1's rows are still poison on rank 0.

@@ -287,6 +287,78 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
   }
 }
 
+// mxfp8's bf16 route in the fused operator (fused/mx_route.hpp): every rank converts its A_r, B_r
+// and runs the bf16 kernel, except a rank whose A holds scales the conversion cannot carry exactly
+// (bytes 5 on non-zero elements), which runs its native kernel instead: decided per rank on the
+// GPU before any partial leaves. fused, fused-rs and split-lsa on the route: bitwise equal, every
+// rank's output identical, within the bound of the summed reference.
+TEST(EmulatedGemmAllReduce, Mxfp8RouteIsEitherOrPerRank) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 512, m_max = 1000;
+  const QuantCase* q = nullptr;
+  for (const QuantCase& c : kQuants)
+    if (c.quant == ScaleMode::kMxfp8 && c.layout == ScaleLayout::kRaw) q = &c;
+  ASSERT_NE(q, nullptr);
+  for (int world : {2, 4})
+    for (int odd : {-1, world - 1}) {  // -1: every rank on the route
+      SCOPED_TRACE("W" + std::to_string(world) + " odd rank " + std::to_string(odd));
+      bench::EmulatedWorld ew(world, 0, 20);
+      ew.run([&](comm::Group& g) {
+        const int dev = g.device(), r = g.rank();
+        auto with = [&](GemmAllReduceMode mode) {
+          auto c = config_of(*q, mode, n, k, m_max);
+          c.mx_route = MxRoute::kBf16;
+          return GemmAllReduce::Impl::create(g, c);
+        };
+        auto fused = with(GemmAllReduceMode::kFused);
+        auto rs = with(GemmAllReduceMode::kFusedRs);
+        auto split = with(GemmAllReduceMode::kSplitLsa);
+        std::vector<bench::DeviceOperand> bs;
+        for (int s = 0; s < world; ++s)
+          bs.push_back(bench::upload_operand(
+              bench::quantize_parallel(bench::random_operand(77 + s, n, k), n, k, q->quant, ref::Operand::kB), dev));
+        Stream st;
+        for (int64_t m : {33, 1000}) {
+          std::vector<bench::DeviceOperand> as;
+          for (int s = 0; s < world; ++s) {
+            ref::QuantMatrix qa = bench::quantize_parallel(bench::random_operand(5000 + 17 * s + m, m, k), m, k,
+                                                           ScaleMode::kMxfp8, ref::Operand::kA);
+            if (s == odd)
+              for (size_t i = 0; i < qa.ue8m0.size(); i += 97) qa.ue8m0[i] = 5;  // outside [10, 246]
+            as.push_back(bench::upload_operand(qa, dev));
+          }
+          const GemmScales sc{as[r].scale_view, bs[r].scale_view};
+          const size_t bytes = static_cast<size_t>(m * n) * 2;
+          std::vector<std::vector<uint8_t>> outs;
+          for (GemmAllReduce* op : {fused.get(), rs.get(), split.get()}) {
+            g.barrier();
+            WEAVE_CHECK_CUDA(cudaMemsetAsync(op->output(m).data, 0xFF, bytes, st.s));  // NaN poison
+            op->run(m, as[r].view, bs[r].view, sc, st.s);
+            comm::sync_stream_bounded(st.s, 20, "an mxfp8 call");
+            op->check();
+            EXPECT_TRUE(GemmAllReduce::Impl::of(*op).last_mx_bf16_route);
+            outs.emplace_back(bytes);
+            WEAVE_CHECK_CUDA(cudaMemcpy(outs.back().data(), op->output(m).data, bytes, cudaMemcpyDeviceToHost));
+            g.barrier();
+          }
+          EXPECT_EQ(outs[0], outs[2]) << "m " << m << ": fused differs from split-lsa on the same route";
+          EXPECT_EQ(outs[1], outs[2]) << "m " << m << ": fused-rs differs from split-lsa on the same route";
+          const auto hashes = g.all_gather(fnv1a64(outs[0].data(), bytes), "the output hash");
+          for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
+          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q->quant, .scale_layout = q->layout, .out_dtype = DType::kBF16};
+          SummedReference want(as, bs, p, st.s);
+          bench::DeviceBuffer got(bytes);
+          got.upload(outs[0].data(), bytes);
+          const ref::Comparison cmp =
+              bench::gpu_compare(TensorView::matrix(got.get(), DType::kBF16, m, n, dev), want.sum.as<float>(),
+                                 bench::reduced_gemm_tolerance(q->quant, world), st.s, want.mag.as<float>());
+          EXPECT_EQ(cmp.wrong, 0) << "m " << m << ": " << cmp.wrong << " of " << cmp.count << " beyond the bound, rel_l2 "
+                                  << cmp.rel_l2;
+        }
+      });
+    }
+}
+
 // The decode route (M <= 32): weave's decode GEMV into the window, then the lsa all-reduce (LL at
 // these sizes). self_test at W = 2, 4, 8 in every quant the GEMV implements; random operands
 // within the summed-reference bound and identical on every rank; auto takes decode where it was

@@ -237,6 +237,15 @@ def test_fused_ops_validate_window_and_argument_errors():
     assert weave._weave.name(weave.GemmAllReduceMode.FUSED) == "fused"
     assert weave._weave.name(weave.GemmAllGatherMode.FUSED_LSA) == "fused-lsa"
     assert weave._weave.name(weave.GemmAllGatherMode.FUSED_CE) == "fused-ce"
+    # mxfp8's bf16 route: the config carries it; a bad name is refused by argument before any GPU work.
+    from weave._fused import _ag_config, _ar_config
+
+    assert _ag_config(256, 256, 256, "mxfp8", "raw", "bf16", "auto", "", "bf16").mx_route == 2
+    assert _ar_config(256, 256, 256, "mxfp8", "raw", "auto", False, 0, "", "native").mx_route == 1
+    for op in (weave.GemmAllGather, weave.GemmAllReduce):
+        with pytest.raises(weave.ArgumentError) as e:
+            op(object(), n=256, k=256, m_max=256, mx_route="fp8")
+        assert "argument 'mx_route': must be one of auto, native, bf16" in str(e.value)
 
 
 def test_stream_argument():

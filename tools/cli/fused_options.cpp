@@ -15,6 +15,16 @@ ScaleMode quant_option(const std::string& text) {
   return *quant;
 }
 
+MxRoute mx_route_option(const std::string& text, ScaleMode quant) {
+  MxRoute r = MxRoute::kAuto;
+  if (text == "native") r = MxRoute::kNative;
+  else if (text == "bf16") r = MxRoute::kBf16;
+  else WEAVE_EXPECT_ARG(text == "auto", "--mx-route '" << text << "': expected auto, native or bf16");
+  WEAVE_EXPECT_ARG(r == MxRoute::kAuto || quant == ScaleMode::kMxfp8,
+                   "--mx-route " << text << ": applies to --quant mxfp8 only");
+  return r;
+}
+
 ScaleLayout scale_layout_option(const std::string& text) {
   const auto layout = parse_scale_layout(text);
   WEAVE_EXPECT_ARG(layout.has_value(), "--scale-layout '" << text << "': expected raw or packed");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fused/calibration.hpp"
+#include "weave/gemm.hpp"
 #include "weave/types.hpp"
 
 namespace weave::cli {
@@ -18,6 +19,8 @@ namespace weave::cli {
 ScaleMode quant_option(const std::string& text);
 // --scale-layout: raw | packed (mxfp8's scales).
 ScaleLayout scale_layout_option(const std::string& text);
+// --mx-route: auto | native | bf16 (anything but auto only with --quant mxfp8).
+MxRoute mx_route_option(const std::string& text, ScaleMode quant);
 
 // The op's m_max: --m-max, or the largest of `ms` when it is 0. Throws when `ms` is empty or an M
 // is above --m-max; `window_rows` ends that message ("rows per rank": "the op's window holds at

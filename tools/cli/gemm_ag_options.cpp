@@ -21,6 +21,7 @@ void add_gemm_ag_options(CLI::App& app, GemmAgOptions& o, bool with_layout, bool
   if (with_mode)
     app.add_option("--mode", o.mode, "auto | gemm-only | split-nccl | split-lsa | split-ce | fused-lsa | fused-ce")
         ->capture_default_str();
+  app.add_option("--mx-route", o.mx_route, "mxfp8: auto (the planner's model per call) | native (the fp8 kernel) | bf16 (convert A and B exactly to bf16, then the bf16 kernel; the native kernel where a scale cannot be carried)")->capture_default_str();
 }
 
 std::string name_gemm_ag_rules(const std::string& why, const GemmAllGatherConfig& c, int world) {
@@ -55,6 +56,7 @@ GemmAllGatherConfig gemm_ag_config(const GemmAgOptions& o, int world) {
   c.scale_layout = quant == ScaleMode::kMxfp8 ? layout : ScaleLayout::kRaw;
   c.out_dtype = *out;
   c.mode = *mode;
+  c.mx_route = mx_route_option(o.mx_route, quant);
   const std::string bad = name_gemm_ag_rules(GemmAllGather::validate(c, world), c, world);
   WEAVE_EXPECT_ARG(bad.empty(), bad);
   return c;

@@ -23,6 +23,7 @@ struct GemmAgOptions {
   std::string layout = "raw";  // mxfp8 scale layout
   std::string out;  // "": fp32 for bf16 inputs (wkv_gate), bf16 for fp8 (their only output)
   std::string mode = "auto";
+  std::string mx_route = "auto";
 };
 
 // Adds -m/--m, -n/--n, -k/--k, --m-max, --quant, --out (and --scale-layout / --mode when asked).

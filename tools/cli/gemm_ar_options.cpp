@@ -22,6 +22,7 @@ void add_gemm_ar_options(CLI::App& app, GemmArOptions& o, bool with_layout, bool
   if (with_layout) app.add_option("--scale-layout", o.layout, "mxfp8 scale layout: raw | packed")->capture_default_str();
   if (with_mode)
     app.add_option("--mode", o.mode, "auto | gemm-only | split-nccl | split-lsa | split-ce | decode (m <= 32) | fused | fused-rs")->capture_default_str();
+  app.add_option("--mx-route", o.mx_route, "mxfp8: auto (the planner's model per call) | native (the fp8 kernel) | bf16 (convert A and B exactly to bf16, then the bf16 kernel; the native kernel where a scale cannot be carried)")->capture_default_str();
   app.add_option("--chunks", o.chunks,
                  "fused: chunks per band, one flag each per leg (0.." + std::to_string(comm::kMaxChunks) +
                      "; 0: the planner's, about one per two waves of tiles)")
@@ -59,6 +60,7 @@ GemmAllReduceConfig gemm_ar_config(const GemmArOptions& o, int world) {
   c.mode = *mode;
   c.chunks = o.chunks;
   c.exact_own = o.exact_own;
+  c.mx_route = mx_route_option(o.mx_route, quant);
   const std::string bad = name_gemm_ar_rules(GemmAllReduce::validate(c, world), c, world);
   WEAVE_EXPECT_ARG(bad.empty(), bad);
   return c;

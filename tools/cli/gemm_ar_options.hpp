@@ -22,6 +22,7 @@ struct GemmArOptions {
   std::string quant = "bf16";
   std::string layout = "raw";  // mxfp8 scale layout
   std::string mode = "auto";
+  std::string mx_route = "auto";
   int chunks = 0;              // fused: chunks per band (0: the planner's)
   bool exact_own = false;      // fused: the own term in fp32
 };
