@@ -12,6 +12,7 @@
 #include "weave/gemm_all_reduce.hpp"
 #include "weave/quant.hpp"
 #include "weave/reference.hpp"
+#include "weave/shared_window.hpp"
 #include "weave/tensor.hpp"
 #include "weave/transport.hpp"
 #include "weave/types.hpp"

@@ -559,6 +559,10 @@ Collective::Collective(Communicator& comm, const CollectiveConfig& config) {
 
 Collective::Collective(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+std::unique_ptr<Collective> Collective::Impl::wrap(std::unique_ptr<Impl> impl) {
+  return std::unique_ptr<Collective>(new Collective(std::move(impl)));
+}
+
 std::vector<std::unique_ptr<Collective>> Collective::create_sharing_window(Communicator& comm,
                                                                            const std::vector<CollectiveConfig>& configs) {
   std::shared_ptr<comm::Group> group = comm::nccl_group(comm);

@@ -54,6 +54,8 @@ struct Collective::Impl {
 
   // One op in a window of its own, on `g` (the Communicator constructor and the emulated world).
   static std::unique_ptr<Collective> create(comm::Group& g, const CollectiveConfig& config);
+  // The public op around an attached Impl (weave::create_sharing_window builds them in steps).
+  static std::unique_ptr<Collective> wrap(std::unique_ptr<Impl> impl);
   // Several ops sharing one window (Collective::create_sharing_window's body).
   static std::vector<std::unique_ptr<Collective>> create_sharing(comm::Group& g,
                                                                  const std::vector<CollectiveConfig>& configs);

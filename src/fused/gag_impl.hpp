@@ -23,6 +23,7 @@
 #include "comm/stream_mem_ops.hpp"
 #include "fused/ag_params.hpp"
 #include "fused/calibration.hpp"
+#include "fused/gag_plan.hpp"
 #include "fused/mx_route.hpp"
 #include "gemm/dispatch.hpp"
 #include "weave/gemm_all_gather.hpp"
@@ -36,6 +37,7 @@ struct GemmAllGather::Impl {
   int num_sms = 0;
   int grid_cap = 1;                 // CTAs per rank: SMs / ranks sharing the GPU
   size_t out_bytes = 2;             // bytes per output element
+  fused::GagLayout gl;               // this op's regions in its window
   uint64_t out_off = 0;             // gag.out
   std::unique_ptr<comm::OpRuntime> rt;
   std::unique_ptr<Collective::Impl> split;  // split-lsa / split-ce: the in-place all-gather
@@ -57,6 +59,11 @@ struct GemmAllGather::Impl {
   Impl(comm::Group& g, const GemmAllGatherConfig& config);
   static Impl& of(GemmAllGather& op) { return *op.impl_; }  // tests reach the state through it
   static std::unique_ptr<GemmAllGather> create(comm::Group& g, const GemmAllGatherConfig& config);
+  // Construction in steps, so several ops can share one window (fused/shared_window.hpp): add this
+  // op's regions under `prefix`, then attach the window made from the whole layout.
+  fused::GagLayout lay_out(WindowLayout& layout, const std::string& prefix);
+  void attach(const std::shared_ptr<comm::OpWindow>& window);
+  static std::unique_ptr<GemmAllGather> wrap(std::unique_ptr<Impl> impl);
 
   GemmAllGatherPlan plan(int64_t m) const;
   GemmAllGatherMode resolve(int64_t m) const;

@@ -90,16 +90,17 @@ comm::OpShape gag_split_shape(const GemmAllGatherConfig& cfg, int world, int max
   return s;
 }
 
-GagLayout add_gag_regions(WindowLayout& layout, const GemmAllGatherConfig& cfg, int world, int split_max_blocks) {
+GagLayout add_gag_regions(WindowLayout& layout, const GemmAllGatherConfig& cfg, int world, int split_max_blocks,
+                          const std::string& prefix) {
   GagLayout g;
   const size_t w = static_cast<size_t>(world);
-  g.control = layout.add("gag.control", RegionKind::kControl, comm::kControlBytes).offset;
-  g.credits = layout.add("gag.credits", RegionKind::kCredits, 4 * w).offset;
-  g.flags = layout.add("gag.flags", RegionKind::kFlags, 4 * size_t(comm::kFlagPhases) * w * comm::kMaxChunks).offset;
+  g.control = layout.add(prefix + ".control", RegionKind::kControl, comm::kControlBytes).offset;
+  g.credits = layout.add(prefix + ".credits", RegionKind::kCredits, 4 * w).offset;
+  g.flags = layout.add(prefix + ".flags", RegionKind::kFlags, 4 * size_t(comm::kFlagPhases) * w * comm::kMaxChunks).offset;
   g.out_bytes = w * static_cast<uint64_t>(cfg.m_max) * static_cast<uint64_t>(cfg.n) * (cfg.out_dtype == DType::kF32 ? 4 : 2);
-  g.out = layout.add("gag.out", RegionKind::kData, g.out_bytes).offset;
+  g.out = layout.add(prefix + ".out", RegionKind::kData, g.out_bytes).offset;
   if (gag_split_mode(cfg.mode) != GemmAllGatherMode::kAuto && world > 1) {
-    g.split = comm::add_op_regions(layout, "gag.split", gag_split_shape(cfg, world, split_max_blocks));
+    g.split = comm::add_op_regions(layout, prefix + ".split", gag_split_shape(cfg, world, split_max_blocks));
     g.has_split = true;
   }
   return g;

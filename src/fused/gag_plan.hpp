@@ -33,8 +33,10 @@ struct GagLayout {
 GemmAllGatherMode gag_split_mode(GemmAllGatherMode mode);
 // The split all-gather's shape (external buffers: it gathers gag.out in place).
 comm::OpShape gag_split_shape(const GemmAllGatherConfig& cfg, int world, int max_blocks);
-// Adds the op's regions; `split_max_blocks` is the hosted collective's grid cap.
-GagLayout add_gag_regions(WindowLayout& layout, const GemmAllGatherConfig& cfg, int world, int split_max_blocks);
+// Adds the op's regions, named "<prefix>.control" etc. (several ops share a window under distinct
+// prefixes); `split_max_blocks` is the hosted collective's grid cap.
+GagLayout add_gag_regions(WindowLayout& layout, const GemmAllGatherConfig& cfg, int world, int split_max_blocks,
+                          const std::string& prefix = "gag");
 
 // What the model assumes (per rank; docs/perf/fused.md has the measured values to compare).
 struct GagRates {

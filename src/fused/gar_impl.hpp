@@ -50,6 +50,11 @@ struct GemmAllReduce::Impl {
   Impl(comm::Group& g, const GemmAllReduceConfig& config);
   static Impl& of(GemmAllReduce& op) { return *op.impl_; }  // tests reach the state through it
   static std::unique_ptr<GemmAllReduce> create(comm::Group& g, const GemmAllReduceConfig& config);
+  // Construction in steps, so several ops can share one window (fused/shared_window.hpp): add this
+  // op's regions under `prefix`, then attach the window made from the whole layout.
+  fused::GarLayout lay_out(WindowLayout& layout, const std::string& prefix);
+  void attach(const std::shared_ptr<comm::OpWindow>& window);
+  static std::unique_ptr<GemmAllReduce> wrap(std::unique_ptr<Impl> impl);
 
   GemmAllReducePlan plan(int64_t m) const;
   void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, cudaStream_t stream);

@@ -93,22 +93,23 @@ comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max
   return s;
 }
 
-GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, int world, int split_max_blocks) {
+GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, int world, int split_max_blocks,
+                          const std::string& prefix) {
   GarLayout g;
   const size_t w = static_cast<size_t>(world);
-  g.control = layout.add("gar.control", RegionKind::kControl, comm::kControlBytes).offset;
-  g.credits = layout.add("gar.credits", RegionKind::kCredits, 4 * w).offset;
-  g.flags = layout.add("gar.flags", RegionKind::kFlags, 4 * size_t(comm::kFlagPhases) * w * comm::kMaxChunks).offset;
+  g.control = layout.add(prefix + ".control", RegionKind::kControl, comm::kControlBytes).offset;
+  g.credits = layout.add(prefix + ".credits", RegionKind::kCredits, 4 * w).offset;
+  g.flags = layout.add(prefix + ".flags", RegionKind::kFlags, 4 * size_t(comm::kFlagPhases) * w * comm::kMaxChunks).offset;
   const int64_t m_blocks = (cfg.m_max + kGarBlockM - 1) / kGarBlockM;
   g.band_cap_rows = (m_blocks + world - 1) / world * kGarBlockM;
   if (gar_hosts_fused(cfg.mode) && world > 1) {
     g.slot_stride = comm::round_up(static_cast<size_t>(g.band_cap_rows) * static_cast<size_t>(cfg.n) * 2, comm::kSlotAlign);
-    g.staging = layout.add("gar.staging", RegionKind::kData, w * g.slot_stride).offset;
+    g.staging = layout.add(prefix + ".staging", RegionKind::kData, w * g.slot_stride).offset;
     g.has_staging = true;
   }
-  g.out = layout.add("gar.out", RegionKind::kData, static_cast<uint64_t>(cfg.m_max) * static_cast<uint64_t>(cfg.n) * 2).offset;
+  g.out = layout.add(prefix + ".out", RegionKind::kData, static_cast<uint64_t>(cfg.m_max) * static_cast<uint64_t>(cfg.n) * 2).offset;
   if (gar_split_mode(cfg.mode) != GemmAllReduceMode::kAuto && world > 1) {
-    g.split = comm::add_op_regions(layout, "gar.split", gar_split_shape(cfg, world, split_max_blocks));
+    g.split = comm::add_op_regions(layout, prefix + ".split", gar_split_shape(cfg, world, split_max_blocks));
     g.has_split = true;
   }
   return g;

@@ -33,7 +33,9 @@ struct GarLayout {
 bool gar_hosts_fused(GemmAllReduceMode mode);
 GemmAllReduceMode gar_split_mode(GemmAllReduceMode mode);  // kSplitLsa / kSplitCe, or kAuto for none
 comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max_blocks);
-GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, int world, int split_max_blocks);
+// The op's regions, named "<prefix>.control" etc. (several ops share a window under distinct prefixes).
+GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, int world, int split_max_blocks,
+                          const std::string& prefix = "gar");
 
 // auto takes decode only where it was measured faster than split-lsa (the 128x128 GEMM + the same
 // all-reduce; emulated world W = 2, N = 7168, K_r = 2048, 2026-12-01, docs/perf/fused.md):

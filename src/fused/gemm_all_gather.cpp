@@ -161,26 +161,38 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
   }
 }
 
-std::unique_ptr<GemmAllGather> GemmAllGather::Impl::create(comm::Group& g, const GemmAllGatherConfig& config) {
-  auto im = std::make_unique<Impl>(g, config);
-  const int w = g.world_size();
-  WindowLayout layout;
-  const fused::GagLayout gl = fused::add_gag_regions(layout, im->cfg, w, im->split ? im->split->max_blocks : 1);
-  if (im->split) {
+fused::GagLayout GemmAllGather::Impl::lay_out(WindowLayout& layout, const std::string& prefix) {
+  const int w = group->world_size();
+  gl = fused::add_gag_regions(layout, cfg, w, split ? split->max_blocks : 1, prefix);
+  if (split) {
     // The hosted collective's shape must be the one the layout reserved.
-    comm::OpShape s = im->split->shape();
+    comm::OpShape s = split->shape();
     s.external_buffers = true;
-    const comm::OpShape want = fused::gag_split_shape(im->cfg, w, im->split->max_blocks);
+    const comm::OpShape want = fused::gag_split_shape(cfg, w, split->max_blocks);
     WEAVE_EXPECT(s.max_count == want.max_count && s.algorithm == want.algorithm && s.ll_max_count == want.ll_max_count,
                  Status::kInternal, "GemmAllGather: the split all-gather's shape differs from the window layout's");
   }
-  im->out_off = gl.out;
-  auto window = g.make_window(std::move(layout));
+  out_off = gl.out;
+  return gl;
+}
+
+void GemmAllGather::Impl::attach(const std::shared_ptr<comm::OpWindow>& window) {
   const comm::ProtoRegions regions{.control = gl.control, .credits = gl.credits, .flags = gl.flags,
                                    .flag_blocks = comm::kMaxChunks};
-  im->rt->attach(window, regions, im->cfg.flow_control, im->cfg.initial_epoch, /*needs_peers=*/im->fused_ok);
-  if (im->split) im->split->attach(window, gl.split);
+  rt->attach(window, regions, cfg.flow_control, cfg.initial_epoch, /*needs_peers=*/fused_ok);
+  if (split) split->attach(window, gl.split);
+}
+
+std::unique_ptr<GemmAllGather> GemmAllGather::Impl::wrap(std::unique_ptr<Impl> im) {
   return std::unique_ptr<GemmAllGather>(new GemmAllGather(std::move(im)));
+}
+
+std::unique_ptr<GemmAllGather> GemmAllGather::Impl::create(comm::Group& g, const GemmAllGatherConfig& config) {
+  auto im = std::make_unique<Impl>(g, config);
+  WindowLayout layout;
+  im->lay_out(layout, "gag");
+  im->attach(g.make_window(std::move(layout)));
+  return wrap(std::move(im));
 }
 
 GemmAllGatherPlan GemmAllGather::Impl::plan(int64_t m) const {

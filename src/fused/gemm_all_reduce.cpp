@@ -145,25 +145,37 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
   }
 }
 
-std::unique_ptr<GemmAllReduce> GemmAllReduce::Impl::create(comm::Group& g, const GemmAllReduceConfig& config) {
-  auto im = std::make_unique<Impl>(g, config);
-  const int w = g.world_size();
-  WindowLayout layout;
-  im->layout = fused::add_gar_regions(layout, im->cfg, w, im->split ? im->split->max_blocks : 1);
-  if (im->split) {
-    comm::OpShape s = im->split->shape();
+fused::GarLayout GemmAllReduce::Impl::lay_out(WindowLayout& wl, const std::string& prefix) {
+  const int w = group->world_size();
+  layout = fused::add_gar_regions(wl, cfg, w, split ? split->max_blocks : 1, prefix);
+  if (split) {
+    comm::OpShape s = split->shape();
     s.external_buffers = true;
-    const comm::OpShape want = fused::gar_split_shape(im->cfg, w, im->split->max_blocks);
+    const comm::OpShape want = fused::gar_split_shape(cfg, w, split->max_blocks);
     WEAVE_EXPECT(s.max_count == want.max_count && s.algorithm == want.algorithm && s.ll_max_count == want.ll_max_count &&
                      s.elem_bytes == want.elem_bytes,
                  Status::kInternal, "GemmAllReduce: the split all-reduce's shape differs from the window layout's");
   }
-  auto window = g.make_window(std::move(layout));
-  const comm::ProtoRegions regions{.control = im->layout.control, .credits = im->layout.credits,
-                                   .flags = im->layout.flags, .flag_blocks = comm::kMaxChunks};
-  im->rt->attach(window, regions, im->cfg.flow_control, im->cfg.initial_epoch, /*needs_peers=*/im->fused_ok);
-  if (im->split) im->split->attach(window, im->layout.split);
+  return layout;
+}
+
+void GemmAllReduce::Impl::attach(const std::shared_ptr<comm::OpWindow>& window) {
+  const comm::ProtoRegions regions{.control = layout.control, .credits = layout.credits, .flags = layout.flags,
+                                   .flag_blocks = comm::kMaxChunks};
+  rt->attach(window, regions, cfg.flow_control, cfg.initial_epoch, /*needs_peers=*/fused_ok);
+  if (split) split->attach(window, layout.split);
+}
+
+std::unique_ptr<GemmAllReduce> GemmAllReduce::Impl::wrap(std::unique_ptr<Impl> im) {
   return std::unique_ptr<GemmAllReduce>(new GemmAllReduce(std::move(im)));
+}
+
+std::unique_ptr<GemmAllReduce> GemmAllReduce::Impl::create(comm::Group& g, const GemmAllReduceConfig& config) {
+  auto im = std::make_unique<Impl>(g, config);
+  WindowLayout wl;
+  im->lay_out(wl, "gar");
+  im->attach(g.make_window(std::move(wl)));
+  return wrap(std::move(im));
 }
 
 GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const {

@@ -8,6 +8,7 @@
 #include "comm/group.hpp"
 #include "fused/ag_schedule.hpp"
 #include "fused/gag_plan.hpp"
+#include "fused/gar_plan.hpp"
 #include "support/expect_error.hpp"
 
 using namespace weave;
@@ -76,6 +77,31 @@ TEST(FusedAgLayout, RegionsAtCapacityAndSplitRegionsWithoutBuffersOfTheirOwn) {
       EXPECT_GE(gemm_all_gather_window_bytes(cfg_of(mode), world), layout.total_bytes());
       EXPECT_LE(gemm_all_gather_window_bytes(cfg_of(mode), world), layout.total_bytes() + 8192);
     }
+}
+
+// Several ops in one window (weave::create_sharing_window): each op's regions under its own
+// prefix, none overlapping another's; two GemmAllGathers under one prefix are refused by name.
+TEST(FusedSharedWindow, EveryOpsRegionsUnderItsPrefixNeverOverlap) {
+  WindowLayout layout;
+  const auto ag0 = fused::add_gag_regions(layout, cfg_of(GemmAllGatherMode::kAuto), 4, 132, "ag0");
+  const auto ag1 = fused::add_gag_regions(layout, cfg_of(GemmAllGatherMode::kFusedCe, 1024), 4, 132, "ag1");
+  GemmAllReduceConfig ar;
+  ar.n = 7168;
+  ar.k = 2048;
+  ar.m_max = 4096;
+  const auto ar0 = fused::add_gar_regions(layout, ar, 4, 132, "ar0");
+  EXPECT_NE(layout.find("ag0.out"), nullptr);
+  EXPECT_NE(layout.find("ag1.control"), nullptr);
+  EXPECT_NE(layout.find("ar0.staging"), nullptr);
+  EXPECT_NE(layout.find("ag0.split.control"), nullptr) << "auto hosts its split all-gather under its own prefix";
+  EXPECT_TRUE(ag0.out != ag1.out && ag1.control != ar0.control && ar0.out != ag0.out);
+  const auto& rs = layout.regions();
+  for (size_t i = 0; i < rs.size(); ++i)
+    for (size_t j = i + 1; j < rs.size(); ++j)
+      EXPECT_TRUE(rs[i].end() <= rs[j].offset || rs[j].end() <= rs[i].offset) << rs[i].name << " / " << rs[j].name;
+  const std::string msg =
+      test::error_of([&] { fused::add_gag_regions(layout, cfg_of(GemmAllGatherMode::kAuto), 4, 132, "ag0"); });
+  EXPECT_NE(msg.find("'ag0.control': name already used"), std::string::npos) << msg;
 }
 
 // A calibration table for gemm-ag: auto follows its measured best where the op can run it (not

@@ -1,0 +1,105 @@
+// weave::create_sharing_window in the emulated world (W ranks as threads on one GPU): a
+// collective, two GemmAllGathers and a GemmAllReduce in ONE window. Every op lies in the same
+// window, each op's self-test passes, then the ops run interleaved on one stream, several times
+// each, and self-test again (each keeps its own epochs, credits and flags); a bad config is
+// refused naming its list and index before any window exists.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include "bench/emulated_world.hpp"
+#include "comm/collective_impl.hpp"
+#include "fused/gag_impl.hpp"
+#include "fused/gar_impl.hpp"
+#include "fused/shared_window.hpp"
+#include "fused_test_support.hpp"
+#include "support/expect_error.hpp"
+#include "support/gpu.hpp"
+
+using namespace weave;
+
+namespace {
+
+CollectiveConfig all_reduce_config() {
+  CollectiveConfig c;
+  c.op = CollectiveOp::kAllReduce;
+  c.dtype = DType::kBF16;
+  c.transport = Transport::kLsa;
+  c.max_count = 1 << 20;
+  return c;
+}
+
+GemmAllGatherConfig gather_config(GemmAllGatherMode mode, ScaleMode quant) {
+  GemmAllGatherConfig c;
+  c.n = 256;
+  c.k = 512;
+  c.m_max = 600;
+  c.quant = quant;
+  c.mode = mode;
+  return c;
+}
+
+GemmAllReduceConfig reduce_config() {
+  GemmAllReduceConfig c;
+  c.n = 384;
+  c.k = 256;
+  c.m_max = 1100;
+  c.quant = ScaleMode::kPtpc;
+  c.mode = GemmAllReduceMode::kFused;
+  return c;
+}
+
+}  // namespace
+
+TEST(EmulatedSharedWindow, CollectiveAndFusedOpsShareOneWindowAndInterleave) {
+  WEAVE_REQUIRE_GPUS(1);
+  for (int world : {2, 4}) {
+    SCOPED_TRACE("W" + std::to_string(world));
+    bench::EmulatedWorld ew(world, 0, 20);
+    ew.run([&](comm::Group& g) {
+      SharedWindowOps ops = fused::create_sharing(
+          g, {all_reduce_config()},
+          {gather_config(GemmAllGatherMode::kFusedLsa, ScaleMode::kBF16),
+           gather_config(GemmAllGatherMode::kAuto, ScaleMode::kBlockscale)},
+          {reduce_config()});
+      ASSERT_EQ(ops.collectives.size(), 1u);
+      ASSERT_EQ(ops.all_gathers.size(), 2u);
+      ASSERT_EQ(ops.all_reduces.size(), 1u);
+      // One window: the same local base address for every op.
+      const char* base = Collective::Impl::of(*ops.collectives[0]).win->local();
+      for (auto& op : ops.all_gathers) EXPECT_EQ(GemmAllGather::Impl::of(*op).rt->window().local(), base);
+      EXPECT_EQ(GemmAllReduce::Impl::of(*ops.all_reduces[0]).rt->window().local(), base);
+      auto check_all = [&](const char* when) {
+        EXPECT_TRUE(ops.collectives[0]->self_test(1000).ok) << when;
+        for (auto& op : ops.all_gathers)
+          for (int64_t m : {1, 300, 600}) {
+            const SelfTestReport rep = op->self_test(m);
+            EXPECT_TRUE(rep.ok) << when << ": " << rep.detail;
+          }
+        for (int64_t m : {33, 1100}) {
+          const SelfTestReport rep = ops.all_reduces[0]->self_test(m);
+          EXPECT_TRUE(rep.ok) << when << ": " << rep.detail;
+        }
+      };
+      check_all("first");
+      // Interleaved, back to back: every op's self-test again, several rounds, in a rank-agreed order.
+      for (int round = 0; round < 3; ++round) check_all("interleaved");
+    });
+  }
+}
+
+TEST(EmulatedSharedWindow, ABadConfigIsNamedByListAndIndex) {
+  WEAVE_REQUIRE_GPUS(1);
+  bench::EmulatedWorld ew(2, 0, 10);
+  ew.run([&](comm::Group& g) {
+    GemmAllReduceConfig bad = reduce_config();
+    bad.n = 100;  // not a multiple of 8
+    const std::string msg = test::error_of([&] { fused::create_sharing(g, {}, {}, {reduce_config(), bad}); });
+    EXPECT_NE(msg.find("create_sharing_window: all_reduces[1]:"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("multiple of 8"), std::string::npos) << msg;
+    CollectiveConfig ce = all_reduce_config();
+    ce.algorithm = Algorithm::kNcclCopyEngine;
+    const std::string msg2 = test::error_of([&] { fused::create_sharing(g, {ce}, {}, {}); });
+    EXPECT_NE(msg2.find("collectives[0] uses algorithm 'nccl-ce'"), std::string::npos) << msg2;
+    EXPECT_NE(test::error_of([&] { fused::create_sharing(g, {}, {}, {}); }).find("name no op"), std::string::npos);
+  });
+}
