@@ -35,7 +35,7 @@ def _int(name: str, v, low: int = 1) -> int:
 
 
 def _mx_route(mx_route) -> int:
-    if mx_route not in _MX_ROUTES:
+    if not isinstance(mx_route, str) or mx_route not in _MX_ROUTES:
         raise arg_error(f"argument 'mx_route': must be one of auto, native, bf16 (got {mx_route!r})")
     return _MX_ROUTES[mx_route]
 

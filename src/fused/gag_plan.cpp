@@ -9,6 +9,7 @@
 #include "common/check.hpp"
 #include "fused/model_rates.hpp"
 #include "fused/ag_schedule.hpp"
+#include "gemm/planner.hpp"
 #include "weave/gemm.hpp"
 
 namespace weave {
@@ -131,6 +132,18 @@ GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m,
   const double last_wave_bytes = double(std::min<int64_t>(p.tiles, ctas)) * kGagBlockM * kGagBlockN * double(ob);
   const double tail_us = world > 1 ? double(world - 1) * last_wave_bytes / (r.link_gbps * 1e3) + 4 : 0;
   p.model_fused_us = std::max(p.model_gemm_us, p.model_comm_us - r.comm_latency_us) + tail_us;
+  if (cfg.mode == GemmAllGatherMode::kFusedCe && world > 1) {
+    // fused-ce: each peer's copy stream pulls the chunks as they complete, one chain after another.
+    // The tile order (row blocks in groups of group_rows, each group walked down its rows and then
+    // along N) completes a group's chunks together at its last column, the last group's at the
+    // GEMM's end: their chains run after it.
+    const int group_rows = std::min(gemm::kDefaultGroupRows, ch.m_blocks);  // gemm::fixed_tile_plan's
+    const int last_chunks = std::min(ch.chunks, (group_rows + ch.per - 1) / ch.per);
+    const double chunk_bytes = double(p.bytes_per_peer) / ch.chunks;
+    const double ce_us = double(world - 1) * double(p.bytes_per_peer) / (kModelledCeLinkGbps * 1e3);
+    p.model_fused_us = std::max(p.model_gemm_us, ce_us) +
+                       last_chunks * (kModelledCeChainUs + chunk_bytes / (kModelledCeLinkGbps * 1e3));
+  }
   std::ostringstream why;
   auto split_pick = [&] {
     const GemmAllGatherMode s = gag_split_mode(cfg.mode);

@@ -209,6 +209,7 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   const GemmAllReducePlan pl = plan(m);
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   last = pl.mode;
+  last_mx_bf16_route = false;  // decode never converts
   if (pl.mode == GemmAllReduceMode::kDecode) {  // before the tile GEMM's plan and TMA maps, which it needs not
     if (cfg.mode == GemmAllReduceMode::kDecode) gemm::check_gemv_scales(prob, s);
     if (gemm::gemv_scales_dense(prob, s)) {

@@ -18,4 +18,11 @@ inline constexpr double kModelledHbmGbps = 2000;
 // NVLink bytes per second per direction per GPU with SM / TMA stores (2 x H200, docs/perf/comm.md).
 inline constexpr double kModelledLinkGbps = 370;
 
+// Copy-engine reads of a peer's window over NVLink (the ce pull all-gather, docs/perf/comm.md).
+inline constexpr double kModelledCeLinkGbps = 380;
+// One device-triggered copy's chain on a copy stream: kernel trigger store -> cuStreamWaitValue32 ->
+// cuStreamWriteValue32 -> copy issued and done, on H200 (9.4-11.6 us measured for 64 KB-2 MB,
+// docs/perf/fused.md "GemmAllGather fused-ce"); a stream runs its chains one after another.
+inline constexpr double kModelledCeChainUs = 10;
+
 }  // namespace weave::fused

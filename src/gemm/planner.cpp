@@ -53,7 +53,6 @@ constexpr double kSmallTileEfficiencyFp8 = 0.6;
 constexpr double kSmallTileEfficiencyBf16 = 0.5;
 
 // Row blocks per group of the L2-friendly tile order (GroupedRowsScheduler).
-constexpr int kDefaultGroupRows = 8;
 
 std::vector<std::string> gemm_problem_violations(const GemmProblem& p) {
   std::vector<std::string> out;

@@ -23,6 +23,8 @@ std::vector<TileCandidate> gemm_tile_candidates(const GemmProblem& problem);
 
 // split-K rule constants (see gemm_plan_tiles).
 inline constexpr int kMaxSplitK = 16;
+// Row blocks per L2 group of the tile order unless overridden (GemmPlan::group_rows).
+inline constexpr int kDefaultGroupRows = 8;
 inline constexpr int64_t kMinSplitKElems = 1024;  // K elements per split the planner keeps at least
 
 // K blocks of each split for a plan with `split_k` splits of `k_blocks` blocks: every split is

@@ -157,6 +157,24 @@ TEST(FusedAgPlan, AutoChoosesByWavesAndModelAndRespectsExplicitModes) {
     EXPECT_EQ(fused::gag_plan(cfg_of(m, 16384), 4, 100, 132, true, true).mode, m);
 }
 
+// fused-ce's model: the copy streams' chains of the chunks that complete with the last group of
+// row blocks run after the GEMM, ~10 us each (docs/perf/fused.md): at m = 1024 (8 row blocks, one
+// group) every chunk's chain follows the GEMM; at m = 8192 only the last group's two chunks do.
+TEST(FusedAgPlan, FusedCeModelPaysTheLastGroupsChainsAfterTheGemm) {
+  const auto small = fused::gag_plan(cfg_of(GemmAllGatherMode::kFusedCe, 16384), 2, 1024, 66, true, true);
+  EXPECT_EQ(small.mode, GemmAllGatherMode::kFusedCe);
+  EXPECT_EQ(small.chunks, 8);
+  EXPECT_GE(small.model_fused_us, small.model_gemm_us + 8 * 10);
+  EXPECT_LT(small.model_fused_us, small.model_gemm_us + 8 * 10 + 60);
+  const auto big = fused::gag_plan(cfg_of(GemmAllGatherMode::kFusedCe, 16384), 2, 8192, 66, true, true);
+  EXPECT_EQ(big.chunks, 16);
+  EXPECT_GE(big.model_fused_us, std::max(big.model_gemm_us, big.model_comm_us - 12) + 2 * 10);
+  EXPECT_LT(big.model_fused_us, big.model_split_us);
+  // fused-lsa's model is not changed by it.
+  EXPECT_EQ(fused::gag_plan(cfg_of(GemmAllGatherMode::kFusedLsa, 16384), 2, 1024, 66, true, true).model_fused_us,
+            fused::gag_plan(cfg_of(GemmAllGatherMode::kAuto, 16384), 2, 1024, 66, true, true).model_fused_us);
+}
+
 TEST(FusedAgValidate, EveryRuleNamed) {
   EXPECT_EQ(GemmAllGather::validate(cfg_of(GemmAllGatherMode::kAuto), 2), "");
   auto c = cfg_of(GemmAllGatherMode::kAuto);
