@@ -127,11 +127,7 @@ void Collective::Impl::attach(std::shared_ptr<comm::OpWindow> window, const comm
     proto = rt->proto();
     if (plan.transport == Transport::kCe) {
       if (plan.algorithm == Algorithm::kPull) {
-        // Checked on every rank, then agreed (every rank has this plan): a rank without stream
-        // memory ops must not leave the others waiting in their first call.
-        const std::string why = comm::StreamMemOps::unsupported_reason(c.device());
-        c.agree_ok(why.empty(), "ce pull (device-triggered copies)", why);
-        mem_ops = std::make_unique<comm::StreamMemOps>(c.device());
+        mem_ops = comm::StreamMemOps::agreed(c, "ce pull (device-triggered copies)");
       }
       copies.open(c.world_size() - 1);
     }
@@ -520,22 +516,21 @@ std::unique_ptr<Collective> Collective::Impl::create(comm::Group& g, const Colle
   return std::unique_ptr<Collective>(new Collective(std::move(impl)));
 }
 
+void Collective::Impl::check_shareable(const std::vector<CollectiveConfig>& configs, const char* list) {
+  for (size_t i = 0; i < configs.size(); ++i)
+    WEAVE_EXPECT_ARG(configs[i].algorithm != Algorithm::kNcclCopyEngine,
+                     "create_sharing_window: " << list << "[" << i << "] uses algorithm 'nccl-ce', whose window belongs "
+                                               << "to its own communicator split; construct it on its own");
+}
+
 std::vector<std::unique_ptr<Collective>> Collective::Impl::create_sharing(comm::Group& g,
                                                                           const std::vector<CollectiveConfig>& configs) {
   WEAVE_EXPECT_ARG(!configs.empty(), "create_sharing_window: configs must name at least one collective");
   std::vector<std::unique_ptr<Impl>> impls;
-  for (size_t i = 0; i < configs.size(); ++i)
-    WEAVE_EXPECT_ARG(configs[i].algorithm != Algorithm::kNcclCopyEngine,
-                     "create_sharing_window: configs[" << i << "] uses algorithm 'nccl-ce', whose window belongs to its "
-                                                              "own communicator split; construct it on its own");
-  for (size_t i = 0; i < configs.size(); ++i) {
-    try {
-      impls.push_back(std::make_unique<Impl>(g, configs[i]));
-    } catch (const Error& e) {  // say which config broke the rule
-      throw Error(e.status(), e.call(), e.location(),
-                  "create_sharing_window: configs[" + std::to_string(i) + "]: " + e.message());
-    }
-  }
+  check_shareable(configs, "configs");
+  for (size_t i = 0; i < configs.size(); ++i)  // an error says which config broke the rule
+    impls.push_back(with_context("create_sharing_window: configs[" + std::to_string(i) + "]",
+                                 [&] { return std::make_unique<Impl>(g, configs[i]); }));
   WindowLayout layout;
   std::vector<comm::OpOffsets> offs;
   for (size_t i = 0; i < impls.size(); ++i)

@@ -56,6 +56,9 @@ struct Collective::Impl {
   static std::unique_ptr<Collective> create(comm::Group& g, const CollectiveConfig& config);
   // The public op around an attached Impl (weave::create_sharing_window builds them in steps).
   static std::unique_ptr<Collective> wrap(std::unique_ptr<Impl> impl);
+  // Refuses (kInvalidArgument, naming `list`[i]) a config that cannot share a window: 'nccl-ce',
+  // whose window belongs to its own communicator split.
+  static void check_shareable(const std::vector<CollectiveConfig>& configs, const char* list);
   // Several ops sharing one window (Collective::create_sharing_window's body).
   static std::vector<std::unique_ptr<Collective>> create_sharing(comm::Group& g,
                                                                  const std::vector<CollectiveConfig>& configs);

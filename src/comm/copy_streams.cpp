@@ -8,6 +8,7 @@ void CopyStreams::open(int count) {
   release();
   try {
     WEAVE_CHECK_CUDA(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+    WEAVE_CHECK_CUDA(cudaEventCreateWithFlags(&start_, cudaEventDisableTiming));
     for (int i = 0; i < count; ++i) {
       cudaStream_t s = nullptr;
       WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -31,11 +32,6 @@ void CopyStreams::fork(cudaStream_t main) {
 
 void CopyStreams::fork_after(cudaEvent_t event) {
   for (auto s : streams_) WEAVE_CHECK_CUDA(cudaStreamWaitEvent(s, event, 0));
-}
-
-cudaEvent_t CopyStreams::start_event() {
-  if (!start_) WEAVE_CHECK_CUDA(cudaEventCreateWithFlags(&start_, cudaEventDisableTiming));
-  return start_;
 }
 
 void CopyStreams::join(cudaStream_t main) {

@@ -24,8 +24,8 @@ class CopyStreams {
   void fork(cudaStream_t main);
   // Every copy stream waits for `event` (recorded elsewhere, e.g. a kernel's launch-completion event).
   void fork_after(cudaEvent_t event);
-  // An event owned with the streams, for fork_after (created on first use, on the current device).
-  cudaEvent_t start_event();
+  // An event owned with the streams, for fork_after (e.g. a kernel's launch-completion event).
+  cudaEvent_t start_event() const noexcept { return start_; }
   // `main` waits for everything enqueued on the copy streams so far.
   void join(cudaStream_t main);
   // Destroys the streams and events (idempotent; on the op's device).

@@ -3,6 +3,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include "comm/group.hpp"
 #include "common/check.hpp"
 #include "common/driver_api.hpp"
 
@@ -32,6 +33,12 @@ StreamMemOps::StreamMemOps(int device) {
   WEAVE_EXPECT(why.empty(), Status::kUnavailable, "device-triggered copies need stream memory operations: " << why);
   wait_ = reinterpret_cast<void*>(driver_fn<PFN_cuStreamWaitValue32_v11070>("cuStreamWaitValue32", 11070));
   write_ = reinterpret_cast<void*>(driver_fn<PFN_cuStreamWriteValue32_v11070>("cuStreamWriteValue32", 11070));
+}
+
+std::unique_ptr<StreamMemOps> StreamMemOps::agreed(const Group& g, std::string_view what) {
+  const std::string why = unsupported_reason(g.device());
+  g.agree_ok(why.empty(), what, why);
+  return std::make_unique<StreamMemOps>(g.device());
 }
 
 void StreamMemOps::wait_eq(cudaStream_t stream, const uint32_t* word, uint32_t value) const {

@@ -7,9 +7,13 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <string_view>
 
 namespace weave::comm {
+
+class Group;
 
 class StreamMemOps {
  public:
@@ -17,6 +21,10 @@ class StreamMemOps {
   static std::string unsupported_reason(int device);
   // Loads the entry points; throws Error(kUnavailable) with unsupported_reason().
   explicit StreamMemOps(int device);
+  // Collective: every rank of `g` checks its device, the ranks agree (one rank without them fails
+  // every rank's construction with its reason, so none is left waiting in a first call), then
+  // the entry points are loaded. `what` names the op in the error.
+  static std::unique_ptr<StreamMemOps> agreed(const Group& g, std::string_view what);
   // Enqueues "wait until *word == value" on `stream`.
   void wait_eq(cudaStream_t stream, const uint32_t* word, uint32_t value) const;
   // Enqueues "*word = value" on `stream`, after a memory barrier over the stream's earlier work.

@@ -62,3 +62,17 @@ namespace weave::detail {
   } while (0)
 
 #define WEAVE_EXPECT_ARG(cond, msg) WEAVE_EXPECT(cond, ::weave::Status::kInvalidArgument, msg)
+
+namespace weave {
+// Runs `body` and returns what it returns; a weave::Error escaping it is re-thrown with `what`
+// in front of its message ("create_sharing_window: all_reduces[1]: ..."), so an error raised deep
+// inside says which op, list entry or operation it belongs to.
+template <class F>
+auto with_context(const std::string& what, F&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    throw Error(e.status(), e.call(), e.location(), what + ": " + e.message());
+  }
+}
+}  // namespace weave

@@ -6,9 +6,10 @@
 //   split-*   : GEMM -> own rows; all-gather of gag.out in place (weave lsa/ce, or ncclAllGather)
 //   fused-lsa : one kernel; every tile -> own rows here and at every peer; chunk flags; the kernel
 //               ends when every peer's chunks have arrived (fused/ag_epilogue.cuh)
-//   fused-ce  : fork -> the same kernel storing to the own rows only, its chunk flags triggering
-//               -> copy stream s - 1: per chunk, wait trigger, reset, pull peer r + s's chunk rows
-//               -> join (docs/memory_ordering.md "ag-fused-ce")
+//   fused-ce  : the same kernel storing to the own rows only, its chunk flags triggering ->
+//               copy stream s - 1 (forked from the kernel's launch-completion event): per chunk,
+//               wait trigger, reset, pull peer r + s's chunk rows -> join
+//               (docs/memory_ordering.md "ag-fused-ce")
 #include "fused/gag_impl.hpp"
 
 #include <cuda_runtime.h>
@@ -112,11 +113,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
   rt->agree_config(id.str(), "GemmAllGather configuration (n, k, m_max, quant, out dtype, mode, testing hooks, calibration)");
   if (fused_kernel) fused_kernel->prepare();
   if (cfg.mode == GemmAllGatherMode::kFusedCe && w > 1) {
-    // Checked on every rank, then agreed: a rank without stream memory operations must not leave
-    // the others waiting in their first call.
-    const std::string why = comm::StreamMemOps::unsupported_reason(g.device());
-    g.agree_ok(why.empty(), "GemmAllGather fused-ce (device-triggered copies)", why);
-    mem_ops = std::make_unique<comm::StreamMemOps>(g.device());
+    mem_ops = comm::StreamMemOps::agreed(g, "GemmAllGather fused-ce (device-triggered copies)");
     pulls.open(w - 1);
   }
   // The split GEMM runs the same tile as the fused kernel (so split and fused agree bitwise).

@@ -9,40 +9,25 @@
 
 namespace weave::fused {
 
-namespace {
-
-// Builds one op's Impl; an Error names the list and the index of the config that broke a rule.
-template <class Make>
-auto build(const char* list, size_t i, Make make) {
-  try {
-    return make();
-  } catch (const Error& e) {
-    throw Error(e.status(), e.call(), e.location(),
-                std::string("create_sharing_window: ") + list + "[" + std::to_string(i) + "]: " + e.message());
-  }
-}
-
-}  // namespace
 
 SharedWindowOps create_sharing(comm::Group& g, const std::vector<CollectiveConfig>& collectives,
                                const std::vector<GemmAllGatherConfig>& all_gathers,
                                const std::vector<GemmAllReduceConfig>& all_reduces) {
   WEAVE_EXPECT_ARG(!collectives.empty() || !all_gathers.empty() || !all_reduces.empty(),
                    "create_sharing_window: the lists name no op");
-  for (size_t i = 0; i < collectives.size(); ++i)
-    WEAVE_EXPECT_ARG(collectives[i].algorithm != Algorithm::kNcclCopyEngine,
-                     "create_sharing_window: collectives[" << i << "] uses algorithm 'nccl-ce', whose window belongs "
-                                                              "to its own communicator split; construct it on its own");
+  Collective::Impl::check_shareable(collectives, "collectives");
   // Every Impl first (each validates and agrees with the other ranks), in a fixed order.
   std::vector<std::unique_ptr<Collective::Impl>> cs;
   std::vector<std::unique_ptr<GemmAllGather::Impl>> ags;
   std::vector<std::unique_ptr<GemmAllReduce::Impl>> ars;
+  // An error names the list and the index of the config that broke a rule.
+  auto where = [](const char* list, size_t i) { return "create_sharing_window: " + std::string(list) + "[" + std::to_string(i) + "]"; };
   for (size_t i = 0; i < collectives.size(); ++i)
-    cs.push_back(build("collectives", i, [&] { return std::make_unique<Collective::Impl>(g, collectives[i]); }));
+    cs.push_back(with_context(where("collectives", i), [&] { return std::make_unique<Collective::Impl>(g, collectives[i]); }));
   for (size_t i = 0; i < all_gathers.size(); ++i)
-    ags.push_back(build("all_gathers", i, [&] { return std::make_unique<GemmAllGather::Impl>(g, all_gathers[i]); }));
+    ags.push_back(with_context(where("all_gathers", i), [&] { return std::make_unique<GemmAllGather::Impl>(g, all_gathers[i]); }));
   for (size_t i = 0; i < all_reduces.size(); ++i)
-    ars.push_back(build("all_reduces", i, [&] { return std::make_unique<GemmAllReduce::Impl>(g, all_reduces[i]); }));
+    ars.push_back(with_context(where("all_reduces", i), [&] { return std::make_unique<GemmAllReduce::Impl>(g, all_reduces[i]); }));
   // One layout: every op's regions under its own prefix.
   WindowLayout layout;
   std::vector<comm::OpOffsets> c_offs;

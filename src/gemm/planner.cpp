@@ -52,7 +52,6 @@ constexpr double kLargeTileEfficiencyBf16 = 1.02;
 constexpr double kSmallTileEfficiencyFp8 = 0.6;
 constexpr double kSmallTileEfficiencyBf16 = 0.5;
 
-// Row blocks per group of the L2-friendly tile order (GroupedRowsScheduler).
 
 std::vector<std::string> gemm_problem_violations(const GemmProblem& p) {
   std::vector<std::string> out;

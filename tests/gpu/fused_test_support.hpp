@@ -3,11 +3,16 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bench/emulated_world.hpp"
+#include "bench/gemm_operands.hpp"
+#include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
+#include "weave/gemm.hpp"
 
 namespace weave::test {
 
@@ -35,5 +40,36 @@ bool fits_queues(Mode mode, int world) {
 
 // A rank's stream for the length of a test step (non-blocking, destroyed at the end).
 using Stream = OwnedStream;
+
+// Every source rank's mxfp8 A_s [m, k] (seed seed_base + 17 s + m); rank `odd`'s (-1: none) with
+// every 97th scale byte set to 5, outside the range the bf16 route carries exactly.
+inline std::vector<bench::DeviceOperand> mx_a_with_odd_rank(int world, int odd, int64_t m, int64_t k,
+                                                            uint64_t seed_base, int dev) {
+  std::vector<bench::DeviceOperand> as;
+  for (int s = 0; s < world; ++s) {
+    ref::QuantMatrix q = bench::quantize_parallel(bench::random_operand(seed_base + 17 * s + m, m, k), m, k,
+                                                  ScaleMode::kMxfp8, ref::Operand::kA);
+    if (s == odd)
+      for (size_t i = 0; i < q.ue8m0.size(); i += 97) q.ue8m0[i] = 5;
+    as.push_back(bench::upload_operand(q, dev));
+  }
+  return as;
+}
+
+// One call of `op` with every rank in step (barriers around it): its output NaN-poisoned first,
+// the call, a bounded sync, check(); returns the output's first `bytes` bytes.
+template <class Op>
+std::vector<uint8_t> poisoned_call(comm::Group& g, Op& op, int64_t m, const TensorView& a, const TensorView& b,
+                                   const GemmScales& sc, size_t bytes, cudaStream_t st) {
+  g.barrier();
+  WEAVE_CHECK_CUDA(cudaMemsetAsync(op.output(m).data, 0xFF, bytes, st));
+  op.run(m, a, b, sc, st);
+  comm::sync_stream_bounded(st, 20, "an mxfp8 call");
+  op.check();
+  std::vector<uint8_t> out(bytes);
+  WEAVE_CHECK_CUDA(cudaMemcpy(out.data(), op.output(m).data, bytes, cudaMemcpyDeviceToHost));
+  g.barrier();
+  return out;
+}
 
 }  // namespace weave::test

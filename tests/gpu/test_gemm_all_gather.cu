@@ -295,18 +295,6 @@ TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource)
 // the GPU before any tile leaves. Per source: the rows of the odd rank are bitwise the native op's
 // and the others' bitwise the route op's; fused equals split bitwise; every rank's output
 // identical; every source within the GEMM tolerance of the reference.
-std::vector<bench::DeviceOperand> mx_operands_with_odd_rank(int world, int odd, int64_t m, int64_t k, int dev) {
-  std::vector<bench::DeviceOperand> as;
-  for (int s = 0; s < world; ++s) {
-    ref::QuantMatrix q = bench::quantize_parallel(bench::random_operand(3000 + 17 * s + m, m, k), m, k,
-                                                  ScaleMode::kMxfp8, ref::Operand::kA);
-    if (s == odd)
-      for (size_t i = 0; i < q.ue8m0.size(); i += 97) q.ue8m0[i] = 5;  // outside [10, 246]: not exact in bf16
-    as.push_back(bench::upload_operand(q, dev));
-  }
-  return as;
-}
-
 TEST(EmulatedGemmAllGather, Mxfp8RouteIsEitherOrPerRankBeforeAnyTileLeaves) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 256, k = 512, m_max = 1000;
@@ -329,20 +317,12 @@ TEST(EmulatedGemmAllGather, Mxfp8RouteIsEitherOrPerRankBeforeAnyTileLeaves) {
             bench::quantize_parallel(bench::random_operand(78, n, k), n, k, q.quant, ref::Operand::kB), dev);
         Stream st;
         for (int64_t m : {7, 1000}) {
-          const auto as = mx_operands_with_odd_rank(world, odd, m, k, dev);
+          const auto as = test::mx_a_with_odd_rank(world, odd, m, k, 3000, dev);
           const GemmScales sc{as[r].scale_view, b.scale_view};
           const size_t row_bytes = static_cast<size_t>(m * n) * 2, bytes = world * row_bytes;
           std::vector<std::vector<uint8_t>> outs;
-          for (GemmAllGather* op : {fused.get(), split.get(), native.get()}) {
-            g.barrier();
-            WEAVE_CHECK_CUDA(cudaMemsetAsync(op->output(m).data, 0xFF, bytes, st.s));  // NaN poison
-            op->run(m, as[r].view, b.view, sc, st.s);
-            comm::sync_stream_bounded(st.s, 20, "an mxfp8 call");
-            op->check();
-            outs.emplace_back(bytes);
-            WEAVE_CHECK_CUDA(cudaMemcpy(outs.back().data(), op->output(m).data, bytes, cudaMemcpyDeviceToHost));
-            g.barrier();
-          }
+          for (GemmAllGather* op : {fused.get(), split.get(), native.get()})
+            outs.push_back(test::poisoned_call(g, *op, m, as[r].view, b.view, sc, bytes, st.s));
           EXPECT_TRUE(GemmAllGather::Impl::of(*fused).last_mx_bf16_route);
           EXPECT_FALSE(GemmAllGather::Impl::of(*native).last_mx_bf16_route);
           EXPECT_EQ(outs[0], outs[1]) << "m " << m << ": fused differs from split on the same route";
@@ -386,7 +366,7 @@ TEST(EmulatedGemmAllGather, Mxfp8RouteWithoutItsGuardsIsCaught) {
       c.mx_route = MxRoute::kBf16;
       c.mx_route_unguarded = unguarded && g.rank() == 1;
       auto op = GemmAllGather::Impl::create(g, c);
-      const auto as = mx_operands_with_odd_rank(2, -1, m, k, g.device());
+      const auto as = test::mx_a_with_odd_rank(2, -1, m, k, 3000, g.device());
       const bench::DeviceOperand b = bench::upload_operand(
           bench::quantize_parallel(bench::random_operand(78, n, k), n, k, ScaleMode::kMxfp8, ref::Operand::kB), g.device());
       Stream st;

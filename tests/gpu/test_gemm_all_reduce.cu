@@ -319,27 +319,13 @@ TEST(EmulatedGemmAllReduce, Mxfp8RouteIsEitherOrPerRank) {
               bench::quantize_parallel(bench::random_operand(77 + s, n, k), n, k, q->quant, ref::Operand::kB), dev));
         Stream st;
         for (int64_t m : {33, 1000}) {
-          std::vector<bench::DeviceOperand> as;
-          for (int s = 0; s < world; ++s) {
-            ref::QuantMatrix qa = bench::quantize_parallel(bench::random_operand(5000 + 17 * s + m, m, k), m, k,
-                                                           ScaleMode::kMxfp8, ref::Operand::kA);
-            if (s == odd)
-              for (size_t i = 0; i < qa.ue8m0.size(); i += 97) qa.ue8m0[i] = 5;  // outside [10, 246]
-            as.push_back(bench::upload_operand(qa, dev));
-          }
+          const std::vector<bench::DeviceOperand> as = test::mx_a_with_odd_rank(world, odd, m, k, 5000, dev);
           const GemmScales sc{as[r].scale_view, bs[r].scale_view};
           const size_t bytes = static_cast<size_t>(m * n) * 2;
           std::vector<std::vector<uint8_t>> outs;
           for (GemmAllReduce* op : {fused.get(), rs.get(), split.get()}) {
-            g.barrier();
-            WEAVE_CHECK_CUDA(cudaMemsetAsync(op->output(m).data, 0xFF, bytes, st.s));  // NaN poison
-            op->run(m, as[r].view, bs[r].view, sc, st.s);
-            comm::sync_stream_bounded(st.s, 20, "an mxfp8 call");
-            op->check();
+            outs.push_back(test::poisoned_call(g, *op, m, as[r].view, bs[r].view, sc, bytes, st.s));
             EXPECT_TRUE(GemmAllReduce::Impl::of(*op).last_mx_bf16_route);
-            outs.emplace_back(bytes);
-            WEAVE_CHECK_CUDA(cudaMemcpy(outs.back().data(), op->output(m).data, bytes, cudaMemcpyDeviceToHost));
-            g.barrier();
           }
           EXPECT_EQ(outs[0], outs[2]) << "m " << m << ": fused differs from split-lsa on the same route";
           EXPECT_EQ(outs[1], outs[2]) << "m " << m << ": fused-rs differs from split-lsa on the same route";

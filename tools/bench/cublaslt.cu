@@ -22,17 +22,6 @@ std::string problem_name(const GemmProblem& p) {
   return os.str();
 }
 
-// Runs `body`; a weave::Error escaping it is re-thrown with `what` (mode and shape) in front of
-// its message, so a cublasStatus number is never reported without the operation it belongs to.
-template <class F>
-void with_context(const std::string& what, F&& body) {
-  try {
-    body();
-  } catch (const Error& e) {
-    throw Error(e.status(), e.call(), e.location(), what + ": " + e.message());
-  }
-}
-
 // Checks a cuBLASLt call and names the status (WEAVE_CHECK_CUBLAS gives only its number).
 #define WEAVE_LT(expr)                                                                          \
   do {                                                                                          \
