@@ -29,5 +29,7 @@ struct PyCommunicator {
 
 // weave::GemmAllGather and weave::GemmAllReduce (fused_ext.cpp).
 void bind_fused(nanobind::module_& m);
+// weave::create_sharing_window (shared_ext.cpp).
+void bind_shared(nanobind::module_& m);
 
 }  // namespace weave_py

@@ -378,4 +378,5 @@ NB_MODULE(_weave, m) {
   m.attr("nccl_build_version") = WEAVE_NCCL_BUILD_VERSION;
 
   weave_py::bind_fused(m);
+  weave_py::bind_shared(m);
 }

@@ -21,6 +21,7 @@ from . import _weave  # noqa: E402
 from ._comm import Algorithm, Collective, CollectiveOp, Communicator, Transport  # noqa: E402
 from ._errors import ArgumentError, Error, Status  # noqa: E402
 from ._fused import GemmAllGather, GemmAllGatherMode, GemmAllReduce, GemmAllReduceMode  # noqa: E402
+from ._shared import SharedWindowOps, create_sharing_window  # noqa: E402
 from ._gemm import Gemm, GemmPlan, ScaleLayout, ScaleMode, gemm, plan_gemm, validate_gemm  # noqa: E402
 from ._tensors import DType  # noqa: E402
 
@@ -29,7 +30,8 @@ nccl_build_version: str = _weave.nccl_build_version
 
 __all__ = ["Algorithm", "ArgumentError", "Collective", "CollectiveOp", "Communicator", "DType", "Error", "Gemm",
            "GemmAllGather", "GemmAllGatherMode", "GemmAllReduce", "GemmAllReduceMode", "GemmPlan", "ScaleLayout",
-           "ScaleMode", "Status", "Transport", "devices", "gemm", "nccl_versions", "no_gpu_reason",
+           "ScaleMode", "SharedWindowOps", "Status", "Transport", "create_sharing_window", "devices", "gemm",
+           "nccl_versions", "no_gpu_reason",
            "pack_mxfp8_scales", "plan_gemm", "validate_gemm"]
 
 

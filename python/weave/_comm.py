@@ -96,6 +96,24 @@ class _CudaBuffer:
         self._owner = owner
 
 
+def _collective_args(op, max_count, dtype, transport, algorithm, ce_sm_share):
+    """Collective's arguments checked and parsed (CPU only): (op, transport or None, algorithm,
+    dtype, max_count, ce_sm_share)."""
+    op = _enum(op, _weave.parse_collective_op, "collective op (all-gather, reduce-scatter, all-reduce)", "op",
+               CollectiveOp)
+    if dtype is not None and not isinstance(dtype, (str, DType)):
+        dtype = {"torch.bfloat16": "bf16", "torch.float32": "fp32"}.get(str(dtype), str(dtype))
+    dtype = _enum(dtype, _weave.parse_dtype, "dtype", "dtype", DType)
+    tr = None if transport is None else _enum(transport, _weave.parse_transport, "transport (nccl, ce, lsa)",
+                                              "transport", Transport)
+    alg = _enum(algorithm, _weave.parse_algorithm, "algorithm", "algorithm", Algorithm)
+    if not isinstance(max_count, int) or isinstance(max_count, bool) or max_count < 1:
+        raise arg_error(f"argument 'max_count': must be an int >= 1 (got {max_count!r})")
+    if not isinstance(ce_sm_share, (int, float)) or isinstance(ce_sm_share, bool):
+        raise arg_error(f"argument 'ce_sm_share': must be a number in [0, 0.9] (got {ce_sm_share!r})")
+    return op, tr, alg, dtype, max_count, float(ce_sm_share)
+
+
 class Collective:
     """All-gather, reduce-scatter or all-reduce over the nccl, ce or lsa transport
     (weave::Collective). Construction is collective and creates the op's symmetric window.
@@ -107,18 +125,16 @@ class Collective:
                  ce_sm_share: float = 0.0):
         if not isinstance(comm, Communicator):
             raise arg_error(f"argument 'comm': must be a weave.Communicator (got {type(comm).__name__})")
-        op = _enum(op, _weave.parse_collective_op, "collective op (all-gather, reduce-scatter, all-reduce)", "op",
-                   CollectiveOp)
-        if dtype is not None and not isinstance(dtype, (str, DType)):
-            dtype = {"torch.bfloat16": "bf16", "torch.float32": "fp32"}.get(str(dtype), str(dtype))
-        dtype = _enum(dtype, _weave.parse_dtype, "dtype", "dtype", DType)
-        tr = None if transport is None else _enum(transport, _weave.parse_transport, "transport (nccl, ce, lsa)",
-                                                  "transport", Transport)
-        alg = _enum(algorithm, _weave.parse_algorithm, "algorithm", "algorithm", Algorithm)
-        if not isinstance(max_count, int) or max_count < 1:
-            raise arg_error(f"argument 'max_count': must be an int >= 1 (got {max_count!r})")
+        op, tr, alg, dtype, max_count, share = _collective_args(op, max_count, dtype, transport, algorithm, ce_sm_share)
         self.comm = comm
-        self._impl = _weave.Collective(comm._impl, op, tr, alg, dtype, max_count, float(ce_sm_share))
+        self._impl = _weave.Collective(comm._impl, op, tr, alg, dtype, max_count, share)
+
+    @classmethod
+    def _wrap(cls, comm: Communicator, impl) -> "Collective":
+        """A Collective around an op the C++ side already built (weave.create_sharing_window)."""
+        self = cls.__new__(cls)
+        self.comm, self._impl = comm, impl
+        return self
 
     op = property(lambda self: _weave.name(self._impl.op))
     dtype = property(lambda self: _weave.name(self._impl.dtype))

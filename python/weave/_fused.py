@@ -90,6 +90,13 @@ class _FusedOp:
         self._impl = self._op(comm._impl, config)
         self._keep = ()
 
+    @classmethod
+    def _wrap(cls, comm: Communicator, config, impl):
+        """An op around one the C++ side already built (weave.create_sharing_window)."""
+        self = cls.__new__(cls)
+        self.comm, self._cfg, self._impl, self._keep = comm, config, impl, ()
+        return self
+
     def describe(self) -> str:
         return self._impl.describe()
 

@@ -248,6 +248,33 @@ def test_fused_ops_validate_window_and_argument_errors():
         assert "argument 'mx_route': must be one of auto, native, bf16" in str(e.value)
 
 
+def test_create_sharing_window_checks_every_spec_before_gpu_work():
+    """Each spec's error names its list and index; specs are parsed before the communicator is
+    looked at, so all of this runs without a GPU."""
+    ok_ar = dict(n=512, k=512, m_max=256)
+    cases = [
+        (dict(all_reduces=[ok_ar, dict(n=512, k=512)]), "argument 'all_reduces[1]': missing a required argument: 'm_max'"),
+        (dict(all_gathers=[dict(n=512, k=512, m_max=256, nn=3)]), "argument 'all_gathers[0]': got an unexpected keyword argument 'nn'"),
+        (dict(all_reduces=[dict(ok_ar, mode="fused-lsa")]), "argument 'all_reduces[0]': argument 'mode': unknown mode 'fused-lsa'"),
+        (dict(all_gathers=[dict(n=512, k=512, m_max=0)]), "argument 'all_gathers[0]': argument 'm_max': must be an int >= 1"),
+        (dict(collectives=[dict(op="all-reduce", max_count=0)]), "argument 'collectives[0]': argument 'max_count'"),
+        (dict(collectives=[dict(op="broadcast", max_count=8)]), "argument 'collectives[0]'"),
+        (dict(collectives=[("all-reduce", 8)]), "argument 'collectives[0]': must be a dict of weave.Collective's keyword arguments"),
+        (dict(all_reduces=ok_ar), "argument 'all_reduces': must be a list of dicts (got dict)"),
+        (dict(all_reduces="fused"), "argument 'all_reduces': must be a list of dicts (got str)"),
+        (dict(all_reduces=[ok_ar]), "argument 'comm': must be a weave.Communicator"),
+    ]
+    for kw, needle in cases:
+        with pytest.raises(weave.ArgumentError) as e:
+            weave.create_sharing_window(object(), **kw)
+        assert needle in str(e.value), (kw, str(e.value))
+    # The configs the specs become carry every field (here: the ones that differ from the defaults).
+    from weave._shared import _collective_config
+
+    c = _collective_config("all-reduce", 1 << 20, "fp32", "lsa", "auto", 0.0)
+    assert c.max_count == 1 << 20 and weave._weave.name(c.op) == "all-reduce" and weave._weave.name(c.dtype) == "fp32"
+
+
 def test_stream_argument():
     from weave._tensors import resolve_stream
 

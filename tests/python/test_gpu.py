@@ -335,6 +335,44 @@ def test_one_rank_fused_ops(seed):
         ar.run(torch.zeros(k, device=DEV, dtype=torch.bfloat16), b)
 
 
+def test_one_rank_sharing_window(seed):
+    """weave.create_sharing_window over a one-rank communicator: two GemmAllReduces, a GemmAllGather
+    and an all-reduce Collective in one window, called interleaved on one stream; each output is
+    checked against torch, so an op writing over another's regions shows as a wrong result; then the
+    ops outlive every Python name of the window's spec lists and the communicator."""
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    (comm,) = weave.Communicator.create_local([0])
+    n, k = 256, 512
+    ops = weave.create_sharing_window(
+        comm, collectives=[dict(op="all-reduce", max_count=4096, dtype="fp32")],
+        all_gathers=[dict(n=n, k=k, m_max=128, out_dtype="fp32")],
+        all_reduces=[dict(n=n, k=k, m_max=300, mode="fused"), dict(n=n, k=k, m_max=300, mode="split-lsa")])
+    cols, ags, ars = ops
+    assert [type(o).__name__ for o in cols + ags + ars] == ["Collective", "GemmAllGather", "GemmAllReduce",
+                                                            "GemmAllReduce"]
+    for op in ags + ars:
+        assert op.self_test(100)["ok"], op.describe()
+    del ops, comm
+    a = [torch.randn(200, k, device=DEV, generator=gen).to(torch.bfloat16) for _ in range(3)]
+    b = [torch.randn(n, k, device=DEV, generator=gen).to(torch.bfloat16) for _ in range(3)]
+    x = torch.randn(4096, device=DEV, generator=gen)
+    y = torch.full_like(x, float("nan"))
+    for _ in range(3):  # interleaved: every op's output must survive the others' calls
+        out0 = ars[0].run(a[0], b[0])
+        out1 = ars[1].run(a[1], b[1])
+        outg = ags[0].run(a[2][:100], b[2])
+        cols[0].run(x, y)
+        torch.cuda.synchronize()
+        for out, (ai, bi) in ((out0, (a[0], b[0])), (out1, (a[1], b[1]))):
+            ref = ai.float() @ bi.float().t()
+            assert torch.allclose(out.float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+        assert torch.allclose(outg, a[2][:100].float() @ b[2].float().t(), rtol=1e-3, atol=1e-3)
+        assert torch.equal(y, x)
+        for op in cols + ags + ars:
+            op.check()
+    assert ars[0].last_mode == "fused" and ars[1].last_mode == "split-lsa"
+
+
 def test_a_stalled_gemm_is_reported_and_the_process_keeps_working(seed, monkeypatch):
     # The cooperative abort seen from Python: a K block the producer never loads (debug knob, read
     # at construction) makes every pipeline wait give up after its 0.2 s bound; the kernel still ends

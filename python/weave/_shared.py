@@ -1,0 +1,103 @@
+"""weave.create_sharing_window: several collectives and fused ops in ONE symmetric window
+(include/weave/shared_window.hpp; docs/comm.md "window layout").
+
+    comm = weave.Communicator.from_process_group()
+    ops = weave.create_sharing_window(
+        comm,
+        all_reduces=[dict(n=7168, k=2048, m_max=8192, quant="blockscale")] * 30,   # 30 layers
+        all_gathers=[dict(n=1024, k=5120, m_max=4096)],
+        collectives=[dict(op="all-reduce", max_count=1 << 20)])
+    out = ops.all_reduces[3].run(a, b, scale_a=sa, scale_b=sb)
+
+One allocation, one NCCL registration and one device communicator for all of them. Each spec is a
+dict of the keyword arguments its class takes (weave.Collective, weave.GemmAllGather,
+weave.GemmAllReduce; `comm` aside); the ops returned are those classes, used as if built alone.
+Collective: every rank must pass the same lists in the same order. The window lives until the
+last of the ops is gone.
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from . import _weave
+from ._comm import Collective, Communicator, _collective_args
+from ._errors import ArgumentError, arg_error
+from ._fused import GemmAllGather, GemmAllReduce, _ag_config, _ar_config
+
+
+class SharedWindowOps(NamedTuple):
+    collectives: list
+    all_gathers: list
+    all_reduces: list
+
+
+def _collective_config(op, max_count, dtype, transport, algorithm, ce_sm_share):
+    op, tr, alg, dtype, max_count, share = _collective_args(op, max_count, dtype, transport, algorithm, ce_sm_share)
+    c = _weave.CollectiveConfig()
+    c.op, c.algorithm, c.dtype, c.max_count, c.ce_sm_share = op, alg, dtype, max_count, share
+    if tr is not None:
+        c.set_transport(tr)
+    return c
+
+
+_KINDS = (  # (list name, class, config builder)
+    ("collectives", Collective, _collective_config),
+    ("all_gathers", GemmAllGather, _ag_config),
+    ("all_reduces", GemmAllReduce, _ar_config),
+)
+
+
+def _parse(where: str, cls, build, spec):
+    """One spec -> its C++ config, with every error prefixed by where it is ("all_reduces[2]")."""
+    if not isinstance(spec, Mapping):
+        raise arg_error(f"argument '{where}': must be a dict of weave.{cls.__name__}'s keyword arguments "
+                        f"(got {type(spec).__name__})")
+    try:
+        bound = inspect.signature(cls.__init__).bind(None, None, **spec)  # self and comm aside
+    except TypeError as e:
+        raise arg_error(f"argument '{where}': {e} (weave.{cls.__name__}{_signature_text(cls)})") from None
+    bound.apply_defaults()
+    args = dict(bound.arguments)
+    for name in ("self", "comm"):
+        args.pop(name, None)
+    try:
+        return build(**args)
+    except ArgumentError as e:
+        raise arg_error(f"argument '{where}': {e.message}") from None
+
+
+def _signature_text(cls) -> str:
+    params = list(inspect.signature(cls.__init__).parameters.values())[2:]
+    return "(" + ", ".join(str(p) for p in params) + ")"
+
+
+def create_sharing_window(comm: Communicator, *, collectives: Sequence = (), all_gathers: Sequence = (),
+                          all_reduces: Sequence = ()) -> SharedWindowOps:
+    """Builds every listed op over one symmetric window (collective: every rank the same lists).
+    Returns SharedWindowOps(collectives, all_gathers, all_reduces), each a list of weave ops in the
+    order given. Every spec is checked before any GPU work; an error names the list and index."""
+    lists = {"collectives": collectives, "all_gathers": all_gathers, "all_reduces": all_reduces}
+    for name, value in lists.items():
+        if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+            raise arg_error(f"argument '{name}': must be a list of dicts (got {type(value).__name__})")
+    configs = {name: [_parse(f"{name}[{i}]", cls, build, spec) for i, spec in enumerate(lists[name])]
+               for name, cls, build in _KINDS}
+    if not isinstance(comm, Communicator):
+        raise arg_error(f"argument 'comm': must be a weave.Communicator (got {type(comm).__name__})")
+    if not any(configs.values()):
+        raise arg_error("create_sharing_window: no ops listed (collectives, all_gathers and all_reduces are all empty)")
+    world = comm.world_size
+    for name, validate in (("all_gathers", GemmAllGather._validate), ("all_reduces", GemmAllReduce._validate)):
+        for i, c in enumerate(configs[name]):
+            bad = validate(c, world)
+            if bad:
+                raise arg_error(f"argument '{name}[{i}]': {bad}")
+    cols, ags, ars = _weave.create_sharing_window(comm._impl, configs["collectives"], configs["all_gathers"],
+                                                  configs["all_reduces"])
+    for op in (*cols, *ags, *ars):
+        _weave._tie(op, comm._impl)  # the communicator outlives every op (their constructors' keep_alive)
+    return SharedWindowOps([Collective._wrap(comm, o) for o in cols],
+                           [GemmAllGather._wrap(comm, c, o) for c, o in zip(configs["all_gathers"], ags)],
+                           [GemmAllReduce._wrap(comm, c, o) for c, o in zip(configs["all_reduces"], ars)])
