@@ -340,6 +340,31 @@ TEST(Cli, PlanGemmArFollowsACalibrationTable) {
   std::filesystem::remove(path);
 }
 
+// The benches' --calibration (the auto arm consults the table): a table for another op shape, or
+// no table at all, is refused by name before the GPU probe (so this runs on any machine).
+TEST(Cli, BenchCalibrationIsCheckedBeforeAnyGpuWork) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("weave-bench-cal-" + std::to_string(::getpid()) + ".txt")).string();
+  {
+    std::ofstream f(path);
+    f << "weave-calibration 1\nop gemm-ar\nquant bf16\nn 7168\nk 2048\nworld 2\nwhere test\nm 4096 split-lsa\n";
+  }
+  CliRun r = run_weave({"bench", "gemm-ar", "--emulate-world", "2", "-k", "1024", "--calibration", path});
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("is for another op shape"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("k 2048 (this op: 1024)"), std::string::npos) << r.out;
+  r = run_weave({"bench", "gemm-ag", "--emulate-world", "2", "--calibration", path});  // a gemm-ar table
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("--calibration"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gemm-ar"), std::string::npos) << r.out;
+  std::filesystem::remove(path);
+  r = run_weave({"bench", "gemm-ar", "--emulate-world", "2", "--calibration", path});
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find(path), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(weave::no_gpu_reason().empty() ? "\x01" : weave::no_gpu_reason()), std::string::npos)
+      << "refused only after the GPU probe:\n" << r.out;
+}
+
 TEST(Cli, PlanGemmArWritesJson) {
   const std::string path = (std::filesystem::temp_directory_path() / ("weave-plan-gemm-ar-" + std::to_string(::getpid()) + ".json")).string();
   const CliRun r = run_weave({"plan", "gemm-ar", "-m", "1,4096", "--world", "2", "--json", path});

@@ -183,9 +183,10 @@ nlohmann::json run_meta(const BenchOptions& common, const RunFacts& f) {
 
 std::string fastest_right_arm(const std::vector<bench::Timing>& per_arm, const std::vector<std::vector<ArmResult>>& res,
                               const std::function<bool(size_t)>& takeable,
-                              const std::function<std::string(size_t)>& name) {
-  double best = bench::kNaN;
-  std::string best_name;
+                              const std::function<std::string(size_t)>& name,
+                              const std::function<bool(size_t)>& fallback) {
+  double best = bench::kNaN, fallback_us = bench::kNaN;
+  std::string best_name, fallback_name;
   for (size_t i = 0; i < per_arm.size(); ++i) {
     const double t = per_arm[i].median_us;
     if (std::isnan(t) || !takeable(i)) continue;
@@ -199,7 +200,9 @@ std::string fastest_right_arm(const std::vector<bench::Timing>& per_arm, const s
       right &= checked;
     }
     if (right && (std::isnan(best) || t < best)) best = t, best_name = name(i);
+    if (right && fallback(i)) fallback_us = t, fallback_name = name(i);
   }
+  if (!std::isnan(fallback_us) && fallback_us <= best * (1 + kCalibrationMargin)) return fallback_name;
   return best_name;
 }
 

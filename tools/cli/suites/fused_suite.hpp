@@ -111,9 +111,15 @@ std::vector<bench::Timing> max_over_ranks(const std::vector<std::vector<ArmResul
 
 // --calibrate: among the arms `takeable(i)` says auto may take, the fastest (per_arm median) whose
 // every rank's check found 0 wrong elements; "" if none ran. name(i): the mode name to record.
+// The arm `fallback(i)` marks (split-lsa) is kept unless another beats it by more than
+// kCalibrationMargin: near ties flip with a run's noise (measured, emulated W = 2, gemm-ag
+// m = 1024: fused-lsa 1.4% faster than split-lsa in one run, 5.6% slower in the next), and a
+// table that records a coin flip makes auto slower than the best split by that run's noise.
+inline constexpr double kCalibrationMargin = 0.03;  // the most auto may trail the best split
 std::string fastest_right_arm(const std::vector<bench::Timing>& per_arm, const std::vector<std::vector<ArmResult>>& res,
                               const std::function<bool(size_t)>& takeable,
-                              const std::function<std::string(size_t)>& name);
+                              const std::function<std::string(size_t)>& name,
+                              const std::function<bool(size_t)>& fallback);
 // An empty table of this suite's op shape (rows are added per M), labelled with where it runs.
 fused::Calibration calibration_of(const char* op, ScaleMode quant, ScaleLayout layout, DType out, int64_t n, int64_t k,
                                   int world, const std::string& world_tag, bool emulated);

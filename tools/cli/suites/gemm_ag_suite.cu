@@ -85,6 +85,7 @@ using fused_bench::num;
 struct GagBenchOptions : fused_bench::WorldOptions {
   GemmAgOptions shape;
   std::string calibrate;  // write the fastest auto-takeable mode per M to this file
+  std::string calibration;  // the auto arm consults this table (a --calibrate output)
 };
 
 using fused_bench::ArmKind;
@@ -172,6 +173,9 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
                                  << "cublaslt+copy");
   const GemmAgOptions& shape = opt.shape;  // mxfp8: raw scales (the suite has no --scale-layout)
   const GemmAllGatherConfig base = gemm_ag_config(shape, world);
+  if (!opt.calibration.empty())  // the table must be for this op shape: refused before any GPU work
+    fused::load_calibration_for(opt.calibration, "--calibration", "gemm-ag", base.quant, base.scale_layout, base.out_dtype,
+                                base.n, base.k, world);
   WEAVE_EXPECT_ARG(opt.timeout_s >= 0.1 && opt.timeout_s <= 600, "--timeout " << opt.timeout_s << ": must be in 0.1..600 s");
   std::vector<std::string> notes;
   const std::vector<ArmSpec> specs = arms_for(world, emulated, opt.arms, notes);
@@ -222,6 +226,7 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
         if (specs[i].kind == ArmKind::kOp) {
           GemmAllGatherConfig c = base;
           c.mode = specs[i].mode;
+          if (c.mode == GemmAllGatherMode::kAuto) c.calibration = opt.calibration;
           arm.op = GemmAllGather::Impl::create(g, c);
         } else if (specs[i].kind == ArmKind::kCommOnly) {
           CollectiveConfig cc;
@@ -386,7 +391,8 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
           return specs[i].kind == ArmKind::kOp &&
                  (specs[i].mode == GemmAllGatherMode::kSplitLsa || specs[i].mode == GemmAllGatherMode::kFusedLsa);
         },
-        [&](size_t i) { return std::string(to_string(specs[i].mode)); });
+        [&](size_t i) { return std::string(to_string(specs[i].mode)); },
+        [&](size_t i) { return specs[i].kind == ArmKind::kOp && specs[i].mode == GemmAllGatherMode::kSplitLsa; });
     if (!best_auto_mode.empty()) calibration.rows.push_back({m, best_auto_mode});
     for (size_t i = 0; i < specs.size(); ++i) {
       const double t = per_arm[i].median_us;
@@ -503,9 +509,12 @@ void add_gemm_ag_suite(CLI::App& bench, BenchOptions& common) {
   add_gemm_ag_options(*app, o.shape, /*with_layout=*/false, /*with_mode=*/false);
   fused_bench::add_world_options(*app, o);
   app->add_option("--calibrate", o.calibrate,
-                  "after the run, write per M the fastest mode auto may take (split-lsa, fused-lsa) to FILE: a "
+                  "after the run, write per M the fastest mode auto may take (split-lsa, fused-lsa; split-lsa unless another is more than 3% faster, so noise does not pick) to FILE: a "
                   "calibration table for GemmAllGatherConfig::calibration / weave plan gemm-ag --calibration (checked "
                   "before any GPU work)");
+  app->add_option("--calibration", o.calibration,
+                  "the auto arm takes the mode measured fastest per M in FILE (a --calibrate output of this shape, quant "
+                  "and world; checked before any GPU work): shows auto against the best split with its table");
   app->footer(std::string(
       "Worlds:\n"
       "  default            world 1: one rank on one GPU; nothing is gathered, so the arms show the GEMM into\n"

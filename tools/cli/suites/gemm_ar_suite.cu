@@ -97,6 +97,7 @@ using fused_bench::num;
 struct GarBenchOptions : fused_bench::WorldOptions {
   GemmArOptions shape;
   std::string calibrate;  // write the fastest auto-takeable mode per M to this file
+  std::string calibration;  // the auto arm consults this table (a --calibrate output)
 };
 
 using fused_bench::ArmKind;
@@ -187,6 +188,9 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
                                  << "split-nccl, decode, fused, fused-rs, auto");
   const GemmArOptions& shape = opt.shape;  // mxfp8: raw scales (the suite has no --scale-layout)
   const GemmAllReduceConfig base = gemm_ar_config(shape, world);
+  if (!opt.calibration.empty())  // the table must be for this op shape: refused before any GPU work
+    fused::load_calibration_for(opt.calibration, "--calibration", "gemm-ar", base.quant, base.scale_layout, DType::kBF16,
+                                base.n, base.k, world);
   WEAVE_EXPECT_ARG(opt.timeout_s >= 0.1 && opt.timeout_s <= 600, "--timeout " << opt.timeout_s << ": must be in 0.1..600 s");
   std::vector<std::string> notes;
   const std::vector<ArmSpec> specs = arms_for(world, emulated, opt.arms, notes);
@@ -250,6 +254,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
         if (specs[i].kind == ArmKind::kOp) {
           GemmAllReduceConfig c = base;
           c.mode = specs[i].mode;
+          if (c.mode == GemmAllReduceMode::kAuto) c.calibration = opt.calibration;
           arm.op = GemmAllReduce::Impl::create(g, c);
         } else if (specs[i].kind == ArmKind::kCommOnly) {
           CollectiveConfig cc;
@@ -431,7 +436,8 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
                  (specs[i].mode == GemmAllReduceMode::kSplitLsa || specs[i].mode == GemmAllReduceMode::kFused ||
                   specs[i].mode == GemmAllReduceMode::kDecode);
         },
-        [&](size_t i) { return std::string(to_string(specs[i].mode)); });
+        [&](size_t i) { return std::string(to_string(specs[i].mode)); },
+        [&](size_t i) { return specs[i].kind == ArmKind::kOp && specs[i].mode == GemmAllReduceMode::kSplitLsa; });
     for (size_t i = 0; i < specs.size(); ++i) {
       const double t = per_arm[i].median_us;
       if (std::isnan(t)) continue;
@@ -564,9 +570,12 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
   add_gemm_ar_options(*app, o.shape, /*with_layout=*/false, /*with_mode=*/false);
   fused_bench::add_world_options(*app, o);
   app->add_option("--calibrate", o.calibrate,
-                  "after the run, write per M the fastest mode auto may take (split-lsa, fused, decode) to FILE: a "
+                  "after the run, write per M the fastest mode auto may take (split-lsa, fused, decode; split-lsa unless another is more than 3% faster, so noise does not pick) to FILE: a "
                   "calibration table for GemmAllReduceConfig::calibration / weave plan gemm-ar --calibration (checked "
                   "before any GPU work)");
+  app->add_option("--calibration", o.calibration,
+                  "the auto arm takes the mode measured fastest per M in FILE (a --calibrate output of this shape, quant "
+                  "and world; checked before any GPU work): shows auto against the best split with its table");
   app->footer(std::string(
       "Every rank r holds A_r [M, K_r] and B_r [N, K_r] (-k is K_r); every rank receives sum_r A_r B_r^T, [M, N] bf16.\n"
       "Worlds:\n"
