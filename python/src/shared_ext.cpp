@@ -2,7 +2,6 @@
 // collectives and fused ops in one symmetric window. The Python layer (python/weave/_shared.py)
 // parses and validates each spec first and wraps the returned ops in weave's Python classes.
 #include <nanobind/nanobind.h>
-#include <nanobind/stl/optional.h>
 #include <nanobind/stl/vector.h>
 
 #include "ext_common.hpp"
@@ -28,15 +27,6 @@ nb::list to_python(std::vector<std::unique_ptr<Op>>& ops) {
 }  // namespace
 
 void bind_shared(nb::module_& m) {
-  nb::class_<weave::CollectiveConfig>(m, "CollectiveConfig")
-      .def(nb::init<>())
-      .def_rw("op", &weave::CollectiveConfig::op)
-      .def("set_transport", [](weave::CollectiveConfig& c, weave::Transport t) { c.transport = t; })  // default: choose
-      .def_rw("algorithm", &weave::CollectiveConfig::algorithm)
-      .def_rw("dtype", &weave::CollectiveConfig::dtype)
-      .def_rw("max_count", &weave::CollectiveConfig::max_count)
-      .def_rw("ce_sm_share", &weave::CollectiveConfig::ce_sm_share);
-
   m.def(
       "create_sharing_window",
       [](PyCommunicator& py_comm, const std::vector<weave::CollectiveConfig>& collectives,

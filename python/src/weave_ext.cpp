@@ -295,24 +295,23 @@ NB_MODULE(_weave, m) {
       .def_ro("wrong_from_rank", &weave::SelfTestReport::wrong_from_rank)
       .def_ro("detail", &weave::SelfTestReport::detail);
 
+  nb::class_<weave::CollectiveConfig>(m, "CollectiveConfig")
+      .def(nb::init<>())
+      .def_rw("op", &weave::CollectiveConfig::op)
+      .def("set_transport", [](weave::CollectiveConfig& c, weave::Transport t) { c.transport = t; })  // default: choose
+      .def_rw("algorithm", &weave::CollectiveConfig::algorithm)
+      .def_rw("dtype", &weave::CollectiveConfig::dtype)
+      .def_rw("max_count", &weave::CollectiveConfig::max_count)
+      .def_rw("ce_sm_share", &weave::CollectiveConfig::ce_sm_share);
+
   nb::class_<weave::Collective>(m, "Collective")
       .def("__init__",
-           [](weave::Collective* self, PyCommunicator& comm, weave::CollectiveOp op,
-              std::optional<weave::Transport> transport, weave::Algorithm algorithm, weave::DType dtype,
-              std::size_t max_count, double ce_sm_share) {
-             weave::CollectiveConfig cfg;
-             cfg.op = op;
-             cfg.transport = transport;
-             cfg.algorithm = algorithm;
-             cfg.dtype = dtype;
-             cfg.max_count = max_count;
-             cfg.ce_sm_share = ce_sm_share;
+           [](weave::Collective* self, PyCommunicator& comm, const weave::CollectiveConfig& cfg) {
              weave::Communicator& c = comm.get();
              nb::gil_scoped_release release;
              new (self) weave::Collective(c, cfg);
            },
-           "comm"_a, "op"_a, "transport"_a.none(), "algorithm"_a, "dtype"_a, "max_count"_a, "ce_sm_share"_a,
-           nb::keep_alive<1, 2>())
+           "comm"_a, "config"_a, nb::keep_alive<1, 2>())
       .def_prop_ro("op", [](const weave::Collective& c) { return c.config().op; })
       .def_prop_ro("dtype", [](const weave::Collective& c) { return c.config().dtype; })
       .def_prop_ro("max_count", [](const weave::Collective& c) { return c.config().max_count; })

@@ -96,9 +96,8 @@ class _CudaBuffer:
         self._owner = owner
 
 
-def _collective_args(op, max_count, dtype, transport, algorithm, ce_sm_share):
-    """Collective's arguments checked and parsed (CPU only): (op, transport or None, algorithm,
-    dtype, max_count, ce_sm_share)."""
+def _collective_config(op, max_count, dtype, transport, algorithm, ce_sm_share):
+    """Collective's arguments checked and parsed into its C++ config (CPU only)."""
     op = _enum(op, _weave.parse_collective_op, "collective op (all-gather, reduce-scatter, all-reduce)", "op",
                CollectiveOp)
     if dtype is not None and not isinstance(dtype, (str, DType)):
@@ -111,7 +110,11 @@ def _collective_args(op, max_count, dtype, transport, algorithm, ce_sm_share):
         raise arg_error(f"argument 'max_count': must be an int >= 1 (got {max_count!r})")
     if not isinstance(ce_sm_share, (int, float)) or isinstance(ce_sm_share, bool):
         raise arg_error(f"argument 'ce_sm_share': must be a number in [0, 0.9] (got {ce_sm_share!r})")
-    return op, tr, alg, dtype, max_count, float(ce_sm_share)
+    c = _weave.CollectiveConfig()
+    c.op, c.algorithm, c.dtype, c.max_count, c.ce_sm_share = op, alg, dtype, max_count, float(ce_sm_share)
+    if tr is not None:
+        c.set_transport(tr)  # else: the op chooses
+    return c
 
 
 class Collective:
@@ -125,9 +128,9 @@ class Collective:
                  ce_sm_share: float = 0.0):
         if not isinstance(comm, Communicator):
             raise arg_error(f"argument 'comm': must be a weave.Communicator (got {type(comm).__name__})")
-        op, tr, alg, dtype, max_count, share = _collective_args(op, max_count, dtype, transport, algorithm, ce_sm_share)
+        config = _collective_config(op, max_count, dtype, transport, algorithm, ce_sm_share)
         self.comm = comm
-        self._impl = _weave.Collective(comm._impl, op, tr, alg, dtype, max_count, share)
+        self._impl = _weave.Collective(comm._impl, config)
 
     @classmethod
     def _wrap(cls, comm: Communicator, impl) -> "Collective":

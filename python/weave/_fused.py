@@ -82,13 +82,18 @@ class _FusedOp:
     def __init__(self, comm, config):
         if not isinstance(comm, Communicator):
             raise arg_error(f"argument 'comm': must be a weave.Communicator (got {type(comm).__name__})")
-        bad = self._validate(config, comm.world_size)
-        if bad:
-            raise arg_error(f"{self._kind}: {bad}")
+        self._check_config(config, comm.world_size, self._kind)
         self.comm = comm
         self._cfg = config
         self._impl = self._op(comm._impl, config)
         self._keep = ()
+
+    @classmethod
+    def _check_config(cls, config, world: int, where: str) -> None:
+        """Raises ArgumentError "<where>: <every rule the config breaks>" before any GPU work."""
+        bad = cls._validate(config, world)
+        if bad:
+            raise arg_error(f"{where}: {bad}")
 
     @classmethod
     def _wrap(cls, comm: Communicator, config, impl):

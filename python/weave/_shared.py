@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from . import _weave
-from ._comm import Collective, Communicator, _collective_args
+from ._comm import Collective, Communicator, _collective_config
 from ._errors import ArgumentError, arg_error
 from ._fused import GemmAllGather, GemmAllReduce, _ag_config, _ar_config
 
@@ -31,15 +31,6 @@ class SharedWindowOps(NamedTuple):
     collectives: list
     all_gathers: list
     all_reduces: list
-
-
-def _collective_config(op, max_count, dtype, transport, algorithm, ce_sm_share):
-    op, tr, alg, dtype, max_count, share = _collective_args(op, max_count, dtype, transport, algorithm, ce_sm_share)
-    c = _weave.CollectiveConfig()
-    c.op, c.algorithm, c.dtype, c.max_count, c.ce_sm_share = op, alg, dtype, max_count, share
-    if tr is not None:
-        c.set_transport(tr)
-    return c
 
 
 _KINDS = (  # (list name, class, config builder)
@@ -89,11 +80,9 @@ def create_sharing_window(comm: Communicator, *, collectives: Sequence = (), all
     if not any(configs.values()):
         raise arg_error("create_sharing_window: no ops listed (collectives, all_gathers and all_reduces are all empty)")
     world = comm.world_size
-    for name, validate in (("all_gathers", GemmAllGather._validate), ("all_reduces", GemmAllReduce._validate)):
+    for name, cls in (("all_gathers", GemmAllGather), ("all_reduces", GemmAllReduce)):
         for i, c in enumerate(configs[name]):
-            bad = validate(c, world)
-            if bad:
-                raise arg_error(f"argument '{name}[{i}]': {bad}")
+            cls._check_config(c, world, f"argument '{name}[{i}]'")
     cols, ags, ars = _weave.create_sharing_window(comm._impl, configs["collectives"], configs["all_gathers"],
                                                   configs["all_reduces"])
     for op in (*cols, *ags, *ars):

@@ -74,6 +74,7 @@
 #include "bench/reduce_reference.hpp"
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#include "cli/fused_options.hpp"
 #include "cli/gemm_ar_options.hpp"
 #include "cli/registry.hpp"
 #include "cli/suites/fused_suite.hpp"
@@ -188,9 +189,9 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
                                  << "split-nccl, decode, fused, fused-rs, auto");
   const GemmArOptions& shape = opt.shape;  // mxfp8: raw scales (the suite has no --scale-layout)
   const GemmAllReduceConfig base = gemm_ar_config(shape, world);
-  if (!opt.calibration.empty())  // the table must be for this op shape: refused before any GPU work
-    fused::load_calibration_for(opt.calibration, "--calibration", "gemm-ar", base.quant, base.scale_layout, DType::kBF16,
-                                base.n, base.k, world);
+  // The table must be for this op shape (refused before any GPU work); only the auto arm reads it.
+  calibration_option(opt.calibration, /*mode_is_auto=*/true, "gemm-ar", base.quant, base.scale_layout, DType::kBF16, base.n,
+                     base.k, world);
   WEAVE_EXPECT_ARG(opt.timeout_s >= 0.1 && opt.timeout_s <= 600, "--timeout " << opt.timeout_s << ": must be in 0.1..600 s");
   std::vector<std::string> notes;
   const std::vector<ArmSpec> specs = arms_for(world, emulated, opt.arms, notes);
