@@ -4,8 +4,11 @@
 //   A      [M, K]  bf16 (mode bf16) or e4m3 (ptpc, blockscale, mxfp8)
 //   B      [N, K]  same dtype as A (a linear layer's weight, row-major [out, in])
 //   C      [M, N]  bf16 or fp32, row-major with leading dimension ldc
-//   scales (see GemmScales): none for bf16; fp32 [M] and [N] for ptpc; fp32 [M, K/128] and
-//          [N/128, K/128] (row-major, K-block contiguous) for blockscale; for mxfp8 either
+//   scales (see GemmScales): none for bf16; fp32 [M] and [N] for ptpc; for blockscale fp32
+//          [M, K/128] and [ceil(N/128), K/128], both row-major (K-block contiguous, scale_layout
+//          raw), or A's M-contiguous (scale_layout mn-major: strides (1, ld), ld >= M and a multiple
+//          of 4, 16-byte aligned; faster: each stage's A scales arrive in its TMA transaction;
+//          bitwise identical results); for mxfp8 either
 //          raw:    ue8m0 [M, K/32] and [ceil(N/32), K/32], row-major, any leading dimension, or
 //          packed: the uint32 words of weave::ref::pack_mxfp8_scales ([ceil(K/128), rows], rows =
 //                  M and ceil(N/32)) viewed as ue8m0 [ceil(K/128), 4 * rows] (ld a multiple of 4),
@@ -51,7 +54,7 @@ namespace weave WEAVE_API {
 struct GemmProblem {
   int64_t m = 0, n = 0, k = 0;
   ScaleMode mode = ScaleMode::kBF16;
-  ScaleLayout scale_layout = ScaleLayout::kRaw;  // mxfp8 only
+  ScaleLayout scale_layout = ScaleLayout::kRaw;  // mxfp8 (raw, packed), blockscale (raw, mn-major)
   DType out_dtype = DType::kBF16;
 };
 

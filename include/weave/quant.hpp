@@ -83,5 +83,11 @@ std::vector<float> dequantize(const QuantMatrix& q, Operand operand);
 std::vector<uint32_t> pack_mxfp8_scales(const uint8_t* raw, int64_t rows, int64_t k_groups);
 std::vector<uint8_t> unpack_mxfp8_scales(const uint32_t* packed, int64_t rows, int64_t k_groups);
 
+// Blockscale A scales row-major [rows, k_blocks] (as quantize makes them) -> the M-contiguous
+// buffer of ScaleLayout::kMnMajor: k_blocks rows of mn_major_scale_ld(rows) floats (rows rounded
+// up to a multiple of 4, padding 0); view it as [rows, k_blocks] with strides (1, ld).
+int64_t mn_major_scale_ld(int64_t rows);
+std::vector<float> mn_major_block_scales(const float* row_major, int64_t rows, int64_t k_blocks);
+
 }  // namespace ref
 }  // namespace weave

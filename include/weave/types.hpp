@@ -31,10 +31,13 @@ enum class ScaleMode : uint8_t {
 std::string_view to_string(ScaleMode mode) noexcept;
 std::optional<ScaleMode> parse_scale_mode(std::string_view name) noexcept;
 
-// Where the mxfp8 scale bytes sit in memory.
+// Where the scales sit in memory (mxfp8 and blockscale; every other mode takes kRaw).
 enum class ScaleLayout : uint8_t {
-  kRaw,     // row-major, exactly as a quantiser or a checkpoint holds them
-  kPacked,  // pre-arranged once on the host into the order the kernel reads (pack_mxfp8_scales)
+  kRaw,      // row-major, exactly as a quantiser or a checkpoint holds them
+  kPacked,   // mxfp8: pre-arranged once on the host into the order the kernel reads (pack_mxfp8_scales)
+  kMnMajor,  // blockscale: A's scales [M, K/128] stored M-contiguous (strides (1, ld), ld >= M and a
+             // multiple of 4, 16-byte aligned base: DeepGEMM's "MN-major TMA-aligned" layout), so
+             // the kernel loads each K block's column with one TMA; B's scales as for kRaw
 };
 
 std::string_view to_string(ScaleLayout layout) noexcept;

@@ -121,7 +121,8 @@ NB_MODULE(_weave, m) {
       .value("MXFP8", weave::ScaleMode::kMxfp8);
   nb::enum_<weave::ScaleLayout>(m, "ScaleLayout")
       .value("RAW", weave::ScaleLayout::kRaw)
-      .value("PACKED", weave::ScaleLayout::kPacked);
+      .value("PACKED", weave::ScaleLayout::kPacked)
+      .value("MN_MAJOR", weave::ScaleLayout::kMnMajor);
   nb::enum_<weave::Transport>(m, "Transport")
       .value("NCCL", weave::Transport::kNccl)
       .value("CE", weave::Transport::kCe)

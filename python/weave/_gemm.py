@@ -5,7 +5,10 @@ them (K-contiguous, 16-byte aligned base and leading dimension, on one GPU):
   bf16        A, B bf16; no scales
   ptpc        A, B e4m3; scale_a fp32 [M], scale_b fp32 [N]
   blockscale  A, B e4m3; scale_a fp32 [M, K/128] (1x128), scale_b fp32 [ceil(N/128), K/128]
-              (128x128), both row-major with the K blocks contiguous
+              (128x128), both row-major with the K blocks contiguous (scale_layout "raw"), or
+              scale_a M-contiguous (scale_layout "mn-major": strides (1, ld), ld >= M and a
+              multiple of 4, e.g. DeepGEMM's TMA-aligned layout or sa.t().contiguous().t() for M
+              a multiple of 4; faster, bitwise identical results)
   mxfp8       A, B e4m3; ue8m0 scales, scale_layout "raw": [M, K/32] and [ceil(N/32), K/32];
               "packed": the words of weave.pack_mxfp8_scales, int32 [ceil(K/128), rows] (or
               their bytes, uint8 [ceil(K/128), 4 * rows])
@@ -44,7 +47,7 @@ def _mode_of(mode) -> ScaleMode:
 
 
 def _layout_of(layout) -> ScaleLayout:
-    return _enum(layout, _weave.parse_scale_layout, "scale layout (raw, packed)", "scale_layout", ScaleLayout)
+    return _enum(layout, _weave.parse_scale_layout, "scale layout (raw, packed, mn-major)", "scale_layout", ScaleLayout)
 
 
 def _out_dtype_of(dtype) -> DType:

@@ -49,12 +49,18 @@ std::optional<ScaleMode> parse_scale_mode(std::string_view name) noexcept {
 }
 
 std::string_view to_string(ScaleLayout layout) noexcept {
-  return layout == ScaleLayout::kRaw ? "raw" : "packed";
+  switch (layout) {
+    case ScaleLayout::kRaw: return "raw";
+    case ScaleLayout::kPacked: return "packed";
+    case ScaleLayout::kMnMajor: return "mn-major";
+  }
+  return "?";
 }
 
 std::optional<ScaleLayout> parse_scale_layout(std::string_view name) noexcept {
   if (name == "raw") return ScaleLayout::kRaw;
   if (name == "packed") return ScaleLayout::kPacked;
+  if (name == "mn-major") return ScaleLayout::kMnMajor;
   return std::nullopt;
 }
 

@@ -68,8 +68,9 @@ Calibration parse_calibration(std::string_view text, std::string_view source) {
     } else if (key == "layout") {
       std::string l;
       ls >> l;
-      if (l != "raw" && l != "packed") fail("layout must be raw or packed, got '" + l + "'");
-      c.layout = l == "raw" ? ScaleLayout::kRaw : ScaleLayout::kPacked;
+      const auto parsed = parse_scale_layout(l);
+      if (!parsed) fail("layout must be raw, packed or mn-major, got '" + l + "'");
+      c.layout = *parsed;
     } else if (key == "out") {
       std::string o;
       ls >> o;

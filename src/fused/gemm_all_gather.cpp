@@ -36,7 +36,7 @@ bool ce_compiled_in(int device) {
 const gemm::GemmKernelEntry<fused::AllGatherParams>* find_fused_kernel(const GemmAllGatherConfig& c) {
   return gemm::find_gemm_kernel<fused::AllGatherParams>(c.quant, c.out_dtype, gemm::EpilogueKind::kAllGather,
                                                         fused::kGagBlockM, fused::kGagBlockN,
-                                                        c.quant == ScaleMode::kMxfp8 ? c.scale_layout : ScaleLayout::kRaw);
+                                                        gemm::instance_scale_layout(c.quant, c.scale_layout));
 }
 
 GemmProblem problem_of(const GemmAllGatherConfig& c, int64_t m) {
@@ -119,7 +119,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
   // The split GEMM runs the same tile as the fused kernel (so split and fused agree bitwise).
   local_kernel = gemm::find_gemm_instance(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kStoreLocal, fused::kGagBlockM,
                                           fused::kGagBlockN,
-                                          cfg.quant == ScaleMode::kMxfp8 ? cfg.scale_layout : ScaleLayout::kRaw);
+                                          gemm::instance_scale_layout(cfg.quant, cfg.scale_layout));
   WEAVE_EXPECT(local_kernel != nullptr, Status::kUnavailable,
                "GemmAllGather: no " << fused::kGagBlockM << "x" << fused::kGagBlockN << " GEMM kernel for "
                                     << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype) << " in this build");

@@ -30,7 +30,7 @@ static_assert(sizeof(gemm::KernelArgs<fused::AllReduceParams>) <= 4096, "fused a
 const gemm::GemmKernelEntry<fused::AllReduceParams>* find_fused_kernel(const GemmAllReduceConfig& c) {
   return gemm::find_gemm_kernel<fused::AllReduceParams>(
       c.quant, DType::kBF16, gemm::EpilogueKind::kAllReduce, fused::kGarBlockM, fused::kGarBlockN,
-      c.quant == ScaleMode::kMxfp8 ? c.scale_layout : ScaleLayout::kRaw, gemm::SchedulerKind::kBandRound);
+      gemm::instance_scale_layout(c.quant, c.scale_layout), gemm::SchedulerKind::kBandRound);
 }
 
 GemmProblem problem_of(const GemmAllReduceConfig& c, int64_t m) {
@@ -110,7 +110,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
   // The split GEMM runs the same tile as the fused kernel (so split and fused agree bitwise).
   local_kernel = gemm::find_gemm_instance(cfg.quant, DType::kBF16, gemm::EpilogueKind::kStoreLocal, fused::kGarBlockM,
                                           fused::kGarBlockN,
-                                          cfg.quant == ScaleMode::kMxfp8 ? cfg.scale_layout : ScaleLayout::kRaw);
+                                          gemm::instance_scale_layout(cfg.quant, cfg.scale_layout));
   WEAVE_EXPECT(local_kernel != nullptr, Status::kUnavailable,
                "GemmAllReduce: no " << fused::kGarBlockM << "x" << fused::kGarBlockN << " GEMM kernel for "
                                     << to_string(cfg.quant) << " -> bf16 in this build");

@@ -65,10 +65,17 @@ std::unique_ptr<SelfTestOperands> make_self_test_operands(ScaleMode quant, Scale
       break;
     case ScaleMode::kBlockscale: {
       const int64_t kb = (k + 127) / 128, nb = (n + 127) / 128;
-      o->scale_a = filled(m * kb * 4, &one, 4);
       o->scale_b = filled(nb * kb * 4, &one, 4);
-      s.a = TensorView::matrix(o->scale_a->p, DType::kF32, m, kb, dev);
       s.b = TensorView::matrix(o->scale_b->p, DType::kF32, nb, kb, dev);
+      if (layout == ScaleLayout::kMnMajor) {  // M-contiguous, column stride rounded up to 4 floats
+        const int64_t ld = ref::mn_major_scale_ld(m);
+        o->scale_a = filled(kb * ld * 4, &one, 4);
+        s.a = TensorView{.data = o->scale_a->p, .dtype = DType::kF32, .rank = 2, .shape = {m, kb}, .strides = {1, ld},
+                         .device = dev};
+      } else {
+        o->scale_a = filled(m * kb * 4, &one, 4);
+        s.a = TensorView::matrix(o->scale_a->p, DType::kF32, m, kb, dev);
+      }
       break;
     }
     case ScaleMode::kMxfp8: {

@@ -22,7 +22,7 @@ template <class EpilogueParams>
 struct GemmKernelEntry {
   const char* name = "";  // e.g. "sm90_gemm_bf16_bf16_store_128x256x64"
   ScaleMode mode = ScaleMode::kBF16;
-  ScaleLayout scale_layout = ScaleLayout::kRaw;  // mxfp8: the scale layout it reads; kRaw otherwise
+  ScaleLayout scale_layout = ScaleLayout::kRaw;  // mxfp8, blockscale: the scale layout it reads; kRaw otherwise
   DType out_dtype = DType::kBF16;
   EpilogueKind epilogue = EpilogueKind::kStoreLocal;
   SchedulerKind scheduler = SchedulerKind::kGroupedRows;
@@ -57,6 +57,12 @@ bool register_gemm_kernel(const GemmKernelEntry<EpilogueParams>& entry) {
   t.push_back(entry);
   std::sort(t.begin(), t.end(), [](const auto& a, const auto& b) { return std::strcmp(a.name, b.name) < 0; });
   return true;
+}
+
+// The scale layout an instance of `mode` is keyed by: the problem's for the modes with layout
+// variants (mxfp8 raw / packed, blockscale raw / mn-major), kRaw for every other mode.
+constexpr ScaleLayout instance_scale_layout(ScaleMode mode, ScaleLayout layout) {
+  return mode == ScaleMode::kMxfp8 || mode == ScaleMode::kBlockscale ? layout : ScaleLayout::kRaw;
 }
 
 // nullptr if no such instance was built.

@@ -2,7 +2,8 @@
 # can build a subset (-DWEAVE_GEMM_KERNELS=<file stems>), and adding a tile, mode or epilogue is
 # one line here instead of a hand-written file. Each entry is
 #   "<scale> <out> <block_m>x<block_n> [<epilogue> [<scheduler>]]"
-#   scale      bf16 (bf16 inputs, no scales) | ptpc | blockscale | mxfp8_raw | mxfp8_packed (e4m3 inputs)
+#   scale      bf16 (bf16 inputs, no scales) | ptpc | blockscale | blockscale_mn (A scales MN-major,
+#              loaded by TMA) | mxfp8_raw | mxfp8_packed (e4m3 inputs)
 #   out        bf16 | fp32
 #   epilogue   store (EpilogueStoreLocal, the default) | allgather (GemmAllGather's fused
 #              epilogue, fused/ag_epilogue.cuh: stores every tile to every rank and signals chunks)
@@ -17,13 +18,16 @@ set(WEAVE_GEMM_INSTANCE_SPECS
   # Narrow tiles for small M / N (the planner's wave rule takes them where 128-wide tiles idle SMs).
   "bf16 bf16 128x64" "bf16 fp32 128x64" "ptpc bf16 128x64" "ptpc fp32 128x64"
   "blockscale bf16 128x128" "blockscale bf16 256x128" "blockscale fp32 128x128" "blockscale fp32 256x128"
+  "blockscale_mn bf16 128x128" "blockscale_mn bf16 256x128" "blockscale_mn fp32 128x128" "blockscale_mn fp32 256x128"
   "mxfp8_raw bf16 128x128" "mxfp8_raw fp32 128x128" "mxfp8_packed bf16 128x128" "mxfp8_packed fp32 128x128"
   # GemmAllGather fused-lsa: the 128x128 tile of every input mode (bf16 -> bf16 / fp32, fp8 -> bf16).
   "bf16 bf16 128x128 allgather" "bf16 fp32 128x128 allgather" "ptpc bf16 128x128 allgather"
-  "blockscale bf16 128x128 allgather" "mxfp8_raw bf16 128x128 allgather" "mxfp8_packed bf16 128x128 allgather"
+  "blockscale bf16 128x128 allgather" "blockscale_mn bf16 128x128 allgather" "mxfp8_raw bf16 128x128 allgather"
+  "mxfp8_packed bf16 128x128 allgather"
   # GemmAllReduce fused: the 128x128 tile of every input mode, bf16 out.
   "bf16 bf16 128x128 allreduce bandround" "ptpc bf16 128x128 allreduce bandround"
-  "blockscale bf16 128x128 allreduce bandround" "mxfp8_raw bf16 128x128 allreduce bandround"
+  "blockscale bf16 128x128 allreduce bandround" "blockscale_mn bf16 128x128 allreduce bandround"
+  "mxfp8_raw bf16 128x128 allreduce bandround"
   "mxfp8_packed bf16 128x128 allreduce bandround")
 
 # Writes the instance files into `out_dir` (rewritten only when their text changes) and returns
@@ -65,10 +69,18 @@ function(weave_generate_gemm_instances out_dir out_var)
     elseif(scale STREQUAL "blockscale")
       set(in InE4m3)
       set(bk 128)
-      set(policy ScaleBlockwise)
+      set(policy "ScaleBlockwise<::weave::gemm::BlockScaleLoad::kKMajor>")
       set(mode kBlockscale)
       set(stem "e4m3_blockscale")
       set(what "e4m3 x e4m3, 1x128 / 128x128 block scales promoted per K block")
+    elseif(scale STREQUAL "blockscale_mn")
+      set(in InE4m3)
+      set(bk 128)
+      set(policy "ScaleBlockwise<::weave::gemm::BlockScaleLoad::kMnMajor>")
+      set(mode kBlockscale)
+      set(layout "::weave::ScaleLayout::kMnMajor")
+      set(stem "e4m3_blockscale_mn")
+      set(what "e4m3 x e4m3, 1x128 (MN-major, by TMA) / 128x128 block scales promoted per K block")
     elseif(scale STREQUAL "mxfp8_raw" OR scale STREQUAL "mxfp8_packed")
       string(REPLACE "mxfp8_" "" lay "${scale}")
       set(in InE4m3)

@@ -2,10 +2,12 @@
 //
 //   warpgroup 0 (producer, 40 registers): warp 0 walks the tiles; lane 0 issues the TMA loads of
 //     A and B for each 128-byte K slice into a ring of `kStages` shared-memory stages; with a
-//     main-loop scale policy all 32 lanes also cp.async the stage's scales.
+//     main-loop scale policy the lanes also bring the stage's scales (cp.async, or TMA for
+//     MN-major blockscale A scales, gemm/scale_policy.cuh).
 //   warpgroups 1, 2 (consumers, 232 registers): wgmma from the ring, then the epilogue policy.
 //
-//   stage s:  full[s]  <- producer arrive.expect_tx + TMA complete_tx (+ 32 cp.async arrivals)
+//   stage s:  full[s]  <- producer arrive.expect_tx + TMA complete_tx (+ the scale policy's
+//                         cp.async arrivals: 32, or 1 for MN-major blockscale)
 //             empty[s] <- lane 0 of each of the 8 consumer warps, once its wgmmas reading s are done
 //
 // Work items: tiles x split_k (MainloopArgs); split s of a tile covers its own range of K blocks
@@ -43,6 +45,22 @@ constexpr int scale_group_k() {
   else return 0;
 }
 inline constexpr uint32_t kConsumerRegisters = 232;
+
+// Bytes a scale policy adds to each stage's TMA transaction (0 for policies without a TMA part).
+template <class Scale, class Tile>
+constexpr uint32_t scale_stage_tx_bytes() {
+  if constexpr (requires { Scale::template stage_tx_bytes<Tile>(); }) return Scale::template stage_tx_bytes<Tile>();
+  else return 0;
+}
+// Whether 128-row tiles run the two-block-set schedule (see the ptpc branch of the main loop):
+// ptpc always; blockscale when its A scales arrive by TMA (with the cp.async gather the schedule
+// was measured slower: its consumers waited for data, docs/perf/gemm.md "step 3").
+template <class Scale>
+constexpr bool two_block_sets() {
+  if constexpr (Scale::kWhere == ScaleWhere::kEpilogue) return true;
+  else if constexpr (requires { Scale::kTmaRows; }) return Scale::kTmaRows;
+  else return false;
+}
 
 template <class Tile, class Scale, class Epilogue, class Scheduler>
 __global__ void __launch_bounds__(Tile::kThreads, 1)
@@ -91,6 +109,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     ptx::prefetch_tensormap(&a.tma_a);
     ptx::prefetch_tensormap(&a.tma_b);
     ptx::prefetch_tensormap(&args.epi.tma_c);
+    if constexpr (requires { Scale::prefetch_maps(a); }) Scale::prefetch_maps(a);
     for (uint32_t s = 0; s < kStages; ++s) {
       ptx::mbarrier_init_shared_cta(full_bar(s), 1 + Scale::kProducerArrivals);
       ptx::mbarrier_init_shared_cta(empty_bar(s), Tile::kConsumerThreads / 32);
@@ -129,7 +148,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
             continue;
           }
           if (lane == 0) {
-            ptx::mbarrier_arrive_expect_tx_release_cta(full, Tile::kStageBytes);
+            ptx::mbarrier_arrive_expect_tx_release_cta(full, Tile::kStageBytes + scale_stage_tx_bytes<Scale, Tile>());
             ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_a(ps.stage), &a.tma_a, kb * Tile::kBlockK, m0, full,
                                                           ptx::kL2EvictNormal);
             ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_b(ps.stage), &a.tma_b, kb * Tile::kBlockK, n0, full,
@@ -290,8 +309,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           Scale::promote(acc[0], set1, w, 3);
           ps.advance();
         }
-      } else if constexpr (Tile::kSlices == 1 && Scale::kWhere == ScaleWhere::kEpilogue) {
-        // fp8 ptpc, one m64 slice per consumer warpgroup (128-row tiles): promotion once per
+      } else if constexpr (Tile::kSlices == 1 && two_block_sets<Scale>()) {
+        // fp8 ptpc and TMA-scaled blockscale, one m64 slice per consumer warpgroup (128-row
+        // tiles; blockscale multiplies each block by its scales as it adds it): promotion once per
         // 128-wide K block as below, but into two block accumulators, so the warpgroup keeps one
         // stage's wgmmas in flight while it promotes the stage before. Per stage s:
         //
@@ -303,13 +323,18 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         // while it promoted; 128x128 ptpc ran 1.2x slower than 256x128. Registers: acc + two sets
         // = 3 x kAcc (192 at 128x128). The loop is unrolled by two so each set keeps its registers:
         // set A is in flight across the back edge, never copied (the mxfp8 notes say what a copied
-        // in-flight set costs). Blockscale keeps the path below: measured, this schedule made its
-        // 128x128 tile 3-10% slower (its consumers wait for data, not for the tensor cores, and a
-        // stage is held until the next one has landed).
+        // in-flight set costs). Blockscale with K-major scales keeps the path below: measured,
+        // this schedule made its 128x128 tile 3-10% slower (its consumers waited for the scale
+        // gathers, not for the tensor cores, and a stage is held until the next one has landed).
+        // Blockscale's factors sa[r] * sb, sa[r + 8] * sb are read from the stage's slot right
+        // after its wait and carried beside the set, so the stage can be released before the add.
+        constexpr bool kScaled = Scale::kWhere == ScaleWhere::kMainloop;
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) acc[0][i] = 0.0f;
         float blk_a[kAcc], blk_b[kAcc];
-        auto issue_stage = [&](float(&blk)[kAcc], uint32_t s, uint32_t phase) {
+        float fac_a[2] = {1.0f, 1.0f}, fac_b[2] = {1.0f, 1.0f};
+        const int row_local = cwg * Tile::kWgRows + row_in_wg;
+        auto issue_stage = [&](float(&blk)[kAcc], float(&fac)[2], uint32_t s, uint32_t phase) {
           if (!drop_wait) wait_full(s, phase);
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
@@ -320,43 +345,61 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
           if (drop_wait) wait_full(s, phase);
+          if constexpr (kScaled) {
+            const uint32_t slot = stage_scales(s);
+            const float sb = Scale::template col_scale<Tile>(slot);
+            fac[0] = Scale::row_scale(slot, row_local) * sb;
+            fac[1] = Scale::row_scale(slot, row_local + 8) * sb;
+          }
         };
         // After the wait for `blk`'s group: release its stage, add it into the sums.
-        auto promote_stage = [&](float(&blk)[kAcc], uint32_t s) {
+        auto promote_stage = [&](float(&blk)[kAcc], const float(&fac)[2], uint32_t s) {
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
           release(s);
+          if constexpr (kScaled) {
+            // Fragment rows: elements 4i, 4i+1 belong to row r, 4i+2, 4i+3 to row r + 8.
 #pragma unroll
-          for (int i = 0; i < kAcc; ++i) acc[0][i] += blk[i];
+            for (int i = 0; i < kAcc / 4; ++i) {
+              acc[0][4 * i + 0] = fmaf(blk[4 * i + 0], fac[0], acc[0][4 * i + 0]);
+              acc[0][4 * i + 1] = fmaf(blk[4 * i + 1], fac[0], acc[0][4 * i + 1]);
+              acc[0][4 * i + 2] = fmaf(blk[4 * i + 2], fac[1], acc[0][4 * i + 2]);
+              acc[0][4 * i + 3] = fmaf(blk[4 * i + 3], fac[1], acc[0][4 * i + 3]);
+            }
+          } else {
+#pragma unroll
+            for (int i = 0; i < kAcc; ++i) acc[0][i] += blk[i];
+          }
         };
         uint32_t stage_a = ps.stage, stage_b = 0;
-        issue_stage(blk_a, stage_a, ps.phase);
+        issue_stage(blk_a, fac_a, stage_a, ps.phase);
         ps.advance();
         for (int kb = kb_begin;; kb += 2) {
           if (kb + 1 >= kb_end) {
             ptx::wgmma_wait_group_sync_aligned<0>();
-            promote_stage(blk_a, stage_a);
+            promote_stage(blk_a, fac_a, stage_a);
             break;
           }
           stage_b = ps.stage;
-          issue_stage(blk_b, stage_b, ps.phase);
+          issue_stage(blk_b, fac_b, stage_b, ps.phase);
           ps.advance();
           ptx::wgmma_wait_group_sync_aligned<1>();
-          promote_stage(blk_a, stage_a);
+          promote_stage(blk_a, fac_a, stage_a);
           if (kb + 2 >= kb_end) {
             ptx::wgmma_wait_group_sync_aligned<0>();
-            promote_stage(blk_b, stage_b);
+            promote_stage(blk_b, fac_b, stage_b);
             break;
           }
           stage_a = ps.stage;
-          issue_stage(blk_a, stage_a, ps.phase);
+          issue_stage(blk_a, fac_a, stage_a, ps.phase);
           ps.advance();
           ptx::wgmma_wait_group_sync_aligned<1>();
-          promote_stage(blk_b, stage_b);
+          promote_stage(blk_b, fac_b, stage_b);
         }
       } else {
-        // fp8 blockscale (every tile) and ptpc 256-row tiles (two slices per warpgroup leave no
-        // registers for a second block set): promotion once per 128-wide K block. Hopper's fp8 wgmma
+        // fp8 blockscale (K-major scales: every tile; MN-major: 256-row tiles) and ptpc 256-row
+        // tiles (two slices per warpgroup leave no registers for a second block set): promotion
+        // once per 128-wide K block. Hopper's fp8 wgmma
         // accumulates with reduced precision, so an accumulator carried over all of K loses
         // accuracy with K (docs/gemm.md): each m64 slice's four k32 wgmmas of a stage go into one
         // fresh set `blk`, which is then added into the fp32 sums, times the block's scales for

@@ -20,8 +20,11 @@ enum class SchedulerKind { kGroupedRows, kBandRound };
 struct MainloopArgs {
   CUtensorMap tma_a;  // A [M, K], box [block_m, block_k], 128B swizzle
   CUtensorMap tma_b;  // B [N, K], box [block_n, block_k], 128B swizzle
-  // ptpc: fp32 [M] and [N]. blockscale: fp32 [M, K/128] (row stride scale_a_ld) and
-  // [ceil(N/128), K/128] (row stride scale_b_ld). mxfp8 raw: ue8m0 bytes [M, K/32] and
+  // Blockscale with MN-major A scales (ScaleLayout::kMnMajor) only: scale_a as [K/128 rows, M cols]
+  // fp32 (row stride scale_a_ld), box [1, block_m], no swizzle. Unused otherwise.
+  CUtensorMap tma_scale_a;
+  // ptpc: fp32 [M] and [N]. blockscale: fp32 [M, K/128] (row stride scale_a_ld; MN-major: column
+  // stride scale_a_ld, read through tma_scale_a) and [ceil(N/128), K/128] (row stride scale_b_ld). mxfp8 raw: ue8m0 bytes [M, K/32] and
   // [ceil(N/32), K/32] (row strides in bytes); mxfp8 packed: uint32 words [ceil(K/128), M] and
   // [ceil(K/128), ceil(N/32)] (row strides in words). bf16: unused.
   const void* scale_a = nullptr;

@@ -19,6 +19,35 @@ CUtensorMap make_epilogue_map(const char* what, void* base, DType dtype, int64_t
 
 DType gemm_input_dtype(ScaleMode mode) { return mode == ScaleMode::kBF16 ? DType::kBF16 : DType::kE4M3; }
 
+namespace {
+
+// Blockscale A scales in ScaleLayout::kMnMajor: fp32 [M, K/128] with strides (1, ld), ld >= M and
+// a multiple of 4, base 16-byte aligned (each K block's column is one TMA box). A stride that
+// can never be used (rows when M = 1, columns when K/128 = 1) is not checked.
+void expect_mn_major_block_scales(const TensorView& v, int64_t m, int64_t kb, int device) {
+  WEAVE_EXPECT_ARG(v.rank == 2 && v.shape[0] == m && v.shape[1] == kb && v.dtype == DType::kF32,
+                   "argument 'scale_a': scale_layout mn-major needs fp32 [" << m << ", " << kb << "] (got "
+                                                                            << v.describe() << ")");
+  WEAVE_EXPECT_ARG(v.device == device, "argument 'scale_a': must live on cuda:" << device << " (got " << v.describe()
+                                                                                 << ")");
+  WEAVE_EXPECT_ARG(m == 1 || v.strides[0] == 1,
+                   "argument 'scale_a': scale_layout mn-major needs M-contiguous scales, strides (1, ld) (got "
+                       << v.describe() << "; row-major scales are scale_layout raw)");
+  WEAVE_EXPECT_ARG(kb == 1 || (v.strides[1] >= m && v.strides[1] % 4 == 0),
+                   "argument 'scale_a': scale_layout mn-major needs a column stride >= M = "
+                       << m << " and a multiple of 4 floats (16 bytes, the TMA row pitch) (got " << v.describe() << ")");
+  WEAVE_EXPECT_ARG(reinterpret_cast<uintptr_t>(v.data) % 16 == 0,
+                   "argument 'scale_a': scale_layout mn-major needs a 16-byte aligned base (TMA) (got "
+                       << v.data << ")");
+}
+
+// The column stride the TMA map of MN-major A scales uses (any multiple of 4 >= M when unused).
+int64_t mn_major_column_stride(const TensorView& v, int64_t m) {
+  return v.shape[1] > 1 ? v.strides[1] : (m + 3) / 4 * 4;
+}
+
+}  // namespace
+
 void check_gemm_inputs(const GemmProblem& p, const TensorView& a, const TensorView& b, const GemmScales& s,
                        int device) {
   const DType in = gemm_input_dtype(p.mode);
@@ -35,10 +64,18 @@ void check_gemm_inputs(const GemmProblem& p, const TensorView& a, const TensorVi
       expect_vector(s.b, "scale_b", DType::kF32, p.n, device);
       break;
     case ScaleMode::kBlockscale: {
-      // Exactly one layout is accepted: row-major, K-block contiguous. A transposed (M-major)
-      // tensor of the same shape fails the contiguity rule instead of being guessed.
+      // The layout is explicit (problem.scale_layout): raw is row-major, K-block contiguous;
+      // mn-major is M-contiguous. A tensor in the other layout fails that layout's rule instead
+      // of being guessed.
       const int64_t kb = p.k / 128;
-      expect_matrix(s.a, "scale_a", MatrixRule{DType::kF32, p.m, kb, true, false, device});
+      if (p.scale_layout == ScaleLayout::kMnMajor) {
+        expect_mn_major_block_scales(s.a, p.m, kb, device);
+      } else {
+        WEAVE_EXPECT_ARG(!(s.a.rank == 2 && kb > 1 && p.m > 1 && s.a.strides[1] != 1 && s.a.strides[0] == 1),
+                         "argument 'scale_a': last dimension must be contiguous (stride 1) for scale_layout raw (got "
+                             << s.a.describe() << "); M-contiguous scales are read with scale_layout mn-major");
+        expect_matrix(s.a, "scale_a", MatrixRule{DType::kF32, p.m, kb, true, false, device});
+      }
       expect_matrix(s.b, "scale_b", MatrixRule{DType::kF32, (p.n + 127) / 128, kb, true, false, device});
       WEAVE_EXPECT_ARG(reinterpret_cast<uintptr_t>(s.a.data) % 4 == 0 && reinterpret_cast<uintptr_t>(s.b.data) % 4 == 0,
                        "arguments 'scale_a'/'scale_b': must be 4-byte aligned fp32");
@@ -85,22 +122,32 @@ detail::GemvArgs make_gemv_args(const GemmProblem& p, const TensorView& a, const
   g.ldc = ldc;
   g.mode = p.mode;
   g.out_dtype = p.out_dtype;
+  if (p.mode == ScaleMode::kBlockscale) {
+    // Either layout, through its strides (a stride of an extent-1 dimension is never used).
+    g.scale_a_row_stride = p.m > 1 ? s.a.strides[0] : 0;
+    g.scale_a_k_stride = s.a.cols() > 1 ? s.a.strides[1] : 0;
+    if (g.scale_a_row_stride == 0 && g.scale_a_k_stride == 0) g.scale_a_k_stride = 1;
+  }
   return g;
 }
 
 bool gemv_scales_dense(const GemmProblem& p, const GemmScales& s) {
   if (p.mode != ScaleMode::kBlockscale && p.mode != ScaleMode::kMxfp8) return true;
+  // Blockscale's A scales are read through their strides (either layout); B's densely.
+  if (p.mode == ScaleMode::kBlockscale) return s.b.ld() == s.b.cols();
   return s.a.ld() == s.a.cols() && s.b.ld() == s.b.cols();
 }
 
 void check_gemv_scales(const GemmProblem& p, const GemmScales& s) {
+  // Blockscale: only B's scales are read densely (A's through their strides, either layout).
+  const bool block = p.mode == ScaleMode::kBlockscale;
   WEAVE_EXPECT_ARG(gemv_scales_dense(p, s),
-                   "arguments 'scale_a'/'scale_b': m = " << p.m << " runs the decode GEMV, which reads "
-                                                         << to_string(p.mode)
-                                                         << " scales densely; leading dimensions must equal the "
-                                                            "column counts (got "
-                                                         << s.a.ld() << " / " << s.a.cols() << " and " << s.b.ld()
-                                                         << " / " << s.b.cols() << ")");
+                   (block ? "argument 'scale_b'" : "arguments 'scale_a'/'scale_b'")
+                       << ": m = " << p.m << " runs the decode GEMV, which reads " << to_string(p.mode)
+                       << (block ? " B scales densely; its leading dimension must equal its column count (got "
+                                 : " scales densely; leading dimensions must equal the column counts (got ")
+                       << (block ? "" : std::to_string(s.a.ld()) + " / " + std::to_string(s.a.cols()) + " and ")
+                       << s.b.ld() << " / " << s.b.cols() << ")");
 }
 
 GemmPlan fixed_tile_plan(const GemmProblem& p, int num_sms, int block_m, int block_n, int grid) {
@@ -148,6 +195,13 @@ MainloopArgs make_mainloop_args(const GemmProblem& p, const GemmPlan& plan, cons
   const bool strided = p.mode == ScaleMode::kBlockscale || p.mode == ScaleMode::kMxfp8;
   m.scale_a_ld = strided ? (packed ? s.a.ld() / 4 : s.a.ld()) : 0;
   m.scale_b_ld = strided ? (packed ? s.b.ld() / 4 : s.b.ld()) : 0;
+  if (p.mode == ScaleMode::kBlockscale && p.scale_layout == ScaleLayout::kMnMajor) {
+    // Viewed as [K/128 rows, M cols]: row kb is K block kb's column of scales, one box per tile.
+    const int64_t ld = mn_major_column_stride(s.a, p.m);
+    m.scale_a_ld = ld;
+    m.tma_scale_a = hopper::make_tma_2d("scale_a", s.a.data, DType::kF32, p.k / 128, p.m, ld, 1, plan.block_m,
+                                        hopper::TmaSwizzle::kNone);
+  }
   m.m = static_cast<int32_t>(p.m);
   m.n = static_cast<int32_t>(p.n);
   m.k = static_cast<int32_t>(p.k);

@@ -64,8 +64,10 @@ std::vector<std::string> gemm_problem_violations(const GemmProblem& p) {
     add("m, n and k must each be < 2^31 (TMA coordinates are 32-bit)");
   if (p.out_dtype != DType::kBF16 && p.out_dtype != DType::kF32)
     add("out_dtype must be bf16 or fp32 (got " + std::string(to_string(p.out_dtype)) + ")");
-  if (p.mode != ScaleMode::kMxfp8 && p.scale_layout != ScaleLayout::kRaw)
-    add("scale_layout '" + std::string(to_string(p.scale_layout)) + "' applies to mode mxfp8 only; use raw");
+  if (p.scale_layout == ScaleLayout::kPacked && p.mode != ScaleMode::kMxfp8)
+    add("scale_layout 'packed' applies to mode mxfp8 only; use raw");
+  if (p.scale_layout == ScaleLayout::kMnMajor && p.mode != ScaleMode::kBlockscale)
+    add("scale_layout 'mn-major' applies to mode blockscale only; use raw");
   const int64_t in_bytes = p.mode == ScaleMode::kBF16 ? 2 : 1;
   if (p.k >= 1 && (p.k * in_bytes) % 16 != 0)
     add("k must be a multiple of " + std::to_string(16 / in_bytes) + " for " +
@@ -86,7 +88,7 @@ std::vector<std::string> gemm_problem_violations(const GemmProblem& p) {
 }
 
 std::vector<TileCandidate> gemm_tile_candidates(const GemmProblem& p) {
-  const ScaleLayout layout = p.mode == ScaleMode::kMxfp8 ? p.scale_layout : ScaleLayout::kRaw;
+  const ScaleLayout layout = instance_scale_layout(p.mode, p.scale_layout);
   std::vector<TileCandidate> out;
   for (const auto& i : gemm_instances()) {
     if (i.mode != p.mode || i.scale_layout != layout || i.out_dtype != p.out_dtype ||

@@ -90,6 +90,14 @@ struct TileShape {
 inline constexpr int kSmemLimitBytes = 232448;  // 227 KB: the sm_90 per-block opt-in maximum
 inline constexpr int kMaxStages = 8;
 
+// The fewest stages a layout keeps two staging buffers for (SmemLayout below): 6, or the scale
+// policy's own kPreferredStages.
+template <class Scale>
+constexpr int preferred_stages() {
+  if constexpr (requires { Scale::kPreferredStages; }) return Scale::kPreferredStages;
+  else return 6;
+}
+
 // Shared memory, in this order: A tiles [stages], B tiles [stages] (each 1024-byte aligned for
 // the 128B swizzle), the epilogue's staging strips [2 consumer warpgroups][kEpiBufsPerWg] of
 // 64 rows x 128 bytes (gemm/epilogue_staged.cuh; 1024-aligned as they follow whole tiles), per-stage
@@ -109,7 +117,7 @@ struct SmemLayout {
   // warpgroup and tile, its m64 slices x (BN x out bytes / 128) strips.
   static constexpr int kStripBytes = kEpilogueBoxRows * 128;
   static constexpr int kStripsPerWg = Tile::kSlices * (Tile::kBlockN * kOutBytes / 128);
-  static constexpr int kPreferredStages = 6;
+  static constexpr int kPreferredStages = preferred_stages<Scale>();
   static constexpr int kStageScaleBytes = Scale::template stage_bytes<Tile>();
   static constexpr int kTileScaleBytes = Scale::template tile_bytes<Tile>();
   static constexpr int kFixed = kTileScaleBytes + 2 * kMaxStages * 8 + 64;

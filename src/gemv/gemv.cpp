@@ -163,6 +163,9 @@ void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
   p.b = static_cast<const uint8_t*>(args.b);
   p.scale_a = args.scale_a;
   p.scale_b = args.scale_b;
+  const bool strided_sa = args.scale_a_row_stride != 0 || args.scale_a_k_stride != 0;
+  p.sa_row_stride = strided_sa ? args.scale_a_row_stride : args.k / 128;
+  p.sa_k_stride = strided_sa ? args.scale_a_k_stride : 1;
   p.c = args.c;
   p.m = static_cast<int>(args.m);
   p.n = static_cast<int>(args.n);

@@ -27,8 +27,11 @@ inline constexpr int kGemvMaxSplit = 16;  // cluster size; > 8 uses a non-portab
 struct GemvArgs {
   const void* a = nullptr;        // [M, K] bf16 or e4m3, row stride lda (elements)
   const void* b = nullptr;        // [N, K] same dtype, row stride ldb
-  const void* scale_a = nullptr;  // per mode (weave/gemm.hpp); raw layout, dense
+  const void* scale_a = nullptr;  // per mode (weave/gemm.hpp); raw layout, dense (but see below)
   const void* scale_b = nullptr;
+  // Blockscale only: element strides of scale_a [M, K/128] (row, K block); 0, 0 = dense
+  // row-major. MN-major scales (ScaleLayout::kMnMajor) are (1, ld).
+  int64_t scale_a_row_stride = 0, scale_a_k_stride = 0;
   void* c = nullptr;              // [M, N] out dtype, row stride ldc
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   ScaleMode mode = ScaleMode::kBF16;

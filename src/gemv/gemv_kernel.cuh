@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p)
       stage_batched(p.scale_groups * kTokens, [&](int idx) {
         const int kbl = idx / kTokens, r = idx % kTokens;
         const int64_t kb = kb_first + kbl;
-        return (r < p.m && kb < kb_end) ? sa[r * kblocks + kb] * sb[kb] : 0.0f;
+        return (r < p.m && kb < kb_end) ? sa[r * p.sa_row_stride + kb * p.sa_k_stride] * sb[kb] : 0.0f;
       }, [&](int idx, float v) { scale_smem[idx] = v; });
     } else if constexpr (kMx) {
       // fa[group_local][token] = 2^(ea-127), then fb[block32 of the CTA][group_local] = 2^(eb-127).

@@ -24,6 +24,7 @@ struct KernelParams {
   const uint8_t* b = nullptr;   // [N, K] bytes, row stride ldb_bytes
   const void* scale_a = nullptr;
   const void* scale_b = nullptr;
+  int64_t sa_row_stride = 0, sa_k_stride = 0;  // blockscale: element strides of scale_a (row, K block)
   void* c = nullptr;            // [M, N], row stride ldc elements
   int m = 0, n = 0;
   int64_t k = 0;                // elements

@@ -279,7 +279,7 @@ TEST(Cli, PlanGemmAgPrintsOneRowPerM) {
 TEST(Cli, PlanGemmArPrintsOneRowPerM) {
   CliRun r = run_weave({"plan", "gemm-ar", "-m", "128,8192", "--world", "8", "--quant", "blockscale"});
   EXPECT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("gemm-ar: n=7168 k=2048 (K_r, per rank) blockscale -> bf16, world 8, mode auto, sms 132, "
+  EXPECT_NE(r.out.find("gemm-ar: n=7168 k=2048 (K_r, per rank) blockscale (raw scales) -> bf16, world 8, mode auto, sms 132, "
                        "m_max 8192, chunks planner's"),
             std::string::npos)
       << r.out;

@@ -206,7 +206,7 @@ TEST(FusedOptions, QuantLayoutAndMMaxNameTheOption) {
   EXPECT_EQ(scale_layout_option("packed"), ScaleLayout::kPacked);
   EXPECT_NE(error_of([] { quant_option("fp4"); }).find("--quant 'fp4': expected bf16, ptpc, blockscale or mxfp8"),
             std::string::npos);
-  EXPECT_NE(error_of([] { scale_layout_option("x"); }).find("--scale-layout 'x': expected raw or packed"),
+  EXPECT_NE(error_of([] { scale_layout_option("x"); }).find("--scale-layout 'x': expected raw, packed or mn-major"),
             std::string::npos);
   EXPECT_EQ(m_max_option({128, 4096}, 0, "rows"), 4096);
   EXPECT_EQ(m_max_option({128}, 1024, "rows"), 1024);

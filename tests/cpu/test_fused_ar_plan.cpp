@@ -248,6 +248,12 @@ TEST(FusedArValidate, EveryRuleNamed) {
   d.n = 7170;
   EXPECT_NE(GemmAllReduce::validate(d, 2).find("multiple of 8"), std::string::npos);
   d = c;
+  d.quant = ScaleMode::kBlockscale;
+  d.scale_layout = ScaleLayout::kMnMajor;  // blockscale's M-contiguous A scales
+  EXPECT_EQ(GemmAllReduce::validate(d, 2), "");
+  d.quant = ScaleMode::kMxfp8;
+  EXPECT_NE(GemmAllReduce::validate(d, 2).find("applies to mode blockscale only"), std::string::npos);
+  d = c;
   d.chunks = -1;
   EXPECT_NE(GemmAllReduce::validate(d, 2).find("chunks"), std::string::npos);
   d = c;

@@ -186,6 +186,13 @@ TEST(FusedAgValidate, EveryRuleNamed) {
   c = cfg_of(GemmAllGatherMode::kAuto);
   c.m_max = 0;
   EXPECT_NE(GemmAllGather::validate(c, 2).find("m_max"), std::string::npos);
+  c = cfg_of(GemmAllGatherMode::kAuto);
+  c.quant = ScaleMode::kBlockscale;
+  c.out_dtype = DType::kBF16;
+  c.scale_layout = ScaleLayout::kMnMajor;  // blockscale's M-contiguous A scales
+  EXPECT_EQ(GemmAllGather::validate(c, 2), "");
+  c.quant = ScaleMode::kPtpc;
+  EXPECT_NE(GemmAllGather::validate(c, 2).find("applies to mode blockscale only"), std::string::npos);
   EXPECT_NE(GemmAllGather::validate(cfg_of(GemmAllGatherMode::kAuto), 0).find("world"), std::string::npos);
   c = cfg_of(GemmAllGatherMode::kAuto);
   c.k = 100;  // not a multiple of the GEMM's K rule

@@ -69,6 +69,16 @@ TEST(GemmPlanValidate, NamesEveryBrokenRule) {
   auto p = problem(64, 256, 256, ScaleMode::kPtpc);
   p.scale_layout = ScaleLayout::kPacked;
   EXPECT_TRUE(mentions(gemm::gemm_problem_violations(p), "applies to mode mxfp8 only"));
+  p.scale_layout = ScaleLayout::kMnMajor;
+  EXPECT_TRUE(mentions(gemm::gemm_problem_violations(p), "applies to mode blockscale only"));
+  p = problem(64, 256, 256, ScaleMode::kMxfp8);
+  p.scale_layout = ScaleLayout::kMnMajor;
+  EXPECT_TRUE(mentions(gemm::gemm_problem_violations(p), "applies to mode blockscale only"));
+  p = problem(64, 256, 256, ScaleMode::kBlockscale);
+  p.scale_layout = ScaleLayout::kPacked;
+  EXPECT_TRUE(mentions(gemm::gemm_problem_violations(p), "applies to mode mxfp8 only"));
+  p.scale_layout = ScaleLayout::kMnMajor;
+  EXPECT_TRUE(gemm::gemm_problem_violations(p).empty());
 
   p = problem(64, 256, 256, ScaleMode::kPtpc, DType::kE4M3);
   EXPECT_TRUE(mentions(gemm::gemm_problem_violations(p), "out_dtype must be bf16 or fp32"));
@@ -231,6 +241,9 @@ TEST(GemmPlanInstances, TableIsConsistent) {
       EXPECT_EQ(i.block_n, 128) << "mxfp8 tiles hold four 32-row B scale blocks";
       EXPECT_NE(name.find(i.scale_layout == ScaleLayout::kRaw ? "_mxfp8_raw_" : "_mxfp8_packed_"), std::string::npos)
           << name;
+    } else if (i.mode == ScaleMode::kBlockscale) {
+      EXPECT_TRUE(i.scale_layout == ScaleLayout::kRaw || i.scale_layout == ScaleLayout::kMnMajor) << name;
+      EXPECT_EQ(name.find("_blockscale_mn_") != std::string::npos, i.scale_layout == ScaleLayout::kMnMajor) << name;
     } else {
       EXPECT_EQ(i.scale_layout, ScaleLayout::kRaw) << name;
     }

@@ -71,3 +71,21 @@ TEST(Mxfp8Pack, PacksWhatTheQuantiserProduces) {
   EXPECT_EQ(unpack_mxfp8_scales(packed.data(), q.scale_rows, q.scale_cols), q.ue8m0);
   EXPECT_EQ(packed[1 * 3 + 2] & 0xFF, q.ue8m0[2 * 5 + 4]);  // group 4 of row 2: step 1, low byte
 }
+
+// Blockscale A scales row-major [rows, k_blocks] -> M-contiguous [k_blocks][ld], ld = rows
+// rounded up to 4, padding 0 (ScaleLayout::kMnMajor).
+TEST(BlockScaleMnMajor, HandComputedLayout) {
+  const std::vector<float> row_major = {1, 2, 3, 4, 5, 6};  // 3 rows x 2 K blocks
+  EXPECT_EQ(mn_major_scale_ld(3), 4);
+  EXPECT_EQ(mn_major_scale_ld(4), 4);
+  EXPECT_EQ(mn_major_scale_ld(1), 4);
+  EXPECT_EQ(mn_major_block_scales(row_major.data(), 3, 2), (std::vector<float>{1, 3, 5, 0, 2, 4, 6, 0}));
+  EXPECT_EQ(mn_major_block_scales(row_major.data(), 6, 1), (std::vector<float>{1, 2, 3, 4, 5, 6, 0, 0}));
+}
+
+TEST(BlockScaleMnMajor, RefusesBadArguments) {
+  const float one = 1.0f;
+  EXPECT_THROW(mn_major_block_scales(&one, 0, 1), Error);
+  EXPECT_THROW(mn_major_block_scales(&one, 1, 0), Error);
+  EXPECT_THROW(mn_major_block_scales(nullptr, 1, 1), Error);
+}

@@ -13,8 +13,26 @@
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
 #include "weave/gemm.hpp"
+#include "weave/quant.hpp"
 
 namespace weave::test {
+
+// The GemmScales a case's scale layout reads for operands `a`, `b` (uploaded with row-major
+// scales by bench::upload_operand): their own, or for blockscale mn-major A's scales copied
+// M-contiguous into `mn` (downloaded, rearranged by weave::ref::mn_major_block_scales, uploaded).
+// References keep reading the row-major originals, so a wrong rearrangement shows.
+inline GemmScales scales_in_layout(ScaleLayout layout, const bench::DeviceOperand& a, const bench::DeviceOperand& b,
+                                   bench::MnMajorScales& mn) {
+  if (layout != ScaleLayout::kMnMajor) return GemmScales{a.scale_view, b.scale_view};
+  ref::QuantMatrix q;
+  q.mode = ScaleMode::kBlockscale;
+  q.scale_rows = a.scale_view.rows();
+  q.scale_cols = a.scale_view.cols();
+  q.scales.resize(static_cast<std::size_t>(q.scale_rows * q.scale_cols));
+  a.scales.download(q.scales.data(), q.scales.size() * sizeof(float));
+  mn = bench::upload_mn_major_scales(q, a.scale_view.device);
+  return GemmScales{mn.view, b.scale_view};
+}
 
 template <class Mode>
 std::string mode_name(Mode m) {

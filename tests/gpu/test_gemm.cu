@@ -28,6 +28,7 @@ void check_every_tile(const OperandSet& o, DType out) {
   int tried = 0;
   for (const auto& inst : gemm::gemm_instances()) {
     if (inst.mode != p.mode || inst.out_dtype != out || p.mode == ScaleMode::kMxfp8) continue;  // mxfp8: test_gemm_mxfp8.cu
+    p.scale_layout = inst.scale_layout;  // blockscale: raw and mn-major instances, each with its own scales
     for (int grid : {0, 3}) {
       Guarded c(p.m * p.n * dtype_bytes(out));
       GemmPlanOverrides ov;
@@ -36,7 +37,7 @@ void check_every_tile(const OperandSet& o, DType out) {
       ov.grid = grid;
       ov.split_k = 1;  // this test checks the instance itself; split-K: test_gemm_split_k.cu
       const TensorView cv = TensorView::matrix(c.get(), out, p.m, p.n, 0);
-      Gemm g(p, o.va, o.vb, o.scales, cv, ov);
+      Gemm g(p, o.va, o.vb, o.scales_for(inst.scale_layout), cv, ov);
       ASSERT_EQ(g.plan().kernel, inst.name);
       const RepeatResult r = run_repeated(g, o, c, out, kRepeats, stream);
       const std::string what = describe(o, out) + " " + inst.name + " grid " + std::to_string(g.plan().grid);

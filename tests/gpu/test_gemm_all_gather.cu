@@ -49,6 +49,7 @@ const QuantCase kQuants[] = {
     {ScaleMode::kBlockscale, ScaleLayout::kRaw, DType::kBF16, "blockscale"},
     {ScaleMode::kMxfp8, ScaleLayout::kRaw, DType::kBF16, "mxfp8-raw"},
     {ScaleMode::kMxfp8, ScaleLayout::kPacked, DType::kBF16, "mxfp8-packed"},
+    {ScaleMode::kBlockscale, ScaleLayout::kMnMajor, DType::kBF16, "blockscale-mn"},
 };
 
 GemmAllGatherConfig config_of(const QuantCase& q, GemmAllGatherMode mode, int64_t n, int64_t k, int64_t m_max) {
@@ -233,7 +234,8 @@ TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource)
             as.push_back(bench::upload_operand(
                 bench::quantize_parallel(bench::random_operand(1000 + 17 * s + m, m, k), m, k, q.quant, ref::Operand::kA),
                 dev));
-          GemmScales sc{as[r].scale_view, b.scale_view};
+          bench::MnMajorScales mn;
+          GemmScales sc = test::scales_in_layout(q.layout, as[r], b, mn);
           const size_t bytes = static_cast<size_t>(world * m * n) * ob;
           bench::DeviceBuffer fused_out(bytes);
           // One op's call at a time across the ranks: back-to-back calls of two ops at W = 4 were
@@ -272,7 +274,7 @@ TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource)
           for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
           // Per source rank against the reference GEMM.
           bench::DeviceBuffer refbuf(static_cast<size_t>(m * n) * 4);
-          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = q.layout, .out_dtype = q.out};
+          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = q.out};
           for (int s = 0; s < world; ++s) {
             bench::gpu_reference_gemm(p, as[s].view, b.view, GemmScales{as[s].scale_view, b.scale_view},
                                       refbuf.as<float>(), st.s);
@@ -328,7 +330,7 @@ TEST(EmulatedGemmAllGather, Mxfp8RouteIsEitherOrPerRankBeforeAnyTileLeaves) {
           EXPECT_EQ(outs[0], outs[1]) << "m " << m << ": fused differs from split on the same route";
           // Which kernel computed each source's rows: the odd rank's are the native op's bits.
           bench::DeviceBuffer refbuf(static_cast<size_t>(m * n) * 4), rows_buf(row_bytes);
-          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = q.layout, .out_dtype = q.out};
+          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = q.out};
           int differing_sources = 0;
           for (int s = 0; s < world; ++s) {
             const uint8_t* fr = outs[0].data() + s * row_bytes;

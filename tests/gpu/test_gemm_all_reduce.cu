@@ -49,6 +49,7 @@ const QuantCase kQuants[] = {
     {ScaleMode::kBlockscale, ScaleLayout::kRaw, "blockscale"},
     {ScaleMode::kMxfp8, ScaleLayout::kRaw, "mxfp8-raw"},
     {ScaleMode::kMxfp8, ScaleLayout::kPacked, "mxfp8-packed"},
+    {ScaleMode::kBlockscale, ScaleLayout::kMnMajor, "blockscale-mn"},
 };
 
 GemmAllReduceConfig config_of(const QuantCase& q, GemmAllReduceMode mode, int64_t n, int64_t k, int64_t m_max) {
@@ -231,7 +232,8 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
         for (int64_t m : ms) {
           if (m > 8192 && world > 2) continue;
           const std::vector<bench::DeviceOperand> as = upload_every_a(world, 1000, m, k, q, dev);
-          const GemmScales sc{as[r].scale_view, bs[r].scale_view};
+          bench::MnMajorScales mn;
+          const GemmScales sc = test::scales_in_layout(q.layout, as[r], bs[r], mn);
           const size_t bytes = static_cast<size_t>(m * n) * 2;
           bench::DeviceBuffer fused_out(bytes), exact_out(bytes), rs_out(bytes);
           // One op's call at a time across the ranks (this test is about numerics; back-to-back
@@ -266,7 +268,7 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
           // The sum of every rank's reference GEMM and of their magnitudes, and the bound of a sum
           // of bf16 partials against it (bench/reduce_reference.hpp: an element whose terms cancel
           // is bounded by their sizes).
-          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = q.layout, .out_dtype = DType::kBF16};
+          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = DType::kBF16};
           SummedReference want(as, bs, p, st.s);
           const bench::Tolerance tol = bench::reduced_gemm_tolerance(q.quant, world);
           for (auto* out : {&fused_out, &exact_out}) {
@@ -399,9 +401,10 @@ TEST(EmulatedGemmAllReduce, DecodeRouteGemvThenLowLatencyAllReduce) {
         Stream st;
         for (int64_t m : {1, 13, 32, 33}) {
           const std::vector<bench::DeviceOperand> as = upload_every_a(world, 4000, m, k, q, dev);
-          const GemmScales sc{as[r].scale_view, bs[r].scale_view};
+          bench::MnMajorScales mn;
+          const GemmScales sc = test::scales_in_layout(q.layout, as[r], bs[r], mn);
           const size_t bytes = static_cast<size_t>(m * n) * 2;
-          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = q.layout, .out_dtype = DType::kBF16};
+          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = DType::kBF16};
           SummedReference want(as, bs, p, st.s);
           for (GemmAllReduce* op : {decode.get(), autop.get()}) {
             if (op == decode.get() && m > 32) continue;

@@ -44,7 +44,8 @@ TEST(GemmNegativeControl, DroppedFullWaitIsDetected) {
     ScaleLayout layout;
   };
   for (const Case cs : {Case{ScaleMode::kBF16, ScaleLayout::kRaw}, Case{ScaleMode::kPtpc, ScaleLayout::kRaw},
-                        Case{ScaleMode::kBlockscale, ScaleLayout::kRaw}, Case{ScaleMode::kMxfp8, ScaleLayout::kRaw},
+                        Case{ScaleMode::kBlockscale, ScaleLayout::kRaw},
+                        Case{ScaleMode::kBlockscale, ScaleLayout::kMnMajor}, Case{ScaleMode::kMxfp8, ScaleLayout::kRaw},
                         Case{ScaleMode::kMxfp8, ScaleLayout::kPacked}}) {
     const ScaleMode mode = cs.mode;
     if (gemm::gemm_tile_candidates(GemmProblem{.m = 1000, .n = 1024, .k = 2048, .mode = mode,

@@ -43,12 +43,20 @@ void time_shape(ScaleMode mode, PerfShape s, int l2_bytes) {
   struct Variant {
     std::string name;
     GemmPlanOverrides overrides;
+    ScaleLayout layout = ScaleLayout::kRaw;
   };
   std::vector<Variant> variants = {{"weave", {}}};
   for (const auto& inst : gemm::gemm_instances())
     if (inst.mode == mode && inst.out_dtype == DType::kBF16)
-      variants.push_back({"tile " + std::to_string(inst.block_m) + "x" + std::to_string(inst.block_n),
-                          GemmPlanOverrides{.block_m = inst.block_m, .block_n = inst.block_n}});
+      variants.push_back({std::string(inst.scale_layout == ScaleLayout::kMnMajor ? "mn " : "") + "tile " +
+                              std::to_string(inst.block_m) + "x" + std::to_string(inst.block_n),
+                          GemmPlanOverrides{.block_m = inst.block_m, .block_n = inst.block_n}, inst.scale_layout});
+  // Blockscale: the planner's choice with A's scales M-contiguous too.
+  bench::MnMajorScales sa_mn;
+  if (mode == ScaleMode::kBlockscale) {
+    variants.push_back({"mn", {}, ScaleLayout::kMnMajor});
+    sa_mn = bench::upload_mn_major_scales(qa, 0);
+  }
   for (int g : {2, 4, 16, 64}) variants.push_back({"group " + std::to_string(g), GemmPlanOverrides{.group_rows = g}});
   // K splits the planner may not take (its rule keeps >= 1024 K elements per split).
   const int64_t k_blocks = (s.k + (mode == ScaleMode::kBF16 ? 63 : 127)) / (mode == ScaleMode::kBF16 ? 64 : 128);
@@ -58,9 +66,12 @@ void time_shape(ScaleMode mode, PerfShape s, int l2_bytes) {
   std::vector<bench::DeviceBuffer> workspaces(variants.size());
   std::vector<bench::Arm> arms;
   for (size_t v = 0; v < variants.size(); ++v) {
+    GemmProblem pv = p;
+    pv.scale_layout = variants[v].layout;
+    const TensorView sa = variants[v].layout == ScaleLayout::kMnMajor ? sa_mn.view : a.scale_view;
     for (int i = 0; i < copies; ++i)
-      gemm_sets[v].push_back(std::make_unique<Gemm>(p, a.view, b[i].view, GemmScales{a.scale_view, b[i].scale_view},
-                                                    cw, variants[v].overrides));
+      gemm_sets[v].push_back(std::make_unique<Gemm>(pv, a.view, b[i].view, GemmScales{sa, b[i].scale_view}, cw,
+                                                    variants[v].overrides));
     if (const std::size_t ws = gemm_sets[v][0]->workspace_bytes(); ws > 0) {
       workspaces[v] = bench::DeviceBuffer(ws);
       for (auto& g : gemm_sets[v]) g->set_workspace(workspaces[v].get(), ws);

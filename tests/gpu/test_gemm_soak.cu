@@ -40,12 +40,13 @@ int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 // A random legal problem: M log-uniform in [1, 20000], N and K on each mode's grid, sizes capped
 // so one reference GEMM stays well under a second.
 SoakProblem random_problem(ref::Random& rng) {
-  static const ScaleMode modes[] = {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale, ScaleMode::kMxfp8,
-                                    ScaleMode::kMxfp8};
-  const int mi = rng.integer(0, 4);
+  // Every mode and scale layout weave::Gemm runs (mxfp8 raw / packed, blockscale raw / mn-major).
+  static const ScaleMode modes[] = {ScaleMode::kBF16,  ScaleMode::kPtpc,  ScaleMode::kBlockscale,
+                                    ScaleMode::kMxfp8, ScaleMode::kMxfp8, ScaleMode::kBlockscale};
+  const int mi = rng.integer(0, 5);
   GemmProblem p;
   p.mode = modes[mi];
-  p.scale_layout = (mi == 4) ? ScaleLayout::kPacked : ScaleLayout::kRaw;
+  p.scale_layout = mi == 4 ? ScaleLayout::kPacked : mi == 5 ? ScaleLayout::kMnMajor : ScaleLayout::kRaw;
   p.out_dtype = rng.integer(0, 1) ? DType::kF32 : DType::kBF16;
   const double lm = rng.uniform(0.0f, 4.301f);  // log10(20000)
   p.m = std::clamp<int64_t>(static_cast<int64_t>(std::pow(10.0, lm)), 1, 20000);
@@ -55,7 +56,8 @@ SoakProblem random_problem(ref::Random& rng) {
   p.k = round_up(rng.integer(1, 3072), k_step);
   // Cap the work (M x N x K <= 1.5e10 MACs) by shrinking M.
   while (p.m > 1 && static_cast<double>(p.m) * p.n * p.k > 1.5e10) p.m /= 2;
-  SoakProblem s{p, std::string(to_string(p.mode)) + (p.scale_layout == ScaleLayout::kPacked ? "/packed" : "") + " " +
+  SoakProblem s{p, std::string(to_string(p.mode)) +
+                       (p.scale_layout != ScaleLayout::kRaw ? "/" + std::string(to_string(p.scale_layout)) : "") + " " +
                        std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k) + " ->" +
                        std::string(to_string(p.out_dtype))};
   return s;
@@ -97,15 +99,25 @@ TEST(GemmSoak, RandomShapesModesTilesAndGrids) {
     const bench::DeviceOperand b = bench::upload_operand(qb, 0);
     GemmScales scales{a.scale_view, b.scale_view};
     std::pair<bench::DeviceBuffer, TensorView> pa, pb;
+    bench::MnMajorScales mn;
     if (p.scale_layout == ScaleLayout::kPacked) {
       pa = upload_packed(qa, p.k);
       pb = upload_packed(qb, p.k);
       scales = GemmScales{pa.second, pb.second};
+    } else if (p.scale_layout == ScaleLayout::kMnMajor) {
+      mn = bench::upload_mn_major_scales(qa, 0);
+      scales = GemmScales{mn.view, b.scale_view};
     }
     const std::size_t out_bytes = static_cast<std::size_t>(p.m * p.n) * dtype_bytes(p.out_dtype);
     bench::DeviceBuffer c(out_bytes), ref(static_cast<std::size_t>(p.m * p.n) * 4);
     const TensorView cv = TensorView::matrix(c.get(), p.out_dtype, p.m, p.n, 0);
-    bench::gpu_reference_gemm(p, a.view, b.view, scales, ref.as<float>(), stream);
+    // mn-major blockscale: the reference reads the quantiser's own row-major scales, so a wrong
+    // transposition (ref::mn_major_block_scales) or a misread of the M-contiguous view shows.
+    GemmProblem ref_p = p;
+    if (p.scale_layout == ScaleLayout::kMnMajor) ref_p.scale_layout = ScaleLayout::kRaw;
+    bench::gpu_reference_gemm(ref_p, a.view, b.view,
+                              p.scale_layout == ScaleLayout::kMnMajor ? GemmScales{a.scale_view, b.scale_view} : scales,
+                              ref.as<float>(), stream);
     const bench::Tolerance tol = bench::gemm_tolerance(p.mode, p.out_dtype);
     const auto cands = gemm::gemm_tile_candidates(p);
     std::unique_ptr<bench::DeviceBuffer> workspace;

@@ -85,7 +85,16 @@ Strided make_strided(const OperandSet& o, ScaleLayout layout, const Pads& pads) 
   s.va = TensorView::matrix(s.a.get(), in, p.m, p.k, s.lda, 0);
   s.vb = TensorView::matrix(s.b.get(), in, p.n, p.k, s.ldb, 0);
   auto padded_scales = [&](const ref::QuantMatrix& q, int64_t pad, Guarded& g, TensorView& view) {
-    if (p.mode == ScaleMode::kBlockscale) {
+    if (p.mode == ScaleMode::kBlockscale && layout == ScaleLayout::kMnMajor && &q == &o.qa) {
+      // M-contiguous: K block kb's column at kb * ld, ld = M rounded to 4 plus 4 * pad floats of
+      // NaN (the TMA row pitch stays a multiple of 16 bytes).
+      const int64_t ld = ref::mn_major_scale_ld(q.scale_rows) + 4 * pad;
+      const std::vector<float> mn = ref::mn_major_block_scales(q.scales.data(), q.scale_rows, q.scale_cols);
+      const int64_t dense_ld = ref::mn_major_scale_ld(q.scale_rows);
+      g = upload_bytes(pad_rows(mn.data(), q.scale_cols, dense_ld, ld, 4, kNanF32Bytes));
+      view = TensorView{.data = g.get(), .dtype = DType::kF32, .rank = 2, .shape = {q.scale_rows, q.scale_cols},
+                        .strides = {1, ld}, .device = 0};
+    } else if (p.mode == ScaleMode::kBlockscale) {
       const int64_t ld = q.scale_cols + pad;
       g = upload_bytes(pad_rows(q.scales.data(), q.scale_rows, q.scale_cols, ld, 4, kNanF32Bytes));
       view = TensorView::matrix(g.get(), DType::kF32, q.scale_rows, q.scale_cols, ld, 0);

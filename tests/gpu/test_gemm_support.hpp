@@ -66,7 +66,8 @@ class Guarded {
 // Launches per correctness case: pipeline races show intermittently (REFERENCE.md, lesson 3).
 constexpr int kRepeats = 20;
 
-// A scale mode with the scale layout it reads (mxfp8: raw or packed; kRaw for the rest).
+// A scale mode with the scale layout it reads (mxfp8: raw or packed; blockscale: raw or
+// mn-major; kRaw for the rest).
 struct Mode {
   ScaleMode mode;
   ScaleLayout layout;
@@ -75,6 +76,7 @@ struct Mode {
 inline constexpr Mode kModes[] = {{ScaleMode::kBF16, ScaleLayout::kRaw},
                                   {ScaleMode::kPtpc, ScaleLayout::kRaw},
                                   {ScaleMode::kBlockscale, ScaleLayout::kRaw},
+                                  {ScaleMode::kBlockscale, ScaleLayout::kMnMajor},
                                   {ScaleMode::kMxfp8, ScaleLayout::kRaw},
                                   {ScaleMode::kMxfp8, ScaleLayout::kPacked}};
 
@@ -94,14 +96,14 @@ struct Shape {
 struct OperandSet {
   GemmProblem p;  // out_dtype set per run
   ref::QuantMatrix qa, qb;
-  Guarded a, b, sa, sb, sa_packed, sb_packed;
+  Guarded a, b, sa, sb, sa_packed, sb_packed, sa_mn;
   TensorView va, vb;
-  GemmScales scales, scales_packed;
+  GemmScales scales, scales_packed, scales_mn;  // scales_mn: blockscale, A's scales M-contiguous
   std::vector<double> ref;  // [M, N] fp64
   double rms = 0;
   bool exact = false;  // integer-valued inputs and power-of-two scales: bitwise comparable
   const GemmScales& scales_for(ScaleLayout layout) const {
-    return layout == ScaleLayout::kPacked ? scales_packed : scales;
+    return layout == ScaleLayout::kPacked ? scales_packed : layout == ScaleLayout::kMnMajor ? scales_mn : scales;
   }
 };
 
@@ -196,6 +198,15 @@ inline OperandSet make_operands(ScaleMode mode, int64_t m, int64_t n, int64_t k,
     } else {
       o.scales.a = TensorView::matrix(o.sa.get(), DType::kF32, o.qa.scale_rows, o.qa.scale_cols, 0);
       o.scales.b = TensorView::matrix(o.sb.get(), DType::kF32, o.qb.scale_rows, o.qb.scale_cols, 0);
+      // The same A scales M-contiguous (ScaleLayout::kMnMajor), from the host helper; the buffer
+      // ends where its guard begins, so a read or write past the last column shows.
+      const std::vector<float> mn = ref::mn_major_block_scales(o.qa.scales.data(), o.qa.scale_rows, o.qa.scale_cols);
+      o.sa_mn = Guarded(mn.size() * 4);
+      o.sa_mn.upload(mn.data());
+      o.scales_mn.a = TensorView{.data = o.sa_mn.get(), .dtype = DType::kF32, .rank = 2,
+                                 .shape = {o.qa.scale_rows, o.qa.scale_cols},
+                                 .strides = {1, ref::mn_major_scale_ld(o.qa.scale_rows)}, .device = 0};
+      o.scales_mn.b = o.scales.b;
     }
   }
   compute_reference(o);
@@ -206,7 +217,8 @@ inline bool inputs_intact(const OperandSet& o) {
   const bool mx = o.p.mode == ScaleMode::kMxfp8;
   return o.a.guard_intact() && o.b.guard_intact() &&
          (o.p.mode == ScaleMode::kBF16 || (o.sa.guard_intact() && o.sb.guard_intact())) &&
-         (!mx || (o.sa_packed.guard_intact() && o.sb_packed.guard_intact()));
+         (!mx || (o.sa_packed.guard_intact() && o.sb_packed.guard_intact())) &&
+         (o.p.mode != ScaleMode::kBlockscale || o.sa_mn.guard_intact());
 }
 
 // Per-element bounds against the fp64 reference on the same quantised operands:

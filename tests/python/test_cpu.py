@@ -57,6 +57,8 @@ def test_plan_overrides_and_layouts():
     assert weave.plan_gemm(4096, 4096, 2048, block_m=128, block_n=128).block_n == 128
     packed = weave.plan_gemm(4096, 4096, 2048, "mxfp8", scale_layout="packed", mx_route="native")
     assert "packed" in packed.kernel and not packed.mx_dequant
+    assert "_blockscale_mn_" in weave.plan_gemm(4096, 4096, 2048, "blockscale", scale_layout="mn-major").kernel
+    assert "_blockscale_mn_" not in weave.plan_gemm(4096, 4096, 2048, "blockscale").kernel
     route = weave.plan_gemm(4096, 4096, 2048, "mxfp8", scale_layout="packed", mx_route="bf16")
     assert route.mx_dequant and "packed" in route.fallback_kernel
     assert not weave.plan_gemm(64, 8192, 1280, "mxfp8").mx_dequant  # small M: the weights' conversion dominates
@@ -70,6 +72,7 @@ def test_plan_overrides_and_layouts():
     ((64, 64, 100, "ptpc"), "k must be a multiple of 16 for e4m3 inputs"),
     ((64, 64, 160, "blockscale"), "k must be a multiple of 128 for blockscale"),
     ((64, 100, 128, "bf16", "bf16"), "n must be a multiple of 8 for bf16 output"),
+    ((64, 64, 128, "ptpc", "bf16", "mn-major"), "scale_layout 'mn-major' applies to mode blockscale only"),
 ])
 def test_validate_gemm_rules(args, needle):
     assert needle in weave.validate_gemm(*args)

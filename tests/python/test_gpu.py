@@ -60,13 +60,26 @@ def quantised(mode, x, w, layout="raw"):
     if mode == "blockscale":
         a, sa = quant.blockscale(x, 1)
         b, sb = quant.blockscale(w, 128)
-        return a, b, sa, sb, quant.dequant_blockscale(a, sa, 1) @ quant.dequant_blockscale(b, sb, 128).T
+        ref = quant.dequant_blockscale(a, sa, 1) @ quant.dequant_blockscale(b, sb, 128).T
+        return a, b, (mn_major(sa) if layout == "mn-major" else sa), sb, ref
     a, sa = quant.mxfp8(x, 1)
     b, sb = quant.mxfp8(w, 32)
     ref = quant.dequant_mx(a, sa, 1) @ quant.dequant_mx(b, sb, 32).T
     if layout == "packed":
         sa, sb = quant.pack_mx_reference(sa).to(DEV), quant.pack_mx_reference(sb).to(DEV)
     return a, b, sa, sb, ref
+
+
+def mn_major(sa):
+    """Blockscale A scales [M, K/128] M-contiguous with the column stride padded to a multiple of 4
+    (scale_layout "mn-major", DeepGEMM's TMA-aligned layout); the padding is NaN, never read."""
+    m, kb = sa.shape
+    ld = (m + 3) // 4 * 4
+    buf = torch.full((kb, ld), float("nan"), device=sa.device, dtype=torch.float32)
+    buf[:, :m] = sa.t()
+    view = buf[:, :m].t()
+    assert view.stride() == (1, ld) and torch.equal(view, sa)
+    return view
 
 
 def scaled_mm_reference(mode, a, b, sa, sb, out_dtype):
@@ -84,7 +97,8 @@ def scaled_mm_reference(mode, a, b, sa, sb, out_dtype):
 
 
 SHAPES = [(1, 256, 512), (7, 512, 1024), (77, 384, 1024), (203, 1024, 2048), (1025, 2048, 1024), (4096, 2048, 2048)]
-MODES = [("bf16", "raw"), ("ptpc", "raw"), ("blockscale", "raw"), ("mxfp8", "raw"), ("mxfp8", "packed")]
+MODES = [("bf16", "raw"), ("ptpc", "raw"), ("blockscale", "raw"), ("blockscale", "mn-major"), ("mxfp8", "raw"),
+         ("mxfp8", "packed")]
 
 
 @pytest.mark.parametrize("mode,layout", MODES, ids=[f"{m}-{lay}" for m, lay in MODES])
@@ -116,6 +130,22 @@ def test_mxfp8_raw_and_packed_bitwise(seed):
     weave.gemm(a, b, scale_a=pa, scale_b=pb, mode="mxfp8", scale_layout="packed", out=packed)
     torch.cuda.synchronize()
     assert torch.equal(raw, packed)
+
+
+@pytest.mark.parametrize("m", [7, 333, 1024])
+def test_blockscale_raw_and_mn_major_bitwise(m, seed):
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    x, w = operands(m, 768, 2048, gen)
+    a, b, sa, sb, _ = quantised("blockscale", x, w)
+    raw, mn = poisoned(m, 768, torch.float32), poisoned(m, 768, torch.float32)
+    weave.gemm(a, b, scale_a=sa, scale_b=sb, mode="blockscale", out=raw)
+    g = weave.Gemm(a, b, mn, scale_a=mn_major(sa), scale_b=sb, mode="blockscale", scale_layout="mn-major")
+    assert ("_blockscale_mn_" in g.plan.kernel) == (m > 32), g.plan.kernel  # M <= 32: the GEMV, through strides
+    g.run()
+    torch.cuda.synchronize()
+    assert torch.equal(raw, mn)
+    with pytest.raises(weave.ArgumentError, match="scale_layout mn-major needs M-contiguous scales"):
+        weave.Gemm(a, b, mn, scale_a=sa, scale_b=sb, mode="blockscale", scale_layout="mn-major")
 
 
 @pytest.mark.parametrize("layout", ["raw", "packed"])

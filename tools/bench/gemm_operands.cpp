@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/check.hpp"
+#include "weave/quant.hpp"
 #include "weave/reference.hpp"
 
 namespace weave::bench {
@@ -43,6 +44,18 @@ void DeviceBuffer::download(void* host, std::size_t bytes) const {
   WEAVE_EXPECT_ARG(bytes == bytes_, "DeviceBuffer::download: " << bytes
                                                                << " bytes from a buffer of " << bytes_);
   if (bytes) WEAVE_CHECK_CUDA(cudaMemcpy(host, ptr_, bytes, cudaMemcpyDeviceToHost));
+}
+
+MnMajorScales upload_mn_major_scales(const ref::QuantMatrix& q, int device) {
+  WEAVE_EXPECT_ARG(q.mode == ScaleMode::kBlockscale && static_cast<int64_t>(q.scales.size()) == q.scale_rows * q.scale_cols,
+                   "upload_mn_major_scales: needs blockscale scales [" << q.scale_rows << ", " << q.scale_cols << "]");
+  const std::vector<float> mn = ref::mn_major_block_scales(q.scales.data(), q.scale_rows, q.scale_cols);
+  MnMajorScales out;
+  out.buffer = DeviceBuffer(mn.size() * sizeof(float));
+  out.buffer.upload(mn.data(), out.buffer.bytes());
+  out.view = TensorView{.data = out.buffer.get(), .dtype = DType::kF32, .rank = 2, .shape = {q.scale_rows, q.scale_cols},
+                        .strides = {1, ref::mn_major_scale_ld(q.scale_rows)}, .device = device};
+  return out;
 }
 
 DeviceOperand upload_operand(const ref::QuantMatrix& q, int device) {

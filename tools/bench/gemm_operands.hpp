@@ -57,6 +57,14 @@ struct DeviceOperand {
 //   blockscale  fp32 matrix [scale_rows, K/128] (A: scale_rows = M; B: ceil(N/128))
 //   mxfp8       ue8m0 matrix [scale_rows, K/32], raw layout (A: M; B: ceil(N/32))
 DeviceOperand upload_operand(const ref::QuantMatrix& q, int device);
+// Blockscale A scales of `q` (row-major [M, K/128], as quantize makes them) uploaded M-contiguous
+// for ScaleLayout::kMnMajor (weave::ref::mn_major_block_scales): the view is [M, K/128] with
+// strides (1, ld), ld = M rounded up to 4.
+struct MnMajorScales {
+  DeviceBuffer buffer;
+  TensorView view;
+};
+MnMajorScales upload_mn_major_scales(const ref::QuantMatrix& q, int device);
 // A device-side copy of `src` with the same layout (cold-weight rotation); synchronous.
 DeviceOperand clone_operand(const DeviceOperand& src);
 

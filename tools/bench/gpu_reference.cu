@@ -41,6 +41,7 @@ struct Operand {
   int64_t ld = 0;             // elements
   const void* scale = nullptr;
   int64_t scale_ld = 0;       // ptpc: vector stride; blockscale/mx raw: row stride; packed: words
+  int64_t scale_k_stride = 1;  // blockscale: stride between K blocks (1 row-major, ld for mn-major)
   int64_t group_rows = 1;     // operand rows sharing one scale row (A: 1; B: 128 or 32)
 };
 
@@ -53,7 +54,7 @@ __device__ __forceinline__ float dequant(const Operand& op, int mode, bool packe
   if (mode == kModePtpc) {
     scale = static_cast<const float*>(op.scale)[sr * op.scale_ld];
   } else if (mode == kModeBlock) {
-    scale = static_cast<const float*>(op.scale)[sr * op.scale_ld + k / 128];
+    scale = static_cast<const float*>(op.scale)[sr * op.scale_ld + (k / 128) * op.scale_k_stride];
   } else if (!packed) {
     scale = ue8m0_value(static_cast<const uint8_t*>(op.scale)[sr * op.scale_ld + k / 32]);
   } else {
@@ -255,6 +256,16 @@ Operand make_operand(const GemmProblem& p, const TensorView& x, const TensorView
       WEAVE_EXPECT_ARG(p.k % 128 == 0, "gpu_reference_gemm: blockscale needs K % 128 == 0 (K = "
                                            << p.k << ")");
       op.group_rows = is_b ? 128 : 1;
+      if (!is_b && p.scale_layout == ScaleLayout::kMnMajor) {
+        // A's scales M-contiguous: element (r, kb) at r + kb * ld (strides (1, ld)).
+        WEAVE_EXPECT_ARG(s.rank == 2 && s.shape[0] == rows && s.shape[1] == p.k / 128 && s.dtype == DType::kF32 &&
+                             (rows == 1 || s.strides[0] == 1),
+                         "argument '" << sname << "': mn-major blockscale scales are fp32 [" << rows << ", "
+                                      << p.k / 128 << "] with strides (1, ld) (got " << s.describe() << ")");
+        op.scale_ld = 1;
+        op.scale_k_stride = s.strides[1];
+        break;
+      }
       expect_matrix(s, sname,
                     MatrixRule{.dtype = DType::kF32, .rows = ceil_div(rows, op.group_rows),
                                .cols = p.k / 128, .device = device});

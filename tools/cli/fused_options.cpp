@@ -27,7 +27,7 @@ MxRoute mx_route_option(const std::string& text, ScaleMode quant) {
 
 ScaleLayout scale_layout_option(const std::string& text) {
   const auto layout = parse_scale_layout(text);
-  WEAVE_EXPECT_ARG(layout.has_value(), "--scale-layout '" << text << "': expected raw or packed");
+  WEAVE_EXPECT_ARG(layout.has_value(), "--scale-layout '" << text << "': expected raw, packed or mn-major");
   return *layout;
 }
 

@@ -15,7 +15,7 @@ void add_gemm_ag_options(CLI::App& app, GemmAgOptions& o, bool with_layout, bool
   app.add_option("--m-max", o.m_max, "largest M per rank the op is built for (sizes its window; 0: the largest --m)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20))->capture_default_str();
   app.add_option("--quant", o.quant, "bf16 | ptpc | blockscale | mxfp8")->capture_default_str();
-  if (with_layout) app.add_option("--scale-layout", o.layout, "mxfp8 scale layout: raw | packed")->capture_default_str();
+  if (with_layout) app.add_option("--scale-layout", o.layout, "scale layout: raw | packed (mxfp8) | mn-major (blockscale: A scales M-contiguous)")->capture_default_str();
   app.add_option("--out", o.out, "output dtype: bf16 | fp32 (fp32 only for bf16 inputs; default: fp32 for bf16 "
                                  "inputs, bf16 for fp8)");
   if (with_mode)
@@ -53,7 +53,7 @@ GemmAllGatherConfig gemm_ag_config(const GemmAgOptions& o, int world) {
   c.n = o.n;
   c.k = o.k;
   c.quant = quant;
-  c.scale_layout = quant == ScaleMode::kMxfp8 ? layout : ScaleLayout::kRaw;
+  c.scale_layout = layout;  // a layout the quant has not is refused below, by name
   c.out_dtype = *out;
   c.mode = *mode;
   c.mx_route = mx_route_option(o.mx_route, quant);

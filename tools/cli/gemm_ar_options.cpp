@@ -19,7 +19,7 @@ void add_gemm_ar_options(CLI::App& app, GemmArOptions& o, bool with_layout, bool
   app.add_option("--m-max", o.m_max, "largest M the op is built for (sizes its window; 0: the largest --m)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20))->capture_default_str();
   app.add_option("--quant", o.quant, "bf16 | ptpc | blockscale | mxfp8 (output: bf16 in every mode)")->capture_default_str();
-  if (with_layout) app.add_option("--scale-layout", o.layout, "mxfp8 scale layout: raw | packed")->capture_default_str();
+  if (with_layout) app.add_option("--scale-layout", o.layout, "scale layout: raw | packed (mxfp8) | mn-major (blockscale: A scales M-contiguous)")->capture_default_str();
   if (with_mode)
     app.add_option("--mode", o.mode, "auto | gemm-only | split-nccl | split-lsa | split-ce | decode (m <= 32) | fused | fused-rs")->capture_default_str();
   app.add_option("--mx-route", o.mx_route, "mxfp8: auto (the planner's model per call) | native (the fp8 kernel) | bf16 (convert A and B exactly to bf16, then the bf16 kernel; the native kernel where a scale cannot be carried)")->capture_default_str();
@@ -56,7 +56,7 @@ GemmAllReduceConfig gemm_ar_config(const GemmArOptions& o, int world) {
   c.n = o.n;
   c.k = o.k;
   c.quant = quant;
-  c.scale_layout = quant == ScaleMode::kMxfp8 ? layout : ScaleLayout::kRaw;
+  c.scale_layout = layout;  // a layout the quant has not is refused below, by name
   c.mode = *mode;
   c.chunks = o.chunks;
   c.exact_own = o.exact_own;

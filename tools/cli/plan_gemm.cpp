@@ -53,7 +53,7 @@ int run_plan_gemm(const PlanGemmOptions& o) {
   if (!mode) return usage_error("--quant '" + o.quant + "': expected bf16, ptpc, blockscale or mxfp8");
   if (!out || (*out != DType::kBF16 && *out != DType::kF32))
     return usage_error("--out '" + o.out + "': expected bf16 or fp32");
-  if (!layout) return usage_error("--layout '" + o.layout + "': expected raw or packed");
+  if (!layout) return usage_error("--layout '" + o.layout + "': expected raw, packed or mn-major");
   p.mode = *mode;
   p.out_dtype = *out;
   p.scale_layout = *layout;
@@ -178,7 +178,7 @@ void add_plan_gemm(CLI::App& plan) {
   c->add_option("-k", opts->k, "reduction length")->required()->check(positive);
   c->add_option("--quant", opts->quant, "bf16 | ptpc | blockscale | mxfp8")->capture_default_str();
   c->add_option("--out", opts->out, "output dtype: bf16 | fp32")->capture_default_str();
-  c->add_option("--layout", opts->layout, "mxfp8 scale layout: raw | packed")->capture_default_str();
+  c->add_option("--layout", opts->layout, "scale layout: raw | packed (mxfp8) | mn-major (blockscale: A scales M-contiguous)")->capture_default_str();
   c->add_option("--sms", opts->sms, "SM count to plan for")->check(CLI::Range(1, kMaxSms))->capture_default_str();
   c->add_option("--tile", opts->tile, "force a tile, BMxBN (e.g. 128x256); one of the built tiles");
   c->add_option("--grid", opts->grid, "force the persistent grid size (1 .. --sms); 0 = planner's choice")

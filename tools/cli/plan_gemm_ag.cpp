@@ -50,7 +50,7 @@ int run_plan_gemm_ag(const PlanGemmAgOptions& o) {
 
   std::printf("gemm-ag: n=%lld k=%lld %s%s -> %s, world %d, mode %s, sms %d, m_max %lld\n",
               static_cast<long long>(cfg.n), static_cast<long long>(cfg.k), quant.c_str(),
-              cfg.quant == ScaleMode::kMxfp8 ? (" (" + std::string(to_string(cfg.scale_layout)) + " scales)").c_str() : "",
+              cfg.quant == ScaleMode::kMxfp8 || cfg.quant == ScaleMode::kBlockscale ? (" (" + std::string(to_string(cfg.scale_layout)) + " scales)").c_str() : "",
               out.c_str(), o.world, std::string(to_string(cfg.mode)).c_str(), o.sms, static_cast<long long>(cfg.m_max));
   std::printf("fused kernel: %s\n", fused == nullptr ? "not in this build" :
                                     o.no_fused ? (std::string(fused->name) + " (taken as unavailable: --no-fused)").c_str()

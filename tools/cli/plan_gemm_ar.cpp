@@ -59,7 +59,7 @@ int run_plan_gemm_ar(const PlanGemmArOptions& o) {
 
   std::printf("gemm-ar: n=%lld k=%lld (K_r, per rank) %s%s -> bf16, world %d, mode %s, sms %d, m_max %lld, chunks %s%s\n",
               static_cast<long long>(cfg.n), static_cast<long long>(cfg.k), quant.c_str(),
-              cfg.quant == ScaleMode::kMxfp8 ? (" (" + std::string(to_string(cfg.scale_layout)) + " scales)").c_str() : "",
+              cfg.quant == ScaleMode::kMxfp8 || cfg.quant == ScaleMode::kBlockscale ? (" (" + std::string(to_string(cfg.scale_layout)) + " scales)").c_str() : "",
               o.world, std::string(to_string(cfg.mode)).c_str(), o.sms, static_cast<long long>(cfg.m_max), chunks.c_str(),
               cfg.exact_own ? ", exact own term (fused not bitwise equal to split)" : "");
   std::printf("fused kernel: %s\n", fused == nullptr ? "not in this build" :

@@ -3,14 +3,17 @@
 //
 // Per shape and quantisation mode (and output dtype), the arms are:
 //   bf16, ptpc   weave | cublaslt (same mode)
-//   blockscale   weave | cublaslt (1x128 / 128x128 block scaling) | cublaslt-ptpc (the fp8 speed
-//                of light on Hopper, on ptpc-quantised copies of the same fp32 data)
+//   blockscale   weave (row-major A scales, scale_layout raw) | weave-mn (the same scales
+//                M-contiguous, scale_layout mn-major: the layout cuBLASLt's arm is given too, so
+//                the blockscale targets read this arm) | cublaslt (1x128 / 128x128 block scaling) |
+//                cublaslt-ptpc (the fp8 speed of light on Hopper, on ptpc-quantised copies of the
+//                same fp32 data)
 //   mxfp8        weave (raw scales) | weave-packed (packed scales, with --layout packed) |
 //                weave-native / weave-packed-native (the same, forced onto the native fp8 kernel) |
 //                weave-bf16-route (raw, forced onto the bf16 route), so the planner's route
 //                choice is measured against both routes in one run |
 //                cublaslt-bs (cuBLASLt block-wise, the nearest vendor mode; Hopper has no MX mode) |
-//                weave-bs (our blockscale)
+//                weave-bs (our blockscale, mn-major A scales)
 // split-K plans (the planner's, e.g. where the output tiles leave SMs idle) get their workspace.
 // Inputs: fresh random fp32 data (bench::random_operand: magnitudes vary per row and 128-column
 // block, so misapplied scales show) quantised by the host reference (weave::ref::quantize).
@@ -125,8 +128,11 @@ struct ModeData {
   std::vector<bench::DeviceBuffer> packed;
   TensorView a_packed;
   std::vector<TensorView> b_packed;
+  // blockscale only: A's scales M-contiguous (bench::upload_mn_major_scales), strides (1, ld).
+  bench::MnMajorScales a_mn;
   GemmScales scales(std::size_t copy, ScaleLayout layout) const {
     if (layout == ScaleLayout::kPacked) return {a_packed, b_packed[copy]};
+    if (layout == ScaleLayout::kMnMajor) return {a_mn.view, b[copy].scale_view};
     return {a.scale_view, b[copy].scale_view};
   }
 };
@@ -154,6 +160,7 @@ std::unique_ptr<ModeData> make_mode_data(ScaleMode mode, const Shape& s, const s
     md->a_packed = pack(qa);
     for (int i = 0; i < copies; ++i) md->b_packed.push_back(pack(qb));
   }
+  if (mode == ScaleMode::kBlockscale) md->a_mn = bench::upload_mn_major_scales(qa, device);
   md->ref = bench::DeviceBuffer(static_cast<std::size_t>(s.m * s.n) * sizeof(float));
   bench::gpu_reference_gemm(md->problem, md->a.view, md->b[0].view,
                             {md->a.scale_view, md->b[0].scale_view}, md->ref.as<float>(), stream);
@@ -176,7 +183,7 @@ std::unique_ptr<ModeData> make_mode_data(ScaleMode mode, const Shape& s, const s
 // ---- arms ----
 
 struct ArmState {
-  std::string name;           // "weave", "weave-packed", "cublaslt", "cublaslt-ptpc", "cublaslt-bs", "weave-bs"
+  std::string name;           // "weave", "weave-mn", "weave-packed", "cublaslt", "cublaslt-ptpc", "cublaslt-bs", "weave-bs"
   const ModeData* data = nullptr;
   ScaleLayout layout = ScaleLayout::kRaw;  // mxfp8 scales the weave arm reads
   MxRoute route = MxRoute::kAuto;          // mxfp8: the weave arm's route (kAuto: the planner's)
@@ -319,8 +326,10 @@ bool report_targets(const bench::Report& report, const std::vector<std::string>&
   for (const auto& t : cli::gemm_targets())
     if (std::find(fields.begin(), fields.end(), t.against) == fields.end()) fields.push_back(t.against);
   std::vector<cli::GemmTargetValue> values;
+  // The arm each target reads: weave's, or for blockscale weave-mn (its A scales in the
+  // M-contiguous layout the cuBLASLt arm is given too; the row-major arm is reported beside it).
   for (const auto& row : report.rows())
-    if (row.mode == "weave")
+    if (row.mode == (row.quant.rfind("blockscale", 0) == 0 ? "weave-mn" : "weave"))
       for (const auto& f : fields)
         if (row.extra.contains(f) && row.extra[f].is_number())
           values.push_back({row.quant, f, row.extra[f].get<double>()});
@@ -357,7 +366,10 @@ std::vector<ArmSpec> arms_for(ScaleMode mode, const std::vector<ScaleLayout>& la
     case ScaleMode::kBF16: return {{"weave", mode, true}, {"cublaslt", mode, false}};
     case ScaleMode::kPtpc: return {{"weave", mode, true}, {"cublaslt", mode, false}};
     case ScaleMode::kBlockscale:
-      return {{"weave", mode, true}, {"cublaslt", mode, false}, {"cublaslt-ptpc", ScaleMode::kPtpc, false}};
+      return {{"weave", mode, true},
+              {"weave-mn", mode, true, ScaleLayout::kMnMajor},
+              {"cublaslt", mode, false},
+              {"cublaslt-ptpc", ScaleMode::kPtpc, false}};
     case ScaleMode::kMxfp8: {
       std::vector<ArmSpec> arms;
       for (ScaleLayout l : layouts) {
@@ -369,7 +381,8 @@ std::vector<ArmSpec> arms_for(ScaleMode mode, const std::vector<ScaleLayout>& la
         if (l == ScaleLayout::kRaw) arms.push_back({"weave-bf16-route", mode, true, l, MxRoute::kBf16});
       }
       arms.push_back({"cublaslt-bs", ScaleMode::kBlockscale, false});
-      arms.push_back({"weave-bs", ScaleMode::kBlockscale, true});
+      // Our faster blockscale layout: the mxfp8 "<= 1.25x weave blockscale" target reads this.
+      arms.push_back({"weave-bs", ScaleMode::kBlockscale, true, ScaleLayout::kMnMajor});
       return arms;
     }
   }
@@ -395,7 +408,9 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
   std::vector<ScaleLayout> layouts;
   for (const auto& l : opt.layouts) {
     const auto x = parse_scale_layout(l);
-    WEAVE_EXPECT_ARG(x.has_value(), "--layout: '" << l << "' is not raw or packed");
+    WEAVE_EXPECT_ARG(x.has_value() && *x != ScaleLayout::kMnMajor,
+                     "--layout: '" << l << "' is not raw or packed (mxfp8 scale layouts; blockscale rows always "
+                                          "measure both of its layouts, raw and mn-major)");
     if (std::find(layouts.begin(), layouts.end(), *x) == layouts.end()) layouts.push_back(*x);
   }
   WEAVE_EXPECT_ARG(!modes.empty() && !outs.empty() && !layouts.empty(),
