@@ -7,6 +7,7 @@
 #include "gemm/planner.hpp"
 #include "hopper/tma_descriptor.hpp"
 #include "hopper/wait_record.hpp"
+#include "weave/quant.hpp"
 
 namespace weave::gemm {
 
@@ -41,9 +42,9 @@ void expect_mn_major_block_scales(const TensorView& v, int64_t m, int64_t kb, in
                        << v.data << ")");
 }
 
-// The column stride the TMA map of MN-major A scales uses (any multiple of 4 >= M when unused).
+// The column stride the TMA map of MN-major A scales uses (the dense one when it is never used).
 int64_t mn_major_column_stride(const TensorView& v, int64_t m) {
-  return v.shape[1] > 1 ? v.strides[1] : (m + 3) / 4 * 4;
+  return v.shape[1] > 1 ? v.strides[1] : ref::mn_major_scale_ld(m);
 }
 
 }  // namespace
@@ -125,8 +126,7 @@ detail::GemvArgs make_gemv_args(const GemmProblem& p, const TensorView& a, const
   if (p.mode == ScaleMode::kBlockscale) {
     // Either layout, through its strides (a stride of an extent-1 dimension is never used).
     g.scale_a_row_stride = p.m > 1 ? s.a.strides[0] : 0;
-    g.scale_a_k_stride = s.a.cols() > 1 ? s.a.strides[1] : 0;
-    if (g.scale_a_row_stride == 0 && g.scale_a_k_stride == 0) g.scale_a_k_stride = 1;
+    g.scale_a_k_stride = s.a.cols() > 1 ? s.a.strides[1] : 0;  // (0, 0): gemv_launch's dense default
   }
   return g;
 }

@@ -48,7 +48,9 @@ void DeviceBuffer::download(void* host, std::size_t bytes) const {
 
 MnMajorScales upload_mn_major_scales(const ref::QuantMatrix& q, int device) {
   WEAVE_EXPECT_ARG(q.mode == ScaleMode::kBlockscale && static_cast<int64_t>(q.scales.size()) == q.scale_rows * q.scale_cols,
-                   "upload_mn_major_scales: needs blockscale scales [" << q.scale_rows << ", " << q.scale_cols << "]");
+                   "upload_mn_major_scales: argument 'q' must hold blockscale scales [scale_rows, scale_cols] = ["
+                       << q.scale_rows << ", " << q.scale_cols << "] (got mode " << to_string(q.mode) << ", "
+                       << q.scales.size() << " scales)");
   const std::vector<float> mn = ref::mn_major_block_scales(q.scales.data(), q.scale_rows, q.scale_cols);
   MnMajorScales out;
   out.buffer = DeviceBuffer(mn.size() * sizeof(float));
