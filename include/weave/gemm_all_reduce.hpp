@@ -18,6 +18,13 @@
 //               tile (own band too) as a bf16 partial to its owner's staging as chunks finish; a
 //               tail kernel then reduces the own band and gathers it to every rank. Bitwise equal
 //               to split-lsa. Never chosen by auto; at world 1 it runs (and reports) fused
+//   fused-ce    the fused schedule with copy-engine legs: every tile is TMA-stored to this rank's
+//               own output rows (a peer band's as a bf16 partial); each peer's copy stream pulls
+//               them chunk by chunk into the owner's staging as the chunk flags arrive, and pulls
+//               the owner's final chunks back, so no SM stores a byte into a peer. Needs stream
+//               memory operations (kUnavailable naming the reason). Bitwise equal to fused. Never
+//               chosen by auto (the copy chains only pay where SMs matter more than ~10 us per
+//               chunk, docs/fused.md); at world 1 it runs (and reports) fused
 //   decode      M <= 32 only: weave's decode GEMV (weave::Gemm's M <= 32 route, memory-bound on
 //               B_r) into the window, then weave's lsa all-reduce in place (the low-latency LL
 //               protocol at these sizes). Not bitwise equal to split-lsa (the GEMV sums K in
@@ -63,7 +70,7 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace weave WEAVE_API {
 
-enum class GemmAllReduceMode : uint8_t { kAuto, kGemmOnly, kSplitNccl, kSplitLsa, kSplitCe, kFused, kDecode, kFusedRs };
+enum class GemmAllReduceMode : uint8_t { kAuto, kGemmOnly, kSplitNccl, kSplitLsa, kSplitCe, kFused, kDecode, kFusedRs, kFusedCe };
 std::string_view to_string(GemmAllReduceMode mode) noexcept;
 std::optional<GemmAllReduceMode> parse_gemm_all_reduce_mode(std::string_view name) noexcept;  // "fused", ...
 
@@ -87,15 +94,20 @@ struct GemmAllReduceConfig {
   // must read the same contents (kMismatch).
   std::string calibration;
   // Testing hooks (never change them in production):
-  bool flow_control = true;           // split modes: false = no credit wait in the all-reduce. The
-                                      // fused kernel has no credit: its own waits order every write
-                                      // into a peer after the peer's reads (docs/fused.md)
-  bool skip_arrival_wait = false;     // fused: end before the peers' final tiles landed
+  bool flow_control = true;           // split modes and fused-ce: false = no credit wait (fused-ce's
+                                      // credit keeps a call's stores from overwriting the output a
+                                      // peer's copy engine still reads). The fused kernel has no
+                                      // credit: its own waits order every write into a peer after
+                                      // the peer's reads (docs/fused.md)
+  bool skip_arrival_wait = false;     // fused: end before the peers' final tiles landed (fused-ce:
+                                      // trigger every copy at once, before its chunk is ready)
   bool skip_partial_wait = false;     // fused: sum own tiles without waiting for the peers' partials
   bool publish_every_tile = false;    // fused: no election; a chunk's flag after each of its tiles
   std::uint32_t initial_epoch = 0;    // start the call epochs here (e.g. near 2^32)
   std::uint64_t delay_stores_ns = 0;  // fused: wait this long before each tile's stores (a slow
                                       // rank; may differ between ranks)
+  std::uint64_t delay_pull_ns = 0;    // fused-ce: each copy trigger this much later (a slow puller,
+                                      // the credit's negative control; may differ between ranks)
   bool mx_route_unguarded = false;    // mxfp8 route: run both kernels (the guard's negative control;
                                       // may differ between ranks)
 };

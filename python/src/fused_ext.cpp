@@ -55,7 +55,8 @@ void bind_fused(nb::module_& m) {
       .value("SPLIT_CE", weave::GemmAllReduceMode::kSplitCe)
       .value("FUSED", weave::GemmAllReduceMode::kFused)
       .value("DECODE", weave::GemmAllReduceMode::kDecode)
-      .value("FUSED_RS", weave::GemmAllReduceMode::kFusedRs);
+      .value("FUSED_RS", weave::GemmAllReduceMode::kFusedRs)
+      .value("FUSED_CE", weave::GemmAllReduceMode::kFusedCe);
   nb::enum_<weave::GemmAllGatherMode>(m, "GemmAllGatherMode")
       .value("AUTO", weave::GemmAllGatherMode::kAuto)
       .value("GEMM_ONLY", weave::GemmAllGatherMode::kGemmOnly)

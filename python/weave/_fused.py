@@ -24,7 +24,7 @@ from ._tensors import DType, describe, resolve_stream
 GemmAllReduceMode = _weave.GemmAllReduceMode
 GemmAllGatherMode = _weave.GemmAllGatherMode
 
-_AR_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fused, fused-rs)"
+_AR_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fused, fused-rs, fused-ce)"
 _AG_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused-lsa, fused-ce)"
 
 
@@ -167,7 +167,9 @@ class GemmAllReduce(_FusedOp):
     once per element in fp32 in rank order). Modes: auto (default), gemm-only, split-nccl,
     split-lsa, split-ce, decode (m <= 32: the decode GEMV + the low-latency all-reduce; auto takes
     it there), fused (both legs under the GEMM; bitwise equal to split-lsa), fused-rs (MORI's
-    structure, a control arm: the scatter in the GEMM's epilogue, reduce + gather in a tail)."""
+    structure, a control arm: the scatter in the GEMM's epilogue, reduce + gather in a tail),
+    fused-ce (the fused schedule with both legs pulled by copy engines, chunk by chunk; bitwise
+    equal to fused)."""
 
     _kind = "GemmAllReduce"
     _validate = staticmethod(_weave.gemm_all_reduce_validate)

@@ -65,18 +65,9 @@ struct EpilogueAllGather {
 
   __device__ static void begin_call(const Params& p, uint32_t* words) {
     const comm::Proto& pr = p.p;
-    const int w = pr.win.world, r = pr.win.rank;
     const bool bad = comm::aborted(pr);
     open_call(pr, words);
-    const uint32_t e = words[0];
-    if (bad) return;
-    if (blockIdx.x == 0)
-      for (int s = 1; s < w; ++s) comm::publish(comm::credit_slot(pr, comm::peer_at(r, s, w), r), e);
-    if (pr.flow_control)
-      for (int s = 1; s < w; ++s) {
-        const int t = comm::peer_at(r, s, w);
-        if (!comm::wait_reached(pr, comm::credit_slot(pr, r, t), e, t, -1, comm::FlagKind::kCredit)) return;
-      }
+    if (!bad) publish_and_wait_credit(pr, words[0]);
   }
 
   __device__ static void tile_stored(const Params& p, int m_blk, int, int, int, const uint32_t* words) {

@@ -24,6 +24,12 @@
 //               chunks (flag[1][q][c] >= e for each chunk of band q), bounded; stores the epoch.
 // After a timed-out wait (the op's abort word) remote stores and publications stop, own tiles are
 // still stored locally, and every role runs to its end: the kernel completes, check() raises.
+// pull (mode fused-ce, docs/memory_ordering.md "ar-fused-ce"): every tile goes to this rank's own
+// output rows only (a peer band's tile as its bf16 partial, at its own rows), flags are published
+// as in fused; begin_call adds GemmAllGather's credit (the peers' copy engines read this rank's
+// output during their call); the combine waits for arrived[q][chunk] (local) instead of
+// flag[0][q][chunk]; end_call's warp (from the kernel's start) runs the copy streams' triggers
+// (lane s - 1) and landed words (lane 16 + s - 1), fused/ar_pull.hpp.
 // scatter_only (mode fused-rs, the control arm): every tile is a remote-style partial (the own
 // band's into this rank's own staging slot, counted on RS[rank]), no combine, and end_call does
 // nothing: the tail kernel (fused/ar_tail.hpp) reduces, gathers and closes the call.
@@ -35,6 +41,7 @@
 #include "comm/device_common.cuh"
 #include "fused/ar_counters.cuh"
 #include "fused/ar_params.hpp"
+#include "fused/ar_pull.hpp"
 #include "fused/ar_schedule.hpp"
 #include "fused/call_words.cuh"
 #include "gemm/kernel_args.hpp"
@@ -90,21 +97,33 @@ struct EpilogueAllReduce {
   // timeout only the own output (a late but live peer must not be overwritten); fused-rs's own
   // partials go to the local staging even then.
   __device__ __forceinline__ static int destinations(const Params& p, int m_blk) {
+    if (p.pull) return 1;  // fused-ce: the own rows only, every tile (local even after a timeout)
     const bool mine = own(p, m_blk);
     if (comm::aborted(p.p)) return mine ? 1 : 0;
     return reduces_here(p, m_blk) ? p.p.win.world : 1;
   }
   __device__ __forceinline__ static const CUtensorMap* destination_map(const Params& p, int m_blk, int d) {
+    if (p.pull) return &p.tma_c;
     if (reduces_here(p, m_blk)) return d == 0 ? &p.tma_c : &p.tma_peer[d - 1];
     return &p.tma_stage[ar_band_of(p.sched, m_blk)];
   }
   __device__ __forceinline__ static int destination_row(const Params& p, int m_blk, int, int row) {
-    if (reduces_here(p, m_blk)) return row;
+    if (p.pull || reduces_here(p, m_blk)) return row;
     return row - ar_band_begin(p.sched, ar_band_of(p.sched, m_blk)) * p.block_m;
   }
 
   __device__ static void begin_call(const Params& p, uint32_t* words) {
-    open_call(p.p, words);
+    const comm::Proto& pr = p.p;
+    const bool bad = comm::aborted(pr);
+    open_call(pr, words);
+    // fused-ce's credit (as GemmAllGather's): a peer's ready = e is published by its call e, which
+    // starts after its copy streams of call e - 1 joined, so nothing of e - 1 still reads this
+    // rank's output when this call's tiles overwrite it.
+    if (p.pull && !bad) publish_and_wait_credit(pr, words[0]);
+  }
+
+  __device__ __forceinline__ static uint32_t* pull_word(const Params& p, int index) {
+    return reinterpret_cast<uint32_t*>(p.p.win.base[p.p.win.rank] + p.pull_words) + index;
   }
 
   // Own tiles: add the peers' partials (rank order) to the accumulators of this warpgroup's rows.
@@ -120,7 +139,9 @@ struct EpilogueAllReduce {
       const uint32_t e = words[0];
       for (int s = 1; s < w; ++s) {
         const int q = comm::source_at(r, s, w);
-        if (!comm::wait_reached(pr, comm::flag_slot(pr, r, 0, q, chunk), e, q, 0, comm::FlagKind::kArrival)) break;
+        const uint32_t* arrived =
+            p.pull ? pull_word(p, ar_pull_arrived(q, chunk)) : comm::flag_slot(pr, r, 0, q, chunk);
+        if (!comm::wait_reached(pr, arrived, e, q, 0, comm::FlagKind::kArrival)) break;
       }
     }
     // docs/memory_ordering.md "consume-acquire" (warp form): lane 0's acquire, then __syncwarp,
@@ -216,7 +237,10 @@ struct EpilogueAllReduce {
     const uint32_t e = words[0];
     const int w = pr.win.world, r = pr.win.rank;
     bool ok = true;
-    if (!p.skip_arrival_wait && !comm::aborted(pr)) {
+    if (p.pull) {
+      // fused-ce: the final chunks arrive by the copy streams, which the caller's stream joins.
+      serve_pulls(p, lane, e);
+    } else if (!p.skip_arrival_wait && !comm::aborted(pr)) {
       const int per_peer = p.sched.max_chunks;  // band q has at most as many chunks as band 0
       for (int i = lane; i < (w - 1) * per_peer && ok; i += 32) {
         const int q = comm::peer_at(r, 1 + i / per_peer, w), chunk = i % per_peer;
@@ -226,6 +250,38 @@ struct EpilogueAllReduce {
     }
     __syncwarp();
     if (lane == 0) close_call(pr, e);
+  }
+
+  // fused-ce, docs/memory_ordering.md "ar-fused-ce". Lane s - 1 serves copy stream s - 1 (peer
+  // q = r + s): for each event of the stream's walk it waits for the chunk's flag at this rank
+  // (flag[0][q][c]: q's partial of this band is in q's rows; flag[1][q][c]: q's final chunk is), then
+  // stores the trigger. Every trigger is stored on every path (after a failed wait without waiting),
+  // so no copy stream waits forever. Lane 16 + s - 1 waits for each RS copy's landed word, clears it
+  // and publishes arrived[q][c] = e for the own tiles' combine; after a failed wait it stops (the
+  // combine's own waits see the abort).
+  __device__ static void serve_pulls(const Params& p, int lane, uint32_t e) {
+    const comm::Proto& pr = p.p;
+    const int w = pr.win.world, r = pr.win.rank;
+    if (lane < w - 1) {
+      const int s = lane + 1, q = comm::peer_at(r, s, w);
+      bool ok = !comm::aborted(pr);
+      ar_pull_walk(p.sched, r, q, [&](int leg, int c) {
+        if (ok && !p.skip_arrival_wait)
+          ok = comm::wait_reached(pr, comm::flag_slot(pr, r, leg, q, c), e, q, leg, comm::FlagKind::kArrival);
+        if (ok) comm::delay_for_testing(p.delay_pull_ns);
+        ptx::st_release_sys_u32(pull_word(p, ar_pull_trigger(leg, s, c)), 1u);
+      });
+    } else if (lane >= 16 && lane < 16 + w - 1) {
+      const int s = lane - 15, q = comm::peer_at(r, s, w);
+      const int chunks = ar_chunks_of(p.sched, r);
+      for (int c = 0; c < chunks; ++c) {
+        uint32_t* landed = pull_word(p, ar_pull_landed(s, c));
+        // The copy stream's 1 (never an epoch): "reached 1" from 0 is exactly "== 1".
+        if (!comm::wait_reached(pr, landed, 1u, q, 0, comm::FlagKind::kArrival)) break;
+        *reinterpret_cast<volatile uint32_t*>(landed) = 0u;  // the next call's copy sets it after its trigger
+        comm::publish(pull_word(p, ar_pull_arrived(q, c)), e);
+      }
+    }
   }
 };
 

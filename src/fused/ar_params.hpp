@@ -26,6 +26,12 @@ struct AllReduceParams {
   // partial to its owner's staging slot [rank] (tma_stage[rank] = this rank's own slot); no combine,
   // no end-of-call wait; the tail kernel (fused/ar_tail.hpp) reduces, gathers and closes the call.
   int32_t scatter_only = 0;
+  // fused-ce (fused/ar_pull.hpp): every tile to this rank's own output rows (a peer band's as its
+  // partial), the copy streams pull them; end_call's warp triggers the copies and turns their
+  // landed words into the arrived epochs the combine waits for.
+  int32_t pull = 0;
+  uint64_t pull_words = 0;                  // gar.pull in this rank's window
+  uint64_t delay_pull_ns = 0;               // testing, fused-ce: each trigger this much later (a slow puller)
   // Testing hooks (negative controls; never set in production):
   int32_t skip_arrival_wait = 0;            // end without waiting for the peers' final chunks
   int32_t skip_partial_wait = 0;            // reduce own tiles without waiting for the peers' partials

@@ -30,6 +30,21 @@ __device__ __forceinline__ void close_call(const comm::Proto& pr, uint32_t e) {
   *reinterpret_cast<volatile uint32_t*>(comm::ctrl_word(pr, comm::kCtrlEpoch)) = e;
 }
 
+// The call credit (GemmAllGather fused-lsa and fused-ce, GemmAllReduce fused-ce; thread 0 of each CTA in
+// begin_call, after open_call): CTA 0 publishes ready = e into every peer's credit slot, then every
+// CTA waits (bounded) until every peer's ready has reached e: the peer's call e has begun, so its
+// call e - 1, and every read of this rank's window it made, is complete. Nothing after a failure.
+__device__ __forceinline__ void publish_and_wait_credit(const comm::Proto& pr, uint32_t e) {
+  const int w = pr.win.world, r = pr.win.rank;
+  if (blockIdx.x == 0)
+    for (int s = 1; s < w; ++s) comm::publish(comm::credit_slot(pr, comm::peer_at(r, s, w), r), e);
+  if (pr.flow_control)
+    for (int s = 1; s < w; ++s) {
+      const int t = comm::peer_at(r, s, w);
+      if (!comm::wait_reached(pr, comm::credit_slot(pr, r, t), e, t, -1, comm::FlagKind::kCredit)) return;
+    }
+}
+
 // docs/memory_ordering.md "chunk-election": counts one unit of a chunk of `units`; true for the
 // count that completes it (the increment that wraps the counter back to 0, ready for the next call
 // at any M), after acquiring the counter (this thread's own increment, the last of the release

@@ -7,6 +7,7 @@
 //   gar.staging  (fused) [source][band_cap_rows][N] bf16: the partials peers send for this rank's
 //                band. Written by peers in call e only after this rank's ready = e (lag-0
 //                credit): this rank's call e - 1, which read them, is complete.
+//   gar.pull     (fused-ce) the copy streams' trigger, landed and arrived words (fused/ar_pull.hpp)
 //   gar.out      [m_max, N] bf16; a call of m rows uses the first m. The split modes' GEMM writes
 //                the partial here and the all-reduce runs in place.
 //   gar.split.*  the split modes' all-reduce (a Collective without in/out regions of its own)
@@ -15,8 +16,10 @@
 #include <optional>
 
 #include "comm/collective_impl.hpp"
+#include "comm/copy_streams.hpp"
 #include "comm/group.hpp"
 #include "comm/op_runtime.hpp"
+#include "comm/stream_mem_ops.hpp"
 #include "fused/ar_params.hpp"
 #include "fused/gar_plan.hpp"
 #include "fused/mx_route.hpp"
@@ -44,6 +47,9 @@ struct GemmAllReduce::Impl {
   const gemm::GemmInstance* local_bf16 = nullptr;
   GemmAllReduceMode last = GemmAllReduceMode::kAuto;
   bool last_mx_bf16_route = false;  // the last call converted mxfp8 to bf16 (which kernel ran: the GPU's flag)
+  // fused-ce: one copy stream per peer step, waiting on words the kernel stores (fused/ar_pull.hpp).
+  std::unique_ptr<comm::StreamMemOps> mem_ops;
+  comm::CopyStreams pulls;
   std::optional<fused::Calibration> calibration;  // cfg.calibration's table (auto's measured choices)
   uint64_t self_test_seed = 0x5eed;
 
@@ -60,6 +66,8 @@ struct GemmAllReduce::Impl {
   void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, cudaStream_t stream);
   void run_decode(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
                   cudaStream_t stream);
+  void enqueue_pulls(int64_t m, const fused::ArSchedule& sched, cudaStream_t stream);
+  void init_pull_words();
   char* out_local() const { return rt->window().local() + layout.out; }
   TensorView output(int64_t m) const;
   void check() const;

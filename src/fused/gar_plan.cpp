@@ -7,6 +7,7 @@
 
 #include "comm/protocol.hpp"
 #include "common/check.hpp"
+#include "fused/ar_pull.hpp"
 #include "fused/model_rates.hpp"
 #include "gemv/gemv.hpp"
 #include "weave/gemm.hpp"
@@ -23,6 +24,7 @@ std::string_view to_string(GemmAllReduceMode m) noexcept {
     case GemmAllReduceMode::kFused: return "fused";
     case GemmAllReduceMode::kDecode: return "decode";
     case GemmAllReduceMode::kFusedRs: return "fused-rs";
+    case GemmAllReduceMode::kFusedCe: return "fused-ce";
   }
   return "?";
 }
@@ -30,7 +32,7 @@ std::string_view to_string(GemmAllReduceMode m) noexcept {
 std::optional<GemmAllReduceMode> parse_gemm_all_reduce_mode(std::string_view name) noexcept {
   for (auto m : {GemmAllReduceMode::kAuto, GemmAllReduceMode::kGemmOnly, GemmAllReduceMode::kSplitNccl,
                  GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe, GemmAllReduceMode::kFused,
-                 GemmAllReduceMode::kDecode, GemmAllReduceMode::kFusedRs})
+                 GemmAllReduceMode::kDecode, GemmAllReduceMode::kFusedRs, GemmAllReduceMode::kFusedCe})
     if (name == to_string(m)) return m;
   return std::nullopt;
 }
@@ -66,7 +68,8 @@ std::string GemmAllReduce::validate(const GemmAllReduceConfig& c, int world) {
 namespace weave::fused {
 
 bool gar_hosts_fused(GemmAllReduceMode mode) {
-  return mode == GemmAllReduceMode::kAuto || mode == GemmAllReduceMode::kFused || mode == GemmAllReduceMode::kFusedRs;
+  return mode == GemmAllReduceMode::kAuto || mode == GemmAllReduceMode::kFused || mode == GemmAllReduceMode::kFusedRs ||
+         mode == GemmAllReduceMode::kFusedCe;
 }
 
 GemmAllReduceMode gar_split_mode(GemmAllReduceMode mode) {
@@ -106,6 +109,10 @@ GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, 
     g.slot_stride = comm::round_up(static_cast<size_t>(g.band_cap_rows) * static_cast<size_t>(cfg.n) * 2, comm::kSlotAlign);
     g.staging = layout.add(prefix + ".staging", RegionKind::kData, w * g.slot_stride).offset;
     g.has_staging = true;
+  }
+  if (cfg.mode == GemmAllReduceMode::kFusedCe && world > 1) {
+    g.pull = layout.add(prefix + ".pull", RegionKind::kControl, kArPullBytes).offset;
+    g.has_pull = true;
   }
   g.out = layout.add(prefix + ".out", RegionKind::kData, static_cast<uint64_t>(cfg.m_max) * static_cast<uint64_t>(cfg.n) * 2).offset;
   if (gar_split_mode(cfg.mode) != GemmAllReduceMode::kAuto && world > 1) {
@@ -168,6 +175,15 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
   const double c = std::max(1, s.max_chunks);
   const double tail_us = world > 1 ? p.model_gemm_us / (world * c) + double(p.bytes_ag) / (c * r.link_gbps * 1e3) + 4 : 0;
   p.model_fused_us = std::max(p.model_gemm_us, link_us) + tail_us;
+  if (cfg.mode == GemmAllReduceMode::kFusedCe && world > 1) {
+    // fused-ce: each peer's copy stream runs both legs' chunks one chain after another (~10 us
+    // each, fused/model_rates.hpp). The last round's chains (the own band's last RS copy, then its
+    // sum and gather) come after the GEMM: two chains and the last chunk's bytes.
+    const double ce_us = double(p.bytes_rs + p.bytes_ag) / (kModelledCeLinkGbps * 1e3);
+    const double chains_us = 2.0 * double(s.max_chunks) * kModelledCeChainUs;
+    const double last_us = 2 * (kModelledCeChainUs + double(p.bytes_ag) / (c * kModelledCeLinkGbps * 1e3));
+    p.model_fused_us = std::max({p.model_gemm_us, ce_us, chains_us}) + last_us + p.model_gemm_us / (world * c);
+  }
   std::ostringstream why;
   const GemmAllReduceMode split = gar_split_mode(cfg.mode) == GemmAllReduceMode::kAuto ? GemmAllReduceMode::kSplitLsa
                                                                                        : gar_split_mode(cfg.mode);
@@ -219,9 +235,10 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
     default:
       p.mode = cfg.mode;
       why << "mode " << to_string(cfg.mode) << " requested";
-      if (cfg.mode == GemmAllReduceMode::kFusedRs && world == 1) {
+      if ((cfg.mode == GemmAllReduceMode::kFusedRs || cfg.mode == GemmAllReduceMode::kFusedCe) && world == 1) {
         p.mode = GemmAllReduceMode::kFused;  // a one-rank window has no staging to scatter into
-        why << "; world 1: nothing to scatter, runs as fused";
+        why << "; world 1: nothing to " << (cfg.mode == GemmAllReduceMode::kFusedRs ? "scatter" : "copy")
+            << ", runs as fused";
       }
       if (cfg.mode == GemmAllReduceMode::kSplitNccl && !nccl_available) why << " (unavailable: no NCCL communicator)";
       if (cfg.mode == GemmAllReduceMode::kDecode && !decode_why.empty()) why << " (cannot run m = " << m << ": " << decode_why << ")";

@@ -23,10 +23,11 @@ inline constexpr int kGarBoundSplitBlocks = 264;
 
 struct GarLayout {
   uint64_t control = 0, credits = 0, flags = 0, staging = 0, out = 0;
+  uint64_t pull = 0;          // fused-ce: the copy streams' words (fused/ar_pull.hpp)
   uint64_t slot_stride = 0;   // bytes of one source's staging slot (band_cap_rows x N bf16, aligned)
   int64_t band_cap_rows = 0;  // rows of the largest band at m_max
   comm::OpOffsets split;      // the split all-reduce's regions (if any)
-  bool has_split = false, has_staging = false;
+  bool has_split = false, has_staging = false, has_pull = false;
 };
 
 // Which paths an op of `mode` may take (auto: fused and split-lsa).

@@ -7,12 +7,18 @@
 //   fused     : one kernel (fused/ar_epilogue.cuh): peers' bands -> their staging; own band summed
 //               with the staged partials -> gar.out here and at every peer; the kernel ends when
 //               every peer's final chunks have arrived
+//   fused-ce  : the same kernel storing every tile to the own rows (peers' bands as partials), its
+//               chunk flags triggering -> per peer step s, copy stream s - 1, in the walk's order
+//               (fused/ar_pull.hpp): wait trigger, reset, pull (RS: the peer's partial of this
+//               band -> staging; AG: the peer's final chunk -> gar.out), RS: landed = 1 -> join
 #include "fused/gar_impl.hpp"
+#include "fused/ar_pull.hpp"
 #include "fused/ar_tail.hpp"
 
 #include <cuda_runtime.h>
 
 #include <sstream>
+#include <vector>
 
 #include "common/check.hpp"
 #include "common/log.hpp"
@@ -58,6 +64,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
   switch (cfg.mode) {
     case GemmAllReduceMode::kFused:
     case GemmAllReduceMode::kFusedRs:
+    case GemmAllReduceMode::kFusedCe:
       WEAVE_EXPECT(fused_kernel != nullptr, Status::kUnavailable,
                    "GemmAllReduce: mode " << to_string(cfg.mode) << ": no fused kernel for " << to_string(cfg.quant)
                                           << " in this build");
@@ -107,6 +114,14 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
   rt->agree_config(id.str(),
                    "GemmAllReduce configuration (n, k = K_r, m_max, quant, mode, exact_own, chunks, testing hooks, calibration)");
   if (fused_kernel) fused_kernel->prepare();
+  WEAVE_EXPECT_ARG(!(cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route == MxRoute::kBf16 &&
+                     cfg.mode == GemmAllReduceMode::kFusedCe),
+                   "GemmAllReduceConfig.mx_route = bf16 cannot run in mode fused-ce (its copy streams fork from the "
+                   "kernel's start, which the either/or's skipped first kernel would give too early); use auto or native");
+  if (cfg.mode == GemmAllReduceMode::kFusedCe && w > 1) {
+    mem_ops = comm::StreamMemOps::agreed(g, "GemmAllReduce fused-ce (device-triggered copies)");
+    pulls.open(w - 1);
+  }
   // The split GEMM runs the same tile as the fused kernel (so split and fused agree bitwise).
   local_kernel = gemm::find_gemm_instance(cfg.quant, DType::kBF16, gemm::EpilogueKind::kStoreLocal, fused::kGarBlockM,
                                           fused::kGarBlockN,
@@ -115,7 +130,8 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
                "GemmAllReduce: no " << fused::kGarBlockM << "x" << fused::kGarBlockN << " GEMM kernel for "
                                     << to_string(cfg.quant) << " -> bf16 in this build");
   local_kernel->prepare();
-  if (cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route != MxRoute::kNative && cfg.mode != GemmAllReduceMode::kDecode) {
+  if (cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route != MxRoute::kNative && cfg.mode != GemmAllReduceMode::kDecode &&
+      cfg.mode != GemmAllReduceMode::kFusedCe) {
     // The bf16 route's kernels: the same tiles, schedule and epilogues as the native ones.
     local_bf16 = gemm::find_gemm_instance(ScaleMode::kBF16, DType::kBF16, gemm::EpilogueKind::kStoreLocal,
                                           fused::kGarBlockM, fused::kGarBlockN);
@@ -164,6 +180,18 @@ void GemmAllReduce::Impl::attach(const std::shared_ptr<comm::OpWindow>& window) 
                                    .flag_blocks = comm::kMaxChunks};
   rt->attach(window, regions, cfg.flow_control, cfg.initial_epoch, /*needs_peers=*/fused_ok);
   if (split) split->attach(window, layout.split);
+  if (layout.has_pull) init_pull_words();
+}
+
+// fused-ce's words start as the protocol's others do (comm init_op_kernel): triggers and landed
+// words 0, the arrived epochs at the initial epoch (zeros would read as a future epoch near 2^32).
+// Local only: no peer reads them, and the first call is enqueued after this synchronous copy.
+void GemmAllReduce::Impl::init_pull_words() {
+  std::vector<uint32_t> words(fused::kArPullWords, 0u);
+  for (int i = fused::kArPullArrived; i < fused::kArPullWords; ++i) words[static_cast<size_t>(i)] = cfg.initial_epoch;
+  WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
+  WEAVE_CHECK_CUDA(cudaMemcpy(rt->window().local() + layout.pull, words.data(), fused::kArPullBytes,
+                              cudaMemcpyHostToDevice));
 }
 
 std::unique_ptr<GemmAllReduce> GemmAllReduce::Impl::wrap(std::unique_ptr<Impl> im) {
@@ -220,7 +248,9 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   }
   const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kGarBlockM, fused::kGarBlockN, pl.grid);
   gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s);
-  // mxfp8 on the bf16 route where it pays: the conversion, then both kernels, either/or.
+  const bool pull = pl.mode == GemmAllReduceMode::kFusedCe;  // (world 1: the plan resolved it to fused)
+  // mxfp8 on the bf16 route where it pays: the conversion, then both kernels, either/or (never
+  // fused-ce: mx is not built for it).
   fused::MxBf16Route* route = mx && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms) ? mx.get() : nullptr;
   const fused::MxRouteCall rc =
       route ? fused::mx_route_call(prob, a, b, s, num_sms, fused::kGarBlockM, fused::kGarBlockN, pl.grid,
@@ -228,7 +258,7 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
             : fused::MxRouteCall{};
   last_mx_bf16_route = route != nullptr;
   const size_t count = static_cast<size_t>(m) * static_cast<size_t>(cfg.n);
-  if (pl.mode == GemmAllReduceMode::kFused || pl.mode == GemmAllReduceMode::kFusedRs) {
+  if (pl.mode == GemmAllReduceMode::kFused || pl.mode == GemmAllReduceMode::kFusedRs || pull) {
     const bool scatter = pl.mode == GemmAllReduceMode::kFusedRs;  // (world 1: the plan resolved it to fused)
     // Consumers wait for peers' partials inside the pipeline: its waits must outlast the comm timeout.
     main.pipeline_timeout_ns = static_cast<uint64_t>((2 * group->timeout_s() + 5) * 1e9);
@@ -244,7 +274,7 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
       e.tma_peer[st - 1] = gemm::make_epilogue_map("the output (a peer's copy)", h.base[peer] + layout.out,
                                                    DType::kBF16, 1, m, cfg.n, cfg.n);
     }
-    for (int d = 0; d < w; ++d) {
+    for (int d = 0; d < w && !pull; ++d) {
       if (d == r && !scatter) continue;  // fused-rs: the own band's partials go to this rank's own slot
       const int64_t row0 = int64_t(fused::ar_band_begin(e.sched, d)) * fused::kGarBlockM;
       const int64_t rows = std::min<int64_t>(int64_t(fused::ar_band_end(e.sched, d)) * fused::kGarBlockM, m) - row0;
@@ -264,6 +294,22 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
     e.publish_every_tile = cfg.publish_every_tile ? 1 : 0;
     e.delay_stores_ns = cfg.delay_stores_ns;
     e.scatter_only = scatter ? 1 : 0;
+    if (pull) {
+      e.pull = 1;
+      e.pull_words = layout.pull;
+      e.delay_pull_ns = cfg.delay_pull_ns;
+      // As GemmAllGather fused-ce: the copy streams fork from the kernel's launch-completion event
+      // (every CTA has begun), so their trigger waits, which CUDA cannot see, are never queued
+      // ahead of the kernel that stores the triggers; where ranks share a GPU's queues the rest is
+      // enqueued after every rank's launch (Group::enqueue_lockstep). docs/memory_ordering.md
+      // "ar-fused-ce".
+      cudaEvent_t started = pulls.start_event();
+      fused_kernel->launch_noting_start(args, gp.grid, stream, started);
+      group->enqueue_lockstep();
+      pulls.fork_after(started);
+      enqueue_pulls(m, e.sched, stream);
+      return;
+    }
     fused::launch_either(*fused_kernel, fused_bf16, args, gp.grid, route, rc, stream);
     if (scatter) {
       fused::ArTailParams t{};
@@ -295,6 +341,45 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   split->run(out_local(), out_local(), count, stream);
 }
 
+// docs/memory_ordering.md "ar-fused-ce": copy stream s - 1 walks peer q = r + s's events
+// (fused/ar_pull.hpp), each released by its trigger word, which the kernel stores on every path.
+// RS c pulls q's partial of this band's chunk c (q's output rows) into staging slot [q], then sets
+// landed (the write's memory barrier orders the copy's bytes first); AG c pulls q's final chunk c
+// of band q into the same rows here.
+void GemmAllReduce::Impl::enqueue_pulls(int64_t m, const fused::ArSchedule& sched, cudaStream_t stream) {
+  const int w = group->world_size(), r = group->rank();
+  const WindowHandle& h = rt->window().handle();
+  uint32_t* words = reinterpret_cast<uint32_t*>(rt->window().local() + layout.pull);
+  const size_t row_bytes = static_cast<size_t>(cfg.n) * 2;
+  const int64_t band_row0 = int64_t(fused::ar_band_begin(sched, r)) * fused::kGarBlockM;
+  for (int st = 1; st < w; ++st) {
+    const int q = comm::peer_at(r, st, w);
+    cudaStream_t ps = pulls[st - 1];
+    fused::ar_pull_walk(sched, r, q, [&](int leg, int c) {
+      uint32_t* trigger = words + fused::ar_pull_trigger(leg, st, c);
+      mem_ops->wait_eq(ps, trigger, 1u);
+      mem_ops->write(ps, trigger, 0u);
+      const bool rs = leg == fused::kArPullRs;
+      const fused::ArChunkRows rows = fused::ar_chunk_row_range(sched, rs ? r : q, c, fused::kGarBlockM, m);
+      const char* src = h.base[q] + layout.out + static_cast<size_t>(rows.first) * row_bytes;
+      char* dst = rs ? rt->window().local() + layout.staging + static_cast<size_t>(q) * layout.slot_stride +
+                           static_cast<size_t>(rows.first - band_row0) * row_bytes
+                     : out_local() + static_cast<size_t>(rows.first) * row_bytes;
+      WEAVE_CHECK_CUDA(
+          cudaMemcpyAsync(dst, src, static_cast<size_t>(rows.rows) * row_bytes, cudaMemcpyDeviceToDevice, ps));
+      if (rs) mem_ops->write(ps, words + fused::ar_pull_landed(st, c), 1u);
+    });
+  }
+  // Unlike GemmAllGather's, these copies feed the kernels (the own tiles wait for them), so where
+  // ranks share a GPU's queues a rank's join (or its later work) must not enter a queue ahead of
+  // a peer's copies: every rank's copies are enqueued before any rank's join. (Seen on the device
+  // without it, once in a full test run: a first call stalled with rank 0's first copy never
+  // landed while its peer waited for rank 0's final chunk, as a copy queued behind the peer's
+  // join would; not seen with it in the runs since.) A no-op over NCCL.
+  group->enqueue_lockstep();
+  pulls.join(stream);
+}
+
 // decode: the GEMV writes this rank's bf16 partial into gar.out (as the split GEMM does), then the
 // split all-reduce sums the ranks' partials in place (its auto algorithm: LL at decode sizes).
 void GemmAllReduce::Impl::run_decode(const GemmProblem& prob, const TensorView& a, const TensorView& b,
@@ -321,6 +406,9 @@ std::string GemmAllReduce::Impl::describe() const {
   if (cfg.skip_arrival_wait) os << ", arrival wait SKIPPED (testing)";
   if (cfg.skip_partial_wait) os << ", partial wait SKIPPED (testing)";
   if (cfg.publish_every_tile) os << ", chunk election OFF (testing)";
+  if (cfg.mode == GemmAllReduceMode::kFusedCe)
+    os << ", " << pulls.size() << " copy streams, credits " << (cfg.flow_control ? "on" : "OFF (testing)");
+  if (cfg.delay_pull_ns) os << ", pulls delayed " << cfg.delay_pull_ns << " ns (testing)";
   return os.str();
 }
 

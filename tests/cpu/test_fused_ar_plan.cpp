@@ -2,15 +2,19 @@
 // exactly once per rank, chunks never empty, counts that complete each chunk), a discrete-event
 // simulation of W ranks x G persistent CTAs running that schedule with the kernel's waits and its
 // deferred publication (it must always finish: no deadlock at any M, W, grid or chunk count), the
-// window layout, the planner and validation.
+// window layout, the planner and validation; fused-ce's copy-stream walk (every chunk once per leg,
+// and a chunk-level simulation of the ranks' GEMMs, trigger lanes and serial copy streams that must
+// always finish, with a reordered walk as its negative control).
 #include <gtest/gtest.h>
 
 #include <random>
 #include <set>
 
+#include "fused/ar_pull.hpp"
 #include "fused/ar_schedule.hpp"
 #include "fused/ar_tail.hpp"
 #include "fused/gar_plan.hpp"
+#include "fused/model_rates.hpp"
 #include "support/expect_error.hpp"
 
 using namespace weave;
@@ -164,11 +168,19 @@ TEST(FusedArLayout, RegionsAtCapacityByMode) {
   c.k = 2048;
   c.m_max = 16384;
   for (auto mode : {GemmAllReduceMode::kAuto, GemmAllReduceMode::kFused, GemmAllReduceMode::kSplitLsa,
-                    GemmAllReduceMode::kGemmOnly}) {
+                    GemmAllReduceMode::kGemmOnly, GemmAllReduceMode::kFusedCe}) {
     c.mode = mode;
     WindowLayout layout;
     const fused::GarLayout g = fused::add_gar_regions(layout, c, 2, 264);
-    EXPECT_EQ(g.has_staging, mode == GemmAllReduceMode::kAuto || mode == GemmAllReduceMode::kFused);
+    EXPECT_EQ(g.has_staging, mode == GemmAllReduceMode::kAuto || mode == GemmAllReduceMode::kFused ||
+                                 mode == GemmAllReduceMode::kFusedCe);
+    EXPECT_EQ(g.has_pull, mode == GemmAllReduceMode::kFusedCe);  // the copy streams' words, fused-ce only
+    if (g.has_pull) {
+      const Region* pull = layout.find("gar.pull");
+      ASSERT_NE(pull, nullptr);
+      EXPECT_EQ(pull->kind, RegionKind::kControl) << "local words: no peer writes them";
+      EXPECT_GE(pull->bytes, fused::kArPullBytes);
+    }
     EXPECT_EQ(g.has_split, mode == GemmAllReduceMode::kAuto || mode == GemmAllReduceMode::kSplitLsa);
     EXPECT_EQ(g.band_cap_rows, 8192);
     if (g.has_staging) EXPECT_GE(g.slot_stride, uint64_t(8192) * 7168 * 2);
@@ -265,9 +277,144 @@ TEST(FusedArValidate, EveryRuleNamed) {
 TEST(FusedArModes, NamesRoundTrip) {
   for (auto m : {GemmAllReduceMode::kAuto, GemmAllReduceMode::kGemmOnly, GemmAllReduceMode::kSplitNccl,
                  GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe, GemmAllReduceMode::kFused,
-                 GemmAllReduceMode::kDecode, GemmAllReduceMode::kFusedRs})
+                 GemmAllReduceMode::kDecode, GemmAllReduceMode::kFusedRs, GemmAllReduceMode::kFusedCe})
     EXPECT_EQ(parse_gemm_all_reduce_mode(to_string(m)), m);
-  EXPECT_FALSE(parse_gemm_all_reduce_mode("fused-ce").has_value());  // not built
+  EXPECT_FALSE(parse_gemm_all_reduce_mode("fused-lsa").has_value());  // GemmAllGather's name, not this op's
+}
+
+// fused-ce: explicit only (auto never takes it), fused at world 1 (nothing to copy), modelled with
+// its copy chains: never under the fused SM model, and over the GEMM by at least the last round's
+// two chains.
+TEST(FusedArPlan, FusedCeIsExplicitWorld1RunsAsFusedAndItsModelCountsTheChains) {
+  GemmAllReduceConfig c;
+  c.n = 7168;
+  c.k = 2048;
+  c.m_max = 16384;
+  c.quant = ScaleMode::kBlockscale;
+  c.mode = GemmAllReduceMode::kFusedCe;
+  EXPECT_EQ(fused::gar_plan(c, 1, 1024, 132, true, true).mode, GemmAllReduceMode::kFused);
+  const auto ce = fused::gar_plan(c, 2, 8192, 132, true, true);
+  EXPECT_EQ(ce.mode, GemmAllReduceMode::kFusedCe) << ce.reason;
+  c.mode = GemmAllReduceMode::kFused;
+  const auto sm = fused::gar_plan(c, 2, 8192, 132, true, true);
+  EXPECT_GE(ce.model_fused_us, sm.model_gemm_us + 2 * fused::kModelledCeChainUs);
+  EXPECT_EQ(ce.bytes_rs, sm.bytes_rs);
+  EXPECT_EQ(ce.chunks, sm.chunks);
+  c.mode = GemmAllReduceMode::kAuto;
+  for (int64_t m : {1, 128, 1024, 8192, 16384})
+    EXPECT_NE(fused::gar_plan(c, 2, m, 132, true, true).mode, GemmAllReduceMode::kFusedCe);
+}
+
+namespace {
+
+// fused-ce at chunk granularity: each rank's GEMM walks its segments in order (one worker: the
+// most constrained order), an own chunk waits until every peer's partial of it landed; each
+// rank's copy stream per peer runs its events one after another, each when its chunk is ready at
+// the peer (trigger lane: RS c after the peer's segment of band r chunk c, AG c after the peer's
+// own chunk c). `order` gives the stream's events. True if every rank finishes.
+using Event = std::pair<int, int>;  // (leg, chunk)
+using Walk = std::vector<Event> (*)(const fused::ArSchedule& s, int r, int q);
+
+bool simulate_pulls(const Shape& sh, Walk order) {
+  const int w = sh.world;
+  std::vector<fused::ArSchedule> sch;
+  for (int r = 0; r < w; ++r) sch.push_back(fused::ar_schedule(sh.m, sh.n, 128, 128, w, r, sh.chunks));
+  // done[r][d][c]: rank r computed its tile set of (band d, chunk c): a partial (d != r) or final.
+  std::vector<std::vector<std::vector<char>>> done(w, std::vector<std::vector<char>>(w, std::vector<char>(comm::kMaxChunks, 0)));
+  // landed[r][c][q]: q's partial of rank r's chunk c is in r's staging.
+  std::vector<std::vector<std::vector<char>>> landed(w, std::vector<std::vector<char>>(comm::kMaxChunks, std::vector<char>(w, 0)));
+  std::vector<int> seg(w, 0);
+  std::vector<std::vector<std::vector<Event>>> walks(w);
+  std::vector<std::vector<size_t>> at(w, std::vector<size_t>(w, 0));
+  for (int r = 0; r < w; ++r)
+    for (int q = 0; q < w; ++q) walks[r].push_back(q == r ? std::vector<Event>{} : order(sch[r], r, q));
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < w; ++r) {
+      const fused::ArSchedule& s = sch[r];
+      while (seg[r] < s.segments) {
+        const int m_blk = s.first_m_blk[seg[r]];
+        const int d = fused::ar_band_of(s, m_blk), c = fused::ar_chunk_of(s, m_blk);
+        bool ready = true;
+        if (d == r)
+          for (int q = 0; q < w; ++q) ready &= q == r || landed[r][c][q];
+        if (!ready) break;
+        done[r][d][c] = 1;
+        ++seg[r];
+        progress = true;
+      }
+      for (int q = 0; q < w; ++q)
+        while (q != r && at[r][q] < walks[r][q].size()) {
+          const auto [leg, c] = walks[r][q][at[r][q]];
+          const bool ready = leg == fused::kArPullRs ? done[q][r][c] : done[q][q][c];
+          if (!ready) break;
+          if (leg == fused::kArPullRs) landed[r][c][q] = 1;
+          ++at[r][q];
+          progress = true;
+        }
+    }
+  }
+  for (int r = 0; r < w; ++r) {
+    if (seg[r] < sch[r].segments) return false;
+    for (int q = 0; q < w; ++q)
+      if (at[r][q] < walks[r][q].size()) return false;
+  }
+  return true;
+}
+
+std::vector<Event> walk_of_the_op(const fused::ArSchedule& s, int r, int q) {
+  std::vector<Event> v;
+  fused::ar_pull_walk(s, r, q, [&](int leg, int c) { v.emplace_back(leg, c); });
+  return v;
+}
+// The negative control: every gather before any reduce-scatter pull.
+std::vector<Event> gathers_first(const fused::ArSchedule& s, int r, int q) {
+  std::vector<Event> v;
+  for (int c = 0; c < fused::ar_chunks_of(s, q); ++c) v.emplace_back(fused::kArPullAg, c);
+  for (int c = 0; c < fused::ar_chunks_of(s, r); ++c) v.emplace_back(fused::kArPullRs, c);
+  return v;
+}
+
+}  // namespace
+
+// The walk covers every chunk of both legs exactly once, in round order; the simulated ranks and
+// copy streams always finish; pulling the gathers first deadlocks (the order matters).
+TEST(FusedArPull, WalkCoversEveryChunkOnceAndTheRanksAlwaysFinish) {
+  auto shapes = random_shapes(400, 31);
+  shapes.push_back({16384, 7168, 8, 16});
+  shapes.push_back({100, 512, 2, 1});  // band 1 empty
+  int deadlocks = 0, multi = 0;
+  for (const Shape& sh : shapes) {
+    for (int r = 0; r < sh.world; ++r) {
+      const auto s = fused::ar_schedule(sh.m, sh.n, 128, 128, sh.world, r, sh.chunks);
+      for (int st = 1; st < sh.world; ++st) {
+        const int q = comm::peer_at(r, st, sh.world);
+        std::set<Event> seen;
+        int last_round = -1;
+        fused::ar_pull_walk(s, r, q, [&](int leg, int c) {
+          EXPECT_TRUE(seen.insert({leg, c}).second) << "an event twice";
+          const int round = leg == fused::kArPullRs ? c : c + 1;  // when it becomes ready at q
+          EXPECT_GE(round, last_round) << "out of round order";
+          last_round = round;
+          EXPECT_LT(fused::ar_pull_trigger(leg, st, c), fused::ar_pull_landed(1, 0));
+        });
+        EXPECT_EQ(seen.size(), size_t(fused::ar_chunks_of(s, r) + fused::ar_chunks_of(s, q)));
+        for (int c = 0; c < fused::ar_chunks_of(s, r); ++c) {
+          const fused::ArChunkRows rows = fused::ar_chunk_row_range(s, r, c, 128, sh.m);
+          EXPECT_GT(rows.rows, 0);
+          EXPECT_LE(rows.first + rows.rows, sh.m);
+        }
+      }
+    }
+    EXPECT_TRUE(simulate_pulls(sh, walk_of_the_op)) << "m " << sh.m << " W" << sh.world << " chunks " << sh.chunks;
+    if (sh.world > 1) {
+      ++multi;
+      deadlocks += !simulate_pulls(sh, gathers_first);
+    }
+  }
+  EXPECT_GT(deadlocks, 0) << "negative control: gathers before reduce-scatter pulls must deadlock somewhere";
+  std::printf("  negative control (gathers first): %d of %d multi-rank shapes deadlock\n", deadlocks, multi);
+  EXPECT_LE(fused::ar_pull_arrived(fused::kArMaxWorld - 1, comm::kMaxChunks - 1) + 1, fused::kArPullWords);
 }
 
 // fused-rs's tail: one CTA per row of the own band at most, at most the cap, at least one (a rank

@@ -166,7 +166,8 @@ std::vector<uint16_t> download_output(const GemmAllReduce& op, int64_t m, int64_
 TEST(EmulatedGemmAllReduce, SelfTestEveryModeQuantAndWorld) {
   WEAVE_REQUIRE_GPUS(1);
   const GemmAllReduceMode modes[] = {GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe,
-                                     GemmAllReduceMode::kFused, GemmAllReduceMode::kFusedRs, GemmAllReduceMode::kAuto};
+                                     GemmAllReduceMode::kFused, GemmAllReduceMode::kFusedRs, GemmAllReduceMode::kFusedCe,
+                                     GemmAllReduceMode::kAuto};
   int passed = 0;
   for (int world : {2, 4, 8}) {
     bench::EmulatedWorld ew(world, 0, 20);
@@ -202,7 +203,8 @@ TEST(EmulatedGemmAllReduce, SelfTestFailsWhenNothingMoves) {
   });
 }
 
-// Random operands per rank: fused and fused-rs output bitwise equal to split-lsa's (same tiles, own
+// Random operands per rank: fused, fused-rs and fused-ce (W = 2, where the emulated world runs copy
+// streams) output bitwise equal to split-lsa's (same tiles, own
 // term rounded as the split partial), identical on every rank, and within tolerance of the sum of per-rank
 // gpu_reference_gemm results (a plain CUDA-core GEMM); exact_own within the same tolerance.
 TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
@@ -224,6 +226,17 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
         ecfg.exact_own = true;
         auto exact = GemmAllReduce::Impl::create(g, ecfg);
         auto rs = GemmAllReduce::Impl::create(g, config_of(q, GemmAllReduceMode::kFusedRs, n, k, m_max));
+        // fused-ce runs mxfp8's native kernel (the bf16 route's either/or cannot fork its copy
+        // streams), so its split twin for mxfp8 is split-lsa on the native kernel too.
+        std::unique_ptr<GemmAllReduce> ce, ce_split;
+        if (fits_queues(GemmAllReduceMode::kFusedCe, world)) {
+          ce = GemmAllReduce::Impl::create(g, config_of(q, GemmAllReduceMode::kFusedCe, n, k, m_max));
+          if (q.quant == ScaleMode::kMxfp8) {
+            auto c = config_of(q, GemmAllReduceMode::kSplitLsa, n, k, m_max);
+            c.mx_route = MxRoute::kNative;
+            ce_split = GemmAllReduce::Impl::create(g, c);
+          }
+        }
         std::vector<bench::DeviceOperand> bs;  // every rank's B shard (this rank regenerates them)
         for (int s = 0; s < world; ++s)
           bs.push_back(bench::upload_operand(
@@ -235,7 +248,7 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
           bench::MnMajorScales mn;
           const GemmScales sc = test::scales_in_layout(q.layout, as[r], bs[r], mn);
           const size_t bytes = static_cast<size_t>(m * n) * 2;
-          bench::DeviceBuffer fused_out(bytes), exact_out(bytes), rs_out(bytes);
+          bench::DeviceBuffer fused_out(bytes), exact_out(bytes), rs_out(bytes), ce_out(bytes);
           // One op's call at a time across the ranks (this test is about numerics; back-to-back
           // calls are BackToBack's and the soak's). The host bound is longer than the op's timeout,
           // so a stuck wait is reported by the device record (who waited for what).
@@ -250,6 +263,8 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
           call(*fused, &fused_out, "fused");
           call(*exact, &exact_out, "exact_own");
           call(*rs, &rs_out, "fused-rs");
+          if (ce) call(*ce, &ce_out, "fused-ce");
+          if (ce_split) call(*ce_split, nullptr, "split-lsa (native mxfp8)");
           call(*split, nullptr, "split-lsa");
           fused->check();
           exact->check();
@@ -263,6 +278,16 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
           std::vector<uint8_t> hr(bytes);
           rs_out.download(hr.data(), bytes);
           EXPECT_EQ(std::memcmp(hr.data(), hs.data(), bytes), 0) << "m " << m << ": fused-rs differs from split-lsa";
+          if (ce) {
+            ce->check();
+            EXPECT_EQ(ce->last_mode(), GemmAllReduceMode::kFusedCe);
+            ce_out.download(hr.data(), bytes);
+            std::vector<uint8_t> hn(bytes);
+            if (ce_split)
+              WEAVE_CHECK_CUDA(cudaMemcpy(hn.data(), ce_split->output(m).data, bytes, cudaMemcpyDeviceToHost));
+            EXPECT_EQ(std::memcmp(hr.data(), ce_split ? hn.data() : hs.data(), bytes), 0)
+                << "m " << m << ": fused-ce differs from split-lsa" << (ce_split ? " (native mxfp8)" : "");
+          }
           const auto hashes = g.all_gather(fnv1a64(hf.data(), bytes), "the output hash");
           for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
           // The sum of every rank's reference GEMM and of their magnitudes, and the bound of a sum
@@ -444,20 +469,30 @@ TEST(EmulatedGemmAllReduce, DecodeRouteGemvThenLowLatencyAllReduce) {
 // mechanism on, 0 wrong; skipping the partial wait (own tiles summed before the peer's partials
 // landed), the chunk election (a chunk's flag published after its first tile) or the arrival wait
 // (rank 0 reads its output as soon as its own kernel ends) must each corrupt rank 0's output.
-// The same for fused-rs: its tail's partial wait and arrival wait, each skipped, must corrupt.
+// The same for fused-rs: its tail's partial wait and arrival wait, each skipped, must corrupt. And
+// for fused-ce: its combine's wait for the landed copies, the chunk election (a copy triggered
+// after a chunk's first tile) and the trigger lanes' flag waits (every copy triggered at once),
+// each skipped, must corrupt.
 TEST(EmulatedGemmAllReduce, SkippingAWaitOrTheElectionIsCaught) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 512, k = 256, m = 16384;
-  enum Control { kNone, kPartialWait, kElection, kArrivalWait, kRsNone, kRsPartialWait, kRsArrivalWait };
-  for (Control ctl : {kNone, kPartialWait, kElection, kArrivalWait, kRsNone, kRsPartialWait, kRsArrivalWait}) {
+  enum Control {
+    kNone, kPartialWait, kElection, kArrivalWait, kRsNone, kRsPartialWait, kRsArrivalWait,
+    kCeNone, kCePartialWait, kCeElection, kCeArrivalWait
+  };
+  ASSERT_TRUE(fits_queues(GemmAllReduceMode::kFusedCe, 2)) << bench::EmulatedWorld::copy_engine_unsupported_reason(2);
+  for (Control ctl : {kNone, kPartialWait, kElection, kArrivalWait, kRsNone, kRsPartialWait, kRsArrivalWait, kCeNone,
+                      kCePartialWait, kCeElection, kCeArrivalWait}) {
     bench::EmulatedWorld ew(2, 0, 20);
     int64_t wrong0 = 0;
     ew.run([&](comm::Group& g) {
-      const bool rs = ctl >= kRsNone;
-      auto cfg = config_of(kQuants[0], rs ? GemmAllReduceMode::kFusedRs : GemmAllReduceMode::kFused, n, k, m);
-      cfg.skip_partial_wait = ctl == kPartialWait || ctl == kRsPartialWait;
-      cfg.publish_every_tile = ctl == kElection;
-      cfg.skip_arrival_wait = ctl == kArrivalWait || ctl == kRsArrivalWait;
+      const bool rs = ctl >= kRsNone && ctl < kCeNone, ce = ctl >= kCeNone;
+      auto cfg = config_of(kQuants[0],
+                           rs ? GemmAllReduceMode::kFusedRs : (ce ? GemmAllReduceMode::kFusedCe : GemmAllReduceMode::kFused),
+                           n, k, m);
+      cfg.skip_partial_wait = ctl == kPartialWait || ctl == kRsPartialWait || ctl == kCePartialWait;
+      cfg.publish_every_tile = ctl == kElection || ctl == kCeElection;
+      cfg.skip_arrival_wait = ctl == kArrivalWait || ctl == kRsArrivalWait || ctl == kCeArrivalWait;
       cfg.chunks = 1;
       if (g.rank() == 1) cfg.delay_stores_ns = 2'000'000;
       auto op = GemmAllReduce::Impl::create(g, cfg);
@@ -479,8 +514,10 @@ TEST(EmulatedGemmAllReduce, SkippingAWaitOrTheElectionIsCaught) {
     });
     const char* names[] = {"every mechanism on",          "partial wait SKIPPED",        "chunk election OFF",
                            "arrival wait SKIPPED",        "fused-rs, every mechanism on", "fused-rs, tail's partial wait SKIPPED",
-                           "fused-rs, arrival wait SKIPPED"};
-    if (ctl == kNone || ctl == kRsNone) EXPECT_EQ(wrong0, 0) << names[ctl];
+                           "fused-rs, arrival wait SKIPPED", "fused-ce, every mechanism on",
+                           "fused-ce, landed wait SKIPPED", "fused-ce, chunk election OFF",
+                           "fused-ce, trigger waits SKIPPED"};
+    if (ctl == kNone || ctl == kRsNone || ctl == kCeNone) EXPECT_EQ(wrong0, 0) << names[ctl];
     else EXPECT_GT(wrong0, 0) << names[ctl] << " must corrupt the output of rank 0";
     std::printf("  %s: rank 0 saw %lld wrong elements of %lld\n", names[ctl], static_cast<long long>(wrong0),
                 static_cast<long long>(m * n));
@@ -532,19 +569,72 @@ TEST(EmulatedGemmAllReduce, AFastRankNeverOverwritesWhatASlowReaderHasNotRead) {
   }
 }
 
+// fused-ce needs its credit: a peer's copy engine reads this rank's output during the peer's call,
+// and a call of another M owns other rows. Rank 0 pulls slowly (each trigger 3 ms late); rank 1
+// runs call 1 at m = 1024 (rows 512..1023 are its band: final tiles rank 0 pulls last) and goes
+// straight on to call 2 at m = 2048, where those rows are band 0's and take rank 1's partials at
+// once. With the credit, rank 1's call 2 waits for rank 0's call 2 (after rank 0's pulls of call 1
+// joined): rank 0's snapshot of call 1 is right. Without it (flow_control = false) the snapshot
+// must hold call 2's partials.
+TEST(EmulatedGemmAllReduce, FusedCeCreditKeepsAFastRankFromOverwritingWhatASlowPullerReads) {
+  WEAVE_REQUIRE_GPUS(1);
+  ASSERT_TRUE(fits_queues(GemmAllReduceMode::kFusedCe, 2)) << bench::EmulatedWorld::copy_engine_unsupported_reason(2);
+  const int64_t n = 512, k = 256, m1 = 1024, m2 = 2048;
+  for (bool credit : {true, false}) {
+    bench::EmulatedWorld ew(2, 0, 20);
+    int64_t wrong = -1, second = -1;
+    ew.run([&](comm::Group& g) {
+      auto cfg = config_of(kQuants[0], GemmAllReduceMode::kFusedCe, n, k, m2);
+      cfg.flow_control = credit;
+      cfg.chunks = 1;
+      if (g.rank() == 0) cfg.delay_pull_ns = 3'000'000;
+      auto op = GemmAllReduce::Impl::create(g, cfg);
+      OneHot oh(m2, n, k, g.rank());
+      Stream st;
+      bench::DeviceBuffer a2(m2 * k * 2), snapshot(m1 * n * 2);
+      const auto h2 = oh.host_a(6, m2);
+      a2.upload(h2.data(), h2.size() * 2);
+      oh.set_a(5, m1);
+      g.barrier();
+      op->run(m1, oh.a_view(m1, g.device()), oh.b_view(g.device()), {}, st.s);
+      g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
+      if (g.rank() == 0)
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m1).data, m1 * n * 2, cudaMemcpyDeviceToDevice, st.s));
+      op->run(m2, TensorView::matrix(a2.get(), DType::kBF16, m2, k, g.device()), oh.b_view(g.device()), {}, st.s);
+      g.barrier();
+      comm::sync_stream_bounded(st.s, 20, "two calls");
+      op->check();
+      if (g.rank() == 0) {
+        std::vector<uint16_t> h(m1 * n);
+        snapshot.download(h.data(), h.size() * 2);
+        wrong = oh.wrong(h, 5, 2, m1);
+        second = oh.wrong(download_output(*op, m2, n), 6, 2, m2);
+      }
+      g.barrier();
+    });
+    EXPECT_EQ(second, 0) << "call 2's output";
+    if (credit) EXPECT_EQ(wrong, 0) << "with the credit, rank 0's pulls of call 1 read call 1's rows";
+    else EXPECT_GT(wrong, 0) << "without the credit, rank 1's call 2 must overwrite rows rank 0 still pulls";
+    std::printf("  fused-ce, credit %s: the slow puller's call 1 had %lld wrong elements\n", credit ? "on" : "OFF",
+                static_cast<long long>(wrong));
+  }
+}
+
 // Back-to-back calls of changing M (and mode, for auto) on one op, no host sync between them, a
 // slow rank and late ranks; every call's output snapshotted on the device and checked at the end.
 TEST(EmulatedGemmAllReduce, BackToBackCallsOfChangingMWithASlowRank) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 512, k = 256, m_max = 4096;
   const std::vector<int64_t> ms = {4096, 7, 128, 1, 640, 1100, 3000, 33};
-  for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kAuto}) {
-    const int world = 4;
+  for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kAuto,
+                                 GemmAllReduceMode::kFusedCe}) {
+    const int world = fits_queues(mode, 4) ? 4 : 2;  // fused-ce: W = 2 (copy streams, "Queues")
     bench::EmulatedWorld ew(world, 0, 20);
     SCOPED_TRACE(mode_name(mode));
     ew.run([&](comm::Group& g) {
       auto cfg = config_of(kQuants[0], mode, n, k, m_max);
-      if (g.rank() == 2) cfg.delay_stores_ns = 100'000;
+      if (g.rank() == 2 % world) cfg.delay_stores_ns = 100'000;
+      if (g.rank() == 0 && mode == GemmAllReduceMode::kFusedCe) cfg.delay_pull_ns = 100'000;  // a slow puller too
       auto op = GemmAllReduce::Impl::create(g, cfg);
       OneHot oh(m_max, n, k, g.rank());
       Stream st;
@@ -584,6 +674,7 @@ TEST(EmulatedGemmAllReduce, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
   const int64_t n = 256, k = 256, m_max = 1024;
   const int world = 2, variants = 5, replays = 1000;
   const int64_t graph_ms[2] = {1024, 77};
+  // fused-ce: FusedCeGraphReplaysInOneGraphAcrossTheEpochWrap (one graph per rank cannot run here).
   for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kSplitLsa}) {
     bench::EmulatedWorld ew(world, 0, 20);
     SCOPED_TRACE(mode_name(mode));
@@ -636,12 +727,111 @@ TEST(EmulatedGemmAllReduce, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
   }
 }
 
+// fused-ce in graphs. A graph per rank, replayed by each rank as above, cannot run in the emulated
+// world: a replayed graph enters the shared hardware queues as the driver schedules it, and a
+// rank's copy-stream wait (on a trigger its kernel stores once the PEER's chunk is ready) can sit
+// ahead of that peer's kernel in a queue: seen on the device (2026-12-02, the 9th replay: rank 0's
+// kernel waited for rank 1's credit until its 20 s timeout, then rank 1's kernel started). A
+// multi-GPU run has no shared queue. So here both ranks' calls are captured into ONE graph (rank
+// 1's stream joins rank 0's capture through an event), whose launch hands the driver every kernel
+// and every copy as one DAG. Each variant: [both ranks: input copy -> run -> device check]; 1000
+// replays by rank 0 in a random order over two M, epochs started 50 calls before the 2^32 wrap.
+// fused runs the same graphs, and the time per replay of both is printed (one GPU: not NVLink).
+TEST(EmulatedGemmAllReduce, FusedCeGraphReplaysInOneGraphAcrossTheEpochWrap) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 256, m_max = 1024;
+  const int world = 2, variants = 5, replays = 1000;
+  const int64_t graph_ms[2] = {1024, 77};
+  ASSERT_TRUE(fits_queues(GemmAllReduceMode::kFusedCe, world)) << bench::EmulatedWorld::copy_engine_unsupported_reason(world);
+  for (GemmAllReduceMode mode : {GemmAllReduceMode::kFusedCe, GemmAllReduceMode::kFused}) {
+  SCOPED_TRACE(mode_name(mode));
+  bench::EmulatedWorld ew(world, 0, 20);
+  std::vector<cudaStream_t> streams(world, nullptr);
+  std::vector<cudaEvent_t> joined(world, nullptr);  // [r]: rank r's part of the capture is enqueued
+  std::vector<cudaGraphExec_t> execs;
+  ew.run([&](comm::Group& g) {
+    const int r = g.rank();
+    auto cfg = config_of(kQuants[0], mode, n, k, m_max);
+    cfg.initial_epoch = 0xFFFFFFFFu - 50u;
+    auto op = GemmAllReduce::Impl::create(g, cfg);
+    OneHot oh(m_max, n, k, r);
+    Stream st;
+    streams[r] = st.s;
+    WEAVE_CHECK_CUDA(cudaEventCreateWithFlags(&joined[r], cudaEventDisableTiming));
+    bench::DeviceBuffer wrong(8), a_live(m_max * k * 2);
+    WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
+    std::vector<bench::DeviceBuffer> a_var, want;
+    g.barrier();
+    for (int gi = 0; gi < 2; ++gi)
+      for (int v = 0; v < variants; ++v) {
+        const int64_t m = graph_ms[gi];
+        const uint64_t seed = 700 + 10 * gi + v;
+        const auto h = oh.host_a(seed, m);
+        a_var.emplace_back(m_max * k * 2);
+        a_var.back().upload(h.data(), h.size() * 2);
+        const auto e = oh.expected(seed, world, m);
+        want.emplace_back(e.size() * 2);
+        want.back().upload(e.data(), e.size() * 2);
+        if (r == 0) {
+          WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeRelaxed));
+          WEAVE_CHECK_CUDA(cudaEventRecord(joined[0], st.s));
+        }
+        g.barrier();
+        if (r != 0) WEAVE_CHECK_CUDA(cudaStreamWaitEvent(st.s, joined[0], 0));  // joins rank 0's capture
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(a_live.get(), a_var.back().get(), m * k * 2, cudaMemcpyDeviceToDevice, st.s));
+        op->run(m, TensorView::matrix(a_live.get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+        count_diff_kernel<<<64, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data),
+                                                want.back().as<uint16_t>(), m * n, wrong.as<unsigned long long>());
+        if (r != 0) WEAVE_CHECK_CUDA(cudaEventRecord(joined[r], st.s));
+        g.barrier();
+        if (r == 0) {
+          for (int q = 1; q < world; ++q) WEAVE_CHECK_CUDA(cudaStreamWaitEvent(st.s, joined[q], 0));
+          cudaGraph_t graph;
+          WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
+          cudaGraphExec_t exec;
+          WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+          WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
+          execs.push_back(exec);
+        }
+        g.barrier();
+      }
+    if (r == 0) {
+      std::mt19937 order(77);
+      cudaEvent_t t0, t1;
+      WEAVE_CHECK_CUDA(cudaEventCreate(&t0));
+      WEAVE_CHECK_CUDA(cudaEventCreate(&t1));
+      WEAVE_CHECK_CUDA(cudaEventRecord(t0, st.s));
+      for (int i = 0; i < replays; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[order() % execs.size()], st.s));
+      WEAVE_CHECK_CUDA(cudaEventRecord(t1, st.s));
+      comm::sync_stream_bounded(st.s, 120, "one-graph replays");
+      float ms = 0;
+      WEAVE_CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+      std::printf("  %s, both ranks in one graph: %.1f us per replay (m 1024 or 77, N %lld, K_r %lld, W %d on one GPU)\n",
+                  mode_name(mode).c_str(), 1000.0 * ms / replays, static_cast<long long>(n), static_cast<long long>(k),
+                  world);
+      cudaEventDestroy(t0);
+      cudaEventDestroy(t1);
+    }
+    g.barrier();  // every replay of every rank's part is complete
+    op->check();
+    unsigned long long bad = 0;
+    wrong.download(&bad, 8);
+    EXPECT_EQ(bad, 0ull) << "rank " << r << ": wrong elements over " << replays << " replays";
+    g.barrier();
+    if (r == 0)
+      for (auto e : execs) cudaGraphExecDestroy(e);
+    WEAVE_CHECK_CUDA(cudaEventDestroy(joined[r]));
+    g.barrier();
+  });
+  }
+}
+
 // A peer that never makes the call: the others' waits end after the timeout with a named error
 // (rank, peer, flag, expected, seen), the kernel completes (no pipeline trap: its bound is above
 // the comm timeout), and the op reports kTimeout and refuses further calls.
 TEST(EmulatedGemmAllReduce, APeerThatNeverArrivesTimesOutNamingIt) {
   WEAVE_REQUIRE_GPUS(1);
-  for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kSplitLsa}) {
+  for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kFusedCe}) {
     bench::EmulatedWorld ew(2, 0, 1.0);
     SCOPED_TRACE(mode_name(mode));
     ew.run([&](comm::Group& g) {
@@ -697,58 +887,85 @@ TEST(EmulatedGemmAllReduce, PartialsThatNeverArriveTimeOutInsideThePipeline) {
   });
 }
 
-// >= 10,000 randomised launches (M, world, late rank; fused and auto interleaved at W = 2), each
-// checked on the device.
+namespace {
+
+// One rank's part of a soak: `launches` calls of random M (16 variants, the same sequence on every
+// rank from `seed`) over `ops` (picked at random per call, the same pick on every rank), a late
+// rank now and then, each output checked on the device against its closed form.
+void soak_rank(comm::Group& g, const std::vector<GemmAllReduce*>& ops, int64_t n, int64_t k, int64_t m_max,
+               int launches, uint64_t seed) {
+  const int world = g.world_size();
+  OneHot oh(m_max, n, k, g.rank());
+  Stream st;
+  bench::DeviceBuffer wrong(8);
+  WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
+  constexpr int kVariants = 16;
+  std::vector<bench::DeviceBuffer> a_var, want;
+  std::vector<int64_t> var_m;
+  std::mt19937_64 shared_rng(seed);  // the same sequence on every rank
+  for (int v = 0; v < kVariants; ++v) {
+    const int64_t m = 1 + static_cast<int64_t>(shared_rng() % m_max);
+    var_m.push_back(m);
+    const auto h = oh.host_a(seed * 100 + v, m);
+    a_var.emplace_back(m_max * k * 2);
+    a_var.back().upload(h.data(), h.size() * 2);
+    const auto e = oh.expected(seed * 100 + v, world, m);
+    want.emplace_back(e.size() * 2);
+    want.back().upload(e.data(), e.size() * 2);
+  }
+  g.barrier();
+  for (int i = 0; i < launches; ++i) {
+    const int v = static_cast<int>(shared_rng() % kVariants);
+    GemmAllReduce* op = ops[shared_rng() % ops.size()];
+    if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) bench::spin_delay(20'000, st.s);
+    const int64_t m = var_m[v];
+    op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+    g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
+    count_diff_kernel<<<32, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data), want[v].as<uint16_t>(),
+                                            m * n, wrong.as<unsigned long long>());
+    if (i % 256 == 255) comm::sync_stream_bounded(st.s, 60, "soak batch");
+  }
+  comm::sync_stream_bounded(st.s, 60, "soak");
+  for (GemmAllReduce* op : ops) op->check();
+  unsigned long long bad = 0;
+  wrong.download(&bad, 8);
+  EXPECT_EQ(bad, 0ull) << "rank " << g.rank() << " W" << world << ", " << ops[0]->describe();
+  g.barrier();
+}
+
+}  // namespace
+
+// >= 10,000 randomised launches (M, world, late rank; fused and auto interleaved at W = 2, fused-ce
+// with a slow puller at W = 2 where the emulated world runs copy streams), each checked on the device.
 TEST(EmulatedGemmAllReduce, RandomisedSoak) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 256, k = 128, m_max = 1200;
-  const int launches_per_world = 2600;
   long long total = 0;
   for (int world : {2, 4}) {
+    const int launches = 2600;
     bench::EmulatedWorld ew(world, 0, 30);
     ew.run([&](comm::Group& g) {
       auto fused = GemmAllReduce::Impl::create(g, config_of(kQuants[0], GemmAllReduceMode::kFused, n, k, m_max));
       auto autop = GemmAllReduce::Impl::create(g, config_of(kQuants[0], GemmAllReduceMode::kAuto, n, k, m_max));
-      OneHot oh(m_max, n, k, g.rank());
-      Stream st;
-      bench::DeviceBuffer wrong(8);
-      WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
-      constexpr int kVariants = 16;
-      std::vector<bench::DeviceBuffer> a_var, want;
-      std::vector<int64_t> var_m;
-      std::mt19937_64 shared_rng(4242 + world);  // the same sequence on every rank
-      for (int v = 0; v < kVariants; ++v) {
-        const int64_t m = 1 + static_cast<int64_t>(shared_rng() % m_max);
-        var_m.push_back(m);
-        const auto h = oh.host_a(900 + v, m);
-        a_var.emplace_back(m_max * k * 2);
-        a_var.back().upload(h.data(), h.size() * 2);
-        const auto e = oh.expected(900 + v, world, m);
-        want.emplace_back(e.size() * 2);
-        want.back().upload(e.data(), e.size() * 2);
-      }
-      g.barrier();
-      for (int i = 0; i < launches_per_world; ++i) {
-        const int v = static_cast<int>(shared_rng() % kVariants);
-        // Two ops interleaved at W = 2 only (tools/bench/emulated_world.hpp "Queues").
-        GemmAllReduce* op = ((shared_rng() & 1) && world == 2) ? autop.get() : fused.get();
-        if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) bench::spin_delay(20'000, st.s);
-        const int64_t m = var_m[v];
-        op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
-        g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
-        count_diff_kernel<<<32, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data), want[v].as<uint16_t>(),
-                                                m * n, wrong.as<unsigned long long>());
-        if (i % 256 == 255) comm::sync_stream_bounded(st.s, 60, "soak batch");
-      }
-      comm::sync_stream_bounded(st.s, 60, "soak");
-      fused->check();
-      autop->check();
-      unsigned long long bad = 0;
-      wrong.download(&bad, 8);
-      EXPECT_EQ(bad, 0ull) << "rank " << g.rank() << " W" << world;
-      if (g.rank() == 0) total += launches_per_world * world;
-      g.barrier();
+      // Two ops interleaved at W = 2 only (tools/bench/emulated_world.hpp "Queues").
+      std::vector<GemmAllReduce*> ops = {fused.get()};
+      if (world == 2) ops.push_back(autop.get());
+      soak_rank(g, ops, n, k, m_max, launches, 4242 + world);
+      if (g.rank() == 0) total += launches * world;
     });
+  }
+  if (fits_queues(GemmAllReduceMode::kFusedCe, 2)) {
+    const int launches = 1500;
+    bench::EmulatedWorld ew(2, 0, 30);
+    ew.run([&](comm::Group& g) {
+      auto cfg = config_of(kQuants[0], GemmAllReduceMode::kFusedCe, n, k, m_max);
+      if (g.rank() == 1) cfg.delay_pull_ns = 5'000;  // a slow puller
+      auto ce = GemmAllReduce::Impl::create(g, cfg);
+      soak_rank(g, {ce.get()}, n, k, m_max, launches, 777);
+      if (g.rank() == 0) total += launches * 2;
+    });
+  } else {
+    ADD_FAILURE() << "fused-ce soak not run: " << bench::EmulatedWorld::copy_engine_unsupported_reason(2);
   }
   std::printf("  soak: %lld rank-launches, each checked on the device\n", total);
 }
@@ -838,5 +1055,11 @@ TEST(EmulatedGemmAllReduce, BadInputsAreClearErrors) {
     EXPECT_NE(msg.find("'A'"), std::string::npos) << msg;
     msg = test::error_of([&] { op->output(257); });
     EXPECT_NE(msg.find("m must be"), std::string::npos) << msg;
+  });
+  ew.run([&](comm::Group& g) {
+    auto c = config_of(kQuants[3], GemmAllReduceMode::kFusedCe, 256, 256, 256);
+    c.mx_route = MxRoute::kBf16;
+    const std::string msg = test::error_of([&] { GemmAllReduce::Impl::create(g, c); }, Status::kInvalidArgument);
+    EXPECT_NE(msg.find("mx_route = bf16 cannot run in mode fused-ce"), std::string::npos) << msg;
   });
 }

@@ -223,7 +223,7 @@ def test_fused_ops_validate_window_and_argument_errors():
     assert w2 >= 2 * 8192 * 7168 * 2 and w8 > w2
     assert weave.GemmAllReduce.window_bytes(**ok, world=2, mode="split-lsa") < w2  # no fused staging
     assert weave.GemmAllGather.window_bytes(n=2048, k=7168, m_max=4096, world=2) >= 2 * 4096 * 2048 * 2
-    for bad, needle in [(dict(mode="fused-ce"), "unknown mode 'fused-ce'"), (dict(quant="fp4"), "unknown scale mode"),
+    for bad, needle in [(dict(mode="fused-lsa"), "unknown mode 'fused-lsa'"), (dict(quant="fp4"), "unknown scale mode"),
                         (dict(m_max=0), "argument 'm_max': must be an int >= 1"), (dict(chunks=-1), "argument 'chunks'")]:
         with pytest.raises(weave.ArgumentError) as e:
             weave.GemmAllReduce.validate(**{**ok, **bad}, world=2)
@@ -238,6 +238,10 @@ def test_fused_ops_validate_window_and_argument_errors():
         weave.GemmAllGather(object(), n=256, k=256, m_max=256)
     assert "argument 'comm': must be a weave.Communicator" in str(e.value)
     assert weave._weave.name(weave.GemmAllReduceMode.FUSED) == "fused"
+    assert weave._weave.name(weave.GemmAllReduceMode.FUSED_CE) == "fused-ce"
+    # fused-ce: the fused staging plus its copy-stream words
+    assert (weave.GemmAllReduce.window_bytes(**ok, world=2, mode="fused-ce")
+            > weave.GemmAllReduce.window_bytes(**ok, world=2, mode="fused"))
     assert weave._weave.name(weave.GemmAllGatherMode.FUSED_LSA) == "fused-lsa"
     assert weave._weave.name(weave.GemmAllGatherMode.FUSED_CE) == "fused-ce"
     # mxfp8's bf16 route: the config carries it; a bad name is refused by argument before any GPU work.

@@ -317,7 +317,7 @@ def test_one_rank_fused_ops(seed):
     gen = torch.Generator(device=DEV).manual_seed(seed)
     (comm,) = weave.Communicator.create_local([0])
     m_max, n, k = 300, 256, 512
-    for mode in ("auto", "gemm-only", "split-lsa", "fused", "fused-rs"):
+    for mode in ("auto", "gemm-only", "split-lsa", "fused", "fused-rs", "fused-ce"):
         ar = weave.GemmAllReduce(comm, n=n, k=k, m_max=m_max, mode=mode)
         assert ar.self_test(200)["ok"], ar.describe()
         a = torch.randn(257, k, device=DEV, generator=gen).to(torch.bfloat16)

@@ -27,8 +27,10 @@
 // Inside one call, an op whose call is a kernel plus work on other streams that waits for it
 // (GemmAllGather fused-ce: copy streams waiting on its trigger words, then the join) follows the
 // same rule through comm::Group::enqueue_lockstep, which these ranks implement as a bounded
-// count-and-wait between the kernel's launch and the rest (a no-op over NCCL). It orders eager
-// enqueues only: a replayed graph's work enters the queues as the driver schedules it.
+// count-and-wait between the kernel's launch and the rest (a no-op over NCCL). GemmAllReduce
+// fused-ce, whose kernels also wait for their copies, adds a second lockstep between the copies
+// and the join. It orders eager enqueues only: a replayed graph's work enters the queues as the
+// driver schedules it (GemmAllReduce fused-ce's graph test captures every rank into one graph).
 //
 // Host-side agreement (all_gather, barrier, window creation) is a rendezvous of the W threads,
 // bounded by the timeout: a rank that never arrives makes the others raise Error(kTimeout)

@@ -21,7 +21,7 @@ void add_gemm_ar_options(CLI::App& app, GemmArOptions& o, bool with_layout, bool
   app.add_option("--quant", o.quant, "bf16 | ptpc | blockscale | mxfp8 (output: bf16 in every mode)")->capture_default_str();
   if (with_layout) app.add_option("--scale-layout", o.layout, "scale layout: raw | packed (mxfp8) | mn-major (blockscale: A scales M-contiguous)")->capture_default_str();
   if (with_mode)
-    app.add_option("--mode", o.mode, "auto | gemm-only | split-nccl | split-lsa | split-ce | decode (m <= 32) | fused | fused-rs")->capture_default_str();
+    app.add_option("--mode", o.mode, "auto | gemm-only | split-nccl | split-lsa | split-ce | decode (m <= 32) | fused | fused-rs | fused-ce (the fused schedule, both legs pulled by copy engines chunk by chunk)")->capture_default_str();
   app.add_option("--mx-route", o.mx_route, "mxfp8: auto (the planner's model per call) | native (the fp8 kernel) | bf16 (convert A and B exactly to bf16, then the bf16 kernel; the native kernel where a scale cannot be carried)")->capture_default_str();
   app.add_option("--chunks", o.chunks,
                  "fused: chunks per band, one flag each per leg (0.." + std::to_string(comm::kMaxChunks) +
@@ -51,7 +51,7 @@ GemmAllReduceConfig gemm_ar_config(const GemmArOptions& o, int world) {
   const ScaleLayout layout = scale_layout_option(o.layout);
   const auto mode = parse_gemm_all_reduce_mode(o.mode);
   WEAVE_EXPECT_ARG(mode.has_value(),
-                   "--mode '" << o.mode << "': expected auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fused or fused-rs");
+                   "--mode '" << o.mode << "': expected auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fused, fused-rs or fused-ce");
   c.m_max = m_max_option(o.ms, o.m_max, "rows");
   c.n = o.n;
   c.k = o.k;

@@ -37,6 +37,7 @@ constexpr int kMaxSms = 1024;
 std::string window_contents(const GemmAllReduceConfig& cfg, int world) {
   std::string s = "gar.out [m_max, N] bf16 and protocol words";
   if (fused::gar_hosts_fused(cfg.mode) && world > 1) s += ", the fused partials' staging [world][band rows][N] bf16";
+  if (cfg.mode == GemmAllReduceMode::kFusedCe && world > 1) s += ", fused-ce's copy-stream words";
   if (fused::gar_split_mode(cfg.mode) != GemmAllReduceMode::kAuto && world > 1) s += ", the split all-reduce's regions";
   return s;
 }
@@ -97,7 +98,8 @@ int run_plan_gemm_ar(const PlanGemmArOptions& o) {
               "`weave bench gemm-ar` measures\n");
   // An explicit mode the op would refuse here (kUnavailable at construction): say so, exit 1.
   std::string refused;
-  if ((cfg.mode == GemmAllReduceMode::kFused || cfg.mode == GemmAllReduceMode::kFusedRs) && !fused_available)
+  if ((cfg.mode == GemmAllReduceMode::kFused || cfg.mode == GemmAllReduceMode::kFusedRs ||
+       cfg.mode == GemmAllReduceMode::kFusedCe) && !fused_available)
     refused = fused == nullptr ? "no fused kernel for " + quant + " in this build" : "--no-fused";
   if (!refused.empty())
     std::printf("mode %s: the op would refuse it (kUnavailable): %s\n", std::string(to_string(cfg.mode)).c_str(),

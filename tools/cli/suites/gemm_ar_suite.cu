@@ -34,6 +34,10 @@
 //               stored to every rank
 //   fused-rs    MORI's structure (control arm): the GEMM kernel scatters every tile as a partial to
 //               its owner, a tail kernel reduces the own band and gathers it
+//   fused-ce    the fused schedule with copy-engine legs: every tile stored locally, each peer's
+//               copy stream pulls partials and final chunks as their flags arrive (not timed in
+//               the emulated world: its kernel waits for its own copies, and per-rank graphs share
+//               the GPU's queues; the note says so)
 //   auto        the op's own choice per call (the row says which mode it took and why)
 //   split-nccl  never here: it needs an NCCL communicator, which neither the emulated world nor
 //               this suite's world 1 has
@@ -51,7 +55,7 @@
 //   - every reducing arm with the sum over ranks of those references within
 //     bench::reduced_gemm_tolerance (bounded by the terms' magnitudes: terms may cancel);
 //     comm-only's input is this rank's reference rounded to bf16;
-//   - fused, fused-rs, split-ce and auto are compared bit for bit with split-lsa's output of the same call
+//   - fused, fused-rs, fused-ce, split-ce and auto are compared bit for bit with split-lsa's output of the same call
 //     (equal by design: the same tiles, the same fp32 sum of bf16 partials in rank order); not
 //     fused under --exact-own, which keeps the own term in fp32, nor decode (and auto where it
 //     took decode), whose GEMV sums K in another order.
@@ -114,7 +118,7 @@ const std::string kCommOnlyEmulatedNote = fused_bench::comm_only_emulated_note(
     "seen with gemm-ag's lsa all-gather on the device, 2026-12-01; the all-reduce's lsa calls chain the same way");
 
 const std::vector<std::string> kArmNames = {"gemm-only", "cublaslt", "comm-only", "split-lsa", "split-ce",
-                                            "split-nccl", "decode",   "fused",     "fused-rs", "auto"};
+                                            "split-nccl", "decode",   "fused",     "fused-rs", "fused-ce", "auto"};
 
 // The arms of this world (in timing order) and a note for every arm left out.
 std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::string>& wanted,
@@ -147,6 +151,22 @@ std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::s
   if (world > 1) add({"decode", ArmKind::kOp, GemmAllReduceMode::kDecode, true});
   add({"fused", ArmKind::kOp, GemmAllReduceMode::kFused, false});
   add({"fused-rs", ArmKind::kOp, GemmAllReduceMode::kFusedRs, false});
+  if (world == 1) {
+    if (want("fused-ce")) notes.push_back("fused-ce: not run at world 1 (nothing to copy: it runs as fused)");
+  } else if (emulated) {
+    // Its kernel waits for its own copies; this suite times per-rank graphs, which enter the GPU's
+    // shared queues as the driver schedules them, so a rank's copy wait can sit ahead of its
+    // peer's kernel (seen in the op's graph test). Its correctness and a one-graph time of both
+    // ranks are in the GPU tests (EmulatedGemmAllReduce.FusedCe*).
+    if (want("fused-ce"))
+      notes.push_back("fused-ce: not timed in the emulated world (per-rank graphs share one GPU's hardware queues, "
+                      "and its kernel waits for its own copy streams: docs/memory_ordering.md \"ar-fused-ce\"); "
+                      "tested in EmulatedGemmAllReduce.FusedCe*, timed on 2+ GPUs");
+  } else if (!ce_why.empty()) {
+    if (want("fused-ce")) notes.push_back("fused-ce: " + ce_why);
+  } else {
+    add({"fused-ce", ArmKind::kOp, GemmAllReduceMode::kFusedCe, false});
+  }
   add({"auto", ArmKind::kOp, GemmAllReduceMode::kAuto, false});
   if (want("split-nccl"))
     notes.push_back(std::string("split-nccl: not run (") +
@@ -161,7 +181,7 @@ std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::s
 bool equal_to_split_by_design(const ArmSpec& spec, GemmAllReduceMode ran, bool exact_own) {
   if (spec.kind != ArmKind::kOp || spec.name == "gemm-only" || spec.name == "split-lsa") return false;
   if (ran == GemmAllReduceMode::kDecode) return false;  // the GEMV sums K in another order than the tile
-  return !(exact_own && ran == GemmAllReduceMode::kFused);
+  return !(exact_own && (ran == GemmAllReduceMode::kFused || ran == GemmAllReduceMode::kFusedCe));
 }
 
 // One rank's object of one arm (made once; cuBLASLt per M).
@@ -186,7 +206,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
   for (const auto& a : opt.arms)
     WEAVE_EXPECT_ARG(std::find(kArmNames.begin(), kArmNames.end(), a) != kArmNames.end(),
                      "--arms: '" << a << "' is not one of gemm-only, cublaslt, comm-only, split-lsa, split-ce, "
-                                 << "split-nccl, decode, fused, fused-rs, auto");
+                                 << "split-nccl, decode, fused, fused-rs, fused-ce, auto");
   const GemmArOptions& shape = opt.shape;  // mxfp8: raw scales (the suite has no --scale-layout)
   const GemmAllReduceConfig base = gemm_ar_config(shape, world);
   // The table must be for this op shape (refused before any GPU work); only the auto arm reads it.
@@ -507,7 +527,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
           row.ratio = row.time_us / best_split;
         }
         if (!std::isnan(lt_us)) row.extra["ratio_vs_cublaslt"] = row.time_us / lt_us;
-        if (specs[i].name == "fused" && !std::isnan(gemm_us) && !std::isnan(comm_us))
+        if ((specs[i].name == "fused" || specs[i].name == "fused-ce") && !std::isnan(gemm_us) && !std::isnan(comm_us))
           row.extra["overlap_efficiency"] = fused_bench::overlap_efficiency(gemm_us, comm_us, row.time_us);
       }
       if (row.wrong != 0 || differing > 0) failed = true;
@@ -564,8 +584,8 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
   GarBenchOptions& o = suite_options();
   auto* app = bench.add_subcommand(
       "gemm-ar",
-      "weave::GemmAllReduce per M: gemm-only, cuBLASLt's GEMM, comm-only, split-lsa, split-ce, decode, fused, fused-rs and auto "
-      "alternating in one process; every arm checked against a reference (#wrong) and fused against split-lsa bit for "
+      "weave::GemmAllReduce per M: gemm-only, cuBLASLt's GEMM, comm-only, split-lsa, split-ce, decode, fused, fused-rs, fused-ce and "
+      "auto alternating in one process; every arm checked against a reference (#wrong) and fused against split-lsa bit for "
       "bit (!=split). --emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). 2+ GPUs: not yet.");
   add_common_bench_options(*app, common);
   add_gemm_ar_options(*app, o.shape, /*with_layout=*/false, /*with_mode=*/false);
@@ -609,13 +629,17 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
       "              stored to every rank (--chunks, --exact-own set it up)\n"
       "  fused-rs    MORI's structure (control arm): the GEMM kernel scatters every tile as a bf16 partial to\n"
       "              its owner as chunks finish; a tail kernel reduces the own band and gathers it\n"
+      "  fused-ce    W > 1: the fused schedule with both legs on copy engines: every tile stored to this rank's\n"
+      "              rows, each peer's copy stream pulls the partials and the final chunks as their flags\n"
+      "              arrive (not timed in the emulated world: its kernel waits for its own copy streams,\n"
+      "              and this suite's per-rank graphs share one GPU's hardware queues; see the GPU tests)\n"
       "  auto        the op's choice per call (shown as auto(<mode>))\n"
       "  split-nccl  not run: it needs an NCCL communicator (none in the emulated world or world 1 here)\n"
       "Columns: m n k (K_r) quant out mode time_us ratio (time / best split arm, same run) vs_lt (time /\n"
       "cublaslt) TFLOPS (2*M*N*K_r per rank / time) noise% #wrong (elements outside the bound against a\n"
       "CUDA-core reference GEMM: this rank's for gemm-only and cublaslt, the sum over ranks for the rest,\n"
       "bounded by the terms' sizes; after NaN poison, before and after timing, summed over ranks) !=split\n"
-      "(elements of fused, fused-rs, split-ce and auto not bitwise equal to split-lsa's output of the same inputs;\n"
+      "(elements of fused, fused-rs, fused-ce, split-ce and auto not bitwise equal to split-lsa's output of the same inputs;\n"
       "0 by design; fused is not compared under --exact-own) world (1, or W-emu). The overlap efficiency\n"
       "(T_gemm + T_comm - T_fused) / min(T_gemm, T_comm) is printed where all three were measured.\n"
       "Not part of a bare `weave bench`.\n");

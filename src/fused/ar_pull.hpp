@@ -1,0 +1,64 @@
+// GemmAllReduce fused-ce: the copy streams' walk and the words they share with the kernel (host and
+// device; the protocol is docs/memory_ordering.md "ar-fused-ce").
+//
+// Rank r has one copy stream per peer step s = 1..world-1 (peer q = (r + s) mod world). Stream s
+// carries both legs with q, in the order their chunks become ready at q (q's walk,
+// fused/ar_schedule.hpp: round k makes q's partial of band r chunk k, then q's own chunk k - 1):
+//
+//   RS 0, RS 1, AG 0, RS 2, AG 1, ..., AG C_q - 1
+//   RS c: pull q's bf16 partial of band r's chunk c (in q's output rows) into r's staging slot [q]
+//   AG c: pull q's final chunk c of band q (q's output rows) into r's output rows
+//
+// The words live in the op's gar.pull region, local to each rank (peers never touch them):
+//   trigger[leg][s - 1][c]  the kernel stores 1 once the chunk is ready at q (on every path); the
+//                           stream waits for 1, stores 0, copies
+//   landed[s - 1][c]        the stream stores 1 after an RS copy (cuStreamWriteValue32 with its
+//                           memory barrier: the copy's bytes first); the kernel's landed lane waits
+//                           for 1, stores 0 and publishes arrived[q][c] = e
+//   arrived[src][c]         epoch words: what the own tiles' combine waits for (as fused waits for
+//                           flag[0][src][c]); set to the initial epoch at construction
+#pragma once
+#include <cstdint>
+
+#include "comm/protocol.hpp"
+#include "fused/ar_schedule.hpp"
+
+namespace weave::fused {
+
+inline constexpr int kArPullRs = 0, kArPullAg = 1;  // legs (= the flag phase each waits for)
+inline constexpr int kArPullSets = kArMaxWorld - 1;  // peer steps
+
+WEAVE_HD int ar_pull_trigger(int leg, int step, int chunk) {
+  return (leg * kArPullSets + step - 1) * comm::kMaxChunks + chunk;
+}
+WEAVE_HD int ar_pull_landed(int step, int chunk) { return (2 * kArPullSets + step - 1) * comm::kMaxChunks + chunk; }
+inline constexpr int kArPullArrived = 3 * kArPullSets * comm::kMaxChunks;  // first arrived word
+WEAVE_HD int ar_pull_arrived(int src, int chunk) { return kArPullArrived + src * comm::kMaxChunks + chunk; }
+inline constexpr int kArPullWords = kArPullArrived + kArMaxWorld * comm::kMaxChunks;
+inline constexpr uint64_t kArPullBytes = kArPullWords * 4;
+
+// Calls f(leg, chunk) for stream `step`'s events in order: round k = 0 .. max_chunks gives RS k
+// (band `rank`'s chunk k, if it exists) then AG k - 1 (band q's chunk k - 1, if it exists).
+template <class F>
+WEAVE_HD void ar_pull_walk(const ArSchedule& s, int rank, int q, F&& f) {
+  const int own = ar_chunks_of(s, rank), theirs = ar_chunks_of(s, q);
+  for (int k = 0; k <= s.max_chunks; ++k) {
+    if (k < own) f(kArPullRs, k);
+    if (k >= 1 && k - 1 < theirs) f(kArPullAg, k - 1);
+  }
+}
+
+// The rows [first, first + rows) of chunk c of band d for m rows of blocks of block_m.
+struct ArChunkRows {
+  int64_t first = 0, rows = 0;
+};
+inline ArChunkRows ar_chunk_row_range(const ArSchedule& s, int d, int c, int block_m, int64_t m) {
+  ArChunkRows r;
+  const int64_t blk0 = ar_band_begin(s, d) + int64_t(c) * s.per;
+  r.first = blk0 * block_m;
+  const int64_t end = (blk0 + ar_chunk_rows(s, d, c)) * block_m;
+  r.rows = (end < m ? end : m) - r.first;
+  return r;
+}
+
+}  // namespace weave::fused
