@@ -22,7 +22,9 @@
 //               own output rows (a peer band's as a bf16 partial); each peer's copy stream pulls
 //               them chunk by chunk into the owner's staging as the chunk flags arrive, and pulls
 //               the owner's final chunks back, so no SM stores a byte into a peer. Needs stream
-//               memory operations (kUnavailable naming the reason). Bitwise equal to fused. Never
+//               memory operations (kUnavailable naming the reason). Bitwise equal to fused; mxfp8
+//               runs its native kernel (mx_route bf16 is refused: the route's either/or cannot
+//               fork the copy streams from the kernel that runs). Never
 //               chosen by auto (the copy chains only pay where SMs matter more than ~10 us per
 //               chunk, docs/fused.md); at world 1 it runs (and reports) fused
 //   decode      M <= 32 only: weave's decode GEMV (weave::Gemm's M <= 32 route, memory-bound on
