@@ -53,4 +53,11 @@ void StreamMemOps::write(cudaStream_t stream, uint32_t* word, uint32_t value) co
                     CU_STREAM_WRITE_VALUE_DEFAULT));
 }
 
+void StreamMemOps::triggered_copy(cudaStream_t stream, uint32_t* trigger, void* dst, const void* src,
+                                  size_t bytes) const {
+  wait_eq(stream, trigger, 1u);
+  write(stream, trigger, 0u);
+  WEAVE_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+}
+
 }  // namespace weave::comm

@@ -29,6 +29,10 @@ class StreamMemOps {
   void wait_eq(cudaStream_t stream, const uint32_t* word, uint32_t value) const;
   // Enqueues "*word = value" on `stream`, after a memory barrier over the stream's earlier work.
   void write(cudaStream_t stream, uint32_t* word, uint32_t value) const;
+  // The device-triggered copy of the fused ops' ce legs (docs/memory_ordering.md "ag-fused-ce"):
+  // wait until *trigger == 1 (a kernel of the same op stores it on every path), reset it to 0
+  // (set again only by the next call's kernel), then copy `bytes` from `src` to `dst`.
+  void triggered_copy(cudaStream_t stream, uint32_t* trigger, void* dst, const void* src, size_t bytes) const;
 
  private:
   void* wait_ = nullptr;

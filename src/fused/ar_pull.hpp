@@ -48,17 +48,4 @@ WEAVE_HD void ar_pull_walk(const ArSchedule& s, int rank, int q, F&& f) {
   }
 }
 
-// The rows [first, first + rows) of chunk c of band d for m rows of blocks of block_m.
-struct ArChunkRows {
-  int64_t first = 0, rows = 0;
-};
-inline ArChunkRows ar_chunk_row_range(const ArSchedule& s, int d, int c, int block_m, int64_t m) {
-  ArChunkRows r;
-  const int64_t blk0 = ar_band_begin(s, d) + int64_t(c) * s.per;
-  r.first = blk0 * block_m;
-  const int64_t end = (blk0 + ar_chunk_rows(s, d, c)) * block_m;
-  r.rows = (end < m ? end : m) - r.first;
-  return r;
-}
-
 }  // namespace weave::fused

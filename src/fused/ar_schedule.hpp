@@ -59,6 +59,19 @@ WEAVE_HD int ar_chunk_rows(const ArSchedule& s, int d, int c) {
   const int end = ar_band_end(s, d);
   return first + s.per <= end ? s.per : end - first;
 }
+// The rows [first, first + rows) of chunk c of band d, of m rows in blocks of block_m (the last
+// chunk of the last band ends at m).
+struct ArChunkRows {
+  int64_t first = 0, rows = 0;
+};
+WEAVE_HD ArChunkRows ar_chunk_row_range(const ArSchedule& s, int d, int c, int block_m, int64_t m) {
+  ArChunkRows r;
+  const int64_t blk0 = ar_band_begin(s, d) + int64_t(c) * s.per;
+  r.first = blk0 * block_m;
+  const int64_t end = (blk0 + ar_chunk_rows(s, d, c)) * block_m;
+  r.rows = (end < m ? end : m) - r.first;
+  return r;
+}
 // Half-tile counts that complete chunk c of band d (two consumer warpgroups store each tile).
 WEAVE_HD uint32_t ar_chunk_units(const ArSchedule& s, int d, int c) {
   return static_cast<uint32_t>(2 * ar_chunk_rows(s, d, c) * s.n_blocks);

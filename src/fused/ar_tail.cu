@@ -71,9 +71,8 @@ __global__ void __launch_bounds__(kTailThreads) ar_tail_kernel(const __grid_cons
     }
     __syncthreads();  // every thread's stores of this row before thread 0's count ("publish-release")
     if (threadIdx.x == 0 && to_peers) {
-      const int first = (ar_band_begin(s, r) + chunk * s.per) * t.block_m;
-      const int last = min(first + ar_chunk_rows(s, r, chunk) * t.block_m, t.m);
-      if (count_and_elect(ar_ag_counter(pr, chunk), static_cast<uint32_t>(last - first)))
+      const ArChunkRows rows = ar_chunk_row_range(s, r, chunk, t.block_m, t.m);
+      if (count_and_elect(ar_ag_counter(pr, chunk), static_cast<uint32_t>(rows.rows)))
         for (int st = 1; st < w; ++st) comm::publish(comm::flag_slot(pr, comm::peer_at(r, st, w), 1, r, chunk), e);
     }
   }

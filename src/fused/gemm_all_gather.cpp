@@ -295,14 +295,11 @@ void GemmAllGather::Impl::enqueue_pulls(int64_t m, const fused::AgChunks& chunks
     cudaStream_t ps = pulls[st - 1];
     const size_t src_rows = out_off + static_cast<size_t>(q) * rows_bytes;
     for (int c = 0; c < chunks.chunks; ++c) {
-      uint32_t* trigger = ctrl + comm::pull_trigger_word(st, c);
-      mem_ops->wait_eq(ps, trigger, 1u);
-      mem_ops->write(ps, trigger, 0u);
       const int64_t row0 = int64_t(c) * chunks.per * fused::kGagBlockM;
       const int64_t rows = std::min<int64_t>(m, int64_t(c + 1) * chunks.per * fused::kGagBlockM) - row0;
       const size_t at = src_rows + static_cast<size_t>(row0) * row_bytes;
-      WEAVE_CHECK_CUDA(cudaMemcpyAsync(out_local() + (at - out_off), h.base[q] + at, static_cast<size_t>(rows) * row_bytes,
-                                       cudaMemcpyDeviceToDevice, ps));
+      mem_ops->triggered_copy(ps, ctrl + comm::pull_trigger_word(st, c), out_local() + (at - out_off), h.base[q] + at,
+                              static_cast<size_t>(rows) * row_bytes);
     }
   }
   pulls.join(stream);

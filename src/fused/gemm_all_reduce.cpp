@@ -269,7 +269,7 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
                                  fused::gar_chunks(cfg, m, grid_cap));
     const WindowHandle& h = rt->window().handle();
     e.tma_c = gemm::make_epilogue_map("the output", out_local(), DType::kBF16, 1, m, cfg.n, cfg.n);
-    for (int st = 1; st < w; ++st) {
+    for (int st = 1; st < w && !pull; ++st) {  // fused-ce stores to the own rows only
       const int peer = comm::peer_at(r, st, w);
       e.tma_peer[st - 1] = gemm::make_epilogue_map("the output (a peer's copy)", h.base[peer] + layout.out,
                                                    DType::kBF16, 1, m, cfg.n, cfg.n);
@@ -356,17 +356,14 @@ void GemmAllReduce::Impl::enqueue_pulls(int64_t m, const fused::ArSchedule& sche
     const int q = comm::peer_at(r, st, w);
     cudaStream_t ps = pulls[st - 1];
     fused::ar_pull_walk(sched, r, q, [&](int leg, int c) {
-      uint32_t* trigger = words + fused::ar_pull_trigger(leg, st, c);
-      mem_ops->wait_eq(ps, trigger, 1u);
-      mem_ops->write(ps, trigger, 0u);
       const bool rs = leg == fused::kArPullRs;
       const fused::ArChunkRows rows = fused::ar_chunk_row_range(sched, rs ? r : q, c, fused::kGarBlockM, m);
       const char* src = h.base[q] + layout.out + static_cast<size_t>(rows.first) * row_bytes;
       char* dst = rs ? rt->window().local() + layout.staging + static_cast<size_t>(q) * layout.slot_stride +
                            static_cast<size_t>(rows.first - band_row0) * row_bytes
                      : out_local() + static_cast<size_t>(rows.first) * row_bytes;
-      WEAVE_CHECK_CUDA(
-          cudaMemcpyAsync(dst, src, static_cast<size_t>(rows.rows) * row_bytes, cudaMemcpyDeviceToDevice, ps));
+      mem_ops->triggered_copy(ps, words + fused::ar_pull_trigger(leg, st, c), dst, src,
+                              static_cast<size_t>(rows.rows) * row_bytes);
       if (rs) mem_ops->write(ps, words + fused::ar_pull_landed(st, c), 1u);
     });
   }

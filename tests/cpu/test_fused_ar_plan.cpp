@@ -35,6 +35,16 @@ std::vector<Shape> random_shapes(int count, uint32_t seed) {
   return v;
 }
 
+// The layer the plan and layout tests size at: N = 7168, K_r = 2048, m_max = 16384 (TP2 of a
+// 7168-wide model), bf16 unless the test sets quant and mode.
+GemmAllReduceConfig model_layer() {
+  GemmAllReduceConfig c;
+  c.n = 7168;
+  c.k = 2048;
+  c.m_max = 16384;
+  return c;
+}
+
 }  // namespace
 
 TEST(FusedArSchedule, EveryTileOnceNoEmptyChunkAndCountsCompleteEachChunk) {
@@ -163,10 +173,7 @@ TEST(FusedArSchedule, SimulatedRanksAndCtasAlwaysFinish) {
 }
 
 TEST(FusedArLayout, RegionsAtCapacityByMode) {
-  GemmAllReduceConfig c;
-  c.n = 7168;
-  c.k = 2048;
-  c.m_max = 16384;
+  GemmAllReduceConfig c = model_layer();
   for (auto mode : {GemmAllReduceMode::kAuto, GemmAllReduceMode::kFused, GemmAllReduceMode::kSplitLsa,
                     GemmAllReduceMode::kGemmOnly, GemmAllReduceMode::kFusedCe}) {
     c.mode = mode;
@@ -189,10 +196,7 @@ TEST(FusedArLayout, RegionsAtCapacityByMode) {
 }
 
 TEST(FusedArPlan, AutoChoosesByWavesAndModelAndRespectsExplicitModes) {
-  GemmAllReduceConfig c;
-  c.n = 7168;
-  c.k = 2048;
-  c.m_max = 16384;
+  GemmAllReduceConfig c = model_layer();
   c.quant = ScaleMode::kBlockscale;
   const auto small = fused::gar_plan(c, 2, 128, 132, true, true);
   EXPECT_NE(small.mode, GemmAllReduceMode::kFused) << small.reason;
@@ -213,10 +217,7 @@ TEST(FusedArPlan, AutoChoosesByWavesAndModelAndRespectsExplicitModes) {
 // mxfp8 packed: the GEMV reads raw scales); never at world 1; an explicit decode at m > 32 keeps its mode and says it
 // cannot run (run() raises).
 TEST(FusedArPlan, AutoTakesDecodeAtDecodeSizedM) {
-  GemmAllReduceConfig c;
-  c.n = 7168;
-  c.k = 2048;
-  c.m_max = 16384;
+  GemmAllReduceConfig c = model_layer();
   for (ScaleMode q : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale, ScaleMode::kMxfp8}) {
     c.quant = q;
     c.scale_layout = ScaleLayout::kRaw;
@@ -286,10 +287,7 @@ TEST(FusedArModes, NamesRoundTrip) {
 // its copy chains: never under the fused SM model, and over the GEMM by at least the last round's
 // two chains.
 TEST(FusedArPlan, FusedCeIsExplicitWorld1RunsAsFusedAndItsModelCountsTheChains) {
-  GemmAllReduceConfig c;
-  c.n = 7168;
-  c.k = 2048;
-  c.m_max = 16384;
+  GemmAllReduceConfig c = model_layer();
   c.quant = ScaleMode::kBlockscale;
   c.mode = GemmAllReduceMode::kFusedCe;
   EXPECT_EQ(fused::gar_plan(c, 1, 1024, 132, true, true).mode, GemmAllReduceMode::kFused);
