@@ -12,6 +12,8 @@ metrics+=,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed
 metrics+=,l1tex__t_requests_pipe_lsu_mem_global_op_st.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum
 metrics+=,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
 metrics+=,smsp__inst_executed.sum,launch__grid_size,launch__registers_per_thread
+# EXTRA_METRICS (comma-separated) adds metrics, e.g. L2 and shared-memory throughput.
+[ -n "${EXTRA_METRICS:-}" ] && metrics+=,$EXTRA_METRICS
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$ncu" ] || { echo "profile_gemm: ncu not found" >&2; exit 1; }
 : >"$out"
@@ -40,6 +42,8 @@ short = {"gpu__time_duration.sum": "us", "sm__pipe_tensor_cycles_active.avg.pct_
          "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": "smem_st_confl",
          "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram%", "smsp__inst_executed.sum": "inst",
          "launch__grid_size": "grid", "launch__registers_per_thread": "regs"}
+for r in rows:  # EXTRA_METRICS: shown under their own names
+    if len(r) >= 10 and r[1] != "ID" and r[-3] not in short: short[r[-3]] = r[-3]
 for (spec, kid, kname), m in data.items():
     def num(k):
         try: return float(m.get(k, "nan").replace(",", ""))
