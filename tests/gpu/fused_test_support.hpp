@@ -4,8 +4,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "bench/emulated_world.hpp"
 #include "bench/gemm_operands.hpp"
@@ -88,6 +91,105 @@ std::vector<uint8_t> poisoned_call(comm::Group& g, Op& op, int64_t m, const Tens
   WEAVE_CHECK_CUDA(cudaMemcpy(out.data(), op.output(m).data, bytes, cudaMemcpyDeviceToHost));
   g.barrier();
   return out;
+}
+
+// A caller's `out` for run(..., out, stream): [rows, cols] of `dtype` with row stride `ld` (> cols:
+// a column slice of a wider buffer) in a buffer of its own.
+struct CallerOut {
+  bench::DeviceBuffer buf;
+  TensorView view;
+  CallerOut(DType dtype, int64_t rows, int64_t cols, int64_t ld, int dev)
+      : buf(static_cast<size_t>(rows * ld) * dtype_bytes(dtype)),
+        view(TensorView::matrix(buf.get(), dtype, rows, cols, ld, dev)) {}
+  // NaN (0xFF bytes) everywhere, out's rows and the columns beside them, stream-ordered.
+  void poison(cudaStream_t st) const { WEAVE_CHECK_CUDA(cudaMemsetAsync(buf.get(), 0xFF, buf.bytes(), st)); }
+  size_t row_bytes() const { return static_cast<size_t>(view.cols()) * dtype_bytes(view.dtype); }
+  // out's rows, densely, on the host.
+  std::vector<uint8_t> rows() const {
+    std::vector<uint8_t> h(static_cast<size_t>(view.rows()) * row_bytes());
+    WEAVE_CHECK_CUDA(cudaMemcpy2D(h.data(), row_bytes(), view.data, static_cast<size_t>(view.ld()) * dtype_bytes(view.dtype),
+                                  row_bytes(), static_cast<size_t>(view.rows()), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  // Bytes of the buffer outside out's columns that are no longer poison.
+  int64_t written_beside() const {
+    std::vector<uint8_t> h(buf.bytes());
+    buf.download(h.data(), h.size());
+    const size_t pitch = static_cast<size_t>(view.ld()) * dtype_bytes(view.dtype);
+    int64_t bad = 0;
+    for (size_t i = 0; i < h.size(); ++i) bad += (i % pitch) >= row_bytes() && h[i] != 0xFF;
+    return bad;
+  }
+};
+
+// After a call with `out` (synchronised): out's rows are the window's view (op.output(m)) bitwise,
+// and nothing beside them was written.
+template <class Op>
+void expect_out_is_the_window_view(const Op& op, int64_t m, const CallerOut& out, const std::string& what) {
+  const TensorView w = op.output(m);
+  ASSERT_EQ(w.rows(), out.view.rows()) << what;
+  std::vector<uint8_t> hw(static_cast<size_t>(w.rows()) * out.row_bytes());
+  WEAVE_CHECK_CUDA(cudaMemcpy(hw.data(), w.data, hw.size(), cudaMemcpyDeviceToHost));
+  const std::vector<uint8_t> ho = out.rows();
+  int64_t differ = 0;
+  for (int64_t i = 0; i < w.rows(); ++i)
+    differ += std::memcmp(ho.data() + i * out.row_bytes(), hw.data() + i * out.row_bytes(), out.row_bytes()) != 0;
+  EXPECT_EQ(differ, 0) << what << ": rows of out that differ from the window's view, of " << w.rows();
+  EXPECT_EQ(out.written_beside(), 0) << what << ": bytes written beside out's columns";
+}
+
+// Bad `out`s, one per rule of fused/caller_output.hpp, each refused by run() with kInvalidArgument
+// naming 'out' and the rule before any GPU work: the window's output (poisoned here first; every
+// rank must be between calls) keeps its poison and the stream stays idle. `good` is a valid out for
+// m rows; `peer_window` a peer's window as mapped here.
+template <class Op>
+void expect_bad_outs_refused_before_gpu_work(Op& op, int64_t m, const TensorView& a, const TensorView& b,
+                                             const GemmScales& sc, const CallerOut& good, const char* peer_window,
+                                             int peer, cudaStream_t st) {
+  const TensorView win = op.output(m);
+  const size_t win_bytes = static_cast<size_t>(win.rows()) * good.row_bytes();
+  WEAVE_CHECK_CUDA(cudaMemsetAsync(win.data, 0xFF, win_bytes, st));
+  WEAVE_CHECK_CUDA(cudaStreamSynchronize(st));
+  const TensorView& v = good.view;
+  const int64_t rows = v.rows(), cols = v.cols(), ld = v.ld();
+  const DType other = v.dtype == DType::kF32 ? DType::kBF16 : DType::kF32;
+  char* base = static_cast<char*>(v.data);
+  TensorView col_strided = v;
+  col_strided.strides = {2 * ld, 2, 0, 0};
+  struct Case {
+    TensorView out;
+    std::string needle;
+  };
+  std::vector<Case> cases = {
+      {TensorView::matrix(base, other, rows, cols, ld, v.device), "argument 'out': dtype must be " + std::string(to_string(v.dtype))},
+      {TensorView::matrix(base, v.dtype, rows - 1, cols, ld, v.device),
+       "argument 'out': shape must be [" + std::to_string(rows) + ", " + std::to_string(cols) + "]"},
+      {TensorView::matrix(base, v.dtype, rows, cols - 8, ld, v.device), "argument 'out': shape must be"},
+      {TensorView::matrix(base, v.dtype, rows, cols, ld, v.device + 1), "argument 'out': must live in cuda:"},
+      {col_strided, "argument 'out': last dimension must be contiguous"},
+      {TensorView::matrix(base + 2, v.dtype, rows, cols, ld, v.device), "argument 'out': base address must be 16-byte aligned"},
+      {win, "argument 'out': overlaps the op's window"},
+      {TensorView::matrix(const_cast<char*>(peer_window), v.dtype, rows, cols, ld, v.device),
+       "argument 'out': overlaps the op's window (rank " + std::to_string(peer) + "'s"},
+  };
+  if (rows > 1) cases.push_back({TensorView::matrix(base, v.dtype, rows, cols, cols - 8, v.device), "rows would overlap"});
+  for (const Case& c : cases) {
+    std::string msg;
+    try {
+      op.run(m, a, b, sc, c.out, st);
+      ADD_FAILURE() << "out " << c.out.describe() << " was taken; wanted '" << c.needle << "'";
+    } catch (const Error& e) {
+      msg = e.message();
+      EXPECT_EQ(e.status(), Status::kInvalidArgument) << e.what();
+    }
+    EXPECT_NE(msg.find(c.needle), std::string::npos) << "wanted '" << c.needle << "' in: " << msg;
+  }
+  EXPECT_EQ(cudaStreamQuery(st), cudaSuccess) << "a refused call left work on the stream";
+  std::vector<uint8_t> h(win_bytes);
+  WEAVE_CHECK_CUDA(cudaMemcpy(h.data(), win.data, win_bytes, cudaMemcpyDeviceToHost));
+  int64_t written = 0;
+  for (uint8_t byte : h) written += byte != 0xFF;
+  EXPECT_EQ(written, 0) << "a refused call wrote the window's output";
 }
 
 }  // namespace weave::test

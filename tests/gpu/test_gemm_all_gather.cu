@@ -92,6 +92,27 @@ struct OneHot {
   }
   TensorView a_view(int64_t m, int dev) const { return TensorView::matrix(a.get(), DType::kBF16, m, k, dev); }
   TensorView b_view(int dev) const { return TensorView::matrix(b.get(), DType::kBF16, n, k, dev); }
+  // Wrong elements of out [world*m, n] of `dt` (bf16 or fp32; host bytes, dense rows), per source rank.
+  std::vector<int64_t> wrong_bytes(const std::vector<uint8_t>& out, DType dt, uint64_t seed, int world, int64_t m) const {
+    std::vector<int64_t> bad(world, 0);
+    for (int s = 0; s < world; ++s)
+      for (int64_t i = 0; i < m; ++i) {
+        const int c = col_of(seed, s, i, k);
+        for (int64_t j = 0; j < n; ++j) {
+          const size_t e = static_cast<size_t>((s * m + i) * n + j);
+          float v;
+          if (dt == DType::kF32) {
+            std::memcpy(&v, out.data() + 4 * e, 4);
+          } else {
+            uint16_t u;
+            std::memcpy(&u, out.data() + 2 * e, 2);
+            v = ref::bf16_to_float(u);
+          }
+          if (!(v == b_val(j, c))) ++bad[s];
+        }
+      }
+    return bad;
+  }
   // Wrong elements of out [world*m, n] bf16 (host copy), per source rank.
   std::vector<int64_t> wrong(const std::vector<uint16_t>& out, uint64_t seed, int world, int64_t m) const {
     std::vector<int64_t> bad(world, 0);
@@ -724,6 +745,98 @@ TEST(EmulatedGemmAllGather, CalibrationTableIsFollowedAndCheckedAtConstruction) 
               std::string::npos);
   });
   for (const auto& p : {good, other}) std::filesystem::remove(p);
+}
+
+// run(m, a, b, scales, out, stream): the output copied into the caller's buffer after the call, on
+// its stream. W = 2; fused-lsa, split-lsa, fused-ce and auto; bf16 and fp32 out; M of one row, a
+// partial tile and five tiles: out (a row-strided column slice of a wider buffer, NaN-poisoned
+// first) is the window's view bitwise and the closed form per source, the columns beside it
+// untouched; the same from graphs replayed with changing A. Bad outs are kInvalidArgument naming
+// 'out' and the rule, before any GPU work; the ranks stay in step (the next call is right).
+TEST(EmulatedGemmAllGather, CallerOutputIsTheWindowViewCopiedAfterTheCall) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 256, m_max = 640;
+  const int world = 2;
+  for (GemmAllGatherMode mode : {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kSplitLsa,
+                                 GemmAllGatherMode::kFusedCe, GemmAllGatherMode::kAuto})
+    for (const QuantCase* q : {&kQuants[0], &kQuants[1]}) {  // bf16 -> bf16, bf16 -> fp32
+      if (!fits_queues(mode, world)) {
+        ADD_FAILURE() << mode_name(mode) << " not run at W2 in the emulated world";
+        continue;
+      }
+      SCOPED_TRACE(mode_name(mode) + " " + q->name);
+      bench::EmulatedWorld ew(world, 0, 20);
+      ew.run([&](comm::Group& g) {
+        const int dev = g.device(), r = g.rank();
+        auto op = GemmAllGather::Impl::create(g, config_of(*q, mode, n, k, m_max));
+        OneHot oh(m_max, n, k);
+        Stream st;
+        const double bound = 2 * g.timeout_s() + 5;
+        auto check_out = [&](const test::CallerOut& out, uint64_t seed, int64_t m, const std::string& what) {
+          test::expect_out_is_the_window_view(*op, m, out, what);
+          const auto bad = oh.wrong_bytes(out.rows(), q->out, seed, world, m);
+          for (int s = 0; s < world; ++s) EXPECT_EQ(bad[s], 0) << what << ": source " << s;
+        };
+        for (int64_t m : {1, 77, 640}) {
+          const uint64_t seed = 40 + m;
+          oh.set_a(seed, r, m);
+          const test::CallerOut out(q->out, world * m, n, n + 3, dev);  // a row pitch of no particular alignment
+          out.poison(st.s);
+          g.barrier();
+          op->run(m, oh.a_view(m, dev), oh.b_view(dev), {}, out.view, st.s);
+          comm::sync_stream_bounded(st.s, bound, "a call with out");
+          op->check();
+          check_out(out, seed, m, "m " + std::to_string(m));
+          g.barrier();  // nobody starts the next call while a peer still reads this one's output
+        }
+        // Graphs: [A variant -> the live A, the call with out], one per variant, replayed in turn
+        // with out poisoned before each replay.
+        const int64_t m = 300;
+        const test::CallerOut out(q->out, world * m, n, n + 24, dev);
+        bench::DeviceBuffer a_live(m_max * k * 2);
+        std::vector<bench::DeviceBuffer> a_var;
+        std::vector<cudaGraphExec_t> execs;
+        for (int v = 0; v < 2; ++v) {
+          const auto h = oh.host_a(700 + v, r, m);
+          a_var.emplace_back(m_max * k * 2);
+          a_var.back().upload(h.data(), h.size() * 2);
+          cudaGraph_t graph;
+          WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal));
+          WEAVE_CHECK_CUDA(cudaMemcpyAsync(a_live.get(), a_var.back().get(), m * k * 2, cudaMemcpyDeviceToDevice, st.s));
+          op->run(m, TensorView::matrix(a_live.get(), DType::kBF16, m, k, dev), oh.b_view(dev), {}, out.view, st.s);
+          WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
+          cudaGraphExec_t exec;
+          WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+          WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
+          execs.push_back(exec);
+        }
+        for (int i = 0; i < 6; ++i) {
+          out.poison(st.s);
+          g.barrier();
+          WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[i % 2], st.s));
+          g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues")
+          comm::sync_stream_bounded(st.s, bound, "a replayed call with out");
+          op->check();
+          check_out(out, 700 + i % 2, m, "replay " + std::to_string(i));
+        }
+        for (cudaGraphExec_t e : execs) WEAVE_CHECK_CUDA(cudaGraphExecDestroy(e));
+        // Bad outs, then a good call: every rank is still in step.
+        g.barrier();
+        const int peer = 1 - r;
+        const char* peer_out = GemmAllGather::Impl::of(*op).rt->window().handle().base[peer] +
+                               GemmAllGather::Impl::of(*op).out_off;
+        oh.set_a(41, r, m);
+        test::expect_bad_outs_refused_before_gpu_work(*op, m, oh.a_view(m, dev), oh.b_view(dev), {}, out, peer_out,
+                                                      peer, st.s);
+        g.barrier();
+        out.poison(st.s);
+        op->run(m, oh.a_view(m, dev), oh.b_view(dev), {}, out.view, st.s);
+        comm::sync_stream_bounded(st.s, bound, "the call after the refused ones");
+        op->check();
+        check_out(out, 41, m, "after the refused calls");
+        g.barrier();
+      });
+    }
 }
 
 // Bad inputs: each a clear error naming the argument and the rule.

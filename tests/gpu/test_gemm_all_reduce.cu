@@ -1016,6 +1016,99 @@ TEST(EmulatedGemmAllReduce, CalibrationTableIsFollowedAndCheckedAtConstruction) 
   for (const auto& p : {good, other, wrong_k}) std::filesystem::remove(p);
 }
 
+// run(m, a, b, scales, out, stream): the output copied into the caller's buffer after the call, on
+// its stream. W = 2; fused, split-lsa, fused-rs, fused-ce and auto (decode at M = 1); M of one row,
+// just over a decode batch and several bands: out (a row-strided column slice of a wider buffer,
+// NaN-poisoned first) is the window's view bitwise and the closed form, the columns beside it
+// untouched; the same from graphs replayed with changing A. Bad outs are kInvalidArgument naming
+// 'out' and the rule, before any GPU work; the ranks stay in step (the next call is right).
+TEST(EmulatedGemmAllReduce, CallerOutputIsTheWindowViewCopiedAfterTheCall) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 256, m_max = 600;
+  const int world = 2;
+  for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kFusedRs,
+                                 GemmAllReduceMode::kFusedCe, GemmAllReduceMode::kAuto}) {
+    if (!fits_queues(mode, world)) {
+      ADD_FAILURE() << mode_name(mode) << " not run at W2 in the emulated world";
+      continue;
+    }
+    SCOPED_TRACE(mode_name(mode));
+    bench::EmulatedWorld ew(world, 0, 20);
+    ew.run([&](comm::Group& g) {
+      const int dev = g.device(), r = g.rank();
+      auto op = GemmAllReduce::Impl::create(g, config_of(kQuants[0], mode, n, k, m_max));
+      OneHot oh(m_max, n, k, r);
+      Stream st;
+      const double bound = 2 * g.timeout_s() + 5;
+      auto check_out = [&](const test::CallerOut& out, uint64_t seed, int64_t m, const std::string& what) {
+        test::expect_out_is_the_window_view(*op, m, out, what);
+        const std::vector<uint8_t> got = out.rows();
+        std::vector<uint16_t> h(static_cast<size_t>(m * n));
+        std::memcpy(h.data(), got.data(), got.size());
+        EXPECT_EQ(oh.wrong(h, seed, world, m), 0) << what;
+      };
+      for (int64_t m : {1, 33, 600}) {
+        const uint64_t seed = 40 + m;
+        oh.set_a(seed, m);
+        const test::CallerOut out(DType::kBF16, m, n, n + 3, dev);  // a row pitch of no particular alignment
+        out.poison(st.s);
+        g.barrier();
+        op->run(m, oh.a_view(m, dev), oh.b_view(dev), {}, out.view, st.s);
+        comm::sync_stream_bounded(st.s, bound, "a call with out");
+        op->check();
+        check_out(out, seed, m, "m " + std::to_string(m) + " (" + mode_name(op->last_mode()) + ")");
+        g.barrier();  // nobody starts the next call while a peer still reads this one's output
+      }
+      // Graphs: [A variant -> the live A, the call with out], one per variant, replayed in turn
+      // with out poisoned before each replay.
+      const int64_t m = 300;
+      const test::CallerOut out(DType::kBF16, m, n, n + 24, dev);
+      bench::DeviceBuffer a_live(m_max * k * 2);
+      std::vector<bench::DeviceBuffer> a_var;
+      std::vector<cudaGraphExec_t> execs;
+      for (int v = 0; v < 2; ++v) {
+        const auto h = oh.host_a(700 + v, m);
+        a_var.emplace_back(m_max * k * 2);
+        a_var.back().upload(h.data(), h.size() * 2);
+        cudaGraph_t graph;
+        WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal));
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(a_live.get(), a_var.back().get(), m * k * 2, cudaMemcpyDeviceToDevice, st.s));
+        op->run(m, TensorView::matrix(a_live.get(), DType::kBF16, m, k, dev), oh.b_view(dev), {}, out.view, st.s);
+        WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
+        cudaGraphExec_t exec;
+        WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+        WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
+        execs.push_back(exec);
+      }
+      for (int i = 0; i < 6; ++i) {
+        out.poison(st.s);
+        g.barrier();
+        WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[i % 2], st.s));
+        g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues")
+        comm::sync_stream_bounded(st.s, bound, "a replayed call with out");
+        op->check();
+        check_out(out, 700 + i % 2, m, "replay " + std::to_string(i));
+      }
+      for (cudaGraphExec_t e : execs) WEAVE_CHECK_CUDA(cudaGraphExecDestroy(e));
+      // Bad outs, then a good call: every rank is still in step.
+      g.barrier();
+      const int peer = 1 - r;
+      const GemmAllReduce::Impl& im = GemmAllReduce::Impl::of(*op);
+      const char* peer_out = im.rt->window().handle().base[peer] + im.layout.out;
+      oh.set_a(41, m);
+      test::expect_bad_outs_refused_before_gpu_work(*op, m, oh.a_view(m, dev), oh.b_view(dev), {}, out, peer_out, peer,
+                                                    st.s);
+      g.barrier();
+      out.poison(st.s);
+      op->run(m, oh.a_view(m, dev), oh.b_view(dev), {}, out.view, st.s);
+      comm::sync_stream_bounded(st.s, bound, "the call after the refused ones");
+      op->check();
+      check_out(out, 41, m, "after the refused calls");
+      g.barrier();
+    });
+  }
+}
+
 // Bad inputs: each a clear error naming the argument and the rule; N or K_r differing across ranks
 // is a kMismatch at construction on every rank.
 TEST(EmulatedGemmAllReduce, BadInputsAreClearErrors) {
