@@ -78,14 +78,16 @@ inline std::vector<bench::DeviceOperand> mx_a_with_odd_rank(int world, int odd, 
 }
 
 // One call of `op` with every rank in step (barriers around it): its output NaN-poisoned first,
-// the call, a bounded sync, check(); returns the output's first `bytes` bytes.
+// the call, a bounded sync, check(); returns the output's first `bytes` bytes. The host bound is
+// longer than the op's own waits, so a stuck wait is reported by the device record (who waited for
+// what). Nothing is enqueued after the call before the sync (emulated_world.hpp "Queues").
 template <class Op>
 std::vector<uint8_t> poisoned_call(comm::Group& g, Op& op, int64_t m, const TensorView& a, const TensorView& b,
                                    const GemmScales& sc, size_t bytes, cudaStream_t st) {
   g.barrier();
   WEAVE_CHECK_CUDA(cudaMemsetAsync(op.output(m).data, 0xFF, bytes, st));
   op.run(m, a, b, sc, st);
-  comm::sync_stream_bounded(st, 20, "an mxfp8 call");
+  comm::sync_stream_bounded(st, 2 * g.timeout_s() + 5, "a poisoned call of " + op.describe());
   op.check();
   std::vector<uint8_t> out(bytes);
   WEAVE_CHECK_CUDA(cudaMemcpy(out.data(), op.output(m).data, bytes, cudaMemcpyDeviceToHost));
