@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 
 #include "bench/emulated_world.hpp"
 #include "bench/gemm_operands.hpp"
+#include "comm/device_error.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
@@ -192,6 +194,38 @@ void expect_bad_outs_refused_before_gpu_work(Op& op, int64_t m, const TensorView
   int64_t written = 0;
   for (uint8_t byte : h) written += byte != 0xFF;
   EXPECT_EQ(written, 0) << "a refused call wrote the window's output";
+}
+
+// The timeout error of rank `rank`'s first call, whose peer `peer` never made it (comm/device_error.cpp
+// describe(): "rank R timed out after T s waiting for peer P's <flag> (...) at window offset O:
+// expected epoch >= E, seen S (...)", or "expected line flag E, seen S" for a low-latency line):
+// it names the rank, the peer, a flag, and the values. Every word starts at the initial epoch 0
+// and the peer wrote none, so seen is 0; a first call waits for epoch 1 (ll_flag(1) = 1 too).
+inline void expect_first_call_timeout_names_everything(const std::string& msg, int rank, int peer) {
+  EXPECT_NE(msg.find("rank " + std::to_string(rank) + " timed out"), std::string::npos) << msg;
+  const std::string waiting = "waiting for peer " + std::to_string(peer) + "'s ";
+  const size_t at = msg.find(waiting);
+  ASSERT_NE(at, std::string::npos) << "no '" << waiting << "' in: " << msg;
+  bool named = false;
+  for (comm::FlagKind kind : {comm::FlagKind::kCredit, comm::FlagKind::kArrival, comm::FlagKind::kDone,
+                              comm::FlagKind::kReady, comm::FlagKind::kLine})
+    named |= msg.compare(at + waiting.size(), std::string(comm::to_string(kind)).size(), comm::to_string(kind)) == 0;
+  EXPECT_TRUE(named) << "no flag named after '" << waiting << "' in: " << msg;
+  const size_t ex = msg.find(": expected ", at);
+  ASSERT_NE(ex, std::string::npos) << "no expected value in: " << msg;
+  size_t num = ex + std::string(": expected ").size();
+  for (const char* form : {"epoch >= ", "line flag "})
+    if (msg.compare(num, std::string(form).size(), form) == 0) num += std::string(form).size();
+  char* end = nullptr;
+  const unsigned long long expected = std::strtoull(msg.c_str() + num, &end, 10);
+  ASSERT_NE(end, msg.c_str() + num) << "no expected value in: " << msg;
+  const size_t sn = msg.find(", seen ", static_cast<size_t>(end - msg.c_str()));
+  ASSERT_EQ(sn, static_cast<size_t>(end - msg.c_str())) << "no seen value right after the expected one in: " << msg;
+  const char* seen_at = msg.c_str() + sn + std::string(", seen ").size();
+  const unsigned long long seen = std::strtoull(seen_at, &end, 10);
+  ASSERT_NE(end, seen_at) << "no seen value in: " << msg;
+  EXPECT_EQ(expected, 1ull) << "a first call waits for epoch 1: " << msg;
+  EXPECT_EQ(seen, 0ull) << "a peer that never called wrote nothing: " << msg;
 }
 
 }  // namespace weave::test
