@@ -862,6 +862,16 @@ TEST(EmulatedGemmAllGather, BadInputsAreClearErrors) {
     msg = test::error_of(
         [&] { op->run(256, TensorView::matrix(oh.a.get(), DType::kE4M3, 256, 256, dev), oh.b_view(dev), {}, st.s); });
     EXPECT_NE(msg.find("'A'"), std::string::npos) << msg;
+    // A or B 2 bytes off a 16-byte boundary (the TMA maps need 16): the operand rules name it.
+    char* a_off = static_cast<char*>(oh.a.get()) + 2;
+    char* b_off = static_cast<char*>(oh.b.get()) + 2;
+    msg = test::error_of(
+        [&] { op->run(255, TensorView::matrix(a_off, DType::kBF16, 255, 256, dev), oh.b_view(dev), {}, st.s); });
+    EXPECT_NE(msg.find("argument 'A': base address must be 16-byte aligned"), std::string::npos) << msg;
+    msg = test::error_of([&] {
+      op->run(256, oh.a_view(256, dev), TensorView::matrix(b_off, DType::kBF16, 256, 256, dev), {}, st.s);
+    });
+    EXPECT_NE(msg.find("argument 'B': base address must be 16-byte aligned"), std::string::npos) << msg;
     msg = test::error_of([&] { op->output(257); });
     EXPECT_NE(msg.find("m must be"), std::string::npos) << msg;
   });
