@@ -130,16 +130,55 @@ struct OneHot {
   }
 };
 
-// Device check of one call's bf16 output against the one-hot closed form; adds wrong counts.
+// Device check of one call's bf16 output against the one-hot closed form, each gathered row r
+// times row_scale[r] when given (ptpc's A scales; powers of two, so still exact); adds wrong counts.
 __global__ void check_onehot_kernel(const uint16_t* out, const uint16_t* b, const int* cols, int64_t rows, int64_t n,
-                                    int64_t k, unsigned long long* wrong) {
+                                    int64_t k, unsigned long long* wrong, const float* row_scale = nullptr) {
   unsigned long long bad = 0;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < rows * n; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = e / n, j = e % n;
-    if (out[e] != b[j * k + cols[r]]) ++bad;
+    const uint16_t want = b[j * k + cols[r]];
+    if (row_scale == nullptr) {
+      if (out[e] != want) ++bad;
+    } else if (__uint_as_float(uint32_t{out[e]} << 16) != __uint_as_float(uint32_t{want} << 16) * row_scale[r]) {
+      ++bad;  // (NaN, i.e. never written, compares unequal)
+    }
   }
   if (bad) atomicAdd(wrong, bad);
 }
+
+// ptpc one-hot operands: the same A and B values as OneHot in e4m3 (one-hot 1.0, integers in
+// [-8, 8]: exact), scale_b 1 and scale_a[i] of rank s a power of two, so out[s*m + i, j] =
+// B[j, col] * ptpc_row_scale(s, i) exactly.
+float ptpc_row_scale(int s, int64_t i) { return static_cast<float>(0.5 * (1 << ((s + i) % 3))); }
+
+struct PtpcOneHot {
+  bench::DeviceBuffer b, scale_a, scale_b;  // e4m3 [n, k]; fp32 [m_max] (this rank's); fp32 [n] ones
+  int64_t n, k;
+  PtpcOneHot(int rank, int64_t m_max, int64_t n_, int64_t k_)
+      : b(n_ * k_), scale_a(m_max * 4), scale_b(n_ * 4), n(n_), k(k_) {
+    std::vector<uint8_t> hb(n * k);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) hb[r * k + c] = ref::float_to_e4m3(b_val(r, c));
+    b.upload(hb.data(), hb.size());
+    std::vector<float> sa(m_max), sb(n, 1.0f);
+    for (int64_t i = 0; i < m_max; ++i) sa[i] = ptpc_row_scale(rank, i);
+    scale_a.upload(sa.data(), sa.size() * 4);
+    scale_b.upload(sb.data(), sb.size() * 4);
+  }
+  // A [m_max, k] e4m3 with OneHot::host_a's ones.
+  static std::vector<uint8_t> host_a(const std::vector<uint16_t>& bf16_a) {
+    std::vector<uint8_t> a(bf16_a.size(), 0);
+    const uint8_t one = ref::float_to_e4m3(1.0f);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = bf16_a[i] != 0 ? one : 0;
+    return a;
+  }
+  TensorView b_view(int dev) const { return TensorView::matrix(b.get(), DType::kE4M3, n, k, dev); }
+  GemmScales scales(int64_t m, int dev) const {
+    return GemmScales{TensorView::vector(scale_a.get(), DType::kF32, m, dev),
+                      TensorView::vector(scale_b.get(), DType::kF32, n, dev)};
+  }
+};
 
 }  // namespace
 
@@ -637,29 +676,37 @@ TEST(EmulatedGemmAllGather, APeerThatNeverArrivesTimesOutNamingIt) {
   }
 }
 
-// >= 10,000 randomised launches (mode, M, world, slow rank), each checked on the device.
+// >= 10,000 randomised collective calls (a call = every rank's run() of one op) over W = 2 and 4:
+// mode (fused-lsa, auto, fused-ce at W = 2 where copy streams fit), quant (bf16 and ptpc with
+// power-of-two row scales), M, a late rank; every output checked on the device against its closed
+// form and every call counted. Small (N = K = 128, M <= 300): the protocol is what is soaked.
 TEST(EmulatedGemmAllGather, RandomisedSoak) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 128, k = 128, m_max = 300;
-  const int launches_per_world = 2600;
-  long long total = 0;
+  const int calls_per_world = 5000;
+  const QuantCase& ptpc = kQuants[2];
+  ASSERT_EQ(ptpc.quant, ScaleMode::kPtpc);
+  long long calls = 0, ptpc_calls = 0;
+  const auto t0 = std::chrono::steady_clock::now();
   for (int world : {2, 4}) {
     bench::EmulatedWorld ew(world, 0, 30);
     ew.run([&](comm::Group& g) {
-      auto fused = GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kFusedLsa, n, k, m_max));
-      auto autop = GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kAuto, n, k, m_max));
-      std::vector<GemmAllGather*> ops = {fused.get(), autop.get()};
-      std::unique_ptr<GemmAllGather> pull;  // fused-ce where copy streams fit the emulated world (W = 2)
-      if (fits_queues(GemmAllGatherMode::kFusedCe, world)) {
-        pull = GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kFusedCe, n, k, m_max));
-        ops.push_back(pull.get());
-      }
+      const int dev = g.device();
+      std::vector<std::unique_ptr<GemmAllGather>> owned;
+      owned.push_back(GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kFusedLsa, n, k, m_max)));
+      owned.push_back(GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kAuto, n, k, m_max)));
+      owned.push_back(GemmAllGather::Impl::create(g, config_of(ptpc, GemmAllGatherMode::kFusedLsa, n, k, m_max)));
+      if (world == 2)
+        owned.push_back(GemmAllGather::Impl::create(g, config_of(ptpc, GemmAllGatherMode::kAuto, n, k, m_max)));
+      if (fits_queues(GemmAllGatherMode::kFusedCe, world))  // copy streams fit the emulated world at W = 2
+        owned.push_back(GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kFusedCe, n, k, m_max)));
       OneHot oh(m_max, n, k);
+      const PtpcOneHot pt(g.rank(), m_max, n, k);
       Stream st;
       bench::DeviceBuffer wrong(8);
       WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
       constexpr int kVariants = 16;
-      std::vector<bench::DeviceBuffer> a_var, cols;
+      std::vector<bench::DeviceBuffer> a_var, a8_var, cols, row_scales;
       std::vector<int64_t> var_m;
       std::mt19937_64 shared_rng(4242 + world);  // the same sequence on every rank
       for (int v = 0; v < kVariants; ++v) {
@@ -668,34 +715,65 @@ TEST(EmulatedGemmAllGather, RandomisedSoak) {
         const auto h = oh.host_a(900 + v, g.rank(), m);
         a_var.emplace_back(m_max * k * 2);
         a_var.back().upload(h.data(), h.size() * 2);
+        const auto h8 = PtpcOneHot::host_a(h);
+        a8_var.emplace_back(m_max * k);
+        a8_var.back().upload(h8.data(), h8.size());
         std::vector<int> hc(world * m);
+        std::vector<float> hs(world * m);
         for (int s = 0; s < world; ++s)
-          for (int64_t i = 0; i < m; ++i) hc[s * m + i] = col_of(900 + v, s, i, k);
+          for (int64_t i = 0; i < m; ++i) {
+            hc[s * m + i] = col_of(900 + v, s, i, k);
+            hs[s * m + i] = ptpc_row_scale(s, i);
+          }
         cols.emplace_back(hc.size() * 4);
         cols.back().upload(hc.data(), hc.size() * 4);
+        row_scales.emplace_back(hs.size() * 4);
+        row_scales.back().upload(hs.data(), hs.size() * 4);
       }
+      long long my_calls = 0, my_ptpc = 0;
       g.barrier();
-      for (int i = 0; i < launches_per_world; ++i) {
+      for (int i = 0; i < calls_per_world; ++i) {
         const int v = static_cast<int>(shared_rng() % kVariants);
-        GemmAllGather* op = ops[shared_rng() % ops.size()];
+        GemmAllGather* op = owned[shared_rng() % owned.size()].get();
         if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) bench::spin_delay(20'000, st.s);
         const int64_t m = var_m[v];
-        op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+        const bool fp8 = op->config().quant == ScaleMode::kPtpc;
+        if (fp8)
+          op->run(m, TensorView::matrix(a8_var[v].get(), DType::kE4M3, m, k, dev), pt.b_view(dev), pt.scales(m, dev),
+                  st.s);
+        else
+          op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, dev), oh.b_view(dev), {}, st.s);
+        ++my_calls;
+        my_ptpc += fp8 ? 1 : 0;
         g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
         check_onehot_kernel<<<32, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data), oh.b.as<uint16_t>(),
-                                                  cols[v].as<int>(), world * m, n, k, wrong.as<unsigned long long>());
+                                                  cols[v].as<int>(), world * m, n, k, wrong.as<unsigned long long>(),
+                                                  fp8 ? row_scales[v].as<float>() : nullptr);
+        WEAVE_CHECK_LAUNCH();
         if (i % 256 == 255) comm::sync_stream_bounded(st.s, 60, "soak batch");
       }
       comm::sync_stream_bounded(st.s, 60, "soak");
-      for (GemmAllGather* op : ops) op->check();
+      for (const auto& op : owned) op->check();
       unsigned long long bad = 0;
       wrong.download(&bad, 8);
       EXPECT_EQ(bad, 0ull) << "rank " << g.rank() << " W" << world;
-      if (g.rank() == 0) total += launches_per_world * world;
+      EXPECT_EQ(my_calls, calls_per_world) << "rank " << g.rank() << " W" << world;
+      // Every rank made the same calls (the shared sequence): a rank that skipped one would have
+      // stalled its peers, but count them anyway.
+      const auto all = g.all_gather(static_cast<uint64_t>(my_calls), "the soak's call count");
+      for (int s = 0; s < world; ++s) EXPECT_EQ(all[s], all[0]) << "rank " << s << " W" << world;
+      if (g.rank() == 0) {
+        calls += my_calls;
+        ptpc_calls += my_ptpc;
+      }
       g.barrier();
     });
   }
-  std::printf("  soak: %lld rank-launches, each checked on the device\n", total);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(calls, 10'000) << "collective calls over W = 2 and 4";
+  EXPECT_GT(ptpc_calls, calls / 10) << "the fp8 (ptpc) share of the soak";
+  std::printf("  soak: %lld collective calls (%lld ptpc) over W = 2 and 4, each output checked on the device, %.1f s\n",
+              calls, ptpc_calls, secs);
 }
 
 // A calibration table (GemmAllGatherConfig::calibration): auto follows it (fused-lsa at m = 100,
