@@ -48,7 +48,8 @@
 // Verbs (as every weave op): validate() is pure; the constructor is collective (every rank must ask
 // for the same op: kMismatch otherwise) and allocates the op's window at capacity; run() only
 // enqueues (no allocation, no host sync, graph-capturable); output(m) is a view into the window,
-// valid until the next run(); self_test() moves known per-rank values through the real path;
+// valid until the next run(), or run() copies it into a caller's `out` (stream-ordered after the
+// call); self_test() moves known per-rank values through the real path;
 // check() raises a timeout a device wait recorded. One op is used by one host thread at a time.
 // Streams: every op of a rank (this one, its collectives, any other weave op on the same
 // communicator) runs its calls in the order the host issued them; a call on another stream than
@@ -156,6 +157,13 @@ class GemmAllReduce {
   // which the GEMV cannot read, runs split-lsa). Every rank must call with the same m. Raises a timeout an earlier call
   // recorded (check()) before enqueueing.
   void run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, cudaStream_t stream);
+  // The same, then a copy of the output into the caller's `out` on `stream` (one cudaMemcpy2DAsync
+  // after the call: still only enqueues, graph-capturable). out: [m, N] bf16 on this rank's device,
+  // unit column stride, row stride >= N, 16-byte aligned base, no byte inside the op's window (any
+  // rank's copy as mapped here). Checked with every other argument before any GPU work:
+  // kInvalidArgument naming 'out' and the rule. output(m) still views the window. The copy is
+  // this rank's own: ranks need not agree on passing `out`.
+  void run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, TensorView out, cudaStream_t stream);
   // The output of the last run of m rows: [m, N] bf16 in the op's window (valid until the next run).
   TensorView output(std::int64_t m) const;
   // The mode the last run took (auto resolves per call).

@@ -32,10 +32,12 @@ void bind_op_common(nb::class_<Op>& c) {
       .def("describe", &Op::describe)
       .def("run",
            [](Op& op, int64_t m, const weave::TensorView& a, const weave::TensorView& b, const weave::TensorView& sa,
-              const weave::TensorView& sb, std::uintptr_t stream) {
-             op.run(m, a, b, weave::GemmScales{sa, sb}, as_stream(stream));
+              const weave::TensorView& sb, std::uintptr_t stream, const std::optional<weave::TensorView>& out) {
+             if (out) op.run(m, a, b, weave::GemmScales{sa, sb}, *out, as_stream(stream));
+             else op.run(m, a, b, weave::GemmScales{sa, sb}, as_stream(stream));
            },
-           "m"_a, "a"_a, "b"_a, "scale_a"_a, "scale_b"_a, "stream"_a, nb::call_guard<nb::gil_scoped_release>())
+           "m"_a, "a"_a, "b"_a, "scale_a"_a, "scale_b"_a, "stream"_a, "out"_a = nb::none(),
+           nb::call_guard<nb::gil_scoped_release>())
       .def("output_ptr", [](const Op& op, int64_t m) { return reinterpret_cast<std::uintptr_t>(op.output(m).data); },
            "m"_a)
       .def_prop_ro("last_mode", &Op::last_mode)

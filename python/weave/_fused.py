@@ -4,10 +4,12 @@ gemm_all_gather.hpp; docs/fused.md).
     comm = weave.Communicator.from_process_group()
     ar = weave.GemmAllReduce(comm, n=7168, k=2048, m_max=8192, quant="blockscale")   # collective
     out = ar.run(a, b, scale_a=sa, scale_b=sb)   # [m, 7168] bf16 = sum over ranks of a_r @ b_r.T
+    ar.run(a, b, scale_a=sa, scale_b=sb, out=y)  # the same, copied into y (returns y)
 
 Construction is collective (every rank the same config, in the same order as its other collective
 calls) and allocates the op's window at m_max; run() only enqueues (graph-capturable); its result
-is a view into the op's window, valid until the next run() of the op (copy it to keep it). The
+is a view into the op's window, valid until the next run() of the op, or, with out=, a copy in the
+caller's tensor (stream-ordered after the call). The
 operands are those of weave.Gemm in the op's quant: A [m, K] (GemmAllReduce: this rank's K shard),
 B [N, K], and the quant's scales.
 """
@@ -113,10 +115,13 @@ class _FusedOp:
         """The mode the last run took (auto resolves per call)."""
         return _weave.name(self._impl.last_mode)
 
-    def run(self, a, b, *, scale_a=None, scale_b=None, stream=None):
+    def run(self, a, b, *, scale_a=None, scale_b=None, stream=None, out=None):
         """Enqueues one call with this rank's operands (m = a's rows, 1 <= m <= m_max; every rank
         the same m) on `stream` (default: torch's current stream when torch is loaded) and returns
-        the output: a view into the op's window, valid until the next run()."""
+        the output: a view into the op's window, valid until the next run(). With `out` (a tensor
+        of the output's shape and dtype on this rank's GPU, rows may be strided, outside the op's
+        window), the call also copies the output into it, stream-ordered after the call (still only
+        enqueued: graph-capturable), and returns `out`; it is checked before any GPU work."""
         ta, tb = describe(a, "A"), describe(b, "B")
         for t in (ta, tb):
             if t.ndim != 2:
@@ -128,23 +133,43 @@ class _FusedOp:
         want = DType.BF16 if mode == ScaleMode.BF16 else DType.E4M3
         sa = _scale_view(scale_a, "scale_a", mode, layout, m, "M")
         sb = _scale_view(scale_b, "scale_b", mode, layout, self._cfg.n, "N")
+        to = None if out is None else self._out_view(out, m)
         s = resolve_stream(stream, self.comm.device, (ta, tb))
         torch = sys.modules.get("torch") if ta.is_torch else None
         if torch is not None and torch.cuda.current_device() != self.comm.device:
             with torch.cuda.device(self.comm.device):
-                self._impl.run(m, ta.view(want), tb.view(want), sa, sb, s)
+                self._impl.run(m, ta.view(want), tb.view(want), sa, sb, s, to)
         else:
-            self._impl.run(m, ta.view(want), tb.view(want), sa, sb, s)
-        self._keep = (a, b, scale_a, scale_b)  # alive while the call may still read them
-        return self.output(m)
+            self._impl.run(m, ta.view(want), tb.view(want), sa, sb, s, to)
+        self._keep = (a, b, scale_a, scale_b, out)  # alive while the call may still read (write) them
+        return self.output(m) if out is None else out
 
     __call__ = run
+
+    def _out_view(self, out, m: int):
+        """The C++ view of a caller's `out` for a call of m rows; raises ArgumentError naming 'out'
+        and the rule for what can be told here (rank, dtype, shape, device). Strides, alignment and
+        the window are checked by the op, before any GPU work, with the same kind of error."""
+        t = describe(out, "out")
+        rows, cols, dtype = self._out_spec(m)
+        if t.ndim != 2:
+            raise arg_error(f"argument 'out': must be a 2-D matrix (got rank {t.ndim}: {list(t.shape)})")
+        if t.dtype != dtype:
+            raise arg_error(f"argument 'out': dtype must be {_weave.name(dtype)}, the op's output dtype "
+                            f"(got {t.dtype_text})")
+        if tuple(t.shape) != (rows, cols):
+            raise arg_error(f"argument 'out': shape must be [{rows}, {cols}] (got {list(t.shape)})")
+        if t.device != self.comm.device:
+            where = "host memory" if t.device < 0 else f"cuda:{t.device}"
+            raise arg_error(f"argument 'out': must live in cuda:{self.comm.device}, this rank's GPU (got {where})")
+        return t.view(dtype)
 
     def output(self, m: int):
         """The output of the last run of m rows, as a torch tensor viewing the op's window."""
         import torch
 
-        rows, cols, dtype = self._output_shape(_int("m", m))
+        rows, cols, dtype = self._out_spec(_int("m", m))
+        dtype = torch.float32 if dtype == DType.F32 else torch.bfloat16
         size = torch.empty((), dtype=dtype).element_size()
         raw = torch.as_tensor(_CudaBuffer(self._impl.output_ptr(m), (rows * cols * size,), "|u1", self),
                               device=f"cuda:{self.comm.device}")
@@ -205,10 +230,9 @@ class GemmAllReduce(_FusedOp):
                            "rounds", "bytes_rs", "bytes_ag", "window_bytes", "model_gemm_us", "model_comm_us",
                            "model_split_us", "model_fused_us", "reason"))
 
-    def _output_shape(self, m: int):
-        import torch
-
-        return m, self._cfg.n, torch.bfloat16
+    def _out_spec(self, m: int):
+        """The output of m rows: (rows, cols, weave dtype)."""
+        return m, self._cfg.n, DType.BF16
 
 
 class GemmAllGather(_FusedOp):
@@ -259,8 +283,6 @@ class GemmAllGather(_FusedOp):
                           ("block_m", "block_n", "tiles", "waves", "grid", "chunks", "bytes_per_peer", "window_bytes",
                            "model_gemm_us", "model_comm_us", "model_split_us", "model_fused_us", "reason"))
 
-    def _output_shape(self, m: int):
-        import torch
-
-        dtype = torch.float32 if self._cfg.out_dtype == DType.F32 else torch.bfloat16
-        return self.comm.world_size * m, self._cfg.n, dtype
+    def _out_spec(self, m: int):
+        """The output of m rows per rank: (rows, cols, weave dtype)."""
+        return self.comm.world_size * m, self._cfg.n, self._cfg.out_dtype

@@ -67,7 +67,12 @@ struct GemmAllGather::Impl {
 
   GemmAllGatherPlan plan(int64_t m) const;
   GemmAllGatherMode resolve(int64_t m) const;
-  void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, cudaStream_t stream);
+  // One call (checks every argument before any GPU work); with `out`, then the copy into it.
+  void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, const TensorView* out,
+           cudaStream_t stream);
+  // The call's GPU work for checked operands (prob.m rows), in the mode the plan resolves.
+  void enqueue(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
+               cudaStream_t stream);
   // fused-ce: the copy streams' part of a call (forked before the kernel, joined after).
   void enqueue_pulls(int64_t m, const fused::AgChunks& chunks, size_t rows_bytes, cudaStream_t stream);
   char* out_local() const { return rt->window().local() + out_off; }

@@ -63,7 +63,12 @@ struct GemmAllReduce::Impl {
   static std::unique_ptr<GemmAllReduce> wrap(std::unique_ptr<Impl> impl);
 
   GemmAllReducePlan plan(int64_t m) const;
-  void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, cudaStream_t stream);
+  // One call (checks every argument before any GPU work); with `out`, then the copy into it.
+  void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, const TensorView* out,
+           cudaStream_t stream);
+  // The call's GPU work for checked operands (prob.m rows), in the mode the plan resolves.
+  void enqueue(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
+               cudaStream_t stream);
   void run_decode(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
                   cudaStream_t stream);
   void enqueue_pulls(int64_t m, const fused::ArSchedule& sched, cudaStream_t stream);

@@ -19,6 +19,7 @@
 
 #include "common/check.hpp"
 #include "common/log.hpp"
+#include "fused/caller_output.hpp"
 #include "fused/gag_plan.hpp"
 #include "gemm/operands.hpp"
 #include "weave/transport.hpp"
@@ -210,12 +211,22 @@ TensorView GemmAllGather::Impl::output(int64_t m) const {
 }
 
 void GemmAllGather::Impl::run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
-                              cudaStream_t stream) {
+                              const TensorView* out, cudaStream_t stream) {
   const comm::OpRuntime::CallGuard guard(*rt, "GemmAllGather::run", stream);
   check();
   WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "GemmAllGather::run: m must be in 1.." << cfg.m_max << " (m_max), got " << m);
   const GemmProblem prob = problem_of(cfg, m);
   gemm::check_gemm_inputs(prob, a, b, s, group->device());
+  if (out)
+    fused::check_caller_output(*out, cfg.out_dtype, group->world_size() * m, cfg.n, group->device(),
+                               rt->window().handle());
+  enqueue(prob, a, b, s, stream);
+  if (out) fused::enqueue_caller_copy(*group, *out, output(m), stream);  // inside the guard: ordered as the call
+}
+
+void GemmAllGather::Impl::enqueue(const GemmProblem& prob, const TensorView& a, const TensorView& b,
+                                  const GemmScales& s, cudaStream_t stream) {
+  const int64_t m = prob.m;
   const int w = group->world_size(), r = group->rank();
   const GemmAllGatherPlan pl = plan(m);
   const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kGagBlockM, fused::kGagBlockN, pl.grid);
@@ -334,7 +345,11 @@ const GemmAllGatherConfig& GemmAllGather::config() const noexcept { return impl_
 GemmAllGatherPlan GemmAllGather::plan(std::int64_t m) const { return impl_->plan(m); }
 std::string GemmAllGather::describe() const { return impl_->describe(); }
 void GemmAllGather::run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, cudaStream_t stream) {
-  impl_->run(m, a, b, scales, stream);
+  impl_->run(m, a, b, scales, nullptr, stream);
+}
+void GemmAllGather::run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, TensorView out,
+                        cudaStream_t stream) {
+  impl_->run(m, a, b, scales, &out, stream);
 }
 TensorView GemmAllGather::output(std::int64_t m) const { return impl_->output(m); }
 GemmAllGatherMode GemmAllGather::last_mode() const noexcept { return impl_->last; }

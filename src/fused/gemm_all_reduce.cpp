@@ -22,6 +22,7 @@
 
 #include "common/check.hpp"
 #include "common/log.hpp"
+#include "fused/caller_output.hpp"
 #include "gemm/operands.hpp"
 #include "gemv/gemv.hpp"
 
@@ -224,7 +225,7 @@ TensorView GemmAllReduce::Impl::output(int64_t m) const {
 }
 
 void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
-                              cudaStream_t stream) {
+                              const TensorView* out, cudaStream_t stream) {
   const comm::OpRuntime::CallGuard guard(*rt, "GemmAllReduce::run", stream);
   check();
   WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "GemmAllReduce::run: m must be in 1.." << cfg.m_max << " (m_max), got " << m);
@@ -233,13 +234,21 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
                                                                 << m << "; use mode auto or split-lsa for larger m");
   const GemmProblem prob = problem_of(cfg, m);
   gemm::check_gemm_inputs(prob, a, b, s, group->device());
+  if (cfg.mode == GemmAllReduceMode::kDecode) gemm::check_gemv_scales(prob, s);
+  if (out) fused::check_caller_output(*out, DType::kBF16, m, cfg.n, group->device(), rt->window().handle());
+  enqueue(prob, a, b, s, stream);
+  if (out) fused::enqueue_caller_copy(*group, *out, output(m), stream);  // inside the guard: ordered as the call
+}
+
+void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, const TensorView& b,
+                                  const GemmScales& s, cudaStream_t stream) {
+  const int64_t m = prob.m;
   const int w = group->world_size(), r = group->rank();
   const GemmAllReducePlan pl = plan(m);
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   last = pl.mode;
   last_mx_bf16_route = false;  // decode never converts
   if (pl.mode == GemmAllReduceMode::kDecode) {  // before the tile GEMM's plan and TMA maps, which it needs not
-    if (cfg.mode == GemmAllReduceMode::kDecode) gemm::check_gemv_scales(prob, s);
     if (gemm::gemv_scales_dense(prob, s)) {
       run_decode(prob, a, b, s, stream);
       return;
@@ -422,7 +431,11 @@ const GemmAllReduceConfig& GemmAllReduce::config() const noexcept { return impl_
 GemmAllReducePlan GemmAllReduce::plan(std::int64_t m) const { return impl_->plan(m); }
 std::string GemmAllReduce::describe() const { return impl_->describe(); }
 void GemmAllReduce::run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, cudaStream_t stream) {
-  impl_->run(m, a, b, scales, stream);
+  impl_->run(m, a, b, scales, nullptr, stream);
+}
+void GemmAllReduce::run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, TensorView out,
+                        cudaStream_t stream) {
+  impl_->run(m, a, b, scales, &out, stream);
 }
 TensorView GemmAllReduce::output(std::int64_t m) const { return impl_->output(m); }
 GemmAllReduceMode GemmAllReduce::last_mode() const noexcept { return impl_->last; }

@@ -4,11 +4,16 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "bench/emulated_world.hpp"
 #include "bench/gemm_operands.hpp"
+#include "comm/device_error.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
@@ -75,19 +80,152 @@ inline std::vector<bench::DeviceOperand> mx_a_with_odd_rank(int world, int odd, 
 }
 
 // One call of `op` with every rank in step (barriers around it): its output NaN-poisoned first,
-// the call, a bounded sync, check(); returns the output's first `bytes` bytes.
+// the call, a bounded sync, check(); returns the output's first `bytes` bytes. The host bound is
+// longer than the op's own waits, so a stuck wait is reported by the device record (who waited for
+// what). Nothing is enqueued after the call before the sync (emulated_world.hpp "Queues").
 template <class Op>
 std::vector<uint8_t> poisoned_call(comm::Group& g, Op& op, int64_t m, const TensorView& a, const TensorView& b,
                                    const GemmScales& sc, size_t bytes, cudaStream_t st) {
   g.barrier();
   WEAVE_CHECK_CUDA(cudaMemsetAsync(op.output(m).data, 0xFF, bytes, st));
   op.run(m, a, b, sc, st);
-  comm::sync_stream_bounded(st, 20, "an mxfp8 call");
+  comm::sync_stream_bounded(st, 2 * g.timeout_s() + 5, "a poisoned call of " + op.describe());
   op.check();
   std::vector<uint8_t> out(bytes);
   WEAVE_CHECK_CUDA(cudaMemcpy(out.data(), op.output(m).data, bytes, cudaMemcpyDeviceToHost));
   g.barrier();
   return out;
+}
+
+// A caller's `out` for run(..., out, stream): [rows, cols] of `dtype` with row stride `ld` (> cols:
+// a column slice of a wider buffer) in a buffer of its own.
+struct CallerOut {
+  bench::DeviceBuffer buf;
+  TensorView view;
+  CallerOut(DType dtype, int64_t rows, int64_t cols, int64_t ld, int dev)
+      : buf(static_cast<size_t>(rows * ld) * dtype_bytes(dtype)),
+        view(TensorView::matrix(buf.get(), dtype, rows, cols, ld, dev)) {}
+  // NaN (0xFF bytes) everywhere, out's rows and the columns beside them, stream-ordered.
+  void poison(cudaStream_t st) const { WEAVE_CHECK_CUDA(cudaMemsetAsync(buf.get(), 0xFF, buf.bytes(), st)); }
+  size_t row_bytes() const { return static_cast<size_t>(view.cols()) * dtype_bytes(view.dtype); }
+  // out's rows, densely, on the host.
+  std::vector<uint8_t> rows() const {
+    std::vector<uint8_t> h(static_cast<size_t>(view.rows()) * row_bytes());
+    WEAVE_CHECK_CUDA(cudaMemcpy2D(h.data(), row_bytes(), view.data, static_cast<size_t>(view.ld()) * dtype_bytes(view.dtype),
+                                  row_bytes(), static_cast<size_t>(view.rows()), cudaMemcpyDeviceToHost));
+    return h;
+  }
+  // Bytes of the buffer outside out's columns that are no longer poison.
+  int64_t written_beside() const {
+    std::vector<uint8_t> h(buf.bytes());
+    buf.download(h.data(), h.size());
+    const size_t pitch = static_cast<size_t>(view.ld()) * dtype_bytes(view.dtype);
+    int64_t bad = 0;
+    for (size_t i = 0; i < h.size(); ++i) bad += (i % pitch) >= row_bytes() && h[i] != 0xFF;
+    return bad;
+  }
+};
+
+// After a call with `out` (synchronised): out's rows are the window's view (op.output(m)) bitwise,
+// and nothing beside them was written.
+template <class Op>
+void expect_out_is_the_window_view(const Op& op, int64_t m, const CallerOut& out, const std::string& what) {
+  const TensorView w = op.output(m);
+  ASSERT_EQ(w.rows(), out.view.rows()) << what;
+  std::vector<uint8_t> hw(static_cast<size_t>(w.rows()) * out.row_bytes());
+  WEAVE_CHECK_CUDA(cudaMemcpy(hw.data(), w.data, hw.size(), cudaMemcpyDeviceToHost));
+  const std::vector<uint8_t> ho = out.rows();
+  int64_t differ = 0;
+  for (int64_t i = 0; i < w.rows(); ++i)
+    differ += std::memcmp(ho.data() + i * out.row_bytes(), hw.data() + i * out.row_bytes(), out.row_bytes()) != 0;
+  EXPECT_EQ(differ, 0) << what << ": rows of out that differ from the window's view, of " << w.rows();
+  EXPECT_EQ(out.written_beside(), 0) << what << ": bytes written beside out's columns";
+}
+
+// Bad `out`s, one per rule of fused/caller_output.hpp, each refused by run() with kInvalidArgument
+// naming 'out' and the rule before any GPU work: the window's output (poisoned here first; every
+// rank must be between calls) keeps its poison and the stream stays idle. `good` is a valid out for
+// m rows; `peer_window` a peer's window as mapped here.
+template <class Op>
+void expect_bad_outs_refused_before_gpu_work(Op& op, int64_t m, const TensorView& a, const TensorView& b,
+                                             const GemmScales& sc, const CallerOut& good, const char* peer_window,
+                                             int peer, cudaStream_t st) {
+  const TensorView win = op.output(m);
+  const size_t win_bytes = static_cast<size_t>(win.rows()) * good.row_bytes();
+  WEAVE_CHECK_CUDA(cudaMemsetAsync(win.data, 0xFF, win_bytes, st));
+  WEAVE_CHECK_CUDA(cudaStreamSynchronize(st));
+  const TensorView& v = good.view;
+  const int64_t rows = v.rows(), cols = v.cols(), ld = v.ld();
+  const DType other = v.dtype == DType::kF32 ? DType::kBF16 : DType::kF32;
+  char* base = static_cast<char*>(v.data);
+  TensorView col_strided = v;
+  col_strided.strides = {2 * ld, 2, 0, 0};
+  struct Case {
+    TensorView out;
+    std::string needle;
+  };
+  std::vector<Case> cases = {
+      {TensorView::matrix(base, other, rows, cols, ld, v.device), "argument 'out': dtype must be " + std::string(to_string(v.dtype))},
+      {TensorView::matrix(base, v.dtype, rows - 1, cols, ld, v.device),
+       "argument 'out': shape must be [" + std::to_string(rows) + ", " + std::to_string(cols) + "]"},
+      {TensorView::matrix(base, v.dtype, rows, cols - 8, ld, v.device), "argument 'out': shape must be"},
+      {TensorView::matrix(base, v.dtype, rows, cols, ld, v.device + 1), "argument 'out': must live in cuda:"},
+      {col_strided, "argument 'out': last dimension must be contiguous"},
+      {TensorView::matrix(base + 2, v.dtype, rows, cols, ld, v.device), "argument 'out': base address must be 16-byte aligned"},
+      {win, "argument 'out': overlaps the op's window"},
+      {TensorView::matrix(const_cast<char*>(peer_window), v.dtype, rows, cols, ld, v.device),
+       "argument 'out': overlaps the op's window (rank " + std::to_string(peer) + "'s"},
+  };
+  if (rows > 1) cases.push_back({TensorView::matrix(base, v.dtype, rows, cols, cols - 8, v.device), "rows would overlap"});
+  for (const Case& c : cases) {
+    std::string msg;
+    try {
+      op.run(m, a, b, sc, c.out, st);
+      ADD_FAILURE() << "out " << c.out.describe() << " was taken; wanted '" << c.needle << "'";
+    } catch (const Error& e) {
+      msg = e.message();
+      EXPECT_EQ(e.status(), Status::kInvalidArgument) << e.what();
+    }
+    EXPECT_NE(msg.find(c.needle), std::string::npos) << "wanted '" << c.needle << "' in: " << msg;
+  }
+  EXPECT_EQ(cudaStreamQuery(st), cudaSuccess) << "a refused call left work on the stream";
+  std::vector<uint8_t> h(win_bytes);
+  WEAVE_CHECK_CUDA(cudaMemcpy(h.data(), win.data, win_bytes, cudaMemcpyDeviceToHost));
+  int64_t written = 0;
+  for (uint8_t byte : h) written += byte != 0xFF;
+  EXPECT_EQ(written, 0) << "a refused call wrote the window's output";
+}
+
+// The timeout error of rank `rank`'s first call, whose peer `peer` never made it (comm/device_error.cpp
+// describe(): "rank R timed out after T s waiting for peer P's <flag> (...) at window offset O:
+// expected epoch >= E, seen S (...)", or "expected line flag E, seen S" for a low-latency line):
+// it names the rank, the peer, a flag, and the values. Every word starts at the initial epoch 0
+// and the peer wrote none, so seen is 0; a first call waits for epoch 1 (ll_flag(1) = 1 too).
+inline void expect_first_call_timeout_names_everything(const std::string& msg, int rank, int peer) {
+  EXPECT_NE(msg.find("rank " + std::to_string(rank) + " timed out"), std::string::npos) << msg;
+  const std::string waiting = "waiting for peer " + std::to_string(peer) + "'s ";
+  const size_t at = msg.find(waiting);
+  ASSERT_NE(at, std::string::npos) << "no '" << waiting << "' in: " << msg;
+  bool named = false;
+  for (comm::FlagKind kind : {comm::FlagKind::kCredit, comm::FlagKind::kArrival, comm::FlagKind::kDone,
+                              comm::FlagKind::kReady, comm::FlagKind::kLine})
+    named |= msg.compare(at + waiting.size(), std::string(comm::to_string(kind)).size(), comm::to_string(kind)) == 0;
+  EXPECT_TRUE(named) << "no flag named after '" << waiting << "' in: " << msg;
+  const size_t ex = msg.find(": expected ", at);
+  ASSERT_NE(ex, std::string::npos) << "no expected value in: " << msg;
+  size_t num = ex + std::string(": expected ").size();
+  for (const char* form : {"epoch >= ", "line flag "})
+    if (msg.compare(num, std::string(form).size(), form) == 0) num += std::string(form).size();
+  char* end = nullptr;
+  const unsigned long long expected = std::strtoull(msg.c_str() + num, &end, 10);
+  ASSERT_NE(end, msg.c_str() + num) << "no expected value in: " << msg;
+  const size_t sn = msg.find(", seen ", static_cast<size_t>(end - msg.c_str()));
+  ASSERT_EQ(sn, static_cast<size_t>(end - msg.c_str())) << "no seen value right after the expected one in: " << msg;
+  const char* seen_at = msg.c_str() + sn + std::string(", seen ").size();
+  const unsigned long long seen = std::strtoull(seen_at, &end, 10);
+  ASSERT_NE(end, seen_at) << "no seen value in: " << msg;
+  EXPECT_EQ(expected, 1ull) << "a first call waits for epoch 1: " << msg;
+  EXPECT_EQ(seen, 0ull) << "a peer that never called wrote nothing: " << msg;
 }
 
 }  // namespace weave::test

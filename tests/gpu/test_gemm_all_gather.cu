@@ -92,6 +92,27 @@ struct OneHot {
   }
   TensorView a_view(int64_t m, int dev) const { return TensorView::matrix(a.get(), DType::kBF16, m, k, dev); }
   TensorView b_view(int dev) const { return TensorView::matrix(b.get(), DType::kBF16, n, k, dev); }
+  // Wrong elements of out [world*m, n] of `dt` (bf16 or fp32; host bytes, dense rows), per source rank.
+  std::vector<int64_t> wrong_bytes(const std::vector<uint8_t>& out, DType dt, uint64_t seed, int world, int64_t m) const {
+    std::vector<int64_t> bad(world, 0);
+    for (int s = 0; s < world; ++s)
+      for (int64_t i = 0; i < m; ++i) {
+        const int c = col_of(seed, s, i, k);
+        for (int64_t j = 0; j < n; ++j) {
+          const size_t e = static_cast<size_t>((s * m + i) * n + j);
+          float v;
+          if (dt == DType::kF32) {
+            std::memcpy(&v, out.data() + 4 * e, 4);
+          } else {
+            uint16_t u;
+            std::memcpy(&u, out.data() + 2 * e, 2);
+            v = ref::bf16_to_float(u);
+          }
+          if (!(v == b_val(j, c))) ++bad[s];
+        }
+      }
+    return bad;
+  }
   // Wrong elements of out [world*m, n] bf16 (host copy), per source rank.
   std::vector<int64_t> wrong(const std::vector<uint16_t>& out, uint64_t seed, int world, int64_t m) const {
     std::vector<int64_t> bad(world, 0);
@@ -109,16 +130,55 @@ struct OneHot {
   }
 };
 
-// Device check of one call's bf16 output against the one-hot closed form; adds wrong counts.
+// Device check of one call's bf16 output against the one-hot closed form, each gathered row r
+// times row_scale[r] when given (ptpc's A scales; powers of two, so still exact); adds wrong counts.
 __global__ void check_onehot_kernel(const uint16_t* out, const uint16_t* b, const int* cols, int64_t rows, int64_t n,
-                                    int64_t k, unsigned long long* wrong) {
+                                    int64_t k, unsigned long long* wrong, const float* row_scale = nullptr) {
   unsigned long long bad = 0;
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < rows * n; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = e / n, j = e % n;
-    if (out[e] != b[j * k + cols[r]]) ++bad;
+    const uint16_t want = b[j * k + cols[r]];
+    if (row_scale == nullptr) {
+      if (out[e] != want) ++bad;
+    } else if (__uint_as_float(uint32_t{out[e]} << 16) != __uint_as_float(uint32_t{want} << 16) * row_scale[r]) {
+      ++bad;  // (NaN, i.e. never written, compares unequal)
+    }
   }
   if (bad) atomicAdd(wrong, bad);
 }
+
+// ptpc one-hot operands: the same A and B values as OneHot in e4m3 (one-hot 1.0, integers in
+// [-8, 8]: exact), scale_b 1 and scale_a[i] of rank s a power of two, so out[s*m + i, j] =
+// B[j, col] * ptpc_row_scale(s, i) exactly.
+float ptpc_row_scale(int s, int64_t i) { return static_cast<float>(0.5 * (1 << ((s + i) % 3))); }
+
+struct PtpcOneHot {
+  bench::DeviceBuffer b, scale_a, scale_b;  // e4m3 [n, k]; fp32 [m_max] (this rank's); fp32 [n] ones
+  int64_t n, k;
+  PtpcOneHot(int rank, int64_t m_max, int64_t n_, int64_t k_)
+      : b(n_ * k_), scale_a(m_max * 4), scale_b(n_ * 4), n(n_), k(k_) {
+    std::vector<uint8_t> hb(n * k);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) hb[r * k + c] = ref::float_to_e4m3(b_val(r, c));
+    b.upload(hb.data(), hb.size());
+    std::vector<float> sa(m_max), sb(n, 1.0f);
+    for (int64_t i = 0; i < m_max; ++i) sa[i] = ptpc_row_scale(rank, i);
+    scale_a.upload(sa.data(), sa.size() * 4);
+    scale_b.upload(sb.data(), sb.size() * 4);
+  }
+  // A [m_max, k] e4m3 with OneHot::host_a's ones.
+  static std::vector<uint8_t> host_a(const std::vector<uint16_t>& bf16_a) {
+    std::vector<uint8_t> a(bf16_a.size(), 0);
+    const uint8_t one = ref::float_to_e4m3(1.0f);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = bf16_a[i] != 0 ? one : 0;
+    return a;
+  }
+  TensorView b_view(int dev) const { return TensorView::matrix(b.get(), DType::kE4M3, n, k, dev); }
+  GemmScales scales(int64_t m, int dev) const {
+    return GemmScales{TensorView::vector(scale_a.get(), DType::kF32, m, dev),
+                      TensorView::vector(scale_b.get(), DType::kF32, n, dev)};
+  }
+};
 
 }  // namespace
 
@@ -206,12 +266,18 @@ TEST(EmulatedGemmAllGather, SelfTestNamesARankWhoseBDiffers) {
 
 // Random operands: fused output bitwise equal to split-lsa's, identical on every rank, and every
 // source rank's rows within the GEMM tolerance of gpu_reference_gemm (a plain CUDA-core GEMM).
+// Every output NaN-poisoned before its call. W = 2 and 4 over every M; W = 8 (the lsa modes) at
+// M = 1, 128 and 1000.
 TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 512, k = 1024, m_max = 8192;
   std::mt19937_64 rng(20261201);
   std::vector<int64_t> ms = {1, 7, 128, 1000, 2048, 8192, 1 + static_cast<int64_t>(rng() % 8000)};
-  for (int world : {2, 4}) {
+  for (int world : {2, 4, 8}) {
+    if (!fits_queues(GemmAllGatherMode::kFusedLsa, world)) {
+      ADD_FAILURE() << "W" << world << " not run: " << 2 * world << " streams exceed the hardware queues";
+      continue;
+    }
     bench::EmulatedWorld ew(world, 0, 20);
     for (const QuantCase& q : kQuants) {
       if (q.layout == ScaleLayout::kPacked) continue;  // upload_operand has raw scales; packed: self-test
@@ -229,6 +295,7 @@ TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource)
         Stream st;
         const size_t ob = q.out == DType::kF32 ? 4 : 2;
         for (int64_t m : ms) {
+          if (world == 8 && m != 1 && m != 128 && m != 1000) continue;
           std::vector<bench::DeviceOperand> as;  // every source rank's A (this rank regenerates them)
           for (int s = 0; s < world; ++s)
             as.push_back(bench::upload_operand(
@@ -237,43 +304,24 @@ TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource)
           bench::MnMajorScales mn;
           GemmScales sc = test::scales_in_layout(q.layout, as[r], b, mn);
           const size_t bytes = static_cast<size_t>(world * m * n) * ob;
-          bench::DeviceBuffer fused_out(bytes);
-          // One op's call at a time across the ranks: back-to-back calls of two ops at W = 4 were
-          // seen to stall in the emulated world (tools/bench/emulated_world.hpp "Queues"); this
-          // test is about numerics, back-to-back calls are BackToBack's and the soak's.
-          g.barrier();
-          fused->run(m, as[r].view, b.view, sc, st.s);
-          g.barrier();  // lockstep enqueue before the copy that waits for the call ("Queues")
-          WEAVE_CHECK_CUDA(cudaMemcpyAsync(fused_out.get(), fused->output(m).data, bytes, cudaMemcpyDeviceToDevice, st.s));
-          comm::sync_stream_bounded(st.s, 20, "the fused call");
-          g.barrier();
-          split->run(m, as[r].view, b.view, sc, st.s);
-          comm::sync_stream_bounded(st.s, 20, "the split call");
-          if (pull) {
-            g.barrier();
-            // NaN poison (stream order puts it before this rank's kernel and its pulls).
-            WEAVE_CHECK_CUDA(cudaMemsetAsync(pull->output(m).data, 0xFF, bytes, st.s));
-            pull->run(m, as[r].view, b.view, sc, st.s);
-            comm::sync_stream_bounded(st.s, 20, "the fused-ce call");
-            pull->check();
-            EXPECT_EQ(pull->last_mode(), GemmAllGatherMode::kFusedCe);
-          }
-          fused->check();
-          split->check();
+          // One op's call at a time across the ranks, its output NaN-poisoned first
+          // (test::poisoned_call): back-to-back calls of two ops at W = 4 were seen to stall in the
+          // emulated world (tools/bench/emulated_world.hpp "Queues"); this test is about numerics,
+          // back-to-back calls are BackToBack's and the soak's.
+          const std::vector<uint8_t> hf = test::poisoned_call(g, *fused, m, as[r].view, b.view, sc, bytes, st.s);
+          const std::vector<uint8_t> hs = test::poisoned_call(g, *split, m, as[r].view, b.view, sc, bytes, st.s);
           EXPECT_EQ(fused->last_mode(), GemmAllGatherMode::kFusedLsa);
-          std::vector<uint8_t> hf(bytes), hs(bytes);
-          fused_out.download(hf.data(), bytes);
-          WEAVE_CHECK_CUDA(cudaMemcpy(hs.data(), split->output(m).data, bytes, cudaMemcpyDeviceToHost));
           EXPECT_EQ(std::memcmp(hf.data(), hs.data(), bytes), 0) << "m " << m << ": fused differs from split";
           if (pull) {
-            std::vector<uint8_t> hp(bytes);
-            WEAVE_CHECK_CUDA(cudaMemcpy(hp.data(), pull->output(m).data, bytes, cudaMemcpyDeviceToHost));
+            const std::vector<uint8_t> hp = test::poisoned_call(g, *pull, m, as[r].view, b.view, sc, bytes, st.s);
+            EXPECT_EQ(pull->last_mode(), GemmAllGatherMode::kFusedCe);
             EXPECT_EQ(std::memcmp(hp.data(), hs.data(), bytes), 0) << "m " << m << ": fused-ce differs from split";
           }
           const auto hashes = g.all_gather(fnv1a64(hf.data(), bytes), "the output hash");
           for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
-          // Per source rank against the reference GEMM.
-          bench::DeviceBuffer refbuf(static_cast<size_t>(m * n) * 4);
+          // Per source rank against the reference GEMM (rows the call never wrote are still NaN).
+          bench::DeviceBuffer fused_out(bytes), refbuf(static_cast<size_t>(m * n) * 4);
+          fused_out.upload(hf.data(), bytes);
           const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = q.out};
           for (int s = 0; s < world; ++s) {
             bench::gpu_reference_gemm(p, as[s].view, b.view, GemmScales{as[s].scale_view, b.scale_view},
@@ -616,8 +664,7 @@ TEST(EmulatedGemmAllGather, APeerThatNeverArrivesTimesOutNamingIt) {
         op->run(256, oh.a_view(256, g.device()), oh.b_view(g.device()), {}, st.s);
         comm::sync_stream_bounded(st.s, 10, "the call whose peer never arrives");
         const std::string msg = test::error_of([&] { op->check(); }, Status::kTimeout);
-        EXPECT_NE(msg.find("rank 0"), std::string::npos) << msg;
-        EXPECT_NE(msg.find("peer 1"), std::string::npos) << msg;
+        test::expect_first_call_timeout_names_everything(msg, 0, 1);  // rank, peer, flag, expected, seen
         std::printf("  %s: %s\n", mode_name(mode).c_str(), msg.c_str());
         // The op refuses further calls.
         EXPECT_EQ(test::error_of([&] { op->run(256, oh.a_view(256, g.device()), oh.b_view(g.device()), {}, st.s); },
@@ -629,29 +676,37 @@ TEST(EmulatedGemmAllGather, APeerThatNeverArrivesTimesOutNamingIt) {
   }
 }
 
-// >= 10,000 randomised launches (mode, M, world, slow rank), each checked on the device.
+// >= 10,000 randomised collective calls (a call = every rank's run() of one op) over W = 2 and 4:
+// mode (fused-lsa, auto, fused-ce at W = 2 where copy streams fit), quant (bf16 and ptpc with
+// power-of-two row scales), M, a late rank; every output checked on the device against its closed
+// form and every call counted. Small (N = K = 128, M <= 300): the protocol is what is soaked.
 TEST(EmulatedGemmAllGather, RandomisedSoak) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 128, k = 128, m_max = 300;
-  const int launches_per_world = 2600;
-  long long total = 0;
+  const int calls_per_world = 5000;
+  const QuantCase& ptpc = kQuants[2];
+  ASSERT_EQ(ptpc.quant, ScaleMode::kPtpc);
+  long long calls = 0, ptpc_calls = 0;
+  const auto t0 = std::chrono::steady_clock::now();
   for (int world : {2, 4}) {
     bench::EmulatedWorld ew(world, 0, 30);
     ew.run([&](comm::Group& g) {
-      auto fused = GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kFusedLsa, n, k, m_max));
-      auto autop = GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kAuto, n, k, m_max));
-      std::vector<GemmAllGather*> ops = {fused.get(), autop.get()};
-      std::unique_ptr<GemmAllGather> pull;  // fused-ce where copy streams fit the emulated world (W = 2)
-      if (fits_queues(GemmAllGatherMode::kFusedCe, world)) {
-        pull = GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kFusedCe, n, k, m_max));
-        ops.push_back(pull.get());
-      }
+      const int dev = g.device();
+      std::vector<std::unique_ptr<GemmAllGather>> owned;
+      owned.push_back(GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kFusedLsa, n, k, m_max)));
+      owned.push_back(GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kAuto, n, k, m_max)));
+      owned.push_back(GemmAllGather::Impl::create(g, config_of(ptpc, GemmAllGatherMode::kFusedLsa, n, k, m_max)));
+      if (world == 2)
+        owned.push_back(GemmAllGather::Impl::create(g, config_of(ptpc, GemmAllGatherMode::kAuto, n, k, m_max)));
+      if (fits_queues(GemmAllGatherMode::kFusedCe, world))  // copy streams fit the emulated world at W = 2
+        owned.push_back(GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kFusedCe, n, k, m_max)));
       OneHot oh(m_max, n, k);
+      const PtpcOneHot pt(g.rank(), m_max, n, k);
       Stream st;
       bench::DeviceBuffer wrong(8);
       WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
       constexpr int kVariants = 16;
-      std::vector<bench::DeviceBuffer> a_var, cols;
+      std::vector<bench::DeviceBuffer> a_var, a8_var, cols, row_scales;
       std::vector<int64_t> var_m;
       std::mt19937_64 shared_rng(4242 + world);  // the same sequence on every rank
       for (int v = 0; v < kVariants; ++v) {
@@ -660,34 +715,65 @@ TEST(EmulatedGemmAllGather, RandomisedSoak) {
         const auto h = oh.host_a(900 + v, g.rank(), m);
         a_var.emplace_back(m_max * k * 2);
         a_var.back().upload(h.data(), h.size() * 2);
+        const auto h8 = PtpcOneHot::host_a(h);
+        a8_var.emplace_back(m_max * k);
+        a8_var.back().upload(h8.data(), h8.size());
         std::vector<int> hc(world * m);
+        std::vector<float> hs(world * m);
         for (int s = 0; s < world; ++s)
-          for (int64_t i = 0; i < m; ++i) hc[s * m + i] = col_of(900 + v, s, i, k);
+          for (int64_t i = 0; i < m; ++i) {
+            hc[s * m + i] = col_of(900 + v, s, i, k);
+            hs[s * m + i] = ptpc_row_scale(s, i);
+          }
         cols.emplace_back(hc.size() * 4);
         cols.back().upload(hc.data(), hc.size() * 4);
+        row_scales.emplace_back(hs.size() * 4);
+        row_scales.back().upload(hs.data(), hs.size() * 4);
       }
+      long long my_calls = 0, my_ptpc = 0;
       g.barrier();
-      for (int i = 0; i < launches_per_world; ++i) {
+      for (int i = 0; i < calls_per_world; ++i) {
         const int v = static_cast<int>(shared_rng() % kVariants);
-        GemmAllGather* op = ops[shared_rng() % ops.size()];
+        GemmAllGather* op = owned[shared_rng() % owned.size()].get();
         if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) bench::spin_delay(20'000, st.s);
         const int64_t m = var_m[v];
-        op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+        const bool fp8 = op->config().quant == ScaleMode::kPtpc;
+        if (fp8)
+          op->run(m, TensorView::matrix(a8_var[v].get(), DType::kE4M3, m, k, dev), pt.b_view(dev), pt.scales(m, dev),
+                  st.s);
+        else
+          op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, dev), oh.b_view(dev), {}, st.s);
+        ++my_calls;
+        my_ptpc += fp8 ? 1 : 0;
         g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
         check_onehot_kernel<<<32, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data), oh.b.as<uint16_t>(),
-                                                  cols[v].as<int>(), world * m, n, k, wrong.as<unsigned long long>());
+                                                  cols[v].as<int>(), world * m, n, k, wrong.as<unsigned long long>(),
+                                                  fp8 ? row_scales[v].as<float>() : nullptr);
+        WEAVE_CHECK_LAUNCH();
         if (i % 256 == 255) comm::sync_stream_bounded(st.s, 60, "soak batch");
       }
       comm::sync_stream_bounded(st.s, 60, "soak");
-      for (GemmAllGather* op : ops) op->check();
+      for (const auto& op : owned) op->check();
       unsigned long long bad = 0;
       wrong.download(&bad, 8);
       EXPECT_EQ(bad, 0ull) << "rank " << g.rank() << " W" << world;
-      if (g.rank() == 0) total += launches_per_world * world;
+      EXPECT_EQ(my_calls, calls_per_world) << "rank " << g.rank() << " W" << world;
+      // Every rank made the same calls (the shared sequence): a rank that skipped one would have
+      // stalled its peers, but count them anyway.
+      const auto all = g.all_gather(static_cast<uint64_t>(my_calls), "the soak's call count");
+      for (int s = 0; s < world; ++s) EXPECT_EQ(all[s], all[0]) << "rank " << s << " W" << world;
+      if (g.rank() == 0) {
+        calls += my_calls;
+        ptpc_calls += my_ptpc;
+      }
       g.barrier();
     });
   }
-  std::printf("  soak: %lld rank-launches, each checked on the device\n", total);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(calls, 10'000) << "collective calls over W = 2 and 4";
+  EXPECT_GT(ptpc_calls, calls / 10) << "the fp8 (ptpc) share of the soak";
+  std::printf("  soak: %lld collective calls (%lld ptpc) over W = 2 and 4, each output checked on the device, %.1f s\n",
+              calls, ptpc_calls, secs);
 }
 
 // A calibration table (GemmAllGatherConfig::calibration): auto follows it (fused-lsa at m = 100,
@@ -726,6 +812,98 @@ TEST(EmulatedGemmAllGather, CalibrationTableIsFollowedAndCheckedAtConstruction) 
   for (const auto& p : {good, other}) std::filesystem::remove(p);
 }
 
+// run(m, a, b, scales, out, stream): the output copied into the caller's buffer after the call, on
+// its stream. W = 2; fused-lsa, split-lsa, fused-ce and auto; bf16 and fp32 out; M of one row, a
+// partial tile and five tiles: out (a row-strided column slice of a wider buffer, NaN-poisoned
+// first) is the window's view bitwise and the closed form per source, the columns beside it
+// untouched; the same from graphs replayed with changing A. Bad outs are kInvalidArgument naming
+// 'out' and the rule, before any GPU work; the ranks stay in step (the next call is right).
+TEST(EmulatedGemmAllGather, CallerOutputIsTheWindowViewCopiedAfterTheCall) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 256, m_max = 640;
+  const int world = 2;
+  for (GemmAllGatherMode mode : {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kSplitLsa,
+                                 GemmAllGatherMode::kFusedCe, GemmAllGatherMode::kAuto})
+    for (const QuantCase* q : {&kQuants[0], &kQuants[1]}) {  // bf16 -> bf16, bf16 -> fp32
+      if (!fits_queues(mode, world)) {
+        ADD_FAILURE() << mode_name(mode) << " not run at W2 in the emulated world";
+        continue;
+      }
+      SCOPED_TRACE(mode_name(mode) + " " + q->name);
+      bench::EmulatedWorld ew(world, 0, 20);
+      ew.run([&](comm::Group& g) {
+        const int dev = g.device(), r = g.rank();
+        auto op = GemmAllGather::Impl::create(g, config_of(*q, mode, n, k, m_max));
+        OneHot oh(m_max, n, k);
+        Stream st;
+        const double bound = 2 * g.timeout_s() + 5;
+        auto check_out = [&](const test::CallerOut& out, uint64_t seed, int64_t m, const std::string& what) {
+          test::expect_out_is_the_window_view(*op, m, out, what);
+          const auto bad = oh.wrong_bytes(out.rows(), q->out, seed, world, m);
+          for (int s = 0; s < world; ++s) EXPECT_EQ(bad[s], 0) << what << ": source " << s;
+        };
+        for (int64_t m : {1, 77, 640}) {
+          const uint64_t seed = 40 + m;
+          oh.set_a(seed, r, m);
+          const test::CallerOut out(q->out, world * m, n, n + 3, dev);  // a row pitch of no particular alignment
+          out.poison(st.s);
+          g.barrier();
+          op->run(m, oh.a_view(m, dev), oh.b_view(dev), {}, out.view, st.s);
+          comm::sync_stream_bounded(st.s, bound, "a call with out");
+          op->check();
+          check_out(out, seed, m, "m " + std::to_string(m));
+          g.barrier();  // nobody starts the next call while a peer still reads this one's output
+        }
+        // Graphs: [A variant -> the live A, the call with out], one per variant, replayed in turn
+        // with out poisoned before each replay.
+        const int64_t m = 300;
+        const test::CallerOut out(q->out, world * m, n, n + 24, dev);
+        bench::DeviceBuffer a_live(m_max * k * 2);
+        std::vector<bench::DeviceBuffer> a_var;
+        std::vector<cudaGraphExec_t> execs;
+        for (int v = 0; v < 2; ++v) {
+          const auto h = oh.host_a(700 + v, r, m);
+          a_var.emplace_back(m_max * k * 2);
+          a_var.back().upload(h.data(), h.size() * 2);
+          cudaGraph_t graph;
+          WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal));
+          WEAVE_CHECK_CUDA(cudaMemcpyAsync(a_live.get(), a_var.back().get(), m * k * 2, cudaMemcpyDeviceToDevice, st.s));
+          op->run(m, TensorView::matrix(a_live.get(), DType::kBF16, m, k, dev), oh.b_view(dev), {}, out.view, st.s);
+          WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
+          cudaGraphExec_t exec;
+          WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+          WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
+          execs.push_back(exec);
+        }
+        for (int i = 0; i < 6; ++i) {
+          out.poison(st.s);
+          g.barrier();
+          WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[i % 2], st.s));
+          g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues")
+          comm::sync_stream_bounded(st.s, bound, "a replayed call with out");
+          op->check();
+          check_out(out, 700 + i % 2, m, "replay " + std::to_string(i));
+        }
+        for (cudaGraphExec_t e : execs) WEAVE_CHECK_CUDA(cudaGraphExecDestroy(e));
+        // Bad outs, then a good call: every rank is still in step.
+        g.barrier();
+        const int peer = 1 - r;
+        const char* peer_out = GemmAllGather::Impl::of(*op).rt->window().handle().base[peer] +
+                               GemmAllGather::Impl::of(*op).out_off;
+        oh.set_a(41, r, m);
+        test::expect_bad_outs_refused_before_gpu_work(*op, m, oh.a_view(m, dev), oh.b_view(dev), {}, out, peer_out,
+                                                      peer, st.s);
+        g.barrier();
+        out.poison(st.s);
+        op->run(m, oh.a_view(m, dev), oh.b_view(dev), {}, out.view, st.s);
+        comm::sync_stream_bounded(st.s, bound, "the call after the refused ones");
+        op->check();
+        check_out(out, 41, m, "after the refused calls");
+        g.barrier();
+      });
+    }
+}
+
 // Bad inputs: each a clear error naming the argument and the rule.
 TEST(EmulatedGemmAllGather, BadInputsAreClearErrors) {
   WEAVE_REQUIRE_GPUS(1);
@@ -762,6 +940,16 @@ TEST(EmulatedGemmAllGather, BadInputsAreClearErrors) {
     msg = test::error_of(
         [&] { op->run(256, TensorView::matrix(oh.a.get(), DType::kE4M3, 256, 256, dev), oh.b_view(dev), {}, st.s); });
     EXPECT_NE(msg.find("'A'"), std::string::npos) << msg;
+    // A or B 2 bytes off a 16-byte boundary (the TMA maps need 16): the operand rules name it.
+    char* a_off = static_cast<char*>(oh.a.get()) + 2;
+    char* b_off = static_cast<char*>(oh.b.get()) + 2;
+    msg = test::error_of(
+        [&] { op->run(255, TensorView::matrix(a_off, DType::kBF16, 255, 256, dev), oh.b_view(dev), {}, st.s); });
+    EXPECT_NE(msg.find("argument 'A': base address must be 16-byte aligned"), std::string::npos) << msg;
+    msg = test::error_of([&] {
+      op->run(256, oh.a_view(256, dev), TensorView::matrix(b_off, DType::kBF16, 256, 256, dev), {}, st.s);
+    });
+    EXPECT_NE(msg.find("argument 'B': base address must be 16-byte aligned"), std::string::npos) << msg;
     msg = test::error_of([&] { op->output(257); });
     EXPECT_NE(msg.find("m must be"), std::string::npos) << msg;
   });

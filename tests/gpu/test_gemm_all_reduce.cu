@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -71,6 +72,9 @@ float b_val(int s, int64_t row, int64_t kk) {
   return static_cast<float>(static_cast<int>(mix64((uint64_t(s + 1) << 50) ^ (row << 20) ^ kk) % 17) - 8);
 }
 
+// ptpc's A scale of rank s's row i: 1/2, 1 or 2 (scale_b is 1).
+float ptpc_row_scale(int s, int64_t i) { return static_cast<float>(0.5 * (1 << ((s + i) % 3))); }
+
 struct OneHot {
   int64_t m_max, n, k;
   int rank;
@@ -95,13 +99,14 @@ struct OneHot {
   }
   TensorView a_view(int64_t m, int dev) const { return TensorView::matrix(a.get(), DType::kBF16, m, k, dev); }
   TensorView b_view(int dev) const { return TensorView::matrix(b.get(), DType::kBF16, n, k, dev); }
-  // The expected output [m, n] as bf16 bits (exact).
-  std::vector<uint16_t> expected(uint64_t seed, int world, int64_t m) const {
+  // The expected output [m, n] as bf16 bits (exact); ptpc: each rank's term times its row scale
+  // (PtpcOneHot: powers of two, so still exact, |sum| <= 64 in steps of 1/2).
+  std::vector<uint16_t> expected(uint64_t seed, int world, int64_t m, bool ptpc = false) const {
     std::vector<uint16_t> e(m * n);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         float v = 0;
-        for (int s = 0; s < world; ++s) v += b_val(s, j, col_of(seed, s, i, k));
+        for (int s = 0; s < world; ++s) v += (ptpc ? ptpc_row_scale(s, i) : 1.0f) * b_val(s, j, col_of(seed, s, i, k));
         e[i * n + j] = ref::float_to_bf16(v);
       }
     return e;
@@ -111,6 +116,36 @@ struct OneHot {
     int64_t bad = 0;
     for (size_t i = 0; i < e.size(); ++i) bad += out[i] != e[i];
     return bad;
+  }
+};
+
+// The same operands for ptpc: A one-hot (1.0) and B_r's integers in e4m3 (exact), scale_a[i] =
+// ptpc_row_scale(rank, i), scale_b = 1.
+struct PtpcOneHot {
+  bench::DeviceBuffer b, scale_a, scale_b;  // e4m3 [n, k]; fp32 [m_max]; fp32 [n]
+  int64_t n, k;
+  PtpcOneHot(int rank, int64_t m_max, int64_t n_, int64_t k_)
+      : b(n_ * k_), scale_a(m_max * 4), scale_b(n_ * 4), n(n_), k(k_) {
+    std::vector<uint8_t> hb(n * k);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) hb[r * k + c] = ref::float_to_e4m3(b_val(rank, r, c));
+    b.upload(hb.data(), hb.size());
+    std::vector<float> sa(m_max), sb(n, 1.0f);
+    for (int64_t i = 0; i < m_max; ++i) sa[i] = ptpc_row_scale(rank, i);
+    scale_a.upload(sa.data(), sa.size() * 4);
+    scale_b.upload(sb.data(), sb.size() * 4);
+  }
+  // OneHot::host_a's A [m_max, k] in e4m3.
+  static std::vector<uint8_t> host_a(const std::vector<uint16_t>& bf16_a) {
+    std::vector<uint8_t> a(bf16_a.size(), 0);
+    const uint8_t one = ref::float_to_e4m3(1.0f);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = bf16_a[i] != 0 ? one : 0;
+    return a;
+  }
+  TensorView b_view(int dev) const { return TensorView::matrix(b.get(), DType::kE4M3, n, k, dev); }
+  GemmScales scales(int64_t m, int dev) const {
+    return GemmScales{TensorView::vector(scale_a.get(), DType::kF32, m, dev),
+                      TensorView::vector(scale_b.get(), DType::kF32, n, dev)};
   }
 };
 
@@ -206,14 +241,20 @@ TEST(EmulatedGemmAllReduce, SelfTestFailsWhenNothingMoves) {
 // Random operands per rank: fused, fused-rs and fused-ce (W = 2, where the emulated world runs copy
 // streams) output bitwise equal to split-lsa's (same tiles, own
 // term rounded as the split partial), identical on every rank, and within tolerance of the sum of per-rank
-// gpu_reference_gemm results (a plain CUDA-core GEMM); exact_own within the same tolerance.
+// gpu_reference_gemm results (a plain CUDA-core GEMM); exact_own within the same tolerance. Every
+// output NaN-poisoned before its call. W = 2 and 4 over every M; W = 8 (the lsa modes) at M = 1,
+// 128 and 1000.
 TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 512, k = 512, m_max = 16384;
   std::mt19937_64 rng(20261201);
   // 16384 at W = 2 only (every rank regenerates every source's A on the host: W^2 quantisations).
   std::vector<int64_t> ms = {1, 33, 128, 1000, 4096, 8192, 16384, 1 + static_cast<int64_t>(rng() % 8000)};
-  for (int world : {2, 4}) {
+  for (int world : {2, 4, 8}) {
+    if (!fits_queues(GemmAllReduceMode::kFused, world)) {
+      ADD_FAILURE() << "W" << world << " not run: " << 2 * world << " streams exceed the hardware queues";
+      continue;
+    }
     bench::EmulatedWorld ew(world, 0, 10);
     for (const QuantCase& q : kQuants) {
       if (q.layout == ScaleLayout::kPacked) continue;  // upload_operand has raw scales; packed: self-test
@@ -244,48 +285,27 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
         Stream st;
         for (int64_t m : ms) {
           if (m > 8192 && world > 2) continue;
+          if (world == 8 && m != 1 && m != 128 && m != 1000) continue;
           const std::vector<bench::DeviceOperand> as = upload_every_a(world, 1000, m, k, q, dev);
           bench::MnMajorScales mn;
           const GemmScales sc = test::scales_in_layout(q.layout, as[r], bs[r], mn);
           const size_t bytes = static_cast<size_t>(m * n) * 2;
-          bench::DeviceBuffer fused_out(bytes), exact_out(bytes), rs_out(bytes), ce_out(bytes);
-          // One op's call at a time across the ranks (this test is about numerics; back-to-back
-          // calls are BackToBack's and the soak's). The host bound is longer than the op's timeout,
-          // so a stuck wait is reported by the device record (who waited for what).
-          auto call = [&](GemmAllReduce& op, bench::DeviceBuffer* copy, const char* what) {
-            g.barrier();
-            op.run(m, as[r].view, bs[r].view, sc, st.s);
-            g.barrier();  // lockstep enqueue before the copy that waits for the call (emulated_world.hpp "Queues")
-            if (copy)
-              WEAVE_CHECK_CUDA(cudaMemcpyAsync(copy->get(), op.output(m).data, bytes, cudaMemcpyDeviceToDevice, st.s));
-            comm::sync_stream_bounded(st.s, 30, std::string(what) + " call, m " + std::to_string(m));
+          // One op's call at a time across the ranks, its output NaN-poisoned first
+          // (test::poisoned_call; this test is about numerics, back-to-back calls are BackToBack's
+          // and the soak's).
+          auto call = [&](GemmAllReduce& op) {
+            return test::poisoned_call(g, op, m, as[r].view, bs[r].view, sc, bytes, st.s);
           };
-          call(*fused, &fused_out, "fused");
-          call(*exact, &exact_out, "exact_own");
-          call(*rs, &rs_out, "fused-rs");
-          if (ce) call(*ce, &ce_out, "fused-ce");
-          if (ce_split) call(*ce_split, nullptr, "split-lsa (native mxfp8)");
-          call(*split, nullptr, "split-lsa");
-          fused->check();
-          exact->check();
-          rs->check();
-          split->check();
+          const std::vector<uint8_t> hf = call(*fused), he = call(*exact), hr = call(*rs);
+          const std::vector<uint8_t> hc = ce ? call(*ce) : std::vector<uint8_t>{};
+          const std::vector<uint8_t> hn = ce_split ? call(*ce_split) : std::vector<uint8_t>{};
+          const std::vector<uint8_t> hs = call(*split);
           EXPECT_EQ(fused->last_mode(), GemmAllReduceMode::kFused);
-          std::vector<uint8_t> hf(bytes), hs(bytes);
-          fused_out.download(hf.data(), bytes);
-          WEAVE_CHECK_CUDA(cudaMemcpy(hs.data(), split->output(m).data, bytes, cudaMemcpyDeviceToHost));
           EXPECT_EQ(std::memcmp(hf.data(), hs.data(), bytes), 0) << "m " << m << ": fused differs from split-lsa";
-          std::vector<uint8_t> hr(bytes);
-          rs_out.download(hr.data(), bytes);
           EXPECT_EQ(std::memcmp(hr.data(), hs.data(), bytes), 0) << "m " << m << ": fused-rs differs from split-lsa";
           if (ce) {
-            ce->check();
             EXPECT_EQ(ce->last_mode(), GemmAllReduceMode::kFusedCe);
-            ce_out.download(hr.data(), bytes);
-            std::vector<uint8_t> hn(bytes);
-            if (ce_split)
-              WEAVE_CHECK_CUDA(cudaMemcpy(hn.data(), ce_split->output(m).data, bytes, cudaMemcpyDeviceToHost));
-            EXPECT_EQ(std::memcmp(hr.data(), ce_split ? hn.data() : hs.data(), bytes), 0)
+            EXPECT_EQ(std::memcmp(hc.data(), ce_split ? hn.data() : hs.data(), bytes), 0)
                 << "m " << m << ": fused-ce differs from split-lsa" << (ce_split ? " (native mxfp8)" : "");
           }
           const auto hashes = g.all_gather(fnv1a64(hf.data(), bytes), "the output hash");
@@ -296,6 +316,9 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
           const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = DType::kBF16};
           SummedReference want(as, bs, p, st.s);
           const bench::Tolerance tol = bench::reduced_gemm_tolerance(q.quant, world);
+          bench::DeviceBuffer fused_out(bytes), exact_out(bytes);
+          fused_out.upload(hf.data(), bytes);
+          exact_out.upload(he.data(), bytes);
           for (auto* out : {&fused_out, &exact_out}) {
             const ref::Comparison cmp = bench::gpu_compare(TensorView::matrix(out->get(), DType::kBF16, m, n, dev),
                                                            want.sum.as<float>(), tol, st.s, want.mag.as<float>());
@@ -844,8 +867,7 @@ TEST(EmulatedGemmAllReduce, APeerThatNeverArrivesTimesOutNamingIt) {
         op->run(1024, oh.a_view(1024, g.device()), oh.b_view(g.device()), {}, st.s);
         comm::sync_stream_bounded(st.s, 10, "the call whose peer never arrives");
         const std::string msg = test::error_of([&] { op->check(); }, Status::kTimeout);
-        EXPECT_NE(msg.find("rank 0"), std::string::npos) << msg;
-        EXPECT_NE(msg.find("peer 1"), std::string::npos) << msg;
+        test::expect_first_call_timeout_names_everything(msg, 0, 1);  // rank, peer, flag, expected, seen
         std::printf("  %s: %s\n", mode_name(mode).c_str(), msg.c_str());
         EXPECT_FALSE(test::error_of([&] { op->run(1024, oh.a_view(1024, g.device()), oh.b_view(g.device()), {}, st.s); },
                                     Status::kTimeout)
@@ -889,18 +911,23 @@ TEST(EmulatedGemmAllReduce, PartialsThatNeverArriveTimeOutInsideThePipeline) {
 
 namespace {
 
-// One rank's part of a soak: `launches` calls of random M (16 variants, the same sequence on every
-// rank from `seed`) over `ops` (picked at random per call, the same pick on every rank), a late
-// rank now and then, each output checked on the device against its closed form.
-void soak_rank(comm::Group& g, const std::vector<GemmAllReduce*>& ops, int64_t n, int64_t k, int64_t m_max,
-               int launches, uint64_t seed) {
-  const int world = g.world_size();
+// One rank's part of a soak: `calls` calls of random M (16 variants, the same sequence on every
+// rank from `seed`) over `ops` (picked at random per call, the same pick on every rank; bf16 or
+// ptpc, whose operands are PtpcOneHot's), a late rank now and then, each output checked on the
+// device against its closed form. Returns the calls made and how many were ptpc.
+struct SoakCount {
+  long long calls = 0, ptpc = 0;
+};
+SoakCount soak_rank(comm::Group& g, const std::vector<GemmAllReduce*>& ops, int64_t n, int64_t k, int64_t m_max,
+                    int calls, uint64_t seed) {
+  const int world = g.world_size(), dev = g.device();
   OneHot oh(m_max, n, k, g.rank());
+  const PtpcOneHot pt(g.rank(), m_max, n, k);
   Stream st;
   bench::DeviceBuffer wrong(8);
   WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
   constexpr int kVariants = 16;
-  std::vector<bench::DeviceBuffer> a_var, want;
+  std::vector<bench::DeviceBuffer> a_var, a8_var, want, want_ptpc;
   std::vector<int64_t> var_m;
   std::mt19937_64 shared_rng(seed);  // the same sequence on every rank
   for (int v = 0; v < kVariants; ++v) {
@@ -909,20 +936,35 @@ void soak_rank(comm::Group& g, const std::vector<GemmAllReduce*>& ops, int64_t n
     const auto h = oh.host_a(seed * 100 + v, m);
     a_var.emplace_back(m_max * k * 2);
     a_var.back().upload(h.data(), h.size() * 2);
-    const auto e = oh.expected(seed * 100 + v, world, m);
-    want.emplace_back(e.size() * 2);
-    want.back().upload(e.data(), e.size() * 2);
+    const auto h8 = PtpcOneHot::host_a(h);
+    a8_var.emplace_back(m_max * k);
+    a8_var.back().upload(h8.data(), h8.size());
+    for (bool ptpc : {false, true}) {
+      const auto e = oh.expected(seed * 100 + v, world, m, ptpc);
+      auto& w = ptpc ? want_ptpc : want;
+      w.emplace_back(e.size() * 2);
+      w.back().upload(e.data(), e.size() * 2);
+    }
   }
+  SoakCount count;
   g.barrier();
-  for (int i = 0; i < launches; ++i) {
+  for (int i = 0; i < calls; ++i) {
     const int v = static_cast<int>(shared_rng() % kVariants);
     GemmAllReduce* op = ops[shared_rng() % ops.size()];
     if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) bench::spin_delay(20'000, st.s);
     const int64_t m = var_m[v];
-    op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+    const bool fp8 = op->config().quant == ScaleMode::kPtpc;
+    if (fp8)
+      op->run(m, TensorView::matrix(a8_var[v].get(), DType::kE4M3, m, k, dev), pt.b_view(dev), pt.scales(m, dev), st.s);
+    else
+      op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, dev), oh.b_view(dev), {}, st.s);
+    ++count.calls;
+    count.ptpc += fp8 ? 1 : 0;
     g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
-    count_diff_kernel<<<32, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data), want[v].as<uint16_t>(),
-                                            m * n, wrong.as<unsigned long long>());
+    count_diff_kernel<<<32, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data),
+                                            (fp8 ? want_ptpc : want)[v].as<uint16_t>(), m * n,
+                                            wrong.as<unsigned long long>());
+    WEAVE_CHECK_LAUNCH();
     if (i % 256 == 255) comm::sync_stream_bounded(st.s, 60, "soak batch");
   }
   comm::sync_stream_bounded(st.s, 60, "soak");
@@ -930,44 +972,69 @@ void soak_rank(comm::Group& g, const std::vector<GemmAllReduce*>& ops, int64_t n
   unsigned long long bad = 0;
   wrong.download(&bad, 8);
   EXPECT_EQ(bad, 0ull) << "rank " << g.rank() << " W" << world << ", " << ops[0]->describe();
+  EXPECT_EQ(count.calls, calls) << "rank " << g.rank() << " W" << world;
+  const auto all = g.all_gather(static_cast<uint64_t>(count.calls), "the soak's call count");
+  for (int s = 0; s < world; ++s) EXPECT_EQ(all[s], all[0]) << "rank " << s << " W" << world;
   g.barrier();
+  return count;
 }
 
 }  // namespace
 
-// >= 10,000 randomised launches (M, world, late rank; fused and auto interleaved at W = 2, fused-ce
-// with a slow puller at W = 2 where the emulated world runs copy streams), each checked on the device.
+// >= 10,000 randomised collective calls (a call = every rank's run() of one op) over W = 2 and 4:
+// M, late rank, bf16 and ptpc (power-of-two row scales); fused and auto of both quants interleaved
+// at W = 2, fused bf16 then fused ptpc at W = 4 (one op at a time there: tools/bench/emulated_world.hpp
+// "Queues"), fused-ce with a slow puller at W = 2 where the emulated world runs copy streams. Every
+// output checked on the device against its closed form, every call counted.
 TEST(EmulatedGemmAllReduce, RandomisedSoak) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 256, k = 128, m_max = 1200;
-  long long total = 0;
-  for (int world : {2, 4}) {
-    const int launches = 2600;
-    bench::EmulatedWorld ew(world, 0, 30);
-    ew.run([&](comm::Group& g) {
-      auto fused = GemmAllReduce::Impl::create(g, config_of(kQuants[0], GemmAllReduceMode::kFused, n, k, m_max));
-      auto autop = GemmAllReduce::Impl::create(g, config_of(kQuants[0], GemmAllReduceMode::kAuto, n, k, m_max));
-      // Two ops interleaved at W = 2 only (tools/bench/emulated_world.hpp "Queues").
-      std::vector<GemmAllReduce*> ops = {fused.get()};
-      if (world == 2) ops.push_back(autop.get());
-      soak_rank(g, ops, n, k, m_max, launches, 4242 + world);
-      if (g.rank() == 0) total += launches * world;
-    });
-  }
-  if (fits_queues(GemmAllReduceMode::kFusedCe, 2)) {
-    const int launches = 1500;
+  const QuantCase& bf16 = kQuants[0];
+  const QuantCase& ptpc = kQuants[1];
+  ASSERT_EQ(ptpc.quant, ScaleMode::kPtpc);
+  SoakCount total;
+  auto add = [&](const comm::Group& g, const SoakCount& c) {
+    if (g.rank() != 0) return;
+    total.calls += c.calls;
+    total.ptpc += c.ptpc;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  {
     bench::EmulatedWorld ew(2, 0, 30);
     ew.run([&](comm::Group& g) {
-      auto cfg = config_of(kQuants[0], GemmAllReduceMode::kFusedCe, n, k, m_max);
+      std::vector<std::unique_ptr<GemmAllReduce>> owned;
+      for (const QuantCase* q : {&bf16, &ptpc})
+        for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kAuto})
+          owned.push_back(GemmAllReduce::Impl::create(g, config_of(*q, mode, n, k, m_max)));
+      std::vector<GemmAllReduce*> ops;
+      for (const auto& op : owned) ops.push_back(op.get());
+      add(g, soak_rank(g, ops, n, k, m_max, 4000, 4244));
+    });
+  }
+  {
+    bench::EmulatedWorld ew(4, 0, 30);
+    for (const QuantCase* q : {&bf16, &ptpc})
+      ew.run([&](comm::Group& g) {
+        auto fused = GemmAllReduce::Impl::create(g, config_of(*q, GemmAllReduceMode::kFused, n, k, m_max));
+        add(g, soak_rank(g, {fused.get()}, n, k, m_max, 2500, q == &bf16 ? 4246 : 4247));
+      });
+  }
+  if (fits_queues(GemmAllReduceMode::kFusedCe, 2)) {
+    bench::EmulatedWorld ew(2, 0, 30);
+    ew.run([&](comm::Group& g) {
+      auto cfg = config_of(bf16, GemmAllReduceMode::kFusedCe, n, k, m_max);
       if (g.rank() == 1) cfg.delay_pull_ns = 5'000;  // a slow puller
       auto ce = GemmAllReduce::Impl::create(g, cfg);
-      soak_rank(g, {ce.get()}, n, k, m_max, launches, 777);
-      if (g.rank() == 0) total += launches * 2;
+      add(g, soak_rank(g, {ce.get()}, n, k, m_max, 1500, 777));
     });
   } else {
     ADD_FAILURE() << "fused-ce soak not run: " << bench::EmulatedWorld::copy_engine_unsupported_reason(2);
   }
-  std::printf("  soak: %lld rank-launches, each checked on the device\n", total);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(total.calls, 10'000) << "collective calls over W = 2 and 4";
+  EXPECT_GT(total.ptpc, total.calls / 10) << "the fp8 (ptpc) share of the soak";
+  std::printf("  soak: %lld collective calls (%lld ptpc) over W = 2 and 4, each output checked on the device, %.1f s\n",
+              total.calls, total.ptpc, secs);
 }
 
 // A calibration table (GemmAllReduceConfig::calibration): auto follows it per M where the op can
@@ -1016,6 +1083,102 @@ TEST(EmulatedGemmAllReduce, CalibrationTableIsFollowedAndCheckedAtConstruction) 
   for (const auto& p : {good, other, wrong_k}) std::filesystem::remove(p);
 }
 
+// run(m, a, b, scales, out, stream): the output copied into the caller's buffer after the call, on
+// its stream. W = 2; fused, split-lsa, fused-rs, fused-ce and auto (decode at M = 1); M of one row,
+// just over a decode batch and several bands: out (a row-strided column slice of a wider buffer,
+// NaN-poisoned first) is the window's view bitwise and the closed form, the columns beside it
+// untouched; the same from graphs replayed with changing A (fused, split-lsa, auto). Bad outs are kInvalidArgument naming
+// 'out' and the rule, before any GPU work; the ranks stay in step (the next call is right).
+TEST(EmulatedGemmAllReduce, CallerOutputIsTheWindowViewCopiedAfterTheCall) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 256, m_max = 600;
+  const int world = 2;
+  for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kFusedRs,
+                                 GemmAllReduceMode::kFusedCe, GemmAllReduceMode::kAuto}) {
+    if (!fits_queues(mode, world)) {
+      ADD_FAILURE() << mode_name(mode) << " not run at W2 in the emulated world";
+      continue;
+    }
+    SCOPED_TRACE(mode_name(mode));
+    bench::EmulatedWorld ew(world, 0, 20);
+    ew.run([&](comm::Group& g) {
+      const int dev = g.device(), r = g.rank();
+      auto op = GemmAllReduce::Impl::create(g, config_of(kQuants[0], mode, n, k, m_max));
+      OneHot oh(m_max, n, k, r);
+      Stream st;
+      const double bound = 2 * g.timeout_s() + 5;
+      auto check_out = [&](const test::CallerOut& out, uint64_t seed, int64_t m, const std::string& what) {
+        test::expect_out_is_the_window_view(*op, m, out, what);
+        const std::vector<uint8_t> got = out.rows();
+        std::vector<uint16_t> h(static_cast<size_t>(m * n));
+        std::memcpy(h.data(), got.data(), got.size());
+        EXPECT_EQ(oh.wrong(h, seed, world, m), 0) << what;
+      };
+      for (int64_t m : {1, 33, 600}) {
+        const uint64_t seed = 40 + m;
+        oh.set_a(seed, m);
+        const test::CallerOut out(DType::kBF16, m, n, n + 3, dev);  // a row pitch of no particular alignment
+        out.poison(st.s);
+        g.barrier();
+        op->run(m, oh.a_view(m, dev), oh.b_view(dev), {}, out.view, st.s);
+        comm::sync_stream_bounded(st.s, bound, "a call with out");
+        op->check();
+        check_out(out, seed, m, "m " + std::to_string(m) + " (" + mode_name(op->last_mode()) + ")");
+        g.barrier();  // nobody starts the next call while a peer still reads this one's output
+      }
+      // Graphs: [A variant -> the live A, the call with out], one per variant and rank, replayed in
+      // turn with out poisoned before each replay. Modes the per-rank graph tests run (fused,
+      // split-lsa; auto takes one of them here): fused-ce cannot run one graph per rank in the
+      // emulated world (FusedCeGraphReplaysInOneGraphAcrossTheEpochWrap), fused-rs is not in them.
+      const bool graphs = mode != GemmAllReduceMode::kFusedCe && mode != GemmAllReduceMode::kFusedRs;
+      const int64_t m = 300;
+      const test::CallerOut out(DType::kBF16, m, n, n + 24, dev);
+      bench::DeviceBuffer a_live(m_max * k * 2);
+      std::vector<bench::DeviceBuffer> a_var;
+      std::vector<cudaGraphExec_t> execs;
+      for (int v = 0; v < 2 && graphs; ++v) {
+        const auto h = oh.host_a(700 + v, m);
+        a_var.emplace_back(m_max * k * 2);
+        a_var.back().upload(h.data(), h.size() * 2);
+        cudaGraph_t graph;
+        WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal));
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(a_live.get(), a_var.back().get(), m * k * 2, cudaMemcpyDeviceToDevice, st.s));
+        op->run(m, TensorView::matrix(a_live.get(), DType::kBF16, m, k, dev), oh.b_view(dev), {}, out.view, st.s);
+        WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
+        cudaGraphExec_t exec;
+        WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+        WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
+        execs.push_back(exec);
+      }
+      for (int i = 0; i < 6 && graphs; ++i) {
+        out.poison(st.s);
+        g.barrier();
+        WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[i % 2], st.s));
+        g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues")
+        comm::sync_stream_bounded(st.s, bound, "a replayed call with out");
+        op->check();
+        check_out(out, 700 + i % 2, m, "replay " + std::to_string(i));
+      }
+      for (cudaGraphExec_t e : execs) WEAVE_CHECK_CUDA(cudaGraphExecDestroy(e));
+      // Bad outs, then a good call: every rank is still in step.
+      g.barrier();
+      const int peer = 1 - r;
+      const GemmAllReduce::Impl& im = GemmAllReduce::Impl::of(*op);
+      const char* peer_out = im.rt->window().handle().base[peer] + im.layout.out;
+      oh.set_a(41, m);
+      test::expect_bad_outs_refused_before_gpu_work(*op, m, oh.a_view(m, dev), oh.b_view(dev), {}, out, peer_out, peer,
+                                                    st.s);
+      g.barrier();
+      out.poison(st.s);
+      op->run(m, oh.a_view(m, dev), oh.b_view(dev), {}, out.view, st.s);
+      comm::sync_stream_bounded(st.s, bound, "the call after the refused ones");
+      op->check();
+      check_out(out, 41, m, "after the refused calls");
+      g.barrier();
+    });
+  }
+}
+
 // Bad inputs: each a clear error naming the argument and the rule; N or K_r differing across ranks
 // is a kMismatch at construction on every rank.
 TEST(EmulatedGemmAllReduce, BadInputsAreClearErrors) {
@@ -1053,6 +1216,16 @@ TEST(EmulatedGemmAllReduce, BadInputsAreClearErrors) {
     msg = test::error_of(
         [&] { op->run(256, TensorView::matrix(oh.a.get(), DType::kE4M3, 256, 256, dev), oh.b_view(dev), {}, st.s); });
     EXPECT_NE(msg.find("'A'"), std::string::npos) << msg;
+    // A or B 2 bytes off a 16-byte boundary (the TMA maps need 16): the operand rules name it.
+    char* a_off = static_cast<char*>(oh.a.get()) + 2;
+    char* b_off = static_cast<char*>(oh.b.get()) + 2;
+    msg = test::error_of(
+        [&] { op->run(255, TensorView::matrix(a_off, DType::kBF16, 255, 256, dev), oh.b_view(dev), {}, st.s); });
+    EXPECT_NE(msg.find("argument 'A': base address must be 16-byte aligned"), std::string::npos) << msg;
+    msg = test::error_of([&] {
+      op->run(256, oh.a_view(256, dev), TensorView::matrix(b_off, DType::kBF16, 256, 256, dev), {}, st.s);
+    });
+    EXPECT_NE(msg.find("argument 'B': base address must be 16-byte aligned"), std::string::npos) << msg;
     msg = test::error_of([&] { op->output(257); });
     EXPECT_NE(msg.find("m must be"), std::string::npos) << msg;
   });

@@ -255,6 +255,53 @@ def test_fused_ops_validate_window_and_argument_errors():
         assert "argument 'mx_route': must be one of auto, native, bf16" in str(e.value)
 
 
+class _RecordingOp:
+    """Stands in for the C++ op: records run() calls (none may happen when an argument is bad)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def run(self, *args):
+        self.calls.append(args)
+
+
+def test_fused_run_out_is_checked_before_any_gpu_work():
+    """run(..., out=): the caller's buffer is checked (rank, dtype, shape, device) before the op is
+    called; a good one reaches the op as a view of the op's output dtype, and run() returns it.
+    (Strides, alignment and the op's window are the C++ op's checks: tests/cpu/test_fused_caller_output.cpp.)"""
+    from weave._fused import _ag_config, _ar_config
+
+    comm = types.SimpleNamespace(world_size=2, device=0)  # a two-rank communicator on cuda:0
+    ag = weave.GemmAllGather._wrap(comm, _ag_config(N, K, 256, "bf16", "raw", "fp32", "auto"), _RecordingOp())
+    ar = weave.GemmAllReduce._wrap(comm, _ar_config(N, K, 256, "bf16", "raw", "auto", False, 0), _RecordingOp())
+    a, b = Dev((M, K), BF16), Dev((N, K), BF16)
+    cases = [
+        (ag, [[1.0]], "argument 'out': expected a torch tensor or an object with __cuda_array_interface__"),
+        (ag, Dev((2, M, N), F32), f"argument 'out': must be a 2-D matrix (got rank 3: [2, {M}, {N}])"),
+        (ag, Dev((2 * M, N), BF16), "argument 'out': dtype must be fp32, the op's output dtype (got <V2)"),
+        (ag, Dev((M, N), F32), f"argument 'out': shape must be [{2 * M}, {N}] (got [{M}, {N}])"),
+        (ag, Dev((2 * M, N), F32, device=1), "argument 'out': must live in cuda:0, this rank's GPU (got cuda:1)"),
+        (ar, Dev((M, N), F32), "argument 'out': dtype must be bf16, the op's output dtype (got <f4)"),
+        (ar, Dev((M, N), U8), "argument 'out': dtype must be bf16, the op's output dtype (got |u1)"),
+        (ar, Dev((M, N + 8), BF16), f"argument 'out': shape must be [{M}, {N}] (got [{M}, {N + 8}])"),
+    ]
+    for op, out, needle in cases:
+        with pytest.raises(weave.ArgumentError) as e:
+            op.run(a, b, out=out)
+        assert needle in str(e.value), str(e.value)
+    assert ag._impl.calls == [] and ar._impl.calls == []
+    # Good buffers reach the op (the view last, in the op's dtype, strided rows kept) and come back.
+    good_ag = Dev((2 * M, N), F32)
+    assert ag.run(a, b, out=good_ag) is good_ag
+    assert ag._impl.calls[-1][-1].describe() == f"[{2 * M}, {N}] fp32 strides [{N}, 1] cuda:0"
+    strided = Dev((M, N), BF16, strides=(2 * (N + 64), 2))
+    assert ar.run(a, b, out=strided, stream=5) is strided
+    assert ar._impl.calls[-1][-1].describe() == f"[{M}, {N}] bf16 strides [{N + 64}, 1] cuda:0"
+    assert ar._impl.calls[-1][-2] == 5  # the stream
+    ar.output = lambda m: ("the window's view", m)  # (the real one needs torch and a GPU)
+    assert ar.run(a, b) == ("the window's view", M) and ar._impl.calls[-1][-1] is None  # no out
+
+
 def test_create_sharing_window_checks_every_spec_before_gpu_work():
     """Each spec's error names its list and index; specs are parsed before the communicator is
     looked at, so all of this runs without a GPU."""

@@ -365,6 +365,66 @@ def test_one_rank_fused_ops(seed):
         ar.run(torch.zeros(k, device=DEV, dtype=torch.bfloat16), b)
 
 
+def test_one_rank_fused_ops_copy_into_out(seed):
+    """run(..., out=) over a one-rank communicator: the output copied into the caller's tensor after
+    the call, bitwise the window's view (a dense and a row-strided out, NaN-poisoned first; the wide
+    buffer's other columns untouched), also inside a CUDA graph replayed with changed inputs; bad
+    buffers are ArgumentErrors naming 'out' and the rule, raised before any GPU work (the window's
+    view stays as it was)."""
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    (comm,) = weave.Communicator.create_local([0])
+    m_max, n, k, m = 300, 256, 512, 257
+    ar = weave.GemmAllReduce(comm, n=n, k=k, m_max=m_max, mode="fused")
+    ag = weave.GemmAllGather(comm, n=n, k=k, m_max=m_max, out_dtype="fp32")
+
+    def assert_right(out, a, b, what):  # the bounds test_one_rank_fused_ops uses (NaN fails them)
+        ref = a.float() @ b.float().t()
+        if out.dtype == torch.bfloat16:
+            assert torch.allclose(out.float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item()), what
+        else:
+            assert torch.allclose(out, ref, rtol=1e-3, atol=1e-3), what
+
+    for op, dtype, bits in ((ar, torch.bfloat16, torch.int16), (ag, torch.float32, torch.int32)):
+        what = op.describe()
+        a = torch.randn(m, k, device=DEV, generator=gen).to(torch.bfloat16)
+        b = torch.randn(n, k, device=DEV, generator=gen).to(torch.bfloat16)
+        wide = poisoned(m, n + 64, dtype)
+        for out in (poisoned(m, n, dtype), wide[:, :n]):
+            assert op.run(a, b, out=out) is out
+            torch.cuda.synchronize()
+            assert torch.equal(out.view(bits), op.output(m).view(bits)), what
+            assert_right(out, a, b, what)
+        assert wide[:, n:].isnan().all(), f"{what}: the copy wrote outside out's columns"
+        # Captured: the copy is a node of the graph; each replay refills out.
+        out = poisoned(m, n, dtype)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            op.run(a, b, out=out)
+        for _ in range(3):
+            a.copy_(torch.randn(m, k, device=DEV, generator=gen).to(torch.bfloat16))
+            out.fill_(NAN)
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out.view(bits), op.output(m).view(bits)), what
+            assert_right(out, a, b, what)
+        # Bad buffers: nothing runs (the window's view keeps its poison).
+        op.output(m).fill_(NAN)
+        torch.cuda.synchronize()
+        other = torch.float32 if dtype == torch.bfloat16 else torch.bfloat16
+        misaligned = torch.empty(m * n + 8, dtype=dtype, device=DEV)[1:1 + m * n].view(m, n)
+        for bad, needle in [(torch.empty((m, n), dtype=other, device=DEV), "argument 'out': dtype must be"),
+                            (torch.empty((m + 1, n), dtype=dtype, device=DEV), "argument 'out': shape must be"),
+                            (torch.empty((m, n), dtype=dtype), "argument 'out': must live in cuda:0"),
+                            (torch.empty((n, m), dtype=dtype, device=DEV).t(), "argument 'out': last dimension"),
+                            (misaligned, "argument 'out': base address must be 16-byte aligned"),
+                            (op.output(m), "argument 'out': overlaps the op's window")]:
+            with pytest.raises(weave.ArgumentError, match=needle):
+                op.run(a, b, out=bad)
+        torch.cuda.synchronize()
+        assert op.output(m).isnan().all(), f"{what}: a refused call ran"
+        op.check()
+
+
 def test_one_rank_sharing_window(seed):
     """weave.create_sharing_window over a one-rank communicator: two GemmAllReduces, a GemmAllGather
     and an all-reduce Collective in one window, called interleaved on one stream; each output is
