@@ -20,6 +20,7 @@
 #include "common/check.hpp"
 #include "common/log.hpp"
 #include "fused/caller_output.hpp"
+#include "fused/ce_build.hpp"
 #include "fused/gag_plan.hpp"
 #include "gemm/operands.hpp"
 #include "weave/transport.hpp"
@@ -27,12 +28,6 @@
 namespace weave {
 
 namespace {
-
-bool ce_compiled_in(int device) {
-  for (const TransportAvailability& t : transport_availability({device}))
-    if (t.transport == Transport::kCe) return t.compiled_in;
-  return false;
-}
 
 const gemm::GemmKernelEntry<fused::AllGatherParams>* find_fused_kernel(const GemmAllGatherConfig& c) {
   return gemm::find_gemm_kernel<fused::AllGatherParams>(c.quant, c.out_dtype, gemm::EpilogueKind::kAllGather,
@@ -61,9 +56,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
   split_mode = fused::gag_split_mode(cfg.mode);
   switch (cfg.mode) {
     case GemmAllGatherMode::kFusedCe:
-      WEAVE_EXPECT(ce_compiled_in(g.device()), Status::kUnavailable,
-                   "GemmAllGather: mode fused-ce needs the ce transport, which this build compiled out "
-                   "(-DWEAVE_ENABLE_CE=OFF)");
+      fused::require_ce_compiled_in(g.device(), "GemmAllGather");
       [[fallthrough]];
     case GemmAllGatherMode::kFusedLsa:
       WEAVE_EXPECT(fused_kernel != nullptr, Status::kUnavailable,

@@ -23,6 +23,7 @@
 #include "common/check.hpp"
 #include "common/log.hpp"
 #include "fused/caller_output.hpp"
+#include "fused/ce_build.hpp"
 #include "gemm/operands.hpp"
 #include "gemv/gemv.hpp"
 
@@ -63,9 +64,11 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
     WEAVE_EXPECT(why.empty(), Status::kUnavailable, "GemmAllReduce: mode decode: the decode GEMV cannot run this op: " << why);
   }
   switch (cfg.mode) {
+    case GemmAllReduceMode::kFusedCe:
+      fused::require_ce_compiled_in(g.device(), "GemmAllReduce");
+      [[fallthrough]];
     case GemmAllReduceMode::kFused:
     case GemmAllReduceMode::kFusedRs:
-    case GemmAllReduceMode::kFusedCe:
       WEAVE_EXPECT(fused_kernel != nullptr, Status::kUnavailable,
                    "GemmAllReduce: mode " << to_string(cfg.mode) << ": no fused kernel for " << to_string(cfg.quant)
                                           << " in this build");

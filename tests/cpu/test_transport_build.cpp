@@ -3,6 +3,7 @@
 // transport off (scripts/test.sh), where the expectations flip.
 #include <gtest/gtest.h>
 
+#include "fused/ce_build.hpp"
 #include "weave/error.hpp"
 #include "weave/transport.hpp"
 
@@ -46,6 +47,27 @@ TEST(TransportBuild, RequestingAnUnavailableTransportRaisesWithTheReason) {
       EXPECT_EQ(e.status(), Status::kUnavailable);
       EXPECT_NE(e.message().find(reason), std::string::npos) << e.message();
       if (!expected_compiled_in(t)) EXPECT_NE(e.message().find("compiled out"), std::string::npos);
+    }
+  }
+}
+
+// Both fused operators' fused-ce mode runs copy-engine pulls: a build without the ce transport
+// refuses it by name (GemmAllGather and GemmAllReduce construct through this check), and a build
+// with it lets it through (whether the GPUs can run it is the transport's availability, later).
+TEST(TransportBuild, FusedCeModeNeedsTheCeTransportCompiledIn) {
+  for (const char* op : {"GemmAllGather", "GemmAllReduce"}) {
+    if (expected_compiled_in(Transport::kCe)) {
+      EXPECT_NO_THROW(fused::require_ce_compiled_in(0, op)) << op;
+      continue;
+    }
+    try {
+      fused::require_ce_compiled_in(0, op);
+      ADD_FAILURE() << op << ": fused-ce accepted in a build without the ce transport";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kUnavailable);
+      EXPECT_NE(e.message().find(op), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("fused-ce"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("-DWEAVE_ENABLE_CE=OFF"), std::string::npos) << e.message();
     }
   }
 }
