@@ -51,14 +51,14 @@ struct StagedEpilogue {
   using Out = typename Epilogue::OutType;
   using Params = typename Epilogue::Params;
   static constexpr int kOutBytes = static_cast<int>(sizeof(Out));
-  static constexpr int kColStrips = Tile::kBlockN * kOutBytes / 128;
+  static constexpr int kColStrips = Tile::kWgCols * kOutBytes / 128;  // per warpgroup and m64 slice
   static constexpr int kStripCols = 128 / kOutBytes;
   static constexpr int kStrips = Layout::kStripsPerWg;
   static constexpr int kStripBytes = Layout::kStripBytes;
   static constexpr int kBufs = Layout::kEpiBufsPerWg;
   static constexpr int kAcc = Tile::Mma::kAcc;
   static_assert(kBufs >= 1 && kBufs <= kStrips, "epilogue staging: 1 .. kStrips buffers per warpgroup");
-  static_assert(Tile::kBlockN * kOutBytes % 128 == 0, "tile columns must fill whole 128-byte strips");
+  static_assert(Tile::kWgCols * kOutBytes % 128 == 0, "a warpgroup's columns must fill whole 128-byte strips");
 
   // Only the hook's bookkeeping lives across the main loop (the fp8 kernels run at the register
   // limit there); everything else is recomputed from threadIdx in store(). Without a stored hook
@@ -138,8 +138,8 @@ struct StagedEpilogue {
     const int cw = cwg();
     const bool lead = leader();
     const uint32_t buf0 = staging + static_cast<uint32_t>(cw * kBufs * kStripBytes);
-    const int row0 = m_blk * Tile::kBlockM + cw * Tile::kWgRows;
-    const int col0 = n_blk * Tile::kBlockN;
+    const int row0 = m_blk * Tile::kBlockM + Tile::wg_row0(cw);
+    const int col0 = n_blk * Tile::kBlockN + Tile::wg_col0(cw);
     [[maybe_unused]] int destinations = 1;  // leader only: maps every strip goes to
 #pragma unroll
     for (int q = 0; q < kStrips; ++q) {

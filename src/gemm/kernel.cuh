@@ -192,10 +192,14 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       }
     };
     auto desc_a = [&](uint32_t s, int slice, int ks) {
-      const int row0 = cwg * Tile::kWgRows + slice * 64;
+      const int row0 = Tile::wg_row0(cwg) + slice * 64;
       return ptx::wgmma_desc_k_major_sw128(smem_a(s) + row0 * 128 + ks * 32);
     };
-    auto desc_b = [&](uint32_t s, int ks) { return ptx::wgmma_desc_k_major_sw128(smem_b(s) + ks * 32); };
+    // B rows are 128 bytes (one swizzle row of K), so a warpgroup's first column starts at row
+    // wg_col0 of the tile: 64 rows = 8 KB, a whole number of 1 KB swizzle atoms.
+    auto desc_b = [&](uint32_t s, int ks) {
+      return ptx::wgmma_desc_k_major_sw128(smem_b(s) + Tile::wg_col0(cwg) * 128 + ks * 32);
+    };
 
     uint32_t tile_iter = 0;
     for (int item = blockIdx.x; item < num_items; item += gridDim.x, ++tile_iter) {
@@ -269,7 +273,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) acc[0][i] = set0[i] = set1[i] = 0.0f;
         const int groups = a.k / 32;
-        const int row_local = cwg * Tile::kWgRows + row_in_wg;
+        const int row_local = Tile::wg_row0(cwg) + row_in_wg;
         const uint32_t mis = Scale::template row_misalignment<Tile>(a, m0 + row_local, n_blk);
         auto issue = [&](float(&set)[kAcc], uint32_t s, int ks) {
 #pragma unroll
@@ -333,7 +337,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         for (int i = 0; i < kAcc; ++i) acc[0][i] = 0.0f;
         float blk_a[kAcc], blk_b[kAcc];
         float fac_a[2] = {1.0f, 1.0f}, fac_b[2] = {1.0f, 1.0f};
-        const int row_local = cwg * Tile::kWgRows + row_in_wg;
+        const int row_local = Tile::wg_row0(cwg) + row_in_wg;
         auto issue_stage = [&](float(&blk)[kAcc], float(&fac)[2], uint32_t s, uint32_t phase) {
           if (!drop_wait) wait_full(s, phase);
 #pragma unroll
@@ -426,7 +430,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
             const float sb = Scale::template col_scale<Tile>(slot);
 #pragma unroll
             for (int j = 0; j < Tile::kSlices; ++j) {
-              const int r = cwg * Tile::kWgRows + j * 64 + row_in_wg;
+              const int r = Tile::wg_row0(cwg) + j * 64 + row_in_wg;
               sa[j][0] = Scale::row_scale(slot, r) * sb;
               sa[j][1] = Scale::row_scale(slot, r + 8) * sb;
             }
@@ -474,11 +478,11 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         for (int j = 0; j < Tile::kSlices; ++j) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            const int row_local = cwg * Tile::kWgRows + j * 64 + row_in_wg + h * 8;
+            const int row_local = Tile::wg_row0(cwg) + j * 64 + row_in_wg + h * 8;
             const float row_factor = Scale::template row_factor<Tile>(tile_scales, row_local);
 #pragma unroll
             for (int i = 0; i < kAcc / 4; ++i) {
-              const float2 cf = Scale::template col_factors<Tile>(tile_scales, i * 8 + col_in_n8);
+              const float2 cf = Scale::template col_factors<Tile>(tile_scales, Tile::wg_col0(cwg) + i * 8 + col_in_n8);
               acc[j][4 * i + 2 * h + 0] = acc[j][4 * i + 2 * h + 0] * row_factor * cf.x;
               acc[j][4 * i + 2 * h + 1] = acc[j][4 * i + 2 * h + 1] * row_factor * cf.y;
             }

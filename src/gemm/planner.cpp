@@ -4,7 +4,8 @@
 // with the least modelled time
 //     waves x tile area / efficiency,   waves = ceil(tiles / num_sms)
 // (the persistent CTAs run the tiles in waves; a last, partly filled wave costs a whole one).
-// efficiency is 1 for 128x128, kSmallTileEfficiency* for 128x64 and kLargeTileEfficiency for the
+// efficiency is 1 for 128x128, kSmallTileEfficiency* for 128x64, kHalfRowTileEfficiency* for the
+// 64-row tiles (64x128, 64x256: the consumer warpgroups split the columns) and kLargeTileEfficiency for the
 // 32K-element tiles (128x256, 256x128): measured on the H200 with every tile forced (tests/gpu GemmPerf), a
 // 256x128 blockscale tile does 1.19-1.30x the work per unit time of 128x128, a bf16 large tile 1.00-1.03x,
 // a ptpc one with bf16 output about the same as 128x128 (0.98: ties go to 128x128).
@@ -51,6 +52,19 @@ constexpr double kLargeTileEfficiencyBf16 = 1.02;
 // it saves a whole wave (a tie goes to the larger tile).
 constexpr double kSmallTileEfficiencyFp8 = 0.6;
 constexpr double kSmallTileEfficiencyBf16 = 0.5;
+// The 64-row tiles, against 128x128 in the same wave count (GemmPerf, every tile forced, GEMM v2
+// step 5, docs/perf/gemm.md): a 64x128 tile ran at 0.56-0.61 of 128x128's work rate in bf16 and
+// 0.57-0.67 in ptpc, so where M <= 64 (a 128-row tile computes half its rows for nothing) it takes
+// 0.81-0.89 of 128x128's time. bf16 counts it at 0.6, above 128x64's 0.5 (measured 9.4 vs 11.9 us at
+// 64x8192x1280); ptpc at 0.58, just below 128x64's 0.6: at M = 64 ptpc's two ran within -8%..+9%
+// of each other, so a tie keeps the 128x64 the planner chose before. 64x256 (0.5) never ran faster
+// than 64x128 at M <= 128.
+constexpr double kHalfRowTileEfficiencyBf16 = 0.6;
+constexpr double kHalfRowTileEfficiencyFp8 = 0.58;
+constexpr double kHalfRowWideTileEfficiency = 0.5;
+// The largest M the planner gives a 64-row tile: the sweep measured M <= 128 (a forced tile runs at
+// any M).
+constexpr int64_t kHalfRowTileMaxM = 128;
 
 
 std::vector<std::string> gemm_problem_violations(const GemmProblem& p) {
@@ -146,13 +160,22 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
                              : p.mode == ScaleMode::kPtpc && p.out_dtype == DType::kBF16 ? kLargeTileEfficiencyPtpcBf16Out
                                                                                        : kLargeTileEfficiencyBlockscale;
     const double small_eff = p.mode == ScaleMode::kBF16 ? kSmallTileEfficiencyBf16 : kSmallTileEfficiencyFp8;
+    const double half_row_eff = p.mode == ScaleMode::kBF16 ? kHalfRowTileEfficiencyBf16 : kHalfRowTileEfficiencyFp8;
     auto waves_of = [&](const TileCandidate& c) { return ceil_div(tiles_of(c), num_sms); };
     auto cost_of = [&](const TileCandidate& c) {
       const double area = static_cast<double>(c.block_m) * c.block_n;
-      const double eff = area > 128.0 * 128.0 ? large_eff : (area < 128.0 * 128.0 ? small_eff : 1.0);
+      const double eff = c.block_m == 64 ? (c.block_n <= 128 ? half_row_eff : kHalfRowWideTileEfficiency)
+                         : area > 128.0 * 128.0 ? large_eff
+                         : area < 128.0 * 128.0 ? small_eff
+                                                : 1.0;
       return static_cast<double>(waves_of(c)) * area / eff;
     };
+    // 64-row tiles only where they were measured (M <= kHalfRowTileMaxM), unless nothing else is built.
+    const bool any_full_rows =
+        std::any_of(cands.begin(), cands.end(), [](const TileCandidate& c) { return c.block_m != 64; });
+    auto eligible = [&](const TileCandidate& c) { return c.block_m != 64 || p.m <= kHalfRowTileMaxM || !any_full_rows; };
     for (const auto& c : cands) {
+      if (!eligible(c)) continue;
       if (pick == nullptr) {
         pick = &c;
         continue;
@@ -166,7 +189,9 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
         << (waves_of(*pick) == 1 ? "" : "s") << " on " << num_sms << " SMs (wave efficiency "
         << 100.0 * static_cast<double>(tiles_of(*pick)) / static_cast<double>(waves_of(*pick) * num_sms) << "%)";
     for (const auto& c : cands)
-      if (&c != pick)
+      if (&c != pick && !eligible(c))
+        why << "; " << c.block_m << "x" << c.block_n << ": only for m <= " << kHalfRowTileMaxM;
+      else if (&c != pick)
         why << "; " << c.block_m << "x" << c.block_n << ": " << tiles_of(c) << " tiles, " << waves_of(c)
             << " waves, time x" << cost_of(c) / cost_of(*pick);
   }

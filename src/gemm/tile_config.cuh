@@ -64,6 +64,10 @@ struct Wgmma<InE4m3, 256> {
 
 // Warp roles: warpgroup 0 is the producer (one warp issues TMA), warpgroups 1..2 are consumers;
 // consumer warpgroup w owns rows [w * BM/2, (w+1) * BM/2) of the tile, as BM/128 m64 slices.
+// 64-row tiles (small M: a 128-row tile would compute half its rows for nothing) split the other
+// way: both consumer warpgroups take the tile's 64 rows, warpgroup w columns [w * BN/2, (w+1) * BN/2),
+// so two warpgroups still feed the tensor cores (one warp's wgmma chain per SM sub-partition does
+// not; docs/perf/gemm.md "step 3"). wg_row0 / wg_col0 say where a warpgroup's part starts.
 template <class In, int BM, int BN>
 struct TileShape {
   using Input = In;
@@ -75,16 +79,21 @@ struct TileShape {
   static constexpr int kConsumerWarpgroups = 2;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
-  static constexpr int kWgRows = BM / kConsumerWarpgroups;
+  static constexpr bool kSplitN = BM == 64;  // the consumer warpgroups split the columns, not the rows
+  static constexpr int kWgRows = kSplitN ? BM : BM / kConsumerWarpgroups;
+  static constexpr int kWgCols = kSplitN ? BN / kConsumerWarpgroups : BN;
   static constexpr int kSlices = kWgRows / 64;  // m64 wgmma slices per consumer warpgroup
+  __host__ __device__ static constexpr int wg_row0(int cwg) { return kSplitN ? 0 : cwg * kWgRows; }
+  __host__ __device__ static constexpr int wg_col0(int cwg) { return kSplitN ? cwg * kWgCols : 0; }
   static constexpr int kATileBytes = BM * 128;
   static constexpr int kBTileBytes = BN * 128;
   static constexpr int kStageBytes = kATileBytes + kBTileBytes;
-  static_assert(BM == 128 || BM == 256, "tile rows: 128 or 256");
+  static_assert(BM == 64 || BM == 128 || BM == 256, "tile rows: 64, 128 or 256");
   // 64: narrow tiles for small M and N, where 128-wide tiles leave SMs idle (bf16 and ptpc only:
   // blockscale and mxfp8 tiles hold whole 128- / 32-row B scale blocks per 128 columns).
   static_assert(BN == 64 || BN == 128 || BN == 256, "tile columns: 64, 128 or 256");
-  using Mma = Wgmma<In, BN>;
+  static_assert(!kSplitN || BN >= 128, "64-row tiles: each consumer warpgroup takes >= 64 columns");
+  using Mma = Wgmma<In, kWgCols>;  // one m64 x (the warpgroup's columns) instruction
 };
 
 inline constexpr int kSmemLimitBytes = 232448;  // 227 KB: the sm_90 per-block opt-in maximum
@@ -116,7 +125,7 @@ struct SmemLayout {
   // One staging strip: a TMA-store box of kEpilogueBoxRows rows x 128 bytes; per consumer
   // warpgroup and tile, its m64 slices x (BN x out bytes / 128) strips.
   static constexpr int kStripBytes = kEpilogueBoxRows * 128;
-  static constexpr int kStripsPerWg = Tile::kSlices * (Tile::kBlockN * kOutBytes / 128);
+  static constexpr int kStripsPerWg = Tile::kSlices * (Tile::kWgCols * kOutBytes / 128);
   static constexpr int kPreferredStages = preferred_stages<Scale>();
   static constexpr int kStageScaleBytes = Scale::template stage_bytes<Tile>();
   static constexpr int kTileScaleBytes = Scale::template tile_bytes<Tile>();

@@ -544,5 +544,51 @@ TEST(GemmPlanTiles, PtpcIssueShapesTakeTheMeasuredTile) {
   }
 }
 
+// tests/python/test_gpu.py test_mxfp8_raw_and_packed_bitwise runs mxfp8 at 333x768x2048 (fp32
+// out) in both scale layouts and asks for bitwise equal results, so both layouts must take the same
+// route there (the route model may choose per layout elsewhere). Seen on the device: an earlier
+// draft of the 64-row tiles priced the bf16 route's 64x128 tile at M = 333 and flipped raw alone.
+TEST(GemmPlanMxRoute, BothLayoutsTakeOneRouteWhereTheBitwiseTestRuns) {
+  if (gemm::gemm_tile_candidates(problem(333, 768, 2048, ScaleMode::kMxfp8, DType::kF32)).empty())
+    GTEST_SKIP() << "narrowed build: mxfp8 tiles not built";
+  bool route[2] = {};
+  for (ScaleLayout layout : {ScaleLayout::kRaw, ScaleLayout::kPacked}) {
+    GemmProblem p = problem(333, 768, 2048, ScaleMode::kMxfp8, DType::kF32);
+    p.scale_layout = layout;
+    const GemmPlan plan = gemm_plan(p, 132);
+    route[layout == ScaleLayout::kPacked] = plan.mx_dequant;
+  }
+  EXPECT_EQ(route[0], route[1]) << "raw and packed take different mxfp8 routes at 333x768x2048";
+}
+
+// The 64-row tiles (the consumer warpgroups split the columns), against the sweep behind them
+// (docs/perf/gemm.md step 5, GemmPerf with every tile forced, us): bf16 takes 64x128 where M <= 128
+// puts 128-row tiles and 128x64 in the same wave (64x8192x1280: 9.4 against 10.9 / 11.9;
+// 96x7168x2048: 12.2 against 15.0 / 14.3; 128x8192x1280: 9.5 against 10.7 / 9.4), never where it
+// costs a wave (1024x5120x2048); ptpc keeps 128x64 at M = 64 (the two within -8%..+9% there).
+TEST(GemmPlanTiles, SixtyFourRowTilesWhereMeasuredFaster) {
+  const auto has_64_rows = [](ScaleMode mode) {
+    for (const auto& c : gemm::gemm_tile_candidates(problem(64, 8192, 1280, mode)))
+      if (c.block_m == 64 && c.block_n == 128) return true;
+    return false;
+  };
+  if (!has_64_rows(ScaleMode::kBF16) || !has_64_rows(ScaleMode::kPtpc))
+    GTEST_SKIP() << "narrowed build: the 64x128 tiles are not built";
+  struct Row {
+    int64_t m, n, k;
+    ScaleMode mode;
+    int bm, bn;
+  };
+  const Row rows[] = {{64, 8192, 1280, ScaleMode::kBF16, 64, 128},   {48, 8192, 1280, ScaleMode::kBF16, 64, 128},
+                      {96, 7168, 2048, ScaleMode::kBF16, 64, 128},   {128, 8192, 1280, ScaleMode::kBF16, 64, 128},
+                      {1024, 5120, 2048, ScaleMode::kBF16, 128, 128}, {64, 8192, 1280, ScaleMode::kPtpc, 128, 64},
+                      {96, 7168, 2048, ScaleMode::kPtpc, 128, 64}};
+  for (const Row& r : rows) {
+    const GemmPlan plan = gemm_plan(problem(r.m, r.n, r.k, r.mode), 132);
+    EXPECT_EQ(plan.block_m * 1000 + plan.block_n, r.bm * 1000 + r.bn)
+        << r.m << "x" << r.n << "x" << r.k << " " << to_string(r.mode) << ": " << plan.reason;
+  }
+}
+
 }  // namespace
 }  // namespace weave
