@@ -228,4 +228,40 @@ inline void expect_first_call_timeout_names_everything(const std::string& msg, i
   EXPECT_EQ(seen, 0ull) << "a peer that never called wrote nothing: " << msg;
 }
 
+// ptpc one-hot operands for the fused ops' tests (their soaks mix ptpc with bf16): the caller's
+// B values (small integers, exact in e4m3) as e4m3 [n, k], A's one-hot 1.0 as e4m3 (host_a, from
+// the bf16 one-hot A), scale_b = 1 and scale_a[i] = ptpc_row_scale(rank, i), a power of two, so a
+// ptpc output is the bf16 one times that factor exactly.
+inline float ptpc_row_scale(int s, int64_t i) { return static_cast<float>(0.5 * (1 << ((s + i) % 3))); }
+
+struct PtpcOneHot {
+  bench::DeviceBuffer b, scale_a, scale_b;  // e4m3 [n, k]; fp32 [m_max] (this rank's); fp32 [n] ones
+  int64_t n, k;
+  // b_val(row, col): this rank's B value.
+  template <class BValue>
+  PtpcOneHot(int rank, int64_t m_max, int64_t n_, int64_t k_, BValue b_val)
+      : b(n_ * k_), scale_a(m_max * 4), scale_b(n_ * 4), n(n_), k(k_) {
+    std::vector<uint8_t> hb(n * k);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) hb[r * k + c] = ref::float_to_e4m3(b_val(r, c));
+    b.upload(hb.data(), hb.size());
+    std::vector<float> sa(m_max), sb(n, 1.0f);
+    for (int64_t i = 0; i < m_max; ++i) sa[i] = ptpc_row_scale(rank, i);
+    scale_a.upload(sa.data(), sa.size() * 4);
+    scale_b.upload(sb.data(), sb.size() * 4);
+  }
+  // A [m_max, k] in e4m3: 1.0 where the bf16 one-hot A has its one.
+  static std::vector<uint8_t> host_a(const std::vector<uint16_t>& bf16_a) {
+    std::vector<uint8_t> a(bf16_a.size(), 0);
+    const uint8_t one = ref::float_to_e4m3(1.0f);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = bf16_a[i] != 0 ? one : 0;
+    return a;
+  }
+  TensorView b_view(int dev) const { return TensorView::matrix(b.get(), DType::kE4M3, n, k, dev); }
+  GemmScales scales(int64_t m, int dev) const {
+    return GemmScales{TensorView::vector(scale_a.get(), DType::kF32, m, dev),
+                      TensorView::vector(scale_b.get(), DType::kF32, n, dev)};
+  }
+};
+
 }  // namespace weave::test

@@ -147,38 +147,8 @@ __global__ void check_onehot_kernel(const uint16_t* out, const uint16_t* b, cons
   if (bad) atomicAdd(wrong, bad);
 }
 
-// ptpc one-hot operands: the same A and B values as OneHot in e4m3 (one-hot 1.0, integers in
-// [-8, 8]: exact), scale_b 1 and scale_a[i] of rank s a power of two, so out[s*m + i, j] =
-// B[j, col] * ptpc_row_scale(s, i) exactly.
-float ptpc_row_scale(int s, int64_t i) { return static_cast<float>(0.5 * (1 << ((s + i) % 3))); }
-
-struct PtpcOneHot {
-  bench::DeviceBuffer b, scale_a, scale_b;  // e4m3 [n, k]; fp32 [m_max] (this rank's); fp32 [n] ones
-  int64_t n, k;
-  PtpcOneHot(int rank, int64_t m_max, int64_t n_, int64_t k_)
-      : b(n_ * k_), scale_a(m_max * 4), scale_b(n_ * 4), n(n_), k(k_) {
-    std::vector<uint8_t> hb(n * k);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < k; ++c) hb[r * k + c] = ref::float_to_e4m3(b_val(r, c));
-    b.upload(hb.data(), hb.size());
-    std::vector<float> sa(m_max), sb(n, 1.0f);
-    for (int64_t i = 0; i < m_max; ++i) sa[i] = ptpc_row_scale(rank, i);
-    scale_a.upload(sa.data(), sa.size() * 4);
-    scale_b.upload(sb.data(), sb.size() * 4);
-  }
-  // A [m_max, k] e4m3 with OneHot::host_a's ones.
-  static std::vector<uint8_t> host_a(const std::vector<uint16_t>& bf16_a) {
-    std::vector<uint8_t> a(bf16_a.size(), 0);
-    const uint8_t one = ref::float_to_e4m3(1.0f);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = bf16_a[i] != 0 ? one : 0;
-    return a;
-  }
-  TensorView b_view(int dev) const { return TensorView::matrix(b.get(), DType::kE4M3, n, k, dev); }
-  GemmScales scales(int64_t m, int dev) const {
-    return GemmScales{TensorView::vector(scale_a.get(), DType::kF32, m, dev),
-                      TensorView::vector(scale_b.get(), DType::kF32, n, dev)};
-  }
-};
+// ptpc one-hot operands (test::PtpcOneHot, with OneHot's B values): out[s*m + i, j] =
+// B[j, col] * test::ptpc_row_scale(s, i) exactly.
 
 }  // namespace
 
@@ -701,7 +671,7 @@ TEST(EmulatedGemmAllGather, RandomisedSoak) {
       if (fits_queues(GemmAllGatherMode::kFusedCe, world))  // copy streams fit the emulated world at W = 2
         owned.push_back(GemmAllGather::Impl::create(g, config_of(kQuants[0], GemmAllGatherMode::kFusedCe, n, k, m_max)));
       OneHot oh(m_max, n, k);
-      const PtpcOneHot pt(g.rank(), m_max, n, k);
+      const test::PtpcOneHot pt(g.rank(), m_max, n, k, b_val);
       Stream st;
       bench::DeviceBuffer wrong(8);
       WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
@@ -715,7 +685,7 @@ TEST(EmulatedGemmAllGather, RandomisedSoak) {
         const auto h = oh.host_a(900 + v, g.rank(), m);
         a_var.emplace_back(m_max * k * 2);
         a_var.back().upload(h.data(), h.size() * 2);
-        const auto h8 = PtpcOneHot::host_a(h);
+        const auto h8 = test::PtpcOneHot::host_a(h);
         a8_var.emplace_back(m_max * k);
         a8_var.back().upload(h8.data(), h8.size());
         std::vector<int> hc(world * m);
@@ -723,7 +693,7 @@ TEST(EmulatedGemmAllGather, RandomisedSoak) {
         for (int s = 0; s < world; ++s)
           for (int64_t i = 0; i < m; ++i) {
             hc[s * m + i] = col_of(900 + v, s, i, k);
-            hs[s * m + i] = ptpc_row_scale(s, i);
+            hs[s * m + i] = test::ptpc_row_scale(s, i);
           }
         cols.emplace_back(hc.size() * 4);
         cols.back().upload(hc.data(), hc.size() * 4);

@@ -72,8 +72,6 @@ float b_val(int s, int64_t row, int64_t kk) {
   return static_cast<float>(static_cast<int>(mix64((uint64_t(s + 1) << 50) ^ (row << 20) ^ kk) % 17) - 8);
 }
 
-// ptpc's A scale of rank s's row i: 1/2, 1 or 2 (scale_b is 1).
-float ptpc_row_scale(int s, int64_t i) { return static_cast<float>(0.5 * (1 << ((s + i) % 3))); }
 
 struct OneHot {
   int64_t m_max, n, k;
@@ -106,7 +104,8 @@ struct OneHot {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         float v = 0;
-        for (int s = 0; s < world; ++s) v += (ptpc ? ptpc_row_scale(s, i) : 1.0f) * b_val(s, j, col_of(seed, s, i, k));
+        for (int s = 0; s < world; ++s)
+          v += (ptpc ? test::ptpc_row_scale(s, i) : 1.0f) * b_val(s, j, col_of(seed, s, i, k));
         e[i * n + j] = ref::float_to_bf16(v);
       }
     return e;
@@ -119,35 +118,6 @@ struct OneHot {
   }
 };
 
-// The same operands for ptpc: A one-hot (1.0) and B_r's integers in e4m3 (exact), scale_a[i] =
-// ptpc_row_scale(rank, i), scale_b = 1.
-struct PtpcOneHot {
-  bench::DeviceBuffer b, scale_a, scale_b;  // e4m3 [n, k]; fp32 [m_max]; fp32 [n]
-  int64_t n, k;
-  PtpcOneHot(int rank, int64_t m_max, int64_t n_, int64_t k_)
-      : b(n_ * k_), scale_a(m_max * 4), scale_b(n_ * 4), n(n_), k(k_) {
-    std::vector<uint8_t> hb(n * k);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < k; ++c) hb[r * k + c] = ref::float_to_e4m3(b_val(rank, r, c));
-    b.upload(hb.data(), hb.size());
-    std::vector<float> sa(m_max), sb(n, 1.0f);
-    for (int64_t i = 0; i < m_max; ++i) sa[i] = ptpc_row_scale(rank, i);
-    scale_a.upload(sa.data(), sa.size() * 4);
-    scale_b.upload(sb.data(), sb.size() * 4);
-  }
-  // OneHot::host_a's A [m_max, k] in e4m3.
-  static std::vector<uint8_t> host_a(const std::vector<uint16_t>& bf16_a) {
-    std::vector<uint8_t> a(bf16_a.size(), 0);
-    const uint8_t one = ref::float_to_e4m3(1.0f);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = bf16_a[i] != 0 ? one : 0;
-    return a;
-  }
-  TensorView b_view(int dev) const { return TensorView::matrix(b.get(), DType::kE4M3, n, k, dev); }
-  GemmScales scales(int64_t m, int dev) const {
-    return GemmScales{TensorView::vector(scale_a.get(), DType::kF32, m, dev),
-                      TensorView::vector(scale_b.get(), DType::kF32, n, dev)};
-  }
-};
 
 __global__ void count_diff_kernel(const uint16_t* out, const uint16_t* want, int64_t elems, unsigned long long* wrong) {
   unsigned long long bad = 0;
@@ -922,7 +892,8 @@ SoakCount soak_rank(comm::Group& g, const std::vector<GemmAllReduce*>& ops, int6
                     int calls, uint64_t seed) {
   const int world = g.world_size(), dev = g.device();
   OneHot oh(m_max, n, k, g.rank());
-  const PtpcOneHot pt(g.rank(), m_max, n, k);
+  const test::PtpcOneHot pt(g.rank(), m_max, n, k,
+                            [&](int64_t r, int64_t c) { return b_val(g.rank(), r, c); });
   Stream st;
   bench::DeviceBuffer wrong(8);
   WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
@@ -936,7 +907,7 @@ SoakCount soak_rank(comm::Group& g, const std::vector<GemmAllReduce*>& ops, int6
     const auto h = oh.host_a(seed * 100 + v, m);
     a_var.emplace_back(m_max * k * 2);
     a_var.back().upload(h.data(), h.size() * 2);
-    const auto h8 = PtpcOneHot::host_a(h);
+    const auto h8 = test::PtpcOneHot::host_a(h);
     a8_var.emplace_back(m_max * k);
     a8_var.back().upload(h8.data(), h8.size());
     for (bool ptpc : {false, true}) {
