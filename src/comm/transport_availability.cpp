@@ -7,6 +7,7 @@
 
 #include "common/check.hpp"
 #include "comm/stream_mem_ops.hpp"
+#include "comm/transport_build.hpp"
 #include "weave/device.hpp"
 #include "weave/transport.hpp"
 
@@ -28,9 +29,7 @@ std::optional<Transport> parse_transport(std::string_view name) noexcept {
   return std::nullopt;
 }
 
-namespace {
-
-bool compiled_in(Transport t) {
+bool comm::transport_compiled_in(Transport t) {
   switch (t) {
     case Transport::kNccl: return WEAVE_ENABLE_NCCL_TRANSPORT;
     case Transport::kCe: return WEAVE_ENABLE_CE;
@@ -38,6 +37,8 @@ bool compiled_in(Transport t) {
   }
   return false;
 }
+
+namespace {
 
 const char* cmake_option(Transport t) {
   switch (t) {
@@ -80,7 +81,7 @@ std::vector<TransportAvailability> transport_availability(const std::vector<int>
   std::vector<TransportAvailability> out;
   const std::string gpu_problem = no_gpu_reason();
   for (Transport t : {Transport::kNccl, Transport::kCe, Transport::kLsa}) {
-    TransportAvailability a{t, compiled_in(t), false, ""};
+    TransportAvailability a{t, comm::transport_compiled_in(t), false, ""};
     if (!a.compiled_in) {
       a.reason = std::string("compiled out (built with -D") + cmake_option(t) + "=OFF)";
     } else if (!gpu_problem.empty()) {

@@ -56,7 +56,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
   split_mode = fused::gag_split_mode(cfg.mode);
   switch (cfg.mode) {
     case GemmAllGatherMode::kFusedCe:
-      fused::require_ce_compiled_in(g.device(), "GemmAllGather");
+      fused::require_ce_compiled_in("GemmAllGather");
       [[fallthrough]];
     case GemmAllGatherMode::kFusedLsa:
       WEAVE_EXPECT(fused_kernel != nullptr, Status::kUnavailable,

@@ -65,7 +65,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
   }
   switch (cfg.mode) {
     case GemmAllReduceMode::kFusedCe:
-      fused::require_ce_compiled_in(g.device(), "GemmAllReduce");
+      fused::require_ce_compiled_in("GemmAllReduce");
       [[fallthrough]];
     case GemmAllReduceMode::kFused:
     case GemmAllReduceMode::kFusedRs:

@@ -17,7 +17,8 @@ set(WEAVE_GEMM_INSTANCE_SPECS
   "ptpc bf16 128x128" "ptpc bf16 256x128" "ptpc fp32 128x128" "ptpc fp32 256x128"
   # Narrow tiles for small M / N (the planner's wave rule takes them where 128-wide tiles idle SMs).
   "bf16 bf16 128x64" "bf16 fp32 128x64" "ptpc bf16 128x64" "ptpc fp32 128x64"
-  # 64-row tiles for M <= 64 (the two consumer warpgroups split the columns; TileShape::kSplitN).
+  # 64-row tiles for small M (the planner offers them at M <= 128; the two consumer warpgroups split
+  # the columns: TileShape::kSplitN).
   "bf16 bf16 64x128" "bf16 fp32 64x128" "ptpc bf16 64x128" "ptpc fp32 64x128"
   "bf16 bf16 64x256" "bf16 fp32 64x256" "ptpc bf16 64x256" "ptpc fp32 64x256"
   "blockscale bf16 128x128" "blockscale bf16 256x128" "blockscale fp32 128x128" "blockscale fp32 256x128"

@@ -57,11 +57,11 @@ TEST(TransportBuild, RequestingAnUnavailableTransportRaisesWithTheReason) {
 TEST(TransportBuild, FusedCeModeNeedsTheCeTransportCompiledIn) {
   for (const char* op : {"GemmAllGather", "GemmAllReduce"}) {
     if (expected_compiled_in(Transport::kCe)) {
-      EXPECT_NO_THROW(fused::require_ce_compiled_in(0, op)) << op;
+      EXPECT_NO_THROW(fused::require_ce_compiled_in(op)) << op;
       continue;
     }
     try {
-      fused::require_ce_compiled_in(0, op);
+      fused::require_ce_compiled_in(op);
       ADD_FAILURE() << op << ": fused-ce accepted in a build without the ce transport";
     } catch (const Error& e) {
       EXPECT_EQ(e.status(), Status::kUnavailable);

@@ -153,7 +153,7 @@ void expect_bad_outs_refused_before_gpu_work(Op& op, int64_t m, const TensorView
   const TensorView win = op.output(m);
   const size_t win_bytes = static_cast<size_t>(win.rows()) * good.row_bytes();
   WEAVE_CHECK_CUDA(cudaMemsetAsync(win.data, 0xFF, win_bytes, st));
-  WEAVE_CHECK_CUDA(cudaStreamSynchronize(st));
+  comm::sync_stream_bounded(st, 20, "poisoning the window's output before the refused calls");
   const TensorView& v = good.view;
   const int64_t rows = v.rows(), cols = v.cols(), ld = v.ld();
   const DType other = v.dtype == DType::kF32 ? DType::kBF16 : DType::kF32;
