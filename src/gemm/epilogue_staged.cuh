@@ -33,8 +33,8 @@
 
 namespace weave::gemm {
 
-// Named barrier ids of the epilogue: kEpiBarrierBase + consumer warpgroup (id 1 is the ptpc
-// scale barrier over both consumer warpgroups, 0 is __syncthreads).
+// Named barrier ids of the epilogue: kEpiBarrierBase + consumer warpgroup (0 is __syncthreads;
+// id 1 is unused since the ptpc tile scales moved to mbarriers, gemm/kernel.cuh).
 inline constexpr uint32_t kEpiBarrierBase = 2;
 
 // Optional policy hook (default off, so policies that predate it need not name it): combine(p,

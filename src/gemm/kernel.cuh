@@ -81,6 +81,15 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   auto smem_a = [&](uint32_t s) { return smem_base + L::kAOffset + s * Tile::kATileBytes; };
   auto smem_b = [&](uint32_t s) { return smem_base + L::kBOffset + s * Tile::kBTileBytes; };
   auto stage_scales = [&](uint32_t s) { return smem_base + L::kStageScaleOffset + s * L::kStageScaleBytes; };
+  // Epilogue scale policies (ptpc): tile t's scales live in buffer t % 2, guarded by its own
+  // full/empty pair (docs/memory_ordering.md "tile-scales").
+  [[maybe_unused]] auto tile_scale_buf = [&](uint32_t t) {
+    return smem_base + L::kTileScaleOffset + (t & 1u) * (L::kTileScaleBytes / 2);
+  };
+  [[maybe_unused]] auto tile_scale_full = [&](uint32_t t) { return smem_base + L::kTileScaleBarOffset + 8 * (t & 1u); };
+  [[maybe_unused]] auto tile_scale_empty = [&](uint32_t t) {
+    return smem_base + L::kTileScaleBarOffset + 16 + 8 * (t & 1u);
+  };
 
   const MainloopArgs& a = args.main;
   // A guarded launch that is not needed ends before any barrier exists (uniform per CTA).
@@ -114,6 +123,12 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       ptx::mbarrier_init_shared_cta(full_bar(s), 1 + Scale::kProducerArrivals);
       ptx::mbarrier_init_shared_cta(empty_bar(s), Tile::kConsumerThreads / 32);
     }
+    if constexpr (L::kTileScaleBarriers > 0) {
+      for (uint32_t b = 0; b < 2; ++b) {
+        ptx::mbarrier_init_shared_cta(tile_scale_full(b), 32);  // the producer lanes' cp.async arrivals
+        ptx::mbarrier_init_shared_cta(tile_scale_empty(b), Tile::kConsumerThreads / 32);
+      }
+    }
     ptx::st_volatile_shared_u32(abort_word, 0u);
     ptx::fence_mbarrier_init_release_cluster();
     ptx::fence_proxy_async_shared_cta();
@@ -128,11 +143,25 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     ptx::setmaxnreg_dec_sync_aligned_u32<kProducerRegisters>();
     if (warp == 0) {
       hopper::PipelineState<kStages> ps;
-      for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
+      uint32_t tile_iter = 0;
+      for (int item = blockIdx.x; item < num_items; item += gridDim.x, ++tile_iter) {
         int tile, split, kb_begin, kb_end, m_blk, n_blk;
         item_coords(item, tile, split, kb_begin, kb_end);
         sched.coords(tile, m_blk, n_blk);
         const int m0 = m_blk * Tile::kBlockM, n0 = n_blk * Tile::kBlockN;
+        if constexpr (Scale::kWhere == ScaleWhere::kEpilogue) {
+          // The tile's scales, into buffer tile_iter % 2 once both warpgroups' epilogues of tile
+          // tile_iter - 2 have read it (first use of each buffer: parity 1 passes at once).
+          const uint32_t lap = (tile_iter >> 1) & 1u;
+          if (!hopper::mbarrier_wait_or_abort(tile_scale_empty(tile_iter), lap ^ 1u,
+                                              hopper::WaitSite::kProducerScalesEmpty, tile_iter & 1u,
+                                              a.timeout_record, a.pipeline_timeout_ns, abort_word)) {
+            ptx::cp_async_wait_all();
+            ptx::thread_exit();
+          }
+          Scale::template producer_copy_tile<Tile>(a, tile_scale_buf(tile_iter), tile_scale_full(tile_iter), m0, n0,
+                                                   lane);
+        }
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           // First lap: parity 1 refers to the phase "before" the barrier's first, already complete.
           if (!hopper::mbarrier_wait_or_abort(empty_bar(ps.stage), ps.phase ^ 1u, hopper::WaitSite::kProducerEmpty,
@@ -167,7 +196,13 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   } else {
     // ---------------- consumers ----------------
     ptx::setmaxnreg_inc_sync_aligned_u32<kConsumerRegisters>();
-    const int cwg = warpgroup - 1;                   // consumer warpgroup 0..1
+    // Consumer warpgroup 0..1, read through a shuffle so ptxas knows it is warp-uniform: the wgmma
+    // descriptors derived from it then stay in the uniform datapath instead of being built in
+    // vector registers and moved over (R2UR) before every wgmma (measured: 5% fewer instructions
+    // at ptpc 128x128; docs/perf/gemm.md "step 6"). Keep the code between here and the main loop
+    // free of spinning waits: one (an mbarrier wait with its bounded spin) made ptxas move the
+    // loop's stage arithmetic out of the uniform datapath, 8% more instructions and ptpc 20% slower.
+    const int cwg = __shfl_sync(0xffffffffu, warpgroup - 1, 0);
     const int ctid = static_cast<int>(threadIdx.x) - 128;  // consumer thread 0..255
     const int row_in_wg = (warp % 4) * 16 + lane / 4;      // fragment row of this thread (and +8)
     const int col_in_n8 = (lane % 4) * 2;                  // fragment column in each n8 chunk
@@ -191,14 +226,27 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         ptx::thread_exit();
       }
     };
+    // The tile's scales (epilogue scale policies) have landed in buffer t % 2.
+    [[maybe_unused]] auto wait_tile_scales = [&](uint32_t t) {
+      if (!hopper::mbarrier_wait_or_abort(tile_scale_full(t), (t >> 1) & 1u, hopper::WaitSite::kConsumerScalesFull,
+                                          t & 1u, a.timeout_record, a.pipeline_timeout_ns, abort_word)) {
+        ptx::wgmma_wait_group_sync_aligned<0>();
+        ptx::cp_async_wait_all();
+        ptx::cp_async_bulk_wait_group_read<0>();
+        ptx::thread_exit();
+      }
+    };
+    // The K step's 32 bytes are added to the descriptor's start-address field (address >> 4),
+    // which cannot carry out of its 14 bits inside the 227 KB of shared memory: one descriptor
+    // per stage and slice instead of one per wgmma.
     auto desc_a = [&](uint32_t s, int slice, int ks) {
       const int row0 = Tile::wg_row0(cwg) + slice * 64;
-      return ptx::wgmma_desc_k_major_sw128(smem_a(s) + row0 * 128 + ks * 32);
+      return ptx::wgmma_desc_k_major_sw128(smem_a(s) + row0 * 128) + static_cast<uint64_t>(2 * ks);
     };
     // B rows are 128 bytes (one swizzle row of K), so a warpgroup's first column starts at row
     // wg_col0 of the tile: 64 rows = 8 KB, a whole number of 1 KB swizzle atoms.
     auto desc_b = [&](uint32_t s, int ks) {
-      return ptx::wgmma_desc_k_major_sw128(smem_b(s) + Tile::wg_col0(cwg) * 128 + ks * 32);
+      return ptx::wgmma_desc_k_major_sw128(smem_b(s) + Tile::wg_col0(cwg) * 128) + static_cast<uint64_t>(2 * ks);
     };
 
     uint32_t tile_iter = 0;
@@ -206,11 +254,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       int tile, split, kb_begin, kb_end, m_blk, n_blk;
       item_coords(item, tile, split, kb_begin, kb_end);
       sched.coords(tile, m_blk, n_blk);
-      const int m0 = m_blk * Tile::kBlockM, n0 = n_blk * Tile::kBlockN;
-      [[maybe_unused]] const uint32_t tile_scales =
-          smem_base + L::kTileScaleOffset + (tile_iter & 1u) * (L::kTileScaleBytes / 2);
-      if constexpr (Scale::kWhere == ScaleWhere::kEpilogue)
-        Scale::template tile_prologue<Tile>(a, tile_scales, m0, n0, ctid);
+      [[maybe_unused]] const int m0 = m_blk * Tile::kBlockM;
 
       float acc[Tile::kSlices][kAcc];
       if constexpr (Tile::Input::kBytes == 2) {
@@ -473,7 +517,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       // store (gemm/epilogue_staged.cuh) writes the tile through shared memory and TMA. Rows past
       // M and columns past N are clipped by the TMA, inside the tile's own plane.
       if constexpr (Scale::kWhere == ScaleWhere::kEpilogue) {
-        Scale::template epilogue_ready<Tile>();
+        const uint32_t tile_scales = tile_scale_buf(tile_iter);
+        wait_tile_scales(tile_iter);
 #pragma unroll
         for (int j = 0; j < Tile::kSlices; ++j) {
 #pragma unroll
@@ -488,6 +533,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
             }
           }
         }
+        // Every lane of this warp has read the buffer (the loads fed the products above).
+        __syncwarp();
+        if (lane == 0) ptx::mbarrier_arrive_release_cta(tile_scale_empty(tile_iter));
       }
       epi.store(args.epi, smem_base + L::kEpiOffset, acc, m_blk, n_blk, split);
       // The CTA's last tile: retire its stores before exit. Inside the loop on purpose: any code

@@ -1,9 +1,11 @@
 // Scale policies: how the quantisation scales enter the GEMM. One family keyed by granularity;
 // each policy says where it applies:
 //   ScaleNone       bf16: nothing.
-//   ScalePerRowCol  ptpc (constant along K): epilogue, acc * sa[m] * sb[n]. Consumers copy the
-//                   tile's sa/sb slices into shared memory with cp.async when a tile starts (double
-//                   buffered by tile parity) and wait for them only at the epilogue.
+//   ScalePerRowCol  ptpc (constant along K): epilogue, acc * sa[m] * sb[n]. The producer warp
+//                   copies the tile's sa/sb slices into shared memory with cp.async when it starts
+//                   the tile (two buffers by tile parity, each with a full and an empty mbarrier);
+//                   each consumer warpgroup waits for them only at its epilogue, on its own, so the
+//                   two warpgroups' epilogues need not coincide (gemm/kernel.cuh).
 //   ScaleBlockwise<L> blockscale 1x128 / 128x128 (varies along K): main loop. Each stage's
 //                   sa[m0.., kb] column and sb[n_blk, kb] land in the stage's scale slot,
 //                   completing on the same full barrier as the TMA tiles; consumers wgmma each
@@ -47,28 +49,25 @@ struct ScalePerRowCol {
   template <class Tile>
   static constexpr int tile_bytes() { return 2 * (Tile::kBlockM + Tile::kBlockN) * 4; }
 
-  // Consumer thread `ctid` (0..kConsumerThreads-1) starts the copies for the tile at (m0, n0).
+  // Producer lane `lane` (of 32) copies the tile at (m0, n0)'s sa[m0..] and sb[n0..] slices into
+  // `buf` and arms the buffer's full barrier (init count 32: one cp.async arrival per lane). Rows
+  // and columns past M / N read as zeros. The kernel waits for the buffer's empty barrier first.
   template <class Tile>
-  __device__ __forceinline__ static void tile_prologue(const MainloopArgs& a, uint32_t buf, int m0, int n0,
-                                                       int ctid) {
+  __device__ __forceinline__ static void producer_copy_tile(const MainloopArgs& a, uint32_t buf, uint32_t full_bar,
+                                                            int m0, int n0, int lane) {
     const float* sa = static_cast<const float*>(a.scale_a);
     const float* sb = static_cast<const float*>(a.scale_b);
-    for (int i = ctid; i < Tile::kBlockM; i += Tile::kConsumerThreads) {
+#pragma unroll 1
+    for (int i = lane; i < Tile::kBlockM; i += 32) {
       const bool in = m0 + i < a.m;
       ptx::cp_async_ca_shared_global_4(buf + 4 * i, in ? sa + m0 + i : sa, in ? 4 : 0);
     }
-    for (int i = ctid; i < Tile::kBlockN; i += Tile::kConsumerThreads) {
+#pragma unroll 1
+    for (int i = lane; i < Tile::kBlockN; i += 32) {
       const bool in = n0 + i < a.n;
       ptx::cp_async_ca_shared_global_4(buf + 4 * (Tile::kBlockM + i), in ? sb + n0 + i : sb, in ? 4 : 0);
     }
-  }
-  // Before the epilogue reads the buffer: own copies done, then everyone's (named barrier 1 over
-  // the consumer threads). The barrier also orders this tile's reads of buffer t%2 before tile
-  // t+2's copies into it.
-  template <class Tile>
-  __device__ __forceinline__ static void epilogue_ready() {
-    ptx::cp_async_wait_all();
-    ptx::bar_sync(1, Tile::kConsumerThreads);
+    ptx::cp_async_mbarrier_arrive_noinc_shared_cta(full_bar);
   }
   template <class Tile>
   __device__ __forceinline__ static float row_factor(uint32_t buf, int row_local) {

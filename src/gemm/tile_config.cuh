@@ -111,7 +111,8 @@ constexpr int preferred_stages() {
 // the 128B swizzle), the epilogue's staging strips [2 consumer warpgroups][kEpiBufsPerWg] of
 // 64 rows x 128 bytes (gemm/epilogue_staged.cuh; 1024-aligned as they follow whole tiles), per-stage
 // scales (main-loop scale policies), per-tile scales (epilogue scale policies, double-buffered),
-// then the full/empty mbarriers, a fused epilogue's call words and the abort word.
+// then the full/empty mbarriers of the stages, the full/empty mbarriers of the two tile-scale
+// buffers (epilogue scale policies), a fused epilogue's call words and the abort word.
 //
 // Stages vs staging: two staging buffers per consumer warpgroup let it write one strip while the
 // TMA drains the other; with one, each strip waits for the previous one's shared-memory read.
@@ -129,7 +130,8 @@ struct SmemLayout {
   static constexpr int kPreferredStages = preferred_stages<Scale>();
   static constexpr int kStageScaleBytes = Scale::template stage_bytes<Tile>();
   static constexpr int kTileScaleBytes = Scale::template tile_bytes<Tile>();
-  static constexpr int kFixed = kTileScaleBytes + 2 * kMaxStages * 8 + 64;
+  static constexpr int kTileScaleBarriers = kTileScaleBytes > 0 ? 4 : 0;  // full[2], empty[2]
+  static constexpr int kFixed = kTileScaleBytes + 2 * kMaxStages * 8 + 8 * kTileScaleBarriers + 64;
   static constexpr int kPerStage = Tile::kStageBytes + kStageScaleBytes;
   static constexpr int bufs_left(int stages) {
     const int left = kSmemLimitBytes - kFixed - stages * kPerStage;
@@ -157,7 +159,9 @@ struct SmemLayout {
   // A fused epilogue's per-CTA call words (epoch, election ticket; gemm/epilogue_store.cuh), in
   // the dynamic region: a static __shared__ variable would push the 1024-aligned dynamic base up
   // by a whole 1 KB and overflow the 227 KB limit (kFixed's slack holds these 16 bytes).
-  static constexpr int kCallWordsOffset = kBarrierOffset + 2 * kStages * 8;
+  // Tile-scale buffer b: full at kTileScaleBarOffset + 8 b, empty at + 16 + 8 b (gemm/kernel.cuh).
+  static constexpr int kTileScaleBarOffset = kBarrierOffset + 2 * kStages * 8;
+  static constexpr int kCallWordsOffset = kTileScaleBarOffset + 8 * kTileScaleBarriers;
   // The CTA's abort word (hopper::mbarrier_wait_or_abort): 0, or 1 once a role gave up a wait.
   static constexpr int kAbortWordOffset = kCallWordsOffset + 16;
   static constexpr int kBytes = kAbortWordOffset + 16;

@@ -25,11 +25,22 @@ WaitTimeoutRecord* wait_timeout_record() {
   return g_record;  // unified addressing: the host pointer is valid on every device
 }
 
+// What the waiting thread waited on, as the report names it.
+static const char* wait_site_name(uint32_t site) {
+  switch (static_cast<WaitSite>(site)) {
+    case WaitSite::kProducerEmpty: return "empty";
+    case WaitSite::kConsumerFull: return "full";
+    case WaitSite::kProducerScalesEmpty: return "tile-scales empty";
+    case WaitSite::kConsumerScalesFull: return "tile-scales full";
+  }
+  return "unknown-site";
+}
+
 std::string format_wait_timeout(const WaitTimeoutRecord& r) {
   if (r.magic != kWaitTimeoutMagic) return "";
   std::ostringstream os;
   os << "GEMM pipeline wait timed out after " << r.waited_ns / 1000000 << " ms: block " << r.block << " thread "
-     << r.thread << " waiting on " << (r.site == static_cast<uint32_t>(WaitSite::kProducerEmpty) ? "empty" : "full")
+     << r.thread << " waiting on " << wait_site_name(r.site)
      << "[" << r.stage << "] parity " << r.parity;
   return os.str();
 }

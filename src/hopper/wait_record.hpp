@@ -7,7 +7,14 @@
 
 namespace weave::hopper {
 
-enum class WaitSite : uint32_t { kProducerEmpty = 1, kConsumerFull = 2 };
+// kProducerEmpty / kConsumerFull: the stage ring (stage = the ring slot). kProducerScalesEmpty /
+// kConsumerScalesFull: a per-tile scale buffer (stage = the buffer, 0 or 1; gemm/kernel.cuh, ptpc).
+enum class WaitSite : uint32_t {
+  kProducerEmpty = 1,
+  kConsumerFull = 2,
+  kProducerScalesEmpty = 3,
+  kConsumerScalesFull = 4,
+};
 inline constexpr uint32_t kWaitTimeoutMagic = 0x7EA7E0u;
 
 struct WaitTimeoutRecord {

@@ -9,7 +9,8 @@
 namespace weave::hopper {
 
 // "" unless r.magic == kWaitTimeoutMagic; else "GEMM pipeline wait timed out after <ms> ms: block
-// <b> thread <t> waiting on <empty|full>[<stage>] parity <p>". Reads nothing but `r`.
+// <b> thread <t> waiting on <site>[<stage>] parity <p>" (site: empty, full,
+// tile-scales empty, tile-scales full; hopper::WaitSite). Reads nothing but `r`.
 std::string format_wait_timeout(const WaitTimeoutRecord& r);
 
 }  // namespace weave::hopper

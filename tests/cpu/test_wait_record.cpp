@@ -47,6 +47,17 @@ TEST(WaitTimeoutReport, NamesEveryFieldOfAProducerWait) {
             "GEMM pipeline wait timed out after 12345 ms: block 0 thread 0 waiting on empty[5] parity 0");
 }
 
+TEST(WaitTimeoutReport, NamesTheTileScaleWaits) {
+  EXPECT_EQ(format_wait_timeout(record(WaitSite::kProducerScalesEmpty, 1, 0, 2, 0, 10'000'000'000ull)),
+            "GEMM pipeline wait timed out after 10000 ms: block 2 thread 0 waiting on tile-scales empty[1] parity 0");
+  EXPECT_EQ(format_wait_timeout(record(WaitSite::kConsumerScalesFull, 0, 1, 3, 200, 10'000'000'000ull)),
+            "GEMM pipeline wait timed out after 10000 ms: block 3 thread 200 waiting on tile-scales full[0] parity 1");
+  WaitTimeoutRecord bad = record(WaitSite::kConsumerFull, 0, 0, 0, 0, 0);
+  bad.site = 99;  // a record no kernel writes still formats, naming the site as unknown
+  EXPECT_EQ(format_wait_timeout(bad),
+            "GEMM pipeline wait timed out after 0 ms: block 0 thread 0 waiting on unknown-site[0] parity 0");
+}
+
 TEST(WaitTimeoutReport, EndsOfTheFieldRanges) {
   const uint32_t u32max = std::numeric_limits<uint32_t>::max();
   const int32_t i32max = std::numeric_limits<int32_t>::max();
