@@ -198,8 +198,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     ptx::setmaxnreg_inc_sync_aligned_u32<kConsumerRegisters>();
     // Consumer warpgroup 0..1, read through a shuffle so ptxas knows it is warp-uniform: the wgmma
     // descriptors derived from it then stay in the uniform datapath instead of being built in
-    // vector registers and moved over (R2UR) before every wgmma (measured: 5% fewer instructions
-    // at ptpc 128x128; docs/perf/gemm.md "step 6"). Keep the code between here and the main loop
+    // vector registers and moved over (R2UR) before every wgmma (ptpc 128x128: 4 instructions
+    // between a stage's wgmmas instead of 6-9; docs/perf/gemm.md "step 6"). Keep the code between here and the main loop
     // free of spinning waits: one (an mbarrier wait with its bounded spin) made ptxas move the
     // loop's stage arithmetic out of the uniform datapath, 8% more instructions and ptpc 20% slower.
     const int cwg = __shfl_sync(0xffffffffu, warpgroup - 1, 0);
