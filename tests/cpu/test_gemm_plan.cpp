@@ -251,6 +251,39 @@ TEST(GemmPlanInstances, TableIsConsistent) {
   }
 }
 
+// The ring depth of every tile is a measured choice (docs/gemm.md "Tiles"; docs/perf/gemm.md steps
+// 1-5): a change to the shared-memory layout's fixed part (a barrier, a scale buffer) must not flip
+// one silently. The table is SmemLayout's choice at the time it was measured.
+TEST(GemmPlanInstances, StageCountsAreTheMeasuredOnes) {
+  struct Want {
+    const char* stem;  // name prefix up to the tile, e.g. "sm90_gemm_bf16_bf16_store_"
+    int block_m, block_n, stages;
+  };
+  const Want wants[] = {
+      {"sm90_gemm_bf16_bf16_store_", 128, 128, 6},           {"sm90_gemm_bf16_bf16_store_", 128, 256, 4},
+      {"sm90_gemm_bf16_bf16_store_", 256, 128, 4},           {"sm90_gemm_bf16_bf16_store_", 128, 64, 8},
+      {"sm90_gemm_bf16_bf16_store_", 64, 128, 8},            {"sm90_gemm_bf16_bf16_store_", 64, 256, 5},
+      {"sm90_gemm_e4m3_ptpc_bf16_store_", 128, 128, 6},      {"sm90_gemm_e4m3_ptpc_bf16_store_", 256, 128, 4},
+      {"sm90_gemm_e4m3_ptpc_bf16_store_", 128, 64, 8},       {"sm90_gemm_e4m3_ptpc_bf16_store_", 64, 128, 8},
+      {"sm90_gemm_e4m3_ptpc_bf16_store_", 64, 256, 5},       {"sm90_gemm_e4m3_ptpc_fp32_store_", 128, 128, 6},
+      {"sm90_gemm_e4m3_blockscale_bf16_store_", 128, 128, 6}, {"sm90_gemm_e4m3_blockscale_bf16_store_", 256, 128, 4},
+      {"sm90_gemm_e4m3_blockscale_mn_bf16_store_", 128, 128, 5},
+      {"sm90_gemm_e4m3_blockscale_mn_bf16_store_", 256, 128, 4},
+      {"sm90_gemm_e4m3_mxfp8_raw_bf16_store_", 128, 128, 6}, {"sm90_gemm_e4m3_mxfp8_packed_bf16_store_", 128, 128, 6},
+  };
+  int found = 0;
+  for (const Want& w : wants) {
+    const std::string name = std::string(w.stem) + std::to_string(w.block_m) + "x" + std::to_string(w.block_n) + "x" +
+                             (std::string(w.stem).find("_bf16_bf16_") != std::string::npos ? "64" : "128");
+    for (const auto& i : gemm::gemm_instances()) {
+      if (name != i.name) continue;
+      ++found;
+      EXPECT_EQ(i.stages, w.stages) << name << ": its ring depth changed; measure it before changing this table";
+    }
+  }
+  if (found == 0) GTEST_SKIP() << "none of the pinned instances is in this build (WEAVE_GEMM_KERNELS narrowed)";
+}
+
 TEST(GemmPlanInstances, PlanUsesBuiltKernelsAndGemvForDecode) {
   auto p = problem(8192, 7168, 2048, ScaleMode::kPtpc);
   if (gemm::gemm_tile_candidates(p).empty()) GTEST_SKIP() << "ptpc/bf16 instances not built";
