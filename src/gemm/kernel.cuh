@@ -213,28 +213,26 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     auto release = [&](uint32_t s) {
       if (lane == 0) ptx::mbarrier_arrive_release_cta(empty_bar(s));
     };
-    // A consumer that gives up (or sees the abort word) first retires what it has in flight -
-    // its wgmma groups (they write its registers), its tile-scale cp.asyncs and the reads of its
-    // TMA stores (they read its shared memory) - then leaves; C is then incomplete and the host
-    // raises the recorded timeout (weave::Gemm::check, the next run()).
-    auto wait_full = [&](uint32_t s, uint32_t phase) {
-      if (!hopper::mbarrier_wait_or_abort(full_bar(s), phase, hopper::WaitSite::kConsumerFull, s, a.timeout_record,
-                                          a.pipeline_timeout_ns, abort_word)) {
+    // Every consumer wait (a stage, the tile's scales) goes through here. A consumer that gives up
+    // (or sees the abort word) first retires what may still touch its registers or shared memory -
+    // its wgmma groups and the reads of its TMA stores; `cp.async.wait_all` is a no-op today (every
+    // scale copy is the producer's) - then leaves; C is then incomplete and the host raises the
+    // recorded timeout (weave::Gemm::check, the next run()).
+    auto wait_or_leave = [&](uint32_t bar, uint32_t parity, hopper::WaitSite site, uint32_t which) {
+      if (!hopper::mbarrier_wait_or_abort(bar, parity, site, which, a.timeout_record, a.pipeline_timeout_ns,
+                                          abort_word)) {
         ptx::wgmma_wait_group_sync_aligned<0>();
         ptx::cp_async_wait_all();
         ptx::cp_async_bulk_wait_group_read<0>();
         ptx::thread_exit();
       }
     };
+    auto wait_full = [&](uint32_t s, uint32_t phase) {
+      wait_or_leave(full_bar(s), phase, hopper::WaitSite::kConsumerFull, s);
+    };
     // The tile's scales (epilogue scale policies) have landed in buffer t % 2.
     [[maybe_unused]] auto wait_tile_scales = [&](uint32_t t) {
-      if (!hopper::mbarrier_wait_or_abort(tile_scale_full(t), (t >> 1) & 1u, hopper::WaitSite::kConsumerScalesFull,
-                                          t & 1u, a.timeout_record, a.pipeline_timeout_ns, abort_word)) {
-        ptx::wgmma_wait_group_sync_aligned<0>();
-        ptx::cp_async_wait_all();
-        ptx::cp_async_bulk_wait_group_read<0>();
-        ptx::thread_exit();
-      }
+      wait_or_leave(tile_scale_full(t), (t >> 1) & 1u, hopper::WaitSite::kConsumerScalesFull, t & 1u);
     };
     // The K step's 32 bytes are added to the descriptor's start-address field (address >> 4),
     // which cannot carry out of its 14 bits inside the 227 KB of shared memory: one descriptor

@@ -17,6 +17,7 @@
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
+#include "support/expect_error.hpp"
 #include "weave/gemm.hpp"
 #include "weave/quant.hpp"
 
@@ -194,6 +195,75 @@ void expect_bad_outs_refused_before_gpu_work(Op& op, int64_t m, const TensorView
   int64_t written = 0;
   for (uint8_t byte : h) written += byte != 0xFF;
   EXPECT_EQ(written, 0) << "a refused call wrote the window's output";
+}
+
+// A or B 2 bytes off a 16-byte boundary (the TMA maps need 16): run() names the operand and the
+// rule. `a_base` / `b_base` are the bases of bf16 A [256, 256] and B [256, 256] (views good_a,
+// good_b) on their device; m = 255 with the misaligned A, 256 with the misaligned B.
+template <class Op>
+void expect_misaligned_a_b_named(Op& op, void* a_base, void* b_base, const TensorView& good_a, const TensorView& good_b,
+                                 cudaStream_t st) {
+  char* a_off = static_cast<char*>(a_base) + 2;
+  char* b_off = static_cast<char*>(b_base) + 2;
+  const int dev = good_a.device;
+  std::string msg =
+      error_of([&] { op.run(255, TensorView::matrix(a_off, DType::kBF16, 255, 256, dev), good_b, {}, st); });
+  EXPECT_NE(msg.find("argument 'A': base address must be 16-byte aligned"), std::string::npos) << msg;
+  msg = error_of([&] { op.run(256, good_a, TensorView::matrix(b_off, DType::kBF16, 256, 256, dev), {}, st); });
+  EXPECT_NE(msg.find("argument 'B': base address must be 16-byte aligned"), std::string::npos) << msg;
+}
+
+// Graphs of a call with `out`: one per A variant v (0, 1), each capturing [A variant -> the live A,
+// op.run(m, live A, b, {}, out)], replayed in turn six times with out poisoned before each replay;
+// after each, check_out(out, 700 + v, m, "replay i"). host_a(seed) is this rank's bf16 A (m_max x k
+// elements) for that seed. Every rank calls it (the replays are in lockstep).
+template <class Op, class HostA, class CheckOut>
+void expect_out_graph_replays(comm::Group& g, Op& op, int64_t m, int64_t k, int64_t m_max, const TensorView& b,
+                              const CallerOut& out, HostA host_a, CheckOut check_out, int dev, cudaStream_t st,
+                              double bound) {
+  bench::DeviceBuffer a_live(m_max * k * 2);
+  std::vector<bench::DeviceBuffer> a_var;
+  std::vector<cudaGraphExec_t> execs;
+  for (int v = 0; v < 2; ++v) {
+    const std::vector<uint16_t> h = host_a(700 + v);
+    a_var.emplace_back(m_max * k * 2);
+    a_var.back().upload(h.data(), h.size() * 2);
+    cudaGraph_t graph;
+    WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    WEAVE_CHECK_CUDA(cudaMemcpyAsync(a_live.get(), a_var.back().get(), m * k * 2, cudaMemcpyDeviceToDevice, st));
+    op.run(m, TensorView::matrix(a_live.get(), DType::kBF16, m, k, dev), b, {}, out.view, st);
+    WEAVE_CHECK_CUDA(cudaStreamEndCapture(st, &graph));
+    cudaGraphExec_t exec;
+    WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
+    execs.push_back(exec);
+  }
+  for (int i = 0; i < 6; ++i) {
+    out.poison(st);
+    g.barrier();
+    WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[i % 2], st));
+    g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues")
+    comm::sync_stream_bounded(st, bound, "a replayed call with out");
+    op.check();
+    check_out(out, 700 + i % 2, m, "replay " + std::to_string(i));
+  }
+  for (cudaGraphExec_t e : execs) WEAVE_CHECK_CUDA(cudaGraphExecDestroy(e));
+}
+
+// Bad outs (expect_bad_outs_refused_before_gpu_work), then a good call with A = `a` (set from
+// `seed` by the caller) whose out passes check_out(out, seed, m, ...): every rank is still in step.
+template <class Op, class CheckOut>
+void expect_refused_outs_then_a_good_call(comm::Group& g, Op& op, int64_t m, const TensorView& a, const TensorView& b,
+                                          const CallerOut& out, const char* peer_window, int peer, uint64_t seed,
+                                          CheckOut check_out, cudaStream_t st, double bound) {
+  expect_bad_outs_refused_before_gpu_work(op, m, a, b, {}, out, peer_window, peer, st);
+  g.barrier();
+  out.poison(st);
+  op.run(m, a, b, {}, out.view, st);
+  comm::sync_stream_bounded(st, bound, "the call after the refused ones");
+  op.check();
+  check_out(out, seed, m, "after the refused calls");
+  g.barrier();
 }
 
 // The timeout error of rank `rank`'s first call, whose peer `peer` never made it (comm/device_error.cpp

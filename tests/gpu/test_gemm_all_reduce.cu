@@ -1104,48 +1104,18 @@ TEST(EmulatedGemmAllReduce, CallerOutputIsTheWindowViewCopiedAfterTheCall) {
       const bool graphs = mode != GemmAllReduceMode::kFusedCe && mode != GemmAllReduceMode::kFusedRs;
       const int64_t m = 300;
       const test::CallerOut out(DType::kBF16, m, n, n + 24, dev);
-      bench::DeviceBuffer a_live(m_max * k * 2);
-      std::vector<bench::DeviceBuffer> a_var;
-      std::vector<cudaGraphExec_t> execs;
-      for (int v = 0; v < 2 && graphs; ++v) {
-        const auto h = oh.host_a(700 + v, m);
-        a_var.emplace_back(m_max * k * 2);
-        a_var.back().upload(h.data(), h.size() * 2);
-        cudaGraph_t graph;
-        WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal));
-        WEAVE_CHECK_CUDA(cudaMemcpyAsync(a_live.get(), a_var.back().get(), m * k * 2, cudaMemcpyDeviceToDevice, st.s));
-        op->run(m, TensorView::matrix(a_live.get(), DType::kBF16, m, k, dev), oh.b_view(dev), {}, out.view, st.s);
-        WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
-        cudaGraphExec_t exec;
-        WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-        WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
-        execs.push_back(exec);
-      }
-      for (int i = 0; i < 6 && graphs; ++i) {
-        out.poison(st.s);
-        g.barrier();
-        WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[i % 2], st.s));
-        g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues")
-        comm::sync_stream_bounded(st.s, bound, "a replayed call with out");
-        op->check();
-        check_out(out, 700 + i % 2, m, "replay " + std::to_string(i));
-      }
-      for (cudaGraphExec_t e : execs) WEAVE_CHECK_CUDA(cudaGraphExecDestroy(e));
+      if (graphs)
+        test::expect_out_graph_replays(
+            g, *op, m, k, m_max, oh.b_view(dev), out, [&](uint64_t seed) { return oh.host_a(seed, m); }, check_out,
+            dev, st.s, bound);
       // Bad outs, then a good call: every rank is still in step.
       g.barrier();
       const int peer = 1 - r;
       const GemmAllReduce::Impl& im = GemmAllReduce::Impl::of(*op);
       const char* peer_out = im.rt->window().handle().base[peer] + im.layout.out;
       oh.set_a(41, m);
-      test::expect_bad_outs_refused_before_gpu_work(*op, m, oh.a_view(m, dev), oh.b_view(dev), {}, out, peer_out, peer,
-                                                    st.s);
-      g.barrier();
-      out.poison(st.s);
-      op->run(m, oh.a_view(m, dev), oh.b_view(dev), {}, out.view, st.s);
-      comm::sync_stream_bounded(st.s, bound, "the call after the refused ones");
-      op->check();
-      check_out(out, 41, m, "after the refused calls");
-      g.barrier();
+      test::expect_refused_outs_then_a_good_call(g, *op, m, oh.a_view(m, dev), oh.b_view(dev), out, peer_out, peer, 41,
+                                                 check_out, st.s, bound);
     });
   }
 }
@@ -1187,16 +1157,7 @@ TEST(EmulatedGemmAllReduce, BadInputsAreClearErrors) {
     msg = test::error_of(
         [&] { op->run(256, TensorView::matrix(oh.a.get(), DType::kE4M3, 256, 256, dev), oh.b_view(dev), {}, st.s); });
     EXPECT_NE(msg.find("'A'"), std::string::npos) << msg;
-    // A or B 2 bytes off a 16-byte boundary (the TMA maps need 16): the operand rules name it.
-    char* a_off = static_cast<char*>(oh.a.get()) + 2;
-    char* b_off = static_cast<char*>(oh.b.get()) + 2;
-    msg = test::error_of(
-        [&] { op->run(255, TensorView::matrix(a_off, DType::kBF16, 255, 256, dev), oh.b_view(dev), {}, st.s); });
-    EXPECT_NE(msg.find("argument 'A': base address must be 16-byte aligned"), std::string::npos) << msg;
-    msg = test::error_of([&] {
-      op->run(256, oh.a_view(256, dev), TensorView::matrix(b_off, DType::kBF16, 256, 256, dev), {}, st.s);
-    });
-    EXPECT_NE(msg.find("argument 'B': base address must be 16-byte aligned"), std::string::npos) << msg;
+    test::expect_misaligned_a_b_named(*op, oh.a.get(), oh.b.get(), oh.a_view(256, dev), oh.b_view(dev), st.s);
     msg = test::error_of([&] { op->output(257); });
     EXPECT_NE(msg.find("m must be"), std::string::npos) << msg;
   });
