@@ -5,7 +5,11 @@
 //
 //   strip    = 64 rows (one m64 wgmma slice) x 128 bytes of columns (64 bf16 or 32 fp32), stored
 //              with the 128B swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which makes
-//              the fragment writes conflict-free and is what the TMA box of `tma_c` expects.
+//              the fragment writes conflict-free and is what the TMA box of `tma_c` expects; or,
+//              where a warpgroup's columns are no whole number of 128-byte rows (bf16 output of
+//              a 160-wide tile), 64 rows x 64 bytes with the 64B swizzle (chunk c of row r at
+//              c ^ ((r / 2) % 4): the 8 rows of one stmatrix matrix still hit 8 distinct 16-byte
+//              bank groups). SmemLayout::kStripRowBytes says which (gemm/kernel_args.hpp).
 //   per warpgroup and tile: kStrips = slices x (BN x out bytes / 128) strips, through kBufs
 //              buffers (SmemLayout::kStripsPerWg and kEpiBufsPerWg, which chooses 1 or 2 or more).
 //
@@ -51,14 +55,20 @@ struct StagedEpilogue {
   using Out = typename Epilogue::OutType;
   using Params = typename Epilogue::Params;
   static constexpr int kOutBytes = static_cast<int>(sizeof(Out));
-  static constexpr int kColStrips = Tile::kWgCols * kOutBytes / 128;  // per warpgroup and m64 slice
-  static constexpr int kStripCols = 128 / kOutBytes;
+  static constexpr int kRowBytes = Layout::kStripRowBytes;                   // 128 or 64
+  static constexpr int kColStrips = Tile::kWgCols * kOutBytes / kRowBytes;  // per warpgroup and m64 slice
+  static constexpr int kStripCols = kRowBytes / kOutBytes;
   static constexpr int kStrips = Layout::kStripsPerWg;
   static constexpr int kStripBytes = Layout::kStripBytes;
   static constexpr int kBufs = Layout::kEpiBufsPerWg;
   static constexpr int kAcc = Tile::Mma::kAcc;
   static_assert(kBufs >= 1 && kBufs <= kStrips, "epilogue staging: 1 .. kStrips buffers per warpgroup");
-  static_assert(Tile::kWgCols * kOutBytes % 128 == 0, "a warpgroup's columns must fill whole 128-byte strips");
+  static_assert(kRowBytes == 128 || kRowBytes == 64, "staging strips are 128- or 64-byte rows (gemm/kernel_args.hpp)");
+  static_assert(Tile::kWgCols * kOutBytes % kRowBytes == 0, "a warpgroup's columns must fill whole strips");
+  // The fused operators' peer and staging maps are built with 128-byte boxes (make_epilogue_map's
+  // default): their epilogues run on tiles whose strips are 128 bytes.
+  static_assert(kRowBytes == 128 || !(Epilogue::kMultiDestination || Epilogue::kHasStoredHook),
+                "fused epilogues need 128-byte staging strips");
 
   // Only the hook's bookkeeping lives across the main loop (the fp8 kernels run at the register
   // limit there); everything else is recomputed from threadIdx in store(). Without a stored hook
@@ -93,17 +103,24 @@ struct StagedEpilogue {
     }
   }
 
+  // Byte offset in a strip of 16-byte chunk `chunk` of row `row`, swizzled as the TMA box expects.
+  __device__ __forceinline__ static uint32_t strip_offset(int row, int chunk) {
+    if constexpr (kRowBytes == 128) return static_cast<uint32_t>(row * 128 + ((chunk ^ (row & 7)) << 4));
+    else return static_cast<uint32_t>(row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4));
+  }
+
   // Writes strip (slice j, column strip cs) of acc into the buffer at `buf`.
   __device__ __forceinline__ static void write_strip(const float (&acc)[kAcc], int cs, uint32_t buf) {
     const int warp = static_cast<int>(threadIdx.x % 128) / 32, lane = static_cast<int>(threadIdx.x % 32);
     if constexpr (kOutBytes == 2) {
       // stmatrix x4 over n8 chunks (i, i+1): matrices {rows 0-7, 8-15} x {chunk i, i+1} of this
-      // warp's 16-row band; lane l addresses row l % 8 of matrix l / 8.
+      // warp's 16-row band; lane l addresses row l % 8 of matrix l / 8. An n8 chunk is 16 bytes.
+      constexpr int kChunks = kRowBytes / 16;
       const int mat = lane / 8;
       const int row = warp * 16 + (mat & 1) * 8 + (lane & 7);
 #pragma unroll
-      for (int c2 = 0; c2 < 4; ++c2) {
-        const int i = cs * 8 + 2 * c2;
+      for (int c2 = 0; c2 < kChunks / 2; ++c2) {
+        const int i = cs * kChunks + 2 * c2;
         auto pack = [&](float lo, float hi) {
           const __nv_bfloat162 h = __float22bfloat162_rn(make_float2(lo, hi));
           return *reinterpret_cast<const uint32_t*>(&h);
@@ -113,19 +130,20 @@ struct StagedEpilogue {
         const uint32_t r2 = pack(acc[4 * i + 4], acc[4 * i + 5]);
         const uint32_t r3 = pack(acc[4 * i + 6], acc[4 * i + 7]);
         const int chunk = 2 * c2 + (mat >> 1);
-        ptx::stmatrix_sync_aligned_m8n8_x4_shared_b16(buf + row * 128 + ((chunk ^ (row & 7)) << 4), r0, r1, r2, r3);
+        ptx::stmatrix_sync_aligned_m8n8_x4_shared_b16(buf + strip_offset(row, chunk), r0, r1, r2, r3);
       }
     } else {
       // fp32: each n8 chunk is 32 bytes of a row; lane l writes columns 2(l%4), +1 (8 bytes).
+      constexpr int kChunks = kRowBytes / 32;
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int i = cs * 4 + c;
+      for (int c = 0; c < kChunks; ++c) {
+        const int i = cs * kChunks + c;
         const int chunk = 2 * c + ((lane & 3) >> 1);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = warp * 16 + lane / 4 + h * 8;
-          ptx::st_shared_v2_f32(buf + row * 128 + ((chunk ^ (row & 7)) << 4) + ((lane & 1) << 3),
-                                acc[4 * i + 2 * h], acc[4 * i + 2 * h + 1]);
+          ptx::st_shared_v2_f32(buf + strip_offset(row, chunk) + ((lane & 1) << 3), acc[4 * i + 2 * h],
+                                acc[4 * i + 2 * h + 1]);
         }
       }
     }

@@ -15,12 +15,15 @@ set(WEAVE_GEMM_INSTANCE_SPECS
   "bf16 bf16 128x128" "bf16 bf16 128x256" "bf16 bf16 256x128"
   "bf16 fp32 128x128" "bf16 fp32 128x256" "bf16 fp32 256x128"
   "ptpc bf16 128x128" "ptpc bf16 256x128" "ptpc fp32 128x128" "ptpc fp32 256x128"
+  # 160 columns (bf16): where 128 and 256 quantise the waves badly (the planner's wave rule).
+  "bf16 bf16 128x160" "bf16 fp32 128x160"
   # Narrow tiles for small M / N (the planner's wave rule takes them where 128-wide tiles idle SMs).
   "bf16 bf16 128x64" "bf16 fp32 128x64" "ptpc bf16 128x64" "ptpc fp32 128x64"
   # 64-row tiles for small M (the planner offers them at M <= 128; the two consumer warpgroups split
   # the columns: TileShape::kSplitN).
   "bf16 bf16 64x128" "bf16 fp32 64x128" "ptpc bf16 64x128" "ptpc fp32 64x128"
   "bf16 bf16 64x256" "bf16 fp32 64x256" "ptpc bf16 64x256" "ptpc fp32 64x256"
+  "bf16 bf16 64x64" "bf16 fp32 64x64"
   "blockscale bf16 128x128" "blockscale bf16 256x128" "blockscale fp32 128x128" "blockscale fp32 256x128"
   "blockscale_mn bf16 128x128" "blockscale_mn bf16 256x128" "blockscale_mn fp32 128x128" "blockscale_mn fp32 256x128"
   "mxfp8_raw bf16 128x128" "mxfp8_raw fp32 128x128" "mxfp8_packed bf16 128x128" "mxfp8_packed fp32 128x128"

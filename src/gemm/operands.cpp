@@ -13,9 +13,12 @@ namespace weave::gemm {
 
 // The epilogue's TMA-store map over `planes` stacked [m, n] outputs of `dtype` (gemm/kernel_args.hpp).
 CUtensorMap make_epilogue_map(const char* what, void* base, DType dtype, int64_t planes, int64_t m, int64_t n,
-                              int64_t ld) {
+                              int64_t ld, int box_bytes) {
+  WEAVE_EXPECT(box_bytes == 128 || box_bytes == 64, Status::kInternal,
+               "epilogue map '" << what << "': box rows are 128 or 64 bytes (got " << box_bytes << ")");
   return hopper::make_tma_3d_planes(what, base, dtype, planes, m, n, ld, m * ld, kEpilogueBoxRows,
-                                    static_cast<int>(128 / dtype_bytes(dtype)), hopper::TmaSwizzle::k128B);
+                                    box_bytes / static_cast<int>(dtype_bytes(dtype)),
+                                    box_bytes == 128 ? hopper::TmaSwizzle::k128B : hopper::TmaSwizzle::k64B);
 }
 
 DType gemm_input_dtype(ScaleMode mode) { return mode == ScaleMode::kBF16 ? DType::kBF16 : DType::kE4M3; }

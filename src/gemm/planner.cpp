@@ -4,8 +4,9 @@
 // with the least modelled time
 //     waves x tile area / efficiency,   waves = ceil(tiles / num_sms)
 // (the persistent CTAs run the tiles in waves; a last, partly filled wave costs a whole one).
-// efficiency is 1 for 128x128, kSmallTileEfficiency* for 128x64, kHalfRowTileEfficiency* for the
-// 64-row tiles (64x128, 64x256: the consumer warpgroups split the columns) and kLargeTileEfficiency for the
+// efficiency is 1 for 128x128, kSmallTileEfficiency* for 128x64, kHalfRow*TileEfficiency* for the
+// 64-row tiles (64x64, 64x128, 64x256: the consumer warpgroups split the columns),
+// kMediumTileEfficiencyBf16 for bf16's 128x160 and kLargeTileEfficiency for the
 // 32K-element tiles (128x256, 256x128): measured on the H200 with every tile forced (tests/gpu GemmPerf), a
 // 256x128 blockscale tile does 1.19-1.30x the work per unit time of 128x128, a bf16 large tile 1.00-1.03x,
 // a ptpc one with bf16 output about the same as 128x128 (0.98: ties go to 128x128).
@@ -45,6 +46,11 @@ static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr double kLargeTileEfficiencyBlockscale = 1.2;
 constexpr double kLargeTileEfficiencyPtpcBf16Out = 0.98;
 constexpr double kLargeTileEfficiencyBf16 = 1.02;
+// bf16's 128x160 tile (built for the N where 128 and 256 quantise the waves badly, e.g. 1024 x
+// 5120: 256 tiles in 1.94 waves instead of 320 in 2.42): measured (GemmPerf, GEMM v2 step 7) at
+// 0.93-0.97 of 128x128's work rate over the 12 issue shapes and 3 more; 0.95 takes it at 1024 x
+// 5120 x 2048 (34.3 us against 39.2 for 128x128) and nowhere it ran slower than the tile chosen.
+constexpr double kMediumTileEfficiencyBf16 = 0.95;
 // The same for the narrow 128x64 tile, measured on the H200 with every tile forced (GemmPerf,
 // docs/perf/gemm.md): where both fit in one wave, ptpc's 128x64 ran 1.03-1.23x faster than 128x128
 // with twice the tiles (efficiency 0.56-0.62 per tile), so fp8 takes it where it doubles the SMs
@@ -62,6 +68,11 @@ constexpr double kSmallTileEfficiencyBf16 = 0.5;
 constexpr double kHalfRowTileEfficiencyBf16 = 0.6;
 constexpr double kHalfRowTileEfficiencyFp8 = 0.58;
 constexpr double kHalfRowWideTileEfficiency = 0.5;
+// bf16's 64x64 tile (each consumer warpgroup 64 x 32; GemmPerf, GEMM v2 step 7): where it and
+// 64x128 both fill one wave it ran 2-6% faster with twice the tiles (64x8192x1280 8.6 against 8.8
+// us, 64x2048x8192 14.6 / 15.5, 48x4096x4096 14.2 / 14.7): 0.31-0.32 of 128x128's work rate per
+// area. Counted at 0.31, so it wins those ties narrowly and loses wherever it needs one more wave.
+constexpr double kHalfRowNarrowTileEfficiencyBf16 = 0.31;
 // The largest M the planner gives a 64-row tile: the sweep measured M <= 128 (a forced tile runs at
 // any M).
 constexpr int64_t kHalfRowTileMaxM = 128;
@@ -164,7 +175,10 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
     auto waves_of = [&](const TileCandidate& c) { return ceil_div(tiles_of(c), num_sms); };
     auto cost_of = [&](const TileCandidate& c) {
       const double area = static_cast<double>(c.block_m) * c.block_n;
-      const double eff = c.block_m == 64 ? (c.block_n <= 128 ? half_row_eff : kHalfRowWideTileEfficiency)
+      const double eff = c.block_m == 64 ? (c.block_n == 64    ? kHalfRowNarrowTileEfficiencyBf16
+                                            : c.block_n <= 128 ? half_row_eff
+                                                               : kHalfRowWideTileEfficiency)
+                         : c.block_n == 160 ? kMediumTileEfficiencyBf16
                          : area > 128.0 * 128.0 ? large_eff
                          : area < 128.0 * 128.0 ? small_eff
                                                 : 1.0;

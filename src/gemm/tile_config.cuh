@@ -20,6 +20,13 @@ struct InE4m3 {
 template <class In, int N>
 struct Wgmma;
 template <>
+struct Wgmma<InBf16, 32> {
+  static constexpr int kAcc = 16;
+  __device__ __forceinline__ static void mma(float (&d)[16], uint64_t a, uint64_t b, uint32_t acc) {
+    ptx::wgmma_mma_async_sync_aligned_m64n32k16_f32_bf16_bf16(d, a, b, acc);
+  }
+};
+template <>
 struct Wgmma<InBf16, 64> {
   static constexpr int kAcc = 32;
   __device__ __forceinline__ static void mma(float (&d)[32], uint64_t a, uint64_t b, uint32_t acc) {
@@ -31,6 +38,13 @@ struct Wgmma<InBf16, 128> {
   static constexpr int kAcc = 64;
   __device__ __forceinline__ static void mma(float (&d)[64], uint64_t a, uint64_t b, uint32_t acc) {
     ptx::wgmma_mma_async_sync_aligned_m64n128k16_f32_bf16_bf16(d, a, b, acc);
+  }
+};
+template <>
+struct Wgmma<InBf16, 160> {
+  static constexpr int kAcc = 80;
+  __device__ __forceinline__ static void mma(float (&d)[80], uint64_t a, uint64_t b, uint32_t acc) {
+    ptx::wgmma_mma_async_sync_aligned_m64n160k16_f32_bf16_bf16(d, a, b, acc);
   }
 };
 template <>
@@ -91,8 +105,15 @@ struct TileShape {
   static_assert(BM == 64 || BM == 128 || BM == 256, "tile rows: 64, 128 or 256");
   // 64: narrow tiles for small M and N, where 128-wide tiles leave SMs idle (bf16 and ptpc only:
   // blockscale and mxfp8 tiles hold whole 128- / 32-row B scale blocks per 128 columns).
-  static_assert(BN == 64 || BN == 128 || BN == 256, "tile columns: 64, 128 or 256");
-  static_assert(!kSplitN || BN >= 128, "64-row tiles: each consumer warpgroup takes >= 64 columns");
+  // 160 (bf16, 128 rows): for N where 128 and 256 quantise the waves badly (1024 x 5120: 256 tiles
+  // of 128x160 in 1.94 waves instead of 320 of 128x128 in 2.42); its bf16 output rows are 320 bytes,
+  // stored as five 64-byte strips (epilogue_box_bytes).
+  static_assert(BN == 64 || BN == 128 || BN == 256 || (BN == 160 && BM == 128),
+                "tile columns: 64, 128 or 256 (160 with 128 rows)");
+  // 64x64 (bf16): each consumer warpgroup takes 32 columns, for M <= 64 where 64x128 tiles leave
+  // half the SMs idle (64 x 8192: 128 tiles instead of 64); its bf16 rows are 64-byte strips.
+  static_assert(!kSplitN || BN >= 128 || (BN == 64 && In::kBytes == 2),
+                "64-row tiles: each consumer warpgroup takes >= 64 columns (32 for bf16 64x64)");
   using Mma = Wgmma<In, kWgCols>;  // one m64 x (the warpgroup's columns) instruction
 };
 
@@ -109,7 +130,7 @@ constexpr int preferred_stages() {
 
 // Shared memory, in this order: A tiles [stages], B tiles [stages] (each 1024-byte aligned for
 // the 128B swizzle), the epilogue's staging strips [2 consumer warpgroups][kEpiBufsPerWg] of
-// 64 rows x 128 bytes (gemm/epilogue_staged.cuh; 1024-aligned as they follow whole tiles), per-stage
+// 64 rows x 128 (or 64) bytes (gemm/epilogue_staged.cuh; 1024-aligned as they follow whole tiles), per-stage
 // scales (main-loop scale policies), per-tile scales (epilogue scale policies, double-buffered),
 // then the full/empty mbarriers of the stages, the full/empty mbarriers of the two tile-scale
 // buffers (epilogue scale policies), a fused epilogue's call words and the abort word.
@@ -123,10 +144,12 @@ constexpr int preferred_stages() {
 // its 4th stage, and mxfp8 at 5 stages ran 2-3% slower than before at long K.)
 template <class Tile, class Scale, int kOutBytes>
 struct SmemLayout {
-  // One staging strip: a TMA-store box of kEpilogueBoxRows rows x 128 bytes; per consumer
-  // warpgroup and tile, its m64 slices x (BN x out bytes / 128) strips.
-  static constexpr int kStripBytes = kEpilogueBoxRows * 128;
-  static constexpr int kStripsPerWg = Tile::kSlices * (Tile::kWgCols * kOutBytes / 128);
+  // One staging strip: a TMA-store box of kEpilogueBoxRows rows x kStripRowBytes (128, or 64 where
+  // the warpgroup's columns are no whole number of 128-byte rows); per consumer warpgroup and tile,
+  // its m64 slices x (its columns x out bytes / kStripRowBytes) strips.
+  static constexpr int kStripRowBytes = epilogue_box_bytes(Tile::kWgCols, kOutBytes);
+  static constexpr int kStripBytes = kEpilogueBoxRows * kStripRowBytes;
+  static constexpr int kStripsPerWg = Tile::kSlices * (Tile::kWgCols * kOutBytes / kStripRowBytes);
   static constexpr int kPreferredStages = preferred_stages<Scale>();
   static constexpr int kStageScaleBytes = Scale::template stage_bytes<Tile>();
   static constexpr int kTileScaleBytes = Scale::template tile_bytes<Tile>();

@@ -33,9 +33,11 @@ static int64_t check_tma_matrix(const char* what, const void* base, int64_t elem
                                 << elem << " bytes) to be a multiple of 16 bytes");
   WEAVE_EXPECT_ARG(box_rows >= 1 && box_rows <= 256 && box_cols >= 1 && box_cols <= 256,
                    "internal: TMA box [" << box_rows << ", " << box_cols << "] outside 1..256");
-  if (swizzle == TmaSwizzle::k128B)
-    WEAVE_EXPECT_ARG(box_cols * elem <= 128, "internal: a 128B-swizzled TMA box row must be <= 128 bytes (got "
-                                                 << box_cols * elem << ")");
+  if (swizzle != TmaSwizzle::kNone) {
+    const int64_t span = swizzle == TmaSwizzle::k128B ? 128 : 64;
+    WEAVE_EXPECT_ARG(box_cols * elem <= span, "internal: a " << span << "B-swizzled TMA box row must be <= " << span
+                                                             << " bytes (got " << box_cols * elem << ")");
+  }
   return rows == 1 ? ((cols * elem + 15) / 16) * 16 : ld * elem;
 }
 
@@ -46,7 +48,9 @@ static CUtensorMap encode_tiled(DType dtype, int rank, const void* base, const c
   auto encode = driver_fn<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled", 12000);
   WEAVE_CHECK_CU(encode(&map, tma_dtype(dtype), static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims,
                         strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                        swizzle == TmaSwizzle::k128B ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                        swizzle == TmaSwizzle::k128B  ? CU_TENSOR_MAP_SWIZZLE_128B
+                        : swizzle == TmaSwizzle::k64B ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                      : CU_TENSOR_MAP_SWIZZLE_NONE,
                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   return map;
 }

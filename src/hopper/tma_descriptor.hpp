@@ -9,11 +9,11 @@
 
 namespace weave::hopper {
 
-enum class TmaSwizzle { kNone, k128B };
+enum class TmaSwizzle { kNone, k64B, k128B };
 
 // A 2-D row-major tensor [rows, cols] with leading dimension `ld` (elements), loaded in boxes of
 // [box_rows, box_cols]. Checks the TMA rules (16-byte aligned base and row pitch, box sizes
-// 1..256, swizzled box rows of at most 128 bytes) and throws weave::Error naming `what` and the
+// 1..256, swizzled box rows of at most the swizzle's span: 64 or 128 bytes) and throws weave::Error naming `what` and the
 // rule; CUDA_ERROR_* from the driver is thrown as kDriverError. Out-of-bounds box parts read zeros.
 CUtensorMap make_tma_2d(const char* what, const void* base, DType dtype, int64_t rows, int64_t cols,
                         int64_t ld, int box_rows, int box_cols, TmaSwizzle swizzle);

@@ -270,6 +270,8 @@ TEST(GemmPlanInstances, StageCountsAreTheMeasuredOnes) {
       {"sm90_gemm_e4m3_blockscale_mn_bf16_store_", 128, 128, 5},
       {"sm90_gemm_e4m3_blockscale_mn_bf16_store_", 256, 128, 4},
       {"sm90_gemm_e4m3_mxfp8_raw_bf16_store_", 128, 128, 6}, {"sm90_gemm_e4m3_mxfp8_packed_bf16_store_", 128, 128, 6},
+      {"sm90_gemm_bf16_bf16_store_", 128, 160, 6},           {"sm90_gemm_bf16_fp32_store_", 128, 160, 5},
+      {"sm90_gemm_bf16_bf16_store_", 64, 64, 8},
   };
   int found = 0;
   for (const Want& w : wants) {
@@ -596,30 +598,55 @@ TEST(GemmPlanMxRoute, BothLayoutsTakeOneRouteWhereTheBitwiseTestRuns) {
 
 // The 64-row tiles (the consumer warpgroups split the columns), against the sweep behind them
 // (docs/perf/gemm.md step 5, GemmPerf with every tile forced, us): bf16 takes 64x128 where M <= 128
-// puts 128-row tiles and 128x64 in the same wave (64x8192x1280: 9.4 against 10.9 / 11.9;
-// 96x7168x2048: 12.2 against 15.0 / 14.3; 128x8192x1280: 9.5 against 10.7 / 9.4), never where it
-// costs a wave (1024x5120x2048); ptpc keeps 128x64 at M = 64 (the two within -8%..+9% there).
+// puts 128-row tiles and 128x64 in the same wave (96x7168x2048: 12.2 against 15.0 / 14.3;
+// 128x8192x1280: 9.5 against 10.7 / 9.4), never where it costs a wave (1024x5120x2048); ptpc keeps
+// 128x64 at M = 64 (the two within -8%..+9% there). Step 7: bf16's 64x64 where it and 64x128 both
+// fill one wave (64x8192x1280: 8.6 against 8.8; 64x2048x8192: 14.6 / 15.5; 48x4096x4096: 14.2 /
+// 14.7), not where it takes a second wave (96x7168x2048: 16.7 against 11.7; 128x8192x1280: 11.9 /
+// 8.9).
 TEST(GemmPlanTiles, SixtyFourRowTilesWhereMeasuredFaster) {
-  const auto has_64_rows = [](ScaleMode mode) {
+  const auto built = [](ScaleMode mode, int bm, int bn) {
     for (const auto& c : gemm::gemm_tile_candidates(problem(64, 8192, 1280, mode)))
-      if (c.block_m == 64 && c.block_n == 128) return true;
+      if (c.block_m == bm && c.block_n == bn) return true;
     return false;
   };
-  if (!has_64_rows(ScaleMode::kBF16) || !has_64_rows(ScaleMode::kPtpc))
-    GTEST_SKIP() << "narrowed build: the 64x128 tiles are not built";
+  if (!built(ScaleMode::kBF16, 64, 128) || !built(ScaleMode::kPtpc, 64, 128) || !built(ScaleMode::kBF16, 64, 64))
+    GTEST_SKIP() << "narrowed build: the 64-row tiles are not built";
   struct Row {
     int64_t m, n, k;
     ScaleMode mode;
     int bm, bn;
   };
-  const Row rows[] = {{64, 8192, 1280, ScaleMode::kBF16, 64, 128},   {48, 8192, 1280, ScaleMode::kBF16, 64, 128},
-                      {96, 7168, 2048, ScaleMode::kBF16, 64, 128},   {128, 8192, 1280, ScaleMode::kBF16, 64, 128},
-                      {1024, 5120, 2048, ScaleMode::kBF16, 128, 128}, {64, 8192, 1280, ScaleMode::kPtpc, 128, 64},
-                      {96, 7168, 2048, ScaleMode::kPtpc, 128, 64}};
+  const Row rows[] = {{64, 8192, 1280, ScaleMode::kBF16, 64, 64},   {48, 4096, 4096, ScaleMode::kBF16, 64, 64},
+                      {64, 2048, 8192, ScaleMode::kBF16, 64, 64},   {96, 7168, 2048, ScaleMode::kBF16, 64, 128},
+                      {128, 8192, 1280, ScaleMode::kBF16, 64, 128}, {64, 28672, 4096, ScaleMode::kBF16, 64, 128},
+                      {64, 8192, 1280, ScaleMode::kPtpc, 128, 64},  {96, 7168, 2048, ScaleMode::kPtpc, 128, 64}};
   for (const Row& r : rows) {
     const GemmPlan plan = gemm_plan(problem(r.m, r.n, r.k, r.mode), 132);
     EXPECT_EQ(plan.block_m * 1000 + plan.block_n, r.bm * 1000 + r.bn)
         << r.m << "x" << r.n << "x" << r.k << " " << to_string(r.mode) << ": " << plan.reason;
+  }
+}
+
+// bf16's 128x160 tile (GEMM v2 step 7, GemmPerf with every tile forced, us): taken where it saves
+// a wave that 128x128 and 128x256 lose (1024x5120x2048: 34.3 against 39.2 / 50.9), not where it
+// saves too little to pay its lower work rate (0.93-0.97 of 128x128's; 2048x5120x2048: 66.2 for
+// 128x128 against 68.3) nor at the large shapes (8192x7168x2048: 128x256, 378.9 against 383.0).
+TEST(GemmPlanTiles, Bf16Tile160WhereItSavesAWave) {
+  bool built = false;
+  for (const auto& c : gemm::gemm_tile_candidates(problem(1024, 5120, 2048, ScaleMode::kBF16)))
+    built = built || (c.block_m == 128 && c.block_n == 160);
+  if (!built) GTEST_SKIP() << "narrowed build: bf16 128x160 is not built";
+  struct Row {
+    int64_t m, n, k;
+    int bm, bn;
+  };
+  const Row rows[] = {{1024, 5120, 2048, 128, 160}, {2048, 5120, 2048, 128, 128}, {8192, 7168, 2048, 128, 256},
+                      {16384, 7168, 2048, 128, 256}, {8192, 8192, 8192, 128, 256}, {2048, 1024, 5120, 128, 128}};
+  for (const Row& r : rows) {
+    const GemmPlan plan = gemm_plan(problem(r.m, r.n, r.k, ScaleMode::kBF16), 132);
+    EXPECT_EQ(plan.block_m * 1000 + plan.block_n, r.bm * 1000 + r.bn)
+        << r.m << "x" << r.n << "x" << r.k << " bf16: " << plan.reason;
   }
 }
 
