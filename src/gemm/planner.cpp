@@ -48,9 +48,11 @@ constexpr double kLargeTileEfficiencyPtpcBf16Out = 0.98;
 constexpr double kLargeTileEfficiencyBf16 = 1.02;
 // bf16's 128x160 tile (built for the N where 128 and 256 quantise the waves badly, e.g. 1024 x
 // 5120: 256 tiles in 1.94 waves instead of 320 in 2.42): measured (GemmPerf, GEMM v2 step 7) at
-// 0.93-0.97 of 128x128's work rate over the 12 issue shapes and 3 more; 0.95 takes it at 1024 x
-// 5120 x 2048 (34.3 us against 39.2 for 128x128) and nowhere it ran slower than the tile chosen.
-constexpr double kMediumTileEfficiencyBf16 = 0.95;
+// 0.88-0.97 of 128x128's work rate over the 12 issue shapes and 3 more (1.0 at 3072x5120x4096);
+// 0.96 takes it at 1024x5120x2048 (34.3 us against 39.2 for 128x128) and 3072x5120x4096 (201.0
+// against 208.7 for 128x256), not at 2048x5120x2048 (68.3 against 66.2 for 128x128) nor at the
+// large shapes, where 128x256 keeps the same waves.
+constexpr double kMediumTileEfficiencyBf16 = 0.96;
 // The same for the narrow 128x64 tile, measured on the H200 with every tile forced (GemmPerf,
 // docs/perf/gemm.md): where both fit in one wave, ptpc's 128x64 ran 1.03-1.23x faster than 128x128
 // with twice the tiles (efficiency 0.56-0.62 per tile), so fp8 takes it where it doubles the SMs
