@@ -7,11 +7,13 @@
 //              with the 128B swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which makes
 //              the fragment writes conflict-free and is what the TMA box of `tma_c` expects; or,
 //              where a warpgroup's columns are no whole number of 128-byte rows (bf16 output of
-//              a 160-wide tile), 64 rows x 64 bytes with the 64B swizzle (chunk c of row r at
-//              c ^ ((r / 2) % 4): the 8 rows of one stmatrix matrix still hit 8 distinct 16-byte
-//              bank groups). SmemLayout::kStripRowBytes says which (gemm/kernel_args.hpp).
-//   per warpgroup and tile: kStrips = slices x (BN x out bytes / 128) strips, through kBufs
-//              buffers (SmemLayout::kStripsPerWg and kEpiBufsPerWg, which chooses 1 or 2 or more).
+//              a 160-wide tile: 320 bytes; of a 64x64 tile's 32-column warpgroup: 64), 64 rows x
+//              64 bytes with the 64B swizzle (chunk c of row r at c ^ ((r / 2) % 4): the 8 rows of
+//              one stmatrix matrix still hit 8 distinct 16-byte bank groups).
+//              SmemLayout::kStripRowBytes says which (gemm/kernel_args.hpp).
+//   per warpgroup and tile: kStrips = slices x (its columns x out bytes / strip row bytes)
+//              strips, through kBufs buffers (SmemLayout::kStripsPerWg and kEpiBufsPerWg, which
+//              chooses 1 or 2 or more).
 //
 // Per strip q of a warpgroup (docs/memory_ordering.md "tile-stage"):
 //   q == 0:      leader: retire the previous tile (wait_group.read 0, or with a stored hook

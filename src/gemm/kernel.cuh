@@ -143,6 +143,16 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     ptx::setmaxnreg_dec_sync_aligned_u32<kProducerRegisters>();
     if (warp == 0) {
       hopper::PipelineState<kStages> ps;
+      // Every producer wait (a stage's empty barrier, a tile-scale buffer's) goes through here. On
+      // abort nothing of this role is pending but its scale copies (they read global memory and
+      // land whatever the consumers do); it lets them land, then leaves.
+      auto wait_or_leave = [&](uint32_t bar, uint32_t parity, hopper::WaitSite site, uint32_t which) {
+        if (!hopper::mbarrier_wait_or_abort(bar, parity, site, which, a.timeout_record, a.pipeline_timeout_ns,
+                                            abort_word)) {
+          ptx::cp_async_wait_all();
+          ptx::thread_exit();
+        }
+      };
       uint32_t tile_iter = 0;
       for (int item = blockIdx.x; item < num_items; item += gridDim.x, ++tile_iter) {
         int tile, split, kb_begin, kb_end, m_blk, n_blk;
@@ -153,24 +163,13 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           // The tile's scales, into buffer tile_iter % 2 once both warpgroups' epilogues of tile
           // tile_iter - 2 have read it (first use of each buffer: parity 1 passes at once).
           const uint32_t lap = (tile_iter >> 1) & 1u;
-          if (!hopper::mbarrier_wait_or_abort(tile_scale_empty(tile_iter), lap ^ 1u,
-                                              hopper::WaitSite::kProducerScalesEmpty, tile_iter & 1u,
-                                              a.timeout_record, a.pipeline_timeout_ns, abort_word)) {
-            ptx::cp_async_wait_all();
-            ptx::thread_exit();
-          }
+          wait_or_leave(tile_scale_empty(tile_iter), lap ^ 1u, hopper::WaitSite::kProducerScalesEmpty, tile_iter & 1u);
           Scale::template producer_copy_tile<Tile>(a, tile_scale_buf(tile_iter), tile_scale_full(tile_iter), m0, n0,
                                                    lane);
         }
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           // First lap: parity 1 refers to the phase "before" the barrier's first, already complete.
-          if (!hopper::mbarrier_wait_or_abort(empty_bar(ps.stage), ps.phase ^ 1u, hopper::WaitSite::kProducerEmpty,
-                                              ps.stage, a.timeout_record, a.pipeline_timeout_ns, abort_word)) {
-            // Aborted: nothing of this role is pending but its scale copies (they read global
-            // memory and land whatever the consumers do); let them land, then leave.
-            ptx::cp_async_wait_all();
-            ptx::thread_exit();
-          }
+          wait_or_leave(empty_bar(ps.stage), ps.phase ^ 1u, hopper::WaitSite::kProducerEmpty, ps.stage);
           const uint32_t full = full_bar(ps.stage);
           if (kb == a.debug_stall_k_block && item == static_cast<int>(blockIdx.x)) {
             ps.advance();  // debug: this stage is never loaded (MainloopArgs::debug_stall_k_block)
