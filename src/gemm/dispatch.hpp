@@ -30,6 +30,9 @@ struct GemmKernelEntry {
   int stages = 0;
   int threads = 0;
   int smem_bytes = 0;
+  // Row bytes of its TMA-store boxes (SmemLayout::kStripRowBytes, 128 or 64): the output map
+  // (make_epilogue_map's box_bytes) must be built with exactly this width.
+  int epi_box_bytes = 128;
   // Raises the kernel's dynamic shared-memory limit on the current device (host call, no GPU work;
   // done once per op construction, never in run()).
   void (*prepare)() = nullptr;

@@ -100,10 +100,8 @@ void prepare_on(const gemm::GemmInstance& instance, int device) {
   if (current != device) WEAVE_CHECK_CUDA(cudaSetDevice(current));
 }
 
-// The row bytes of the planned instance's TMA-store boxes (gemm/kernel_args.hpp).
-int box_bytes(const GemmPlan& plan, DType out) {
-  return gemm::epilogue_box_bytes_of_tile(plan.block_m, plan.block_n, static_cast<int>(dtype_bytes(out)));
-}
+// The row bytes of the planned instance's TMA-store boxes (its SmemLayout's strip width).
+int box_bytes(const GemmPlan& plan) { return instance_named(plan.kernel)->epi_box_bytes; }
 
 }  // namespace
 
@@ -146,14 +144,14 @@ static void fill_args(const GemmProblem& p, const GemmPlan& plan, const gemm::Ma
     out.native_args.main = gemm::make_mainloop_args(p, out.native_plan, a, b, s, debug);
     out.native_args.main.run_if_flag = flag;
     out.native_args.epi.tma_c =
-        gemm::make_epilogue_map("C", c.data, p.out_dtype, 1, p.m, p.n, c.ld(), box_bytes(out.native_plan, p.out_dtype));
+        gemm::make_epilogue_map("C", c.data, p.out_dtype, 1, p.m, p.n, c.ld(), box_bytes(out.native_plan));
   } else {
     out.args.main = gemm::make_mainloop_args(p, plan, a, b, s, debug);
   }
   // With split-K the kernel stores fp32 partials into the workspace (set_workspace builds that
   // map); C is then written by the reduction only.
   if (plan.split_k <= 1)
-    out.args.epi.tma_c = gemm::make_epilogue_map("C", c.data, p.out_dtype, 1, p.m, p.n, c.ld(), box_bytes(plan, p.out_dtype));
+    out.args.epi.tma_c = gemm::make_epilogue_map("C", c.data, p.out_dtype, 1, p.m, p.n, c.ld(), box_bytes(plan));
 }
 
 Gemm::Gemm(const GemmProblem& problem, TensorView a, TensorView b, GemmScales scales, TensorView c,
@@ -237,7 +235,7 @@ void Gemm::set_workspace(void* workspace, std::size_t bytes) {
   if (!im.plan.gemv && im.plan.split_k > 1) {
     im.split_epi.tma_c = gemm::make_epilogue_map("workspace", base + lay.partials, DType::kF32, im.plan.split_k,
                                                  im.problem.m, im.problem.n, im.problem.n,
-                                                 box_bytes(im.plan, DType::kF32));
+                                                 box_bytes(im.plan));
   }
   if (im.plan.mx_dequant) {
     const auto& p = im.problem;

@@ -450,8 +450,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         // fresh set `blk`, which is then added into the fp32 sums, times the block's scales for
         // blockscale (ptpc applies its per-row/col scales in the epilogue). Per stage s:
         //
-        //   wait full[s]; (read the block's scales)
-        //   per slice j: issue 4 wgmma -> blk; wait_group 0; (last slice: release s); acc[j] += blk * scale
+        //   wait full[s]
+        //   per slice j: issue 4 wgmma -> blk; (j = 0: read the block's scales); wait_group 0;
+        //                (last slice: release s); acc[j] += blk * scale
         //
         // This warpgroup waits for its own wgmmas and then promotes; meanwhile the other consumer
         // warpgroup's wgmmas keep the tensor cores busy (the two run half a stage apart). One set
@@ -465,17 +466,12 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           const uint32_t s = ps.stage;
           if (!drop_wait) wait_full(s, ps.phase);
+          // The block's scales are read once the first slice's wgmmas are issued, and multiplied
+          // after its wait: read before them, ptxas put the multiplies between the slice's first
+          // and second wgmma, where the in-order warp waited for the loads before issuing the
+          // rest (1-2.5% of MN-major 256x128's time; docs/perf/gemm.md "step 8").
           [[maybe_unused]] float sa[Tile::kSlices][2];
-          if constexpr (Scale::kWhere == ScaleWhere::kMainloop) {
-            const uint32_t slot = stage_scales(s);
-            const float sb = Scale::template col_scale<Tile>(slot);
-#pragma unroll
-            for (int j = 0; j < Tile::kSlices; ++j) {
-              const int r = Tile::wg_row0(cwg) + j * 64 + row_in_wg;
-              sa[j][0] = Scale::row_scale(slot, r) * sb;
-              sa[j][1] = Scale::row_scale(slot, r + 8) * sb;
-            }
-          }
+          [[maybe_unused]] float sb = 1.0f;
 #pragma unroll
           for (int j = 0; j < Tile::kSlices; ++j) {
 #pragma unroll
@@ -484,6 +480,18 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
 #pragma unroll
             for (int ks = 0; ks < Tile::kKSteps; ++ks) Mma::mma(blk, desc_a(s, j, ks), desc_b(s, ks), ks > 0 ? 1u : 0u);
             ptx::wgmma_commit_group_sync_aligned();
+            if constexpr (Scale::kWhere == ScaleWhere::kMainloop) {
+              if (j == 0) {
+                const uint32_t slot = stage_scales(s);
+                sb = Scale::template col_scale<Tile>(slot);
+#pragma unroll
+                for (int jj = 0; jj < Tile::kSlices; ++jj) {
+                  const int r = Tile::wg_row0(cwg) + jj * 64 + row_in_wg;
+                  sa[jj][0] = Scale::row_scale(slot, r);
+                  sa[jj][1] = Scale::row_scale(slot, r + 8);
+                }
+              }
+            }
             ptx::wgmma_wait_group_sync_aligned<0>();
 #pragma unroll
             for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
@@ -493,12 +501,13 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
             }
             // Fragment rows: elements 4i, 4i+1 belong to row r, 4i+2, 4i+3 to row r + 8.
             if constexpr (Scale::kWhere == ScaleWhere::kMainloop) {
+              const float f0 = sa[j][0] * sb, f1 = sa[j][1] * sb;
 #pragma unroll
               for (int i = 0; i < kAcc / 4; ++i) {
-                acc[j][4 * i + 0] = fmaf(blk[4 * i + 0], sa[j][0], acc[j][4 * i + 0]);
-                acc[j][4 * i + 1] = fmaf(blk[4 * i + 1], sa[j][0], acc[j][4 * i + 1]);
-                acc[j][4 * i + 2] = fmaf(blk[4 * i + 2], sa[j][1], acc[j][4 * i + 2]);
-                acc[j][4 * i + 3] = fmaf(blk[4 * i + 3], sa[j][1], acc[j][4 * i + 3]);
+                acc[j][4 * i + 0] = fmaf(blk[4 * i + 0], f0, acc[j][4 * i + 0]);
+                acc[j][4 * i + 1] = fmaf(blk[4 * i + 1], f0, acc[j][4 * i + 1]);
+                acc[j][4 * i + 2] = fmaf(blk[4 * i + 2], f1, acc[j][4 * i + 2]);
+                acc[j][4 * i + 3] = fmaf(blk[4 * i + 3], f1, acc[j][4 * i + 3]);
               }
             } else {
 #pragma unroll
@@ -587,6 +596,7 @@ struct KernelInstance {
         .stages = Layout::kStages,
         .threads = Tile::kThreads,
         .smem_bytes = Layout::kBytes,
+        .epi_box_bytes = Layout::kStripRowBytes,
         .prepare = &prepare,
         .launch = &launch,
         .launch_noting_start = &launch_noting_start,

@@ -69,13 +69,9 @@ struct MainloopArgs {
 inline constexpr int kEpilogueBoxRows = 64;  // rows of one TMA-store box (one m64 wgmma slice)
 // Bytes of one row of that box (one staging strip's row): 128 (128B swizzle) where a consumer
 // warpgroup's columns fill whole 128-byte rows, else 64 (64B swizzle): bf16 output of a 160-wide
-// tile is 320 bytes a row, five 64-byte strips. Kernel (SmemLayout) and host (the map) share this.
+// tile is 320 bytes a row, five 64-byte strips. The kernel's SmemLayout takes this width, and its
+// instance entry (GemmKernelEntry::epi_box_bytes) carries it to the host, which builds the map with it.
 constexpr int epilogue_box_bytes(int wg_cols, int out_bytes) { return wg_cols * out_bytes % 128 == 0 ? 128 : 64; }
-// The same from the tile: 64-row tiles split their columns between the two consumer warpgroups
-// (TileShape::kSplitN).
-constexpr int epilogue_box_bytes_of_tile(int block_m, int block_n, int out_bytes) {
-  return epilogue_box_bytes(block_m == 64 ? block_n / 2 : block_n, out_bytes);
-}
 struct StoreLocalParams {
   CUtensorMap tma_c;
 };

@@ -54,7 +54,8 @@ MainloopArgs make_mainloop_args(const GemmProblem& p, const GemmPlan& plan, cons
 // The epilogue's TMA-store map over `planes` stacked [m, n] outputs of `dtype` with leading
 // dimension `ld` (gemm/kernel_args.hpp, StoreLocalParams::tma_c): any global address, local C,
 // a split-K workspace, a window region or a peer's copy of it. `box_bytes` is the kernel
-// instance's strip row (epilogue_box_bytes_of_tile: 128, or 64 for bf16 output of 160-wide tiles).
+// instance's strip row (GemmKernelEntry::epi_box_bytes: 128, or 64 where a warpgroup's columns are
+// no whole 128-byte row, as for bf16 output of 160-wide tiles).
 CUtensorMap make_epilogue_map(const char* what, void* base, DType dtype, int64_t planes, int64_t m, int64_t n,
                               int64_t ld, int box_bytes = 128);
 
