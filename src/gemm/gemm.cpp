@@ -100,9 +100,6 @@ void prepare_on(const gemm::GemmInstance& instance, int device) {
   if (current != device) WEAVE_CHECK_CUDA(cudaSetDevice(current));
 }
 
-// The row bytes of the planned instance's TMA-store boxes (its SmemLayout's strip width).
-int box_bytes(const GemmPlan& plan) { return instance_named(plan.kernel)->epi_box_bytes; }
-
 }  // namespace
 
 // The operand rules of weave/gemm.hpp; throws kInvalidArgument naming the argument.
@@ -122,6 +119,10 @@ struct ArgsOut {
   gemm::MxDequantOperand& dq_b;
   gemm::LocalKernelArgs& native_args;
   const GemmPlan& native_plan;
+  // The instances the plans name (resolved once at construction): their TMA-store box widths
+  // (GemmKernelEntry::epi_box_bytes) shape the output maps. Null on the GEMV path / off the route.
+  const gemm::GemmInstance* instance;
+  const gemm::GemmInstance* native_instance;
 };
 
 static void fill_args(const GemmProblem& p, const GemmPlan& plan, const gemm::MainloopDebug& debug, ArgsOut out, const TensorView& a,
@@ -144,14 +145,14 @@ static void fill_args(const GemmProblem& p, const GemmPlan& plan, const gemm::Ma
     out.native_args.main = gemm::make_mainloop_args(p, out.native_plan, a, b, s, debug);
     out.native_args.main.run_if_flag = flag;
     out.native_args.epi.tma_c =
-        gemm::make_epilogue_map("C", c.data, p.out_dtype, 1, p.m, p.n, c.ld(), box_bytes(out.native_plan));
+        gemm::make_epilogue_map("C", c.data, p.out_dtype, 1, p.m, p.n, c.ld(), out.native_instance->epi_box_bytes);
   } else {
     out.args.main = gemm::make_mainloop_args(p, plan, a, b, s, debug);
   }
   // With split-K the kernel stores fp32 partials into the workspace (set_workspace builds that
   // map); C is then written by the reduction only.
   if (plan.split_k <= 1)
-    out.args.epi.tma_c = gemm::make_epilogue_map("C", c.data, p.out_dtype, 1, p.m, p.n, c.ld(), box_bytes(plan));
+    out.args.epi.tma_c = gemm::make_epilogue_map("C", c.data, p.out_dtype, 1, p.m, p.n, c.ld(), out.instance->epi_box_bytes);
 }
 
 Gemm::Gemm(const GemmProblem& problem, TensorView a, TensorView b, GemmScales scales, TensorView c,
@@ -189,7 +190,8 @@ Gemm::Gemm(const GemmProblem& problem, TensorView a, TensorView b, GemmScales sc
     prepare_on(*im.native_instance, im.device);
   }
   fill_args(problem, im.plan, im.debug,
-            ArgsOut{im.args, im.gemv, im.c, im.ldc, im.dq_a, im.dq_b, im.native_args, im.native_plan}, a, b, scales, c);
+            ArgsOut{im.args, im.gemv, im.c, im.ldc, im.dq_a, im.dq_b, im.native_args, im.native_plan, im.instance,
+                    im.native_instance}, a, b, scales, c);
 }
 
 Gemm::~Gemm() = default;
@@ -203,7 +205,8 @@ void Gemm::set_operands(TensorView a, TensorView b, GemmScales scales, TensorVie
   auto& im = *impl_;
   if (im.plan.gemv) gemm::check_gemv_scales(im.problem, scales);
   fill_args(im.problem, im.plan, im.debug,
-            ArgsOut{im.args, im.gemv, im.c, im.ldc, im.dq_a, im.dq_b, im.native_args, im.native_plan}, a, b, scales, c);
+            ArgsOut{im.args, im.gemv, im.c, im.ldc, im.dq_a, im.dq_b, im.native_args, im.native_plan, im.instance,
+                    im.native_instance}, a, b, scales, c);
 }
 
 std::size_t gemm_workspace_bytes(const GemmProblem& problem, const GemmPlan& plan) {
@@ -235,7 +238,7 @@ void Gemm::set_workspace(void* workspace, std::size_t bytes) {
   if (!im.plan.gemv && im.plan.split_k > 1) {
     im.split_epi.tma_c = gemm::make_epilogue_map("workspace", base + lay.partials, DType::kF32, im.plan.split_k,
                                                  im.problem.m, im.problem.n, im.problem.n,
-                                                 box_bytes(im.plan));
+                                                 im.instance->epi_box_bytes);
   }
   if (im.plan.mx_dequant) {
     const auto& p = im.problem;

@@ -237,9 +237,10 @@ TEST(GemmPlanInstances, TableIsConsistent) {
     EXPECT_NE(i.launch, nullptr);
     EXPECT_NE(i.prepare, nullptr);
     // The output map's box width comes from the instance (its staging strips): 128-byte rows, or 64
-    // where a consumer warpgroup's columns are no whole number of them (bf16 out of 128x160, 64x64).
-    const int wg_out_bytes = (i.block_m == 64 ? i.block_n / 2 : i.block_n) * static_cast<int>(dtype_bytes(i.out_dtype));
-    EXPECT_EQ(i.epi_box_bytes, wg_out_bytes % 128 == 0 ? 128 : 64) << name;
+    // where a consumer warpgroup's columns are no whole number of them (bf16 out of 128x160, 64x64;
+    // 64-row tiles give each warpgroup half the columns, TileShape::kSplitN).
+    const int wg_cols = i.block_m == 64 ? i.block_n / 2 : i.block_n;
+    EXPECT_EQ(i.epi_box_bytes, gemm::epilogue_box_bytes(wg_cols, static_cast<int>(dtype_bytes(i.out_dtype)))) << name;
     if (i.mode == ScaleMode::kBlockscale) EXPECT_EQ(i.block_n, 128) << "blockscale tiles cover one B scale block";
     if (i.mode == ScaleMode::kMxfp8) {
       EXPECT_EQ(i.block_n, 128) << "mxfp8 tiles hold four 32-row B scale blocks";
