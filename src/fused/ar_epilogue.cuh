@@ -78,6 +78,9 @@ struct EpilogueAllReduce {
   static constexpr bool kHasCallHooks = true;
   static constexpr bool kMultiDestination = true;
   static constexpr bool kHasCombineHook = true;
+  // One copy of the GEMM consumer role (gemm/kernel.cuh single_consumer_role): with the role
+  // compiled per debug-flag value, this epilogue's registers made ptxas spill 68-972 bytes.
+  static constexpr bool kSingleConsumerRole = true;
 
   __device__ __forceinline__ static void before_store(const Params& p, int, int, int, int) {
     comm::delay_for_testing(p.delay_stores_ns);
