@@ -401,15 +401,21 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           // in-flight set costs). Blockscale with K-major scales keeps the path below: measured,
           // this schedule made its 128x128 tile 3-10% slower (its consumers waited for the scale
           // gathers, not for the tensor cores, and a stage is held until the next one has landed).
-          // Blockscale's factors sa[r] * sb, sa[r + 8] * sb are read from the stage's slot right
-          // after its wait and carried beside the set, so the stage can be released before the add.
+          // Blockscale's scales sa[r], sa[r + 8], sb are read from the stage's slot right after its
+          // wgmmas are issued and carried beside the set, so the stage can be released before the
+          // add; they are multiplied into the row factors only when the set is promoted, a stage
+          // later. Multiplied where they are read, ptxas put the two FMULs in front of the stage's
+          // last wgmma, where the warp waited for the shared loads (under the tensor cores' shared-
+          // memory traffic) before it could issue it: the top stall of 128x128 at 2048x1024x5120
+          // (docs/perf/gemm.md "step 10").
           constexpr bool kScaled = Scale::kWhere == ScaleWhere::kMainloop;
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) acc[0][i] = 0.0f;
           float blk_a[kAcc], blk_b[kAcc];
-          float fac_a[2] = {1.0f, 1.0f}, fac_b[2] = {1.0f, 1.0f};
+          // sa[r], sa[r + 8], sb of the stage each set holds (blockscale; unused for ptpc).
+          float scl_a[3] = {1.0f, 1.0f, 1.0f}, scl_b[3] = {1.0f, 1.0f, 1.0f};
           const int row_local = Tile::wg_row0(cwg) + row_in_wg;
-          auto issue_stage = [&](float(&blk)[kAcc], float(&fac)[2], uint32_t s, uint32_t phase) {
+          auto issue_stage = [&](float(&blk)[kAcc], float(&scl)[3], uint32_t s, uint32_t phase) {
             if (!drop_wait) wait_full(s, phase);
 #pragma unroll
             for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
@@ -422,17 +428,18 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
             if (drop_wait) wait_full(s, phase);
             if constexpr (kScaled) {
               const uint32_t slot = stage_scales(s);
-              const float sb = Scale::template col_scale<Tile>(slot);
-              fac[0] = Scale::row_scale(slot, row_local) * sb;
-              fac[1] = Scale::row_scale(slot, row_local + 8) * sb;
+              scl[0] = Scale::row_scale(slot, row_local);
+              scl[1] = Scale::row_scale(slot, row_local + 8);
+              scl[2] = Scale::template col_scale<Tile>(slot);
             }
           };
           // After the wait for `blk`'s group: release its stage, add it into the sums.
-          auto promote_stage = [&](float(&blk)[kAcc], const float(&fac)[2], uint32_t s) {
+          auto promote_stage = [&](float(&blk)[kAcc], const float(&scl)[3], uint32_t s) {
 #pragma unroll
             for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
             release(s);
             if constexpr (kScaled) {
+              const float fac[2] = {scl[0] * scl[2], scl[1] * scl[2]};
               // Fragment rows: elements 4i, 4i+1 belong to row r, 4i+2, 4i+3 to row r + 8.
 #pragma unroll
               for (int i = 0; i < kAcc / 4; ++i) {
@@ -447,29 +454,29 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
             }
           };
           uint32_t stage_a = ps.stage, stage_b = 0;
-          issue_stage(blk_a, fac_a, stage_a, ps.phase);
+          issue_stage(blk_a, scl_a, stage_a, ps.phase);
           ps.advance();
           for (int kb = kb_begin;; kb += 2) {
             if (kb + 1 >= kb_end) {
               ptx::wgmma_wait_group_sync_aligned<0>();
-              promote_stage(blk_a, fac_a, stage_a);
+              promote_stage(blk_a, scl_a, stage_a);
               break;
             }
             stage_b = ps.stage;
-            issue_stage(blk_b, fac_b, stage_b, ps.phase);
+            issue_stage(blk_b, scl_b, stage_b, ps.phase);
             ps.advance();
             ptx::wgmma_wait_group_sync_aligned<1>();
-            promote_stage(blk_a, fac_a, stage_a);
+            promote_stage(blk_a, scl_a, stage_a);
             if (kb + 2 >= kb_end) {
               ptx::wgmma_wait_group_sync_aligned<0>();
-              promote_stage(blk_b, fac_b, stage_b);
+              promote_stage(blk_b, scl_b, stage_b);
               break;
             }
             stage_a = ps.stage;
-            issue_stage(blk_a, fac_a, stage_a, ps.phase);
+            issue_stage(blk_a, scl_a, stage_a, ps.phase);
             ps.advance();
             ptx::wgmma_wait_group_sync_aligned<1>();
-            promote_stage(blk_b, fac_b, stage_b);
+            promote_stage(blk_b, scl_b, stage_b);
           }
         } else {
           // fp8 blockscale (K-major scales: every tile; MN-major: 256-row tiles) and ptpc 256-row
