@@ -453,30 +453,30 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
               for (int i = 0; i < kAcc; ++i) acc[0][i] += blk[i];
             }
           };
+          // One half of the unrolled loop: `in_flight` holds the last issued stage. Unless the K
+          // range has ended, issue the next stage into `next`, then promote `in_flight` once its
+          // group is done; at the end, promote it after the last group. False: the range ended.
+          // Both halves name fixed sets (A then B, B then A), so no set is ever copied.
+          auto half_step = [&](float(&in_flight)[kAcc], const float(&in_flight_scl)[3], uint32_t in_flight_stage,
+                               float(&next)[kAcc], float(&next_scl)[3], uint32_t& next_stage, bool range_ended) {
+            if (range_ended) {
+              ptx::wgmma_wait_group_sync_aligned<0>();
+              promote_stage(in_flight, in_flight_scl, in_flight_stage);
+              return false;
+            }
+            next_stage = ps.stage;
+            issue_stage(next, next_scl, next_stage, ps.phase);
+            ps.advance();
+            ptx::wgmma_wait_group_sync_aligned<1>();
+            promote_stage(in_flight, in_flight_scl, in_flight_stage);
+            return true;
+          };
           uint32_t stage_a = ps.stage, stage_b = 0;
           issue_stage(blk_a, scl_a, stage_a, ps.phase);
           ps.advance();
           for (int kb = kb_begin;; kb += 2) {
-            if (kb + 1 >= kb_end) {
-              ptx::wgmma_wait_group_sync_aligned<0>();
-              promote_stage(blk_a, scl_a, stage_a);
-              break;
-            }
-            stage_b = ps.stage;
-            issue_stage(blk_b, scl_b, stage_b, ps.phase);
-            ps.advance();
-            ptx::wgmma_wait_group_sync_aligned<1>();
-            promote_stage(blk_a, scl_a, stage_a);
-            if (kb + 2 >= kb_end) {
-              ptx::wgmma_wait_group_sync_aligned<0>();
-              promote_stage(blk_b, scl_b, stage_b);
-              break;
-            }
-            stage_a = ps.stage;
-            issue_stage(blk_a, scl_a, stage_a, ps.phase);
-            ps.advance();
-            ptx::wgmma_wait_group_sync_aligned<1>();
-            promote_stage(blk_b, scl_b, stage_b);
+            if (!half_step(blk_a, scl_a, stage_a, blk_b, scl_b, stage_b, kb + 1 >= kb_end)) break;
+            if (!half_step(blk_b, scl_b, stage_b, blk_a, scl_a, stage_a, kb + 2 >= kb_end)) break;
           }
         } else {
           // fp8 blockscale (K-major scales: every tile; MN-major: 256-row tiles) and ptpc 256-row
