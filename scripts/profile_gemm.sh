@@ -20,9 +20,9 @@ ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || ls /opt/nvidia
 for spec in "$@"; do
   IFS=: read -r shape quant outdt <<<"$spec"
   outdt=${outdt:-bf16}
-  # weave's kernels are sm90_gemm_kernel<...> (and the mxfp8 route's mx_dequant_kernel); cuBLASLt's Hopper GEMMs are nvjet_* / sm90_xmma_*.
+  # weave's kernels are sm90_gemm_kernel<...> (and the mxfp8 route's mx_dequant_kernel, blockscale's scale_a_mn_copy_kernel); cuBLASLt's Hopper GEMMs are nvjet_* / sm90_xmma_*.
   "$ncu" --clock-control none --csv --metrics "$metrics" \
-    --kernel-name regex:'sm90_gemm_kernel|mx_dequant|nvjet|sm90_xmma|cutlass' --launch-count 8 \
+    --kernel-name regex:'sm90_gemm_kernel|mx_dequant|scale_a_mn_copy|nvjet|sm90_xmma|cutlass' --launch-count 12 \
     "$bin/weave" bench gemm --hot -w 0 -i 1 --calls 1 --no-idle-gate --cpu-ref-max 0 \
     --shapes "$shape" --quant "$quant" --out "$outdt" 2>/dev/null |
     grep '^"' | sed "s/^/\"$shape:$quant:$outdt\",/" >>"$out"

@@ -32,6 +32,14 @@
 // fallback_kernel, launched every call and returning at once unless needed): results never come
 // from rounded operands. The route needs workspace_bytes() of workspace (the bf16 copies).
 //
+// blockscale with row-major A scales (scale_layout raw; m > 32, the tiled kernels): the kernel
+// that reads them as given gathers each stage's strided scale column with one 4-byte copy per row,
+// 3-14% slower than the MN-major kernel (docs/perf/gemm.md step 11). Where the planner's model
+// says the difference outweighs one extra pass (GemmPlan::scale_a_mn_copy, the reason says
+// why; GemmPlanOverrides::scale_a_route forces either), run() first copies A's scales into
+// MN-major order in the workspace, then runs the MN-major kernel: results are bitwise identical
+// (the same wgmmas and fma order), and that route needs workspace_bytes() of workspace too.
+//
 // Verbs (same on every op): `gemm_validate_problem` returns "" or every reason a problem cannot
 // run, and is the check the constructor and `gemm_plan` call; `plan` is a pure function of the problem and the SM count; the
 // constructor validates and plans once (throws weave::Error naming the argument and the rule);
@@ -60,6 +68,9 @@ struct GemmProblem {
 
 // mxfp8 on the tiled kernels: the planner's choice, the fp8 kernel, or the bf16 route (above).
 enum class MxRoute : uint8_t { kAuto, kNative, kBf16 };
+// blockscale with scale_layout raw on the tiled kernels: the planner's choice, the kernel that
+// reads A's row-major scales as given, or A's scales copied into MN-major order first (above).
+enum class ScaleARoute : uint8_t { kAuto, kAsGiven, kMnMajorCopy };
 
 // Overrides for the planner (0 / empty = let the planner choose).
 struct GemmPlanOverrides {
@@ -68,6 +79,7 @@ struct GemmPlanOverrides {
   int split_k = 0;               // 1 = no split, 2..16 = split K that many ways (fp32 partials)
   int group_rows = 0;            // row blocks per L2 group of the tile order
   MxRoute mx_route = MxRoute::kAuto;  // mxfp8 only
+  ScaleARoute scale_a_route = ScaleARoute::kAuto;  // blockscale with scale_layout raw only
 };
 
 struct GemmPlan {
@@ -81,6 +93,8 @@ struct GemmPlan {
   bool gemv = false;             // the decode GEMV path (small M)
   bool mx_dequant = false;       // mxfp8 on the bf16 route: tile, split and kernel are the bf16 kernel's
   std::string fallback_kernel;   // mx_dequant: the native instance a call reruns on (see above)
+  bool scale_a_mn_copy = false;  // blockscale raw: A's scales copied to MN-major in the workspace,
+                                 // then the MN-major kernel (`kernel`) runs on the copy
   std::string kernel;            // instance name, e.g. sm90_gemm_bf16_bf16_store_128x256x64
   std::string reason;            // one line: why this plan
 };
@@ -113,7 +127,7 @@ class Gemm {
   // rotate cold weight copies. Builds new TMA descriptors on the host; no GPU work.
   void set_operands(TensorView a, TensorView b, GemmScales scales, TensorView c);
   // Bytes of device workspace this plan needs (split-K partials; the mxfp8 bf16 route's copies of
-  // A and B and its flag word); 0 if none.
+  // A and B and its flag word; blockscale's MN-major copy of A's scales); 0 if none.
   std::size_t workspace_bytes() const;
   void set_workspace(void* workspace, std::size_t bytes);
   // What the workspace holds for this plan, in words ("" if none): for messages.

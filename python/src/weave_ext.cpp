@@ -188,6 +188,13 @@ NB_MODULE(_weave, m) {
           [](weave::GemmPlanOverrides& o, int r) {
             if (r < 0 || r > 2) throw nb::value_error("mx_route must be 0 (auto), 1 (native) or 2 (bf16)");
             o.mx_route = static_cast<weave::MxRoute>(r);
+          })
+      .def_prop_rw(
+          "scale_a_route", [](const weave::GemmPlanOverrides& o) { return static_cast<int>(o.scale_a_route); },
+          [](weave::GemmPlanOverrides& o, int r) {
+            if (r < 0 || r > 2)
+              throw nb::value_error("scale_a_route must be 0 (auto), 1 (as-given) or 2 (mn-major-copy)");
+            o.scale_a_route = static_cast<weave::ScaleARoute>(r);
           });
   nb::class_<weave::GemmPlan>(m, "GemmPlan")
       .def_ro("block_m", &weave::GemmPlan::block_m)
@@ -202,6 +209,7 @@ NB_MODULE(_weave, m) {
       .def_ro("gemv", &weave::GemmPlan::gemv)
       .def_ro("mx_dequant", &weave::GemmPlan::mx_dequant)
       .def_ro("fallback_kernel", &weave::GemmPlan::fallback_kernel)
+      .def_ro("scale_a_mn_copy", &weave::GemmPlan::scale_a_mn_copy)
       .def_ro("kernel", &weave::GemmPlan::kernel)
       .def_ro("reason", &weave::GemmPlan::reason);
   m.def("gemm_validate_problem", &weave::gemm_validate_problem, "problem"_a);

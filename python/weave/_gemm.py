@@ -76,11 +76,13 @@ class GemmPlan:
     reason: str
     mx_dequant: bool = False   # mxfp8 on the bf16 route (A and B converted to bf16 in the workspace)
     fallback_kernel: str = ""  # mx_dequant: the native kernel a call reruns on (scales outside [10, 246])
+    scale_a_mn_copy: bool = False  # blockscale raw: A's scales copied to MN-major in the workspace first
 
     @staticmethod
     def _of(p) -> "GemmPlan":
         return GemmPlan(p.block_m, p.block_n, p.block_k, p.stages, p.cluster, p.grid, p.tiles, p.split_k,
-                        p.group_rows, p.gemv, p.kernel, p.reason, p.mx_dequant, p.fallback_kernel)
+                        p.group_rows, p.gemv, p.kernel, p.reason, p.mx_dequant, p.fallback_kernel,
+                        p.scale_a_mn_copy)
 
 
 def _problem(m, n, k, mode, layout, odt):
@@ -94,14 +96,18 @@ def _problem(m, n, k, mode, layout, odt):
 
 
 _MX_ROUTES = {"auto": 0, "native": 1, "bf16": 2}
+_SCALE_A_ROUTES = {"auto": 0, "as-given": 1, "mn-major-copy": 2}
 
 
-def _overrides(block_m=0, block_n=0, grid=0, split_k=0, group_rows=0, mx_route="auto"):
+def _overrides(block_m=0, block_n=0, grid=0, split_k=0, group_rows=0, mx_route="auto", scale_a_route="auto"):
     o = _weave.GemmPlanOverrides()
     o.block_m, o.block_n, o.grid, o.split_k, o.group_rows = block_m, block_n, grid, split_k, group_rows
     if mx_route not in _MX_ROUTES:
         raise arg_error(f"argument 'mx_route': must be one of auto, native, bf16 (got {mx_route!r})")
     o.mx_route = _MX_ROUTES[mx_route]
+    if scale_a_route not in _SCALE_A_ROUTES:
+        raise arg_error(f"argument 'scale_a_route': must be one of auto, as-given, mn-major-copy (got {scale_a_route!r})")
+    o.scale_a_route = _SCALE_A_ROUTES[scale_a_route]
     return o
 
 
@@ -112,14 +118,17 @@ def validate_gemm(m: int, n: int, k: int, mode="bf16", out_dtype="bf16", scale_l
 
 def plan_gemm(m: int, n: int, k: int, mode="bf16", out_dtype="bf16", scale_layout="raw", *, num_sms: int = 132,
               block_m: int = 0, block_n: int = 0, grid: int = 0, split_k: int = 0, group_rows: int = 0,
-              mx_route: str = "auto") -> GemmPlan:
+              mx_route: str = "auto", scale_a_route: str = "auto") -> GemmPlan:
     """The planner's choice for this problem on a GPU with `num_sms` SMs (H100/H200: 132). CPU
     only. Raises weave.ArgumentError naming the rule for an invalid problem or override.
     mx_route (mxfp8): "auto" (the planner's model), "native" (the fp8 kernel) or "bf16" (A and B
-    converted to bf16 with their scales, then the bf16 kernel)."""
+    converted to bf16 with their scales, then the bf16 kernel). scale_a_route (blockscale with
+    scale_layout "raw"): "auto" (the planner's model), "as-given" (the kernel reads the row-major A
+    scales) or "mn-major-copy" (A's scales copied to MN-major in the workspace first, then the
+    faster MN-major kernel; bitwise the same result)."""
     p = _problem(m, n, k, mode, scale_layout, out_dtype)
     return GemmPlan._of(_weave.gemm_plan(p, num_sms, _overrides(block_m, block_n, grid, split_k, group_rows,
-                                                                 mx_route)))
+                                                                 mx_route, scale_a_route)))
 
 
 def _infer_mode(a, scale_a) -> ScaleMode:
@@ -169,13 +178,15 @@ class Gemm:
     """One GEMM bound to its operands: validated and planned once, then run(stream) only enqueues
     (no allocation, no host sync), so it can be captured in a CUDA graph and replayed. The
     operands stay referenced by this object. A plan that needs a workspace (split-K's fp32
-    partials; the mxfp8 bf16 route's bf16 copies of A and B) gets it here: the `workspace` given
-    (any device buffer of at least workspace_bytes), or one allocated with torch. Without torch and
-    without a workspace, mxfp8 with mx_route="auto" stays on the native kernel."""
+    partials; the mxfp8 bf16 route's bf16 copies of A and B; blockscale's MN-major copy of
+    row-major A scales) gets it here: the `workspace` given (any device buffer of at least
+    workspace_bytes), or one allocated with torch. Without torch and without a workspace, mxfp8
+    with mx_route="auto" stays on the native kernel and blockscale with scale_a_route="auto" reads
+    its row-major A scales as given."""
 
     def __init__(self, a, b, out, *, scale_a=None, scale_b=None, mode=None, scale_layout="raw", workspace=None,
                  block_m: int = 0, block_n: int = 0, grid: int = 0, split_k: int = 0, group_rows: int = 0,
-                 mx_route: str = "auto"):
+                 mx_route: str = "auto", scale_a_route: str = "auto"):
         ta, tb, tc = describe(a, "A"), describe(b, "B"), describe(out, "out")
         for t in (ta, tb, tc):
             if t.ndim != 2:
@@ -191,13 +202,17 @@ class Gemm:
         want = DType.BF16 if self.mode == ScaleMode.BF16 else DType.E4M3
         sa = _scale_view(scale_a, "scale_a", self.mode, layout, self.m, "M")
         sb = _scale_view(scale_b, "scale_b", self.mode, layout, self.n, "N")
-        build = lambda route: _weave.Gemm(self._problem, ta.view(want), tb.view(want), sa, sb, tc.view(tc.dtype),
-                                          _overrides(block_m, block_n, grid, split_k, group_rows, route))
-        self._impl = build(mx_route)
+        build = lambda route, sa_route: _weave.Gemm(self._problem, ta.view(want), tb.view(want), sa, sb,
+                                                    tc.view(tc.dtype), _overrides(block_m, block_n, grid, split_k,
+                                                                                  group_rows, route, sa_route))
+        self._impl = build(mx_route, scale_a_route)
         self._torch = ta.is_torch
         if self._impl.plan.mx_dequant and mx_route == "auto" and workspace is None and not self._torch:
             # Nothing to allocate the route's bf16 copies with: the native kernel needs none.
-            self._impl = build("native")
+            self._impl = build("native", scale_a_route)
+        if self._impl.plan.scale_a_mn_copy and scale_a_route == "auto" and workspace is None and not self._torch:
+            # Nothing to allocate the scales' copy with: the kernel reading them as given needs none.
+            self._impl = build(mx_route, "as-given")
         self.plan = GemmPlan._of(self._impl.plan)
         self.out = out
         self._keep = (a, b, scale_a, scale_b, out)

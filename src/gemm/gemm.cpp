@@ -2,12 +2,15 @@
 // the host, and enqueues one kernel per run() (two with split-K: the GEMM writing fp32 partials
 // into the caller's workspace, then gemm::split_k_reduce). The mxfp8 bf16 route (GemmPlan::
 // mx_dequant) enqueues: flag reset, gemm::mx_dequant_bf16 of A and B into the workspace, the bf16
-// kernel (and its split-K reduction), then the native kernel guarded by the flag.
+// kernel (and its split-K reduction), then the native kernel guarded by the flag. Blockscale's
+// MN-major copy of row-major A scales (GemmPlan::scale_a_mn_copy) enqueues gemm::scale_a_mn_copy
+// into the workspace, then the MN-major kernel reading the copy.
 //
 // Workspace layout (offsets multiples of 1024, so every TMA base is aligned):
 //   [0, 1024)            the route's "inexact" flag word (mx_dequant only)
 //   A_bf16 [M, K]         mx_dequant only
 //   B_bf16 [N, K]         mx_dequant only
+//   scale_a [K/128, ld]   fp32, MN-major (ld = ref::mn_major_scale_ld(M)), scale_a_mn_copy only
 //   partials [S, M, N]    fp32, split-K only
 #include "weave/gemm.hpp"
 
@@ -21,10 +24,12 @@
 #include "gemm/mx_dequant.hpp"
 #include "gemm/operands.hpp"
 #include "gemm/planner.hpp"
+#include "gemm/scale_a_mn_copy.hpp"
 #include "gemm/split_k_reduce.hpp"
 #include "gemv/gemv.hpp"
 #include "hopper/tma_descriptor.hpp"
 #include "hopper/wait_record.hpp"
+#include "weave/quant.hpp"
 
 namespace weave {
 
@@ -34,7 +39,7 @@ std::size_t align_up(std::size_t x) { return (x + kWorkspaceAlign - 1) / kWorksp
 
 // Byte offsets of the workspace regions (layout at the top of this file).
 struct WorkspaceLayout {
-  std::size_t flag = 0, a_bf16 = 0, b_bf16 = 0, partials = 0, total = 0;
+  std::size_t flag = 0, a_bf16 = 0, b_bf16 = 0, scale_a = 0, partials = 0, total = 0;
 };
 WorkspaceLayout workspace_layout(const GemmProblem& p, const GemmPlan& plan) {
   WorkspaceLayout w;
@@ -45,6 +50,10 @@ WorkspaceLayout workspace_layout(const GemmProblem& p, const GemmPlan& plan) {
     w.b_bf16 = align_up(w.a_bf16 + static_cast<std::size_t>(p.m) * static_cast<std::size_t>(p.k) * 2);
     at = align_up(w.b_bf16 + static_cast<std::size_t>(p.n) * static_cast<std::size_t>(p.k) * 2);
   }
+  if (plan.scale_a_mn_copy) {
+    w.scale_a = at;
+    at = align_up(at + static_cast<std::size_t>(gemm::scale_a_mn_copy_bytes(p.m, p.k / 128)));
+  }
   w.partials = at;
   if (!plan.gemv && plan.split_k > 1)
     at += static_cast<std::size_t>(plan.split_k) * static_cast<std::size_t>(p.m) * static_cast<std::size_t>(p.n) *
@@ -53,6 +62,31 @@ WorkspaceLayout workspace_layout(const GemmProblem& p, const GemmPlan& plan) {
   return w;
 }
 }  // namespace
+
+// The operands of the MN-major copy route: what the copy reads and writes, and A, B and B's scales
+// for the main-loop arguments, which can only be built once the copy's address (the workspace) is
+// known.
+struct ScaleCopyRoute {
+  gemm::ScaleAMnCopy copy{};
+  TensorView a, b, scale_b;
+};
+
+// The main-loop arguments of the route: the MN-major problem over the workspace's copy of A's
+// scales (null until set_workspace: then the arguments are built there).
+static void fill_scale_copy_main(const GemmProblem& p, const GemmPlan& plan, const gemm::MainloopDebug& debug,
+                                 const ScaleCopyRoute& r, gemm::LocalKernelArgs& args) {
+  if (r.copy.dst == nullptr) return;
+  GemmProblem mn = p;
+  mn.scale_layout = ScaleLayout::kMnMajor;
+  TensorView sa;
+  sa.data = r.copy.dst;
+  sa.dtype = DType::kF32;
+  sa.rank = 2;
+  sa.shape = {p.m, p.k / 128};
+  sa.strides = {1, r.copy.dst_ld};
+  sa.device = r.a.device;
+  args.main = gemm::make_mainloop_args(mn, plan, r.a, r.b, GemmScales{sa, r.scale_b}, debug);
+}
 
 struct Gemm::Impl {
   GemmProblem problem;
@@ -76,6 +110,9 @@ struct Gemm::Impl {
   GemmPlan native_plan;
   const gemm::GemmInstance* native_instance = nullptr;
   gemm::LocalKernelArgs native_args{};
+  // Blockscale's MN-major copy of A's scales (plan.scale_a_mn_copy): the copy (its dst set by
+  // set_workspace) and the operands the main loop reads beside it.
+  ScaleCopyRoute sa_route{};
 };
 
 namespace {
@@ -123,6 +160,8 @@ struct ArgsOut {
   // (GemmKernelEntry::epi_box_bytes) shape the output maps. Null on the GEMV path / off the route.
   const gemm::GemmInstance* instance;
   const gemm::GemmInstance* native_instance;
+  // blockscale MN-major copy route only:
+  ScaleCopyRoute& sa_route;
 };
 
 static void fill_args(const GemmProblem& p, const GemmPlan& plan, const gemm::MainloopDebug& debug, ArgsOut out, const TensorView& a,
@@ -146,6 +185,20 @@ static void fill_args(const GemmProblem& p, const GemmPlan& plan, const gemm::Ma
     out.native_args.main.run_if_flag = flag;
     out.native_args.epi.tma_c =
         gemm::make_epilogue_map("C", c.data, p.out_dtype, 1, p.m, p.n, c.ld(), out.native_instance->epi_box_bytes);
+  } else if (plan.scale_a_mn_copy) {
+    // The copy reads the caller's row-major scales; the kernel reads A, B, B's scales and the copy.
+    // What set_workspace filled in (the copy's address) survives re-pointed operands.
+    ScaleCopyRoute& r = out.sa_route;
+    const int64_t kb = p.k / 128;
+    r.copy.src = static_cast<const float*>(s.a.data);
+    r.copy.src_ld = p.m > 1 ? s.a.ld() : kb;  // a one-row tensor's row stride is never used
+    r.copy.m = p.m;
+    r.copy.k_blocks = kb;
+    r.copy.dst_ld = ref::mn_major_scale_ld(p.m);
+    r.a = a;
+    r.b = b;
+    r.scale_b = s.b;
+    fill_scale_copy_main(p, plan, debug, r, out.args);
   } else {
     out.args.main = gemm::make_mainloop_args(p, plan, a, b, s, debug);
   }
@@ -191,7 +244,7 @@ Gemm::Gemm(const GemmProblem& problem, TensorView a, TensorView b, GemmScales sc
   }
   fill_args(problem, im.plan, im.debug,
             ArgsOut{im.args, im.gemv, im.c, im.ldc, im.dq_a, im.dq_b, im.native_args, im.native_plan, im.instance,
-                    im.native_instance}, a, b, scales, c);
+                    im.native_instance, im.sa_route}, a, b, scales, c);
 }
 
 Gemm::~Gemm() = default;
@@ -206,7 +259,7 @@ void Gemm::set_operands(TensorView a, TensorView b, GemmScales scales, TensorVie
   if (im.plan.gemv) gemm::check_gemv_scales(im.problem, scales);
   fill_args(im.problem, im.plan, im.debug,
             ArgsOut{im.args, im.gemv, im.c, im.ldc, im.dq_a, im.dq_b, im.native_args, im.native_plan, im.instance,
-                    im.native_instance}, a, b, scales, c);
+                    im.native_instance, im.sa_route}, a, b, scales, c);
 }
 
 std::size_t gemm_workspace_bytes(const GemmProblem& problem, const GemmPlan& plan) {
@@ -252,12 +305,17 @@ void Gemm::set_workspace(void* workspace, std::size_t bytes) {
     im.args.main = gemm::make_mainloop_args(bf, im.plan, a, b, GemmScales{}, im.debug);
     im.native_args.main.run_if_flag = reinterpret_cast<const uint32_t*>(base + lay.flag);
   }
+  if (im.plan.scale_a_mn_copy) {
+    im.sa_route.copy.dst = reinterpret_cast<float*>(base + lay.scale_a);
+    fill_scale_copy_main(im.problem, im.plan, im.debug, im.sa_route, im.args);
+  }
 }
 
 std::string Gemm::workspace_purpose() const {
   const auto& im = *impl_;
   std::string out;
   if (im.plan.mx_dequant) out = "the mxfp8 bf16 route: bf16 copies of A and B and a flag word";
+  if (im.plan.scale_a_mn_copy) out = "blockscale: an MN-major copy of A's scales";
   if (!im.plan.gemv && im.plan.split_k > 1)
     out += std::string(out.empty() ? "" : "; ") + "split-K " + std::to_string(im.plan.split_k) + ": fp32 partials";
   return out;
@@ -277,7 +335,7 @@ void Gemm::run(cudaStream_t stream) const {
     detail::gemv_launch(im.gemv, im.num_sms, stream);
     return;
   }
-  const bool needs_workspace = im.plan.split_k > 1 || im.plan.mx_dequant;
+  const bool needs_workspace = im.plan.split_k > 1 || im.plan.mx_dequant || im.plan.scale_a_mn_copy;
   WEAVE_EXPECT(!needs_workspace || (im.workspace != nullptr && im.workspace_size >= im.ws_layout.total),
                Status::kInvalidArgument,
                "Gemm::run: the plan (" << workspace_purpose() << ") needs a device workspace of " << workspace_bytes()
@@ -289,6 +347,7 @@ void Gemm::run(cudaStream_t stream) const {
     WEAVE_CHECK_CUDA(cudaMemsetAsync(flag, 0, sizeof(uint32_t), stream));
     gemm::mx_dequant_bf16(im.dq_a, im.dq_b, im.problem.k, im.problem.scale_layout, flag, im.num_sms, stream);
   }
+  if (im.plan.scale_a_mn_copy) gemm::scale_a_mn_copy(im.sa_route.copy, stream);
   if (im.plan.split_k <= 1) {
     im.instance->launch(im.args, im.plan.grid, stream);
   } else {

@@ -357,6 +357,65 @@ GemmPlan plan_mxfp8_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverr
   return plan;
 }
 
+// Blockscale row-major A scales (weave/gemm.hpp): the kernel that reads them as given gathers each
+// stage's strided column with one 4-byte cp.async per row; the MN-major kernel gets it in one TMA
+// box. Measured on the H200 (docs/perf/gemm.md "step 11": the 12 shapes and six around the
+// threshold, every arm forced in one run), the kernel reading the scales as given took 2.6-9.8% more
+// time than the MN-major one with 256x128 tiles (least at 30-35 us, K = 2048) and 9-14% with
+// 128x128, and the copy cost 1.6-2.2 us in a CUDA graph at small shapes, 2.7-7 us at large ones
+// (12-15 at 8192x8192x8192, where ncu times the copy kernel itself at 3.9 us). The
+// model takes kScaleAMnMajorSaving of the MN-major plan's modelled time (its FLOPs at the rate
+// weave's blockscale kernel reaches, derated by wave efficiency) as the saving and the copy as a
+// launch plus reading and writing M x K/128 floats, and copies where the saving is larger: right in
+// sign at 17 of those 18 shapes (never a loss; it forgoes 1.5 us at 1024x5120x2048).
+constexpr double kModelBlockscaleFlops = 1100e12;
+constexpr double kScaleAMnMajorSaving = 0.06;
+constexpr double kModelScaleCopyLaunchUs = 3.0;
+
+ScaleACopyModel scale_a_copy_model(const GemmProblem& p, int num_sms) {
+  ScaleACopyModel r;
+  GemmProblem mn = p;
+  mn.scale_layout = ScaleLayout::kMnMajor;
+  const auto cands = gemm_tile_candidates(mn);
+  if (cands.empty() || gemm_tile_candidates(p).empty()) return r;
+  const double m = static_cast<double>(p.m), n = static_cast<double>(p.n), k = static_cast<double>(p.k);
+  r.wave_eff = wave_efficiency(gemm_plan_tiles(mn, num_sms, {}, cands), num_sms);
+  r.kernel_us = 2 * m * n * k / (kModelBlockscaleFlops * r.wave_eff) * 1e6;
+  r.saved_us = kScaleAMnMajorSaving * r.kernel_us;
+  r.copy_us = kModelScaleCopyLaunchUs + 2 * m * (k / 128) * 4 / kModelHbmBytesPerS * 1e6;
+  return r;
+}
+
+GemmPlan plan_blockscale_raw_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverrides& o) {
+  ScaleARoute route = o.scale_a_route;
+  std::ostringstream why;
+  why.setf(std::ios::fixed);
+  why.precision(1);
+  if (route != ScaleARoute::kAuto) {
+    why << "(override)";
+  } else if (o.block_m != 0 || o.split_k >= 2) {
+    route = ScaleARoute::kAsGiven;
+    why << "(a forced tile or K split without a route reads the scales as given)";
+  } else {
+    const ScaleACopyModel r = scale_a_copy_model(p, num_sms);
+    route = r.copy_us < r.saved_us ? ScaleARoute::kMnMajorCopy : ScaleARoute::kAsGiven;
+    why << "(modelled: the MN-major kernel saves " << r.saved_us << " us of " << r.kernel_us
+        << " us at wave efficiency " << 100 * r.wave_eff << "%; the copy costs " << r.copy_us << " us)";
+  }
+  if (route == ScaleARoute::kAsGiven) {
+    GemmPlan plan = gemm_plan_tiles(p, num_sms, o, gemm_tile_candidates(p));
+    plan.reason = "blockscale, A scales read as given (row-major) " + why.str() + "; " + plan.reason;
+    return plan;
+  }
+  GemmProblem mn = p;
+  mn.scale_layout = ScaleLayout::kMnMajor;
+  GemmPlan plan = gemm_plan_tiles(mn, num_sms, o, gemm_tile_candidates(mn));
+  plan.scale_a_mn_copy = true;
+  plan.reason = "blockscale, A scales copied to MN-major in the workspace first " + why.str() +
+                ", then the MN-major kernel: " + plan.reason;
+  return plan;
+}
+
 }  // namespace gemm
 
 std::string gemm_validate_problem(const GemmProblem& problem) {
@@ -375,9 +434,13 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
   WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1 (got " << num_sms << ")");
   WEAVE_EXPECT_ARG(problem.mode == ScaleMode::kMxfp8 || overrides.mx_route == MxRoute::kAuto,
                    "override 'mx_route': applies to mode mxfp8 only (mode " << to_string(problem.mode) << ")");
-  // A forced tile, K split or mxfp8 route asks for the tiled kernels.
+  const bool blockscale_raw = problem.mode == ScaleMode::kBlockscale && problem.scale_layout == ScaleLayout::kRaw;
+  WEAVE_EXPECT_ARG(blockscale_raw || overrides.scale_a_route == ScaleARoute::kAuto,
+                   "override 'scale_a_route': applies to mode blockscale with scale_layout raw only (mode "
+                       << to_string(problem.mode) << ", scale_layout " << to_string(problem.scale_layout) << ")");
+  // A forced tile, K split, mxfp8 route or A-scale route asks for the tiled kernels.
   const bool tile_forced = overrides.block_m != 0 || overrides.block_n != 0 || overrides.split_k >= 2 ||
-                           overrides.mx_route != MxRoute::kAuto;
+                           overrides.mx_route != MxRoute::kAuto || overrides.scale_a_route != ScaleARoute::kAuto;
   if (problem.m <= detail::kGemvMaxM && !tile_forced) {
     const std::string gemv_why = detail::gemv_unsupported_reason(problem);
     if (gemv_why.empty()) {
@@ -393,6 +456,7 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
     }
   }
   if (problem.mode == ScaleMode::kMxfp8) return gemm::plan_mxfp8_tiles(problem, num_sms, overrides);
+  if (blockscale_raw) return gemm::plan_blockscale_raw_tiles(problem, num_sms, overrides);
   return gemm::gemm_plan_tiles(problem, num_sms, overrides, gemm::gemm_tile_candidates(problem));
 }
 

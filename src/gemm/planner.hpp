@@ -45,4 +45,17 @@ MxRouteModel mx_route_model(const GemmProblem& problem, int num_sms);
 // The tiled plan of an mxfp8 problem on the route the overrides name or the model prefers.
 GemmPlan plan_mxfp8_tiles(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides);
 
+// blockscale with row-major A scales: what the MN-major copy would save and cost (planner.cpp says
+// how; `weave plan gemm` prints it). Without a built MN-major kernel the copy never pays.
+struct ScaleACopyModel {
+  double kernel_us = 0;    // the MN-major plan's modelled kernel time
+  double saved_us = 0;     // what the MN-major kernel saves against the one reading the scales as given
+  double copy_us = 1e30;   // the copy pass, launch included
+  double wave_eff = 0;     // the MN-major plan's wave efficiency
+};
+ScaleACopyModel scale_a_copy_model(const GemmProblem& problem, int num_sms);
+// The tiled plan of a blockscale problem with scale_layout raw: A's scales as given, or copied to
+// MN-major first (GemmPlan::scale_a_mn_copy), as the overrides name or the model prefers.
+GemmPlan plan_blockscale_raw_tiles(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides);
+
 }  // namespace weave::gemm

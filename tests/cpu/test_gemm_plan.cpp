@@ -316,9 +316,6 @@ TEST(GemmPlanInstances, PlanUsesBuiltKernelsAndGemvForDecode) {
   EXPECT_FALSE(gemm_plan(p, 132).gemv);
 }
 
-}  // namespace
-}  // namespace weave
-
 namespace weave {
 namespace {
 TEST(GemmPlanTiles, GroupRowsDefaultAndOverride) {
@@ -654,6 +651,76 @@ TEST(GemmPlanTiles, Bf16Tile160WhereItSavesAWave) {
     const GemmPlan plan = gemm_plan(problem(r.m, r.n, r.k, ScaleMode::kBF16), 132);
     EXPECT_EQ(plan.block_m * 1000 + plan.block_n, r.bm * 1000 + r.bn)
         << r.m << "x" << r.n << "x" << r.k << " bf16: " << plan.reason;
+  }
+}
+
+}  // namespace
+}  // namespace weave
+
+// Blockscale with row-major A scales (planner.cpp, "Blockscale row-major A scales"): the MN-major
+// copy where the model's saving exceeds the copy, the scales read as given elsewhere and under a
+// forced tile or split without a route; overrides honoured and refused off their mode; the
+// workspace sized for the copy (and the partials after it).
+TEST(GemmPlanScaleARoute, ModelChoosesOverridesForceAndWorkspaceFits) {
+  GemmProblem mn = problem(256, 256, 256, ScaleMode::kBlockscale);
+  mn.scale_layout = ScaleLayout::kMnMajor;
+  if (gemm::gemm_tile_candidates(mn).empty() ||
+      gemm::gemm_tile_candidates(problem(256, 256, 256, ScaleMode::kBlockscale)).empty())
+    GTEST_SKIP() << "narrowed build: blockscale tiles of one layout not built";
+  // Large: a 6% saving of ~420 us against a ~4 us copy.
+  GemmProblem p = problem(16384, 2048, 7168, ScaleMode::kBlockscale);
+  const gemm::ScaleACopyModel big = gemm::scale_a_copy_model(p, 132);
+  EXPECT_GT(big.saved_us, big.copy_us);
+  GemmPlan plan = gemm_plan(p, 132);
+  EXPECT_TRUE(plan.scale_a_mn_copy) << plan.reason;
+  EXPECT_NE(plan.kernel.find("blockscale_mn"), std::string::npos) << plan.kernel;
+  EXPECT_NE(plan.reason.find("copied to MN-major"), std::string::npos) << plan.reason;
+  const std::size_t copy_bytes = 56u * 16384u * 4u;  // K/128 columns of ld = M floats (M % 4 == 0)
+  EXPECT_EQ(gemm_workspace_bytes(p, plan), copy_bytes);
+
+  // Small: the copy's launch outweighs what the kernel saves.
+  p = problem(64, 8192, 1280, ScaleMode::kBlockscale);
+  plan = gemm_plan(p, 132);
+  EXPECT_FALSE(plan.scale_a_mn_copy) << plan.reason;
+  EXPECT_EQ(plan.kernel.find("blockscale_mn"), std::string::npos) << plan.kernel;
+  EXPECT_NE(plan.reason.find("read as given"), std::string::npos) << plan.reason;
+  EXPECT_EQ(gemm_workspace_bytes(p, plan), 0u);
+
+  // Forced: the copy at any size, with a forced split the partials after it (1024-aligned); M not
+  // a multiple of 4 pads the column.
+  p = problem(301, 384, 1280, ScaleMode::kBlockscale);
+  GemmPlanOverrides o{.split_k = 2, .scale_a_route = ScaleARoute::kMnMajorCopy};
+  plan = gemm_plan(p, 132, o);
+  EXPECT_TRUE(plan.scale_a_mn_copy);
+  EXPECT_EQ(plan.split_k, 2);
+  EXPECT_NE(plan.kernel.find("blockscale_mn"), std::string::npos) << plan.kernel;
+  const std::size_t padded = 10u * 304u * 4u, aligned = (padded + 1023) / 1024 * 1024;
+  EXPECT_EQ(gemm_workspace_bytes(p, plan), aligned + 2u * 301u * 384u * 4u);
+
+  // A forced tile without a route reads the scales as given; as-given forced stays so at any size.
+  p = problem(16384, 2048, 7168, ScaleMode::kBlockscale);
+  plan = gemm_plan(p, 132, GemmPlanOverrides{.block_m = 128, .block_n = 128});
+  EXPECT_FALSE(plan.scale_a_mn_copy) << plan.reason;
+  plan = gemm_plan(p, 132, GemmPlanOverrides{.scale_a_route = ScaleARoute::kAsGiven});
+  EXPECT_FALSE(plan.scale_a_mn_copy) << plan.reason;
+  EXPECT_NE(plan.reason.find("(override)"), std::string::npos) << plan.reason;
+
+  // A route at m <= 32 asks for the tiled kernels (not the GEMV).
+  p = problem(8, 4096, 1024, ScaleMode::kBlockscale);
+  EXPECT_TRUE(gemm_plan(p, 132).gemv);
+  plan = gemm_plan(p, 132, GemmPlanOverrides{.scale_a_route = ScaleARoute::kMnMajorCopy});
+  EXPECT_FALSE(plan.gemv);
+  EXPECT_TRUE(plan.scale_a_mn_copy);
+
+  // Refused off blockscale raw, naming the override.
+  for (GemmProblem bad : {problem(256, 256, 256, ScaleMode::kPtpc), mn}) {
+    try {
+      (void)gemm_plan(bad, 132, GemmPlanOverrides{.scale_a_route = ScaleARoute::kMnMajorCopy});
+      ADD_FAILURE() << "scale_a_route accepted for " << to_string(bad.mode) << " " << to_string(bad.scale_layout);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("'scale_a_route'"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -9,11 +9,18 @@
 //    forced and split-K 3, both output dtypes, each NaN-poisoned 5 times against the fp64
 //    reference, and the output must equal the raw layout's bitwise (same wgmmas, same fma order);
 //    M not a multiple of 4 or of the tile checks the padded column stride and the TMA's clipping.
+//    The raw layout also runs on its MN-major copy route (GemmPlan::scale_a_mn_copy, forced), which
+//    must equal the as-given kernel bitwise too: a copy kernel that drops, swaps or misplaces a
+//    scale (rows past a 32-row tile, K blocks past 32, the padded column) changes the output.
+//  - MnMajorCopyRouteReadsStridedScalesAndNeedsItsWorkspace: row-major scales with a padded row
+//    stride give the same bits through the copy as dense ones; the route refuses to run without
+//    its workspace, naming set_workspace, before any GPU work.
 //  - RefusesMalformedMnMajorScales: each rule of the layout (M-contiguous, column stride >= M and
 //    a multiple of 4, 16-byte aligned base) refused before any GPU work, naming 'scale_a'.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <limits>
 
 #include "gemm/planner.hpp"
 #include "support/expect_error.hpp"
@@ -81,12 +88,24 @@ TEST(GemmBlockscaleLayout, BitwiseEqualToRowMajor) {
       if (cs.k / 128 >= 3) plans.push_back(GemmPlanOverrides{.block_m = 128, .block_n = 128, .split_k = 3});
       for (const DType out : {DType::kBF16, DType::kF32}) {
         for (const GemmPlanOverrides& ov : plans) {
-          std::string raw_kernel, mn_kernel;
+          std::string raw_kernel, mn_kernel, copy_kernel;
           const std::vector<uint8_t> raw = run_layout(o, ScaleLayout::kRaw, out, ov, 1, raw_kernel, stream);
           const std::vector<uint8_t> mn =
               run_layout(o, ScaleLayout::kMnMajor, out, ov, kLayoutRepeats, mn_kernel, stream);
           EXPECT_TRUE(raw == mn) << describe(o, out) << ": mn-major (" << mn_kernel
                                  << ") differs bitwise from raw (" << raw_kernel << ")";
+          // The copy route against the same plan reading the scales as given (both forced: a
+          // forced route runs the tiled kernels, so M <= 32 is compared there, not on the GEMV).
+          GemmPlanOverrides copy = ov, as_given = ov;
+          copy.scale_a_route = ScaleARoute::kMnMajorCopy;
+          as_given.scale_a_route = ScaleARoute::kAsGiven;
+          std::string given_kernel;
+          const std::vector<uint8_t> raw_given =
+              ov.block_m != 0 ? raw : run_layout(o, ScaleLayout::kRaw, out, as_given, 1, given_kernel, stream);
+          const std::vector<uint8_t> raw_copy = run_layout(o, ScaleLayout::kRaw, out, copy, 2, copy_kernel, stream);
+          EXPECT_TRUE(raw_given == raw_copy) << describe(o, out) << ": raw through the MN-major copy (" << copy_kernel
+                                             << ") differs bitwise from raw as given ("
+                                             << (ov.block_m != 0 ? raw_kernel : given_kernel) << ")";
           if (HasFailure()) {
             cudaStreamDestroy(stream);
             return;
@@ -97,7 +116,9 @@ TEST(GemmBlockscaleLayout, BitwiseEqualToRowMajor) {
       EXPECT_TRUE(inputs_intact(o)) << "a kernel wrote into its inputs";
     }
   }
-  std::printf("  %d configurations: mn-major bitwise equal to raw, every launch within the fp64 bound\n", compared);
+  std::printf("  %d configurations: mn-major and raw through its MN-major copy bitwise equal to raw, every launch "
+              "within the fp64 bound\n",
+              compared);
   cudaStreamDestroy(stream);
 }
 
@@ -128,4 +149,49 @@ TEST(GemmBlockscaleLayout, RefusesMalformedMnMajorScales) {
   // mn-major is a blockscale layout only.
   GemmProblem ptpc{.m = m, .n = n, .k = k, .mode = ScaleMode::kPtpc, .scale_layout = ScaleLayout::kMnMajor};
   EXPECT_NE(gemm_validate_problem(ptpc).find("applies to mode blockscale only"), std::string::npos);
+}
+
+TEST(GemmBlockscaleLayout, MnMajorCopyRouteReadsStridedScalesAndNeedsItsWorkspace) {
+  WEAVE_REQUIRE_GPUS(1);
+  GemmProblem probe{.m = 256, .n = 256, .k = 256, .mode = ScaleMode::kBlockscale, .scale_layout = ScaleLayout::kMnMajor};
+  if (gemm::gemm_tile_candidates(probe).empty()) GTEST_SKIP() << "no mn-major blockscale instance in this build";
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  // 45 K blocks: two 32-wide K-block tiles of the copy, the second partial; M = 301: ten row tiles.
+  const int64_t m = 301, n = 384, k = 45 * 128, kb = k / 128, pad_ld = kb + 7;
+  const OperandSet o = make_operands(ScaleMode::kBlockscale, m, n, k, 7500, false);
+  const GemmPlanOverrides copy{.scale_a_route = ScaleARoute::kMnMajorCopy};
+  std::string kernel;
+  const std::vector<uint8_t> dense = run_layout(o, ScaleLayout::kRaw, DType::kF32, {}, 1, kernel, stream);
+
+  // The same scales in rows of pad_ld floats, the padding NaN (a copy reading it poisons C).
+  std::vector<float> h_sa(static_cast<std::size_t>(m * kb));
+  ASSERT_EQ(cudaMemcpy(h_sa.data(), o.scales.a.data, h_sa.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<float> h_pad(static_cast<std::size_t>(m * pad_ld), std::numeric_limits<float>::quiet_NaN());
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t c = 0; c < kb; ++c) h_pad[r * pad_ld + c] = h_sa[r * kb + c];
+  Guarded sa_pad(h_pad.size() * 4);
+  ASSERT_EQ(cudaMemcpy(sa_pad.get(), h_pad.data(), h_pad.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  const TensorView sa_view = TensorView::matrix(sa_pad.get(), DType::kF32, m, kb, pad_ld, 0);
+
+  Guarded c(static_cast<std::size_t>(m * n) * 4);
+  GemmProblem p = o.p;
+  p.out_dtype = DType::kF32;
+  Gemm g(p, o.va, o.vb, GemmScales{sa_view, o.scales.b}, TensorView::matrix(c.get(), DType::kF32, m, n, 0), copy);
+  ASSERT_TRUE(g.plan().scale_a_mn_copy) << g.plan().reason;
+  EXPECT_NE(g.plan().kernel.find("mn"), std::string::npos) << g.plan().kernel;
+  EXPECT_NE(g.workspace_purpose().find("MN-major copy"), std::string::npos) << g.workspace_purpose();
+  // No workspace yet: refused before anything is enqueued.
+  const std::string msg = error_of([&] { g.run(stream); });
+  EXPECT_NE(msg.find("set_workspace"), std::string::npos) << msg;
+  const Guarded ws = attach_workspace(g);
+  for (int rep = 0; rep < 3; ++rep) {
+    bench::poison_nan(c.get(), c.bytes(), DType::kF32, stream);
+    g.run(stream);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_TRUE(download_bytes(c) == dense) << "run " << rep << ": the copy of strided scales differs bitwise from "
+                                            << "the dense scales read as given (" << kernel << ")";
+  }
+  EXPECT_TRUE(c.guard_intact());
+  cudaStreamDestroy(stream);
 }

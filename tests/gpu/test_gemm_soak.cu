@@ -85,7 +85,8 @@ TEST(GemmSoak, RandomShapesModesTilesAndGrids) {
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   ref::Random rng(0x50A4);
-  int launches = 0, problems = 0, wrong_launches = 0, gemv_launches = 0, split_launches = 0, mx_route_launches = 0;
+  int launches = 0, problems = 0, wrong_launches = 0, gemv_launches = 0, split_launches = 0, mx_route_launches = 0,
+      scale_copy_launches = 0;
   int64_t wrong_elements = 0;
   while (launches < target) {
     const SoakProblem sp = random_problem(rng);
@@ -138,6 +139,12 @@ TEST(GemmSoak, RandomShapesModesTilesAndGrids) {
           o.mx_route = MxRoute::kBf16;
           o.block_m = o.block_n = 0;
         }
+        // Blockscale with row-major A scales: one launch in three through their MN-major copy
+        // (the MN-major kernels' tiles: the planner's), keeping the grid and split drawn above.
+        if (p.mode == ScaleMode::kBlockscale && p.scale_layout == ScaleLayout::kRaw && rng.integer(0, 2) == 0) {
+          o.scale_a_route = ScaleARoute::kMnMajorCopy;
+          o.block_m = o.block_n = 0;
+        }
       }
       std::unique_ptr<Gemm> g;
       try {
@@ -156,6 +163,7 @@ TEST(GemmSoak, RandomShapesModesTilesAndGrids) {
       }
       gemv_launches += g->plan().gemv ? 1 : 0;
       mx_route_launches += g->plan().mx_dequant ? 1 : 0;
+      scale_copy_launches += g->plan().scale_a_mn_copy ? 1 : 0;
       bench::poison_nan(c.get(), c.bytes(), p.out_dtype, stream);
       g->run(stream);
       const ref::Comparison cmp = bench::gpu_compare(cv, ref.as<float>(), tol, stream);
@@ -173,11 +181,12 @@ TEST(GemmSoak, RandomShapesModesTilesAndGrids) {
   }
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   cudaStreamDestroy(stream);
-  std::printf("gemm soak: %d launches over %d random problems (%d split-K, %d GEMV, %d mxfp8 bf16 route), %d wrong "
-              "launches, %lld wrong elements\n",
-              launches, problems, split_launches, gemv_launches, mx_route_launches, wrong_launches,
-              static_cast<long long>(wrong_elements));
+  std::printf("gemm soak: %d launches over %d random problems (%d split-K, %d GEMV, %d mxfp8 bf16 route, %d blockscale "
+              "A-scale copy), %d wrong launches, %lld wrong elements\n",
+              launches, problems, split_launches, gemv_launches, mx_route_launches, scale_copy_launches,
+              wrong_launches, static_cast<long long>(wrong_elements));
   if (target >= 1000) EXPECT_GT(mx_route_launches, 0) << "the soak never ran the mxfp8 bf16 route";
+  if (target >= 1000) EXPECT_GT(scale_copy_launches, 0) << "the soak never ran blockscale's A-scale copy";
   EXPECT_EQ(wrong_launches, 0);
   EXPECT_GE(launches, target);
 }

@@ -58,10 +58,15 @@ def test_plan_overrides_and_layouts():
     packed = weave.plan_gemm(4096, 4096, 2048, "mxfp8", scale_layout="packed", mx_route="native")
     assert "packed" in packed.kernel and not packed.mx_dequant
     assert "_blockscale_mn_" in weave.plan_gemm(4096, 4096, 2048, "blockscale", scale_layout="mn-major").kernel
-    assert "_blockscale_mn_" not in weave.plan_gemm(4096, 4096, 2048, "blockscale").kernel
+    assert "_blockscale_mn_" not in weave.plan_gemm(4096, 4096, 2048, "blockscale", scale_a_route="as-given").kernel
     route = weave.plan_gemm(4096, 4096, 2048, "mxfp8", scale_layout="packed", mx_route="bf16")
     assert route.mx_dequant and "packed" in route.fallback_kernel
     assert not weave.plan_gemm(64, 8192, 1280, "mxfp8").mx_dequant  # small M: the weights' conversion dominates
+    # Row-major blockscale A scales: copied to MN-major where the model says it pays, or as forced.
+    copied = weave.plan_gemm(16384, 2048, 7168, "blockscale")
+    assert copied.scale_a_mn_copy and "_blockscale_mn_" in copied.kernel, copied.reason
+    assert not weave.plan_gemm(16384, 2048, 7168, "blockscale", scale_a_route="as-given").scale_a_mn_copy
+    assert weave.plan_gemm(256, 256, 256, "blockscale", scale_a_route="mn-major-copy").scale_a_mn_copy
     assert weave.plan_gemm(4096, 4096, 2048, weave.ScaleMode.PTPC, weave.DType.F32).kernel.endswith(
         weave.plan_gemm(4096, 4096, 2048, "ptpc", "fp32").kernel[-7:])
 
@@ -91,6 +96,8 @@ def test_validate_gemm_rules(args, needle):
     ({"block_m": 96}, "block"),
     ({"mx_route": "fast"}, "argument 'mx_route': must be one of auto, native, bf16"),
     ({"mx_route": "bf16", "mode": "ptpc"}, "'mx_route': applies to mode mxfp8 only"),
+    ({"scale_a_route": "copy"}, "argument 'scale_a_route': must be one of auto, as-given, mn-major-copy"),
+    ({"scale_a_route": "mn-major-copy", "mode": "ptpc"}, "'scale_a_route': applies to mode blockscale"),
 ])
 def test_plan_argument_errors(kw, needle):
     with pytest.raises(weave.ArgumentError) as e:

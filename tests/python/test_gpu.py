@@ -142,8 +142,20 @@ def test_blockscale_raw_and_mn_major_bitwise(m, seed):
     g = weave.Gemm(a, b, mn, scale_a=mn_major(sa), scale_b=sb, mode="blockscale", scale_layout="mn-major")
     assert ("_blockscale_mn_" in g.plan.kernel) == (m > 32), g.plan.kernel  # M <= 32: the GEMV, through strides
     g.run()
+    # The row-major scales through their MN-major copy (its workspace allocated here with torch),
+    # against the same plan reading them as given: a forced route runs the tiled kernels, so M <= 32
+    # is compared there, not on the GEMV.
+    routed = {}
+    for route in ("as-given", "mn-major-copy"):
+        routed[route] = poisoned(m, 768, torch.float32)
+        gr = weave.Gemm(a, b, routed[route], scale_a=sa, scale_b=sb, mode="blockscale", scale_a_route=route)
+        assert gr.plan.scale_a_mn_copy == (route == "mn-major-copy") and not gr.plan.gemv, gr.plan.reason
+        assert ("_blockscale_mn_" in gr.plan.kernel) == (route == "mn-major-copy"), gr.plan.kernel
+        assert route == "as-given" or gr.workspace is not None
+        gr.run()
     torch.cuda.synchronize()
     assert torch.equal(raw, mn)
+    assert torch.equal(routed["as-given"], routed["mn-major-copy"])
     with pytest.raises(weave.ArgumentError, match="scale_layout mn-major needs M-contiguous scales"):
         weave.Gemm(a, b, mn, scale_a=sa, scale_b=sb, mode="blockscale", scale_layout="mn-major")
 

@@ -9,6 +9,7 @@
 #include "gemm/planner.hpp"
 #include "weave/error.hpp"
 #include "weave/gemm.hpp"
+#include "weave/quant.hpp"
 
 namespace weave::cli {
 namespace {
@@ -23,6 +24,7 @@ struct PlanGemmOptions {
   int grid = 0;
   int split_k = 0;
   std::string mx_route = "auto";
+  std::string scale_a_route = "auto";
 };
 
 constexpr int kMaxSms = 1024;
@@ -32,6 +34,7 @@ const char* override_option(const std::string& message) {
   if (message.find("'split_k'") != std::string::npos) return "--split-k";
   if (message.find("'grid'") != std::string::npos) return "--grid";
   if (message.find("'mx_route'") != std::string::npos) return "--mx-route";
+  if (message.find("'scale_a_route'") != std::string::npos) return "--scale-a-route";
   return "--tile";
 }
 
@@ -65,12 +68,20 @@ int run_plan_gemm(const PlanGemmOptions& o) {
   else if (o.mx_route != "auto") return usage_error("--mx-route '" + o.mx_route + "': expected auto, native or bf16");
   if (ov.mx_route != MxRoute::kAuto && p.mode != ScaleMode::kMxfp8)
     return usage_error("--mx-route " + o.mx_route + ": applies to --quant mxfp8 only");
-  // The tiles a forced tile is checked against: the bf16 kernels' on the mxfp8 bf16 route.
+  if (o.scale_a_route == "as-given") ov.scale_a_route = ScaleARoute::kAsGiven;
+  else if (o.scale_a_route == "mn-major-copy") ov.scale_a_route = ScaleARoute::kMnMajorCopy;
+  else if (o.scale_a_route != "auto")
+    return usage_error("--scale-a-route '" + o.scale_a_route + "': expected auto, as-given or mn-major-copy");
+  if (ov.scale_a_route != ScaleARoute::kAuto && (p.mode != ScaleMode::kBlockscale || p.scale_layout != ScaleLayout::kRaw))
+    return usage_error("--scale-a-route " + o.scale_a_route + ": applies to --quant blockscale with --layout raw only");
+  // The tiles a forced tile is checked against: the bf16 kernels' on the mxfp8 bf16 route, the
+  // MN-major kernels' where A's scales are copied to MN-major.
   GemmProblem tiles_of = p;
   if (ov.mx_route == MxRoute::kBf16) {
     tiles_of.mode = ScaleMode::kBF16;
     tiles_of.scale_layout = ScaleLayout::kRaw;
   }
+  if (ov.scale_a_route == ScaleARoute::kMnMajorCopy) tiles_of.scale_layout = ScaleLayout::kMnMajor;
   const auto cands = gemm::gemm_tile_candidates(tiles_of);
   if (!o.tile.empty()) {
     const Tile t = parse_tile("--tile", o.tile);
@@ -153,6 +164,14 @@ int run_plan_gemm(const PlanGemmOptions& o) {
     std::printf("mxfp8 route: native (fp8 kernel, promotion every 32 K); modelled %.1f us vs bf16 route %.1f us\n",
                 r.native_us, r.bf16_us);
   }
+  if (p.mode == ScaleMode::kBlockscale && p.scale_layout == ScaleLayout::kRaw && !plan.gemv) {
+    const gemm::ScaleACopyModel r = gemm::scale_a_copy_model(p, o.sms);
+    std::printf("blockscale A scales: %s; modelled: the MN-major kernel saves %.1f us of %.1f us, the copy costs "
+                "%.1f us\n",
+                plan.scale_a_mn_copy ? "copied to MN-major in the workspace, then the MN-major kernel"
+                                     : "read as given (row-major)",
+                r.saved_us, r.kernel_us, r.copy_us);
+  }
   const std::size_t ws = gemm_workspace_bytes(p, plan);
   if (ws > 0) {
     std::printf("workspace: %lld bytes (", static_cast<long long>(ws));
@@ -160,6 +179,9 @@ int run_plan_gemm(const PlanGemmOptions& o) {
       std::printf("bf16 A [%lld, %lld] and B [%lld, %lld], a flag word%s", static_cast<long long>(p.m),
                   static_cast<long long>(p.k), static_cast<long long>(p.n), static_cast<long long>(p.k),
                   plan.split_k > 1 ? "; " : "");
+    if (plan.scale_a_mn_copy)
+      std::printf("fp32 MN-major A scales [%lld, %lld]%s", static_cast<long long>(p.k / 128),
+                  static_cast<long long>(ref::mn_major_scale_ld(p.m)), plan.split_k > 1 ? "; " : "");
     if (plan.split_k > 1)
       std::printf("fp32 partials [%d, %lld, %lld]", plan.split_k, static_cast<long long>(p.m),
                   static_cast<long long>(p.n));
@@ -188,6 +210,11 @@ void add_plan_gemm(CLI::App& plan) {
   c->add_option("--mx-route", opts->mx_route,
                 "mxfp8: auto (the planner's model) | native (fp8 kernel, promotion every 32 K) | bf16 (A and B "
                 "converted to bf16 with their scales, then the bf16 kernel)")
+      ->capture_default_str();
+  c->add_option("--scale-a-route", opts->scale_a_route,
+                "blockscale with --layout raw: auto (the planner's model) | as-given (the kernel gathers each "
+                "stage's row-major A scales) | mn-major-copy (A's scales copied to MN-major in the workspace "
+                "first, then the faster MN-major kernel; bitwise the same result)")
       ->capture_default_str();
   c->callback([opts] { exit_code() = run_plan_gemm(*opts); });
 }

@@ -3,9 +3,11 @@
 //
 // Per shape and quantisation mode (and output dtype), the arms are:
 //   bf16, ptpc   weave | cublaslt (same mode)
-//   blockscale   weave (row-major A scales, scale_layout raw) | weave-mn (the same scales
-//                M-contiguous, scale_layout mn-major: the layout cuBLASLt's arm is given too, so
-//                the blockscale targets read this arm) | cublaslt (1x128 / 128x128 block scaling) |
+//   blockscale   weave (row-major A scales, scale_layout raw: the planner's route for them) |
+//                weave-as-given / weave-mn-copy (the same, forced to read the scales as given or
+//                to copy them to MN-major first) | weave-mn (the same scales M-contiguous,
+//                scale_layout mn-major: the layout cuBLASLt's arm is given too, so the blockscale
+//                targets read this arm) | cublaslt (1x128 / 128x128 block scaling) |
 //                cublaslt-ptpc (the fp8 speed of light on Hopper, on ptpc-quantised copies of the
 //                same fp32 data)
 //   mxfp8        weave (raw scales) | weave-packed (packed scales, with --layout packed) |
@@ -187,6 +189,7 @@ struct ArmState {
   const ModeData* data = nullptr;
   ScaleLayout layout = ScaleLayout::kRaw;  // mxfp8 scales the weave arm reads
   MxRoute route = MxRoute::kAuto;          // mxfp8: the weave arm's route (kAuto: the planner's)
+  ScaleARoute sa_route = ScaleARoute::kAuto;  // blockscale raw: the route for A's scales
   GemmProblem problem;        // the arm's own mode, the row's out dtype
   bool fast_accum = false;
   std::string unsupported;    // non-empty: not run
@@ -228,7 +231,7 @@ void setup_weave(ArmState& arm) {
   try {
     for (std::size_t i = 0; i < arm.data->b.size(); ++i)
       arm.gemms.emplace_back(arm.problem, arm.data->a.view, arm.data->b[i].view, arm.data->scales(i, arm.layout),
-                             arm.out_view, GemmPlanOverrides{.mx_route = arm.route});
+                             arm.out_view, GemmPlanOverrides{.mx_route = arm.route, .scale_a_route = arm.sa_route});
     // split-K plans write fp32 partials into a workspace; the weight copies run one after another
     // on one stream, so they share it.
     const std::size_t ws = arm.gemms[0].workspace_bytes();
@@ -359,6 +362,7 @@ struct ArmSpec {
   bool weave;
   ScaleLayout layout = ScaleLayout::kRaw;
   MxRoute route = MxRoute::kAuto;
+  ScaleARoute sa_route = ScaleARoute::kAuto;
 };
 
 std::vector<ArmSpec> arms_for(ScaleMode mode, const std::vector<ScaleLayout>& layouts) {
@@ -367,6 +371,8 @@ std::vector<ArmSpec> arms_for(ScaleMode mode, const std::vector<ScaleLayout>& la
     case ScaleMode::kPtpc: return {{"weave", mode, true}, {"cublaslt", mode, false}};
     case ScaleMode::kBlockscale:
       return {{"weave", mode, true},
+              {"weave-as-given", mode, true, ScaleLayout::kRaw, MxRoute::kAuto, ScaleARoute::kAsGiven},
+              {"weave-mn-copy", mode, true, ScaleLayout::kRaw, MxRoute::kAuto, ScaleARoute::kMnMajorCopy},
               {"weave-mn", mode, true, ScaleLayout::kMnMajor},
               {"cublaslt", mode, false},
               {"cublaslt-ptpc", ScaleMode::kPtpc, false}};
@@ -479,6 +485,7 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
             arm->problem.out_dtype = out;
             arm->layout = spec.layout;
             arm->route = spec.route;
+            arm->sa_route = spec.sa_route;
             arm->problem.scale_layout = spec.layout;
             arm->fast_accum = opt.fast_accum && spec.mode == ScaleMode::kPtpc && !spec.weave;
             alloc_output(*arm, device);
