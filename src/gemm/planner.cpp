@@ -362,15 +362,19 @@ GemmPlan plan_mxfp8_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverr
 // box. Measured on the H200 (docs/perf/gemm.md "step 11": the 12 shapes and six around the
 // threshold, every arm forced in one run), the kernel reading the scales as given took 2.6-9.8% more
 // time than the MN-major one with 256x128 tiles (least at 30-35 us, K = 2048) and 9-14% with
-// 128x128, and the copy cost 1.6-2.2 us in a CUDA graph at small shapes, 2.7-7 us at large ones
-// (12-15 at 8192x8192x8192, where ncu times the copy kernel itself at 3.9 us). The
-// model takes kScaleAMnMajorSaving of the MN-major plan's modelled time (its FLOPs at the rate
-// weave's blockscale kernel reaches, derated by wave efficiency) as the saving and the copy as a
-// launch plus reading and writing M x K/128 floats, and copies where the saving is larger: right in
-// sign at 17 of those 18 shapes (never a loss; it forgoes 1.5 us at 1024x5120x2048).
+// 128x128 (whose MN-major kernel also runs the two-block-set schedule), and the route cost about 2
+// us in a CUDA graph plus about 1.2% of the kernel at large shapes (the copy kernel itself takes
+// 3.5-3.9 us under ncu at 1-2 MB; the rest of the large shapes' cost is not explained). The model
+// prices both: the saving as a share of the MN-major plan's modelled time (its FLOPs at the rate
+// weave's blockscale kernel reaches, derated by wave efficiency), the copy as a launch, that share
+// and reading and writing M x K/128 floats; it copies where the saving is larger. Against those 18
+// shapes it is right in sign at every one that was not a tie (2048x2048x7168 goes to the copy,
+// 2048x1024x5120 stays as given; tests/cpu GemmPlanScaleARoute holds the table).
 constexpr double kModelBlockscaleFlops = 1100e12;
-constexpr double kScaleAMnMajorSaving = 0.06;
-constexpr double kModelScaleCopyLaunchUs = 3.0;
+constexpr double kScaleAMnMajorSaving = 0.06;          // 256-row tiles
+constexpr double kScaleAMnMajorSaving128Rows = 0.12;   // 128-row tiles
+constexpr double kModelScaleCopyLaunchUs = 2.0;
+constexpr double kModelScaleCopyKernelShare = 0.012;
 
 ScaleACopyModel scale_a_copy_model(const GemmProblem& p, int num_sms) {
   ScaleACopyModel r;
@@ -379,10 +383,12 @@ ScaleACopyModel scale_a_copy_model(const GemmProblem& p, int num_sms) {
   const auto cands = gemm_tile_candidates(mn);
   if (cands.empty() || gemm_tile_candidates(p).empty()) return r;
   const double m = static_cast<double>(p.m), n = static_cast<double>(p.n), k = static_cast<double>(p.k);
-  r.wave_eff = wave_efficiency(gemm_plan_tiles(mn, num_sms, {}, cands), num_sms);
+  const GemmPlan plan = gemm_plan_tiles(mn, num_sms, {}, cands);
+  r.wave_eff = wave_efficiency(plan, num_sms);
   r.kernel_us = 2 * m * n * k / (kModelBlockscaleFlops * r.wave_eff) * 1e6;
-  r.saved_us = kScaleAMnMajorSaving * r.kernel_us;
-  r.copy_us = kModelScaleCopyLaunchUs + 2 * m * (k / 128) * 4 / kModelHbmBytesPerS * 1e6;
+  r.saved_us = (plan.block_m <= 128 ? kScaleAMnMajorSaving128Rows : kScaleAMnMajorSaving) * r.kernel_us;
+  r.copy_us = kModelScaleCopyLaunchUs + kModelScaleCopyKernelShare * r.kernel_us +
+              2 * m * (k / 128) * 4 / kModelHbmBytesPerS * 1e6;
   return r;
 }
 
