@@ -78,13 +78,12 @@ static void fill_scale_copy_main(const GemmProblem& p, const GemmPlan& plan, con
   if (r.copy.dst == nullptr) return;
   GemmProblem mn = p;
   mn.scale_layout = ScaleLayout::kMnMajor;
-  TensorView sa;
-  sa.data = r.copy.dst;
-  sa.dtype = DType::kF32;
-  sa.rank = 2;
-  sa.shape = {p.m, p.k / 128};
-  sa.strides = {1, r.copy.dst_ld};
-  sa.device = r.a.device;
+  const TensorView sa{.data = r.copy.dst,
+                      .dtype = DType::kF32,
+                      .rank = 2,
+                      .shape = {p.m, p.k / 128},
+                      .strides = {1, r.copy.dst_ld},
+                      .device = r.a.device};
   args.main = gemm::make_mainloop_args(mn, plan, r.a, r.b, GemmScales{sa, r.scale_b}, debug);
 }
 

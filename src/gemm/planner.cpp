@@ -320,22 +320,35 @@ MxRouteModel mx_route_model(const GemmProblem& p, int num_sms) {
   return r;
 }
 
-GemmPlan plan_mxfp8_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverrides& o) {
-  MxRoute route = o.mx_route;
-  std::ostringstream why;
+// The start of a planner with two routes: the override's route, else `forced_default` where a tile
+// or K split is forced without one (`forced_note` says so), else the one `model(why)` returns after
+// writing its numbers into `why` (one decimal).
+template <class Route, class Model>
+static Route choose_route(Route overridden, Route forced_default, const char* forced_note,
+                          const GemmPlanOverrides& o, std::ostringstream& why, Model&& model) {
   why.setf(std::ios::fixed);
   why.precision(1);
-  if (route != MxRoute::kAuto) {
+  if (overridden != Route::kAuto) {
     why << "(override)";
-  } else if (o.block_m != 0 || o.split_k >= 2) {
-    route = MxRoute::kNative;
-    why << "(a forced tile or K split without a route names the native kernels)";
-  } else {
-    const MxRouteModel r = mx_route_model(p, num_sms);
-    route = r.bf16_us < r.native_us ? MxRoute::kBf16 : MxRoute::kNative;
-    why << "(modelled " << r.bf16_us << " us incl. " << r.convert_us << " us of conversion, wave efficiency "
-        << 100 * r.bf16_eff << "%, vs native " << r.native_us << " us at " << 100 * r.native_eff << "%)";
+    return overridden;
   }
+  if (o.block_m != 0 || o.split_k >= 2) {
+    why << forced_note;
+    return forced_default;
+  }
+  return model(why);
+}
+
+GemmPlan plan_mxfp8_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverrides& o) {
+  std::ostringstream why;
+  const MxRoute route = choose_route(
+      o.mx_route, MxRoute::kNative, "(a forced tile or K split without a route names the native kernels)", o, why,
+      [&](std::ostringstream& w) {
+        const MxRouteModel r = mx_route_model(p, num_sms);
+        w << "(modelled " << r.bf16_us << " us incl. " << r.convert_us << " us of conversion, wave efficiency "
+          << 100 * r.bf16_eff << "%, vs native " << r.native_us << " us at " << 100 * r.native_eff << "%)";
+        return r.bf16_us < r.native_us ? MxRoute::kBf16 : MxRoute::kNative;
+      });
   if (route == MxRoute::kNative) {
     GemmPlan plan = gemm_plan_tiles(p, num_sms, o, gemm_tile_candidates(p));
     plan.reason = "mxfp8 native route " + why.str() + "; " + plan.reason;
@@ -393,21 +406,15 @@ ScaleACopyModel scale_a_copy_model(const GemmProblem& p, int num_sms) {
 }
 
 GemmPlan plan_blockscale_raw_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverrides& o) {
-  ScaleARoute route = o.scale_a_route;
   std::ostringstream why;
-  why.setf(std::ios::fixed);
-  why.precision(1);
-  if (route != ScaleARoute::kAuto) {
-    why << "(override)";
-  } else if (o.block_m != 0 || o.split_k >= 2) {
-    route = ScaleARoute::kAsGiven;
-    why << "(a forced tile or K split without a route reads the scales as given)";
-  } else {
-    const ScaleACopyModel r = scale_a_copy_model(p, num_sms);
-    route = r.copy_us < r.saved_us ? ScaleARoute::kMnMajorCopy : ScaleARoute::kAsGiven;
-    why << "(modelled: the MN-major kernel saves " << r.saved_us << " us of " << r.kernel_us
-        << " us at wave efficiency " << 100 * r.wave_eff << "%; the copy costs " << r.copy_us << " us)";
-  }
+  const ScaleARoute route = choose_route(
+      o.scale_a_route, ScaleARoute::kAsGiven, "(a forced tile or K split without a route reads the scales as given)",
+      o, why, [&](std::ostringstream& w) {
+        const ScaleACopyModel r = scale_a_copy_model(p, num_sms);
+        w << "(modelled: the MN-major kernel saves " << r.saved_us << " us of " << r.kernel_us
+          << " us at wave efficiency " << 100 * r.wave_eff << "%; the copy costs " << r.copy_us << " us)";
+        return r.copy_us < r.saved_us ? ScaleARoute::kMnMajorCopy : ScaleARoute::kAsGiven;
+      });
   if (route == ScaleARoute::kAsGiven) {
     GemmPlan plan = gemm_plan_tiles(p, num_sms, o, gemm_tile_candidates(p));
     plan.reason = "blockscale, A scales read as given (row-major) " + why.str() + "; " + plan.reason;
