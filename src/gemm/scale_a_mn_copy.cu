@@ -39,11 +39,6 @@ int64_t scale_a_mn_copy_bytes(int64_t m, int64_t k_blocks) {
 }
 
 void scale_a_mn_copy(const ScaleAMnCopy& op, cudaStream_t stream) {
-  WEAVE_EXPECT(op.src != nullptr && op.dst != nullptr && op.m >= 1 && op.k_blocks >= 1 && op.src_ld >= op.k_blocks &&
-                   op.dst_ld >= op.m,
-               Status::kInternal,
-               "scale_a_mn_copy: bad operands (m " << op.m << ", k_blocks " << op.k_blocks << ", src_ld " << op.src_ld
-                                                   << ", dst_ld " << op.dst_ld << ")");
   const int64_t kb_tiles = (op.k_blocks + kTile - 1) / kTile;
   const dim3 grid(static_cast<unsigned>((op.m + kTile - 1) / kTile), static_cast<unsigned>(kb_tiles < 65535 ? kb_tiles : 65535));
   scale_a_mn_copy_kernel<<<grid, dim3(kTile, kRowsStep), 0, stream>>>(op);

@@ -25,7 +25,9 @@ struct ScaleAMnCopy {
 // Bytes of the copy's destination (k_blocks columns of dst_ld floats).
 int64_t scale_a_mn_copy_bytes(int64_t m, int64_t k_blocks);
 
-// Enqueues the copy. Rows [m, dst_ld) of each column are not written (no map reads them).
+// Enqueues the copy. Rows [m, dst_ld) of each column are not written (no map reads them). The
+// caller builds `op` from checked operands (m >= 1, k_blocks >= 1, src_ld >= k_blocks, dst_ld >= m,
+// both pointers on the stream's device): nothing is checked here, on the per-call path.
 void scale_a_mn_copy(const ScaleAMnCopy& op, cudaStream_t stream);
 
 }  // namespace weave::gemm

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/check.hpp"
+#include "gemm/scale_a_mn_copy.hpp"
 
 namespace weave::bench {
 
@@ -40,17 +41,6 @@ cudaDataType_t lt_type(DType d) {
     case DType::kUE8M0: break;
   }
   throw Error(Status::kInvalidArgument, "", WEAVE_LOCATION, "no cuBLASLt type for ue8m0 data");
-}
-
-// [M][L] row-major (ld_in) -> [L][M] (M contiguous): the VEC128 activation-scale order.
-__global__ void transpose_scales(const float* __restrict__ in, int64_t ld_in, float* __restrict__ out,
-                                 int64_t rows, int64_t cols) {
-  const int64_t total = rows * cols;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t kb = i / rows, r = i % rows;  // i indexes the output
-    out[i] = in[r * ld_in + kb];
-  }
 }
 
 // [R][L] (ld_in) -> [R][ld_out >= L], pad filled with 0: the BLK128x128 weight-scale order.
@@ -245,9 +235,15 @@ CublasLtScales CublasLtGemm::prepare_scales(const GemmScales& scales, cudaStream
     pad_scales<<<blocks_for(nb * l4), 256, 0, stream>>>(
         static_cast<const float*>(scales.b.data), scales.b.ld(), owned->a, nb, l, l4);
     WEAVE_CHECK_LAUNCH();
-    transpose_scales<<<blocks_for(l * p.m), 256, 0, stream>>>(
-        static_cast<const float*>(scales.a.data), scales.a.ld(), owned->b, p.m, l);
-    WEAVE_CHECK_LAUNCH();
+    // [M][L] row-major -> [L][M] (M contiguous, ld M: `supports` keeps M a multiple of 4): the
+    // VEC128 activation-scale order, by weave::Gemm's own copy for row-major scales.
+    gemm::scale_a_mn_copy({.src = static_cast<const float*>(scales.a.data),
+                           .src_ld = p.m > 1 ? scales.a.ld() : l,
+                           .m = p.m,
+                           .k_blocks = l,
+                           .dst = owned->b,
+                           .dst_ld = p.m},
+                          stream);
     WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
     out.lt_a = owned->a;
     out.lt_b = owned->b;
