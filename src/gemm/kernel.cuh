@@ -4,7 +4,8 @@
 //     A and B for each 128-byte K slice into a ring of `kStages` shared-memory stages; with a
 //     main-loop scale policy the lanes also bring the stage's scales (cp.async, or TMA for
 //     MN-major blockscale A scales, gemm/scale_policy.cuh).
-//   warpgroups 1, 2 (consumers, 232 registers): wgmma from the ring, then the epilogue policy.
+//   warpgroups 1, 2 (consumers, 232 registers): the main-loop policy of the (tile, scale) pair
+//     (gemm/mainloop/select.cuh) runs the wgmmas from the ring, then the epilogue policy stores.
 //
 //   stage s:  full[s]  <- producer arrive.expect_tx + TMA complete_tx (+ the scale policy's
 //                         cp.async arrivals: 32, or 1 for MN-major blockscale)
@@ -25,6 +26,8 @@
 #include "gemm/epilogue_staged.cuh"
 #include "gemm/epilogue_store.cuh"
 #include "gemm/kernel_args.hpp"
+#include "gemm/mainloop/consumer_ring.cuh"
+#include "gemm/mainloop/select.cuh"
 #include "gemm/scale_mx32.cuh"
 #include "gemm/scale_policy.cuh"
 #include "gemm/tile_config.cuh"
@@ -39,40 +42,11 @@
 namespace weave::gemm {
 
 inline constexpr uint32_t kProducerRegisters = 40;
-
-// K elements per scale group of a main-loop scale policy; 0 for policies without one.
-template <class Scale>
-constexpr int scale_group_k() {
-  if constexpr (requires { Scale::kGroupK; }) return Scale::kGroupK;
-  else return 0;
-}
 inline constexpr uint32_t kConsumerRegisters = 232;
 
-// Bytes a scale policy adds to each stage's TMA transaction (0 for policies without a TMA part).
-template <class Scale, class Tile>
-constexpr uint32_t scale_stage_tx_bytes() {
-  if constexpr (requires { Scale::template stage_tx_bytes<Tile>(); }) return Scale::template stage_tx_bytes<Tile>();
-  else return 0;
-}
-// Whether 128-row tiles run the two-block-set schedule (see the ptpc branch of the main loop):
-// ptpc always; blockscale when its A scales arrive by TMA (with the cp.async gather the schedule
-// was measured slower: its consumers waited for data, docs/perf/gemm.md "step 3").
-template <class Scale>
-constexpr bool two_block_sets() {
-  if constexpr (Scale::kWhere == ScaleWhere::kEpilogue) return true;
-  else if constexpr (requires { Scale::kTmaRows; }) return Scale::kTmaRows;
-  else return false;
-}
 // Whether the consumer role is compiled once, testing the dropped-wait flag at run time, instead of
-// once per flag value (see the consumer role). Measured exceptions to the copy:
-//  - epilogues that set kSingleConsumerRole: the fused all-reduce's, because with two copies of
-//    its epilogue ptxas spilled 68-972 bytes;
-//  - mxfp8 (32-wide scale groups): its native kernels measured 3-11% slower as copies;
-//  - blockscale with K-major scales on one-slice (128-row) tiles: without the flag test after the
-//    wgmma wait, ptxas hoisted the factor multiplies above the stage's last wgmma, and pinning them
-//    back (a false dependency on the block) serialised the wgmmas (C7511) or, where it did not,
-//    still measured 1-6% slower (unpinned: 4.5-9.5%).
-// Their single role is the step-8 kernel (docs/perf/gemm.md "step 9").
+// once per flag value: the fused all-reduce epilogue (spills as two copies), mxfp8 and K-major
+// blockscale on 128-row tiles (measured slower as copies; docs/perf/gemm.md "step 9").
 template <class Tile, class Scale, class Epilogue>
 constexpr bool single_consumer_role() {
   if constexpr (requires { Epilogue::kSingleConsumerRole; }) {
@@ -218,62 +192,22 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     // ---------------- consumers ----------------
     ptx::setmaxnreg_inc_sync_aligned_u32<kConsumerRegisters>();
     // The dropped-wait negative control (MainloopArgs::debug_drop_full_wait) is tested once, not in
-    // the main loops: the role is compiled twice, with the flag a constant in each copy (a
-    // std::bool_constant argument), and the kernel runs one. Tested at run time inside the loops,
-    // the flag cost a constant load and two uniform branches a stage, 2.5-5% of the fp8 kernels'
-    // time (docs/perf/gemm.md "step 9"). Where single_consumer_role says so, one copy tests the flag
-    // at run time (`drop_wait_arg` a bool), as before.
+    // the main loops: the role is compiled once per flag value (a std::bool_constant argument) and
+    // the kernel runs one (docs/perf/gemm.md "step 9"); single_consumer_role instances test a bool.
     auto consumer_role = [&](auto drop_wait_arg) {
       const bool drop_wait = drop_wait_arg;
-      // Consumer warpgroup 0..1, read through a shuffle so ptxas knows it is warp-uniform: the wgmma
-      // descriptors derived from it then stay in the uniform datapath instead of being built in
-      // vector registers and moved over (R2UR) before every wgmma (ptpc 128x128: 4 instructions
-      // between a stage's wgmmas instead of 6-9; docs/perf/gemm.md "step 6"). Keep the code between
-      // here and the main loop free of spinning waits: one (an mbarrier wait with its bounded spin)
-      // made ptxas move the loop's stage arithmetic out of the uniform datapath, 8% more
-      // instructions and ptpc 20% slower.
+      // Read through a shuffle so ptxas knows it is warp-uniform and keeps the wgmma descriptors in
+      // the uniform datapath; keep spinning waits out of the code between here and the main loop
+      // (either moved the loop's arithmetic to vector registers: docs/perf/gemm.md "step 6").
       const int cwg = __shfl_sync(0xffffffffu, warpgroup - 1, 0);
-      const int ctid = static_cast<int>(threadIdx.x) - 128;  // consumer thread 0..255
-      const int row_in_wg = (warp % 4) * 16 + lane / 4;      // fragment row of this thread (and +8)
-      const int col_in_n8 = (lane % 4) * 2;                  // fragment column in each n8 chunk
+      const int row_in_wg = (warp % 4) * 16 + lane / 4;  // fragment row of this thread (and +8)
+      const int col_in_n8 = (lane % 4) * 2;              // fragment column in each n8 chunk
       hopper::PipelineState<kStages> ps;
       StagedEpilogue<Tile, L, Epilogue> epi;
-
-      auto release = [&](uint32_t s) {
-        if (lane == 0) ptx::mbarrier_arrive_release_cta(empty_bar(s));
-      };
-      // Every consumer wait (a stage, the tile's scales) goes through here. A consumer that gives up
-      // (or sees the abort word) first retires what may still touch its registers or shared memory -
-      // its wgmma groups and the reads of its TMA stores; `cp.async.wait_all` is a no-op today (every
-      // scale copy is the producer's) - then leaves; C is then incomplete and the host raises the
-      // recorded timeout (weave::Gemm::check, the next run()).
-      auto wait_or_leave = [&](uint32_t bar, uint32_t parity, hopper::WaitSite site, uint32_t which) {
-        if (!hopper::mbarrier_wait_or_abort(bar, parity, site, which, a.timeout_record, a.pipeline_timeout_ns,
-                                            abort_word)) {
-          ptx::wgmma_wait_group_sync_aligned<0>();
-          ptx::cp_async_wait_all();
-          ptx::cp_async_bulk_wait_group_read<0>();
-          ptx::thread_exit();
-        }
-      };
-      auto wait_full = [&](uint32_t s, uint32_t phase) {
-        wait_or_leave(full_bar(s), phase, hopper::WaitSite::kConsumerFull, s);
-      };
+      const ConsumerRing<Tile, L> ring{smem_base, abort_word, a, cwg, lane, row_in_wg};
       // The tile's scales (epilogue scale policies) have landed in buffer t % 2.
       [[maybe_unused]] auto wait_tile_scales = [&](uint32_t t) {
-        wait_or_leave(tile_scale_full(t), (t >> 1) & 1u, hopper::WaitSite::kConsumerScalesFull, t & 1u);
-      };
-      // The K step's 32 bytes are added to the descriptor's start-address field (address >> 4),
-      // which cannot carry out of its 14 bits inside the 227 KB of shared memory: one descriptor
-      // per stage and slice instead of one per wgmma.
-      auto desc_a = [&](uint32_t s, int slice, int ks) {
-        const int row0 = Tile::wg_row0(cwg) + slice * 64;
-        return ptx::wgmma_desc_k_major_sw128(smem_a(s) + row0 * 128) + static_cast<uint64_t>(2 * ks);
-      };
-      // B rows are 128 bytes (one swizzle row of K), so a warpgroup's first column starts at row
-      // wg_col0 of the tile: 64 rows = 8 KB, a whole number of 1 KB swizzle atoms.
-      auto desc_b = [&](uint32_t s, int ks) {
-        return ptx::wgmma_desc_k_major_sw128(smem_b(s) + Tile::wg_col0(cwg) * 128) + static_cast<uint64_t>(2 * ks);
+        ring.wait_or_leave(tile_scale_full(t), (t >> 1) & 1u, hopper::WaitSite::kConsumerScalesFull, t & 1u);
       };
 
       uint32_t tile_iter = 0;
@@ -281,280 +215,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         int tile, split, kb_begin, kb_end, m_blk, n_blk;
         item_coords(item, tile, split, kb_begin, kb_end);
         sched.coords(tile, m_blk, n_blk);
-        [[maybe_unused]] const int m0 = m_blk * Tile::kBlockM;
-
         float acc[Tile::kSlices][kAcc];
-        if constexpr (Tile::Input::kBytes == 2) {
-          // bf16: fp32 accumulation in the tensor cores over the whole K. One wgmma group per stage;
-          // keep one group in flight and release the stage before it.
-          uint32_t prev_stage = 0;
-          for (int kb = kb_begin; kb < kb_end; ++kb) {
-            const uint32_t s = ps.stage;
-            if (!drop_wait) wait_full(s, ps.phase);
-#pragma unroll
-            for (int j = 0; j < Tile::kSlices; ++j)
-#pragma unroll
-              for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[j][i]);
-            ptx::wgmma_fence_sync_aligned();
-#pragma unroll
-            for (int ks = 0; ks < Tile::kKSteps; ++ks)
-#pragma unroll
-              for (int j = 0; j < Tile::kSlices; ++j)
-                Mma::mma(acc[j], desc_a(s, j, ks), desc_b(s, ks), (kb > kb_begin || ks > 0) ? 1u : 0u);
-            ptx::wgmma_commit_group_sync_aligned();
-#pragma unroll
-            for (int j = 0; j < Tile::kSlices; ++j)
-#pragma unroll
-              for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[j][i]);
-            if (drop_wait) {
-              ptx::wgmma_wait_group_sync_aligned<0>();
-              wait_full(s, ps.phase);
-            }
-            if (kb > kb_begin) {
-              ptx::wgmma_wait_group_sync_aligned<1>();
-              release(prev_stage);
-            }
-            prev_stage = s;
-            ps.advance();
-          }
-          ptx::wgmma_wait_group_sync_aligned<0>();
-#pragma unroll
-          for (int j = 0; j < Tile::kSlices; ++j)
-#pragma unroll
-            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(acc[j][i]);
-          release(prev_stage);
-        } else if constexpr (scale_group_k<Scale>() == 32) {
-          // mxfp8 (ScaleMx32): each 32-wide K group (one wgmma k32) goes into a fresh accumulator
-          // set and is promoted into acc with its two ue8m0 scales. Two sets alternate so the
-          // tensor cores run one group while the FMAs promote the one before; per stage s:
-          //
-          //   wait full[s]; issue g0 -> set0
-          //   issue g1 -> set1; wait_group 1; promote g0 (set0)
-          //   issue g2 -> set0; wait_group 1; promote g1 (set1)
-          //   issue g3 -> set1; wait_group 1; promote g2 (set0)
-          //   wait_group 0; release s; promote g3 (set1)
-          //
-          // Three of four promotions run under a wgmma of this warpgroup; the fourth under the other
-          // warpgroup's. No wgmma is in flight across the loop's back edge and every wgmma is issued
-          // on a straight path: carrying an in-flight set over the back edge (issuing the next
-          // stage's g0 before promoting g3) made the compiler copy in-flight accumulators at the
-          // loop header, and ptxas serialised every wgmma (C7514) or injected waits (C7517).
-          static_assert(Tile::kSlices == 1 && kAcc == 64, "mxfp8 tiles: one m64n128 slice per consumer warpgroup");
-          float set0[kAcc], set1[kAcc];
-#pragma unroll
-          for (int i = 0; i < kAcc; ++i) acc[0][i] = set0[i] = set1[i] = 0.0f;
-          const int groups = a.k / 32;
-          const int row_local = Tile::wg_row0(cwg) + row_in_wg;
-          const uint32_t mis = Scale::template row_misalignment<Tile>(a, m0 + row_local, n_blk);
-          auto issue = [&](float(&set)[kAcc], uint32_t s, int ks) {
-#pragma unroll
-            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
-            ptx::wgmma_fence_sync_aligned();
-            Mma::mma(set, desc_a(s, 0, ks), desc_b(s, ks), 0u);
-            ptx::wgmma_commit_group_sync_aligned();
-#pragma unroll
-            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
-          };
-          auto landed = [&](float(&set)[kAcc]) {
-#pragma unroll
-            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(set[i]);
-          };
-          for (int kb = kb_begin; kb < kb_end; ++kb) {
-            const uint32_t s = ps.stage;
-            if (!drop_wait) wait_full(s, ps.phase);
-            issue(set0, s, 0);
-            if (drop_wait) wait_full(s, ps.phase);
-            const MxStageWords w =
-                Scale::template load_words<Tile>(stage_scales(s), row_local, mis, groups - 4 * kb);
-            issue(set1, s, 1);
-            ptx::wgmma_wait_group_sync_aligned<1>();
-            landed(set0);
-            Scale::promote(acc[0], set0, w, 0);
-            issue(set0, s, 2);
-            ptx::wgmma_wait_group_sync_aligned<1>();
-            landed(set1);
-            Scale::promote(acc[0], set1, w, 1);
-            issue(set1, s, 3);
-            ptx::wgmma_wait_group_sync_aligned<1>();
-            landed(set0);
-            Scale::promote(acc[0], set0, w, 2);
-            ptx::wgmma_wait_group_sync_aligned<0>();
-            landed(set1);
-            release(s);  // every group reading stage s is complete; its scales are in w
-            Scale::promote(acc[0], set1, w, 3);
-            ps.advance();
-          }
-        } else if constexpr (Tile::kSlices == 1 && two_block_sets<Scale>()) {
-          // fp8 ptpc and TMA-scaled blockscale, one m64 slice per consumer warpgroup (128-row
-          // tiles; blockscale multiplies each block by its scales as it adds it): promotion once per
-          // 128-wide K block as below, but into two block accumulators, so the warpgroup keeps one
-          // stage's wgmmas in flight while it promotes the stage before. Per stage s:
-          //
-          //   wait full[s]; issue 4 wgmma -> blk[s % 2]; commit
-          //   wait_group 1 (the previous stage's group is done); release it; acc += blk[(s - 1) % 2]
-          //
-          // Why (docs/perf/gemm.md "step 3"): a warpgroup that waited for its own group before
-          // promoting left the tensor cores one warp's dependent wgmma chain per SM sub-partition
-          // while it promoted; 128x128 ptpc ran 1.2x slower than 256x128. Registers: acc + two sets
-          // = 3 x kAcc (192 at 128x128). The loop is unrolled by two so each set keeps its registers:
-          // set A is in flight across the back edge, never copied (the mxfp8 notes say what a copied
-          // in-flight set costs). Blockscale with K-major scales keeps the path below: measured,
-          // this schedule made its 128x128 tile 3-10% slower (its consumers waited for the scale
-          // gathers, not for the tensor cores, and a stage is held until the next one has landed).
-          // Blockscale's scales sa[r], sa[r + 8], sb are read from the stage's slot right after its
-          // wgmmas are issued and carried beside the set, so the stage can be released before the
-          // add; they are multiplied into the row factors only when the set is promoted, a stage
-          // later. Multiplied where they are read, ptxas put the two FMULs in front of the stage's
-          // last wgmma, where the warp waited for the shared loads (under the tensor cores' shared-
-          // memory traffic) before it could issue it: the top stall of 128x128 at 2048x1024x5120
-          // (docs/perf/gemm.md "step 10").
-          constexpr bool kScaled = Scale::kWhere == ScaleWhere::kMainloop;
-#pragma unroll
-          for (int i = 0; i < kAcc; ++i) acc[0][i] = 0.0f;
-          float blk_a[kAcc], blk_b[kAcc];
-          // sa[r], sa[r + 8], sb of the stage each set holds (blockscale; unused for ptpc).
-          float scl_a[3] = {1.0f, 1.0f, 1.0f}, scl_b[3] = {1.0f, 1.0f, 1.0f};
-          const int row_local = Tile::wg_row0(cwg) + row_in_wg;
-          auto issue_stage = [&](float(&blk)[kAcc], float(&scl)[3], uint32_t s, uint32_t phase) {
-            if (!drop_wait) wait_full(s, phase);
-#pragma unroll
-            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
-            ptx::wgmma_fence_sync_aligned();
-#pragma unroll
-            for (int ks = 0; ks < Tile::kKSteps; ++ks) Mma::mma(blk, desc_a(s, 0, ks), desc_b(s, ks), ks > 0 ? 1u : 0u);
-            ptx::wgmma_commit_group_sync_aligned();
-#pragma unroll
-            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
-            if (drop_wait) wait_full(s, phase);
-            if constexpr (kScaled) {
-              const uint32_t slot = stage_scales(s);
-              scl[0] = Scale::row_scale(slot, row_local);
-              scl[1] = Scale::row_scale(slot, row_local + 8);
-              scl[2] = Scale::template col_scale<Tile>(slot);
-            }
-          };
-          // After the wait for `blk`'s group: release its stage, add it into the sums.
-          auto promote_stage = [&](float(&blk)[kAcc], const float(&scl)[3], uint32_t s) {
-#pragma unroll
-            for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
-            release(s);
-            if constexpr (kScaled) {
-              const float fac[2] = {scl[0] * scl[2], scl[1] * scl[2]};
-              // Fragment rows: elements 4i, 4i+1 belong to row r, 4i+2, 4i+3 to row r + 8.
-#pragma unroll
-              for (int i = 0; i < kAcc / 4; ++i) {
-                acc[0][4 * i + 0] = fmaf(blk[4 * i + 0], fac[0], acc[0][4 * i + 0]);
-                acc[0][4 * i + 1] = fmaf(blk[4 * i + 1], fac[0], acc[0][4 * i + 1]);
-                acc[0][4 * i + 2] = fmaf(blk[4 * i + 2], fac[1], acc[0][4 * i + 2]);
-                acc[0][4 * i + 3] = fmaf(blk[4 * i + 3], fac[1], acc[0][4 * i + 3]);
-              }
-            } else {
-#pragma unroll
-              for (int i = 0; i < kAcc; ++i) acc[0][i] += blk[i];
-            }
-          };
-          // One half of the unrolled loop: `in_flight` holds the last issued stage. Unless the K
-          // range has ended, issue the next stage into `next`, then promote `in_flight` once its
-          // group is done; at the end, promote it after the last group. False: the range ended.
-          // Both halves name fixed sets (A then B, B then A), so no set is ever copied.
-          auto half_step = [&](float(&in_flight)[kAcc], const float(&in_flight_scl)[3], uint32_t in_flight_stage,
-                               float(&next)[kAcc], float(&next_scl)[3], uint32_t& next_stage, bool range_ended) {
-            if (range_ended) {
-              ptx::wgmma_wait_group_sync_aligned<0>();
-              promote_stage(in_flight, in_flight_scl, in_flight_stage);
-              return false;
-            }
-            next_stage = ps.stage;
-            issue_stage(next, next_scl, next_stage, ps.phase);
-            ps.advance();
-            ptx::wgmma_wait_group_sync_aligned<1>();
-            promote_stage(in_flight, in_flight_scl, in_flight_stage);
-            return true;
-          };
-          uint32_t stage_a = ps.stage, stage_b = 0;
-          issue_stage(blk_a, scl_a, stage_a, ps.phase);
-          ps.advance();
-          for (int kb = kb_begin;; kb += 2) {
-            if (!half_step(blk_a, scl_a, stage_a, blk_b, scl_b, stage_b, kb + 1 >= kb_end)) break;
-            if (!half_step(blk_b, scl_b, stage_b, blk_a, scl_a, stage_a, kb + 2 >= kb_end)) break;
-          }
-        } else {
-          // fp8 blockscale (K-major scales: every tile; MN-major: 256-row tiles) and ptpc 256-row
-          // tiles (two slices per warpgroup leave no registers for a second block set): promotion
-          // once per 128-wide K block. Hopper's fp8 wgmma
-          // accumulates with reduced precision, so an accumulator carried over all of K loses
-          // accuracy with K (docs/gemm.md): each m64 slice's four k32 wgmmas of a stage go into one
-          // fresh set `blk`, which is then added into the fp32 sums, times the block's scales for
-          // blockscale (ptpc applies its per-row/col scales in the epilogue). Per stage s:
-          //
-          //   wait full[s]
-          //   per slice j: issue 4 wgmma -> blk; (j = 0: read the block's scales); wait_group 0;
-          //                (last slice: release s); acc[j] += blk * scale
-          //
-          // This warpgroup waits for its own wgmmas and then promotes; meanwhile the other consumer
-          // warpgroup's wgmmas keep the tensor cores busy (the two run half a stage apart). One set
-          // of kAcc registers beside the sums: 128x128 and 256x128 fit 232 registers. Promoting every
-          // 128 K is cuBLASLt's interval for its default (non-fast-accumulation) fp8.
-#pragma unroll
-          for (int j = 0; j < Tile::kSlices; ++j)
-#pragma unroll
-            for (int i = 0; i < kAcc; ++i) acc[j][i] = 0.0f;
-          float blk[kAcc];
-          for (int kb = kb_begin; kb < kb_end; ++kb) {
-            const uint32_t s = ps.stage;
-            if (!drop_wait) wait_full(s, ps.phase);
-            // The block's scales are read once the first slice's wgmmas are issued, and multiplied
-            // after its wait: read before them, ptxas put the multiplies between the slice's first
-            // and second wgmma, where the in-order warp waited for the loads before issuing the
-            // rest (1-2.5% of MN-major 256x128's time; docs/perf/gemm.md "step 8").
-            [[maybe_unused]] float sa[Tile::kSlices][2];
-            [[maybe_unused]] float sb = 1.0f;
-#pragma unroll
-            for (int j = 0; j < Tile::kSlices; ++j) {
-#pragma unroll
-              for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
-              ptx::wgmma_fence_sync_aligned();
-#pragma unroll
-              for (int ks = 0; ks < Tile::kKSteps; ++ks)
-                Mma::mma(blk, desc_a(s, j, ks), desc_b(s, ks), ks > 0 ? 1u : 0u);
-              ptx::wgmma_commit_group_sync_aligned();
-              if constexpr (Scale::kWhere == ScaleWhere::kMainloop) {
-                if (j == 0) {
-                  const uint32_t slot = stage_scales(s);
-                  sb = Scale::template col_scale<Tile>(slot);
-#pragma unroll
-                  for (int jj = 0; jj < Tile::kSlices; ++jj) {
-                    const int r = Tile::wg_row0(cwg) + jj * 64 + row_in_wg;
-                    sa[jj][0] = Scale::row_scale(slot, r);
-                    sa[jj][1] = Scale::row_scale(slot, r + 8);
-                  }
-                }
-              }
-              ptx::wgmma_wait_group_sync_aligned<0>();
-#pragma unroll
-              for (int i = 0; i < kAcc; ++i) ptx::fence_operand(blk[i]);
-              if (j == Tile::kSlices - 1) {
-                if (drop_wait) wait_full(s, ps.phase);
-                release(s);  // scales were read above, all wgmmas on stage s are complete
-              }
-              // Fragment rows: elements 4i, 4i+1 belong to row r, 4i+2, 4i+3 to row r + 8.
-              if constexpr (Scale::kWhere == ScaleWhere::kMainloop) {
-                const float f0 = sa[j][0] * sb, f1 = sa[j][1] * sb;
-#pragma unroll
-                for (int i = 0; i < kAcc / 4; ++i) {
-                  acc[j][4 * i + 0] = fmaf(blk[4 * i + 0], f0, acc[j][4 * i + 0]);
-                  acc[j][4 * i + 1] = fmaf(blk[4 * i + 1], f0, acc[j][4 * i + 1]);
-                  acc[j][4 * i + 2] = fmaf(blk[4 * i + 2], f1, acc[j][4 * i + 2]);
-                  acc[j][4 * i + 3] = fmaf(blk[4 * i + 3], f1, acc[j][4 * i + 3]);
-                }
-              } else {
-#pragma unroll
-                for (int i = 0; i < kAcc; ++i) acc[j][i] += blk[i];
-              }
-            }
-            ps.advance();
-          }
-        }
+        MainloopFor<Tile, Scale>::consume(ring, ps, acc, MainloopTile{kb_begin, kb_end, m_blk * Tile::kBlockM, n_blk},
+                                          drop_wait);
 
         // ---------------- epilogue ----------------
         // Scales that are constant along K (ptpc) are applied here, in registers; then the staged

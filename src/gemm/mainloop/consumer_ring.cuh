@@ -1,0 +1,80 @@
+// The consumer warpgroups' view of the shared-memory ring: a stage's wgmma descriptors, its scale
+// slot, the bounded waits and the release. Every main-loop policy (gemm/mainloop/) reads the ring
+// only through this, so the ring layout (gemm/tile_config.cuh) and the abort protocol
+// (docs/memory_ordering.md "pipeline-abort") stay in one place.
+#pragma once
+#include <cstdint>
+
+#include "gemm/kernel_args.hpp"
+#include "hopper/pipeline.cuh"
+#include "hopper/ptx/ld_st.cuh"
+#include "hopper/ptx/misc.cuh"
+#include "hopper/ptx/mbarrier.cuh"
+#include "hopper/ptx/tma.cuh"
+#include "hopper/ptx/wgmma.cuh"
+
+namespace weave::gemm {
+
+template <class Tile, class L>
+struct ConsumerRing {
+  uint32_t smem_base;
+  uint32_t abort_word;
+  const MainloopArgs& a;
+  int cwg;        // consumer warpgroup 0..1, warp-uniform (read through a shuffle by the kernel)
+  int lane;
+  int row_in_wg;  // this thread's accumulator-fragment row in its warpgroup's m64 slice (and +8)
+
+  __device__ __forceinline__ uint32_t full_bar(uint32_t s) const { return smem_base + L::kBarrierOffset + 8 * s; }
+  __device__ __forceinline__ uint32_t empty_bar(uint32_t s) const {
+    return smem_base + L::kBarrierOffset + 8 * L::kStages + 8 * s;
+  }
+  __device__ __forceinline__ uint32_t smem_a(uint32_t s) const { return smem_base + L::kAOffset + s * Tile::kATileBytes; }
+  __device__ __forceinline__ uint32_t smem_b(uint32_t s) const { return smem_base + L::kBOffset + s * Tile::kBTileBytes; }
+  // The stage's slot of a main-loop scale policy (gemm/scale_policy.cuh, gemm/scale_mx32.cuh).
+  __device__ __forceinline__ uint32_t stage_scales(uint32_t s) const {
+    return smem_base + L::kStageScaleOffset + s * L::kStageScaleBytes;
+  }
+
+  // The K step's 32 bytes are added to the descriptor's start-address field (address >> 4), which
+  // cannot carry out of its 14 bits inside 227 KB: one descriptor per stage and slice, not per wgmma.
+  __device__ __forceinline__ uint64_t desc_a(uint32_t s, int slice, int ks) const {
+    const int row0 = Tile::wg_row0(cwg) + slice * 64;
+    return ptx::wgmma_desc_k_major_sw128(smem_a(s) + row0 * 128) + static_cast<uint64_t>(2 * ks);
+  }
+  // B rows are 128 bytes (one swizzle row of K): a warpgroup's first column is row wg_col0 of the
+  // tile, 64 rows = 8 KB, a whole number of 1 KB swizzle atoms.
+  __device__ __forceinline__ uint64_t desc_b(uint32_t s, int ks) const {
+    return ptx::wgmma_desc_k_major_sw128(smem_b(s) + Tile::wg_col0(cwg) * 128) + static_cast<uint64_t>(2 * ks);
+  }
+
+  // Every consumer wait goes through here. A consumer that gives up (or sees the abort word) first
+  // retires what may still touch its registers or shared memory (its wgmma groups, the reads of its
+  // TMA stores), then leaves; the host raises the recorded timeout (Gemm::check, the next run()).
+  __device__ __forceinline__ void wait_or_leave(uint32_t bar, uint32_t parity, hopper::WaitSite site,
+                                                uint32_t which) const {
+    if (!hopper::mbarrier_wait_or_abort(bar, parity, site, which, a.timeout_record, a.pipeline_timeout_ns,
+                                        abort_word)) {
+      ptx::wgmma_wait_group_sync_aligned<0>();
+      ptx::cp_async_wait_all();
+      ptx::cp_async_bulk_wait_group_read<0>();
+      ptx::thread_exit();
+    }
+  }
+  __device__ __forceinline__ void wait_full(uint32_t s, uint32_t phase) const {
+    wait_or_leave(full_bar(s), phase, hopper::WaitSite::kConsumerFull, s);
+  }
+  // One arrival per consumer warp: the empty barrier counts warps.
+  __device__ __forceinline__ void release(uint32_t s) const {
+    if (lane == 0) ptx::mbarrier_arrive_release_cta(empty_bar(s));
+  }
+};
+
+// The K blocks one work item covers and where its tile sits (main loops that read per-row data).
+struct MainloopTile {
+  int kb_begin;
+  int kb_end;
+  int m0;
+  int n_blk;
+};
+
+}  // namespace weave::gemm
