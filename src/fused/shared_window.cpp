@@ -4,8 +4,8 @@
 
 #include "comm/collective_impl.hpp"
 #include "common/check.hpp"
-#include "fused/gag_impl.hpp"
-#include "fused/gar_impl.hpp"
+#include "fused/all_gather/impl.hpp"
+#include "fused/all_reduce/impl.hpp"
 
 namespace weave::fused {
 

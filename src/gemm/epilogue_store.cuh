@@ -8,7 +8,7 @@
 //   before_store(p, m_blk, n_blk, split, cwg) before the tile's first TMA store is issued (the
 //                                             warpgroup waits for it at its next barrier): where a
 //                                             fused op waits for the credit that its destination
-//                                             slot is free (docs/memory_ordering.md "fused-credit").
+//                                             slot is free (docs/memory_ordering.md "credit", "ag-fused").
 //   tile_issued(p, m_blk, n_blk, split, cwg)  right after that warpgroup's TMA stores of the tile
 //                                             were committed (nothing has landed yet).
 //   tile_stored(p, m_blk, n_blk, split, cwg)  once those stores are COMPLETE

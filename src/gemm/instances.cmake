@@ -1,16 +1,17 @@
 # The GEMM kernel instances: one generated .cu per entry, so builds parallelise, a developer loop
 # can build a subset (-DWEAVE_GEMM_KERNELS=<file stems>), and adding a tile, mode or epilogue is
-# one line here instead of a hand-written file. Each entry is
+# one line instead of a hand-written file. Each entry is
 #   "<scale> <out> <block_m>x<block_n> [<epilogue> [<scheduler>]]"
 #   scale      bf16 (bf16 inputs, no scales) | ptpc | blockscale | blockscale_mn (A scales MN-major,
 #              loaded by TMA) | mxfp8_raw | mxfp8_packed (e4m3 inputs)
 #   out        bf16 | fp32
-#   epilogue   store (EpilogueStoreLocal, the default) | allgather (GemmAllGather's fused
-#              epilogue, fused/ag_epilogue.cuh: stores every tile to every rank and signals chunks)
-#              | allreduce (GemmAllReduce's fused epilogue, fused/ar_epilogue.cuh: partials to their
-#              owners, own tiles summed and stored to every rank; needs the bandround scheduler)
-#   scheduler  grouped (GroupedRowsScheduler, the default) | bandround (fused/ar_epilogue.cuh)
-# The key an instance registers under (gemm/dispatch.hpp) is exactly these fields.
+#   epilogue   store (EpilogueStoreLocal, the default), or one a fused operator registers with
+#              weave_gemm_epilogue (its own instances.cmake, e.g. src/fused/all_reduce/)
+#   scheduler  grouped (GroupedRowsScheduler, the default), or one registered with
+#              weave_gemm_scheduler
+# The key an instance registers under (gemm/dispatch.hpp) is exactly these fields. This file lists
+# the plain GEMM's instances; each fused operator appends its own to WEAVE_GEMM_INSTANCE_SPECS, so
+# src/gemm names no fused type.
 set(WEAVE_GEMM_INSTANCE_SPECS
   "bf16 bf16 128x128" "bf16 bf16 128x256" "bf16 bf16 256x128"
   "bf16 fp32 128x128" "bf16 fp32 128x256" "bf16 fp32 256x128"
@@ -26,16 +27,20 @@ set(WEAVE_GEMM_INSTANCE_SPECS
   "bf16 bf16 64x64" "bf16 fp32 64x64"
   "blockscale bf16 128x128" "blockscale bf16 256x128" "blockscale fp32 128x128" "blockscale fp32 256x128"
   "blockscale_mn bf16 128x128" "blockscale_mn bf16 256x128" "blockscale_mn fp32 128x128" "blockscale_mn fp32 256x128"
-  "mxfp8_raw bf16 128x128" "mxfp8_raw fp32 128x128" "mxfp8_packed bf16 128x128" "mxfp8_packed fp32 128x128"
-  # GemmAllGather fused-lsa: the 128x128 tile of every input mode (bf16 -> bf16 / fp32, fp8 -> bf16).
-  "bf16 bf16 128x128 allgather" "bf16 fp32 128x128 allgather" "ptpc bf16 128x128 allgather"
-  "blockscale bf16 128x128 allgather" "blockscale_mn bf16 128x128 allgather" "mxfp8_raw bf16 128x128 allgather"
-  "mxfp8_packed bf16 128x128 allgather"
-  # GemmAllReduce fused: the 128x128 tile of every input mode, bf16 out.
-  "bf16 bf16 128x128 allreduce bandround" "ptpc bf16 128x128 allreduce bandround"
-  "blockscale bf16 128x128 allreduce bandround" "blockscale_mn bf16 128x128 allreduce bandround"
-  "mxfp8_raw bf16 128x128 allreduce bandround"
-  "mxfp8_packed bf16 128x128 allreduce bandround")
+  "mxfp8_raw bf16 128x128" "mxfp8_raw fp32 128x128" "mxfp8_packed bf16 128x128" "mxfp8_packed fp32 128x128")
+
+# Epilogue and scheduler policies an entry may name: the C++ type (@OUT@ stands for the output
+# element type) and the header that defines it ("" for the kernel's own).
+macro(weave_gemm_epilogue name type header)
+  set(WEAVE_GEMM_EPILOGUE_${name}_TYPE "${type}")
+  set(WEAVE_GEMM_EPILOGUE_${name}_HEADER "${header}")
+endmacro()
+macro(weave_gemm_scheduler name type header)
+  set(WEAVE_GEMM_SCHEDULER_${name}_TYPE "${type}")
+  set(WEAVE_GEMM_SCHEDULER_${name}_HEADER "${header}")
+endmacro()
+weave_gemm_epilogue(store "::weave::gemm::EpilogueStoreLocal<@OUT@>" "")
+weave_gemm_scheduler(grouped "::weave::gemm::GroupedRowsScheduler" "")
 
 # Writes the instance files into `out_dir` (rewritten only when their text changes) and returns
 # their paths in `out_var`.
@@ -113,25 +118,21 @@ function(weave_generate_gemm_instances out_dir out_var)
     else()
       message(FATAL_ERROR "weave: GEMM instance '${spec}': unknown output '${out}'")
     endif()
+    if(NOT DEFINED WEAVE_GEMM_EPILOGUE_${epilogue}_TYPE)
+      message(FATAL_ERROR "weave: GEMM instance '${spec}': unknown epilogue '${epilogue}' (register it with weave_gemm_epilogue)")
+    endif()
+    if(NOT DEFINED WEAVE_GEMM_SCHEDULER_${scheduler}_TYPE)
+      message(FATAL_ERROR "weave: GEMM instance '${spec}': unknown scheduler '${scheduler}' (register it with weave_gemm_scheduler)")
+    endif()
+    string(REPLACE "@OUT@" "${out_type}" epi_type "${WEAVE_GEMM_EPILOGUE_${epilogue}_TYPE}")
+    set(sched_type "${WEAVE_GEMM_SCHEDULER_${scheduler}_TYPE}")
     set(epi_include "")
-    if(epilogue STREQUAL "store")
-      set(epi_type "::weave::gemm::EpilogueStoreLocal<${out_type}>")
-    elseif(epilogue STREQUAL "allgather")
-      set(epi_type "::weave::fused::EpilogueAllGather<${out_type}>")
-      set(epi_include "#include \"fused/ag_epilogue.cuh\"\n")
-    elseif(epilogue STREQUAL "allreduce")
-      set(epi_type "::weave::fused::EpilogueAllReduce<${out_type}>")
-      set(epi_include "#include \"fused/ar_epilogue.cuh\"\n")
-    else()
-      message(FATAL_ERROR "weave: GEMM instance '${spec}': unknown epilogue '${epilogue}'")
-    endif()
-    if(scheduler STREQUAL "grouped")
-      set(sched_type "::weave::gemm::GroupedRowsScheduler")
-    elseif(scheduler STREQUAL "bandround")
-      set(sched_type "::weave::fused::BandRoundScheduler")
-    else()
-      message(FATAL_ERROR "weave: GEMM instance '${spec}': unknown scheduler '${scheduler}'")
-    endif()
+    foreach(header "${WEAVE_GEMM_EPILOGUE_${epilogue}_HEADER}" "${WEAVE_GEMM_SCHEDULER_${scheduler}_HEADER}")
+      string(FIND "${epi_include}" "\"${header}\"" seen)
+      if(NOT header STREQUAL "" AND seen EQUAL -1)
+        string(APPEND epi_include "#include \"${header}\"\n")
+      endif()
+    endforeach()
     set(name "sm90_gemm_${stem}_${out}_${epilogue}_${bm}x${bn}x${bk}")
     set(text "// Generated from src/gemm/instances.cmake (\"${spec}\"): ${what} -> ${out},\n")
     string(APPEND text "// ${bm}x${bn} tile, ${bk}-wide K stages, epilogue ${epilogue}, scheduler ${scheduler}.\n")

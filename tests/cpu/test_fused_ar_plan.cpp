@@ -10,10 +10,10 @@
 #include <random>
 #include <set>
 
-#include "fused/ar_pull.hpp"
-#include "fused/ar_schedule.hpp"
-#include "fused/ar_tail.hpp"
-#include "fused/gar_plan.hpp"
+#include "fused/all_reduce/pull.hpp"
+#include "fused/all_reduce/schedule.hpp"
+#include "fused/all_reduce/tail.hpp"
+#include "fused/all_reduce/plan.hpp"
 #include "fused/model_rates.hpp"
 #include "support/expect_error.hpp"
 

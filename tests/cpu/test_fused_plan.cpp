@@ -6,9 +6,9 @@
 #include <random>
 
 #include "comm/group.hpp"
-#include "fused/ag_schedule.hpp"
-#include "fused/gag_plan.hpp"
-#include "fused/gar_plan.hpp"
+#include "fused/all_gather/schedule.hpp"
+#include "fused/all_gather/plan.hpp"
+#include "fused/all_reduce/plan.hpp"
 #include "support/expect_error.hpp"
 
 using namespace weave;

@@ -23,7 +23,7 @@
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/hash.hpp"
-#include "fused/gag_impl.hpp"
+#include "fused/all_gather/impl.hpp"
 #include "fused_test_support.hpp"
 #include "support/expect_error.hpp"
 #include "support/gpu.hpp"

@@ -26,7 +26,7 @@
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/hash.hpp"
-#include "fused/gar_impl.hpp"
+#include "fused/all_reduce/impl.hpp"
 #include "fused_test_support.hpp"
 #include "support/expect_error.hpp"
 #include "support/gpu.hpp"
@@ -368,7 +368,7 @@ TEST(EmulatedGemmAllReduce, Mxfp8RouteIsEitherOrPerRank) {
 // The decode route (M <= 32): weave's decode GEMV into the window, then the lsa all-reduce (LL at
 // these sizes). self_test at W = 2, 4, 8 in every quant the GEMV implements; random operands
 // within the summed-reference bound and identical on every rank; auto takes decode where it was
-// measured faster (bf16 and mxfp8, m <= 16: fused/gar_plan.hpp) and not elsewhere; decode refuses m = 33 by name and mxfp8 packed scales (the GEMV reads raw) at
+// measured faster (bf16 and mxfp8, m <= 16: fused/all_reduce/plan.hpp) and not elsewhere; decode refuses m = 33 by name and mxfp8 packed scales (the GEMV reads raw) at
 // construction.
 TEST(EmulatedGemmAllReduce, DecodeRouteGemvThenLowLatencyAllReduce) {
   WEAVE_REQUIRE_GPUS(1);

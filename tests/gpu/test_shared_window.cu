@@ -8,8 +8,8 @@
 
 #include "bench/emulated_world.hpp"
 #include "comm/collective_impl.hpp"
-#include "fused/gag_impl.hpp"
-#include "fused/gar_impl.hpp"
+#include "fused/all_gather/impl.hpp"
+#include "fused/all_reduce/impl.hpp"
 #include "fused/shared_window.hpp"
 #include "fused_test_support.hpp"
 #include "support/expect_error.hpp"

@@ -15,8 +15,8 @@
 #include "cli/gemm_ag_options.hpp"
 #include "cli/registry.hpp"
 #include "common/check.hpp"
-#include "fused/ag_params.hpp"
-#include "fused/gag_plan.hpp"
+#include "fused/all_gather/params.hpp"
+#include "fused/all_gather/plan.hpp"
 #include "gemm/dispatch.hpp"
 #include "weave/error.hpp"
 

@@ -15,8 +15,8 @@
 #include "cli/gemm_ar_options.hpp"
 #include "cli/registry.hpp"
 #include "common/check.hpp"
-#include "fused/ar_params.hpp"
-#include "fused/gar_plan.hpp"
+#include "fused/all_reduce/params.hpp"
+#include "fused/all_reduce/plan.hpp"
 #include "gemm/dispatch.hpp"
 #include "weave/error.hpp"
 

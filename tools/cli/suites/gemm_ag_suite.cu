@@ -70,7 +70,7 @@
 #include "comm/collective_impl.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
-#include "fused/gag_impl.hpp"
+#include "fused/all_gather/impl.hpp"
 #include "weave/collectives.hpp"
 #include "weave/gemm_all_gather.hpp"
 #include "weave/quant.hpp"

@@ -86,7 +86,7 @@
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "fused/calibration.hpp"
-#include "fused/gar_impl.hpp"
+#include "fused/all_reduce/impl.hpp"
 #include "gemv/gemv.hpp"
 #include "weave/collectives.hpp"
 #include "weave/gemm_all_reduce.hpp"

@@ -1,4 +1,4 @@
-#include "fused/gar_plan.hpp"
+#include "fused/all_reduce/plan.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "comm/protocol.hpp"
 #include "common/check.hpp"
-#include "fused/ar_pull.hpp"
+#include "fused/all_reduce/pull.hpp"
 #include "fused/model_rates.hpp"
 #include "gemv/gemv.hpp"
 #include "weave/gemm.hpp"
@@ -247,7 +247,7 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
   if (cfg.mode == GemmAllReduceMode::kAuto && world > 1 && p.mode != GemmAllReduceMode::kDecode && !measured &&
       m <= detail::kGemvMaxM)
     why << "; decode not taken: "
-        << (decode_why.empty() ? "measured slower than split-lsa for this quant / m (fused/gar_plan.hpp)" : decode_why);
+        << (decode_why.empty() ? "measured slower than split-lsa for this quant / m (fused/all_reduce/plan.hpp)" : decode_why);
   p.reason = why.str();
   return p;
 }

@@ -5,12 +5,12 @@
 //   gemm-only : GEMM -> own rows
 //   split-*   : GEMM -> own rows; all-gather of gag.out in place (weave lsa/ce, or ncclAllGather)
 //   fused-lsa : one kernel; every tile -> own rows here and at every peer; chunk flags; the kernel
-//               ends when every peer's chunks have arrived (fused/ag_epilogue.cuh)
+//               ends when every peer's chunks have arrived (fused/all_gather/epilogue.cuh)
 //   fused-ce  : the same kernel storing to the own rows only, its chunk flags triggering ->
 //               copy stream s - 1 (forked from the kernel's launch-completion event): per chunk,
 //               wait trigger, reset, pull peer r + s's chunk rows -> join
 //               (docs/memory_ordering.md "ag-fused-ce")
-#include "fused/gag_impl.hpp"
+#include "fused/all_gather/impl.hpp"
 
 #include <cuda_runtime.h>
 
@@ -21,7 +21,7 @@
 #include "common/log.hpp"
 #include "fused/caller_output.hpp"
 #include "fused/ce_build.hpp"
-#include "fused/gag_plan.hpp"
+#include "fused/all_gather/plan.hpp"
 #include "gemm/operands.hpp"
 #include "weave/transport.hpp"
 

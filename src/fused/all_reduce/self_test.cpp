@@ -22,7 +22,7 @@
 #include "common/cuda_owned.hpp"
 #include "common/hash.hpp"
 #include "fused/self_test_support.hpp"
-#include "fused/gar_impl.hpp"
+#include "fused/all_reduce/impl.hpp"
 #include "weave/quant.hpp"
 
 namespace weave {

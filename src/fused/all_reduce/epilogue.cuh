@@ -1,4 +1,4 @@
-// The fused all-reduce epilogue policy and its tile order (fused/ar_schedule.hpp has the schedule;
+// The fused all-reduce epilogue policy and its tile order (fused/all_reduce/schedule.hpp has the schedule;
 // the protocol is docs/memory_ordering.md "ar-fused"). Hooks (gemm/epilogue_store.cuh):
 //
 //   begin_call  (thread 0 of every CTA, before the kernel's first __syncthreads): e = epoch + 1 and
@@ -29,27 +29,27 @@
 // as in fused; begin_call adds GemmAllGather's credit (the peers' copy engines read this rank's
 // output during their call); the combine waits for arrived[q][chunk] (local) instead of
 // flag[0][q][chunk]; end_call's warp (from the kernel's start) runs the copy streams' triggers
-// (lane s - 1) and landed words (lane 16 + s - 1), fused/ar_pull.hpp.
+// (lane s - 1) and landed words (lane 16 + s - 1), fused/all_reduce/pull.hpp.
 // scatter_only (mode fused-rs, the control arm): every tile is a remote-style partial (the own
 // band's into this rank's own staging slot, counted on RS[rank]), no combine, and end_call does
-// nothing: the tail kernel (fused/ar_tail.hpp) reduces, gathers and closes the call.
+// nothing: the tail kernel (fused/all_reduce/tail.hpp) reduces, gathers and closes the call.
 #pragma once
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
 #include "comm/device_common.cuh"
-#include "fused/ar_counters.cuh"
-#include "fused/ar_params.hpp"
-#include "fused/ar_pull.hpp"
-#include "fused/ar_schedule.hpp"
+#include "fused/all_reduce/counters.cuh"
+#include "fused/all_reduce/params.hpp"
+#include "fused/all_reduce/pull.hpp"
+#include "fused/all_reduce/schedule.hpp"
 #include "fused/call_words.cuh"
 #include "gemm/kernel_args.hpp"
 #include "hopper/ptx/comm_flags.cuh"
 
 namespace weave::fused {
 
-// The tile order of fused/ar_schedule.hpp, read from the epilogue's parameters (no copy: the table
+// The tile order of fused/all_reduce/schedule.hpp, read from the epilogue's parameters (no copy: the table
 // stays in the kernel's parameter space).
 struct BandRoundScheduler {
   static constexpr gemm::SchedulerKind kKind = gemm::SchedulerKind::kBandRound;

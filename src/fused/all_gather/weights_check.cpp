@@ -13,7 +13,7 @@
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
-#include "fused/gag_impl.hpp"
+#include "fused/all_gather/impl.hpp"
 #include "fused/weights_fingerprint.hpp"
 #include "gemm/operands.hpp"
 

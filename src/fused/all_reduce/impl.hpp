@@ -7,7 +7,7 @@
 //   gar.staging  (fused) [source][band_cap_rows][N] bf16: the partials peers send for this rank's
 //                band. Written by peers in call e only after this rank's ready = e (lag-0
 //                credit): this rank's call e - 1, which read them, is complete.
-//   gar.pull     (fused-ce) the copy streams' trigger, landed and arrived words (fused/ar_pull.hpp)
+//   gar.pull     (fused-ce) the copy streams' trigger, landed and arrived words (fused/all_reduce/pull.hpp)
 //   gar.out      [m_max, N] bf16; a call of m rows uses the first m. The split modes' GEMM writes
 //                the partial here and the all-reduce runs in place.
 //   gar.split.*  the split modes' all-reduce (a Collective without in/out regions of its own)
@@ -20,8 +20,8 @@
 #include "comm/group.hpp"
 #include "comm/op_runtime.hpp"
 #include "comm/stream_mem_ops.hpp"
-#include "fused/ar_params.hpp"
-#include "fused/gar_plan.hpp"
+#include "fused/all_reduce/params.hpp"
+#include "fused/all_reduce/plan.hpp"
 #include "fused/mx_route.hpp"
 #include "gemm/dispatch.hpp"
 #include "weave/gemm_all_reduce.hpp"
@@ -47,7 +47,7 @@ struct GemmAllReduce::Impl {
   const gemm::GemmInstance* local_bf16 = nullptr;
   GemmAllReduceMode last = GemmAllReduceMode::kAuto;
   bool last_mx_bf16_route = false;  // the last call converted mxfp8 to bf16 (which kernel ran: the GPU's flag)
-  // fused-ce: one copy stream per peer step, waiting on words the kernel stores (fused/ar_pull.hpp).
+  // fused-ce: one copy stream per peer step, waiting on words the kernel stores (fused/all_reduce/pull.hpp).
   std::unique_ptr<comm::StreamMemOps> mem_ops;
   comm::CopyStreams pulls;
   std::optional<fused::Calibration> calibration;  // cfg.calibration's table (auto's measured choices)

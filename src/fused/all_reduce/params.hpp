@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "comm/kernels.hpp"
-#include "fused/ar_schedule.hpp"
+#include "fused/all_reduce/schedule.hpp"
 #include "weave/window_handle.hpp"
 
 namespace weave::fused {
@@ -24,9 +24,9 @@ struct AllReduceParams {
   int32_t exact_own = 0;                    // 1: the own term in fp32 (else rounded to bf16, as the split path)
   // fused-rs (MORI's structure, a control arm): every tile, the own band's too, goes as a bf16
   // partial to its owner's staging slot [rank] (tma_stage[rank] = this rank's own slot); no combine,
-  // no end-of-call wait; the tail kernel (fused/ar_tail.hpp) reduces, gathers and closes the call.
+  // no end-of-call wait; the tail kernel (fused/all_reduce/tail.hpp) reduces, gathers and closes the call.
   int32_t scatter_only = 0;
-  // fused-ce (fused/ar_pull.hpp): every tile to this rank's own output rows (a peer band's as its
+  // fused-ce (fused/all_reduce/pull.hpp): every tile to this rank's own output rows (a peer band's as its
   // partial), the copy streams pull them; end_call's warp triggers the copies and turns their
   // landed words into the arrived epochs the combine waits for.
   int32_t pull = 0;

@@ -4,16 +4,16 @@
 // Call shapes (rank r, m rows):
 //   gemm-only : GEMM -> gar.out (the rank's partial)
 //   split-*   : GEMM -> gar.out; all-reduce of gar.out in place (weave lsa/ce, or ncclAllReduce)
-//   fused     : one kernel (fused/ar_epilogue.cuh): peers' bands -> their staging; own band summed
+//   fused     : one kernel (fused/all_reduce/epilogue.cuh): peers' bands -> their staging; own band summed
 //               with the staged partials -> gar.out here and at every peer; the kernel ends when
 //               every peer's final chunks have arrived
 //   fused-ce  : the same kernel storing every tile to the own rows (peers' bands as partials), its
 //               chunk flags triggering -> per peer step s, copy stream s - 1, in the walk's order
-//               (fused/ar_pull.hpp): wait trigger, reset, pull (RS: the peer's partial of this
+//               (fused/all_reduce/pull.hpp): wait trigger, reset, pull (RS: the peer's partial of this
 //               band -> staging; AG: the peer's final chunk -> gar.out), RS: landed = 1 -> join
-#include "fused/gar_impl.hpp"
-#include "fused/ar_pull.hpp"
-#include "fused/ar_tail.hpp"
+#include "fused/all_reduce/impl.hpp"
+#include "fused/all_reduce/pull.hpp"
+#include "fused/all_reduce/tail.hpp"
 
 #include <cuda_runtime.h>
 
@@ -354,7 +354,7 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
 }
 
 // docs/memory_ordering.md "ar-fused-ce": copy stream s - 1 walks peer q = r + s's events
-// (fused/ar_pull.hpp), each released by its trigger word, which the kernel stores on every path.
+// (fused/all_reduce/pull.hpp), each released by its trigger word, which the kernel stores on every path.
 // RS c pulls q's partial of this band's chunk c (q's output rows) into staging slot [q], then sets
 // landed (the write's memory barrier orders the copy's bytes first); AG c pulls q's final chunk c
 // of band q into the same rows here.

@@ -1,4 +1,4 @@
-#include "fused/gag_plan.hpp"
+#include "fused/all_gather/plan.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "comm/protocol.hpp"
 #include "common/check.hpp"
 #include "fused/model_rates.hpp"
-#include "fused/ag_schedule.hpp"
+#include "fused/all_gather/schedule.hpp"
 #include "gemm/planner.hpp"
 #include "weave/gemm.hpp"
 

@@ -26,8 +26,8 @@
 #include <cstdint>
 
 #include "comm/device_common.cuh"
-#include "fused/ag_params.hpp"
-#include "fused/ag_schedule.hpp"
+#include "fused/all_gather/params.hpp"
+#include "fused/all_gather/schedule.hpp"
 #include "fused/call_words.cuh"
 #include "gemm/kernel_args.hpp"
 #include "hopper/ptx/comm_flags.cuh"

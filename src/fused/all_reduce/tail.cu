@@ -1,4 +1,4 @@
-#include "fused/ar_tail.hpp"
+#include "fused/all_reduce/tail.hpp"
 
 #include <cuda_bf16.h>
 
@@ -6,7 +6,7 @@
 
 #include "comm/device_common.cuh"
 #include "common/check.hpp"
-#include "fused/ar_counters.cuh"
+#include "fused/all_reduce/counters.cuh"
 #include "fused/call_words.cuh"
 
 namespace weave::fused {

@@ -1,6 +1,6 @@
 // fused-rs's second kernel (GemmAllReduce mode fused-rs, the MORI structure kept as a control arm):
 // after the GEMM kernel scattered every tile as a bf16 partial into its owner's staging (own band
-// included, fused/ar_epilogue.cuh scatter_only), the tail reduces this rank's band and gathers it:
+// included, fused/all_reduce/epilogue.cuh scatter_only), the tail reduces this rank's band and gathers it:
 //
 //   per row of the own band (CTA b takes rows b, b + G, ...), before the first row of chunk c:
 //     acquire-wait flag[phase 0][q][c] >= e for every source q (bounded; own included), then
@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "comm/kernels.hpp"
-#include "fused/ar_schedule.hpp"
+#include "fused/all_reduce/schedule.hpp"
 
 namespace weave::fused {
 

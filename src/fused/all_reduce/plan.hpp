@@ -6,7 +6,7 @@
 
 #include "comm/op_layout.hpp"
 #include "fused/model_rates.hpp"
-#include "fused/ar_schedule.hpp"
+#include "fused/all_reduce/schedule.hpp"
 #include "fused/calibration.hpp"
 #include "weave/gemm_all_reduce.hpp"
 #include "weave/window_layout.hpp"
@@ -23,7 +23,7 @@ inline constexpr int kGarBoundSplitBlocks = 264;
 
 struct GarLayout {
   uint64_t control = 0, credits = 0, flags = 0, staging = 0, out = 0;
-  uint64_t pull = 0;          // fused-ce: the copy streams' words (fused/ar_pull.hpp)
+  uint64_t pull = 0;          // fused-ce: the copy streams' words (fused/all_reduce/pull.hpp)
   uint64_t slot_stride = 0;   // bytes of one source's staging slot (band_cap_rows x N bf16, aligned)
   int64_t band_cap_rows = 0;  // rows of the largest band at m_max
   comm::OpOffsets split;      // the split all-reduce's regions (if any)

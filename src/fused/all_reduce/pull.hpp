@@ -3,7 +3,7 @@
 //
 // Rank r has one copy stream per peer step s = 1..world-1 (peer q = (r + s) mod world). Stream s
 // carries both legs with q, in the order their chunks become ready at q (q's walk,
-// fused/ar_schedule.hpp: round k makes q's partial of band r chunk k, then q's own chunk k - 1):
+// fused/all_reduce/schedule.hpp: round k makes q's partial of band r chunk k, then q's own chunk k - 1):
 //
 //   RS 0, RS 1, AG 0, RS 2, AG 1, ..., AG C_q - 1
 //   RS c: pull q's bf16 partial of band r's chunk c (in q's output rows) into r's staging slot [q]
@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "comm/protocol.hpp"
-#include "fused/ar_schedule.hpp"
+#include "fused/all_reduce/schedule.hpp"
 
 namespace weave::fused {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "comm/kernels.hpp"
-#include "fused/ag_schedule.hpp"
+#include "fused/all_gather/schedule.hpp"
 #include "weave/window_handle.hpp"
 
 namespace weave::fused {

@@ -17,7 +17,7 @@
 #include "common/cuda_owned.hpp"
 #include "common/hash.hpp"
 #include "fused/self_test_support.hpp"
-#include "fused/gag_impl.hpp"
+#include "fused/all_gather/impl.hpp"
 #include "weave/quant.hpp"
 
 namespace weave {
