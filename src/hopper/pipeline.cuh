@@ -53,12 +53,12 @@ __device__ __forceinline__ bool mbarrier_wait_or_abort(uint32_t bar, uint32_t pa
                                                        WaitTimeoutRecord* record, uint64_t bound_ns,
                                                        uint32_t abort_word) {
   if (ptx::mbarrier_try_wait_parity_acquire_cta(bar, parity)) return true;
-  const uint64_t start = ptx::globaltimer();
+  const uint64_t start = ptx::globaltimer_ns();
   for (uint32_t spins = 1;; ++spins) {
     if (ptx::mbarrier_try_wait_parity_acquire_cta(bar, parity)) return true;
     if ((spins & 255u) == 0) {
       if (ptx::ld_volatile_shared_u32(abort_word) != 0) return false;
-      const uint64_t waited = ptx::globaltimer() - start;
+      const uint64_t waited = ptx::globaltimer_ns() - start;
       if (waited > (bound_ns != 0 ? bound_ns : kMbarrierTimeoutNs)) {
         record_wait_timeout(record, site, stage, parity, waited);
         ptx::st_volatile_shared_u32(abort_word, 1u);

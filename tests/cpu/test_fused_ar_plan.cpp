@@ -306,14 +306,17 @@ TEST(FusedArPlan, FusedCeIsExplicitWorld1RunsAsFusedAndItsModelCountsTheChains) 
 namespace {
 
 // fused-ce at chunk granularity: each rank's GEMM walks its segments in order (one worker: the
-// most constrained order), an own chunk waits until every peer's partial of it landed; each
-// rank's copy stream per peer runs its events one after another, each when its chunk is ready at
+// most constrained order), an own chunk waits until every peer's partial of it landed; each of a
+// rank's hardware queues runs its copy events one after another, each when its chunk is ready at
 // the peer (trigger lane: RS c after the peer's segment of band r chunk c, AG c after the peer's
-// own chunk c). `order` gives the stream's events. True if every rank finishes.
-using Event = std::pair<int, int>;  // (leg, chunk)
-using Walk = std::vector<Event> (*)(const fused::ArSchedule& s, int r, int q);
+// own chunk c). `queues` gives a rank's queues and their events. True if every rank finishes.
+struct Pull {
+  int q, leg, c;
+};
+using Queues = std::vector<std::vector<Pull>>;
+using QueueModel = Queues (*)(const fused::ArSchedule& s, int r, int w);
 
-bool simulate_pulls(const Shape& sh, Walk order) {
+bool simulate_pulls(const Shape& sh, QueueModel model) {
   const int w = sh.world;
   std::vector<fused::ArSchedule> sch;
   for (int r = 0; r < w; ++r) sch.push_back(fused::ar_schedule(sh.m, sh.n, 128, 128, w, r, sh.chunks));
@@ -322,10 +325,12 @@ bool simulate_pulls(const Shape& sh, Walk order) {
   // landed[r][c][q]: q's partial of rank r's chunk c is in r's staging.
   std::vector<std::vector<std::vector<char>>> landed(w, std::vector<std::vector<char>>(comm::kMaxChunks, std::vector<char>(w, 0)));
   std::vector<int> seg(w, 0);
-  std::vector<std::vector<std::vector<Event>>> walks(w);
-  std::vector<std::vector<size_t>> at(w, std::vector<size_t>(w, 0));
-  for (int r = 0; r < w; ++r)
-    for (int q = 0; q < w; ++q) walks[r].push_back(q == r ? std::vector<Event>{} : order(sch[r], r, q));
+  std::vector<Queues> queues;
+  std::vector<std::vector<size_t>> at(w);
+  for (int r = 0; r < w; ++r) {
+    queues.push_back(model(sch[r], r, w));
+    at[r].assign(queues[r].size(), 0);
+  }
   for (bool progress = true; progress;) {
     progress = false;
     for (int r = 0; r < w; ++r) {
@@ -341,61 +346,92 @@ bool simulate_pulls(const Shape& sh, Walk order) {
         ++seg[r];
         progress = true;
       }
-      for (int q = 0; q < w; ++q)
-        while (q != r && at[r][q] < walks[r][q].size()) {
-          const auto [leg, c] = walks[r][q][at[r][q]];
-          const bool ready = leg == fused::kArPullRs ? done[q][r][c] : done[q][q][c];
+      for (size_t i = 0; i < queues[r].size(); ++i)
+        while (at[r][i] < queues[r][i].size()) {
+          const Pull& e = queues[r][i][at[r][i]];
+          const bool ready = e.leg == fused::kArPullRs ? done[e.q][r][e.c] : done[e.q][e.q][e.c];
           if (!ready) break;
-          if (leg == fused::kArPullRs) landed[r][c][q] = 1;
-          ++at[r][q];
+          if (e.leg == fused::kArPullRs) landed[r][e.c][e.q] = 1;
+          ++at[r][i];
           progress = true;
         }
     }
   }
   for (int r = 0; r < w; ++r) {
     if (seg[r] < sch[r].segments) return false;
-    for (int q = 0; q < w; ++q)
-      if (at[r][q] < walks[r][q].size()) return false;
+    for (size_t i = 0; i < queues[r].size(); ++i)
+      if (at[r][i] < queues[r][i].size()) return false;
   }
   return true;
 }
 
-std::vector<Event> walk_of_the_op(const fused::ArSchedule& s, int r, int q) {
-  std::vector<Event> v;
-  fused::ar_pull_walk(s, r, q, [&](int leg, int c) { v.emplace_back(leg, c); });
-  return v;
+// The op: its enqueue order (ar_pull_enqueue_order), on one queue per copy stream ...
+Queues op_streams(const fused::ArSchedule& s, int r, int w) {
+  Queues qs(w > 1 ? w - 1 : 0);
+  fused::ar_pull_enqueue_order(s, r, w, [&](int st, int leg, int c) { qs[st - 1].push_back({comm::peer_at(r, st, w), leg, c}); });
+  return qs;
 }
-// The negative control: every gather before any reduce-scatter pull.
-std::vector<Event> gathers_first(const fused::ArSchedule& s, int r, int q) {
-  std::vector<Event> v;
-  for (int c = 0; c < fused::ar_chunks_of(s, q); ++c) v.emplace_back(fused::kArPullAg, c);
-  for (int c = 0; c < fused::ar_chunks_of(s, r); ++c) v.emplace_back(fused::kArPullRs, c);
-  return v;
+// ... and with every copy stream on one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1).
+Queues op_one_queue(const fused::ArSchedule& s, int r, int w) {
+  Queues qs(1);
+  fused::ar_pull_enqueue_order(s, r, w, [&](int st, int leg, int c) { qs[0].push_back({comm::peer_at(r, st, w), leg, c}); });
+  return qs;
+}
+// Negative control: every gather before any reduce-scatter pull, one queue per stream.
+Queues gathers_first(const fused::ArSchedule& s, int r, int w) {
+  Queues qs;
+  for (int st = 1; st < w; ++st) {
+    const int q = comm::peer_at(r, st, w);
+    qs.emplace_back();
+    for (int c = 0; c < fused::ar_chunks_of(s, q); ++c) qs.back().push_back({q, fused::kArPullAg, c});
+    for (int c = 0; c < fused::ar_chunks_of(s, r); ++c) qs.back().push_back({q, fused::kArPullRs, c});
+  }
+  return qs;
+}
+// Negative control: the streams enqueued stream-major (each stream's whole walk, then the next's),
+// on one hardware queue: the order the op had before.
+Queues stream_major_one_queue(const fused::ArSchedule& s, int r, int w) {
+  Queues qs(1);
+  for (int st = 1; st < w; ++st) {
+    const int q = comm::peer_at(r, st, w);
+    fused::ar_pull_walk(s, r, q, [&](int leg, int c) { qs[0].push_back({q, leg, c}); });
+  }
+  return qs;
 }
 
 }  // namespace
 
-// The walk covers every chunk of both legs exactly once, in round order; the simulated ranks and
-// copy streams always finish; pulling the gathers first deadlocks (the order matters).
+// The walk covers every chunk of both legs exactly once, in round order, and each copy stream's
+// events in the op's enqueue order are its walk; the simulated ranks and copy streams always
+// finish, on separate queues and on one shared queue; pulling the gathers first deadlocks, and so
+// does stream-major enqueueing on a shared queue (the orders matter).
 TEST(FusedArPull, WalkCoversEveryChunkOnceAndTheRanksAlwaysFinish) {
   auto shapes = random_shapes(400, 31);
   shapes.push_back({16384, 7168, 8, 16});
   shapes.push_back({100, 512, 2, 1});  // band 1 empty
-  int deadlocks = 0, multi = 0;
+  shapes.push_back({4096, 7168, 3, 4});
+  int deadlocks = 0, multi = 0, shared_deadlocks = 0, three_plus = 0;
   for (const Shape& sh : shapes) {
     for (int r = 0; r < sh.world; ++r) {
       const auto s = fused::ar_schedule(sh.m, sh.n, 128, 128, sh.world, r, sh.chunks);
+      const Queues enqueued = op_streams(s, r, sh.world);
       for (int st = 1; st < sh.world; ++st) {
         const int q = comm::peer_at(r, st, sh.world);
-        std::set<Event> seen;
+        std::set<std::pair<int, int>> seen;
         int last_round = -1;
+        size_t i = 0;
         fused::ar_pull_walk(s, r, q, [&](int leg, int c) {
           EXPECT_TRUE(seen.insert({leg, c}).second) << "an event twice";
           const int round = leg == fused::kArPullRs ? c : c + 1;  // when it becomes ready at q
           EXPECT_GE(round, last_round) << "out of round order";
           last_round = round;
           EXPECT_LT(fused::ar_pull_trigger(leg, st, c), fused::ar_pull_landed(1, 0));
+          ASSERT_LT(i, enqueued[st - 1].size());
+          EXPECT_EQ(enqueued[st - 1][i].leg, leg);
+          EXPECT_EQ(enqueued[st - 1][i].c, c);
+          ++i;
         });
+        EXPECT_EQ(i, enqueued[st - 1].size()) << "the op enqueues stream " << st << "'s walk, nothing else";
         EXPECT_EQ(seen.size(), size_t(fused::ar_chunks_of(s, r) + fused::ar_chunks_of(s, q)));
         for (int c = 0; c < fused::ar_chunks_of(s, r); ++c) {
           const fused::ArChunkRows rows = fused::ar_chunk_row_range(s, r, c, 128, sh.m);
@@ -404,14 +440,23 @@ TEST(FusedArPull, WalkCoversEveryChunkOnceAndTheRanksAlwaysFinish) {
         }
       }
     }
-    EXPECT_TRUE(simulate_pulls(sh, walk_of_the_op)) << "m " << sh.m << " W" << sh.world << " chunks " << sh.chunks;
+    EXPECT_TRUE(simulate_pulls(sh, op_streams)) << "m " << sh.m << " W" << sh.world << " chunks " << sh.chunks;
+    EXPECT_TRUE(simulate_pulls(sh, op_one_queue))
+        << "one shared queue: m " << sh.m << " W" << sh.world << " chunks " << sh.chunks;
     if (sh.world > 1) {
       ++multi;
       deadlocks += !simulate_pulls(sh, gathers_first);
     }
+    if (sh.world >= 3) {
+      ++three_plus;
+      shared_deadlocks += !simulate_pulls(sh, stream_major_one_queue);
+    }
   }
   EXPECT_GT(deadlocks, 0) << "negative control: gathers before reduce-scatter pulls must deadlock somewhere";
-  std::printf("  negative control (gathers first): %d of %d multi-rank shapes deadlock\n", deadlocks, multi);
+  EXPECT_GT(shared_deadlocks, 0) << "negative control: stream-major on one queue must deadlock somewhere at W >= 3";
+  std::printf("  negative controls: gathers first deadlock %d of %d multi-rank shapes; stream-major on one queue "
+              "%d of %d shapes at W >= 3\n",
+              deadlocks, multi, shared_deadlocks, three_plus);
   EXPECT_LE(fused::ar_pull_arrived(fused::kArMaxWorld - 1, comm::kMaxChunks - 1) + 1, fused::kArPullWords);
 }
 

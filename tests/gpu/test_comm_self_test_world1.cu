@@ -54,8 +54,8 @@ TEST(CommSelfTestWorld1, EveryOpDtypeAndTransportThatRuns) {
 namespace {
 // Spins for `ns` nanoseconds of wall time.
 __global__ void spin_for(uint64_t ns) {
-  const uint64_t t0 = weave::ptx::globaltimer();
-  while (weave::ptx::globaltimer() - t0 < ns) {
+  const uint64_t t0 = weave::ptx::globaltimer_ns();
+  while (weave::ptx::globaltimer_ns() - t0 < ns) {
   }
 }
 }  // namespace

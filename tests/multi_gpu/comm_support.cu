@@ -24,8 +24,8 @@ CommEnv* env() {
 [[maybe_unused]] const bool registered = env() != nullptr;
 
 __global__ void spin_kernel(uint64_t ns) {
-  const uint64_t start = weave::ptx::globaltimer();
-  while (weave::ptx::globaltimer() - start < ns) {
+  const uint64_t start = weave::ptx::globaltimer_ns();
+  while (weave::ptx::globaltimer_ns() - start < ns) {
   }
 }
 

@@ -364,21 +364,20 @@ void GemmAllReduce::Impl::enqueue_pulls(int64_t m, const fused::ArSchedule& sche
   uint32_t* words = reinterpret_cast<uint32_t*>(rt->window().local() + layout.pull);
   const size_t row_bytes = static_cast<size_t>(cfg.n) * 2;
   const int64_t band_row0 = int64_t(fused::ar_band_begin(sched, r)) * fused::kGarBlockM;
-  for (int st = 1; st < w; ++st) {
+  // Round-major across the streams (fused/all_reduce/pull.hpp): safe where they share one queue.
+  fused::ar_pull_enqueue_order(sched, r, w, [&](int st, int leg, int c) {
     const int q = comm::peer_at(r, st, w);
     cudaStream_t ps = pulls[st - 1];
-    fused::ar_pull_walk(sched, r, q, [&](int leg, int c) {
-      const bool rs = leg == fused::kArPullRs;
-      const fused::ArChunkRows rows = fused::ar_chunk_row_range(sched, rs ? r : q, c, fused::kGarBlockM, m);
-      const char* src = h.base[q] + layout.out + static_cast<size_t>(rows.first) * row_bytes;
-      char* dst = rs ? rt->window().local() + layout.staging + static_cast<size_t>(q) * layout.slot_stride +
-                           static_cast<size_t>(rows.first - band_row0) * row_bytes
-                     : out_local() + static_cast<size_t>(rows.first) * row_bytes;
-      mem_ops->triggered_copy(ps, words + fused::ar_pull_trigger(leg, st, c), dst, src,
-                              static_cast<size_t>(rows.rows) * row_bytes);
-      if (rs) mem_ops->write(ps, words + fused::ar_pull_landed(st, c), 1u);
-    });
-  }
+    const bool rs = leg == fused::kArPullRs;
+    const fused::ArChunkRows rows = fused::ar_chunk_row_range(sched, rs ? r : q, c, fused::kGarBlockM, m);
+    const char* src = h.base[q] + layout.out + static_cast<size_t>(rows.first) * row_bytes;
+    char* dst = rs ? rt->window().local() + layout.staging + static_cast<size_t>(q) * layout.slot_stride +
+                         static_cast<size_t>(rows.first - band_row0) * row_bytes
+                   : out_local() + static_cast<size_t>(rows.first) * row_bytes;
+    mem_ops->triggered_copy(ps, words + fused::ar_pull_trigger(leg, st, c), dst, src,
+                            static_cast<size_t>(rows.rows) * row_bytes);
+    if (rs) mem_ops->write(ps, words + fused::ar_pull_landed(st, c), 1u);
+  });
   // Unlike GemmAllGather's, these copies feed the kernels (the own tiles wait for them), so where
   // ranks share a GPU's queues a rank's join (or its later work) must not enter a queue ahead of
   // a peer's copies: every rank's copies are enqueued before any rank's join. (Seen on the device

@@ -48,4 +48,22 @@ WEAVE_HD void ar_pull_walk(const ArSchedule& s, int rank, int q, F&& f) {
   }
 }
 
+// Calls f(step, leg, chunk) for every copy-stream event of rank `rank`, in the order the op enqueues
+// them: round-major (round k of every stream before round k + 1 of any), each stream's own events
+// in ar_pull_walk's order. Where the copy streams share one hardware queue
+// (CUDA_DEVICE_MAX_CONNECTIONS=1, as Megatron-style overlap sets) the queue runs the events in this
+// order; stream-major (one stream's whole walk, then the next's) deadlocks there at W >= 3: a
+// gather from one peer waits, ahead of another peer's reduce-scatter pull that the first peer's
+// chunk needs (CPU-simulated in tests/cpu/test_fused_ar_plan.cpp).
+template <class F>
+WEAVE_HD void ar_pull_enqueue_order(const ArSchedule& s, int rank, int world, F&& f) {
+  const int own = ar_chunks_of(s, rank);
+  for (int k = 0; k <= s.max_chunks; ++k)
+    for (int step = 1; step < world; ++step) {
+      const int q = comm::peer_at(rank, step, world);
+      if (k < own) f(step, kArPullRs, k);
+      if (k >= 1 && k - 1 < ar_chunks_of(s, q)) f(step, kArPullAg, k - 1);
+    }
+}
+
 }  // namespace weave::fused

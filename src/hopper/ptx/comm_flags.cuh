@@ -1,9 +1,12 @@
 // Thin 1:1 wrappers over the loads, stores and fences the communication protocols use to publish
 // and consume flags, credits and peer data (PTX ISA "Memory Consistency Model", "ld", "st",
-// "fence", "globaltimer"). Scope and semantics are in the names. Which protocol uses which one,
-// and why, is in docs/memory_ordering.md (notes "publish-release", "consume-acquire", "credit").
+// "fence"); their bounded waits read misc.cuh's globaltimer_ns. Scope and semantics are in the
+// names. Which protocol uses which one, and why, is in docs/memory_ordering.md (notes
+// "publish-release", "consume-acquire", "credit").
 #pragma once
 #include <cstdint>
+
+#include "hopper/ptx/misc.cuh"  // globaltimer_ns, for the protocols' bounded waits
 
 namespace weave::ptx {
 
@@ -79,13 +82,6 @@ __device__ __forceinline__ uint32_t ld_acquire_gpu_u32(const uint32_t* p) {
 // GPU-wide before the new count is.
 __device__ __forceinline__ void red_release_gpu_add_u32(uint32_t* p, uint32_t v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
-// mov.u64 %globaltimer: nanoseconds, for bounding spin-waits.
-__device__ __forceinline__ uint64_t globaltimer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
-  return t;
 }
 
 // nanosleep.u32: back off a spinning thread.

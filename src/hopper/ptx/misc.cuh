@@ -16,8 +16,8 @@ __device__ __forceinline__ void setmaxnreg_dec_sync_aligned_u32() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
-// mov.u64 %globaltimer: nanoseconds of wall time (coarse ticks); for timeouts only.
-__device__ __forceinline__ uint64_t globaltimer() {
+// mov.u64 %globaltimer: nanoseconds of wall time (coarse ticks); for bounding waits only.
+__device__ __forceinline__ uint64_t globaltimer_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
   return t;
