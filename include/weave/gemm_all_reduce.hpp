@@ -65,6 +65,7 @@
 #include "weave/collectives.hpp"
 #include "weave/communicator.hpp"
 #include "weave/export.hpp"
+#include "weave/fused_plan.hpp"
 #include "weave/gemm.hpp"
 #include "weave/tensor.hpp"
 #include "weave/types.hpp"
@@ -135,6 +136,13 @@ struct GemmAllReducePlan {
 
 // Window bytes per rank of an op with `config` in a world of `world` ranks (size before allocating).
 std::size_t gemm_all_reduce_window_bytes(const GemmAllReduceConfig& config, int world);
+// What an op of `config` in a world of `world` ranks would run for m rows on `machine`, and why:
+// the planner behind plan(m) without an op or a GPU (`weave plan gemm-ar` and Python's
+// plan_gemm_all_reduce call it). An explicit mode is planned as asked; whether this machine can run
+// it is the constructor's check. Throws kInvalidArgument naming the rule (the config's rules,
+// world, 1 <= m <= m_max, num_sms >= 1, a calibration for another op shape).
+GemmAllReducePlan gemm_all_reduce_plan(const GemmAllReduceConfig& config, int world, std::int64_t m,
+                                       const FusedPlanMachine& machine = {});
 
 class GemmAllReduce {
  public:

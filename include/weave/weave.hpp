@@ -7,6 +7,7 @@
 #include "weave/communicator.hpp"
 #include "weave/device.hpp"
 #include "weave/error.hpp"
+#include "weave/fused_plan.hpp"
 #include "weave/gemm.hpp"
 #include "weave/gemm_all_gather.hpp"
 #include "weave/gemm_all_reduce.hpp"

@@ -145,6 +145,19 @@ void bind_fused(nb::module_& m) {
   m.def("gemm_all_gather_validate", &weave::GemmAllGather::validate, "config"_a, "world"_a);
   m.def("gemm_all_reduce_window_bytes", &weave::gemm_all_reduce_window_bytes, "config"_a, "world"_a);
   m.def("gemm_all_gather_window_bytes", &weave::gemm_all_gather_window_bytes, "config"_a, "world"_a);
+  // The pure planners (no op, no GPU): the machine as plain arguments.
+  m.def(
+      "gemm_all_reduce_plan",
+      [](const weave::GemmAllReduceConfig& c, int world, int64_t m, int num_sms, bool nvlink_domain, bool nccl) {
+        return weave::gemm_all_reduce_plan(c, world, m, {num_sms, nvlink_domain, nccl, true});
+      },
+      "config"_a, "world"_a, "m"_a, "num_sms"_a, "nvlink_domain"_a, "nccl"_a);
+  m.def(
+      "gemm_all_gather_plan",
+      [](const weave::GemmAllGatherConfig& c, int world, int64_t m, int num_sms, bool nvlink_domain, bool nccl) {
+        return weave::gemm_all_gather_plan(c, world, m, {num_sms, nvlink_domain, nccl, true});
+      },
+      "config"_a, "world"_a, "m"_a, "num_sms"_a, "nvlink_domain"_a, "nccl"_a);
 
   nb::class_<weave::GemmAllReduce> ar(m, "GemmAllReduce");
   bind_op_common<weave::GemmAllReduce, weave::GemmAllReduceConfig>(ar);

@@ -70,6 +70,13 @@ def _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration=""
     return c
 
 
+_AR_PLAN_FIELDS = ("block_m", "block_n", "tiles", "waves", "grid", "band_blocks", "chunks", "chunk_blocks", "rounds",
+                   "bytes_rs", "bytes_ag", "window_bytes", "model_gemm_us", "model_comm_us", "model_split_us",
+                   "model_fused_us", "reason")
+_AG_PLAN_FIELDS = ("block_m", "block_n", "tiles", "waves", "grid", "chunks", "bytes_per_peer", "window_bytes",
+                   "model_gemm_us", "model_comm_us", "model_split_us", "model_fused_us", "reason")
+
+
 def _plan_dict(p, fields) -> dict:
     d = {f: getattr(p, f) for f in fields}
     d["mode"] = _weave.name(p.mode)
@@ -225,10 +232,19 @@ class GemmAllReduce(_FusedOp):
 
     def plan(self, m: int) -> dict:
         """What a call of m rows runs and why: tiles, waves, bands, chunks, bytes per leg, the model."""
-        return _plan_dict(self._impl.plan(_int("m", m)),
-                          ("block_m", "block_n", "tiles", "waves", "grid", "band_blocks", "chunks", "chunk_blocks",
-                           "rounds", "bytes_rs", "bytes_ag", "window_bytes", "model_gemm_us", "model_comm_us",
-                           "model_split_us", "model_fused_us", "reason"))
+        return _plan_dict(self._impl.plan(_int("m", m)), _AR_PLAN_FIELDS)
+
+    @staticmethod
+    def plan_for(m: int, *, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", mode="auto",
+                 exact_own: bool = False, chunks: int = 0, calibration="", num_sms: int = 132,
+                 nvlink_domain: bool = True, nccl: bool = True) -> dict:
+        """What an op of this configuration would run for m rows, and why, without an op or a GPU (the
+        planner behind plan(m); `weave plan gemm-ar` prints the same). num_sms: CTAs per rank;
+        nvlink_domain / nccl: what the machine would offer. CPU only."""
+        cfg = _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration)
+        return _plan_dict(_weave.gemm_all_reduce_plan(cfg, _int("world", world), _int("m", m),
+                                                      _int("num_sms", num_sms), bool(nvlink_domain), bool(nccl)),
+                          _AR_PLAN_FIELDS)
 
     def _out_spec(self, m: int):
         """The output of m rows: (rows, cols, weave dtype)."""
@@ -279,9 +295,18 @@ class GemmAllGather(_FusedOp):
 
     def plan(self, m: int) -> dict:
         """What a call of m rows per rank runs and why."""
-        return _plan_dict(self._impl.plan(_int("m", m)),
-                          ("block_m", "block_n", "tiles", "waves", "grid", "chunks", "bytes_per_peer", "window_bytes",
-                           "model_gemm_us", "model_comm_us", "model_split_us", "model_fused_us", "reason"))
+        return _plan_dict(self._impl.plan(_int("m", m)), _AG_PLAN_FIELDS)
+
+    @staticmethod
+    def plan_for(m: int, *, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw",
+                 out_dtype="bf16", mode="auto", calibration="", num_sms: int = 132, nvlink_domain: bool = True,
+                 nccl: bool = True) -> dict:
+        """What an op of this configuration would run for m rows per rank, and why, without an op or a
+        GPU (the planner behind plan(m); `weave plan gemm-ag` prints the same). CPU only."""
+        cfg = _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration)
+        return _plan_dict(_weave.gemm_all_gather_plan(cfg, _int("world", world), _int("m", m),
+                                                      _int("num_sms", num_sms), bool(nvlink_domain), bool(nccl)),
+                          _AG_PLAN_FIELDS)
 
     def _out_spec(self, m: int):
         """The output of m rows per rank: (rows, cols, weave dtype)."""

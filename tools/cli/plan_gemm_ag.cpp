@@ -39,11 +39,10 @@ constexpr int kMaxSms = 1024;
 int run_plan_gemm_ag(const PlanGemmAgOptions& o) {
   check_output_file("--json", o.json_path);
   const GemmAllGatherConfig cfg = gemm_ag_config(o.shape, o.world);
-  const std::optional<fused::Calibration> cal =
-      calibration_option(o.calibration, cfg.mode == GemmAllGatherMode::kAuto, "gemm-ag", cfg.quant, cfg.scale_layout,
-                         cfg.out_dtype, cfg.n, cfg.k, o.world);
-  const auto* fused = gemm::find_gemm_kernel<fused::AllGatherParams>(
-      cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kAllGather, fused::kGagBlockM, fused::kGagBlockN, cfg.scale_layout);
+  // Checked here so a bad table is refused naming --calibration (exit 2); the planner reads it again.
+  static_cast<void>(calibration_option(o.calibration, cfg.mode == GemmAllGatherMode::kAuto, "gemm-ag", cfg.quant, cfg.scale_layout,
+                         cfg.out_dtype, cfg.n, cfg.k, o.world));
+  const auto* fused = fused::gag_fused_kernel(cfg);
   const bool fused_available = fused != nullptr && !o.no_fused;
   const fused::GagRates rates = fused::gag_rates(cfg.quant);
   const std::string quant(to_string(cfg.quant)), out(to_string(cfg.out_dtype));
@@ -63,10 +62,12 @@ int run_plan_gemm_ag(const PlanGemmAgOptions& o) {
               fused::gag_split_mode(cfg.mode) != GemmAllGatherMode::kAuto && o.world > 1 ? ", the split all-gather's regions" : "");
   std::printf("%7s %-7s %6s %6s %5s %6s %12s %12s %9s %9s %9s %9s  %-10s %s\n", "m", "tile", "tiles", "waves", "grid",
               "chunks", "bytes/peer", "window", "gemm_us", "comm_us", "split_us", "fused_us", "mode", "reason");
+  GemmAllGatherConfig planned = cfg;  // the public planner loads the (already checked) calibration itself
+  planned.calibration = o.calibration;
   nlohmann::json rows = nlohmann::json::array();
   for (const std::int64_t m : o.shape.ms) {
-    const GemmAllGatherPlan p = fused::gag_plan(cfg, o.world, m, o.sms, fused_available, /*nccl_available=*/true,
-                                                  gemm_all_gather_window_bytes(cfg, o.world), cal ? &*cal : nullptr);
+    const GemmAllGatherPlan p =
+        gemm_all_gather_plan(planned, o.world, m, FusedPlanMachine{.num_sms = o.sms, .fused_kernels = !o.no_fused});
     const std::string tile = std::to_string(p.block_m) + "x" + std::to_string(p.block_n);
     std::printf("%7lld %-7s %6lld %6.2f %5d %6d %12s %12s %9.1f %9.1f %9.1f %9.1f  %-10s %s\n", static_cast<long long>(m),
                 tile.c_str(), static_cast<long long>(p.tiles), p.waves, p.grid, p.chunks,

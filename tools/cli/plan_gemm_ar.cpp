@@ -47,12 +47,10 @@ std::string window_contents(const GemmAllReduceConfig& cfg, int world) {
 int run_plan_gemm_ar(const PlanGemmArOptions& o) {
   check_output_file("--json", o.json_path);
   const GemmAllReduceConfig cfg = gemm_ar_config(o.shape, o.world);
-  const std::optional<fused::Calibration> cal =
-      calibration_option(o.calibration, cfg.mode == GemmAllReduceMode::kAuto, "gemm-ar", cfg.quant, cfg.scale_layout,
-                         DType::kBF16, cfg.n, cfg.k, o.world);
-  const auto* fused = gemm::find_gemm_kernel<fused::AllReduceParams>(
-      cfg.quant, DType::kBF16, gemm::EpilogueKind::kAllReduce, fused::kGarBlockM, fused::kGarBlockN, cfg.scale_layout,
-      gemm::SchedulerKind::kBandRound);
+  // Checked here so a bad table is refused naming --calibration (exit 2); the planner reads it again.
+  static_cast<void>(calibration_option(o.calibration, cfg.mode == GemmAllReduceMode::kAuto, "gemm-ar", cfg.quant, cfg.scale_layout,
+                         DType::kBF16, cfg.n, cfg.k, o.world));
+  const auto* fused = fused::gar_fused_kernel(cfg);
   const bool fused_available = fused != nullptr && !o.no_fused;
   const fused::GarRates rates = fused::gar_rates(cfg.quant);
   const std::string quant(to_string(cfg.quant));
@@ -74,10 +72,12 @@ int run_plan_gemm_ar(const PlanGemmArOptions& o) {
   std::printf("%7s %-7s %6s %6s %5s %11s %6s %12s %6s %11s %11s %11s %9s %9s %9s %9s  %-10s %s\n", "m", "tile", "tiles",
               "waves", "grid", "band_blocks", "chunks", "chunk_blocks", "rounds", "bytes_rs", "bytes_ag", "window",
               "gemm_us", "comm_us", "split_us", "fused_us", "mode", "reason");
+  GemmAllReduceConfig planned = cfg;  // the public planner loads the (already checked) calibration itself
+  planned.calibration = o.calibration;
   nlohmann::json rows = nlohmann::json::array();
   for (const std::int64_t m : o.shape.ms) {
-    const GemmAllReducePlan p = fused::gar_plan(cfg, o.world, m, o.sms, fused_available, /*nccl_available=*/true,
-                                                  gemm_all_reduce_window_bytes(cfg, o.world), cal ? &*cal : nullptr);
+    const GemmAllReducePlan p =
+        gemm_all_reduce_plan(planned, o.world, m, FusedPlanMachine{.num_sms = o.sms, .fused_kernels = !o.no_fused});
     const std::string tile = std::to_string(p.block_m) + "x" + std::to_string(p.block_n);
     std::printf("%7lld %-7s %6lld %6.2f %5d %11d %6d %12d %6d %11s %11s %11s %9.1f %9.1f %9.1f %9.1f  %-10s %s\n",
                 static_cast<long long>(m), tile.c_str(), static_cast<long long>(p.tiles), p.waves, p.grid, p.band_blocks,

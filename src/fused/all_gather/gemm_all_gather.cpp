@@ -29,12 +29,6 @@ namespace weave {
 
 namespace {
 
-const gemm::GemmKernelEntry<fused::AllGatherParams>* find_fused_kernel(const GemmAllGatherConfig& c) {
-  return gemm::find_gemm_kernel<fused::AllGatherParams>(c.quant, c.out_dtype, gemm::EpilogueKind::kAllGather,
-                                                        fused::kGagBlockM, fused::kGagBlockN,
-                                                        gemm::instance_scale_layout(c.quant, c.scale_layout));
-}
-
 GemmProblem problem_of(const GemmAllGatherConfig& c, int64_t m) {
   return GemmProblem{.m = m, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout, .out_dtype = c.out_dtype};
 }
@@ -51,7 +45,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
   // Every rank's CTAs must be resident together (each waits for its peers' chunks): one CTA per
   // SM, and ranks sharing a GPU (the emulated world) share its SMs.
   grid_cap = comm::rank_sm_share(num_sms, g.ranks_per_device());
-  fused_kernel = find_fused_kernel(cfg);
+  fused_kernel = fused::gag_fused_kernel(cfg);
   fused_ok = fused_kernel != nullptr && g.lsa_team_size() == w;
   split_mode = fused::gag_split_mode(cfg.mode);
   switch (cfg.mode) {

@@ -5,7 +5,9 @@
 #include <string>
 
 #include "comm/op_layout.hpp"
+#include "fused/all_gather/params.hpp"
 #include "fused/calibration.hpp"
+#include "gemm/dispatch.hpp"
 #include "fused/model_rates.hpp"
 #include "weave/gemm_all_gather.hpp"
 #include "weave/window_layout.hpp"
@@ -51,6 +53,9 @@ GagRates gag_rates(ScaleMode quant);
 // window_bytes: what the plan reports as the op's window (the op's own, or
 // gemm_all_gather_window_bytes before one exists; run() plans every call, so nothing is laid out here).
 // cal: the op's calibration table (auto takes its measured best where it can run it), or null.
+// The fused kernel an op of `cfg` runs (its GEMM instance), or null where this build has none.
+const gemm::GemmKernelEntry<AllGatherParams>* gag_fused_kernel(const GemmAllGatherConfig& cfg);
+
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes = 0, const Calibration* cal = nullptr);
 

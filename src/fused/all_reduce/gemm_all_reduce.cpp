@@ -35,12 +35,6 @@ namespace {
 // classic 4 KB limit (3.3 KB at kMaxWorld: 16 tensor maps and the schedule's segment table).
 static_assert(sizeof(gemm::KernelArgs<fused::AllReduceParams>) <= 4096, "fused all-reduce arguments over 4 KB");
 
-const gemm::GemmKernelEntry<fused::AllReduceParams>* find_fused_kernel(const GemmAllReduceConfig& c) {
-  return gemm::find_gemm_kernel<fused::AllReduceParams>(
-      c.quant, DType::kBF16, gemm::EpilogueKind::kAllReduce, fused::kGarBlockM, fused::kGarBlockN,
-      gemm::instance_scale_layout(c.quant, c.scale_layout), gemm::SchedulerKind::kBandRound);
-}
-
 GemmProblem problem_of(const GemmAllReduceConfig& c, int64_t m) {
   return GemmProblem{.m = m, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout, .out_dtype = DType::kBF16};
 }
@@ -56,7 +50,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
   // Every rank's CTAs must be resident together (own tiles wait for peers' partials): one CTA per
   // SM, and ranks sharing a GPU (the emulated world) share its SMs.
   grid_cap = comm::rank_sm_share(num_sms, g.ranks_per_device());
-  fused_kernel = find_fused_kernel(cfg);
+  fused_kernel = fused::gar_fused_kernel(cfg);
   fused_ok = fused_kernel != nullptr && g.lsa_team_size() == w && w > 1;
   split_mode = fused::gar_split_mode(cfg.mode);
   if (cfg.mode == GemmAllReduceMode::kDecode) {

@@ -6,8 +6,10 @@
 
 #include "comm/op_layout.hpp"
 #include "fused/model_rates.hpp"
+#include "fused/all_reduce/params.hpp"
 #include "fused/all_reduce/schedule.hpp"
 #include "fused/calibration.hpp"
+#include "gemm/dispatch.hpp"
 #include "weave/gemm_all_reduce.hpp"
 #include "weave/window_layout.hpp"
 
@@ -61,6 +63,9 @@ struct GarRates {
   double comm_latency_us = 15;  // fixed cost of one weave all-reduce call
 };
 GarRates gar_rates(ScaleMode quant);
+
+// The fused kernel an op of `cfg` runs (its GEMM instance), or null where this build has none.
+const gemm::GemmKernelEntry<AllReduceParams>* gar_fused_kernel(const GemmAllReduceConfig& cfg);
 
 // cal: the op's calibration table (auto takes its measured best where it can run it), or null.
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,

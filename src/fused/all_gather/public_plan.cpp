@@ -1,0 +1,46 @@
+// weave::gemm_all_gather_plan: the op's per-call planner without an op or a GPU, and the lookup of
+// the fused kernel the op and the planner share.
+#include <optional>
+#include <string>
+
+#include "common/check.hpp"
+#include "fused/all_gather/params.hpp"
+#include "fused/all_gather/plan.hpp"
+#include "gemm/dispatch.hpp"
+#include "weave/gemm_all_gather.hpp"
+
+namespace weave::fused {
+
+const gemm::GemmKernelEntry<AllGatherParams>* gag_fused_kernel(const GemmAllGatherConfig& c) {
+  return gemm::find_gemm_kernel<AllGatherParams>(c.quant, c.out_dtype, gemm::EpilogueKind::kAllGather, kGagBlockM,
+                                                 kGagBlockN, gemm::instance_scale_layout(c.quant, c.scale_layout));
+}
+
+}  // namespace weave::fused
+
+namespace weave {
+
+GemmAllGatherPlan gemm_all_gather_plan(const GemmAllGatherConfig& config, int world, std::int64_t m,
+                                       const FusedPlanMachine& machine) {
+  const std::string bad = GemmAllGather::validate(config, world);
+  WEAVE_EXPECT_ARG(bad.empty(), "gemm_all_gather_plan: " << bad);
+  WEAVE_EXPECT_ARG(m >= 1 && m <= config.m_max,
+                   "gemm_all_gather_plan: argument 'm' must be in 1..m_max (" << config.m_max << "), got " << m);
+  WEAVE_EXPECT_ARG(machine.num_sms >= 1, "gemm_all_gather_plan: FusedPlanMachine.num_sms must be >= 1, got "
+                                             << machine.num_sms);
+  std::optional<fused::Calibration> cal;
+  if (!config.calibration.empty()) {
+    WEAVE_EXPECT_ARG(config.mode == GemmAllGatherMode::kAuto,
+                     "GemmAllGatherConfig.calibration: only mode auto consults a calibration (mode "
+                         << to_string(config.mode) << " is explicit)");
+    cal = fused::load_calibration_for(config.calibration, "GemmAllGatherConfig.calibration", "gemm-ag", config.quant,
+                                      config.scale_layout, config.out_dtype, config.n, config.k, world);
+  }
+  const bool fused_ok = machine.fused_kernels && fused::gag_fused_kernel(config) != nullptr && machine.nvlink_domain;
+  GemmAllGatherConfig c = config;
+  if (c.mode == GemmAllGatherMode::kAuto && !machine.nvlink_domain && world > 1) c.mode = GemmAllGatherMode::kSplitNccl;
+  return fused::gag_plan(c, world, m, machine.num_sms, fused_ok, machine.nccl,
+                         gemm_all_gather_window_bytes(config, world), cal ? &*cal : nullptr);
+}
+
+}  // namespace weave

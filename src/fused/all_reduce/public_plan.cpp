@@ -1,0 +1,50 @@
+// weave::gemm_all_reduce_plan: the op's per-call planner without an op or a GPU, and the lookup of
+// the fused kernel the op and the planner share.
+#include <optional>
+#include <string>
+
+#include "comm/protocol.hpp"
+#include "common/check.hpp"
+#include "fused/all_reduce/params.hpp"
+#include "fused/all_reduce/plan.hpp"
+#include "gemm/dispatch.hpp"
+#include "weave/gemm_all_reduce.hpp"
+
+namespace weave::fused {
+
+const gemm::GemmKernelEntry<AllReduceParams>* gar_fused_kernel(const GemmAllReduceConfig& c) {
+  return gemm::find_gemm_kernel<AllReduceParams>(c.quant, DType::kBF16, gemm::EpilogueKind::kAllReduce, kGarBlockM,
+                                                 kGarBlockN, gemm::instance_scale_layout(c.quant, c.scale_layout),
+                                                 gemm::SchedulerKind::kBandRound);
+}
+
+}  // namespace weave::fused
+
+namespace weave {
+
+GemmAllReducePlan gemm_all_reduce_plan(const GemmAllReduceConfig& config, int world, std::int64_t m,
+                                       const FusedPlanMachine& machine) {
+  const std::string bad = GemmAllReduce::validate(config, world);
+  WEAVE_EXPECT_ARG(bad.empty(), "gemm_all_reduce_plan: " << bad);
+  WEAVE_EXPECT_ARG(m >= 1 && m <= config.m_max,
+                   "gemm_all_reduce_plan: argument 'm' must be in 1..m_max (" << config.m_max << "), got " << m);
+  WEAVE_EXPECT_ARG(machine.num_sms >= 1, "gemm_all_reduce_plan: FusedPlanMachine.num_sms must be >= 1, got "
+                                             << machine.num_sms);
+  std::optional<fused::Calibration> cal;
+  if (!config.calibration.empty()) {
+    WEAVE_EXPECT_ARG(config.mode == GemmAllReduceMode::kAuto,
+                     "GemmAllReduceConfig.calibration: only mode auto consults a calibration (mode "
+                         << to_string(config.mode) << " is explicit)");
+    cal = fused::load_calibration_for(config.calibration, "GemmAllReduceConfig.calibration", "gemm-ar", config.quant,
+                                      config.scale_layout, DType::kBF16, config.n, config.k, world);
+  }
+  // As the constructor: fused needs its kernel and one NVLink domain; auto across domains runs split-nccl.
+  const bool fused_ok = machine.fused_kernels && fused::gar_fused_kernel(config) != nullptr && machine.nvlink_domain &&
+                        world > 1;
+  GemmAllReduceConfig c = config;
+  if (c.mode == GemmAllReduceMode::kAuto && !machine.nvlink_domain && world > 1) c.mode = GemmAllReduceMode::kSplitNccl;
+  return fused::gar_plan(c, world, m, machine.num_sms, fused_ok, machine.nccl,
+                         gemm_all_reduce_window_bytes(config, world), cal ? &*cal : nullptr);
+}
+
+}  // namespace weave
