@@ -28,8 +28,7 @@ std::string root_of(const std::string& library_path) {
 }  // namespace
 
 std::string nccl_version_problem(int built, int loaded, const std::string& loaded_from) {
-  // Exact release, patch included: ncclDevComm gained fields between 2.28.3 and 2.28.9 (one minor),
-  // so no coarser rule is known to keep the compiled-in layouts right.
+  // Exact release, patch included: ncclDevComm's layout changed within one minor (2.28.3 -> 2.28.9).
   if (built == loaded) return "";
   const std::string b = nccl_version_text(built), l = nccl_version_text(loaded), root = root_of(loaded_from);
   return "weave was built against NCCL " + b + " but this process loaded NCCL " + l +
