@@ -10,9 +10,24 @@ if(NOT TARGET CUDA::cublasLt)
 endif()
 
 # --- NCCL >= 2.28 (toolkit folder, NCCL_ROOT, or system) ---
+# To build against the NCCL torch loads: NCCL_ROOT=<site-packages>/nvidia/nccl (its wheel holds
+# include/ and lib/libnccl.so.2). The run-time check (src/comm/nccl_version.cpp) wants that release.
 set(_nccl_hints ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR})
+# A build folder reused with another NCCL_ROOT (pip's build-py) searches again, not the cached pair.
+# Without NCCL_ROOT, -DNCCL_INCLUDE_DIR / -DNCCL_LIBRARY given on the command line are kept.
+set(_nccl_root_now "${NCCL_ROOT};$ENV{NCCL_ROOT}")
+if(NOT DEFINED WEAVE_NCCL_ROOT_SEARCHED)
+  set(WEAVE_NCCL_ROOT_SEARCHED ";")  # a first configure, or a folder from before this check
+endif()
+if(NOT "${_nccl_root_now}" STREQUAL "${WEAVE_NCCL_ROOT_SEARCHED}")
+  unset(NCCL_INCLUDE_DIR CACHE)
+  unset(NCCL_LIBRARY CACHE)
+endif()
+set(WEAVE_NCCL_ROOT_SEARCHED "${_nccl_root_now}" CACHE INTERNAL "NCCL_ROOT of the last NCCL search")
 find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_hints} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
-find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_nccl_hints} ${CUDAToolkit_LIBRARY_DIR}
+# NAMES_PER_DIR: the first hint folder wins, so a wheel's lib/libnccl.so.2 (no libnccl.so there)
+# beats the toolkit's libnccl.so, and headers and library come from the same NCCL.
+find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 NAMES_PER_DIR HINTS ${_nccl_hints} ${CUDAToolkit_LIBRARY_DIR}
              PATH_SUFFIXES lib lib64)
 if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
   message(FATAL_ERROR "weave: NCCL >= 2.28 not found (header: '${NCCL_INCLUDE_DIR}', library: "

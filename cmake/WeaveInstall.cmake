@@ -32,9 +32,13 @@ endif()
 # --- the library as consumers see it ---
 add_library(weave::weave ALIAS weave)
 # 0.x: a minor release may break the ABI, so the soname carries major.minor (libweave.so.0.1);
-# the file is libweave.so.<version>.
-set_target_properties(weave PROPERTIES VERSION ${PROJECT_VERSION}
-                                       SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+# the file is libweave.so.<version>. Not in the Python wheel's build (pyproject.toml: the extension
+# on, the C++ install off): a wheel is a zip, which stores the soname chain's two symlinks as two
+# more full copies of the library; there the one file is libweave.so, found beside the extension.
+if(WEAVE_INSTALL OR NOT WEAVE_BUILD_PYTHON)
+  set_target_properties(weave PROPERTIES VERSION ${PROJECT_VERSION}
+                                         SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+endif()
 target_compile_features(weave INTERFACE cxx_std_20)
 
 # The NCCL usage requirement, as an imported target: the exported package then names it

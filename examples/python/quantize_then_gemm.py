@@ -6,13 +6,18 @@ torch doing the same: the pattern an inference engine's fp8 linear layer follows
 Per-token x per-channel (ptpc) or DeepSeek 1x128 / 128x128 (blockscale) scales, quantised with
 plain torch. weave's result is compared with torch._scaled_mm on the same fp8 operands (where
 cuBLASLt takes the shape) and with torch.matmul on the dequantised operands; then both are timed
-inside CUDA graphs.
+inside CUDA graphs. Without a Hopper GPU (or torch with CUDA) it says why and exits 0, like the C++
+examples.
 """
 import argparse
-
-import torch
+import sys
 
 import weave
+
+try:
+    import torch
+except ImportError:  # skip_reason() says so
+    torch = None
 
 FP8_MAX = 448.0
 
@@ -49,6 +54,15 @@ def graph_time_us(fn, iters=50):
     return start.elapsed_time(end) * 1000 / iters
 
 
+def skip_reason() -> str:
+    """'' when this machine can run the example, else why not (the C++ examples skip alike: exit 0)."""
+    if weave.no_gpu_reason():
+        return weave.no_gpu_reason()
+    if torch is None:
+        return "this example needs PyTorch with CUDA (pip install torch)"
+    return "" if torch.cuda.is_available() else "torch sees no CUDA device"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", type=int, default=4096)
@@ -56,6 +70,10 @@ def main():
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--mode", choices=["ptpc", "blockscale", "bf16"], default="ptpc")
     args = ap.parse_args()
+    why = skip_reason()
+    if why:
+        print(f"GPU part skipped: {why}")
+        return 0
     m, n, k = args.m, args.n, args.k
     x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)           # activations
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02    # weight [out, in]
@@ -103,4 +121,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -4,14 +4,22 @@ a weave all-reduce; everything replays from one CUDA graph. (When weave's fused 
 lands, the two calls become one op; the layer's interface stays.)
 
     torchrun --nproc_per_node=2 examples/python/tp_linear.py [--m 128 --n 4096 --k 8192]
+
+Without a Hopper GPU (or torch with CUDA) each rank says why and exits 0, like the C++ examples.
 """
+from __future__ import annotations  # the torch annotations stay unevaluated where torch is missing
+
 import argparse
 import os
-
-import torch
-import torch.distributed as dist
+import sys
 
 import weave
+
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError:  # skip_reason() says so
+    torch = None
 
 
 class RowParallelLinear:
@@ -31,12 +39,25 @@ class RowParallelLinear:
         return self.y
 
 
+def skip_reason() -> str:
+    """'' when this machine can run the example, else why not (the C++ examples skip alike: exit 0)."""
+    if weave.no_gpu_reason():
+        return weave.no_gpu_reason()
+    if torch is None:
+        return "this example needs PyTorch with CUDA (pip install torch)"
+    return "" if torch.cuda.is_available() else "torch sees no CUDA device"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", type=int, default=128)
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--k", type=int, default=8192)
     args = ap.parse_args()
+    why = skip_reason()
+    if why:
+        print(f"GPU part skipped: {why}")
+        return 0
     local = int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(local)
     dist.init_process_group("nccl")
@@ -73,4 +94,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -8,6 +8,11 @@
 // (an all-gather of a configuration hash runs first), and a rank that never arrives makes the
 // others raise Error(kTimeout) after timeout_s() instead of hanging.
 // Errors: weave::Error (error.hpp) naming the rank, the call and the rule broken.
+// NCCL release: weave compiles NCCL's device-API structures into its kernels, so the libnccl.so.2
+// the process loaded (torch's own, when torch is there) must be the exact release weave was built
+// against. Every factory below (wrap, adopt, create, create_local) checks this first and throws
+// Error(kUnsupported) naming both versions and how to rebuild, before any GPU work; create and
+// create_local then throw Error(kNoDevice) with no_gpu_reason() for a missing or non-Hopper GPU.
 #pragma once
 #include <nccl.h>
 

@@ -48,10 +48,14 @@ def no_gpu_reason() -> str:
 
 
 def nccl_versions() -> dict:
-    """The NCCL weave was built against and the one loaded in this process. They must match: the
-    NCCL device API weave uses is compiled in from the headers."""
+    """The NCCL weave was built against and the one loaded in this process (torch's, when torch
+    is there). They must be the same release ("match"): weave compiles NCCL's device-API
+    structures into its kernels, so Communicator creation refuses a mismatch with weave.Error
+    (Status.UNSUPPORTED) naming both. To build against torch's NCCL:
+    NCCL_ROOT=<site-packages>/nvidia/nccl pip install . (README, Python)."""
     v = _weave.nccl_runtime_version()
-    return {"build": nccl_build_version, "runtime": f"{v // 10000}.{(v % 10000) // 100}.{v % 100}",
+    runtime = f"{v // 10000}.{(v % 10000) // 100}.{v % 100}"
+    return {"build": nccl_build_version, "runtime": runtime, "match": runtime == nccl_build_version,
             "preloaded": dict(_loader._PRELOADED)}
 
 

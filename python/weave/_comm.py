@@ -21,7 +21,12 @@ Algorithm = _weave.Algorithm
 class Communicator:
     """One rank of an NCCL communicator (weave::Communicator). Make one with from_process_group
     (torch.distributed), create (a unique id your launcher exchanged), or create_local (every GPU
-    of this process, one rank each; drive each from its own thread)."""
+    of this process, one rank each; drive each from its own thread).
+
+    Every way in first checks that the NCCL loaded in the process (torch's, when torch is there)
+    is the release weave was built against, and raises weave.Error (Status.UNSUPPORTED) naming
+    both otherwise (weave.nccl_versions()); create and create_local then raise Status.NO_DEVICE
+    with weave.no_gpu_reason() when the GPU is missing, before NCCL touches it."""
 
     def __init__(self, impl):
         if not isinstance(impl, _weave.Communicator):

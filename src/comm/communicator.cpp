@@ -17,7 +17,9 @@
 #include "common/env.hpp"
 #include "common/log.hpp"
 #include "comm/group.hpp"
+#include "comm/nccl_version.hpp"
 #include "comm/timeout.hpp"
+#include "weave/device.hpp"
 
 namespace weave {
 
@@ -39,6 +41,12 @@ struct DeviceGuard {
 Communicator::Communicator(ncclComm_t comm, bool owned, const CommOptions& options)
     : comm_(comm), owned_(owned), timeout_s_(comm::resolve_timeout(options.timeout_s)), tag_(options.tag) {
   WEAVE_EXPECT_ARG(comm != nullptr, "Communicator: ncclComm_t must not be null");
+  try {
+    comm::require_matching_nccl();  // wrap/adopt; create* checked it before initialising NCCL
+  } catch (...) {
+    if (owned) ncclCommDestroy(comm);  // adopt took ownership; nothing else was set up yet
+    throw;
+  }
   try {
     WEAVE_CHECK_NCCL(ncclCommUserRank(comm_, &rank_));
     WEAVE_CHECK_NCCL(ncclCommCount(comm_, &world_));
@@ -89,6 +97,8 @@ std::unique_ptr<Communicator> Communicator::adopt(ncclComm_t comm, const CommOpt
 std::vector<std::unique_ptr<Communicator>> Communicator::create_local(const std::vector<int>& devices,
                                                                       const CommOptions& options) {
   WEAVE_EXPECT_ARG(!devices.empty(), "create_local: devices must not be empty");
+  comm::require_matching_nccl();
+  for (int d : devices) require_hopper(d);  // else NCCL reports a missing GPU as "unhandled cuda error"
   std::vector<ncclComm_t> comms(devices.size(), nullptr);
   WEAVE_CHECK_NCCL(ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()));
   std::vector<std::unique_ptr<Communicator>> out(devices.size());
@@ -113,6 +123,8 @@ std::unique_ptr<Communicator> Communicator::create(const ncclUniqueId& id, int r
                                                    const CommOptions& options) {
   WEAVE_EXPECT_ARG(world >= 1, "create: world must be >= 1, got " << world);
   WEAVE_EXPECT_ARG(rank >= 0 && rank < world, "create: rank must be in [0, " << world << "), got " << rank);
+  comm::require_matching_nccl();
+  require_hopper(device);
   WEAVE_CHECK_CUDA(cudaSetDevice(device));
   ncclComm_t comm = nullptr;
   WEAVE_CHECK_NCCL(ncclCommInitRank(&comm, world, id, rank));

@@ -74,7 +74,11 @@ SymmetricWindow::SymmetricWindow(Communicator& comm, WindowLayout layout)
     comm.agree_ok(ok, "ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC)", why);
     // 4. device communicator with LSA barriers (for fused kernels that want NCCL's barrier).
     try {
+#ifdef NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER  // NCCL >= 2.29 refuses requirements without it
+      ncclDevCommRequirements reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+#else
       ncclDevCommRequirements reqs{};
+#endif
       reqs.lsaBarrierCount = kLsaBarriers;
       WEAVE_CHECK_NCCL(ncclDevCommCreate(comm.nccl(), &reqs, dev_comm_.get()));
       dev_comm_created_ = true;
