@@ -46,7 +46,8 @@ std::string window_contents(const GemmAllReduceConfig& cfg, int world) {
 // 2 bad usage (thrown before anything is printed).
 int run_plan_gemm_ar(const PlanGemmArOptions& o) {
   check_output_file("--json", o.json_path);
-  const GemmAllReduceConfig cfg = gemm_ar_config(o.shape, o.world);
+  const GemmArOptions shape = gemm_ar_shapes(o.shape, o.world).front();  // --preset filled in
+  const GemmAllReduceConfig cfg = gemm_ar_config(shape, o.world);
   const std::optional<fused::Calibration> cal =
       calibration_option(o.calibration, cfg.mode == GemmAllReduceMode::kAuto, "gemm-ar", cfg.quant, cfg.scale_layout,
                          DType::kBF16, cfg.n, cfg.k, o.world);
@@ -58,6 +59,10 @@ int run_plan_gemm_ar(const PlanGemmArOptions& o) {
   const std::string quant(to_string(cfg.quant));
   const std::string chunks = cfg.chunks > 0 ? std::to_string(cfg.chunks) : "planner's";
 
+  if (!shape.preset.empty()) {
+    const ModelPreset& preset = model_preset(shape.preset);
+    std::printf("%s\n", preset_line(preset, shard_model_preset(preset, o.world, cfg.quant)).c_str());
+  }
   std::printf("gemm-ar: n=%lld k=%lld (K_r, per rank) %s%s -> bf16, world %d, mode %s, sms %d, m_max %lld, chunks %s%s\n",
               static_cast<long long>(cfg.n), static_cast<long long>(cfg.k), quant.c_str(),
               cfg.quant == ScaleMode::kMxfp8 || cfg.quant == ScaleMode::kBlockscale ? (" (" + std::string(to_string(cfg.scale_layout)) + " scales)").c_str() : "",
@@ -75,7 +80,7 @@ int run_plan_gemm_ar(const PlanGemmArOptions& o) {
               "waves", "grid", "band_blocks", "chunks", "chunk_blocks", "rounds", "bytes_rs", "bytes_ag", "window",
               "gemm_us", "comm_us", "split_us", "fused_us", "mode", "reason");
   nlohmann::json rows = nlohmann::json::array();
-  for (const std::int64_t m : o.shape.ms) {
+  for (const std::int64_t m : shape.ms) {
     const GemmAllReducePlan p = fused::gar_plan(cfg, o.world, m, o.sms, fused_available, /*nccl_available=*/true,
                                                   gemm_all_reduce_window_bytes(cfg, o.world), cal ? &*cal : nullptr);
     const std::string tile = std::to_string(p.block_m) + "x" + std::to_string(p.block_n);
@@ -106,6 +111,7 @@ int run_plan_gemm_ar(const PlanGemmArOptions& o) {
                 refused.c_str());
   if (!o.json_path.empty()) {
     nlohmann::json doc = {{"topic", "gemm-ar"},
+                          {"preset", shape.preset},
                           {"n", cfg.n},
                           {"k_per_rank", cfg.k},
                           {"m_max", cfg.m_max},
