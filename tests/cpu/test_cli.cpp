@@ -586,6 +586,7 @@ TEST(CliPresets, ValidPresetBenchReachesTheGpuProbe) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_NE(r.out.find(weave::no_gpu_reason()), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("# preset"), std::string::npos) << "a run's header came before the GPU probe:\n" << r.out;
   }
 }
 

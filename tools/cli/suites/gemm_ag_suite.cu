@@ -184,6 +184,10 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
   WEAVE_EXPECT_ARG(!specs.empty(), "--arms: none of the arms named runs at world " << world);
 
   const fused_bench::SuiteDevice gpu(common, "gemm-ag");
+  if (!shape.preset.empty()) {  // which layer this run is (after every check and the GPU probe)
+    const ModelPreset& preset = model_preset(shape.preset);
+    std::printf("# %s\n", preset_line(preset, shard_model_preset(preset, world, base.quant)).c_str());
+  }
   const int device = gpu.device, l2 = gpu.l2_bytes;
   cudaStream_t main_stream = gpu.main_stream;
 
@@ -512,11 +516,6 @@ int run_gemm_ag_presets(const BenchOptions& common, const GagBenchOptions& opt) 
   for (const GemmAgOptions& shape : shapes) {
     GagBenchOptions one = opt;
     one.shape = shape;
-    if (!shape.preset.empty()) {
-      const ModelPreset& preset = model_preset(shape.preset);
-      std::printf("# %s\n", preset_line(preset, shard_model_preset(preset, world, quant_option(shape.quant))).c_str());
-      std::fflush(stdout);
-    }
     worst = std::max(worst, run_gemm_ag_suite(common, one));
   }
   return worst;

@@ -221,6 +221,10 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
   WEAVE_EXPECT_ARG(!specs.empty(), "--arms: none of the arms named runs at world " << world << left_out);
 
   const fused_bench::SuiteDevice gpu(common, "gemm-ar");
+  if (!shape.preset.empty()) {  // which layer this run is (after every check and the GPU probe)
+    const ModelPreset& preset = model_preset(shape.preset);
+    std::printf("# %s\n", preset_line(preset, shard_model_preset(preset, world, base.quant)).c_str());
+  }
   const int device = gpu.device;
   cudaStream_t main_stream = gpu.main_stream;
 
@@ -593,11 +597,6 @@ int run_gemm_ar_presets(const BenchOptions& common, const GarBenchOptions& opt) 
   for (const GemmArOptions& shape : shapes) {
     GarBenchOptions one = opt;
     one.shape = shape;
-    if (!shape.preset.empty()) {
-      const ModelPreset& preset = model_preset(shape.preset);
-      std::printf("# %s\n", preset_line(preset, shard_model_preset(preset, world, quant_option(shape.quant))).c_str());
-      std::fflush(stdout);
-    }
     worst = std::max(worst, run_gemm_ar_suite(common, one));
   }
   return worst;
