@@ -31,5 +31,7 @@ struct PyCommunicator {
 void bind_fused(nanobind::module_& m);
 // weave::create_sharing_window (shared_ext.cpp).
 void bind_shared(nanobind::module_& m);
+// The model preset table (presets_ext.cpp).
+void bind_presets(nanobind::module_& m);
 
 }  // namespace weave_py

@@ -387,4 +387,5 @@ NB_MODULE(_weave, m) {
 
   weave_py::bind_fused(m);
   weave_py::bind_shared(m);
+  weave_py::bind_presets(m);
 }

@@ -23,6 +23,7 @@ from ._errors import ArgumentError, Error, Status  # noqa: E402
 from ._fused import GemmAllGather, GemmAllGatherMode, GemmAllReduce, GemmAllReduceMode  # noqa: E402
 from ._shared import SharedWindowOps, create_sharing_window  # noqa: E402
 from ._gemm import Gemm, GemmPlan, ScaleLayout, ScaleMode, gemm, plan_gemm, validate_gemm  # noqa: E402
+from ._presets import Preset, PresetShard, preset, presets  # noqa: E402
 from ._tensors import DType  # noqa: E402
 
 __version__ = "0.1.0"
@@ -32,7 +33,7 @@ __all__ = ["Algorithm", "ArgumentError", "Collective", "CollectiveOp", "Communic
            "GemmAllGather", "GemmAllGatherMode", "GemmAllReduce", "GemmAllReduceMode", "GemmPlan", "ScaleLayout",
            "ScaleMode", "SharedWindowOps", "Status", "Transport", "create_sharing_window", "devices", "gemm",
            "nccl_versions", "no_gpu_reason",
-           "pack_mxfp8_scales", "plan_gemm", "validate_gemm"]
+           "pack_mxfp8_scales", "plan_gemm", "Preset", "PresetShard", "preset", "presets", "validate_gemm"]
 
 
 def devices() -> list[dict]:

@@ -21,6 +21,7 @@
 
 #include "cli/gemm_targets.hpp"
 #include "weave/device.hpp"
+#include "weave/presets.hpp"
 #include "weave/version.hpp"
 
 namespace {
@@ -444,3 +445,159 @@ TEST(GemmTargets, RequestedTargetWithoutRowsIsMissedNotSkipped) {
   EXPECT_FALSE(r[1].met);  // ratio_vs_weave_blockscale: no rows
   EXPECT_TRUE(evaluate_gemm_targets(t, {}, {{"bf16->bf16", "ratio", 9.0}}).empty());
 }
+
+// ---- Model presets: `weave plan --presets`, `--preset NAME` on plan and bench gemm-ar / gemm-ag.
+// (A block of its own: the presets' cases run through the same bad-input checks as the rest.)
+namespace {
+
+std::vector<BadInput> preset_bad_inputs() {
+  const std::string two_json = (std::filesystem::temp_directory_path() / "weave-presets.json").string();
+  return {
+      {"PlanGemmArPresetUnknown", {"plan", "gemm-ar", "--preset", "llama3-70b.qkv"},
+       {"preset 'llama3-70b.qkv': no such preset (known: deepseek-v3.o_proj,"}},
+      {"PlanGemmArPresetEmptyName", {"plan", "gemm-ar", "--preset", "llama3-70b.o_proj,"}, {"--preset", "an empty name"}},
+      {"PlanGemmArPresetWithN", {"plan", "gemm-ar", "--preset", "llama3-70b.o_proj", "-n", "4096"},
+       {"-n/--n: --preset llama3-70b.o_proj sets N and K (K_r = K / world)"}},
+      {"PlanGemmArPresetWithK", {"plan", "gemm-ar", "--preset", "llama3-70b.o_proj", "--k", "1024"},
+       {"-k/--k: --preset llama3-70b.o_proj sets N and K"}},
+      {"PlanGemmAgPresetWithOut", {"plan", "gemm-ag", "--preset", "deepseek-v4-pro.wkv_gate", "--out", "bf16"},
+       {"--out: --preset deepseek-v4-pro.wkv_gate sets the output dtype (fp32)"}},
+      {"PlanGemmArPresetOfAGatherLayer", {"plan", "gemm-ar", "--preset", "deepseek-v3.wkv_a"},
+       {"--preset deepseek-v3.wkv_a: a gemm-ag layer, not gemm-ar"}},
+      {"PlanGemmAgPresetOfAReduceLayer", {"plan", "gemm-ag", "--preset", "qwen3-32b.o_proj"},
+       {"--preset qwen3-32b.o_proj: a gemm-ar layer, not gemm-ag"}},
+      {"PlanGemmArPresetWorldThree", {"plan", "gemm-ar", "--preset", "deepseek-v3.o_proj", "--world", "3"},
+       {"deepseek-v3.o_proj at world 3: K = 16384 is not divisible by 3"}},
+      {"PlanGemmArPresetWorldNine", {"plan", "gemm-ar", "--preset", "llama3-70b.o_proj", "--world", "9"},
+       {"llama3-70b.o_proj at world 9: world must be in 1..8"}},
+      {"PlanGemmArPresetQuantNotShipped", {"plan", "gemm-ar", "--preset", "llama3-70b.down_proj", "--quant", "blockscale"},
+       {"llama3-70b.down_proj at world 2: quant blockscale is not one the model ships (bf16, ptpc)"}},
+      {"PlanGemmArTwoPresets", {"plan", "gemm-ar", "--preset", "llama3-70b.o_proj,qwen3-32b.o_proj"},
+       {"one preset per plan"}},
+      {"PlanGemmArPresetMAboveMMax", {"plan", "gemm-ar", "--preset", "llama3-70b.o_proj", "--m-max", "1024"},
+       {"-m/--m 8192: above --m-max 1024"}},
+      {"BenchGemmArPresetWithK", {"bench", "gemm-ar", "--preset", "qwen3-32b.o_proj", "-k", "1024"},
+       {"-k/--k: --preset qwen3-32b.o_proj sets N and K"}},
+      {"BenchGemmArSecondPresetUnknown", {"bench", "gemm-ar", "--preset", "qwen3-32b.o_proj,nope"},
+       {"preset 'nope': no such preset"}},
+      {"BenchGemmArPresetsWithJson", {"bench", "gemm-ar", "--preset", "qwen3-32b.o_proj,llama3-70b.o_proj", "--json", two_json},
+       {"--json: one preset per run when writing JSON"}},
+      {"BenchGemmArPresetsWithCalibrate",
+       {"bench", "gemm-ar", "--preset", "qwen3-32b.o_proj,llama3-70b.o_proj", "--calibrate", two_json},
+       {"--calibrate/--calibration: a table is for one shape"}},
+      {"BenchGemmAgPresetOfAReduceLayer", {"bench", "gemm-ag", "--preset", "llama3-70b.o_proj"},
+       {"--preset llama3-70b.o_proj: a gemm-ar layer, not gemm-ag"}},
+      {"BenchGemmArPresetEmulatedWorldThree", {"bench", "gemm-ar", "--preset", "deepseek-v3.o_proj", "--emulate-world", "3"},
+       {"deepseek-v3.o_proj at world 3: K = 16384 is not divisible by 3"}},
+      {"BenchGemmAgPresetWithN", {"bench", "gemm-ag", "--preset", "deepseek-v3.wkv_a", "--n", "512"},
+       {"-n/--n: --preset deepseek-v3.wkv_a sets N and K"}},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, CliBadInput, ::testing::ValuesIn(preset_bad_inputs()),
+                         [](const ::testing::TestParamInfo<BadInput>& i) { return std::string(i.param.name); });
+
+std::vector<std::string> lines_of(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at < s.size();) {
+    const size_t nl = s.find('\n', at);
+    out.push_back(s.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  return out;
+}
+
+// The plan's row for m: starts with m right-aligned in 7 columns and ends with a resolved mode and
+// a reason ("split-lsa  0.42 waves ...").
+bool has_planned_row(const std::string& out, std::int64_t m) {
+  static const std::regex row(
+      R"(^ *(\d+) .* (gemm-only|split-nccl|split-lsa|split-ce|fused|fused-rs|fused-ce|fused-lsa|decode) +\S.*$)");
+  for (const std::string& line : lines_of(out)) {
+    std::smatch match;
+    if (std::regex_match(line, match, row) && match[1] == std::to_string(m)) return true;
+  }
+  return false;
+}
+
+TEST(CliPresets, PlanPresetsListsEveryPresetWithItsPerRankShapes) {
+  const CliRun r = run_weave({"plan", "--presets"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  for (const weave::ModelPreset& p : weave::model_presets()) {
+    const std::string name(p.name);
+    const auto at = r.out.find(name + " ");
+    ASSERT_NE(at, std::string::npos) << name << " missing:\n" << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_NE(line.find(std::string(weave::to_string(p.op))), std::string::npos) << line;
+    if (p.op == weave::PresetOp::kGemmAllReduce) {
+      const std::string w1248 = "K_r " + std::to_string(p.k) + " / K_r " + std::to_string(p.k / 2) + " / K_r " +
+                                std::to_string(p.k / 4) + " / K_r " + std::to_string(p.k / 8);
+      EXPECT_NE(line.find(w1248), std::string::npos) << line;
+    } else {
+      EXPECT_NE(line.find("Mx" + std::to_string(p.n) + "x" + std::to_string(p.k)), std::string::npos) << line;
+    }
+    EXPECT_NE(r.out.find(std::string(p.source)), std::string::npos) << name << "'s source missing:\n" << r.out;
+  }
+  // A flag of `weave plan`, not a topic: `weave plan` alone still asks for a topic.
+  const CliRun bare = run_weave({"plan"});
+  EXPECT_EQ(bare.rc, 2) << bare.out;
+}
+
+// Every preset planned at W = 2, 4, 8 through `weave plan gemm-ar|gemm-ag --preset`: the shard in the
+// header, one planned row (mode and reason) per default M of the preset.
+TEST(CliPresets, EveryPresetPlansAtWorldTwoFourEight) {
+  for (const weave::ModelPreset& p : weave::model_presets())
+    for (const int w : {2, 4, 8}) {
+      const std::string name(p.name), op(weave::to_string(p.op));
+      const CliRun r = run_weave({"plan", op, "--preset", name, "--world", std::to_string(w)});
+      SCOPED_TRACE(name + " world " + std::to_string(w));
+      ASSERT_EQ(r.rc, 0) << r.out;
+      EXPECT_NE(r.out.find("preset " + name + " ("), std::string::npos) << r.out;
+      const std::int64_t k = p.op == weave::PresetOp::kGemmAllReduce ? p.k / w : p.k;
+      const std::string quant(weave::to_string(p.quants.front()));
+      EXPECT_NE(r.out.find(op + ": n=" + std::to_string(p.n) + " k=" + std::to_string(k) + " "), std::string::npos)
+          << r.out;
+      EXPECT_NE(r.out.find(" " + quant), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("world " + std::to_string(w) + ","), std::string::npos) << r.out;
+      for (const std::int64_t m : p.ms) EXPECT_TRUE(has_planned_row(r.out, m)) << "no row for m " << m << ":\n" << r.out;
+    }
+}
+
+// -m and --quant (a shipped one) still apply under a preset; the row count follows -m.
+TEST(CliPresets, MAndQuantStillApplyUnderAPreset) {
+  CliRun r = run_weave({"plan", "gemm-ar", "--preset", "qwen3-32b.down_proj", "--quant", "blockscale", "--world", "8",
+                        "-m", "64,2048"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("gemm-ar: n=5120 k=3200 (K_r, per rank) blockscale"), std::string::npos) << r.out;
+  EXPECT_TRUE(has_planned_row(r.out, 64)) << r.out;
+  EXPECT_TRUE(has_planned_row(r.out, 2048)) << r.out;
+  EXPECT_FALSE(has_planned_row(r.out, 8192)) << "the preset's own M list ran too:\n" << r.out;
+  r = run_weave({"plan", "gemm-ag", "--preset", "deepseek-v4-pro.wkv_gate", "--world", "8", "-m", "2048"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("gemm-ag: n=2048 k=7168 bf16 -> fp32, world 8"), std::string::npos) << r.out;
+}
+
+TEST(CliPresets, ValidPresetBenchReachesTheGpuProbe) {
+  if (weave::no_gpu_reason().empty()) GTEST_SKIP() << "a Hopper GPU is visible: this would run the benchmark";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"bench", "gemm-ar", "--preset", "llama3-70b.o_proj,qwen3-32b.down_proj"},
+        {"bench", "gemm-ar", "--preset", "deepseek-v3.o_proj", "--emulate-world", "8", "-m", "1024"},
+        {"bench", "gemm-ag", "--preset", "deepseek-v4-pro.wkv_gate", "--emulate-world", "2"}}) {
+    const CliRun r = run_weave(args);
+    EXPECT_EQ(r.rc, 2) << r.out;
+    EXPECT_NE(r.out.find(weave::no_gpu_reason()), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("# preset"), std::string::npos) << "a run's header came before the GPU probe:\n" << r.out;
+  }
+}
+
+TEST(CliPresets, HelpTextsNameThePresetOption) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"plan", "--help"}, {"plan", "gemm-ar", "--help"}, {"plan", "gemm-ag", "--help"},
+        {"bench", "gemm-ar", "--help"}, {"bench", "gemm-ag", "--help"}}) {
+    const CliRun r = run_weave(args);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find(args.size() == 2 ? "--presets" : "--preset"), std::string::npos) << r.out;
+  }
+}
+
+}  // namespace

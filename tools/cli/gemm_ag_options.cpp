@@ -6,22 +6,54 @@
 
 namespace weave::cli {
 
-void add_gemm_ag_options(CLI::App& app, GemmAgOptions& o, bool with_layout, bool with_mode) {
+void add_gemm_ag_options(CLI::App& app, GemmAgOptions& o, bool with_layout, bool with_mode, bool many) {
   const auto dim = CLI::Range(std::int64_t{1}, (std::int64_t{1} << 31) - 1);
-  app.add_option("-m,--m", o.ms, "rows per rank, comma-separated (one row each)")
+  o.typed.m = app.add_option("-m,--m", o.ms, "rows per rank, comma-separated (one row each)")
       ->delimiter(',')->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))->capture_default_str();
-  app.add_option("-n,--n", o.n, "output columns (rows of B)")->check(dim)->capture_default_str();
-  app.add_option("-k,--k", o.k, "reduction length")->check(dim)->capture_default_str();
+  o.typed.n = app.add_option("-n,--n", o.n, "output columns (rows of B)")->check(dim)->capture_default_str();
+  o.typed.k = app.add_option("-k,--k", o.k, "reduction length")->check(dim)->capture_default_str();
   app.add_option("--m-max", o.m_max, "largest M per rank the op is built for (sizes its window; 0: the largest --m)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20))->capture_default_str();
-  app.add_option("--quant", o.quant, "bf16 | ptpc | blockscale | mxfp8")->capture_default_str();
+  o.typed.quant = app.add_option("--quant", o.quant, "bf16 | ptpc | blockscale | mxfp8")->capture_default_str();
   if (with_layout) app.add_option("--scale-layout", o.layout, "scale layout: raw | packed (mxfp8) | mn-major (blockscale: A scales M-contiguous)")->capture_default_str();
-  app.add_option("--out", o.out, "output dtype: bf16 | fp32 (fp32 only for bf16 inputs; default: fp32 for bf16 "
+  o.typed.out = app.add_option("--out", o.out, "output dtype: bf16 | fp32 (fp32 only for bf16 inputs; default: fp32 for bf16 "
                                  "inputs, bf16 for fp8)");
   if (with_mode)
     app.add_option("--mode", o.mode, "auto | gemm-only | split-nccl | split-lsa | split-ce | fused-lsa | fused-ce")
         ->capture_default_str();
   app.add_option("--mx-route", o.mx_route, "mxfp8: auto (the planner's model per call) | native (the fp8 kernel) | bf16 (convert A and B exactly to bf16, then the bf16 kernel; the native kernel where a scale cannot be carried)")->capture_default_str();
+  o.many_presets = many;
+  app.add_option("--preset", o.preset,
+                 std::string(many ? "NAME[,NAME...]: layers of the preset table, each run in turn" : "NAME: a layer of the preset table") +
+                     " (`weave plan --presets` lists them): sets N, K, the output dtype, the default --quant and -m "
+                     "list (rows per rank); -n, -k and --out are then refused");
+}
+
+std::vector<GemmAgOptions> gemm_ag_shapes(const GemmAgOptions& o, int world) {
+  const std::vector<std::string> names = preset_names(o.preset, o.many_presets);
+  if (names.empty()) {
+    gemm_ag_config(o, world);
+    return {o};
+  }
+  std::vector<GemmAgOptions> shapes;
+  for (const std::string& name : names) {
+    GemmAgOptions s = o;
+    const ModelPreset& p = preset_for_op(name, PresetOp::kGemmAllGather, o.typed, s.quant);
+    const PresetShard shard = shard_model_preset(p, world, quant_option(s.quant));
+    s.preset = name;
+    s.n = shard.n;
+    s.k = shard.k;
+    s.out = std::string(to_string(p.out));
+    if (o.typed.m == nullptr || o.typed.m->count() == 0) s.ms.assign(p.ms.begin(), p.ms.end());
+    try {
+      gemm_ag_config(s, world);
+    } catch (const Error& e) {
+      WEAVE_EXPECT_ARG(false, "--preset " << name << " at world " << world << " (N = " << s.n << ", K = " << s.k
+                                          << ", " << s.quant << " -> " << s.out << "): " << e.message());
+    }
+    shapes.push_back(std::move(s));
+  }
+  return shapes;
 }
 
 std::string name_gemm_ag_rules(const std::string& why, const GemmAllGatherConfig& c, int world) {

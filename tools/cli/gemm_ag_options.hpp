@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/preset_options.hpp"
 #include "weave/gemm_all_gather.hpp"
 
 namespace weave::cli {
@@ -24,14 +25,24 @@ struct GemmAgOptions {
   std::string out;  // "": fp32 for bf16 inputs (wkv_gate), bf16 for fp8 (their only output)
   std::string mode = "auto";
   std::string mx_route = "auto";
+  std::string preset;  // --preset NAME (bench: NAME[,NAME...]): the shape from weave/presets.hpp
+  PresetTyped typed;   // the shape options as registered (which ones the user typed)
+  bool many_presets = false;  // --preset may name several (a bench runs each in turn)
 };
 
-// Adds -m/--m, -n/--n, -k/--k, --m-max, --quant, --out (and --scale-layout / --mode when asked).
-void add_gemm_ag_options(CLI::App& app, GemmAgOptions& o, bool with_layout, bool with_mode);
+// Adds -m/--m, -n/--n, -k/--k, --m-max, --quant, --out, --preset (and --scale-layout / --mode
+// when asked). `many`: --preset takes several names (a bench).
+void add_gemm_ag_options(CLI::App& app, GemmAgOptions& o, bool with_layout, bool with_mode, bool many = false);
 
 // The config of `o` for a world of `world` ranks; throws Error(kInvalidArgument) naming the
 // option of every rule broken (an unknown name, an M above --m-max, a GemmAllGather::validate rule).
 GemmAllGatherConfig gemm_ag_config(const GemmAgOptions& o, int world);
+
+// The shapes to run for a world of `world` ranks: `o` itself without --preset, else one per
+// preset name, each with N, K, the quant, the output dtype and (unless -m was typed) the preset's
+// M list (rows per rank) filled in; every shape is checked by gemm_ag_config first (Error
+// (kInvalidArgument) naming the preset, the world and the rule).
+std::vector<GemmAgOptions> gemm_ag_shapes(const GemmAgOptions& o, int world);
 
 // GemmAllGather::validate's rules ("; "-separated) with each one prefixed by the options that set
 // what it is about ("--n 100: n must be a multiple of 8 ..."); "" when `why` is "".

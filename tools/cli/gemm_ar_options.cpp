@@ -7,18 +7,18 @@
 
 namespace weave::cli {
 
-void add_gemm_ar_options(CLI::App& app, GemmArOptions& o, bool with_layout, bool with_mode) {
+void add_gemm_ar_options(CLI::App& app, GemmArOptions& o, bool with_layout, bool with_mode, bool many) {
   const auto dim = CLI::Range(std::int64_t{1}, (std::int64_t{1} << 31) - 1);
-  app.add_option("-m,--m", o.ms, "rows M, comma-separated (one row each; every rank holds A_r [M, K_r])")
+  o.typed.m = app.add_option("-m,--m", o.ms, "rows M, comma-separated (one row each; every rank holds A_r [M, K_r])")
       ->delimiter(',')->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))->capture_default_str();
-  app.add_option("-n,--n", o.n, "output columns (rows of each rank's B_r)")->check(dim)->capture_default_str();
-  app.add_option("-k,--k", o.k,
+  o.typed.n = app.add_option("-n,--n", o.n, "output columns (rows of each rank's B_r)")->check(dim)->capture_default_str();
+  o.typed.k = app.add_option("-k,--k", o.k,
                  "this rank's K shard K_r (the per-rank reduction length, the same on every rank; the layer's full "
                  "K is world x K_r)")
       ->check(dim)->capture_default_str();
   app.add_option("--m-max", o.m_max, "largest M the op is built for (sizes its window; 0: the largest --m)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20))->capture_default_str();
-  app.add_option("--quant", o.quant, "bf16 | ptpc | blockscale | mxfp8 (output: bf16 in every mode)")->capture_default_str();
+  o.typed.quant = app.add_option("--quant", o.quant, "bf16 | ptpc | blockscale | mxfp8 (output: bf16 in every mode)")->capture_default_str();
   if (with_layout) app.add_option("--scale-layout", o.layout, "scale layout: raw | packed (mxfp8) | mn-major (blockscale: A scales M-contiguous)")->capture_default_str();
   if (with_mode)
     app.add_option("--mode", o.mode, "auto | gemm-only | split-nccl | split-lsa | split-ce | decode (m <= 32) | fused | fused-rs | fused-ce (the fused schedule, both legs pulled by copy engines chunk by chunk)")->capture_default_str();
@@ -29,6 +29,37 @@ void add_gemm_ar_options(CLI::App& app, GemmArOptions& o, bool with_layout, bool
       ->capture_default_str();
   app.add_flag("--exact-own", o.exact_own,
                "fused: keep this rank's own term in fp32 (smaller error; then no longer bitwise equal to split-lsa)");
+  o.many_presets = many;
+  app.add_option("--preset", o.preset,
+                 std::string(many ? "NAME[,NAME...]: layers of the preset table, each run in turn" : "NAME: a layer of the preset table") +
+                     " (`weave plan --presets` lists them): sets N and K_r = K / world, the default --quant and -m "
+                     "list; -n and -k are then refused");
+}
+
+std::vector<GemmArOptions> gemm_ar_shapes(const GemmArOptions& o, int world) {
+  const std::vector<std::string> names = preset_names(o.preset, o.many_presets);
+  if (names.empty()) {
+    gemm_ar_config(o, world);
+    return {o};
+  }
+  std::vector<GemmArOptions> shapes;
+  for (const std::string& name : names) {
+    GemmArOptions s = o;
+    const ModelPreset& p = preset_for_op(name, PresetOp::kGemmAllReduce, o.typed, s.quant);
+    const PresetShard shard = shard_model_preset(p, world, quant_option(s.quant));
+    s.preset = name;
+    s.n = shard.n;
+    s.k = shard.k;
+    if (o.typed.m == nullptr || o.typed.m->count() == 0) s.ms.assign(p.ms.begin(), p.ms.end());
+    try {
+      gemm_ar_config(s, world);
+    } catch (const Error& e) {
+      WEAVE_EXPECT_ARG(false, "--preset " << name << " at world " << world << " (N = " << s.n << ", K_r = " << s.k
+                                          << ", " << s.quant << "): " << e.message());
+    }
+    shapes.push_back(std::move(s));
+  }
+  return shapes;
 }
 
 std::string name_gemm_ar_rules(const std::string& why, const GemmAllReduceConfig& c, int world) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/preset_options.hpp"
 #include "weave/gemm_all_reduce.hpp"
 
 namespace weave::cli {
@@ -25,15 +26,24 @@ struct GemmArOptions {
   std::string mx_route = "auto";
   int chunks = 0;              // fused: chunks per band (0: the planner's)
   bool exact_own = false;      // fused: the own term in fp32
+  std::string preset;          // --preset NAME (bench: NAME[,NAME...]): the shape from weave/presets.hpp
+  PresetTyped typed;           // the shape options as registered (which ones the user typed)
+  bool many_presets = false;   // --preset may name several (a bench runs each in turn)
 };
 
-// Adds -m/--m, -n/--n, -k/--k, --m-max, --quant, --chunks, --exact-own (and --scale-layout /
-// --mode when asked).
-void add_gemm_ar_options(CLI::App& app, GemmArOptions& o, bool with_layout, bool with_mode);
+// Adds -m/--m, -n/--n, -k/--k, --m-max, --quant, --chunks, --exact-own, --preset (and
+// --scale-layout / --mode when asked). `many`: --preset takes several names (a bench).
+void add_gemm_ar_options(CLI::App& app, GemmArOptions& o, bool with_layout, bool with_mode, bool many = false);
 
 // The config of `o` for a world of `world` ranks; throws Error(kInvalidArgument) naming the
 // option of every rule broken (an unknown name, an M above --m-max, a GemmAllReduce::validate rule).
 GemmAllReduceConfig gemm_ar_config(const GemmArOptions& o, int world);
+
+// The shapes to run for a world of `world` ranks: `o` itself without --preset, else one per
+// preset name, each with N, K_r = K / world, the quant and (unless -m was typed) the preset's M list
+// filled in; every shape is checked by gemm_ar_config first, so a bad one stops the run before any
+// GPU work (Error(kInvalidArgument) naming the preset, the world and the rule).
+std::vector<GemmArOptions> gemm_ar_shapes(const GemmArOptions& o, int world);
 
 // GemmAllReduce::validate's rules with each one prefixed by the options that set what it is about
 // ("--n 100: n must be a multiple of 8 ..."); "" when `why` is "".

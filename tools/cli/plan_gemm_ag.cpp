@@ -38,15 +38,20 @@ constexpr int kMaxSms = 1024;
 // 2 bad usage (thrown before anything is printed).
 int run_plan_gemm_ag(const PlanGemmAgOptions& o) {
   check_output_file("--json", o.json_path);
-  const GemmAllGatherConfig cfg = gemm_ag_config(o.shape, o.world);
+  const GemmAgOptions shape = gemm_ag_shapes(o.shape, o.world).front();  // --preset filled in
+  const GemmAllGatherConfig cfg = gemm_ag_config(shape, o.world);
   // Checked here so a bad table is refused naming --calibration (exit 2); the planner reads it again.
-  static_cast<void>(calibration_option(o.calibration, cfg.mode == GemmAllGatherMode::kAuto, "gemm-ag", cfg.quant, cfg.scale_layout,
-                         cfg.out_dtype, cfg.n, cfg.k, o.world));
+  static_cast<void>(calibration_option(o.calibration, cfg.mode == GemmAllGatherMode::kAuto, "gemm-ag", cfg.quant,
+                                       cfg.scale_layout, cfg.out_dtype, cfg.n, cfg.k, o.world));
   const auto* fused = fused::gag_fused_kernel(cfg);
   const bool fused_available = fused != nullptr && !o.no_fused;
   const fused::GagRates rates = fused::gag_rates(cfg.quant);
   const std::string quant(to_string(cfg.quant)), out(to_string(cfg.out_dtype));
 
+  if (!shape.preset.empty()) {
+    const ModelPreset& preset = model_preset(shape.preset);
+    std::printf("%s\n", preset_line(preset, shard_model_preset(preset, o.world, cfg.quant)).c_str());
+  }
   std::printf("gemm-ag: n=%lld k=%lld %s%s -> %s, world %d, mode %s, sms %d, m_max %lld\n",
               static_cast<long long>(cfg.n), static_cast<long long>(cfg.k), quant.c_str(),
               cfg.quant == ScaleMode::kMxfp8 || cfg.quant == ScaleMode::kBlockscale ? (" (" + std::string(to_string(cfg.scale_layout)) + " scales)").c_str() : "",
@@ -65,7 +70,7 @@ int run_plan_gemm_ag(const PlanGemmAgOptions& o) {
   GemmAllGatherConfig planned = cfg;  // the public planner loads the (already checked) calibration itself
   planned.calibration = o.calibration;
   nlohmann::json rows = nlohmann::json::array();
-  for (const std::int64_t m : o.shape.ms) {
+  for (const std::int64_t m : shape.ms) {
     const GemmAllGatherPlan p =
         gemm_all_gather_plan(planned, o.world, m, FusedPlanMachine{.num_sms = o.sms, .fused_kernels = !o.no_fused});
     const std::string tile = std::to_string(p.block_m) + "x" + std::to_string(p.block_n);
@@ -92,6 +97,7 @@ int run_plan_gemm_ag(const PlanGemmAgOptions& o) {
                 refused.c_str());
   if (!o.json_path.empty()) {
     nlohmann::json doc = {{"topic", "gemm-ag"},
+                          {"preset", shape.preset},
                           {"n", cfg.n},
                           {"k", cfg.k},
                           {"m_max", cfg.m_max},

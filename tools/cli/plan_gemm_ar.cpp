@@ -46,16 +46,21 @@ std::string window_contents(const GemmAllReduceConfig& cfg, int world) {
 // 2 bad usage (thrown before anything is printed).
 int run_plan_gemm_ar(const PlanGemmArOptions& o) {
   check_output_file("--json", o.json_path);
-  const GemmAllReduceConfig cfg = gemm_ar_config(o.shape, o.world);
+  const GemmArOptions shape = gemm_ar_shapes(o.shape, o.world).front();  // --preset filled in
+  const GemmAllReduceConfig cfg = gemm_ar_config(shape, o.world);
   // Checked here so a bad table is refused naming --calibration (exit 2); the planner reads it again.
-  static_cast<void>(calibration_option(o.calibration, cfg.mode == GemmAllReduceMode::kAuto, "gemm-ar", cfg.quant, cfg.scale_layout,
-                         DType::kBF16, cfg.n, cfg.k, o.world));
+  static_cast<void>(calibration_option(o.calibration, cfg.mode == GemmAllReduceMode::kAuto, "gemm-ar", cfg.quant,
+                                       cfg.scale_layout, DType::kBF16, cfg.n, cfg.k, o.world));
   const auto* fused = fused::gar_fused_kernel(cfg);
   const bool fused_available = fused != nullptr && !o.no_fused;
   const fused::GarRates rates = fused::gar_rates(cfg.quant);
   const std::string quant(to_string(cfg.quant));
   const std::string chunks = cfg.chunks > 0 ? std::to_string(cfg.chunks) : "planner's";
 
+  if (!shape.preset.empty()) {
+    const ModelPreset& preset = model_preset(shape.preset);
+    std::printf("%s\n", preset_line(preset, shard_model_preset(preset, o.world, cfg.quant)).c_str());
+  }
   std::printf("gemm-ar: n=%lld k=%lld (K_r, per rank) %s%s -> bf16, world %d, mode %s, sms %d, m_max %lld, chunks %s%s\n",
               static_cast<long long>(cfg.n), static_cast<long long>(cfg.k), quant.c_str(),
               cfg.quant == ScaleMode::kMxfp8 || cfg.quant == ScaleMode::kBlockscale ? (" (" + std::string(to_string(cfg.scale_layout)) + " scales)").c_str() : "",
@@ -75,7 +80,7 @@ int run_plan_gemm_ar(const PlanGemmArOptions& o) {
   GemmAllReduceConfig planned = cfg;  // the public planner loads the (already checked) calibration itself
   planned.calibration = o.calibration;
   nlohmann::json rows = nlohmann::json::array();
-  for (const std::int64_t m : o.shape.ms) {
+  for (const std::int64_t m : shape.ms) {
     const GemmAllReducePlan p =
         gemm_all_reduce_plan(planned, o.world, m, FusedPlanMachine{.num_sms = o.sms, .fused_kernels = !o.no_fused});
     const std::string tile = std::to_string(p.block_m) + "x" + std::to_string(p.block_n);
@@ -106,6 +111,7 @@ int run_plan_gemm_ar(const PlanGemmArOptions& o) {
                 refused.c_str());
   if (!o.json_path.empty()) {
     nlohmann::json doc = {{"topic", "gemm-ar"},
+                          {"preset", shape.preset},
                           {"n", cfg.n},
                           {"k_per_rank", cfg.k},
                           {"m_max", cfg.m_max},

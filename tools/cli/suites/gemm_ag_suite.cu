@@ -73,6 +73,7 @@
 #include "fused/all_gather/impl.hpp"
 #include "weave/collectives.hpp"
 #include "weave/gemm_all_gather.hpp"
+#include "weave/presets.hpp"
 #include "weave/quant.hpp"
 
 namespace weave::cli {
@@ -183,6 +184,10 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
   WEAVE_EXPECT_ARG(!specs.empty(), "--arms: none of the arms named runs at world " << world);
 
   const fused_bench::SuiteDevice gpu(common, "gemm-ag");
+  if (!shape.preset.empty()) {  // which layer this run is (after every check and the GPU probe)
+    const ModelPreset& preset = model_preset(shape.preset);
+    std::printf("# %s\n", preset_line(preset, shard_model_preset(preset, world, base.quant)).c_str());
+  }
   const int device = gpu.device, l2 = gpu.l2_bytes;
   cudaStream_t main_stream = gpu.main_stream;
 
@@ -494,6 +499,28 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
   return 0;
 }
 
+// --preset NAME[,NAME...]: every preset's shape is checked first (before any GPU work), then the
+// suite runs once per preset; the exit status is the worst run's. Without --preset: one run.
+int run_gemm_ag_presets(const BenchOptions& common, const GagBenchOptions& opt) {
+  check_bench_options(common);
+  fused_bench::check_world_options(common, opt.emulate_world, "gemm-ag");
+  const int world = std::max(1, opt.emulate_world);
+  const std::vector<GemmAgOptions> shapes = gemm_ag_shapes(opt.shape, world);
+  if (shapes.size() > 1) {
+    // One file per run would be overwritten by the next preset's run.
+    WEAVE_EXPECT_ARG(common.json_path.empty(), "--json: one preset per run when writing JSON (--preset names " << shapes.size() << ")");
+    WEAVE_EXPECT_ARG(opt.calibrate.empty() && opt.calibration.empty(),
+                     "--calibrate/--calibration: a table is for one shape; give one --preset (--preset names " << shapes.size() << ")");
+  }
+  int worst = 0;
+  for (const GemmAgOptions& shape : shapes) {
+    GagBenchOptions one = opt;
+    one.shape = shape;
+    worst = std::max(worst, run_gemm_ag_suite(common, one));
+  }
+  return worst;
+}
+
 GagBenchOptions& suite_options() {
   static GagBenchOptions o;
   return o;
@@ -507,7 +534,7 @@ void add_gemm_ag_suite(CLI::App& bench, BenchOptions& common) {
       "process (world 1: also cuBLASLt + copy); every arm's rows of every source rank checked (#wrong). "
       "--emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). 2+ GPUs: not yet.");
   add_common_bench_options(*app, common);
-  add_gemm_ag_options(*app, o.shape, /*with_layout=*/false, /*with_mode=*/false);
+  add_gemm_ag_options(*app, o.shape, /*with_layout=*/false, /*with_mode=*/false, /*many=*/true);
   fused_bench::add_world_options(*app, o);
   app->add_option("--calibrate", o.calibrate,
                   "after the run, write per M the fastest mode auto may take (split-lsa, fused-lsa; split-lsa unless another is more than 3% faster, so noise does not pick) to FILE: a "
@@ -547,7 +574,7 @@ void add_gemm_ag_suite(CLI::App& bench, BenchOptions& common) {
       "against a CUDA-core reference GEMM of each source rank's A, after NaN poison, before and after\n"
       "timing, summed over ranks and sources) world (1, or W-emu).\n"
       "Not part of a bare `weave bench`. docs/perf/fused.md has a run, its command and what limits each number.\n");
-  app->callback([&common] { exit_code() = run_gemm_ag_suite(common, suite_options()); });
+  app->callback([&common] { exit_code() = run_gemm_ag_presets(common, suite_options()); });
 }
 
 [[maybe_unused]] const bool kRegistered =

@@ -90,6 +90,7 @@
 #include "gemv/gemv.hpp"
 #include "weave/collectives.hpp"
 #include "weave/gemm_all_reduce.hpp"
+#include "weave/presets.hpp"
 #include "weave/quant.hpp"
 
 namespace weave::cli {
@@ -220,6 +221,10 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
   WEAVE_EXPECT_ARG(!specs.empty(), "--arms: none of the arms named runs at world " << world << left_out);
 
   const fused_bench::SuiteDevice gpu(common, "gemm-ar");
+  if (!shape.preset.empty()) {  // which layer this run is (after every check and the GPU probe)
+    const ModelPreset& preset = model_preset(shape.preset);
+    std::printf("# %s\n", preset_line(preset, shard_model_preset(preset, world, base.quant)).c_str());
+  }
   const int device = gpu.device;
   cudaStream_t main_stream = gpu.main_stream;
 
@@ -575,6 +580,28 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
   return 0;
 }
 
+// --preset NAME[,NAME...]: every preset's shape is checked first (before any GPU work), then the
+// suite runs once per preset; the exit status is the worst run's. Without --preset: one run.
+int run_gemm_ar_presets(const BenchOptions& common, const GarBenchOptions& opt) {
+  check_bench_options(common);
+  fused_bench::check_world_options(common, opt.emulate_world, "gemm-ar");
+  const int world = std::max(1, opt.emulate_world);
+  const std::vector<GemmArOptions> shapes = gemm_ar_shapes(opt.shape, world);
+  if (shapes.size() > 1) {
+    // One file per run would be overwritten by the next preset's run.
+    WEAVE_EXPECT_ARG(common.json_path.empty(), "--json: one preset per run when writing JSON (--preset names " << shapes.size() << ")");
+    WEAVE_EXPECT_ARG(opt.calibrate.empty() && opt.calibration.empty(),
+                     "--calibrate/--calibration: a table is for one shape; give one --preset (--preset names " << shapes.size() << ")");
+  }
+  int worst = 0;
+  for (const GemmArOptions& shape : shapes) {
+    GarBenchOptions one = opt;
+    one.shape = shape;
+    worst = std::max(worst, run_gemm_ar_suite(common, one));
+  }
+  return worst;
+}
+
 GarBenchOptions& suite_options() {
   static GarBenchOptions o;
   return o;
@@ -588,7 +615,7 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
       "auto alternating in one process; every arm checked against a reference (#wrong) and fused against split-lsa bit for "
       "bit (!=split). --emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). 2+ GPUs: not yet.");
   add_common_bench_options(*app, common);
-  add_gemm_ar_options(*app, o.shape, /*with_layout=*/false, /*with_mode=*/false);
+  add_gemm_ar_options(*app, o.shape, /*with_layout=*/false, /*with_mode=*/false, /*many=*/true);
   fused_bench::add_world_options(*app, o);
   app->add_option("--calibrate", o.calibrate,
                   "after the run, write per M the fastest mode auto may take (split-lsa, fused, decode; split-lsa unless another is more than 3% faster, so noise does not pick) to FILE: a "
@@ -643,7 +670,7 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
       "0 by design; fused is not compared under --exact-own) world (1, or W-emu). The overlap efficiency\n"
       "(T_gemm + T_comm - T_fused) / min(T_gemm, T_comm) is printed where all three were measured.\n"
       "Not part of a bare `weave bench`.\n");
-  app->callback([&common] { exit_code() = run_gemm_ar_suite(common, suite_options()); });
+  app->callback([&common] { exit_code() = run_gemm_ar_presets(common, suite_options()); });
 }
 
 [[maybe_unused]] const bool kRegistered =

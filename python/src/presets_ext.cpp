@@ -1,0 +1,67 @@
+// weave._weave binding of the model preset table (include/weave/presets.hpp): rows as plain dicts
+// of Python values, so python/weave/presets.py reads the library's one table, never a copy.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+
+#include <string>
+
+#include "ext_common.hpp"
+#include "weave/presets.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace weave_py {
+namespace {
+
+nb::dict preset_dict(const weave::ModelPreset& p) {
+  nb::list quants, ms;
+  for (const weave::ScaleMode q : p.quants) quants.append(std::string(weave::to_string(q)));
+  for (const std::int64_t m : p.ms) ms.append(m);
+  nb::dict d;
+  d["name"] = std::string(p.name);
+  d["op"] = std::string(weave::to_string(p.op));
+  d["n"] = p.n;
+  d["k"] = p.k;
+  d["quants"] = nb::tuple(quants);
+  d["out"] = std::string(weave::to_string(p.out));
+  d["ms"] = nb::tuple(ms);
+  d["summary"] = std::string(p.summary);
+  d["source"] = std::string(p.source);
+  return d;
+}
+
+// The quant by name, or the preset's default for "".
+weave::ScaleMode quant_of(const weave::ModelPreset& p, const std::string& name) {
+  if (name.empty()) return p.quants.front();
+  const auto q = weave::parse_scale_mode(name);
+  if (!q) throw_arg("quant '" + name + "': expected bf16, ptpc, blockscale or mxfp8");
+  return *q;
+}
+
+}  // namespace
+
+void bind_presets(nb::module_& m) {
+  m.def("model_presets", [] {
+    nb::list out;
+    for (const weave::ModelPreset& p : weave::model_presets()) out.append(preset_dict(p));
+    return out;
+  });
+  m.def("model_preset", [](const std::string& name) { return preset_dict(weave::model_preset(name)); }, "name"_a);
+  m.def(
+      "shard_model_preset",
+      [](const std::string& name, int world, const std::string& quant) {
+        const weave::ModelPreset& p = weave::model_preset(name);
+        const weave::PresetShard s = weave::shard_model_preset(p, world, quant_of(p, quant));
+        nb::dict d;
+        d["n"] = s.n;
+        d["k"] = s.k;
+        d["world"] = s.world;
+        d["quant"] = std::string(weave::to_string(s.quant));
+        return d;
+      },
+      "name"_a, "world"_a, "quant"_a);
+}
+
+}  // namespace weave_py

@@ -1,0 +1,92 @@
+#include "cli/preset_options.hpp"
+
+#include <cstdio>
+
+#include "common/check.hpp"
+#include "weave/error.hpp"
+
+namespace weave::cli {
+namespace {
+
+bool typed(const CLI::Option* o) { return o != nullptr && o->count() > 0; }
+
+std::string per_rank(const ModelPreset& p, const PresetShard& s) {
+  if (p.op == PresetOp::kGemmAllReduce) return "K_r " + std::to_string(s.k);
+  return "M x " + std::to_string(s.n) + " x " + std::to_string(s.k);
+}
+
+}  // namespace
+
+std::vector<std::string> preset_names(const std::string& text, bool many) {
+  std::vector<std::string> names;
+  if (text.empty()) return names;
+  for (size_t at = 0;;) {
+    const size_t comma = text.find(',', at);
+    names.push_back(text.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  for (const std::string& n : names) WEAVE_EXPECT_ARG(!n.empty(), "--preset '" << text << "': an empty name");
+  WEAVE_EXPECT_ARG(many || names.size() == 1,
+                   "--preset '" << text << "': one preset per plan (`weave bench` takes several)");
+  return names;
+}
+
+const ModelPreset& preset_for_op(const std::string& name, PresetOp op, const PresetTyped& t, std::string& quant) {
+  const ModelPreset* p = find_model_preset(name);
+  if (p == nullptr) model_preset(name);  // throws, listing the known names
+  WEAVE_EXPECT_ARG(p->op == op, "--preset " << name << ": a " << to_string(p->op) << " layer, not " << to_string(op)
+                                            << " (use `" << to_string(p->op) << " --preset " << name << "`)");
+  const char* sets = p->op == PresetOp::kGemmAllReduce ? "N and K (K_r = K / world)" : "N and K";
+  WEAVE_EXPECT_ARG(!typed(t.n), "-n/--n: --preset " << name << " sets " << sets << "; give one or the other");
+  WEAVE_EXPECT_ARG(!typed(t.k), "-k/--k: --preset " << name << " sets " << sets << "; give one or the other");
+  WEAVE_EXPECT_ARG(!typed(t.out), "--out: --preset " << name << " sets the output dtype ("
+                                                     << to_string(p->out) << "); give one or the other");
+  if (!typed(t.quant)) quant = std::string(to_string(p->quants.front()));
+  return *p;
+}
+
+std::string preset_line(const ModelPreset& p, const PresetShard& s) {
+  return "preset " + std::string(p.name) + " (" + std::string(p.summary) + "): N = " + std::to_string(p.n) +
+         ", K = " + std::to_string(p.k) + "; at world " + std::to_string(s.world) + " per rank " + per_rank(p, s) +
+         " (" + std::string(p.source) + ")";
+}
+
+std::string presets_listing() {
+  const int worlds[] = {1, 2, 4, 8};
+  std::string s;
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), "%-30s %-7s %6s %6s  %-22s %-4s  %s\n", "preset", "op", "N", "K",
+                "quants (first: default)", "out", "per rank at world 1 / 2 / 4 / 8 (default quant)");
+  s += buf;
+  std::vector<std::string> notes;
+  for (const ModelPreset& p : model_presets()) {
+    std::string quants;
+    for (const ScaleMode q : p.quants) quants += (quants.empty() ? "" : ",") + std::string(to_string(q));
+    std::string shards;
+    for (const int w : worlds) {
+      const std::string why = preset_shard_violation(p, w, p.quants.front());
+      std::string cell = "-";
+      if (why.empty()) {
+        const PresetShard sh = shard_model_preset(p, w, p.quants.front());
+        cell = p.op == PresetOp::kGemmAllReduce ? "K_r " + std::to_string(sh.k) : "Mx" + std::to_string(sh.n) + "x" + std::to_string(sh.k);
+      } else {
+        notes.push_back(why);
+      }
+      shards += (shards.empty() ? "" : " / ") + cell;
+    }
+    std::snprintf(buf, sizeof(buf), "%-30s %-7s %6lld %6lld  %-22s %-4s  %s\n", std::string(p.name).c_str(),
+                  std::string(to_string(p.op)).c_str(), static_cast<long long>(p.n), static_cast<long long>(p.k),
+                  quants.c_str(), std::string(to_string(p.out)).c_str(), shards.c_str());
+    s += buf;
+    s += "    " + std::string(p.summary) + "\n    source: " + std::string(p.source) + "\n";
+  }
+  s += "# gemm-ar: every rank holds A [M, K_r] and B [N, K_r] and receives the summed [M, N]; K_r = K / world.\n"
+       "# gemm-ag: every rank computes its own M rows with the whole B [N, K]; every rank receives world x M rows.\n"
+       "# `weave plan gemm-ar|gemm-ag --preset NAME --world W` plans one; -m, --m-max and --quant (a shipped one)\n"
+       "# may still be given, -n, -k and --out not.\n";
+  for (const std::string& n : notes) s += "# does not shard: " + n + "\n";
+  return s;
+}
+
+}  // namespace weave::cli

@@ -1,0 +1,40 @@
+// --preset for `weave plan|bench gemm-ar|gemm-ag`: a layer of the library's preset table
+// (weave/presets.hpp) fills the shape options. The preset sets N, K (gemm-ar: K_r = K / world),
+// the default quant, the output dtype and the default -m list; -m, --m-max and --quant (one the
+// model ships) may still be given; -n, -k and --out may not (exit 2 naming both the option and the
+// preset). Every check is on the CPU and throws Error(kInvalidArgument) before any GPU work.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "weave/presets.hpp"
+
+namespace weave::cli {
+
+// The shape options a preset fills, as registered, so that one the user typed can be refused.
+struct PresetTyped {
+  const CLI::Option* m = nullptr;
+  const CLI::Option* n = nullptr;
+  const CLI::Option* k = nullptr;
+  const CLI::Option* quant = nullptr;
+  const CLI::Option* out = nullptr;  // gemm-ag only
+};
+
+// --preset's value split at commas; "" gives none. `many` false: more than one name is refused.
+std::vector<std::string> preset_names(const std::string& text, bool many);
+
+// The preset `name` for the op `op` ("--preset NAME: ... is a gemm-ag layer" otherwise), with
+// every option in `typed` that the preset sets refused by name. Returns the preset; `quant` is
+// --quant's value when typed, else the preset's default.
+const ModelPreset& preset_for_op(const std::string& name, PresetOp op, const PresetTyped& typed, std::string& quant);
+
+// "--preset NAME at world W: N = .., K = .. -> per rank .." (a header line for plans and benches).
+std::string preset_line(const ModelPreset& preset, const PresetShard& shard);
+
+// `weave plan --presets`: the table, one block per preset (name, op, shape, quants, output, the
+// per-rank shape at world 1, 2, 4, 8 or why not, summary and source).
+std::string presets_listing();
+
+}  // namespace weave::cli
