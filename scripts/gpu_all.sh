@@ -97,7 +97,7 @@ elif [ "$mode" != tests ] && [ "$mode" != fused ]; then
 fi
 # The fused operators (mode fused, or full): on one GPU in the emulated world (labelled, not NVLink
 # numbers), W = 2 and 4, the emulated tests repeated (the W = 4 queue stalls of
-# tools/bench/emulated_world.hpp show up in about one run of four).
+# testing/emulated_world.hpp show up in about one run of four).
 if [ "$mode" = fused ] || [ "$mode" = full ]; then
   t1=$(date +%s)
   timeout ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_gpu" --gtest_brief=1 --gtest_repeat=${FUSED_REPEAT:-3} \

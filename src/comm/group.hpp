@@ -70,7 +70,7 @@ class Group {
   // streams, work that waits for that kernel (GemmAllGather fused-ce's pulls and join). Where
   // ranks share one GPU's hardware queues (the emulated world) it holds this rank until every rank
   // has made the same number of these calls, so no rank's waiting work can enter a queue ahead of
-  // a peer's kernel (tools/bench/emulated_world.hpp "Queues"); bounded by timeout_s(), and it
+  // a peer's kernel (testing/emulated_world.hpp "Queues"); bounded by timeout_s(), and it
   // never fails (past the bound the op goes on, and its own bounded waits report). No-op with NCCL.
   virtual void enqueue_lockstep() const {}
   ncclComm_t nccl() const noexcept;

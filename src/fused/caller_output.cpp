@@ -30,7 +30,7 @@ void check_caller_output(const TensorView& out, DType dtype, int64_t rows, int64
 void enqueue_caller_copy(const comm::Group& g, const TensorView& out, const TensorView& src, cudaStream_t stream) {
   // The copy waits for this rank's call, which waits for its peers': where ranks share a GPU's
   // queues (the emulated world), it must not enter one ahead of a peer's call
-  // (tools/bench/emulated_world.hpp "Queues"), so every rank's call is enqueued first.
+  // (testing/emulated_world.hpp "Queues"), so every rank's call is enqueued first.
   g.enqueue_lockstep();
   const size_t esz = dtype_bytes(out.dtype);
   const size_t width = static_cast<size_t>(out.cols()) * esz;

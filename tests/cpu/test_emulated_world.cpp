@@ -6,8 +6,8 @@
 #include <chrono>
 #include <thread>
 
-#include "bench/emulated_world.hpp"
 #include "support/expect_error.hpp"
+#include "testing/emulated_world.hpp"
 
 using namespace weave;
 

@@ -11,13 +11,13 @@
 
 #include <gtest/gtest.h>
 
-#include "bench/emulated_world.hpp"
-#include "bench/gemm_operands.hpp"
 #include "comm/device_error.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
 #include "support/expect_error.hpp"
+#include "testing/emulated_world.hpp"
+#include "testing/gemm_operands.hpp"
 #include "weave/gemm.hpp"
 #include "weave/quant.hpp"
 
@@ -242,7 +242,7 @@ void expect_out_graph_replays(comm::Group& g, Op& op, int64_t m, int64_t k, int6
     out.poison(st);
     g.barrier();
     WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[i % 2], st));
-    g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues")
+    g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues")
     comm::sync_stream_bounded(st, bound, "a replayed call with out");
     op.check();
     check_out(out, 700 + i % 2, m, "replay " + std::to_string(i));

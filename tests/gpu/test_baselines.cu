@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "bench/cublaslt.hpp"
-#include "bench/gemm_operands.hpp"
-#include "bench/gpu_reference.hpp"
-#include "bench/harness.hpp"
 #include "support/gpu.hpp"
+#include "testing/gemm_operands.hpp"
+#include "testing/gpu_reference.hpp"
+#include "testing/poison_nan.hpp"
 #include "weave/error.hpp"
 #include "weave/quant.hpp"
 #include "weave/reference.hpp"

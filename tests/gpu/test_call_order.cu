@@ -11,15 +11,15 @@
 #include <thread>
 #include <vector>
 
-#include "bench/emulated_world.hpp"
-#include "bench/gemm_operands.hpp"
-#include "bench/spin_delay.hpp"
 #include "comm/call_order.hpp"
 #include "comm/collective_impl.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "fused_test_support.hpp"
 #include "support/gpu.hpp"
+#include "testing/emulated_world.hpp"
+#include "testing/gemm_operands.hpp"
+#include "testing/spin_delay.hpp"
 
 using namespace weave;
 using test::Stream;
@@ -53,7 +53,7 @@ struct Outcome {
 };
 
 // One rank's two calls: `first` on s1 behind the spin, `second` on s2; lockstep barriers after each
-// enqueue (tools/bench/emulated_world.hpp "Queues").
+// enqueue (testing/emulated_world.hpp "Queues").
 Outcome two_calls(comm::Group& g, Collective& first, Collective& second, bool same_op) {
   const int r = g.rank(), w = g.world_size();
   bench::DeviceBuffer in1(kCount * 4), in2(kCount * 4), out1(kCount * 4), out2(kCount * 4 * w);

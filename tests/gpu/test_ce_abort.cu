@@ -16,13 +16,13 @@
 #include <string>
 #include <vector>
 
-#include "bench/emulated_world.hpp"
-#include "bench/spin_delay.hpp"
 #include "comm/collective_impl.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
 #include "support/gpu.hpp"
+#include "testing/emulated_world.hpp"
+#include "testing/spin_delay.hpp"
 
 using namespace weave;
 

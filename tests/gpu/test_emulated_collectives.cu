@@ -1,4 +1,4 @@
-// weave's collectives in the emulated world (tools/bench/emulated_world.hpp): W = 2, 4, 8 ranks as
+// weave's collectives in the emulated world (testing/emulated_world.hpp): W = 2, 4, 8 ranks as
 // threads on one GPU, the same Collective code and kernels as over NCCL, every transport except
 // nccl (the emulated world has no NCCL communicator) through self_test(): known per-rank values,
 // checked per source rank, caller buffers and window buffers. The same cases run over NCCL
@@ -7,10 +7,10 @@
 
 #include <cstdio>
 
-#include "bench/emulated_world.hpp"
 #include "comm/collective_impl.hpp"
 #include "support/expect_error.hpp"
 #include "support/gpu.hpp"
+#include "testing/emulated_world.hpp"
 
 using namespace weave;
 

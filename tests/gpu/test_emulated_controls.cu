@@ -1,4 +1,4 @@
-// Negative controls of the collectives' checks in the emulated world (tools/bench/emulated_world.hpp:
+// Negative controls of the collectives' checks in the emulated world (testing/emulated_world.hpp:
 // W ranks as threads on one GPU, the same Collective code and kernels as over NCCL), so one GPU
 // shows that each check can fail:
 //   - self_test: one source sends the previous seed's values (Impl::self_test_stale_source, the
@@ -27,12 +27,12 @@
 #include <string>
 #include <vector>
 
-#include "bench/comm_values.hpp"
-#include "bench/emulated_world.hpp"
 #include "comm/collective_impl.hpp"
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
 #include "support/gpu.hpp"
+#include "testing/comm_values.hpp"
+#include "testing/emulated_world.hpp"
 #include "weave/quant.hpp"
 
 using namespace weave;

@@ -1,4 +1,4 @@
-// GemmAllGather in the emulated world (tools/bench/emulated_world.hpp: W ranks as threads on one
+// GemmAllGather in the emulated world (testing/emulated_world.hpp: W ranks as threads on one
 // GPU, the same op code and kernels as over NCCL): every mode x quant x W through self_test, fused
 // bitwise equal to split and both within tolerance of a reference GEMM that is not weave's kernel
 // (per source rank), identical on every rank, negative controls for the arrival wait and the
@@ -16,10 +16,6 @@
 
 #include <unistd.h>
 
-#include "bench/emulated_world.hpp"
-#include "bench/gemm_operands.hpp"
-#include "bench/gpu_reference.hpp"
-#include "bench/spin_delay.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/hash.hpp"
@@ -27,6 +23,10 @@
 #include "fused_test_support.hpp"
 #include "support/expect_error.hpp"
 #include "support/gpu.hpp"
+#include "testing/emulated_world.hpp"
+#include "testing/gemm_operands.hpp"
+#include "testing/gpu_reference.hpp"
+#include "testing/spin_delay.hpp"
 #include "weave/quant.hpp"
 
 using namespace weave;
@@ -285,7 +285,7 @@ TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource)
           const size_t bytes = static_cast<size_t>(world * m * n) * ob;
           // One op's call at a time across the ranks, its output NaN-poisoned first
           // (test::poisoned_call): back-to-back calls of two ops at W = 4 were seen to stall in the
-          // emulated world (tools/bench/emulated_world.hpp "Queues"); this test is about numerics,
+          // emulated world (testing/emulated_world.hpp "Queues"); this test is about numerics,
           // back-to-back calls are BackToBack's and the soak's.
           const std::vector<uint8_t> hf = test::poisoned_call(g, *fused, m, as[r].view, b.view, sc, bytes, st.s);
           const std::vector<uint8_t> hs = test::poisoned_call(g, *split, m, as[r].view, b.view, sc, bytes, st.s);
@@ -455,7 +455,7 @@ TEST(EmulatedGemmAllGather, SkippingTheArrivalWaitIsCaught) {
       // timing involved), then look at it.
       bench::DeviceBuffer snapshot(2 * m * n * 2);
       op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
-      g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues")
+      g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues")
       WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, snapshot.bytes(), cudaMemcpyDeviceToDevice, st.s));
       WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
       std::vector<uint16_t> out(2 * m * n);
@@ -500,7 +500,7 @@ TEST(EmulatedGemmAllGather, DisablingTheCreditIsCaught) {
       oh.set_a(5, g.rank(), m);
       g.barrier();
       op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
-      g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
+      g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues"); the GPU is not synchronised
       if (g.rank() == 0) {
         if (!pull) bench::spin_delay(30'000'000, st.s);
         WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, 2 * m * n * 2, cudaMemcpyDeviceToDevice, st.s));
@@ -552,7 +552,7 @@ TEST(EmulatedGemmAllGather, BackToBackCallsOfChangingMWithASlowRank) {
         if (g.rank() == static_cast<int>(c % world)) bench::spin_delay(2'000'000, st.s);  // a late rank
         op->run(ms[c], TensorView::matrix(as[c].get(), DType::kBF16, ms[c], k, g.device()), oh.b_view(g.device()), {},
                 st.s);
-        g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
+        g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues"); the GPU is not synchronised
         WEAVE_CHECK_CUDA(cudaMemcpyAsync(snaps[c].get(), op->output(ms[c]).data, snaps[c].bytes(),
                                          cudaMemcpyDeviceToDevice, st.s));
       }
@@ -732,7 +732,7 @@ TEST(EmulatedGemmAllGather, RandomisedSoak) {
           op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, dev), oh.b_view(dev), {}, st.s);
         ++my_calls;
         my_ptpc += fp8 ? 1 : 0;
-        g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
+        g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues"); the GPU is not synchronised
         check_onehot_kernel<<<32, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data), oh.b.as<uint16_t>(),
                                                   cols[v].as<int>(), world * m, n, k, wrong.as<unsigned long long>(),
                                                   fp8 ? row_scales[v].as<float>() : nullptr);

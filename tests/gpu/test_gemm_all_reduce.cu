@@ -1,4 +1,4 @@
-// GemmAllReduce in the emulated world (tools/bench/emulated_world.hpp: W ranks as threads on one
+// GemmAllReduce in the emulated world (testing/emulated_world.hpp: W ranks as threads on one
 // GPU, the same op code and kernels as over NCCL): every mode x quant x W through self_test, fused
 // bitwise equal to split-lsa and the sum within tolerance of a reference that is not weave's
 // kernel, identical on every rank; negative controls for the partial wait, the chunk election,
@@ -17,12 +17,6 @@
 
 #include <unistd.h>
 
-#include "bench/emulated_world.hpp"
-#include "bench/gemm_operands.hpp"
-#include "bench/gpu_reference.hpp"
-#include "bench/harness.hpp"
-#include "bench/spin_delay.hpp"
-#include "bench/reduce_reference.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/hash.hpp"
@@ -30,6 +24,12 @@
 #include "fused_test_support.hpp"
 #include "support/expect_error.hpp"
 #include "support/gpu.hpp"
+#include "testing/emulated_world.hpp"
+#include "testing/gemm_operands.hpp"
+#include "testing/gpu_reference.hpp"
+#include "testing/poison_nan.hpp"
+#include "testing/reduce_reference.hpp"
+#include "testing/spin_delay.hpp"
 #include "weave/quant.hpp"
 
 using namespace weave;
@@ -140,7 +140,7 @@ std::vector<bench::DeviceOperand> upload_every_a(int world, uint64_t seed_base, 
 }
 
 // The sum over source ranks of gpu_reference_gemm(A_s, B_s) (a plain CUDA-core GEMM, not weave's
-// kernel) and of the terms' magnitudes (bench/reduce_reference.hpp bounds a sum whose terms cancel).
+// kernel) and of the terms' magnitudes (testing/reduce_reference.hpp bounds a sum whose terms cancel).
 struct SummedReference {
   bench::DeviceBuffer sum, mag;
   SummedReference(const std::vector<bench::DeviceOperand>& as, const std::vector<bench::DeviceOperand>& bs,
@@ -281,7 +281,7 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
           const auto hashes = g.all_gather(fnv1a64(hf.data(), bytes), "the output hash");
           for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
           // The sum of every rank's reference GEMM and of their magnitudes, and the bound of a sum
-          // of bf16 partials against it (bench/reduce_reference.hpp: an element whose terms cancel
+          // of bf16 partials against it (testing/reduce_reference.hpp: an element whose terms cancel
           // is bounded by their sizes).
           const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = DType::kBF16};
           SummedReference want(as, bs, p, st.s);
@@ -497,7 +497,7 @@ TEST(EmulatedGemmAllReduce, SkippingAWaitOrTheElectionIsCaught) {
       g.barrier();
       bench::DeviceBuffer snapshot(m * n * 2);
       op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
-      g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues")
+      g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues")
       WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, snapshot.bytes(), cudaMemcpyDeviceToDevice, st.s));
       comm::sync_stream_bounded(st.s, 20, "the controlled call");
       std::vector<uint16_t> out(m * n);
@@ -540,7 +540,7 @@ TEST(EmulatedGemmAllReduce, AFastRankNeverOverwritesWhatASlowReaderHasNotRead) {
       oh.set_a(5, m);
       g.barrier();
       op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
-      g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
+      g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues"); the GPU is not synchronised
       if (g.rank() == 0) {
         bench::spin_delay(30'000'000, st.s);
         WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, m * n * 2, cudaMemcpyDeviceToDevice, st.s));
@@ -590,7 +590,7 @@ TEST(EmulatedGemmAllReduce, FusedCeCreditKeepsAFastRankFromOverwritingWhatASlowP
       oh.set_a(5, m1);
       g.barrier();
       op->run(m1, oh.a_view(m1, g.device()), oh.b_view(g.device()), {}, st.s);
-      g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
+      g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues"); the GPU is not synchronised
       if (g.rank() == 0)
         WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m1).data, m1 * n * 2, cudaMemcpyDeviceToDevice, st.s));
       op->run(m2, TensorView::matrix(a2.get(), DType::kBF16, m2, k, g.device()), oh.b_view(g.device()), {}, st.s);
@@ -643,7 +643,7 @@ TEST(EmulatedGemmAllReduce, BackToBackCallsOfChangingMWithASlowRank) {
         if (g.rank() == static_cast<int>(c % world)) bench::spin_delay(2'000'000, st.s);  // a late rank
         op->run(ms[c], TensorView::matrix(as[c].get(), DType::kBF16, ms[c], k, g.device()), oh.b_view(g.device()), {},
                 st.s);
-        g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
+        g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues"); the GPU is not synchronised
         WEAVE_CHECK_CUDA(cudaMemcpyAsync(snaps[c].get(), op->output(ms[c]).data, snaps[c].bytes(),
                                          cudaMemcpyDeviceToDevice, st.s));
       }
@@ -931,7 +931,7 @@ SoakCount soak_rank(comm::Group& g, const std::vector<GemmAllReduce*>& ops, int6
       op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, dev), oh.b_view(dev), {}, st.s);
     ++count.calls;
     count.ptpc += fp8 ? 1 : 0;
-    g.barrier();  // lockstep enqueue (tools/bench/emulated_world.hpp "Queues"); the GPU is not synchronised
+    g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues"); the GPU is not synchronised
     count_diff_kernel<<<32, 256, 0, st.s>>>(static_cast<const uint16_t*>(op->output(m).data),
                                             (fp8 ? want_ptpc : want)[v].as<uint16_t>(), m * n,
                                             wrong.as<unsigned long long>());
@@ -954,7 +954,7 @@ SoakCount soak_rank(comm::Group& g, const std::vector<GemmAllReduce*>& ops, int6
 
 // >= 10,000 randomised collective calls (a call = every rank's run() of one op) over W = 2 and 4:
 // M, late rank, bf16 and ptpc (power-of-two row scales); fused and auto of both quants interleaved
-// at W = 2, fused bf16 then fused ptpc at W = 4 (one op at a time there: tools/bench/emulated_world.hpp
+// at W = 2, fused bf16 then fused ptpc at W = 4 (one op at a time there: testing/emulated_world.hpp
 // "Queues"), fused-ce with a slow puller at W = 2 where the emulated world runs copy streams. Every
 // output checked on the device against its closed form, every call counted.
 TEST(EmulatedGemmAllReduce, RandomisedSoak) {

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "bench/harness.hpp"
 #include "gemm/planner.hpp"
 #include "support/gpu.hpp"
 #include "test_gemm_support.hpp"

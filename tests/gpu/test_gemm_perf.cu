@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/cublaslt.hpp"
+#include "bench/harness.hpp"
 #include "gemm/dispatch.hpp"
 #include "support/gpu.hpp"
 #include "test_gemm_support.hpp"

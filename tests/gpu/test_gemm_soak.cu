@@ -2,7 +2,7 @@
 // the legal grid of each mode), every mode and mxfp8 scale layout, both output dtypes, and per
 // launch a random tile, grid and K split among what the build offers (or the planner's choice).
 // Every launch writes into a freshly NaN-poisoned C and is compared with the GPU reference GEMM of
-// the same quantised operands (tools/bench/gpu_reference: a simple fp32-slice kernel summed in
+// the same quantised operands (testing/gpu_reference: a simple fp32-slice kernel summed in
 // fp64, not weave's kernel), with the default-accumulation bounds of bench::gemm_tolerance.
 // Pipeline races show intermittently and only at some tiles and grids (REFERENCE.md, lesson 3):
 // this is where they would show. WEAVE_GEMM_SOAK_LAUNCHES overrides the launch count.
@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "bench/gemm_operands.hpp"
-#include "bench/gpu_reference.hpp"
-#include "bench/harness.hpp"
 #include "gemm/planner.hpp"
 #include "support/gpu.hpp"
+#include "testing/gemm_operands.hpp"
+#include "testing/gpu_reference.hpp"
+#include "testing/poison_nan.hpp"
 #include "weave/error.hpp"
 #include "weave/gemm.hpp"
 #include "weave/quant.hpp"

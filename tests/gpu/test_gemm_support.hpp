@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "bench/gemm_operands.hpp"
-#include "bench/gpu_reference.hpp"
-#include "bench/harness.hpp"
 #include "gemm/planner.hpp"
+#include "testing/gemm_operands.hpp"
+#include "testing/gpu_reference.hpp"
+#include "testing/poison_nan.hpp"
 #include "weave/error.hpp"
 #include "weave/gemm.hpp"
 #include "weave/quant.hpp"

@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "bench/gemm_operands.hpp"
 #include "gemm/kernel.cuh"
 #include "hopper/ptx/comm_flags.cuh"
 #include "hopper/tma_descriptor.hpp"
 #include "hopper/wait_record.hpp"
 #include "support/gpu.hpp"
+#include "testing/gemm_operands.hpp"
 #include "weave/reference.hpp"
 
 namespace weave::test {

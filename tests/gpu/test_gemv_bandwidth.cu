@@ -29,12 +29,13 @@
 #include <vector>
 
 #include "bench/cublaslt.hpp"
-#include "bench/gemm_operands.hpp"
-#include "bench/gpu_reference.hpp"
 #include "bench/harness.hpp"
 #include "common/check.hpp"
 #include "gemv/gemv.hpp"
 #include "support/gpu.hpp"
+#include "testing/gemm_operands.hpp"
+#include "testing/gpu_reference.hpp"
+#include "testing/poison_nan.hpp"
 #include "weave/quant.hpp"
 #include "weave/reference.hpp"
 

@@ -6,6 +6,7 @@
 
 #include "bench/harness.hpp"
 #include "support/gpu.hpp"
+#include "testing/poison_nan.hpp"
 
 using namespace weave;
 

@@ -6,7 +6,6 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include "bench/emulated_world.hpp"
 #include "comm/collective_impl.hpp"
 #include "fused/all_gather/impl.hpp"
 #include "fused/all_reduce/impl.hpp"
@@ -14,6 +13,7 @@
 #include "fused_test_support.hpp"
 #include "support/expect_error.hpp"
 #include "support/gpu.hpp"
+#include "testing/emulated_world.hpp"
 
 using namespace weave;
 

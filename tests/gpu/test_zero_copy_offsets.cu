@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "bench/emulated_world.hpp"
 #include "comm/collective_impl.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
 #include "support/gpu.hpp"
+#include "testing/emulated_world.hpp"
 
 using namespace weave;
 

@@ -4,8 +4,8 @@
 
 #include <mutex>
 
-#include "bench/comm_values.hpp"
 #include "hopper/ptx/misc.cuh"
+#include "testing/comm_values.hpp"
 #include "weave/quant.hpp"
 
 namespace weave::test {
@@ -56,7 +56,7 @@ DevBuf::~DevBuf() { cudaFree(p); }
 StreamHolder::StreamHolder() { cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); }
 StreamHolder::~StreamHolder() { cudaStreamDestroy(s); }
 
-// Hashed values (tools/bench/comm_values.hpp says why not a linear form).
+// Hashed values (testing/comm_values.hpp says why not a linear form).
 uint8_t byte_value(int src, size_t i, uint32_t call) { return bench::comm_test_byte(src, i, call); }
 float small_value(int src, size_t i, uint32_t call) { return bench::comm_test_int(src, i, call); }
 

@@ -58,7 +58,7 @@ class SkipReasonPrinter : public testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Before any CUDA call: the emulated world (tools/bench/emulated_world.hpp) runs W ranks' streams
+  // Before any CUDA call: the emulated world (testing/emulated_world.hpp) runs W ranks' streams
   // on one GPU, and streams beyond the hardware queues share a queue, where one rank's waiting
   // kernel would block another rank's work (a false dependency a real multi-GPU run lacks). 32 is
   // the most CUDA allows; a value the caller set is kept.

@@ -9,8 +9,8 @@
 //  - several ranks (one thread per GPU): each rank times its own graphs; an optional `align`
 //    hook (e.g. a tiny NCCL all-reduce) runs before every sample, and the report takes the
 //    per-rank maximum of medians (max_over_ranks).
-// Nothing here validates results: suites poison outputs with NaN (poison_nan) before the run
-// and count wrong elements after it, and every Row carries that count.
+// Nothing here validates results: suites poison outputs with NaN (testing/poison_nan.hpp)
+// before the run and count wrong elements after it, and every Row carries that count.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -22,8 +22,6 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-
-#include "weave/types.hpp"
 
 namespace weave::bench {
 
@@ -61,9 +59,6 @@ Timing max_over_ranks(const std::vector<Timing>& per_rank);
 // How many weight copies a cold run must rotate through so that one rotation touches at least
 // `factor` x L2 bytes. Always >= 2, so consecutive calls never read the same copy.
 int cold_copies(std::size_t bytes_per_copy, std::size_t l2_bytes, double factor = 3.0);
-
-// Fill `bytes` at `ptr` with the dtype's NaN pattern (bf16 0x7FC0, fp32 0x7FC00000, e4m3 0x7F).
-void poison_nan(void* ptr, std::size_t bytes, DType dtype, cudaStream_t stream);
 
 // --- NVML idle gating (libnvidia-ml is loaded at run time; absent -> available() is false) ---
 class IdleGate {

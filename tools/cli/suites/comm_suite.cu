@@ -30,12 +30,12 @@
 #include <string>
 #include <vector>
 
-#include "bench/comm_values.hpp"
 #include "bench/harness.hpp"
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/registry.hpp"
 #include "common/check.hpp"
+#include "testing/comm_values.hpp"
 #include "weave/collectives.hpp"
 #include "weave/communicator.hpp"
 

@@ -19,6 +19,7 @@
 #include "cli/commands.hpp"
 #include "cli/registry.hpp"
 #include "common/check.hpp"
+#include "testing/poison_nan.hpp"
 
 namespace weave::cli {
 namespace {

@@ -16,10 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "fused/calibration.hpp"
-#include "bench/gemm_operands.hpp"
 #include "bench/harness.hpp"
 #include "cli/registry.hpp"
 #include "comm/group.hpp"
+#include "testing/gemm_operands.hpp"
 
 namespace weave::cli::fused_bench {
 

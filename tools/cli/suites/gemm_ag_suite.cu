@@ -56,11 +56,7 @@
 #include <vector>
 
 #include "bench/cublaslt.hpp"
-#include "bench/emulated_world.hpp"
-#include "bench/gemm_operands.hpp"
-#include "bench/gpu_reference.hpp"
 #include "bench/harness.hpp"
-#include "bench/reduce_reference.hpp"
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/fused_options.hpp"
@@ -71,6 +67,11 @@
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "fused/all_gather/impl.hpp"
+#include "testing/emulated_world.hpp"
+#include "testing/gemm_operands.hpp"
+#include "testing/gpu_reference.hpp"
+#include "testing/poison_nan.hpp"
+#include "testing/reduce_reference.hpp"
 #include "weave/collectives.hpp"
 #include "weave/gemm_all_gather.hpp"
 #include "weave/presets.hpp"

@@ -41,14 +41,15 @@
 #include <vector>
 
 #include "bench/cublaslt.hpp"
-#include "bench/gemm_operands.hpp"
-#include "bench/gpu_reference.hpp"
 #include "bench/harness.hpp"
 #include "cli/gemm_targets.hpp"
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/registry.hpp"
 #include "common/check.hpp"
+#include "testing/gemm_operands.hpp"
+#include "testing/gpu_reference.hpp"
+#include "testing/poison_nan.hpp"
 #include "weave/gemm.hpp"
 #include "weave/quant.hpp"
 #include "weave/reference.hpp"

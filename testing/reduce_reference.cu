@@ -1,4 +1,4 @@
-#include "bench/reduce_reference.hpp"
+#include "testing/reduce_reference.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

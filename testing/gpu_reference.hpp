@@ -20,7 +20,7 @@
 //                  With `magnitude` (M x N floats, row-major), the relative term is
 //                  rtol * magnitude[i] instead of rtol * |ref[i]|: for a reference that is a sum
 //                  of terms which may cancel, whose rounding scales with the terms' sizes
-//                  (bench/reduce_reference.hpp).
+//                  (testing/reduce_reference.hpp).
 //   nonfinite      out NaN/Inf where ref is finite
 //   never_written  out still holds bench::poison_nan's pattern (fp32 0x7FC00000, bf16 0x7FC0)
 //   rel_l2, max_abs over elements where both are finite; first_wrong the smallest wrong index

@@ -1,4 +1,4 @@
-#include "bench/spin_delay.hpp"
+#include "testing/spin_delay.hpp"
 
 #include <cuda_runtime.h>
 

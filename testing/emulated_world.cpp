@@ -1,4 +1,4 @@
-#include "bench/emulated_world.hpp"
+#include "testing/emulated_world.hpp"
 
 #include <cuda_runtime.h>
 

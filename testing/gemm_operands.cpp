@@ -1,4 +1,4 @@
-#include "bench/gemm_operands.hpp"
+#include "testing/gemm_operands.hpp"
 
 #include <algorithm>
 #include <cmath>

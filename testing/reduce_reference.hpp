@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "bench/gpu_reference.hpp"
+#include "testing/gpu_reference.hpp"
 #include "weave/types.hpp"
 
 typedef struct CUstream_st* cudaStream_t;

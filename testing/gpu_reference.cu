@@ -1,4 +1,4 @@
-#include "bench/gpu_reference.hpp"
+#include "testing/gpu_reference.hpp"
 
 #include <cuda_runtime.h>
 
