@@ -1,7 +1,7 @@
-// `weave plan gemm`: what weave::Gemm would run for a shape (kernel, tile, grid, why) and every
-// rule the input breaks. Pure planning: runs on a machine without a GPU (default 132 SMs, H100/H200).
+// `weave plan gemm`: what weave::Gemm would run for a shape (kernel, tile, grid, why), and the
+// tiled kernels' rules a shape the decode GEMV takes breaks; a shape nothing can run is a usage
+// error naming the options. Pure planning: runs on a machine without a GPU (default 132 SMs).
 #include <cstdio>
-#include <limits>
 #include <string>
 
 #include "cli/args.hpp"
