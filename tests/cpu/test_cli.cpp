@@ -140,7 +140,7 @@ std::vector<BadInput> bad_inputs() {
       {"PlanGemmMExponent", {"plan", "gemm", "-m", "1e3", "-n", "128", "-k", "128"}, {"-m: Value 1e3 is not an integer"}},
       {"PlanGemmSmsLetters", {"plan", "gemm", "-m", "128", "-n", "128", "-k", "128", "--sms", "many"},
        {"--sms: Value many is not an integer"}},
-      {"PlanGemmAgWorldFraction", {"plan", "gemm-ag", "--sms", "0.5"}, {"--sms: Value 0.5 is not an integer"}},
+      {"PlanGemmAgSmsFraction", {"plan", "gemm-ag", "--sms", "0.5"}, {"--sms: Value 0.5 is not an integer"}},
       {"PlanGemmBadQuant", {"plan", "gemm", "-m", "128", "-n", "128", "-k", "128", "--quant", "fp4"}, {"--quant 'fp4'"}},
       {"PlanGemmBadOut", {"plan", "gemm", "-m", "128", "-n", "128", "-k", "128", "--out", "e4m3"}, {"--out 'e4m3'"}},
       // bench gemm shapes
