@@ -21,7 +21,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu_verdict.sh
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
-LOGS=$(mktemp -d /tmp/weave_logs.XXXX)
+LOGS=$(mktemp -d "${TMPDIR:-/tmp}/weave_logs.XXXX")
 mode=${1:-full}
 t0=$(date +%s)
 summary=()

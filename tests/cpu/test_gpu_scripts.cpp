@@ -64,7 +64,8 @@ echo "[  PASSED  ] 3 tests."; exit "${FAKE_GPU:-0}"
   void TearDown() override { fs::remove_all(dir_); }
 
   ScriptRun gpu_all(const std::string& env, const std::string& mode = "full") {
-    return run_shell("cd " + std::string(WEAVE_TEST_SOURCE_DIR) + " && env " + env + " WEAVE_PREBUILT=" +
+    return run_shell("cd " + std::string(WEAVE_TEST_SOURCE_DIR) + " && env " + env + " TMPDIR=" + dir_.string() +
+                     " WEAVE_PREBUILT=" +
                      (dir_ / "bin").string() + " OUT=" + (dir_ / "out").string() +
                      " TEST_TIMEOUT=30 BENCH_TIMEOUT=30 bash scripts/gpu_all.sh " + mode);
   }
