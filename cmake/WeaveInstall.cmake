@@ -103,10 +103,15 @@ set(_weave_pc_includes ${_weave_cuda_include} ${WEAVE_NCCL_HINT_INCLUDE})
 set(_weave_pc_libdirs ${WEAVE_NCCL_HINT_LIBDIR} ${CUDAToolkit_LIBRARY_DIR})
 list(REMOVE_DUPLICATES _weave_pc_includes)
 list(REMOVE_DUPLICATES _weave_pc_libdirs)
+# Each library folder also goes into the program's run path: without it the program the README's
+# recipe builds would not find libweave.so (nor NCCL outside the loader's default folders) at start.
+set(_weave_pc_rpaths ${_weave_pc_libdirs})
 list(TRANSFORM _weave_pc_includes PREPEND "-I")
 list(TRANSFORM _weave_pc_libdirs PREPEND "-L")
+list(TRANSFORM _weave_pc_rpaths PREPEND "-Wl,-rpath,")
 list(JOIN _weave_pc_includes " " WEAVE_PC_DEP_CFLAGS)
 list(JOIN _weave_pc_libdirs " " WEAVE_PC_DEP_LIBDIRS)
+list(JOIN _weave_pc_rpaths " " WEAVE_PC_DEP_RPATHS)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/weave.pc.in ${PROJECT_BINARY_DIR}/package/weave.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/package/weave.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 

@@ -9,8 +9,8 @@
 //                                               drives CUDA device r
 //
 // Rank r contributes bytes (r * 31 + i) % 251 in its block; every rank checks every block. Without
-// two Hopper GPUs it prints the plan (pure CPU), says why the GPU part is skipped, and exits 0.
-// Exit 1: wrong bytes on some rank; 2: an error.
+// two Hopper GPUs it prints the plan (pure CPU), says why the GPU part is skipped, and exits 77
+// (skipped). Exit 1: wrong bytes on some rank; 2: bad arguments or an error.
 #include <cuda_runtime.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,6 +32,13 @@ void check_cuda(cudaError_t err, const char* what) {
 }
 
 unsigned char expected(int rank, std::size_t i) { return static_cast<unsigned char>((rank * 31 + i) % 251); }
+
+// RANK and WORLD: one digit, 0 .. 8 (atoi would read "abc" as 0).
+bool small_int(const char* text, int* out) {
+  if (text[0] < '0' || text[0] > '8' || text[1] != '\0') return false;
+  *out = text[0] - '0';
+  return true;
+}
 
 int run_rank(int rank, int world, const std::string& id_file) {
   const ncclUniqueId id = weave::unique_id_via_file(id_file, rank, 60);
@@ -67,7 +74,15 @@ int run_rank(int rank, int world, const std::string& id_file) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  if (argc == 4) return run_rank(std::atoi(argv[1]), std::atoi(argv[2]), argv[3]);
+  int child_rank = 0, child_world = 0;
+  if (argc == 4 && small_int(argv[1], &child_rank) && small_int(argv[2], &child_world) && child_world >= 1 &&
+      child_rank < child_world)
+    return run_rank(child_rank, child_world, argv[3]);
+  if (argc != 1) {
+    std::fprintf(stderr, "usage: %s [RANK WORLD ID_FILE]: none (one process per Hopper GPU), or RANK 0 .. WORLD-1 "
+                 "and WORLD 1 .. 8\n", argv[0]);
+    return 2;
+  }
 
   int hopper = 0;
   for (const weave::DeviceInfo& d : weave::list_devices()) hopper += d.is_hopper();
@@ -84,7 +99,7 @@ int main(int argc, char** argv) try {
   if (hopper < 2) {
     const std::string why = weave::no_gpu_reason();
     std::printf("GPU part skipped: needs 2 Hopper GPUs, found %d%s%s\n", hopper, why.empty() ? "" : ": ", why.c_str());
-    return 0;
+    return 77;
   }
   // The launcher: one child per GPU. This process has touched CUDA only to count GPUs; the
   // children exec a fresh image, so none inherits a CUDA context.

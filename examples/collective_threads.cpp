@@ -7,8 +7,9 @@
 //
 // Each rank contributes the value rank + 1 in every element; every rank must receive
 // 1 + 2 + ... + world. Without two Hopper GPUs the example prints the plan weave would use (pure
-// CPU), says why the GPU part is skipped, and exits 0. Exit 1: a wrong element; 2: an error.
-//   ./collective_threads [elements]      (default 1M fp32 elements = 4 MiB)
+// CPU), says why the GPU part is skipped, and exits 77 (skipped). Exit 1: a wrong element; 2: bad
+// arguments or an error.
+//   ./collective_threads [elements]      (default 1M fp32 elements = 4 MiB; 1 .. 2^28)
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -28,7 +29,23 @@ void check_cuda(cudaError_t err, const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const std::size_t count = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : std::size_t{1} << 20;
+  std::size_t count = std::size_t{1} << 20;
+  if (argc > 1) {
+    // Digits only: strtoull reads "abc" as 0 and "-1" as 2^64 - 1.
+    constexpr std::size_t kMaxCount = std::size_t{1} << 28;  // 1 GiB of fp32 per rank
+    std::size_t v = 0;
+    bool ok = argc == 2 && argv[1][0] != '\0';
+    for (const char* c = argv[1]; ok && *c; ++c) {
+      ok = *c >= '0' && *c <= '9';
+      v = v * 10 + static_cast<std::size_t>(*c - '0');
+      ok = ok && v <= kMaxCount;
+    }
+    if (!ok || v < 1) {
+      std::fprintf(stderr, "usage: %s [elements]: an integer, 1 .. %zu (default %zu)\n", argv[0], kMaxCount, count);
+      return 2;
+    }
+    count = v;
+  }
   std::vector<int> devices;
   for (const weave::DeviceInfo& d : weave::list_devices())
     if (d.is_hopper()) devices.push_back(d.ordinal);
@@ -48,7 +65,7 @@ int main(int argc, char** argv) try {
     const std::string why = weave::no_gpu_reason();
     std::printf("GPU part skipped: needs 2 Hopper GPUs, found %zu%s%s\n", devices.size(), why.empty() ? "" : ": ",
                 why.c_str());
-    return 0;
+    return 77;
   }
 
   auto comms = weave::Communicator::create_local(devices);

@@ -13,8 +13,10 @@
 //                                 ue8m0 [ceil(K/128), 4*M] and [ceil(K/128), 4*ceil(N/32)]
 //
 // Without a Hopper GPU it still validates and plans every mode (pure CPU), says why the GPU part
-// is skipped, and exits 0. Exit 1: a result was wrong; 2: weave raised an error.
-//   ./gemm [M N K]        (default 256 512 1024)
+// is skipped, and exits 77 (the usual "skipped" status: it could not run the GEMMs).
+// Exit 0: every mode ran and matched; 1: a result was wrong; 2: bad arguments, a shape some mode
+// cannot run (each says why), or weave raised an error.
+//   ./gemm [M N K]        (default 256 512 1024; each 1 .. 2^31 - 1)
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -84,6 +86,20 @@ void upload(const weave::ref::QuantMatrix& q, weave::ScaleLayout layout, int dev
   }
 }
 
+// A dimension from the command line: decimal digits only (atoll would read "abc" as 0 and "1e3"
+// as 1), 1 .. 2^31 - 1 (TMA coordinates are 32-bit).
+bool parse_dim(const char* text, int64_t* out) {
+  int64_t v = 0;
+  if (*text == '\0') return false;
+  for (const char* c = text; *c; ++c) {
+    if (*c < '0' || *c > '9') return false;
+    v = v * 10 + (*c - '0');
+    if (v > (int64_t{1} << 31) - 1) return false;
+  }
+  *out = v;
+  return v >= 1;
+}
+
 struct Case {
   const char* name;
   weave::ScaleMode mode;
@@ -93,9 +109,11 @@ struct Case {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const int64_t m = argc > 3 ? std::atoll(argv[1]) : 256;
-  const int64_t n = argc > 3 ? std::atoll(argv[2]) : 512;
-  const int64_t k = argc > 3 ? std::atoll(argv[3]) : 1024;
+  int64_t m = 256, n = 512, k = 1024;
+  if (argc != 1 && (argc != 4 || !parse_dim(argv[1], &m) || !parse_dim(argv[2], &n) || !parse_dim(argv[3], &k))) {
+    std::fprintf(stderr, "usage: %s [M N K]: three integers, each 1 .. 2147483647 (default 256 512 1024)\n", argv[0]);
+    return 2;
+  }
   std::printf("weave %s (headers %s): GEMM %lld x %lld x %lld\n", weave::version(), WEAVE_VERSION_STRING,
               static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k));
   const std::vector<Case> cases = {{"bf16", weave::ScaleMode::kBF16, weave::ScaleLayout::kRaw},
@@ -105,21 +123,28 @@ int main(int argc, char** argv) try {
                                    {"mxfp8 packed", weave::ScaleMode::kMxfp8, weave::ScaleLayout::kPacked}};
 
   // CPU part: validate and plan every mode (no GPU needed; 132 SMs = H100/H200).
+  int cannot_run = 0;
   for (const Case& c : cases) {
     const weave::GemmProblem p{.m = m, .n = n, .k = k, .mode = c.mode, .scale_layout = c.layout,
                                .out_dtype = weave::DType::kF32};
     const std::string why = weave::gemm_validate_problem(p);
     if (!why.empty()) {
       std::printf("  %-12s cannot run: %s\n", c.name, why.c_str());
+      ++cannot_run;
       continue;
     }
     const weave::GemmPlan plan = weave::gemm_plan(p, 132);
     std::printf("  %-12s plan: %s grid %d split_k %d\n", c.name, plan.kernel.c_str(), plan.grid, plan.split_k);
   }
+  if (cannot_run > 0) {
+    std::fprintf(stderr, "%lld x %lld x %lld breaks a rule of %d mode(s) (above); every mode needs a shape it can run\n",
+                 static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k), cannot_run);
+    return 2;
+  }
   const std::string no_gpu = weave::no_gpu_reason();
   if (!no_gpu.empty()) {
     std::printf("GPU part skipped: %s\n", no_gpu.c_str());
-    return 0;
+    return 77;
   }
 
   // GPU part: run each mode and compare with the fp64 reference.
@@ -133,7 +158,6 @@ int main(int argc, char** argv) try {
   for (const Case& c : cases) {
     const weave::GemmProblem p{.m = m, .n = n, .k = k, .mode = c.mode, .scale_layout = c.layout,
                                .out_dtype = weave::DType::kF32};
-    if (!weave::gemm_validate_problem(p).empty()) continue;
     const auto qa = weave::ref::quantize(xa.data(), m, k, c.mode, weave::ref::Operand::kA);
     const auto qb = weave::ref::quantize(xb.data(), n, k, c.mode, weave::ref::Operand::kB);
     Operand a, b;

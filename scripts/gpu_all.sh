@@ -14,10 +14,14 @@
 # Bench arguments: COPY_ARGS, GEMM_ARGS (and a second gemm run GEMM_ARGS2), COMM_ARGS, GEMM_AG_ARGS,
 # GEMM_AR_MS (the gemm-ar suites' M list) and GEMM_AR_ARGS (their other options).
 # Tests run as their GoogleTest binaries (one process per label: much faster than one per case).
+# Exit status: 0 when every step passed; 1 when a build, a test binary, a repeat, a sanitizer or a
+# bench failed or a negative control passed; the summary's RESULT lines say which
+# (scripts/gpu_verdict.sh decides).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/gpu_verdict.sh
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
-LOGS=$(mktemp -d /tmp/weave_logs.XXXX)
+LOGS=$(mktemp -d "${TMPDIR:-/tmp}/weave_logs.XXXX")
 mode=${1:-full}
 t0=$(date +%s)
 summary=()
@@ -25,27 +29,33 @@ note() { summary+=("$1"); echo "== $1"; }
 finish() {
   tar -czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
   cp "$LOGS"/*.json "$LOGS"/calibration_*.txt "$OUT"/ 2>/dev/null
-  { echo "===== summary ($(( $(date +%s) - t0 )) s, mode $mode) ====="; printf '%s\n' "${summary[@]}"; } | tee "$OUT/summary.txt"
+  local result rc=0
+  result=$(verdict_end) || rc=1
+  { echo "===== summary ($(( $(date +%s) - t0 )) s, mode $mode) ====="; printf '%s\n' "${summary[@]}" "$result"; } |
+    tee "$OUT/summary.txt"
+  exit $rc
 }
 trap finish EXIT
 
 nvidia-smi --query-gpu=index,name,utilization.gpu,clocks.sm,clocks.mem --format=csv >"$LOGS/nvidia-smi.txt" 2>&1
 if [ -n "${WEAVE_PREBUILT:-}" ]; then
-  BIN=$PWD/$WEAVE_PREBUILT; TBIN=$BIN
+  case $WEAVE_PREBUILT in /*) BIN=$WEAVE_PREBUILT ;; *) BIN=$PWD/$WEAVE_PREBUILT ;; esac; TBIN=$BIN
   nccl_lib=$(ls -d /opt/torch/.venv/lib/python3.*/site-packages/nvidia/nccl/lib 2>/dev/null | head -1)
   export LD_LIBRARY_PATH=$BIN:$nccl_lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 CUDA_MODULE_LOADING=EAGER
   note "prebuilt binaries from $WEAVE_PREBUILT"
 else
   if ! bash scripts/device_build.sh >"$LOGS/build.log" 2>&1; then
-    tail -60 "$LOGS/build.log"; note "BUILD FAILED"; exit 1
+    tail -60 "$LOGS/build.log"; note "BUILD FAILED"; verdict_pass build 1; exit 1
   fi
   note "build ok in $(( $(date +%s) - t0 )) s"
   cp build-gpu.build.log "$LOGS/" 2>/dev/null
   source build-gpu/env.sh
   BIN=$PWD/build-gpu; TBIN=$PWD/build-gpu/tests
 fi
-"$BIN"/weave info >"$LOGS/info.txt" 2>&1; cat "$LOGS/info.txt"
+"$BIN"/weave info >"$LOGS/info.txt" 2>&1
+verdict_pass "weave info" $?
+cat "$LOGS/info.txt"
 
 if [ "$mode" != bench ]; then
   labels="gpu multi_gpu"; [ "$mode" = gemm ] && labels=gpu; [ "$mode" = comm ] && labels=multi_gpu
@@ -53,6 +63,7 @@ if [ "$mode" != bench ]; then
     t1=$(date +%s)
     timeout ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_$label" --gtest_brief=1 >"$LOGS/tests_$label.log" 2>&1
     rc=$?
+    verdict_pass "tests $label" $rc
     note "tests $label (exit $rc, $(( $(date +%s) - t1 )) s): $(grep -E '^\[  PASSED  \]' "$LOGS/tests_$label.log" | tail -1) $(grep -E '^\[  SKIPPED \] [0-9]' "$LOGS/tests_$label.log" | tail -1) $(grep -E '^\[  FAILED  \] [0-9]' "$LOGS/tests_$label.log" | tail -1)"
     grep -E '^\[  FAILED  \] [A-Z]' "$LOGS/tests_$label.log" | head -20
   done
@@ -67,9 +78,12 @@ if [ "${SANITIZE:-0}" = 1 ] && [ "$mode" != bench ]; then
   else
     for tool in memcheck racecheck; do
       t1=$(date +%s)
-      timeout ${SANITIZE_TIMEOUT:-120} "$cs" --tool $tool "$TBIN/weave_tests_gpu" --gtest_filter='GemmSanitizer.*' \
-        >"$LOGS/sanitize_$tool.log" 2>&1
-      note "compute-sanitizer $tool (exit $?, $(( $(date +%s) - t1 )) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitize_$tool.log" | tail -1)"
+      # --error-exitcode: a hazard the tool reports fails the step even when the tests pass.
+      timeout ${SANITIZE_TIMEOUT:-120} "$cs" --tool $tool --error-exitcode 1 "$TBIN/weave_tests_gpu" \
+        --gtest_filter='GemmSanitizer.*' >"$LOGS/sanitize_$tool.log" 2>&1
+      rc=$?
+      verdict_pass "compute-sanitizer $tool" $rc
+      note "compute-sanitizer $tool (exit $rc, $(( $(date +%s) - t1 )) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$LOGS/sanitize_$tool.log" | tail -1)"
     done
   fi
 fi
@@ -78,6 +92,7 @@ bench() {  # bench <name> <weave bench args...>
   local name=$1; shift
   timeout ${BENCH_TIMEOUT:-300} "$BIN"/weave bench "$@" --json "$LOGS/bench_$name.json" >"$LOGS/bench_$name.txt" 2>"$LOGS/bench_$name.err"
   local rc=$?
+  verdict_pass "bench $name" $rc
   note "bench $name: exit $rc"
   cat "$LOGS/bench_$name.txt"; tail -3 "$LOGS/bench_$name.err"
 }
@@ -87,7 +102,9 @@ elif [ "$mode" != tests ] && [ "$mode" != fused ]; then
   if [ "$mode" != gemm ] && [ "$mode" != comm ]; then
     bench copy copy ${COPY_ARGS:-}
     "$BIN"/weave bench copy --sizes 64 --inject-skip >"$LOGS/bench_copy_negative.txt" 2>&1
-    note "bench copy --inject-skip (negative control, must exit 1): exit $?"
+    rc=$?
+    verdict_fail "bench copy --inject-skip" $rc 1
+    note "bench copy --inject-skip (negative control, must exit 1): exit $rc"
   fi
   if [ "$mode" != comm ]; then
     bench gemm gemm ${GEMM_ARGS:-}
@@ -102,7 +119,11 @@ if [ "$mode" = fused ] || [ "$mode" = full ]; then
   t1=$(date +%s)
   timeout ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_gpu" --gtest_brief=1 --gtest_repeat=${FUSED_REPEAT:-3} \
     --gtest_filter='Emulated*' >"$LOGS/tests_fused.log" 2>&1
-  note "tests Emulated* x${FUSED_REPEAT:-3} (exit $?, $(( $(date +%s) - t1 )) s): $(grep -cE '^\[  FAILED  \] [A-Z]' "$LOGS/tests_fused.log") failed case runs"
+  rc=$?
+  failed_runs=$(grep -cE '^\[  FAILED  \] [A-Z]' "$LOGS/tests_fused.log")
+  verdict_pass "tests Emulated* x${FUSED_REPEAT:-3}" $rc
+  verdict_none "tests Emulated* x${FUSED_REPEAT:-3}: failed case runs" "$failed_runs"
+  note "tests Emulated* x${FUSED_REPEAT:-3} (exit $rc, $(( $(date +%s) - t1 )) s): $failed_runs failed case runs"
   grep -E '^\[  FAILED  \] [A-Z]' "$LOGS/tests_fused.log" | sort | uniq -c | head -20
   bench gemm_ag_emu2 gemm-ag --emulate-world 2 ${GEMM_AG_ARGS:--m 1024,4096 -i 5}
   ar_ms=${GEMM_AR_MS:-128,1024,4096,8192}
@@ -110,7 +131,9 @@ if [ "$mode" = fused ] || [ "$mode" = full ]; then
   # The table it wrote, read back by the planner (auto's choice per M and why).
   "$BIN"/weave plan gemm-ar --world 2 -m "$ar_ms" --calibration "$LOGS/calibration_gemm_ar.txt" \
     >"$LOGS/plan_gemm_ar_calibrated.txt" 2>&1
-  note "plan gemm-ar --calibration (the table the bench wrote): exit $?"
+  rc=$?
+  verdict_pass "plan gemm-ar --calibration" $rc
+  note "plan gemm-ar --calibration (the table the bench wrote): exit $rc"
   grep -E '^ +[0-9]' "$LOGS/plan_gemm_ar_calibrated.txt" | cut -c1-8,190-300 | head -8
   bench gemm_ar_emu2_bs gemm-ar --emulate-world 2 --quant blockscale -m "$ar_ms" ${GEMM_AR_ARGS:--i 5}
   bench gemm_ar_emu4 gemm-ar --emulate-world 4 -m 4096 ${GEMM_AR_ARGS:--i 5}

@@ -4,7 +4,8 @@
 #   bash scripts/profile_gemm.sh BIN_DIR OUT_CSV "MxNxK:quant[:out] ..."
 # BIN_DIR holds the `weave` CLI (and libweave.so); the environment must already let it run (see
 # scripts/gpu_all.sh). Prints one line per kernel: duration, tensor-pipe and issue-slot use, SM
-# clock, global-store sectors per request, shared-store bank conflicts, DRAM throughput.
+# clock, global-store sectors per request, shared-store bank conflicts, DRAM throughput. Exits 1,
+# naming the specs, when ncu or weave failed for one or it profiled no kernel.
 set -uo pipefail
 bin=$1; out=$2; shift 2
 metrics=gpu__time_duration.sum,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active
@@ -17,6 +18,7 @@ metrics+=,smsp__inst_executed.sum,launch__grid_size,launch__registers_per_thread
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$ncu" ] || { echo "profile_gemm: ncu not found" >&2; exit 1; }
 : >"$out"
+failed=()
 for spec in "$@"; do
   IFS=: read -r shape quant outdt <<<"$spec"
   outdt=${outdt:-bf16}
@@ -26,6 +28,9 @@ for spec in "$@"; do
     "$bin/weave" bench gemm --hot -w 0 -i 1 --calls 1 --no-idle-gate --cpu-ref-max 0 \
     --shapes "$shape" --quant "$quant" --out "$outdt" 2>/dev/null |
     grep '^"' | sed "s/^/\"$shape:$quant:$outdt\",/" >>"$out"
+  # ncu, weave or an empty profile (no kernel matched): the table below would silently miss the row.
+  st=("${PIPESTATUS[@]}")
+  [ "${st[0]}" = 0 ] && [ "${st[1]}" = 0 ] || failed+=("$spec")
 done
 # Compact view: shape, kernel (first 60 chars), metric name, value.
 python3 - "$out" <<'PY'
@@ -51,3 +56,4 @@ for (spec, kid, kname), m in data.items():
     us = num("gpu__time_duration.sum") / 1000.0  # ncu reports ns (or us: the unit column says)
     print(f"{spec:28s} {kname[:58]:58s} " + " ".join(f"{short[k]}={m.get(k,'?')}" for k in short))
 PY
+[ ${#failed[@]} -eq 0 ] || { echo "profile_gemm: FAILED for: ${failed[*]}" >&2; exit 1; }

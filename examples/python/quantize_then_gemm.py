@@ -6,7 +6,7 @@ torch doing the same: the pattern an inference engine's fp8 linear layer follows
 Per-token x per-channel (ptpc) or DeepSeek 1x128 / 128x128 (blockscale) scales, quantised with
 plain torch. weave's result is compared with torch._scaled_mm on the same fp8 operands (where
 cuBLASLt takes the shape) and with torch.matmul on the dequantised operands; then both are timed
-inside CUDA graphs. Without a Hopper GPU (or torch with CUDA) it says why and exits 0, like the C++
+inside CUDA graphs. Without a Hopper GPU (or torch with CUDA) it says why and exits 77 ("skipped": it could not run), like the C++
 examples.
 """
 import argparse
@@ -55,7 +55,7 @@ def graph_time_us(fn, iters=50):
 
 
 def skip_reason() -> str:
-    """'' when this machine can run the example, else why not (the C++ examples skip alike: exit 0)."""
+    """'' when this machine can run the example, else why not (the C++ examples skip alike: exit 77)."""
     if weave.no_gpu_reason():
         return weave.no_gpu_reason()
     if torch is None:
@@ -73,7 +73,7 @@ def main():
     why = skip_reason()
     if why:
         print(f"GPU part skipped: {why}")
-        return 0
+        return 77  # the usual "skipped" status, as the C++ examples
     m, n, k = args.m, args.n, args.k
     x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)           # activations
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02    # weight [out, in]

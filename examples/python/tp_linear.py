@@ -5,7 +5,7 @@ lands, the two calls become one op; the layer's interface stays.)
 
     torchrun --nproc_per_node=2 examples/python/tp_linear.py [--m 128 --n 4096 --k 8192]
 
-Without a Hopper GPU (or torch with CUDA) each rank says why and exits 0, like the C++ examples.
+Without a Hopper GPU (or torch with CUDA) each rank says why and exits 77 ("skipped": it could not run), like the C++ examples.
 """
 from __future__ import annotations  # the torch annotations stay unevaluated where torch is missing
 
@@ -40,7 +40,7 @@ class RowParallelLinear:
 
 
 def skip_reason() -> str:
-    """'' when this machine can run the example, else why not (the C++ examples skip alike: exit 0)."""
+    """'' when this machine can run the example, else why not (the C++ examples skip alike: exit 77)."""
     if weave.no_gpu_reason():
         return weave.no_gpu_reason()
     if torch is None:
@@ -57,7 +57,7 @@ def main():
     why = skip_reason()
     if why:
         print(f"GPU part skipped: {why}")
-        return 0
+        return 77  # the usual "skipped" status, as the C++ examples
     local = int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(local)
     dist.init_process_group("nccl")

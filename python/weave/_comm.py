@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from . import _weave
-from ._errors import arg_error
+from ._errors import arg_error, int_arg
 from ._gemm import _enum
 from ._tensors import DType, describe, resolve_stream
 
@@ -111,8 +111,7 @@ def _collective_config(op, max_count, dtype, transport, algorithm, ce_sm_share):
     tr = None if transport is None else _enum(transport, _weave.parse_transport, "transport (nccl, ce, lsa)",
                                               "transport", Transport)
     alg = _enum(algorithm, _weave.parse_algorithm, "algorithm", "algorithm", Algorithm)
-    if not isinstance(max_count, int) or isinstance(max_count, bool) or max_count < 1:
-        raise arg_error(f"argument 'max_count': must be an int >= 1 (got {max_count!r})")
+    max_count = int_arg("max_count", max_count, 1, 2**64 - 1)  # size_t
     if not isinstance(ce_sm_share, (int, float)) or isinstance(ce_sm_share, bool):
         raise arg_error(f"argument 'ce_sm_share': must be a number in [0, 0.9] (got {ce_sm_share!r})")
     c = _weave.CollectiveConfig()

@@ -1,6 +1,8 @@
 """weave.Error: every failure of the library, with the C++ status, message, call and location."""
 from __future__ import annotations
 
+import numbers
+
 from . import _weave
 
 Status = _weave.Status
@@ -31,6 +33,24 @@ def make(status: Status, message: str, call: str = "", location: str = "", text:
 
 def arg_error(message: str) -> ArgumentError:
     return ArgumentError(Status.INVALID_ARGUMENT, message)
+
+
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def int_arg(name: str, value, low: int, high: int) -> int:
+    """`value` as a Python int for a C++ integer field: a bool, a float (2.5, and 4.0 too) or an int
+    outside [low, high] is an ArgumentError naming the argument, where the binding would raise a
+    TypeError that names neither. The C++ side then checks its own rules (and names them)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise arg_error(f"argument '{name}': must be an int (got {type(value).__name__} {value!r})")
+    value = int(value)
+    if value < low:
+        raise arg_error(f"argument '{name}': must be an int >= {low} (got {value})")
+    if value > high:
+        raise arg_error(f"argument '{name}': must be an int <= {high} (got {value})")
+    return value
 
 
 def _from_cpp(status: int, message: str, call: str, location: str, what: str) -> Error:

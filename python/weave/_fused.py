@@ -19,7 +19,7 @@ import sys
 
 from . import _weave
 from ._comm import Communicator, _CudaBuffer
-from ._errors import arg_error
+from ._errors import INT32, INT64, arg_error, int_arg
 from ._gemm import _MX_ROUTES, ScaleMode, _enum, _layout_of, _mode_of, _out_dtype_of, _scale_view
 from ._tensors import DType, describe, resolve_stream
 
@@ -30,10 +30,8 @@ _AR_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fus
 _AG_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused-lsa, fused-ce)"
 
 
-def _int(name: str, v, low: int = 1) -> int:
-    if not isinstance(v, int) or isinstance(v, bool) or v < low:
-        raise arg_error(f"argument '{name}': must be an int >= {low} (got {v!r})")
-    return v
+def _int(name: str, v, low: int = 1, high: int = INT64[1]) -> int:
+    return int_arg(name, v, low, high)
 
 
 def _mx_route(mx_route) -> int:
@@ -48,7 +46,7 @@ def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibr
     c.quant, c.scale_layout = _mode_of(quant), _layout_of(scale_layout)
     c.mode = _enum(mode, _weave.parse_gemm_all_reduce_mode, _AR_MODES, "mode", GemmAllReduceMode)
     c.exact_own = bool(exact_own)
-    c.chunks = _int("chunks", chunks, 0)
+    c.chunks = _int("chunks", chunks, 0, INT32[1])
     c.calibration = _calibration_path(calibration)
     c.mx_route = _mx_route(mx_route)
     return c
@@ -223,12 +221,13 @@ class GemmAllReduce(_FusedOp):
                  exact_own: bool = False, chunks: int = 0) -> str:
         """'' if the op can run in a world of `world` ranks, else every rule it breaks. CPU only."""
         return _weave.gemm_all_reduce_validate(_ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks),
-                                               world)
+                                               _int("world", world, *INT32))
 
     @staticmethod
     def window_bytes(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", mode="auto") -> int:
         """Bytes of the op's window per rank (size before allocating). CPU only."""
-        return _weave.gemm_all_reduce_window_bytes(_ar_config(n, k, m_max, quant, scale_layout, mode, False, 0), world)
+        return _weave.gemm_all_reduce_window_bytes(_ar_config(n, k, m_max, quant, scale_layout, mode, False, 0),
+                                                     _int("world", world, *INT32))
 
     def plan(self, m: int) -> dict:
         """What a call of m rows runs and why: tiles, waves, bands, chunks, bytes per leg, the model."""
@@ -285,13 +284,15 @@ class GemmAllGather(_FusedOp):
     def validate(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", out_dtype="bf16",
                  mode="auto") -> str:
         """'' if the op can run in a world of `world` ranks, else every rule it breaks. CPU only."""
-        return _weave.gemm_all_gather_validate(_ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode), world)
+        return _weave.gemm_all_gather_validate(_ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode),
+                                                  _int("world", world, *INT32))
 
     @staticmethod
     def window_bytes(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", out_dtype="bf16",
                      mode="auto") -> int:
         """Bytes of the op's window per rank (size before allocating). CPU only."""
-        return _weave.gemm_all_gather_window_bytes(_ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode), world)
+        return _weave.gemm_all_gather_window_bytes(_ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode),
+                                                  _int("world", world, *INT32))
 
     def plan(self, m: int) -> dict:
         """What a call of m rows per rank runs and why."""

@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 
 from . import _weave
-from ._errors import arg_error
+from ._errors import INT32, INT64, arg_error, int_arg
 from ._tensors import DType, HOST, describe, resolve_stream
 
 ScaleMode = _weave.ScaleMode
@@ -87,10 +87,7 @@ class GemmPlan:
 
 def _problem(m, n, k, mode, layout, odt):
     p = _weave.GemmProblem()
-    for name, v in (("m", m), ("n", n), ("k", k)):
-        if not isinstance(v, int) or isinstance(v, bool):
-            raise arg_error(f"argument '{name}': must be an int (got {type(v).__name__})")
-    p.m, p.n, p.k = m, n, k
+    p.m, p.n, p.k = (int_arg(name, v, *INT64) for name, v in (("m", m), ("n", n), ("k", k)))
     p.mode, p.scale_layout, p.out_dtype = _mode_of(mode), _layout_of(layout), _out_dtype_of(odt)
     return p
 
@@ -101,7 +98,9 @@ _SCALE_A_ROUTES = {"auto": 0, "as-given": 1, "mn-major-copy": 2}
 
 def _overrides(block_m=0, block_n=0, grid=0, split_k=0, group_rows=0, mx_route="auto", scale_a_route="auto"):
     o = _weave.GemmPlanOverrides()
-    o.block_m, o.block_n, o.grid, o.split_k, o.group_rows = block_m, block_n, grid, split_k, group_rows
+    o.block_m, o.block_n, o.grid, o.split_k, o.group_rows = (
+        int_arg(name, v, *INT32) for name, v in (("block_m", block_m), ("block_n", block_n), ("grid", grid),
+                                                 ("split_k", split_k), ("group_rows", group_rows)))
     if mx_route not in _MX_ROUTES:
         raise arg_error(f"argument 'mx_route': must be one of auto, native, bf16 (got {mx_route!r})")
     o.mx_route = _MX_ROUTES[mx_route]
@@ -127,7 +126,7 @@ def plan_gemm(m: int, n: int, k: int, mode="bf16", out_dtype="bf16", scale_layou
     scales) or "mn-major-copy" (A's scales copied to MN-major in the workspace first, then the
     faster MN-major kernel; bitwise the same result)."""
     p = _problem(m, n, k, mode, scale_layout, out_dtype)
-    return GemmPlan._of(_weave.gemm_plan(p, num_sms, _overrides(block_m, block_n, grid, split_k, group_rows,
+    return GemmPlan._of(_weave.gemm_plan(p, int_arg("num_sms", num_sms, *INT32), _overrides(block_m, block_n, grid, split_k, group_rows,
                                                                  mx_route, scale_a_route)))
 
 

@@ -83,11 +83,10 @@ constexpr int64_t kHalfRowTileMaxM = 128;
 std::vector<std::string> gemm_problem_violations(const GemmProblem& p) {
   std::vector<std::string> out;
   auto add = [&](const std::string& s) { out.push_back(s); };
-  constexpr int64_t kMax = int64_t{1} << 31;
   if (p.m < 1) add("m must be >= 1 (got " + std::to_string(p.m) + ")");
   if (p.n < 1) add("n must be >= 1 (got " + std::to_string(p.n) + ")");
   if (p.k < 1) add("k must be >= 1 (got " + std::to_string(p.k) + ")");
-  if (p.m >= kMax || p.n >= kMax || p.k >= kMax)
+  if (p.m > kMaxDim || p.n > kMaxDim || p.k > kMaxDim)
     add("m, n and k must each be < 2^31 (TMA coordinates are 32-bit)");
   if (p.out_dtype != DType::kBF16 && p.out_dtype != DType::kF32)
     add("out_dtype must be bf16 or fp32 (got " + std::string(to_string(p.out_dtype)) + ")");
@@ -133,15 +132,22 @@ static std::string tiles_list(const std::vector<TileCandidate>& c) {
   return os.str();
 }
 
-GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverrides& o,
-                         const std::vector<TileCandidate>& cands) {
-  WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1 (got " << num_sms << ")");
+void check_plan_limits(int num_sms, const GemmPlanOverrides& o) {
+  WEAVE_EXPECT_ARG(num_sms >= 1 && num_sms <= kMaxSms,
+                   "argument 'num_sms': must be 1 .. " << kMaxSms << " (an SM count; got " << num_sms << ")");
   WEAVE_EXPECT_ARG(o.split_k >= 0 && o.split_k <= kMaxSplitK,
                    "override 'split_k': must be 1 (no split) .. " << kMaxSplitK << ", or 0 for the planner's choice (got "
                                                                  << o.split_k << ")");
-  WEAVE_EXPECT_ARG(o.grid >= 0, "override 'grid': must be >= 1, or 0 for the planner's choice (got " << o.grid << ")");
+  WEAVE_EXPECT_ARG(o.grid >= 0 && o.grid <= num_sms,
+                   "override 'grid' = " << o.grid << ": a persistent grid has at most one CTA per SM, so 1 .. num_sms = "
+                                        << num_sms << ", or 0 for the planner's choice");
   WEAVE_EXPECT_ARG(o.group_rows >= 0,
                    "override 'group_rows': must be >= 1, or 0 for the planner's choice (got " << o.group_rows << ")");
+}
+
+GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverrides& o,
+                         const std::vector<TileCandidate>& cands) {
+  check_plan_limits(num_sms, o);
   WEAVE_EXPECT_ARG((o.block_m == 0) == (o.block_n == 0),
                    "override tile: give both block_m and block_n (got " << o.block_m << "x" << o.block_n << ")");
   WEAVE_EXPECT(!cands.empty(), Status::kUnsupported,
@@ -444,7 +450,7 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
   const std::string bad = gemm_validate_problem(problem);
   WEAVE_EXPECT_ARG(bad.empty(), "problem m=" << problem.m << " n=" << problem.n << " k=" << problem.k << " mode "
                                              << to_string(problem.mode) << ": " << bad);
-  WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1 (got " << num_sms << ")");
+  gemm::check_plan_limits(num_sms, overrides);
   WEAVE_EXPECT_ARG(problem.mode == ScaleMode::kMxfp8 || overrides.mx_route == MxRoute::kAuto,
                    "override 'mx_route': applies to mode mxfp8 only (mode " << to_string(problem.mode) << ")");
   const bool blockscale_raw = problem.mode == ScaleMode::kBlockscale && problem.scale_layout == ScaleLayout::kRaw;

@@ -21,6 +21,14 @@ struct TileCandidate {
 // its fp32-output twin for split-K when that is built.
 std::vector<TileCandidate> gemm_tile_candidates(const GemmProblem& problem);
 
+// Limits the library checks and the CLI's options show (one place for both): m, n and k are TMA
+// coordinates (32-bit); num_sms is an SM count (H100/H200: 132), and a persistent grid has at most
+// one CTA per SM.
+inline constexpr int64_t kMaxDim = (int64_t{1} << 31) - 1;
+inline constexpr int kMaxSms = 1024;
+// Throws Error(kInvalidArgument) naming num_sms or the override field when one is out of range.
+void check_plan_limits(int num_sms, const GemmPlanOverrides& overrides);
+
 // split-K rule constants (see gemm_plan_tiles).
 inline constexpr int kMaxSplitK = 16;
 // Row blocks per L2 group of the tile order unless overridden (GemmPlan::group_rows).

@@ -86,7 +86,7 @@ struct BadInput {
 std::vector<BadInput> bad_inputs() {
   const std::string nofolder = missing_dir_file();
   const std::string folder = std::filesystem::temp_directory_path().string();
-  return {
+  std::vector<BadInput> cases = {
       // sizes: sign, zero, junk, overflow, order
       {"BenchCommNegativeMaxBytes", {"bench", "comm", "-e", "-1"}, {"-e/--maxbytes '-1'", "digits with an optional K, M or G"}},
       {"BenchCommNegativeMinBytes", {"bench", "comm", "-b", "-8K"}, {"-b/--minbytes '-8K'"}},
@@ -105,6 +105,7 @@ std::vector<BadInput> bad_inputs() {
       {"PlanCommHugeBytes", {"plan", "comm", "--bytes", "2000G"}, {"--bytes '2000G'", "at most"}},
       {"PlanCommLsaTeamAboveWorld", {"plan", "comm", "--world", "2", "--lsa-team", "4"}, {"--lsa-team 4", "at most --world = 2"}},
       {"PlanCommMaxBlocksZero", {"plan", "comm", "--max-blocks", "0"}, {"--max-blocks", "not in range"}},
+      {"PlanCommWorldLetters", {"plan", "comm", "--world", "two"}, {"--world: Value two is not an integer"}},
       // GEMM planner overrides
       {"PlanGemmTileTrailingJunk", {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--tile", "128x256junk"},
        {"--tile '128x256junk'", "BMxBN"}},
@@ -114,7 +115,9 @@ std::vector<BadInput> bad_inputs() {
       {"PlanGemmGridHuge", {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--grid", "100000"},
        {"--grid", "not in range 0 to 1024"}},
       {"PlanGemmGridAboveSms", {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--grid", "200"},
-       {"--grid 200", "at most --sms = 132"}},
+       {"--grid: override 'grid' = 200", "at most one CTA per SM, so 1 .. num_sms = 132"}},
+      {"PlanGemmGridAboveSmsOnGemv", {"plan", "gemm", "-m", "16", "-n", "4096", "-k", "4096", "--sms", "8", "--grid", "9"},
+       {"--grid: override 'grid' = 9", "num_sms = 8"}},
       {"PlanGemmGridNegative", {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--grid", "-3"}, {"--grid"}},
       {"PlanGemmSmsZero", {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--sms", "0"},
        {"--sms", "not in range 1 to 1024"}},
@@ -125,6 +128,20 @@ std::vector<BadInput> bad_inputs() {
       {"PlanGemmGridOnGemv", {"plan", "gemm", "-m", "16", "-n", "4096", "-k", "4096", "--grid", "8"},
        {"--grid: m = 16 goes to the decode GEMV"}},
       {"PlanGemmZeroM", {"plan", "gemm", "-m", "0", "-n", "128", "-k", "128"}, {"-m", "not in range"}},
+      // a rule of the kernels is the user's input too: one line naming the options
+      {"PlanGemmKNotMultipleOfTheScaleBlock", {"plan", "gemm", "-m", "4096", "-n", "5120", "-k", "2000", "--quant", "blockscale"},
+       {"weave plan gemm: -k 2000 --quant blockscale: k must be a multiple of 128 for blockscale"}},
+      {"PlanGemmNNotMultipleOf8", {"plan", "gemm", "-m", "128", "-n", "100", "-k", "128"},
+       {"-n 100 --out bf16: n must be a multiple of 8 for bf16 output"}},
+      {"PlanGemmMAboveTheKernels", {"plan", "gemm", "-m", "2147483648", "-n", "128", "-k", "128"},
+       {"-m", "not in range 1 to 2147483647"}},
+      // non-numbers are called non-numbers (CLI::Range called them out of range)
+      {"PlanGemmMLetters", {"plan", "gemm", "-m", "abc", "-n", "128", "-k", "128"}, {"-m: Value abc is not an integer"}},
+      {"PlanGemmMFraction", {"plan", "gemm", "-m", "1.5", "-n", "128", "-k", "128"}, {"-m: Value 1.5 is not an integer"}},
+      {"PlanGemmMExponent", {"plan", "gemm", "-m", "1e3", "-n", "128", "-k", "128"}, {"-m: Value 1e3 is not an integer"}},
+      {"PlanGemmSmsLetters", {"plan", "gemm", "-m", "128", "-n", "128", "-k", "128", "--sms", "many"},
+       {"--sms: Value many is not an integer"}},
+      {"PlanGemmAgSmsFraction", {"plan", "gemm-ag", "--sms", "0.5"}, {"--sms: Value 0.5 is not an integer"}},
       {"PlanGemmBadQuant", {"plan", "gemm", "-m", "128", "-n", "128", "-k", "128", "--quant", "fp4"}, {"--quant 'fp4'"}},
       {"PlanGemmBadOut", {"plan", "gemm", "-m", "128", "-n", "128", "-k", "128", "--out", "e4m3"}, {"--out 'e4m3'"}},
       // bench gemm shapes
@@ -139,13 +156,24 @@ std::vector<BadInput> bad_inputs() {
       {"BenchGemmBadQuant", {"bench", "gemm", "--quant", "bf16,int8"}, {"--quant: 'int8'"}},
       {"BenchGemmJsonInMissingFolder", {"bench", "gemm", "--json", nofolder}, {"--json '" + nofolder + "'", "does not exist"}},
       {"BenchGemmJsonIsAFolder", {"bench", "gemm", "--json", folder}, {"is a directory"}},
+      {"BenchGemmKNotMultipleOfTheScaleBlock", {"bench", "gemm", "-m", "128", "-n", "128", "-k", "96", "--quant", "bf16,blockscale,mxfp8"},
+       {"-k 96 --quant blockscale: k must be a multiple of 128"}},
+      {"BenchGemmShapesNNotMultipleOf8", {"bench", "gemm", "--shapes", "4096x4096x4096,128x100x128"},
+       {"--shapes 128x100x128 --out bf16: n must be a multiple of 8"}},
+      {"BenchGemmEmptyQuantItem", {"bench", "gemm", "--quant", "bf16,"}, {"--quant: 'bf16,' has an empty item"}},
+      {"BenchGemmEmptyShapesItem", {"bench", "gemm", "--shapes", ",128x128x128"}, {"--shapes: ',128x128x128' has an empty item"}},
       // bench copy and the shared options
       {"BenchCopyNegativeSize", {"bench", "copy", "--sizes", "-1"}, {"--sizes -1", "at least 16 bytes"}},
       {"BenchCopyNanSize", {"bench", "copy", "--sizes", "nan"}, {"--sizes"}},
       {"BenchCopyHugeSize", {"bench", "copy", "--sizes", "1e12"}, {"--sizes", "at most 65536 MB"}},
       {"BenchCopyJsonInMissingFolder", {"bench", "copy", "--json", nofolder}, {"--json '" + nofolder + "'"}},
       {"BenchJsonInMissingFolder", {"bench", "--json", nofolder}, {"--json '" + nofolder + "'", "does not exist"}},
-      {"BenchNegativeDevice", {"bench", "--devices", "-1"}, {"--devices"}},
+      {"BenchNegativeDevice", {"bench", "--devices", "-1"}, {"--devices: Value -1 not in range 0 to 2147483647"}},
+      {"BenchCopyNegativeDevice", {"bench", "copy", "--devices", "-1"}, {"--devices: Value -1 not in range 0 to 2147483647"}},
+      {"BenchDeviceLetters", {"bench", "--devices", "0,one"}, {"--devices: Value one is not an integer"}},
+      {"BenchEmptyDeviceItem", {"bench", "copy", "--devices", "0,,1"}, {"--devices: '0,,1' has an empty item"}},
+      {"BenchCopyEmptySizesItem", {"bench", "copy", "--sizes", "64,,256"}, {"--sizes: '64,,256' has an empty item"}},
+      {"BenchCommEmptyOpItem", {"bench", "comm", "--op", "all-gather,,all-reduce"}, {"--op: 'all-gather,,all-reduce' has an empty item"}},
       {"BenchRepeatedDevice", {"bench", "copy", "--devices", "0,0"}, {"--devices: ordinal 0 is listed twice"}},
       {"BenchIdleWaitNan", {"bench", "copy", "--idle-wait", "nan"}, {"--idle-wait"}},
       {"BenchItersZero", {"bench", "gemm", "-i", "0"}, {"--iters", "not in range 1 to 100000"}},
@@ -163,6 +191,8 @@ std::vector<BadInput> bad_inputs() {
       {"PlanGemmAgWorldNine", {"plan", "gemm-ag", "--world", "9"}, {"--world 9: world must be in 1..8"}},
       {"PlanGemmAgMAboveMMax", {"plan", "gemm-ag", "-m", "128,4096", "--m-max", "1024"}, {"-m/--m 4096: above --m-max 1024"}},
       {"PlanGemmAgZeroM", {"plan", "gemm-ag", "-m", "0"}, {"--m", "not in range"}},
+      {"PlanGemmAgEmptyMItem", {"plan", "gemm-ag", "--m", "1024,,2048"}, {"-m/--m: '1024,,2048' has an empty item"}},
+      {"PlanGemmAgMLetters", {"plan", "gemm-ag", "--m", "1024,lots"}, {"-m/--m: Value lots is not an integer"}},
       {"PlanGemmAgKForBlockscale", {"plan", "gemm-ag", "--quant", "blockscale", "--k", "100"}, {"--k 100", "the per-rank GEMM"}},
       {"PlanGemmAgJsonInMissingFolder", {"plan", "gemm-ag", "--json", nofolder}, {"--json '" + nofolder + "'", "does not exist"}},
       {"BenchGemmAgWorldNine", {"bench", "gemm-ag", "--emulate-world", "9"}, {"--emulate-world", "not in range 1 to 8"}},
@@ -179,6 +209,7 @@ std::vector<BadInput> bad_inputs() {
       {"PlanGemmArWorldNine", {"plan", "gemm-ar", "--world", "9"}, {"--world 9: world must be in 1..8"}},
       {"PlanGemmArMAboveMMax", {"plan", "gemm-ar", "-m", "128,4096", "--m-max", "1024"}, {"-m/--m 4096: above --m-max 1024"}},
       {"PlanGemmArZeroM", {"plan", "gemm-ar", "-m", "0"}, {"--m", "not in range"}},
+      {"PlanGemmArEmptyMItem", {"plan", "gemm-ar", "-m", "1024,"}, {"-m/--m: '1024,' has an empty item"}},
       {"PlanGemmArChunks17", {"plan", "gemm-ar", "--chunks", "17"}, {"--chunks 17: chunks must be in 0..16"}},
       {"PlanGemmArNegativeChunks", {"plan", "gemm-ar", "--chunks", "-1"}, {"--chunks -1: chunks must be in 0..16"}},
       {"PlanGemmArKForBlockscale", {"plan", "gemm-ar", "--quant", "blockscale", "--k", "100"},
@@ -188,6 +219,8 @@ std::vector<BadInput> bad_inputs() {
       {"BenchGemmArWorldNine", {"bench", "gemm-ar", "--emulate-world", "9"}, {"--emulate-world", "not in range 1 to 8"}},
       {"BenchGemmArTwoGpus", {"bench", "gemm-ar", "--devices", "0,1"}, {"--devices", "gemm-ar", "not yet"}},
       {"BenchGemmArUnknownArm", {"bench", "gemm-ar", "--arms", "gemm-only,nccl"}, {"--arms: 'nccl'"}},
+      {"BenchGemmArEmptyArmItem", {"bench", "gemm-ar", "--arms", "gemm-only,,fused"}, {"--arms: 'gemm-only,,fused' has an empty item"}},
+      {"BenchGemmArEmptyMItem", {"bench", "gemm-ar", "-m", ",128"}, {"-m/--m: ',128' has an empty item"}},
       {"BenchGemmArOnlySplitNccl", {"bench", "gemm-ar", "--emulate-world", "2", "--arms", "split-nccl"},
        {"--arms: none of the arms named runs at world 2", "no NCCL communicator"}},
       {"BenchGemmArNNotMultipleOf8", {"bench", "gemm-ar", "--emulate-world", "2", "-n", "100"}, {"--n 100"}},
@@ -200,6 +233,17 @@ std::vector<BadInput> bad_inputs() {
       {"UnknownBenchSuite", {"bench", "nosuch"}, {"weave bench: unknown subcommand 'nosuch' (expected one of: ", "copy",
                                                   "gemm", "comm"}},
   };
+  // An algorithm the op or transport lacks (a transport compiled out is a report instead, exit 1).
+#if WEAVE_TEST_EXPECT_CE
+  cases.push_back({"PlanCommAlgorithmTheTransportLacks", {"plan", "comm", "--algorithm", "ll", "--transport", "ce"},
+                   {"--algorithm ll --transport ce --op all-reduce: algorithm 'll' is not implemented", "ll: lsa only"}});
+#endif
+#if WEAVE_TEST_EXPECT_LSA
+  cases.push_back({"PlanCommAlgorithmTheOpLacks",
+                   {"plan", "comm", "--op", "reduce-scatter", "--algorithm", "two-shot", "--transport", "lsa"},
+                   {"--algorithm two-shot --transport lsa --op reduce-scatter: algorithm 'two-shot' is not implemented"}});
+#endif
+  return cases;
 }
 
 class CliBadInput : public ::testing::TestWithParam<BadInput> {};
@@ -240,10 +284,15 @@ TEST(Cli, PlansRunWithoutAGpu) {
 #else
   EXPECT_EQ(r.rc, 1) << "every transport is compiled out: the plan must be refused\n" << r.out;
 #endif
-  // A problem that breaks a kernel rule is a report (exit 1), not a usage error.
-  r = run_weave({"plan", "gemm", "-m", "128", "-n", "128", "-k", "100", "--quant", "blockscale"});
-  EXPECT_EQ(r.rc, 1) << r.out;
-  EXPECT_NE(r.out.find("k must be a multiple of 128 for blockscale"), std::string::npos) << r.out;
+  // A problem the tiled kernels refuse but the decode GEMV takes is planned (the broken rules listed).
+  r = run_weave({"plan", "gemm", "-m", "16", "-n", "100", "-k", "4096"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("(the decode GEMV takes this problem)"), std::string::npos) << r.out;
+  // Lists split on single commas; a list given twice is one list.
+  r = run_weave({"plan", "gemm-ag", "-m", "128,1024", "-m", "4096"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("m_max 4096"), std::string::npos) << r.out;
+  for (const char* row : {"\n    128 ", "\n   1024 ", "\n   4096 "}) EXPECT_NE(r.out.find(row), std::string::npos) << row << r.out;
 }
 
 // `weave plan gemm-ag`: one row per M with the planner's choice and reason; no GPU needed.
@@ -392,6 +441,21 @@ TEST(Cli, ValidBenchInputReachesTheGpuProbe) {
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_NE(r.out.find(weave::no_gpu_reason()), std::string::npos) << r.out;
   }
+}
+
+// --help shows the limits the options enforce (the kernels' and the planner's), not the type's.
+TEST(Cli, HelpRangesAreTheRealLimits) {
+  CliRun r = run_weave({"plan", "gemm", "--help"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("-m INT:INT in [1 - 2147483647]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--sms INT:INT in [1 - 1024]"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("2305843009213693951"), std::string::npos) << r.out;
+  r = run_weave({"bench", "--help"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("--devices INT in [0 - 2147483647],..."), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("1797693134862315708"), std::string::npos) << r.out;
+  r = run_weave({"plan", "gemm-ar", "--help"});
+  EXPECT_NE(r.out.find("-m,--m INT in [1 - 1048576],...=128,1024,4096,8192"), std::string::npos) << r.out;
 }
 
 TEST(Cli, VersionIsTheLibrarys) {

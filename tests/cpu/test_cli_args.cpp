@@ -146,6 +146,39 @@ TEST(CliArgs, DigitsOnlyRefusesWhatCliWouldWrap) {
   for (std::string bad : {"-1", "+1", "18446744073709551616", "1e3", "0x10", ""}) EXPECT_NE(v(bad), "") << bad;
 }
 
+TEST(CliArgs, IntRangeCallsNonIntegersWhatTheyAre) {
+  const CLI::Validator v = int_range(-3, 1024);
+  for (std::string ok : {"-3", "0", "7", "1024", "0007"}) EXPECT_EQ(v(ok), "") << ok;
+  for (std::string bad : {"abc", "1.5", "1e3", "0x10", "+5", "", "-", "--1", "5 "})
+    EXPECT_EQ(v(bad), "Value " + bad + " is not an integer") << bad;
+  for (std::string bad : {"-4", "1025", "99999999999999999999", "-9223372036854775809"})
+    EXPECT_EQ(v(bad), "Value " + bad + " not in range -3 to 1024") << bad;
+  EXPECT_EQ(v.get_description(), "INT in [-3 - 1024]");
+  const CLI::Validator full = int_range(INT64_MIN, INT64_MAX);
+  for (std::string ok : {"-9223372036854775808", "9223372036854775807"}) EXPECT_EQ(full(ok), "") << ok;
+  EXPECT_NE(full("9223372036854775808"), "");
+}
+
+TEST(CliArgs, ListsRefuseEmptyItemsAndCheckEachItem) {
+  EXPECT_EQ(split_list("-m", {"1,2", "3"}), (std::vector<std::string>{"1", "2", "3"}));
+  for (std::string bad : {"1,,2", ",1", "1,", ""}) {
+    try {
+      split_list("-m/--m", {bad});
+      ADD_FAILURE() << bad;
+    } catch (const CLI::ValidationError& e) {
+      EXPECT_NE(std::string(e.what()).find("-m/--m: '" + bad + "' has an empty item"), std::string::npos) << e.what();
+    }
+  }
+  CLI::App app{"test"};
+  std::vector<std::int64_t> ms{128, 4096};
+  CLI::Option* opt = add_list_option(app, "-m,--m", ms, "rows", int_range(1, 1024));
+  EXPECT_EQ(opt->get_default_str(), "128,4096");
+  app.parse("-m 1,2 -m 3", false);
+  EXPECT_EQ(ms, (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_THROW(app.parse("-m 1,2048", false), CLI::ValidationError);
+  EXPECT_THROW(app.parse("-m 1,x", false), CLI::ValidationError);
+}
+
 // A command shaped like weave's: top level with subcommands, one of which has subcommands.
 struct FakeCli {
   CLI::App app{"test"};

@@ -222,6 +222,35 @@ TEST(GemmPlanTiles, OverridesAreHonouredOrRefused) {
   }
 }
 
+// The library refuses what the CLI refuses (both read gemm::kMaxSms and check_plan_limits): a
+// grid above the SM count and an SM count no GPU has. Before, gemm_plan took grid 500 on 132 SMs
+// and num_sms 10^6.
+TEST(GemmPlan, GridAndSmCountAreCheckedAgainstTheSameLimitsAsTheCli) {
+  GemmProblem p = problem(4096, 4096, 4096);
+  auto refusal = [&](int num_sms, const GemmPlanOverrides& o) -> std::string {
+    try {
+      gemm_plan(p, num_sms, o);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument);
+      return e.message();
+    }
+    return "";
+  };
+  EXPECT_NE(refusal(132, {.grid = 500}).find("override 'grid' = 500: a persistent grid has at most one CTA per SM, so "
+                                             "1 .. num_sms = 132"),
+            std::string::npos);
+  EXPECT_NE(refusal(gemm::kMaxSms + 1, {}).find("argument 'num_sms': must be 1 .. 1024"), std::string::npos);
+  EXPECT_NE(refusal(1000000, {}).find("'num_sms'"), std::string::npos);
+  EXPECT_EQ(refusal(132, {.grid = 132}), "");
+  EXPECT_EQ(refusal(gemm::kMaxSms, {.grid = gemm::kMaxSms}), "");
+  // The decode GEMV path checks them too (m = 16 skips the tiled planner).
+  p = problem(16, 4096, 4096);
+  EXPECT_NE(refusal(8, {.grid = 9}).find("override 'grid' = 9"), std::string::npos);
+  // m, n, k: the rule's limit is the constant the CLI shows.
+  EXPECT_TRUE(gemm::gemm_problem_violations(problem(gemm::kMaxDim, 128, 128)).empty());
+  EXPECT_FALSE(gemm::gemm_problem_violations(problem(gemm::kMaxDim + 1, 128, 128)).empty());
+}
+
 TEST(GemmPlanInstances, TableIsConsistent) {
   const auto& all = gemm::gemm_instances();
   if (all.empty()) GTEST_SKIP() << "no GEMM instances in this build (WEAVE_GEMM_KERNELS narrowed to none)";

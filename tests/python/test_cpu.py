@@ -105,6 +105,48 @@ def test_plan_argument_errors(kw, needle):
     assert needle in str(e.value)
 
 
+# A number the C++ binding cannot hold (too wide, a float, a bool) is the caller's mistake: an
+# ArgumentError naming the argument. The binding's own TypeError named neither.
+@pytest.mark.parametrize("call,needle", [
+    (lambda: weave.plan_gemm(2**70, 4096, 4096), "argument 'm': must be an int <= 9223372036854775807 (got 2**70"),
+    (lambda: weave.plan_gemm(4096, 4096.0, 4096), "argument 'n': must be an int (got float 4096.0)"),
+    (lambda: weave.plan_gemm(4096, 4096, 4096, split_k=2.5), "argument 'split_k': must be an int (got float 2.5)"),
+    (lambda: weave.plan_gemm(4096, 4096, 4096, grid=True), "argument 'grid': must be an int (got bool True)"),
+    (lambda: weave.plan_gemm(4096, 4096, 4096, block_m=2**40, block_n=128), "argument 'block_m': must be an int <="),
+    (lambda: weave.plan_gemm(4096, 4096, 4096, num_sms=2**40), "argument 'num_sms': must be an int <= 2147483647"),
+    (lambda: weave.plan_gemm(4096, 4096, 4096, num_sms="132"), "argument 'num_sms': must be an int (got str '132')"),
+    (lambda: weave.validate_gemm(-(2**64), 8, 8), "argument 'm': must be an int >= -9223372036854775808"),
+    (lambda: weave.GemmAllReduce.validate(n=2**70, k=2048, m_max=128, world=2), "argument 'n': must be an int <="),
+    (lambda: weave.GemmAllReduce.validate(n=7168, k=2048, m_max=128, world=2.0), "argument 'world': must be an int"),
+    (lambda: weave.GemmAllReduce.validate(n=7168, k=2048, m_max=128, world=2, chunks=1.5), "argument 'chunks'"),
+    (lambda: weave.GemmAllGather.window_bytes(n=2048, k=7168, m_max=2**63, world=2), "argument 'm_max': must be an int <="),
+])
+def test_numeric_mistakes_are_argument_errors_not_type_errors(call, needle):
+    with pytest.raises(weave.ArgumentError) as e:
+        call()
+    assert needle.replace("2**70", str(2**70)) in str(e.value)
+
+
+def test_numpy_integers_are_ints():
+    np = pytest.importorskip("numpy")
+    assert weave.plan_gemm(np.int64(4096), np.int32(4096), 4096, split_k=np.int64(1)).split_k == 1
+
+
+# The library refuses what `weave plan gemm` refuses, with the same limits (gemm::kMaxSms and
+# check_plan_limits): before, grid=500 on 132 SMs and num_sms=10**6 planned.
+def test_plan_limits_are_the_clis():
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.plan_gemm(4096, 4096, 4096, grid=500)
+    assert "override 'grid' = 500: a persistent grid has at most one CTA per SM, so 1 .. num_sms = 132" in str(e.value)
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.plan_gemm(4096, 4096, 4096, num_sms=10**6)
+    assert "argument 'num_sms': must be 1 .. 1024" in str(e.value)
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.plan_gemm(16, 4096, 4096, num_sms=8, grid=9)  # the decode GEMV's path too
+    assert "override 'grid' = 9" in str(e.value)
+    assert weave.plan_gemm(4096, 4096, 4096, grid=132).grid == 132
+
+
 def test_error_types():
     with pytest.raises(ValueError):
         weave.plan_gemm(0, 8, 8)

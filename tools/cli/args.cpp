@@ -131,6 +131,43 @@ CLI::Validator finite_range(double lo, double hi) {
       desc.str());
 }
 
+CLI::Validator int_range(std::int64_t lo, std::int64_t hi) {
+  const std::string desc = "INT in [" + std::to_string(lo) + " - " + std::to_string(hi) + "]";
+  return CLI::Validator(
+      [lo, hi](std::string& text) -> std::string {
+        const bool negative = !text.empty() && text[0] == '-';
+        const std::string_view digits = std::string_view(text).substr(negative ? 1 : 0);
+        if (!all_digits(digits)) return "Value " + text + " is not an integer";
+        const std::uint64_t limit = negative ? std::uint64_t{1} << 63 : std::uint64_t{INT64_MAX};
+        std::uint64_t magnitude = limit + 1;  // stays out of range when the digits overflow
+        to_uint(digits, limit, &magnitude);
+        const std::int64_t v = magnitude > limit             ? 0
+                               : !negative                   ? static_cast<std::int64_t>(magnitude)
+                               : magnitude == limit          ? INT64_MIN
+                                                             : -static_cast<std::int64_t>(magnitude);
+        const bool in = magnitude <= limit && v >= lo && v <= hi;
+        if (!in) return "Value " + text + " not in range " + std::to_string(lo) + " to " + std::to_string(hi);
+        return std::string();
+      },
+      desc);
+}
+
+std::vector<std::string> split_list(const std::string& option, const std::vector<std::string>& raw) {
+  std::vector<std::string> items;
+  for (const std::string& arg : raw) {
+    for (std::size_t at = 0;;) {
+      const std::size_t comma = arg.find(',', at);
+      const std::string item = arg.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      if (item.empty())
+        throw CLI::ValidationError(option, "'" + arg + "' has an empty item (give values separated by single commas)");
+      items.push_back(item);
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+  }
+  return items;
+}
+
 CLI::Validator digits_only() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

@@ -45,6 +45,39 @@ void check_device_list(std::string_view option, const std::vector<int>& devices)
 
 // A CLI11 check for a double option: finite and in [lo, hi] (CLI::Range lets NaN through).
 CLI::Validator finite_range(double lo, double hi);
+// A CLI11 check for an integer option: an optional '-' and decimal digits, then in [lo, hi].
+// CLI::Range called "abc", "1.5" and "1e3" out of range; this calls them what they are, and its
+// description (shown by --help) is the real limit, "INT in [lo - hi]".
+CLI::Validator int_range(std::int64_t lo, std::int64_t hi);
+
+// A comma-separated list option (-m 128,4096). CLI11's own delimiter drops empty items, so
+// "1024,,2048" would pass as two; here an empty item is refused by name, and every item must
+// pass `item` (and convert to T) or the option's line says which did not.
+std::vector<std::string> split_list(const std::string& option, const std::vector<std::string>& raw);
+template <class T>
+CLI::Option* add_list_option(CLI::App& app, const std::string& names, std::vector<T>& out, const std::string& help,
+                             CLI::Validator item = CLI::Validator("TEXT")) {
+  std::string shown = names;  // "-m,--m" -> "-m/--m", as CLI11 names options in its messages
+  for (char& c : shown)
+    if (c == ',') c = '/';
+  auto parse = [&out, item, shown](const std::vector<std::string>& raw) mutable {
+    std::vector<T> values;
+    for (std::string text : split_list(shown, raw)) {
+      const std::string why = item(text);
+      if (!why.empty()) throw CLI::ValidationError(shown, why);
+      T v{};
+      if (!CLI::detail::lexical_cast(text, v)) throw CLI::ValidationError(shown, "Value " + text + " is not a " + CLI::detail::type_name<T>());
+      values.push_back(v);
+    }
+    out = std::move(values);
+  };
+  std::string defaults;
+  for (const T& v : out) defaults += (defaults.empty() ? "" : ",") + CLI::detail::to_string(v);
+  CLI::Option* opt = app.add_option_function<std::vector<std::string>>(names, parse, help);
+  opt->type_name(item.get_description() + ",...");
+  if (!out.empty()) opt->default_str(defaults);
+  return opt;
+}
 // A CLI11 check for an unsigned option: decimal digits only (CLI11 would wrap "-1" to 2^64 - 1).
 CLI::Validator digits_only();
 

@@ -1,5 +1,6 @@
 #include "cli/gemm_ag_options.hpp"
 
+#include "cli/args.hpp"
 #include "cli/fused_options.hpp"
 #include "common/check.hpp"
 #include "weave/error.hpp"
@@ -7,13 +8,13 @@
 namespace weave::cli {
 
 void add_gemm_ag_options(CLI::App& app, GemmAgOptions& o, bool with_layout, bool with_mode, bool many) {
-  const auto dim = CLI::Range(std::int64_t{1}, (std::int64_t{1} << 31) - 1);
-  o.typed.m = app.add_option("-m,--m", o.ms, "rows per rank, comma-separated (one row each)")
-      ->delimiter(',')->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))->capture_default_str();
+  const auto dim = int_range(std::int64_t{1}, (std::int64_t{1} << 31) - 1);
+  o.typed.m = add_list_option(app, "-m,--m", o.ms, "rows per rank, comma-separated (one row each)",
+                              int_range(1, std::int64_t{1} << 20));
   o.typed.n = app.add_option("-n,--n", o.n, "output columns (rows of B)")->check(dim)->capture_default_str();
   o.typed.k = app.add_option("-k,--k", o.k, "reduction length")->check(dim)->capture_default_str();
   app.add_option("--m-max", o.m_max, "largest M per rank the op is built for (sizes its window; 0: the largest --m)")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20))->capture_default_str();
+      ->check(int_range(std::int64_t{0}, std::int64_t{1} << 20))->capture_default_str();
   o.typed.quant = app.add_option("--quant", o.quant, "bf16 | ptpc | blockscale | mxfp8")->capture_default_str();
   if (with_layout) app.add_option("--scale-layout", o.layout, "scale layout: raw | packed (mxfp8) | mn-major (blockscale: A scales M-contiguous)")->capture_default_str();
   o.typed.out = app.add_option("--out", o.out, "output dtype: bf16 | fp32 (fp32 only for bf16 inputs; default: fp32 for bf16 "

@@ -1,5 +1,6 @@
 #include "cli/gemm_ar_options.hpp"
 
+#include "cli/args.hpp"
 #include "cli/fused_options.hpp"
 #include "comm/protocol.hpp"
 #include "common/check.hpp"
@@ -8,16 +9,16 @@
 namespace weave::cli {
 
 void add_gemm_ar_options(CLI::App& app, GemmArOptions& o, bool with_layout, bool with_mode, bool many) {
-  const auto dim = CLI::Range(std::int64_t{1}, (std::int64_t{1} << 31) - 1);
-  o.typed.m = app.add_option("-m,--m", o.ms, "rows M, comma-separated (one row each; every rank holds A_r [M, K_r])")
-      ->delimiter(',')->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))->capture_default_str();
+  const auto dim = int_range(std::int64_t{1}, (std::int64_t{1} << 31) - 1);
+  o.typed.m = add_list_option(app, "-m,--m", o.ms, "rows M, comma-separated (one row each; every rank holds A_r [M, K_r])",
+                              int_range(1, std::int64_t{1} << 20));
   o.typed.n = app.add_option("-n,--n", o.n, "output columns (rows of each rank's B_r)")->check(dim)->capture_default_str();
   o.typed.k = app.add_option("-k,--k", o.k,
                  "this rank's K shard K_r (the per-rank reduction length, the same on every rank; the layer's full "
                  "K is world x K_r)")
       ->check(dim)->capture_default_str();
   app.add_option("--m-max", o.m_max, "largest M the op is built for (sizes its window; 0: the largest --m)")
-      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 20))->capture_default_str();
+      ->check(int_range(std::int64_t{0}, std::int64_t{1} << 20))->capture_default_str();
   o.typed.quant = app.add_option("--quant", o.quant, "bf16 | ptpc | blockscale | mxfp8 (output: bf16 in every mode)")->capture_default_str();
   if (with_layout) app.add_option("--scale-layout", o.layout, "scale layout: raw | packed (mxfp8) | mn-major (blockscale: A scales M-contiguous)")->capture_default_str();
   if (with_mode)

@@ -62,16 +62,25 @@ int run_plan_comm(const PlanCommOptions& o) {
   const size_t per_rank = *op == CollectiveOp::kAllReduce ? total : total / static_cast<size_t>(o.world);
   const size_t count = std::max<size_t>(1, per_rank / esz);
   in.bytes = count * esz;
+  CollectivePlan plan;
+  std::string refused;
+  try {
+    plan = plan_collective(in);
+  } catch (const Error& e) {
+    // An algorithm the op or transport does not have is the user's input: one line, exit 2.
+    // A transport this build or machine lacks is a report (exit 1).
+    WEAVE_EXPECT_ARG(e.status() != Status::kInvalidArgument,
+                     "--algorithm " << o.algorithm << (o.transport == "auto" ? "" : " --transport " + o.transport)
+                                    << " --op " << o.op << ": " << e.message());
+    refused = "(" + std::string(to_string(e.status())) + "): " + e.message();
+  }
   std::printf("collective: %s, %s (nccl-tests size), world %d, %s per rank%s\n", o.op.c_str(), human_bytes(total).c_str(),
               o.world, human_bytes(in.bytes).c_str(), *op == CollectiveOp::kAllGather ? "" : (", " + o.dtype).c_str());
   std::printf("build: nccl %s, ce %s, lsa %s; NVLink/LSA team %d of %d ranks; peer access %s\n",
               in.compiled_nccl ? "in" : "OUT", in.compiled_ce ? "in" : "OUT", in.compiled_lsa ? "in" : "OUT",
               in.lsa_team_size, o.world, in.peer_access ? "yes" : "no");
-  CollectivePlan plan;
-  try {
-    plan = plan_collective(in);
-  } catch (const Error& e) {
-    std::printf("plan: refused (%s): %s\n", to_string(e.status()), e.message().c_str());
+  if (!refused.empty()) {
+    std::printf("plan: refused %s\n", refused.c_str());
     return 1;
   }
   std::printf("plan: transport %s, algorithm %s%s\n", std::string(to_string(plan.transport)).c_str(),
@@ -125,17 +134,17 @@ void add_plan_comm(CLI::App& plan) {
   auto opts = std::make_shared<PlanCommOptions>();
   CLI::App* c = plan.add_subcommand("comm", "Transport and algorithm a collective picks for a size and world, and why");
   c->add_option("--op", opts->op, "all-gather | reduce-scatter | all-reduce")->capture_default_str();
-  c->add_option("--world", opts->world, "ranks")->check(CLI::Range(1, 8))->capture_default_str();
+  c->add_option("--world", opts->world, "ranks")->check(int_range(1, kMaxWorld))->capture_default_str();
   c->add_option("--bytes", opts->bytes, "size, nccl-tests convention (K/M/G suffixes)")->capture_default_str();
   c->add_option("--transport", opts->transport, "auto | nccl | ce | lsa")->capture_default_str();
   c->add_option("--algorithm", opts->algorithm, "auto | push | pull | one-shot | two-shot | ll | nccl | nccl-ce")
       ->capture_default_str();
   c->add_option("--dtype", opts->dtype, "reduction dtype: bf16 | fp32")->capture_default_str();
   c->add_option("--lsa-team", opts->lsa_team, "ranks in one NVLink domain with each rank, 1 .. world (0: world)")
-      ->check(CLI::Range(0, 8));
+      ->check(int_range(0, kMaxWorld));
   c->add_flag("--no-peer-access", opts->no_peer_access, "plan as if the GPUs had no peer access");
   c->add_option("--max-blocks", opts->max_blocks, "lsa grid cap (H200: 264)")
-      ->check(CLI::Range(1, 65535))->capture_default_str();
+      ->check(int_range(1, 65535))->capture_default_str();
   c->callback([opts] { exit_code() = run_plan_comm(*opts); });
 }
 

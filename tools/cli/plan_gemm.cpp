@@ -1,10 +1,11 @@
-// `weave plan gemm`: what weave::Gemm would run for a shape (kernel, tile, grid, why) and every
-// rule the input breaks. Pure planning: runs on a machine without a GPU (default 132 SMs, H100/H200).
+// `weave plan gemm`: what weave::Gemm would run for a shape (kernel, tile, grid, why), and the
+// tiled kernels' rules a shape the decode GEMV takes breaks; a shape nothing can run is a usage
+// error naming the options. Pure planning: runs on a machine without a GPU (default 132 SMs).
 #include <cstdio>
-#include <limits>
 #include <string>
 
 #include "cli/args.hpp"
+#include "cli/gemm_rules.hpp"
 #include "cli/registry.hpp"
 #include "gemm/planner.hpp"
 #include "weave/error.hpp"
@@ -27,14 +28,13 @@ struct PlanGemmOptions {
   std::string scale_a_route = "auto";
 };
 
-constexpr int kMaxSms = 1024;
-
 // The option a planner override error is about (its messages name the override field).
 const char* override_option(const std::string& message) {
   if (message.find("'split_k'") != std::string::npos) return "--split-k";
   if (message.find("'grid'") != std::string::npos) return "--grid";
   if (message.find("'mx_route'") != std::string::npos) return "--mx-route";
   if (message.find("'scale_a_route'") != std::string::npos) return "--scale-a-route";
+  if (message.find("'num_sms'") != std::string::npos) return "--sms";
   return "--tile";
 }
 
@@ -43,8 +43,8 @@ int usage_error(const std::string& what) {
   return 2;
 }
 
-// Exit status: 0 planned, 1 the problem breaks a rule of the kernels (each is printed) or this
-// build cannot run it, 2 bad usage (an option's value, checked before anything is printed).
+// Exit status: 0 planned, 1 this build cannot run it, 2 bad usage: an option's value or a rule of
+// the kernels the problem breaks (one line, before anything is printed).
 int run_plan_gemm(const PlanGemmOptions& o) {
   GemmProblem p;
   p.m = o.m;
@@ -97,29 +97,23 @@ int run_plan_gemm(const PlanGemmOptions& o) {
     ov.block_m = t.block_m;
     ov.block_n = t.block_n;
   }
-  if (o.grid > o.sms)
-    return usage_error("--grid " + std::to_string(o.grid) + ": a persistent grid has at most one CTA per SM, so at most --sms = " +
-                       std::to_string(o.sms) + " (0: the planner's choice)");
-
   const auto violations = gemm::gemm_problem_violations(p);
   const std::string overall = gemm_validate_problem(p);
+  // A rule the problem breaks is the user's input: one line naming the options, exit 2.
+  if (!overall.empty()) return usage_error(name_gemm_rules(overall, p));
   GemmPlan plan;
   std::string refused;
-  if (overall.empty()) {
-    try {
-      plan = gemm_plan(p, o.sms, ov);
-    } catch (const Error& e) {
-      if (e.status() != Status::kInvalidArgument) {
-        refused = e.message();
-      } else {
-        return usage_error(std::string(override_option(e.message())) + ": " + e.message());
-      }
-    }
-    if (refused.empty() && plan.gemv && (o.grid > 0 || o.split_k > 0))
-      return usage_error(std::string(o.grid > 0 ? "--grid" : "--split-k") + ": m = " + std::to_string(p.m) +
-                         " goes to the decode GEMV, which takes no grid or K-split override (force the tiled "
-                         "kernels with --tile)");
+  try {
+    plan = gemm_plan(p, o.sms, ov);
+  } catch (const Error& e) {
+    if (e.status() == Status::kInvalidArgument)
+      return usage_error(std::string(override_option(e.message())) + ": " + e.message());
+    refused = e.message();  // this build cannot run it (a kernel not built): a report, exit 1
   }
+  if (refused.empty() && plan.gemv && (o.grid > 0 || o.split_k > 0))
+    return usage_error(std::string(o.grid > 0 ? "--grid" : "--split-k") + ": m = " + std::to_string(p.m) +
+                       " goes to the decode GEMV, which takes no grid or K-split override (force the tiled "
+                       "kernels with --tile)");
 
   std::printf("problem: m=%lld n=%lld k=%lld quant=%s out=%s layout=%s sms=%d\n", static_cast<long long>(p.m),
               static_cast<long long>(p.n), static_cast<long long>(p.k), o.quant.c_str(), o.out.c_str(),
@@ -129,9 +123,8 @@ int run_plan_gemm(const PlanGemmOptions& o) {
   } else {
     std::printf("constraints broken by the tiled GEMM kernels (%zu):\n", violations.size());
     for (const auto& v : violations) std::printf("  - %s\n", v.c_str());
-    if (overall.empty()) std::printf("  (the decode GEMV takes this problem)\n");
+    std::printf("  (the decode GEMV takes this problem)\n");
   }
-  if (!overall.empty()) return 1;
 
   if (!cands.empty()) {
     std::printf("built tiles for %s/%s:\n", std::string(to_string(tiles_of.mode)).c_str(), o.out.c_str());
@@ -193,20 +186,20 @@ int run_plan_gemm(const PlanGemmOptions& o) {
 void add_plan_gemm(CLI::App& plan) {
   auto opts = std::make_shared<PlanGemmOptions>();
   CLI::App* c = plan.add_subcommand("gemm", "Tile, grid and kernel weave::Gemm picks for a shape; every broken rule");
-  // Shapes >= 1 here; the kernels' own rules (alignment, K multiples, < 2^31) are what the plan reports.
-  const auto positive = CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max() / 4);
+  // The range here is the kernels' (TMA coordinates); alignment and K multiples are named after it.
+  const auto positive = int_range(1, gemm::kMaxDim);
   c->add_option("-m", opts->m, "rows of A and C")->required()->check(positive);
   c->add_option("-n", opts->n, "rows of B (columns of C)")->required()->check(positive);
   c->add_option("-k", opts->k, "reduction length")->required()->check(positive);
   c->add_option("--quant", opts->quant, "bf16 | ptpc | blockscale | mxfp8")->capture_default_str();
   c->add_option("--out", opts->out, "output dtype: bf16 | fp32")->capture_default_str();
   c->add_option("--layout", opts->layout, "scale layout: raw | packed (mxfp8) | mn-major (blockscale: A scales M-contiguous)")->capture_default_str();
-  c->add_option("--sms", opts->sms, "SM count to plan for")->check(CLI::Range(1, kMaxSms))->capture_default_str();
+  c->add_option("--sms", opts->sms, "SM count to plan for")->check(int_range(1, gemm::kMaxSms))->capture_default_str();
   c->add_option("--tile", opts->tile, "force a tile, BMxBN (e.g. 128x256); one of the built tiles");
   c->add_option("--grid", opts->grid, "force the persistent grid size (1 .. --sms); 0 = planner's choice")
-      ->check(CLI::Range(0, kMaxSms))->capture_default_str();
+      ->check(int_range(0, gemm::kMaxSms))->capture_default_str();
   c->add_option("--split-k", opts->split_k, "force a K split (1 = none, 2..16); 0 = planner's choice")
-      ->check(CLI::Range(0, gemm::kMaxSplitK))->capture_default_str();
+      ->check(int_range(0, gemm::kMaxSplitK))->capture_default_str();
   c->add_option("--mx-route", opts->mx_route,
                 "mxfp8: auto (the planner's model) | native (fp8 kernel, promotion every 32 K) | bf16 (A and B "
                 "converted to bf16 with their scales, then the bf16 kernel)")

@@ -17,6 +17,7 @@
 #include "common/check.hpp"
 #include "fused/all_reduce/params.hpp"
 #include "fused/all_reduce/plan.hpp"
+#include "gemm/planner.hpp"
 #include "gemm/dispatch.hpp"
 #include "weave/error.hpp"
 
@@ -32,7 +33,7 @@ struct PlanGemmArOptions {
   std::string calibration;  // a `weave bench gemm-ar --calibrate` table auto consults
 };
 
-constexpr int kMaxSms = 1024;
+using gemm::kMaxSms;
 
 std::string window_contents(const GemmAllReduceConfig& cfg, int world) {
   std::string s = "gar.out [m_max, N] bf16 and protocol words";
@@ -144,7 +145,7 @@ void add_plan_gemm_ar(CLI::App& plan) {
   add_gemm_ar_options(*c, opts->shape, /*with_layout=*/true, /*with_mode=*/true);
   c->add_option("--world", opts->world, "ranks (1..8)")->capture_default_str();
   c->add_option("--sms", opts->sms, "CTAs per rank to plan for (one rank per GPU; H100/H200: 132 SMs)")
-      ->check(CLI::Range(1, kMaxSms))->capture_default_str();
+      ->check(int_range(1, kMaxSms))->capture_default_str();
   c->add_flag("--no-fused", opts->no_fused, "plan as if the fused kernel were unavailable (auto then picks split-lsa)");
   c->add_option("--json", opts->json_path, "also write the rows as JSON to FILE (checked before planning)");
   c->add_option("--calibration", opts->calibration,

@@ -31,20 +31,20 @@ int& exit_code() {
 
 void add_common_bench_options(CLI::App& app, BenchOptions& o) {
   app.add_option("-w,--warmup", o.warmup, "untimed graph replays per arm before sampling")
-      ->check(CLI::Range(0, 1000))->capture_default_str();
+      ->check(int_range(0, 1000))->capture_default_str();
   app.add_option("-i,--iters", o.iters, "timed graph replays (samples) per arm; median/min/max over these")
-      ->check(CLI::Range(1, 100000))->capture_default_str();
+      ->check(int_range(1, 100000))->capture_default_str();
   app.add_option("--calls", o.calls_per_graph, "calls captured back-to-back in one CUDA graph (one sample)")
-      ->check(CLI::Range(1, 10000))->capture_default_str();
+      ->check(int_range(1, 10000))->capture_default_str();
   app.add_flag("--hot", o.hot, "reuse one weight copy (L2-hot); default is cold: rotate copies past the L2");
   app.add_option("--json", o.json_path, "also write the rows and machine description as JSON to FILE (checked at start)");
   app.add_flag("--no-idle-gate", o.no_idle_gate, "do not wait for idle GPUs (NVML) before measuring");
   app.add_option("--idle-threshold", o.idle_threshold, "GPU utilisation (%) under which a GPU counts as idle")
-      ->check(CLI::Range(1, 100))->capture_default_str();
+      ->check(int_range(1, 100))->capture_default_str();
   app.add_option("--idle-wait", o.idle_wait_s, "seconds to wait for idle GPUs before measuring anyway (flagged)")
       ->check(finite_range(0.0, 3600.0))->capture_default_str();
-  app.add_option("--devices", o.devices, "CUDA ordinals to use, comma-separated, each once (default: all visible)")
-      ->delimiter(',')->check(CLI::NonNegativeNumber);
+  add_list_option(app, "--devices", o.devices, "CUDA ordinals to use, comma-separated, each once (default: all visible)",
+                  int_range(0, INT32_MAX));
 }
 
 }  // namespace weave::cli

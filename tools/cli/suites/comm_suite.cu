@@ -477,15 +477,14 @@ void add_comm_suite(CLI::App& bench, BenchOptions& common) {
   auto* cmd = bench.add_subcommand("comm", "all-gather / reduce-scatter / all-reduce: weave ce and lsa vs NCCL (plain, "
                                            "symmetric, copy-engine), nccl-tests style, >= 2 GPUs");
   auto& o = comm_options();
-  cmd->add_option("--op", o.ops, "collectives: all-gather, reduce-scatter, all-reduce (comma-separated)")
-      ->delimiter(',')->capture_default_str();
+  add_list_option(*cmd, "--op", o.ops, "collectives: all-gather, reduce-scatter, all-reduce (comma-separated)");
   cmd->add_option("-b,--minbytes", o.min_bytes, "smallest size (nccl-tests convention; K/M/G suffixes)")->capture_default_str();
   cmd->add_option("-e,--maxbytes", o.max_bytes, "largest size")->capture_default_str();
   cmd->add_option("-f,--stepfactor", o.factor, "size multiplier between rows (2..1024)")
-      ->check(CLI::Range(2, kMaxStepFactor))->capture_default_str();
+      ->check(int_range(2, kMaxStepFactor))->capture_default_str();
   cmd->add_option("--dtype", o.dtype, "reduction dtype: bf16 or fp32 (fp32 accumulation)")->capture_default_str();
   cmd->add_option("--lsa-blocks", o.lsa_blocks, "cap of the lsa (and ce reduce) grid; 0 = from occupancy")
-      ->check(CLI::Range(0, kMaxLsaBlocks))->capture_default_str();
+      ->check(int_range(0, kMaxLsaBlocks))->capture_default_str();
   cmd->add_flag("--check-targets", o.check_targets, "exit 1 when a performance target (docs/perf/comm.md) is missed");
   cmd->footer(
       "Arms (each size, timed alternating under CUDA graphs, validated before and after timing):\n"

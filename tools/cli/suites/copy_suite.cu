@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench/harness.hpp"
+#include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/registry.hpp"
 #include "common/check.hpp"
@@ -224,7 +225,7 @@ CopyOptions& copy_options() {
 
 void add_copy_suite(CLI::App& bench, BenchOptions& common) {
   auto* cmd = bench.add_subcommand("copy", "device-to-device and peer copy bandwidth (copy engine and SM kernel) against the H200 ceilings");
-  cmd->add_option("--sizes", copy_options().sizes_mb, "sizes in MB, comma-separated (16 bytes .. 65536 MB each)")->delimiter(',')->capture_default_str();
+  add_list_option(*cmd, "--sizes", copy_options().sizes_mb, "sizes in MB, comma-separated (16 bytes .. 65536 MB each)");
   cmd->add_flag("--inject-skip", copy_options().inject_skip,
                 "negative control: the SM copy leaves one 16-byte element unwritten; the row must show #wrong = 8 (32-bit words: 4 "
                 "before timing, 4 after)");

@@ -18,8 +18,8 @@ void add_world_options(CLI::App& app, WorldOptions& o) {
   app.add_option("--emulate-world", o.emulate_world,
                  "W ranks (1..8) as threads on ONE GPU (test harness, not NVLink; see below); 1 = world 1; "
                  "default: world 1")
-      ->check(CLI::Range(1, kMaxWorld));
-  app.add_option("--arms", o.arms, "arms to run, comma-separated (default: every arm that applies)")->delimiter(',');
+      ->check(int_range(1, kMaxWorld));
+  add_list_option(app, "--arms", o.arms, "arms to run, comma-separated (default: every arm that applies)");
   app.add_option("--timeout", o.timeout_s, "seconds that bound every rendezvous and device wait of the ranks")
       ->check(finite_range(0.1, 600))
       ->capture_default_str();

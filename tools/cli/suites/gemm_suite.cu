@@ -45,6 +45,8 @@
 #include "cli/gemm_targets.hpp"
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#include "cli/gemm_rules.hpp"
+#include "gemm/planner.hpp"
 #include "cli/registry.hpp"
 #include "common/check.hpp"
 #include "testing/gemm_operands.hpp"
@@ -422,6 +424,21 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
   }
   WEAVE_EXPECT_ARG(!modes.empty() && !outs.empty() && !layouts.empty(),
                    "--quant, --out and --layout must each name at least one");
+  // The kernels' rules too (as `bench gemm-ar` checks its shape): a shape a requested mode or
+  // output cannot run is refused by name here, not found out after the GPU probe.
+  const bool single = opt.m > 0;
+  for (std::size_t si = 0; si < shapes.size(); ++si)
+    for (ScaleMode mode : modes)
+      for (DType out : outs) {
+        GemmProblem p;
+        p.m = shapes[si].m;
+        p.n = shapes[si].n;
+        p.k = shapes[si].k;
+        p.mode = mode;
+        p.out_dtype = out;
+        const std::string bad = gemm_validate_problem(p);
+        WEAVE_EXPECT_ARG(bad.empty(), name_gemm_rules(bad, p, single && si == 0 ? "" : "--shapes " + shape_name(shapes[si])));
+      }
 
   const std::vector<int> devices = bench_devices(common);
   WEAVE_EXPECT(!devices.empty(), Status::kNoDevice, "no Hopper GPU visible");
@@ -661,19 +678,16 @@ void add_gemm_suite(CLI::App& bench, BenchOptions& common) {
       "(and CPU fp64 for small shapes). Default shapes: 14 tensor-parallel LLM layer shapes "
       "(docs/perf/gemm.md).");
   add_common_bench_options(*app, common);
-  const auto dim = CLI::Range(int64_t{1}, (int64_t{1} << 31) - 1);
+  const auto dim = int_range(1, gemm::kMaxDim);
   app->add_option("-m", o.m, "rows of A and C (with -n and -k: one shape instead of the list)")->check(dim);
   app->add_option("-n", o.n, "rows of B (output columns)")->check(dim);
   app->add_option("-k", o.k, "reduction length")->check(dim);
-  app->add_option("--shapes", o.shapes, "shapes as MxNxK, comma-separated (instead of the default list)")
-      ->delimiter(',');
-  app->add_option("--quant", o.quants, "quantisation modes: bf16, ptpc, blockscale, mxfp8")
-      ->delimiter(',')
-      ->capture_default_str();
-  app->add_option("--out", o.outs, "output dtypes: bf16, fp32")->delimiter(',')->capture_default_str();
-  app->add_option("--layout", o.layouts, "mxfp8 scale layouts to measure: raw, packed (per layout: the planner's route and the native kernel forced; raw also the bf16 route forced)")
-      ->delimiter(',')
-      ->capture_default_str();
+  add_list_option(*app, "--shapes", o.shapes, "shapes as MxNxK, comma-separated (instead of the default list)");
+  add_list_option(*app, "--quant", o.quants, "quantisation modes: bf16, ptpc, blockscale, mxfp8");
+  add_list_option(*app, "--out", o.outs, "output dtypes: bf16, fp32");
+  add_list_option(*app, "--layout", o.layouts,
+                  "mxfp8 scale layouts to measure: raw, packed (per layout: the planner's route and the native kernel "
+                  "forced; raw also the bf16 route forced)");
   app->add_flag("--fast-accum", o.fast_accum,
                 "cuBLASLt ptpc arms use fp8 fast accumulation (no promotion; looser bound)");
   app->add_option("--cpu-ref-max", o.cpu_ref_max_macs,

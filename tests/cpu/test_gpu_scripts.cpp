@@ -1,0 +1,112 @@
+// The GPU-machine scripts' pass/fail decision, run on the CPU: scripts/gpu_all.sh with stand-ins
+// for the weave binary and the GPU test binaries (WEAVE_PREBUILT), each exiting as a case says.
+// The run must exit non-zero when any test binary fails, a repeat fails, a bench fails or a
+// negative control passes, and its summary must say which; every script must parse (bash -n).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ScriptRun {
+  int rc = -1;
+  std::string out;
+};
+
+ScriptRun run_shell(const std::string& command) {
+  ScriptRun r;
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (std::fgets(buf, sizeof(buf), p)) r.out += buf;
+  const int st = ::pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+  return r;
+}
+
+void write_script(const fs::path& path, const std::string& body) {
+  std::ofstream(path) << "#!/usr/bin/env bash\n" << body;
+  ::chmod(path.c_str(), 0755);
+}
+
+class GpuAllScript : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("weave-gpu-all-" + std::to_string(::getpid()));
+    fs::create_directories(dir_ / "bin");
+    // weave: `info` and `plan` succeed; the copy negative control exits FAKE_NEGATIVE (it must
+    // exit 1: the injected fault caught); every other bench exits FAKE_BENCH.
+    write_script(dir_ / "bin" / "weave", R"(case "$1" in
+  info|plan) exit 0 ;;
+esac
+for a in "$@"; do [ "$a" = --inject-skip ] && exit "${FAKE_NEGATIVE:-1}"; done
+echo "fake bench $*"; exit "${FAKE_BENCH:-0}"
+)");
+    // The GPU test binaries: a repeated run prints FAKE_REPEAT_FAILS failed case runs.
+    write_script(dir_ / "bin" / "weave_tests_gpu", R"(for a in "$@"; do
+  case $a in --gtest_repeat=*)
+    n=${FAKE_REPEAT_FAILS:-0}; for i in $(seq 1 "$n"); do echo "[  FAILED  ] EmulatedWorld.Case$i"; done
+    [ "$n" = 0 ]; exit $? ;;
+  esac
+done
+echo "[  PASSED  ] 3 tests."; exit "${FAKE_GPU:-0}"
+)");
+    write_script(dir_ / "bin" / "weave_tests_multi_gpu", "echo \"[  PASSED  ] 2 tests.\"; exit \"${FAKE_MULTI:-0}\"\n");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  ScriptRun gpu_all(const std::string& env, const std::string& mode = "full") {
+    return run_shell("cd " + std::string(WEAVE_TEST_SOURCE_DIR) + " && env " + env + " TMPDIR=" + dir_.string() +
+                     " WEAVE_PREBUILT=" +
+                     (dir_ / "bin").string() + " OUT=" + (dir_ / "out").string() +
+                     " TEST_TIMEOUT=30 BENCH_TIMEOUT=30 bash scripts/gpu_all.sh " + mode);
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(GpuAllScript, ExitsZeroWhenEveryStepPassed) {
+  const ScriptRun r = gpu_all("FAKE_BENCH=0");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("RESULT: ok"), std::string::npos) << r.out;
+  std::ifstream summary(dir_ / "out" / "summary.txt");
+  const std::string text((std::istreambuf_iterator<char>(summary)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("RESULT: ok"), std::string::npos) << text;
+}
+
+TEST_F(GpuAllScript, ExitsOneNamingEachFailedStep) {
+  struct Case {
+    const char* env;
+    const char* mode;
+    const char* says;
+  };
+  for (const Case& c : {Case{"FAKE_GPU=1", "tests", "tests gpu: exit 1, must exit 0"},
+                        Case{"FAKE_MULTI=3", "tests", "tests multi_gpu: exit 3, must exit 0"},
+                        Case{"FAKE_REPEAT_FAILS=2", "fused", "failed case runs: 2 failed, must be none"},
+                        Case{"FAKE_NEGATIVE=0", "full", "bench copy --inject-skip: negative control exit 0, must exit 1"},
+                        Case{"FAKE_BENCH=1", "gemm", "bench gemm: exit 1, must exit 0"},
+                        Case{"FAKE_BENCH=1", "quick", "bench default: exit 1, must exit 0"}}) {
+    const ScriptRun r = gpu_all(c.env, c.mode);
+    EXPECT_EQ(r.rc, 1) << c.env << " " << c.mode << ":\n" << r.out;
+    EXPECT_NE(r.out.find("RESULT: FAILED"), std::string::npos) << c.env << ":\n" << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.env << ":\n" << r.out;
+  }
+}
+
+TEST(GpuScripts, EveryScriptParses) {
+  for (const auto& e : fs::directory_iterator(fs::path(WEAVE_TEST_SOURCE_DIR) / "scripts")) {
+    if (e.path().extension() != ".sh") continue;
+    const ScriptRun r = run_shell("bash -n " + e.path().string());
+    EXPECT_EQ(r.rc, 0) << e.path() << ":\n" << r.out;
+  }
+}
+
+}  // namespace
