@@ -82,13 +82,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
       break;
     case GemmAllGatherMode::kGemmOnly: break;
   }
-  if (!cfg.calibration.empty()) {
-    WEAVE_EXPECT_ARG(cfg.mode == GemmAllGatherMode::kAuto,
-                     "GemmAllGatherConfig.calibration: only mode auto consults a calibration (mode "
-                         << to_string(cfg.mode) << " is explicit)");
-    calibration = fused::load_calibration_for(cfg.calibration, "GemmAllGatherConfig.calibration", "gemm-ag", cfg.quant,
-                                              cfg.scale_layout, cfg.out_dtype, cfg.n, cfg.k, w);
-  }
+  calibration = fused::gag_calibration(cfg, w);
   // Every rank must build the same op: configuration, mode, the kernels it will use and the
   // calibration's contents (auto's per-call choices must agree).
   std::ostringstream id;

@@ -2,6 +2,7 @@
 // model that auto and `weave plan gemm-ag` use. CPU only.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "comm/op_layout.hpp"
@@ -55,6 +56,10 @@ GagRates gag_rates(ScaleMode quant);
 // cal: the op's calibration table (auto takes its measured best where it can run it), or null.
 // The fused kernel an op of `cfg` runs (its GEMM instance), or null where this build has none.
 const gemm::GemmKernelEntry<AllGatherParams>* gag_fused_kernel(const GemmAllGatherConfig& cfg);
+
+// cfg.calibration's table for an op in a world of `world` ranks (nothing when none is named); refuses
+// a table for another op shape, or one named with an explicit mode (kInvalidArgument).
+std::optional<Calibration> gag_calibration(const GemmAllGatherConfig& cfg, int world);
 
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes = 0, const Calibration* cal = nullptr);

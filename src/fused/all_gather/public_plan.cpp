@@ -1,5 +1,5 @@
 // weave::gemm_all_gather_plan: the op's per-call planner without an op or a GPU, and the lookup of
-// the fused kernel the op and the planner share.
+// the fused kernel and the calibration table the op and the planner share.
 #include <optional>
 #include <string>
 
@@ -16,6 +16,15 @@ const gemm::GemmKernelEntry<AllGatherParams>* gag_fused_kernel(const GemmAllGath
                                                  kGagBlockN, gemm::instance_scale_layout(c.quant, c.scale_layout));
 }
 
+std::optional<Calibration> gag_calibration(const GemmAllGatherConfig& cfg, int world) {
+  if (cfg.calibration.empty()) return std::nullopt;
+  WEAVE_EXPECT_ARG(cfg.mode == GemmAllGatherMode::kAuto,
+                   "GemmAllGatherConfig.calibration: only mode auto consults a calibration (mode "
+                       << to_string(cfg.mode) << " is explicit)");
+  return load_calibration_for(cfg.calibration, "GemmAllGatherConfig.calibration", "gemm-ag", cfg.quant,
+                              cfg.scale_layout, cfg.out_dtype, cfg.n, cfg.k, world);
+}
+
 }  // namespace weave::fused
 
 namespace weave {
@@ -28,14 +37,7 @@ GemmAllGatherPlan gemm_all_gather_plan(const GemmAllGatherConfig& config, int wo
                    "gemm_all_gather_plan: argument 'm' must be in 1..m_max (" << config.m_max << "), got " << m);
   WEAVE_EXPECT_ARG(machine.num_sms >= 1, "gemm_all_gather_plan: FusedPlanMachine.num_sms must be >= 1, got "
                                              << machine.num_sms);
-  std::optional<fused::Calibration> cal;
-  if (!config.calibration.empty()) {
-    WEAVE_EXPECT_ARG(config.mode == GemmAllGatherMode::kAuto,
-                     "GemmAllGatherConfig.calibration: only mode auto consults a calibration (mode "
-                         << to_string(config.mode) << " is explicit)");
-    cal = fused::load_calibration_for(config.calibration, "GemmAllGatherConfig.calibration", "gemm-ag", config.quant,
-                                      config.scale_layout, config.out_dtype, config.n, config.k, world);
-  }
+  const std::optional<fused::Calibration> cal = fused::gag_calibration(config, world);
   const bool fused_ok = machine.fused_kernels && fused::gag_fused_kernel(config) != nullptr && machine.nvlink_domain;
   GemmAllGatherConfig c = config;
   if (c.mode == GemmAllGatherMode::kAuto && !machine.nvlink_domain && world > 1) c.mode = GemmAllGatherMode::kSplitNccl;

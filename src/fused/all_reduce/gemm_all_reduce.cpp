@@ -92,13 +92,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
       break;
     case GemmAllReduceMode::kGemmOnly: break;
   }
-  if (!cfg.calibration.empty()) {
-    WEAVE_EXPECT_ARG(cfg.mode == GemmAllReduceMode::kAuto,
-                     "GemmAllReduceConfig.calibration: only mode auto consults a calibration (mode "
-                         << to_string(cfg.mode) << " is explicit)");
-    calibration = fused::load_calibration_for(cfg.calibration, "GemmAllReduceConfig.calibration", "gemm-ar", cfg.quant,
-                                              cfg.scale_layout, DType::kBF16, cfg.n, cfg.k, w);
-  }
+  calibration = fused::gar_calibration(cfg, w);
   // Every rank must build the same op: N, K_r, m_max, quant, mode, hooks, the kernels it will use
   // and the calibration's contents (auto's per-call choices must agree).
   std::ostringstream id;

@@ -2,6 +2,7 @@
 // chunk choice and the per-call model that auto and `weave plan gemm-ar` use. CPU only.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "comm/op_layout.hpp"
@@ -66,6 +67,10 @@ GarRates gar_rates(ScaleMode quant);
 
 // The fused kernel an op of `cfg` runs (its GEMM instance), or null where this build has none.
 const gemm::GemmKernelEntry<AllReduceParams>* gar_fused_kernel(const GemmAllReduceConfig& cfg);
+
+// cfg.calibration's table for an op in a world of `world` ranks (nothing when none is named); refuses
+// a table for another op shape, or one named with an explicit mode (kInvalidArgument).
+std::optional<Calibration> gar_calibration(const GemmAllReduceConfig& cfg, int world);
 
 // cal: the op's calibration table (auto takes its measured best where it can run it), or null.
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,

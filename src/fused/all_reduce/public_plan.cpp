@@ -1,5 +1,5 @@
 // weave::gemm_all_reduce_plan: the op's per-call planner without an op or a GPU, and the lookup of
-// the fused kernel the op and the planner share.
+// the fused kernel and the calibration table the op and the planner share.
 #include <optional>
 #include <string>
 
@@ -18,6 +18,15 @@ const gemm::GemmKernelEntry<AllReduceParams>* gar_fused_kernel(const GemmAllRedu
                                                  gemm::SchedulerKind::kBandRound);
 }
 
+std::optional<Calibration> gar_calibration(const GemmAllReduceConfig& cfg, int world) {
+  if (cfg.calibration.empty()) return std::nullopt;
+  WEAVE_EXPECT_ARG(cfg.mode == GemmAllReduceMode::kAuto,
+                   "GemmAllReduceConfig.calibration: only mode auto consults a calibration (mode "
+                       << to_string(cfg.mode) << " is explicit)");
+  return load_calibration_for(cfg.calibration, "GemmAllReduceConfig.calibration", "gemm-ar", cfg.quant,
+                              cfg.scale_layout, DType::kBF16, cfg.n, cfg.k, world);
+}
+
 }  // namespace weave::fused
 
 namespace weave {
@@ -30,14 +39,7 @@ GemmAllReducePlan gemm_all_reduce_plan(const GemmAllReduceConfig& config, int wo
                    "gemm_all_reduce_plan: argument 'm' must be in 1..m_max (" << config.m_max << "), got " << m);
   WEAVE_EXPECT_ARG(machine.num_sms >= 1, "gemm_all_reduce_plan: FusedPlanMachine.num_sms must be >= 1, got "
                                              << machine.num_sms);
-  std::optional<fused::Calibration> cal;
-  if (!config.calibration.empty()) {
-    WEAVE_EXPECT_ARG(config.mode == GemmAllReduceMode::kAuto,
-                     "GemmAllReduceConfig.calibration: only mode auto consults a calibration (mode "
-                         << to_string(config.mode) << " is explicit)");
-    cal = fused::load_calibration_for(config.calibration, "GemmAllReduceConfig.calibration", "gemm-ar", config.quant,
-                                      config.scale_layout, DType::kBF16, config.n, config.k, world);
-  }
+  const std::optional<fused::Calibration> cal = fused::gar_calibration(config, world);
   // As the constructor: fused needs its kernel and one NVLink domain; auto across domains runs split-nccl.
   const bool fused_ok = machine.fused_kernels && fused::gar_fused_kernel(config) != nullptr && machine.nvlink_domain &&
                         world > 1;
