@@ -27,6 +27,14 @@ struct PyCommunicator {
   }
 };
 
+// Element types, modes, transports, algorithms, TensorView (types_ext.cpp).
+void bind_types(nanobind::module_& m);
+// weave::Gemm, its plans and the mxfp8 scale packing (gemm_ext.cpp).
+void bind_gemm(nanobind::module_& m);
+// Communicators, collectives, NCCL versions (comm_ext.cpp).
+void bind_comm(nanobind::module_& m);
+// GPUs, transports, DLPack descriptions (device_ext.cpp).
+void bind_device(nanobind::module_& m);
 // weave::GemmAllGather and weave::GemmAllReduce (fused_ext.cpp).
 void bind_fused(nanobind::module_& m);
 // weave::create_sharing_window (shared_ext.cpp).
