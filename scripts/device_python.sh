@@ -14,12 +14,12 @@ export PATH=/usr/local/cuda/bin:$PATH
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
 nccl_lib=$(ls -d /opt/torch/.venv/lib/python3.*/site-packages/nvidia/nccl/lib 2>/dev/null | head -1)
-[ -d .deps/nccl/include ] || { echo "device_python: .deps missing: run scripts/make_device_deps.sh where registries are reachable and bring .deps along" >&2; exit 1; }
 t0=$(date +%s)
 # The headers of the NCCL torch loads when its wheel ships them (weave refuses a communicator whose
 # loaded NCCL is not the release it was compiled against), else .deps' copy.
 nccl_inc=$PWD/.deps/nccl/include
 [ -n "$nccl_lib" ] && [ -f "$nccl_lib/../include/nccl.h" ] && nccl_inc=$(cd "$nccl_lib/../include" && pwd)
+[ -f "$nccl_inc/nccl.h" ] || { echo "device_python: no NCCL headers: torch's nvidia-nccl wheel has none and .deps is missing (run scripts/make_device_deps.sh where registries are reachable and bring .deps along)" >&2; exit 1; }
 export CMAKE_ARGS="-DNCCL_INCLUDE_DIR=$nccl_inc ${nccl_lib:+-DNCCL_LIBRARY=$nccl_lib/libnccl.so.2} ${CMAKE_ARGS:-}"
 export CMAKE_BUILD_PARALLEL_LEVEL=$(nproc)
 if ! $py -m pip install --no-build-isolation --no-deps -q . >"$OUT/pip_install.log" 2>&1; then
