@@ -6,6 +6,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -17,7 +18,9 @@
 
 #include "fused/calibration.hpp"
 #include "bench/harness.hpp"
+#include "cli/commands.hpp"
 #include "cli/registry.hpp"
+#include "common/check.hpp"
 #include "comm/group.hpp"
 #include "testing/gemm_operands.hpp"
 
@@ -66,6 +69,32 @@ enum class ArmKind { kOp, kCommOnly, kCublasLt };
 // --emulate-world (0: not given, world 1) and --devices (one GPU; 2+ GPUs are not yet in the
 // suite `suite`). Throws Error(kInvalidArgument) naming the option.
 void check_world_options(const BenchOptions& common, int emulate_world, const char* suite);
+
+// --preset NAME[,NAME...]: every preset's shape is checked first (before any GPU work), then the
+// suite runs once per preset (`run` on a copy of `opt` with that shape); the exit status is the
+// worst run's. Without --preset: one run. shapes_of(opt.shape, world) expands the presets.
+template <class SuiteOptions, class ShapesOf, class Run>
+int run_each_preset(const BenchOptions& common, const SuiteOptions& opt, const char* suite, ShapesOf shapes_of,
+                    Run run) {
+  check_bench_options(common);
+  check_world_options(common, opt.emulate_world, suite);
+  const auto shapes = shapes_of(opt.shape, std::max(1, opt.emulate_world));
+  if (shapes.size() > 1) {
+    // One file per run would be overwritten by the next preset's run.
+    WEAVE_EXPECT_ARG(common.json_path.empty(), "--json: one preset per run when writing JSON (--preset names "
+                                                   << shapes.size() << ")");
+    WEAVE_EXPECT_ARG(opt.calibrate.empty() && opt.calibration.empty(),
+                     "--calibrate/--calibration: a table is for one shape; give one --preset (--preset names "
+                         << shapes.size() << ")");
+  }
+  int worst = 0;
+  for (const auto& shape : shapes) {
+    SuiteOptions one = opt;
+    one.shape = shape;
+    worst = std::max(worst, run(common, one));
+  }
+  return worst;
+}
 
 // The one GPU a suite runs on: bench_devices' first (a line on stderr when more are visible and
 // none was asked for), made current, idle-gated; its L2 size and a stream for set-up work.

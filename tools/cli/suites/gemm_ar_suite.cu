@@ -581,26 +581,8 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
   return 0;
 }
 
-// --preset NAME[,NAME...]: every preset's shape is checked first (before any GPU work), then the
-// suite runs once per preset; the exit status is the worst run's. Without --preset: one run.
 int run_gemm_ar_presets(const BenchOptions& common, const GarBenchOptions& opt) {
-  check_bench_options(common);
-  fused_bench::check_world_options(common, opt.emulate_world, "gemm-ar");
-  const int world = std::max(1, opt.emulate_world);
-  const std::vector<GemmArOptions> shapes = gemm_ar_shapes(opt.shape, world);
-  if (shapes.size() > 1) {
-    // One file per run would be overwritten by the next preset's run.
-    WEAVE_EXPECT_ARG(common.json_path.empty(), "--json: one preset per run when writing JSON (--preset names " << shapes.size() << ")");
-    WEAVE_EXPECT_ARG(opt.calibrate.empty() && opt.calibration.empty(),
-                     "--calibrate/--calibration: a table is for one shape; give one --preset (--preset names " << shapes.size() << ")");
-  }
-  int worst = 0;
-  for (const GemmArOptions& shape : shapes) {
-    GarBenchOptions one = opt;
-    one.shape = shape;
-    worst = std::max(worst, run_gemm_ar_suite(common, one));
-  }
-  return worst;
+  return fused_bench::run_each_preset(common, opt, "gemm-ar", gemm_ar_shapes, run_gemm_ar_suite);
 }
 
 GarBenchOptions& suite_options() {
