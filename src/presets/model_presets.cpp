@@ -81,15 +81,6 @@ const std::array kPresets{
                 .source = "N = hidden_size 5120; K = intermediate_size 25600"},
 };
 
-// The K granularity a rank's shard must keep whole: one scale per this many K elements.
-int scale_group_k(ScaleMode quant) {
-  switch (quant) {
-    case kBlockscale: return 128;
-    case kMxfp8: return 32;
-    default: return 1;
-  }
-}
-
 std::string quant_list(const ModelPreset& p) {
   std::string s;
   for (const ScaleMode q : p.quants) s += (s.empty() ? "" : ", ") + std::string(to_string(q));
@@ -133,7 +124,7 @@ std::string preset_shard_violation(const ModelPreset& p, int world, ScaleMode qu
     const bool divides = p.k % world == 0;
     rule(divides, "K = " + std::to_string(p.k) + " is not divisible by " + std::to_string(world) +
                       " (gemm-ar splits K: K_r = K / world)");
-    const int group = scale_group_k(quant);
+    const int group = scale_granularity(quant).a_k;  // one scale per this many K elements (0: none along K)
     if (divides && group > 1)
       rule((p.k / world) % group == 0, "K_r = K / world = " + std::to_string(p.k / world) + " is not a multiple of " +
                                            std::to_string(group) + " (" + std::string(to_string(quant)) +
