@@ -88,6 +88,27 @@ __device__ __forceinline__ void publish_zc(const ProtoArgs& a, int q, const Zero
   s[1] = k.stride;
 }
 
+// Claims the abort word (as a timed-out wait does) and fills the error record of a mismatch.
+__device__ inline void record_mismatch(const ProtoArgs& a, int q, FlagKind kind, uint32_t epoch, uint64_t own_offset,
+                                       uint64_t own_stride, uint64_t peer_offset, uint64_t peer_stride) {
+  if (atomicCAS(ctrl_word(a, kCtrlAborted), 0u, 1u) == 0u) {
+    a.err->claimed = 1u;
+    a.err->rank = a.win.rank;
+    a.err->peer = q;
+    a.err->block = static_cast<int32_t>(blockIdx.x);
+    a.err->phase = -1;
+    a.err->flag_kind = static_cast<uint32_t>(kind);
+    a.err->expected = epoch;
+    a.err->own_offset = own_offset;
+    a.err->own_stride = own_stride;
+    a.err->peer_offset = peer_offset;
+    a.err->peer_stride = peer_stride;
+    __threadfence_system();
+    *reinterpret_cast<volatile uint32_t*>(&a.err->valid) = 1u;
+    __threadfence_system();
+  }
+}
+
 // After the acquire of peer q's lag-0 ready / flag of THIS call (q cannot be in a later call
 // before this rank signals this one), q's slot holds q's key of this call. A mismatch claims the
 // abort word like a timeout and fills the record with both keys: every later wait and gated
@@ -97,21 +118,31 @@ __device__ inline bool zc_matches(const ProtoArgs& a, int q, const ZeroCopyKey& 
   const volatile uint64_t* s = zc_slot(a, a.win.rank, q);
   const uint64_t off = s[0], stride = s[1];
   if (off == k.offset && stride == k.stride) return true;
-  if (atomicCAS(ctrl_word(a, kCtrlAborted), 0u, 1u) == 0u) {
-    a.err->claimed = 1u;
-    a.err->rank = a.win.rank;
-    a.err->peer = q;
-    a.err->block = static_cast<int32_t>(blockIdx.x);
-    a.err->phase = -1;
-    a.err->flag_kind = static_cast<uint32_t>(FlagKind::kZeroCopyOffset);
-    a.err->own_offset = k.offset;
-    a.err->own_stride = k.stride;
-    a.err->peer_offset = off;
-    a.err->peer_stride = stride;
-    __threadfence_system();
-    *reinterpret_cast<volatile uint32_t*>(&a.err->valid) = 1u;
-    __threadfence_system();
-  }
+  record_mismatch(a, q, FlagKind::kZeroCopyOffset, 0u, k.offset, k.stride, off, stride);
+  return false;
+}
+
+// --- call keys (docs/memory_ordering.md "call-key") ---
+// A fused op's rows land where each rank's own m puts them, so ranks that disagree on m would
+// store rows where a peer does not look. The key {e << 32 | m} (one u64: a single-copy-atomic
+// store and load) rides on every flag and credit a fused op publishes: the publishing thread
+// stores it into the receiver's slot [sender] right before its release store; the receiver
+// compares it right after its acquire. A key of another call (a peer already in its next call)
+// or an unwritten slot (m = 0) is not compared.
+__device__ __forceinline__ volatile uint64_t* call_key_slot(const ProtoArgs& a, int owner, int src) {
+  return reinterpret_cast<volatile uint64_t*>(a.win.base[owner] + a.control + kCtrlCallKey * 4) + src;
+}
+__device__ __forceinline__ void publish_call_key(const ProtoArgs& a, int q, int64_t m, uint32_t e) {
+  *call_key_slot(a, q, a.win.rank) = (static_cast<uint64_t>(e) << 32) | static_cast<uint32_t>(m);
+}
+// After the acquire of peer q's flag or credit of call e. A mismatch claims the abort word like a
+// timed-out wait (every later wait and peer store of the op is skipped) and the host raises
+// kMismatch naming both m.
+__device__ inline bool call_key_agrees(const ProtoArgs& a, int q, int64_t m, uint32_t e) {
+  const uint64_t seen = *call_key_slot(a, a.win.rank, q);
+  const uint32_t seen_m = static_cast<uint32_t>(seen), seen_e = static_cast<uint32_t>(seen >> 32);
+  if (seen_e != e || seen_m == 0u || seen_m == static_cast<uint32_t>(m)) return true;
+  record_mismatch(a, q, FlagKind::kCallRows, e, static_cast<uint64_t>(m), 0u, seen_m, 0u);
   return false;
 }
 
@@ -119,8 +150,14 @@ __device__ inline bool zc_matches(const ProtoArgs& a, int q, const ZeroCopyKey& 
 // Spins (acquire loads, docs/memory_ordering.md "consume-acquire") until *flag has reached
 // `expected` (wrap-safe). Bounded: after timeout_ns, or when another thread of this op already
 // timed out, records the diagnostic and returns false; the caller then leaves the kernel.
+// give_up() (every 128 polls, before the clock) may end the wait early having recorded why (a
+// fused op's call key of another m, "call-key"); the default never does.
+struct NeverGiveUp {
+  __device__ __forceinline__ bool operator()() const { return false; }
+};
+template <class GiveUp = NeverGiveUp>
 __device__ inline bool wait_reached(const ProtoArgs& a, const uint32_t* flag, uint32_t expected, int peer,
-                                    int phase, FlagKind kind) {
+                                    int phase, FlagKind kind, GiveUp give_up = {}) {
   uint32_t seen = ptx::ld_acquire_sys_u32(flag);
   if (epoch_reached(seen, expected)) return true;
   const uint64_t start = ptx::globaltimer_ns();
@@ -128,7 +165,7 @@ __device__ inline bool wait_reached(const ProtoArgs& a, const uint32_t* flag, ui
     seen = ptx::ld_acquire_sys_u32(flag);
     if (epoch_reached(seen, expected)) return true;
     if ((it & 127u) == 0) {
-      if (aborted(a)) return false;
+      if (aborted(a) || give_up()) return false;
       const uint64_t waited = ptx::globaltimer_ns() - start;
       if (waited > a.timeout_ns) {
         record_timeout(a, flag, peer, phase, kind, expected, seen, waited);

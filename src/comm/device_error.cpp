@@ -12,6 +12,7 @@ const char* to_string(FlagKind kind) noexcept {
     case FlagKind::kReady: return "data-ready flag";
     case FlagKind::kLine: return "ll data line";
     case FlagKind::kZeroCopyOffset: return "zero-copy buffer offset";
+    case FlagKind::kCallRows: return "call rows (m)";
   }
   return "unknown flag";
 }
@@ -43,7 +44,8 @@ LineState classify_ll_line(uint32_t expected_flag, uint32_t seen_flag) {
 }
 
 Status error_status(const DeviceErrorRecord& r) noexcept {
-  return static_cast<FlagKind>(r.flag_kind) == FlagKind::kZeroCopyOffset ? Status::kMismatch : Status::kTimeout;
+  const FlagKind kind = static_cast<FlagKind>(r.flag_kind);
+  return kind == FlagKind::kZeroCopyOffset || kind == FlagKind::kCallRows ? Status::kMismatch : Status::kTimeout;
 }
 
 std::string describe(const DeviceErrorRecord& r) {
@@ -54,6 +56,12 @@ std::string describe(const DeviceErrorRecord& r) {
        << r.peer_offset << " (block stride " << r.peer_stride
        << " bytes); in and out buffers that lie in the op's window must sit at the same offset on every rank "
           "(e.g. window_output() on each), or outside the window on every rank. Nothing was stored into a peer";
+    return os.str();
+  }
+  if (static_cast<FlagKind>(r.flag_kind) == FlagKind::kCallRows) {
+    os << "rank " << r.rank << " called with m = " << r.own_offset << " but peer " << r.peer << " with m = "
+       << r.peer_offset << " in the same call (epoch " << r.expected
+       << "); every rank of a fused call must pass the same m. Nothing more was stored into a peer";
     return os.str();
   }
   os << "rank " << r.rank << " timed out after " << static_cast<double>(r.waited_ns) * 1e-9 << " s waiting for peer "

@@ -2,8 +2,9 @@
 // one per op, in mapped pinned host memory, so the host can read it after the kernel exits
 // without a device copy. The first failing thread claims it (atomicCAS on the op's local abort
 // word), writes the fields, then sets `valid` after a system fence. The host raises
-// Error(kTimeout) naming them, or Error(kMismatch) for a zero-copy offset mismatch (the one
-// record that is not a timed-out wait; docs/memory_ordering.md "zero-copy-offsets").
+// Error(kTimeout) naming them, or Error(kMismatch) for a zero-copy offset or a call's m that
+// differs between ranks (the records that are not a timed-out wait; docs/memory_ordering.md
+// "zero-copy-offsets" and "call-key").
 #pragma once
 #include <cstdint>
 #include <string>
@@ -21,6 +22,9 @@ enum class FlagKind : uint32_t {
   // Not a wait: a peer's zero-copy buffer sits at another window offset than this rank's
   // (own_* / peer_* below); found right after the call's handshake, before any store to a peer.
   kZeroCopyOffset = 6,
+  // Not a wait: a peer called this fused op's call with another m (own_offset / peer_offset hold
+  // the two m, expected the call's epoch); found right after acquiring the peer's flag or credit.
+  kCallRows = 7,
 };
 const char* to_string(FlagKind kind) noexcept;
 
@@ -45,7 +49,7 @@ struct DeviceErrorRecord {
 // "rank 1 timed out after 2.00 s waiting for peer 0's arrival flag (phase 0, block 3, window
 //  offset 4352): expected epoch >= 8, seen 7"
 std::string describe(const DeviceErrorRecord& r);
-// kMismatch for a zero-copy offset mismatch, else kTimeout.
+// kMismatch for a zero-copy offset or call-rows mismatch, else kTimeout.
 Status error_status(const DeviceErrorRecord& r) noexcept;
 
 // What an LL line with flag `seen_flag` is, for a receiver waiting for `expected_flag`: zeros, a

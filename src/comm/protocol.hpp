@@ -128,6 +128,10 @@ WEAVE_HD int pull_trigger_word(int step, int chunk) { return kCtrlPullTrigger + 
 // Zero-copy keys (docs/memory_ordering.md "zero-copy-offsets"): words 192 .. 192 + 4 * kMaxWorld - 1,
 // one {offset, stride} u64 pair per source rank, WRITTEN BY THAT PEER with its call's handshake.
 inline constexpr int kCtrlZeroCopy = 192;
+// Fused ops' call keys (docs/memory_ordering.md "call-key"): words 224 .. 224 + 2 * kMaxWorld - 1,
+// one u64 {epoch << 32 | m} per source rank, WRITTEN BY THAT PEER before each flag or credit it
+// publishes to this rank.
+inline constexpr int kCtrlCallKey = kCtrlZeroCopy + 4 * kMaxWorldCounters;
 inline constexpr size_t kControlBytes = 1024;
 static_assert((kCtrlTrigger + 8) * 4 <= kControlBytes, "the trigger words fit the control region");
 static_assert(kCtrlTrigger + 8 <= kCtrlChunkCounter, "chunk counters follow the trigger words");
@@ -138,5 +142,7 @@ static_assert(kCtrlPullTrigger + (kMaxWorldCounters - 1) * kMaxChunks <= kCtrlCh
 static_assert(kCtrlChunkCounter + kCtrlChunkCounterSets * kMaxChunks <= kCtrlZeroCopy && kCtrlZeroCopy % 2 == 0 &&
                   (kCtrlZeroCopy + 4 * kMaxWorldCounters) * 4 <= kControlBytes,
               "the zero-copy keys follow the chunk counters, u64-aligned, inside the control region");
+static_assert(kCtrlCallKey % 2 == 0 && (kCtrlCallKey + 2 * kMaxWorldCounters) * 4 <= kControlBytes,
+              "the call keys follow the zero-copy keys, u64-aligned, inside the control region");
 
 }  // namespace weave::comm

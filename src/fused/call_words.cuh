@@ -30,19 +30,61 @@ __device__ __forceinline__ void close_call(const comm::Proto& pr, uint32_t e) {
   *reinterpret_cast<volatile uint32_t*>(comm::ctrl_word(pr, comm::kCtrlEpoch)) = e;
 }
 
+// wait_reached's give-up check: peer q's key of call e names another m (recorded). By value, no
+// captured references: a lambda capturing locals by reference put them on the stack.
+struct OtherCallRows {
+  const comm::Proto* pr;
+  int q;
+  int64_t m;
+  uint32_t e;
+  __device__ __forceinline__ bool operator()() const { return !comm::call_key_agrees(*pr, q, m, e); }
+};
+
 // The call credit (GemmAllGather fused-lsa and fused-ce, GemmAllReduce fused-ce; thread 0 of each CTA in
 // begin_call, after open_call): CTA 0 publishes ready = e into every peer's credit slot, then every
 // CTA waits (bounded) until every peer's ready has reached e: the peer's call e has begun, so its
 // call e - 1, and every read of this rank's window it made, is complete. Nothing after a failure.
-__device__ __forceinline__ void publish_and_wait_credit(const comm::Proto& pr, uint32_t e) {
+// The call key (docs/memory_ordering.md "call-key") rides on the credit: a peer that called with
+// another m is found here, before this CTA stores anything into a peer.
+__device__ __forceinline__ void publish_and_wait_credit(const comm::Proto& pr, uint32_t e, int64_t m) {
   const int w = pr.win.world, r = pr.win.rank;
   if (blockIdx.x == 0)
-    for (int s = 1; s < w; ++s) comm::publish(comm::credit_slot(pr, comm::peer_at(r, s, w), r), e);
+    for (int s = 1; s < w; ++s) {
+      const int t = comm::peer_at(r, s, w);
+      comm::publish_call_key(pr, t, m, e);
+      comm::publish(comm::credit_slot(pr, t, r), e);
+    }
   if (pr.flow_control)
     for (int s = 1; s < w; ++s) {
       const int t = comm::peer_at(r, s, w);
-      if (!comm::wait_reached(pr, comm::credit_slot(pr, r, t), e, t, -1, comm::FlagKind::kCredit)) return;
+      if (!comm::wait_reached(pr, comm::credit_slot(pr, r, t), e, t, -1, comm::FlagKind::kCredit,
+                              OtherCallRows{&pr, t, m, e}))
+        return;
+      if (!comm::call_key_agrees(pr, t, m, e)) return;
     }
+}
+
+// A flag of call e to peer q, its call key first ("call-key").
+__device__ __forceinline__ void publish_with_key(const comm::Proto& pr, uint32_t* flag, int q, int64_t m, uint32_t e) {
+  comm::publish_call_key(pr, q, m, e);
+  comm::publish(flag, e);
+}
+
+// Every rank's key of call e, published to every peer as the call begins (CTA 0), so a waiter
+// whose peer called with another m (and so may never publish the flag it waits for) finds out
+// while it waits, not by a timeout.
+__device__ __forceinline__ void announce_call_key(const comm::Proto& pr, int64_t m, uint32_t e) {
+  if (blockIdx.x != 0) return;
+  const int w = pr.win.world, r = pr.win.rank;
+  for (int s = 1; s < w; ++s) comm::publish_call_key(pr, comm::peer_at(r, s, w), m, e);
+}
+
+// Waits (bounded) for peer q's flag of call e, then compares q's call key: false after a timeout,
+// an abort or a key of another m (also seen while waiting).
+__device__ __forceinline__ bool wait_with_key(const comm::Proto& pr, const uint32_t* flag, int q, int phase, int64_t m,
+                                              uint32_t e) {
+  return comm::wait_reached(pr, flag, e, q, phase, comm::FlagKind::kArrival, OtherCallRows{&pr, q, m, e}) &&
+         comm::call_key_agrees(pr, q, m, e);
 }
 
 // docs/memory_ordering.md "chunk-election": counts one unit of a chunk of `units`; true for the

@@ -18,7 +18,9 @@
 // Per strip q of a warpgroup (docs/memory_ordering.md "tile-stage"):
 //   q == 0:      leader: retire the previous tile (wait_group.read 0, or with a stored hook
 //                wait_group 0 + fence.proxy.async.global + tile_stored), then before_store;
-//                bar.sync(warpgroup); then (a combine hook) every thread may rewrite acc
+//                bar.sync(warpgroup); then (a combine hook) every thread may rewrite acc;
+//                a multi-destination policy's destinations are read after the strip's bar.sync,
+//                so after every wait of the combine
 //   q >= kBufs:  leader: wait_group.read<kBufs-1> (strip q - kBufs has left buffer q % kBufs);
 //                bar.sync(warpgroup)
 //   all:         write the strip (stmatrix for bf16, st.shared.v2 for fp32);
@@ -169,7 +171,6 @@ struct StagedEpilogue {
         if (lead) {
           retire_previous(p);
           if constexpr (Epilogue::kHasBeforeHook) Epilogue::before_store(p, m_blk, n_blk, split, cw);
-          if constexpr (Epilogue::kMultiDestination) destinations = Epilogue::destinations(p, m_blk);
         }
         bar();
         if constexpr (has_combine_hook<Epilogue>()) {
@@ -188,6 +189,10 @@ struct StagedEpilogue {
       bar();
       if (lead) {
         if constexpr (Epilogue::kMultiDestination) {
+          // Decided at strip 0, after the combine: a combine wait that timed out has claimed the
+          // op's abort word, and the bar.sync above orders that store before this read, so a tile
+          // summed with stale partials never leaves this rank (docs/memory_ordering.md "ar-fused").
+          if (q == 0) destinations = Epilogue::destinations(p, m_blk);
           // One bulk group per strip holds its stores to every destination: the buffer is free
           // (wait_group.read) once all of them have read it.
           for (int d = 0; d < destinations; ++d)

@@ -319,6 +319,33 @@ TEST(CommControlWords, ZeroCopyKeysFollowTheChunkCountersAndFitTheControlRegion)
   EXPECT_GE(kCtrlZeroCopy, kCtrlTrigger + 8);
 }
 
+// The fused ops' call keys (docs/memory_ordering.md "call-key"): one u64 per source rank, after the
+// zero-copy keys, u64-aligned, inside the control region.
+TEST(CommControlWords, CallKeysFollowTheZeroCopyKeysAndFitTheControlRegion) {
+  EXPECT_GE(kCtrlCallKey, kCtrlZeroCopy + 4 * kMaxWorldCounters);
+  EXPECT_EQ((kCtrlCallKey * 4) % 8, 0);
+  EXPECT_LE((kCtrlCallKey + 2 * kMaxWorldCounters) * 4, kControlBytes);
+}
+
+// A fused call whose ranks disagree on m: kMismatch naming both m, the epoch and the rule, not a timeout.
+TEST(CommErrorRecord, CallRowsMismatchIsAMismatchNamingBothM) {
+  DeviceErrorRecord r{};
+  r.rank = 0;
+  r.peer = 1;
+  r.phase = -1;
+  r.flag_kind = static_cast<uint32_t>(FlagKind::kCallRows);
+  r.expected = 7;
+  r.own_offset = 1000;
+  r.peer_offset = 1001;
+  EXPECT_EQ(error_status(r), weave::Status::kMismatch);
+  const std::string s = describe(r);
+  for (const char* part : {"rank 0 called with m = 1000", "peer 1 with m = 1001", "epoch 7", "same m",
+                           "Nothing more was stored into a peer"})
+    EXPECT_NE(s.find(part), std::string::npos) << part << " missing from: " << s;
+  EXPECT_EQ(s.find("timed out"), std::string::npos) << s;
+  EXPECT_STREQ(to_string(FlagKind::kCallRows), "call rows (m)");
+}
+
 TEST(CommTimeout, EveryWaitIsBoundedSoNonFiniteOrHugeTimeoutsAreRefused) {
   unsetenv("WEAVE_COMM_TIMEOUT_S");
   EXPECT_EQ(resolve_timeout(0), 10.0);

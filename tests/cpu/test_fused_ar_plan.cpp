@@ -399,6 +399,53 @@ Queues stream_major_one_queue(const fused::ArSchedule& s, int r, int w) {
   return qs;
 }
 
+// The emulated world's hazard: every rank's copy events on ONE hardware queue (ranks' streams of one
+// GPU colliding on a queue). Events in `order`, (rank, pull); the queue runs its head when ready.
+struct RankPull {
+  int r;
+  Pull e;
+};
+bool simulate_world_queue(const Shape& sh, const std::vector<RankPull>& order) {
+  const int w = sh.world;
+  std::vector<fused::ArSchedule> sch;
+  for (int r = 0; r < w; ++r) sch.push_back(fused::ar_schedule(sh.m, sh.n, 128, 128, w, r, sh.chunks));
+  std::vector<std::vector<std::vector<char>>> done(w, std::vector<std::vector<char>>(w, std::vector<char>(comm::kMaxChunks, 0)));
+  std::vector<std::vector<std::vector<char>>> landed(w, std::vector<std::vector<char>>(comm::kMaxChunks, std::vector<char>(w, 0)));
+  std::vector<int> seg(w, 0);
+  size_t at = 0;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < w; ++r) {
+      const fused::ArSchedule& s = sch[r];
+      while (seg[r] < s.segments) {
+        const int m_blk = s.first_m_blk[seg[r]];
+        const int d = fused::ar_band_of(s, m_blk), c = fused::ar_chunk_of(s, m_blk);
+        bool ready = true;
+        if (d == r)
+          for (int q = 0; q < w; ++q) ready &= q == r || landed[r][c][q];
+        if (!ready) break;
+        done[r][d][c] = 1;
+        ++seg[r];
+        progress = true;
+      }
+    }
+    while (at < order.size()) {
+      const RankPull& x = order[at];
+      const bool ready = x.e.leg == fused::kArPullRs ? done[x.e.q][x.r][x.e.c] : done[x.e.q][x.e.q][x.e.c];
+      if (!ready) break;
+      if (x.e.leg == fused::kArPullRs) landed[x.r][x.e.c][x.e.q] = 1;
+      ++at;
+      progress = true;
+    }
+  }
+  for (int r = 0; r < w; ++r)
+    if (seg[r] < sch[r].segments) return false;
+  return at == order.size();
+}
+
+// The round of an event (ar_pull_enqueue_order: round k holds RS k and AG k - 1).
+int pull_round(const Pull& e) { return e.leg == fused::kArPullRs ? e.c : e.c + 1; }
+
 }  // namespace
 
 // The walk covers every chunk of both legs exactly once, in round order, and each copy stream's
@@ -458,6 +505,44 @@ TEST(FusedArPull, WalkCoversEveryChunkOnceAndTheRanksAlwaysFinish) {
               "%d of %d shapes at W >= 3\n",
               deadlocks, multi, shared_deadlocks, three_plus);
   EXPECT_LE(fused::ar_pull_arrived(fused::kArMaxWorld - 1, comm::kMaxChunks - 1) + 1, fused::kArPullWords);
+}
+
+// Ranks that share one GPU (the emulated world) can have copy streams on one hardware queue. Each
+// rank enqueueing its whole call before the next rank does (rank-major, what unordered host threads
+// can produce) deadlocks there; enqueueing round by round across ranks (round k of every rank before
+// round k + 1 of any: a host lockstep per round) always finishes.
+TEST(FusedArPull, RanksSharingOneQueueFinishWhenEnqueuedRoundByRound) {
+  auto shapes = random_shapes(400, 37);
+  shapes.push_back({1, 512, 2, 4});  // one row: band 1 empty
+  shapes.push_back({100, 512, 2, 1});
+  shapes.push_back({16384, 7168, 8, 16});
+  int multi = 0, rank_major_deadlocks = 0;
+  for (const Shape& sh : shapes) {
+    if (sh.world < 2) continue;
+    ++multi;
+    std::vector<std::vector<Pull>> per_rank(sh.world);
+    int rounds = 0;
+    for (int r = 0; r < sh.world; ++r) {
+      const auto s = fused::ar_schedule(sh.m, sh.n, 128, 128, sh.world, r, sh.chunks);
+      fused::ar_pull_enqueue_order(s, r, sh.world, [&](int st, int leg, int c) {
+        per_rank[r].push_back({comm::peer_at(r, st, sh.world), leg, c});
+        rounds = std::max(rounds, pull_round(per_rank[r].back()) + 1);
+      });
+    }
+    std::vector<RankPull> rank_major, round_major;
+    for (int r = 0; r < sh.world; ++r)
+      for (const Pull& e : per_rank[r]) rank_major.push_back({r, e});
+    for (int k = 0; k < rounds; ++k)
+      for (int r = 0; r < sh.world; ++r)
+        for (const Pull& e : per_rank[r])
+          if (pull_round(e) == k) round_major.push_back({r, e});
+    ASSERT_EQ(round_major.size(), rank_major.size());
+    EXPECT_TRUE(simulate_world_queue(sh, round_major)) << "m " << sh.m << " W" << sh.world << " chunks " << sh.chunks;
+    rank_major_deadlocks += !simulate_world_queue(sh, rank_major);
+  }
+  EXPECT_GT(rank_major_deadlocks, 0) << "negative control: rank-major on one queue must deadlock somewhere";
+  std::printf("  rank-major enqueueing on one shared queue deadlocks %d of %d multi-rank shapes\n", rank_major_deadlocks,
+              multi);
 }
 
 // fused-rs's tail: one CTA per row of the own band at most, at most the cap, at least one (a rank

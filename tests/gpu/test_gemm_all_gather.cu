@@ -663,6 +663,42 @@ TEST(EmulatedGemmAllGather, APeerThatNeverArrivesTimesOutNamingIt) {
   }
 }
 
+// Issue 36 item 3: ranks that call one fused call with m = 1000 and 1001 (rank r's rows land at
+// r x m in every peer) get kMismatch on every rank naming both m, found with the credit before any
+// store to a peer (docs/memory_ordering.md "call-key"); with the credit off (a testing hook), on
+// the arrival flags after the stores.
+TEST(EmulatedGemmAllGather, RanksThatDisagreeOnMAreAMismatchOnEveryRank) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 256, m_max = 1100;
+  for (GemmAllGatherMode mode : {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kFusedCe})
+    for (bool credit : {true, false}) {
+      if (!fits_queues(mode, 2)) {
+        ADD_FAILURE() << mode_name(mode) << " not run: " << bench::EmulatedWorld::copy_engine_unsupported_reason(2);
+        continue;
+      }
+      SCOPED_TRACE(mode_name(mode) + (credit ? "" : ", credit off"));
+      bench::EmulatedWorld ew(2, 0, 2.0);
+      ew.run([&](comm::Group& g) {
+        auto cfg = config_of(kQuants[0], mode, n, k, m_max);
+        cfg.flow_control = credit;
+        auto op = GemmAllGather::Impl::create(g, cfg);
+        const int64_t m = 1000 + g.rank();
+        OneHot oh(m_max, n, k);
+        oh.set_a(3, g.rank(), m);
+        Stream st;
+        g.barrier();
+        op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+        g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues")
+        comm::sync_stream_bounded(st.s, 20, "the call of disagreeing m");
+        const std::string msg = test::error_of([&] { op->check(); }, Status::kMismatch);
+        EXPECT_NE(msg.find("m = " + std::to_string(m)), std::string::npos) << msg;
+        EXPECT_NE(msg.find("m = " + std::to_string(2001 - m)), std::string::npos) << "the peer's m: " << msg;
+        if (g.rank() == 0) std::printf("  %s%s: %s\n", mode_name(mode).c_str(), credit ? "" : " (credit off)", msg.c_str());
+        g.barrier();
+      });
+    }
+}
+
 // >= 10,000 randomised collective calls (a call = every rank's run() of one op) over W = 2 and 4:
 // mode (fused-lsa, auto, fused-ce at W = 2 where copy streams fit), quant (bf16 and ptpc with
 // power-of-two row scales), M, a late rank; every output checked on the device against its closed

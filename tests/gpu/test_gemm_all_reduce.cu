@@ -8,12 +8,14 @@
 #include <cuda_bf16.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include <unistd.h>
 
@@ -877,6 +879,92 @@ TEST(EmulatedGemmAllReduce, PartialsThatNeverArriveTimeOutInsideThePipeline) {
       EXPECT_NO_THROW(op->check()) << "rank 1 had rank 0's partials before rank 0 gave up";
     }
   });
+}
+
+// Issue 36 item 1: a combine wait that times out must not broadcast the tile it summed. Both ranks
+// make call 1 and check it; then only rank 0 makes call 2 (rank 1 is alive but slow: it has not
+// entered the call and still holds call 1's output). Rank 0's own tiles wait for rank 1's partials,
+// time out (1 s) and are summed with call 1's stale staging: they must stay in rank 0's output.
+// Rank 1's output must still be call 1's, every element (before the fix, rank 0 stored its stale
+// sums of band 0 there), and its check() clean: nothing of its own failed.
+TEST(EmulatedGemmAllReduce, ATimedOutCombineNeverOverwritesASlowPeersOutput) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 512, k = 256, m = 1024;
+  bench::EmulatedWorld ew(2, 0, 1.0);
+  int64_t before = -1, after = -1;
+  std::string rank0_error;
+  std::atomic<bool> rank0_done{false};
+  ew.run([&](comm::Group& g) {
+    auto cfg = config_of(kQuants[0], GemmAllReduceMode::kFused, n, k, m);
+    // The end-of-call wait skipped (the agreed testing hook, as in the test above): it would start
+    // at once in a CTA without tiles, and its abort, claimed before the combine, hides the bug.
+    cfg.skip_arrival_wait = true;
+    auto op = GemmAllReduce::Impl::create(g, cfg);
+    OneHot oh(m, n, k, g.rank());
+    Stream st;
+    oh.set_a(5, m);
+    g.barrier();
+    op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+    comm::sync_stream_bounded(st.s, 20, "call 1");
+    op->check();
+    if (g.rank() == 1) before = oh.wrong(download_output(*op, m, n), 5, 2, m);
+    g.barrier();
+    // Rank 0's call outlasts the world's 1 s rendezvous bound (its wait times out after 1 s), so
+    // rank 1 waits for it on a host flag (bounded) instead of a barrier.
+    if (g.rank() == 0) {
+      oh.set_a(6, m);  // other values: a stale sum differs from call 1's
+      op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+      comm::sync_stream_bounded(st.s, 20, "call 2, whose peer never arrives");
+      rank0_error = test::error_of([&] { op->check(); }, Status::kTimeout);
+      rank0_done.store(true);
+    } else {
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!rank0_done.load() && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ASSERT_TRUE(rank0_done.load()) << "rank 0's call 2 did not finish in 30 s";
+    }
+    if (g.rank() == 1) {
+      after = oh.wrong(download_output(*op, m, n), 5, 2, m);
+      EXPECT_NO_THROW(op->check()) << "rank 1 made no call that failed";
+    }
+  });
+  EXPECT_EQ(before, 0) << "call 1";
+  EXPECT_NE(rank0_error.find("phase 0"), std::string::npos) << "rank 0's combine wait timed out: " << rank0_error;
+  EXPECT_EQ(after, 0) << "rank 1's call-1 output was overwritten by rank 0's timed-out call 2";
+  std::printf("  rank 0 timed out (%s); rank 1's previous output: %lld wrong elements\n", rank0_error.c_str(),
+              static_cast<long long>(after));
+}
+
+// Issue 36 item 3: ranks that call one fused call with m = 1000 and 1001 (rows and bands cut from
+// each rank's own m) get kMismatch on every rank naming both m (docs/memory_ordering.md
+// "call-key"), not misplaced rows with a clean check() and not a timeout.
+TEST(EmulatedGemmAllReduce, RanksThatDisagreeOnMAreAMismatchOnEveryRank) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 512, k = 256, m_max = 1100;
+  for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kFusedRs, GemmAllReduceMode::kFusedCe}) {
+    if (!fits_queues(mode, 2)) {
+      ADD_FAILURE() << mode_name(mode) << " not run: " << bench::EmulatedWorld::copy_engine_unsupported_reason(2);
+      continue;
+    }
+    SCOPED_TRACE(mode_name(mode));
+    bench::EmulatedWorld ew(2, 0, 2.0);
+    ew.run([&](comm::Group& g) {
+      auto op = GemmAllReduce::Impl::create(g, config_of(kQuants[0], mode, n, k, m_max));
+      const int64_t m = 1000 + g.rank();
+      OneHot oh(m_max, n, k, g.rank());
+      oh.set_a(3, m);
+      Stream st;
+      g.barrier();
+      op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+      g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues")
+      comm::sync_stream_bounded(st.s, 20, "the call of disagreeing m");
+      const std::string msg = test::error_of([&] { op->check(); }, Status::kMismatch);
+      EXPECT_NE(msg.find("m = " + std::to_string(m)), std::string::npos) << msg;
+      EXPECT_NE(msg.find("m = " + std::to_string(2001 - m)), std::string::npos) << "the peer's m: " << msg;
+      if (g.rank() == 0) std::printf("  %s: %s\n", mode_name(mode).c_str(), msg.c_str());
+      g.barrier();
+    });
+  }
 }
 
 namespace {

@@ -6,7 +6,8 @@
 //              publishes ready = e into every peer's credit slot; then wait until every peer's
 //              ready has reached e ("credit": the peer's previous call, and everything it did with
 //              its output before this call, is complete), bounded. e and the ticket go to shared
-//              memory for the other hooks.
+//              memory for the other hooks. The call key {e, m} rides on the credit and on every
+//              flag (docs/memory_ordering.md "call-key"): a peer of another m is a kMismatch.
 //   stores     every strip is TMA-stored to this rank's rows in its own window and in every
 //              peer's (peers in rank-rotated order); after a timeout only to its own.
 //   tile_stored(leader of a consumer warpgroup, after cp.async.bulk.wait_group 0 and
@@ -67,7 +68,7 @@ struct EpilogueAllGather {
     const comm::Proto& pr = p.p;
     const bool bad = comm::aborted(pr);
     open_call(pr, words);
-    if (!bad) publish_and_wait_credit(pr, words[0]);
+    if (!bad) publish_and_wait_credit(pr, words[0], p.m);
   }
 
   __device__ static void tile_stored(const Params& p, int m_blk, int, int, int, const uint32_t* words) {
@@ -80,7 +81,7 @@ struct EpilogueAllGather {
     const uint32_t e = words[0];
     for (int s = 1; s < w; ++s) {
       const int t = comm::peer_at(r, s, w);
-      comm::publish(comm::flag_slot(pr, t, 0, r, chunk), e);
+      publish_with_key(pr, comm::flag_slot(pr, t, 0, r, chunk), t, p.m, e);
     }
   }
 
@@ -96,7 +97,7 @@ struct EpilogueAllGather {
       const int waits = (w - 1) * p.chunks.chunks;
       for (int i = lane; i < waits && ok; i += 32) {
         const int src = comm::peer_at(r, 1 + i / p.chunks.chunks, w), chunk = i % p.chunks.chunks;
-        ok = comm::wait_reached(pr, comm::flag_slot(pr, r, 0, src, chunk), e, src, 0, comm::FlagKind::kArrival);
+        ok = wait_with_key(pr, comm::flag_slot(pr, r, 0, src, chunk), src, 0, p.m, e);
       }
     }
     __syncwarp();
@@ -114,7 +115,7 @@ struct EpilogueAllGather {
     bool ok = true;
     for (int c = 0; c < p.chunks.chunks; ++c) {
       if (ok && !p.skip_arrival_wait)
-        ok = comm::wait_reached(pr, comm::flag_slot(pr, r, 0, src, c), e, src, 0, comm::FlagKind::kArrival);
+        ok = wait_with_key(pr, comm::flag_slot(pr, r, 0, src, c), src, 0, p.m, e);
       if (ok) comm::delay_for_testing(p.delay_pull_ns);
       ptx::st_release_sys_u32(comm::ctrl_word(pr, comm::pull_trigger_word(s, c)), 1u);
     }

@@ -239,6 +239,7 @@ void GemmAllGather::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
       }
     args.epi.p = rt->proto();
     args.epi.chunks = fused::ag_chunks(m, cfg.n, fused::kGagBlockM, fused::kGagBlockN);
+    args.epi.m = m;
     args.epi.pull = pull ? 1 : 0;
     args.epi.skip_arrival_wait = cfg.skip_arrival_wait ? 1 : 0;
     args.epi.delay_stores_ns = cfg.delay_stores_ns;

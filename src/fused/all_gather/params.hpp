@@ -16,6 +16,7 @@ struct AllGatherParams {
   CUtensorMap tma_peer[kMaxWorld - 1];  // the same rows in the window of peer (rank + s) % world, s = 1..world-1
   comm::Proto p;                        // window handle, control / credit / flag offsets, timeout, error record
   AgChunks chunks;
+  int64_t m = 0;                        // this call's rows per rank (the call key, "call-key")
   int32_t pull = 0;                     // fused-ce: store to the own rows only; end_call triggers the
                                         // copy streams' pulls chunk by chunk ("ag-fused-ce")
   int32_t skip_arrival_wait = 0;        // negative control: end (fused-ce: trigger) without waiting for

@@ -22,8 +22,11 @@
 //               publishes flag[phase 1][rank][chunk] = e at every peer.
 //   end_call    (producer warp 1 of the CTA with the last ticket): waits for every peer's final
 //               chunks (flag[1][q][c] >= e for each chunk of band q), bounded; stores the epoch.
+// Every flag carries the call key {e, m} and the end-of-call (and fused-ce's pull) waits compare it
+// (docs/memory_ordering.md "call-key"): a peer that called with another m is a kMismatch.
 // After a timed-out wait (the op's abort word) remote stores and publications stop, own tiles are
-// still stored locally, and every role runs to its end: the kernel completes, check() raises.
+// still stored locally (an own tile's destinations are read after its combine), and every role
+// runs to its end: the kernel completes, check() raises.
 // pull (mode fused-ce, docs/memory_ordering.md "ar-fused-ce"): every tile goes to this rank's own
 // output rows only (a peer band's tile as its bf16 partial, at its own rows), flags are published
 // as in fused; begin_call adds GemmAllGather's credit (the peers' copy engines read this rank's
@@ -119,10 +122,11 @@ struct EpilogueAllReduce {
     const comm::Proto& pr = p.p;
     const bool bad = comm::aborted(pr);
     open_call(pr, words);
+    if (!p.pull && !bad) announce_call_key(pr, p.m, words[0]);  // fused-ce's key rides on its credit
     // fused-ce's credit (as GemmAllGather's): a peer's ready = e is published by its call e, which
     // starts after its copy streams of call e - 1 joined, so nothing of e - 1 still reads this
     // rank's output when this call's tiles overwrite it.
-    if (p.pull && !bad) publish_and_wait_credit(pr, words[0]);
+    if (p.pull && !bad) publish_and_wait_credit(pr, words[0], p.m);
   }
 
   __device__ __forceinline__ static uint32_t* pull_word(const Params& p, int index) {
@@ -142,6 +146,9 @@ struct EpilogueAllReduce {
       const uint32_t e = words[0];
       for (int s = 1; s < w; ++s) {
         const int q = comm::source_at(r, s, w);
+        // fused-ce's arrived word is local (its landed lane's): the key came with q's flag there.
+        // No call-key compare here (docs/memory_ordering.md "call-key": it made ptxas spill in this
+        // consumer); end_call compares every peer's key of this call.
         const uint32_t* arrived =
             p.pull ? pull_word(p, ar_pull_arrived(q, chunk)) : comm::flag_slot(pr, r, 0, q, chunk);
         if (!comm::wait_reached(pr, arrived, e, q, 0, comm::FlagKind::kArrival)) break;
@@ -228,9 +235,12 @@ struct EpilogueAllReduce {
     }
     const uint32_t e = words[0];
     if (!final_tile) {
-      comm::publish(comm::flag_slot(pr, d, 0, r, chunk), e);
+      publish_with_key(pr, comm::flag_slot(pr, d, 0, r, chunk), d, p.m, e);
     } else {
-      for (int s = 1; s < w; ++s) comm::publish(comm::flag_slot(pr, comm::peer_at(r, s, w), 1, r, chunk), e);
+      for (int s = 1; s < w; ++s) {
+        const int t = comm::peer_at(r, s, w);
+        publish_with_key(pr, comm::flag_slot(pr, t, 1, r, chunk), t, p.m, e);
+      }
     }
   }
 
@@ -248,7 +258,7 @@ struct EpilogueAllReduce {
       for (int i = lane; i < (w - 1) * per_peer && ok; i += 32) {
         const int q = comm::peer_at(r, 1 + i / per_peer, w), chunk = i % per_peer;
         if (chunk >= ar_chunks_of(p.sched, q)) continue;
-        ok = comm::wait_reached(pr, comm::flag_slot(pr, r, 1, q, chunk), e, q, 1, comm::FlagKind::kArrival);
+        ok = wait_with_key(pr, comm::flag_slot(pr, r, 1, q, chunk), q, 1, p.m, e);
       }
     }
     __syncwarp();
@@ -270,7 +280,7 @@ struct EpilogueAllReduce {
       bool ok = !comm::aborted(pr);
       ar_pull_walk(p.sched, r, q, [&](int leg, int c) {
         if (ok && !p.skip_arrival_wait)
-          ok = comm::wait_reached(pr, comm::flag_slot(pr, r, leg, q, c), e, q, leg, comm::FlagKind::kArrival);
+          ok = wait_with_key(pr, comm::flag_slot(pr, r, leg, q, c), q, leg, p.m, e);
         if (ok) comm::delay_for_testing(p.delay_pull_ns);
         ptx::st_release_sys_u32(pull_word(p, ar_pull_trigger(leg, s, c)), 1u);
       });

@@ -352,7 +352,9 @@ void GemmAllReduce::Impl::enqueue_pulls(int64_t m, const fused::ArSchedule& sche
   uint32_t* words = reinterpret_cast<uint32_t*>(rt->window().local() + layout.pull);
   const size_t row_bytes = static_cast<size_t>(cfg.n) * 2;
   const int64_t band_row0 = int64_t(fused::ar_band_begin(sched, r)) * fused::kGarBlockM;
-  // Round-major across the streams (fused/all_reduce/pull.hpp): safe where they share one queue.
+  // Round-major across the streams (fused/all_reduce/pull.hpp): safe where they share one queue;
+  // and across ranks sharing a GPU, a lockstep per round (a no-op over NCCL).
+  const auto each_round = [&](int) { group->enqueue_lockstep(); };
   fused::ar_pull_enqueue_order(sched, r, w, [&](int st, int leg, int c) {
     const int q = comm::peer_at(r, st, w);
     cudaStream_t ps = pulls[st - 1];
@@ -365,14 +367,13 @@ void GemmAllReduce::Impl::enqueue_pulls(int64_t m, const fused::ArSchedule& sche
     mem_ops->triggered_copy(ps, words + fused::ar_pull_trigger(leg, st, c), dst, src,
                             static_cast<size_t>(rows.rows) * row_bytes);
     if (rs) mem_ops->write(ps, words + fused::ar_pull_landed(st, c), 1u);
-  });
+  }, each_round);
   // Unlike GemmAllGather's, these copies feed the kernels (the own tiles wait for them), so where
   // ranks share a GPU's queues a rank's join (or its later work) must not enter a queue ahead of
-  // a peer's copies: every rank's copies are enqueued before any rank's join. (Seen on the device
-  // without it, once in a full test run: a first call stalled with rank 0's first copy never
-  // landed while its peer waited for rank 0's final chunk, as a copy queued behind the peer's
-  // join would; not seen with it in the runs since.) A no-op over NCCL.
-  group->enqueue_lockstep();
+  // a peer's copies: the last round's lockstep puts every rank's copies before any rank's join.
+  // (Both seen on the device without them: a first call stalled with rank 0's copy never landed
+  // while its peer waited for rank 0's final chunk; docs/perf/fused.md "fused-ce in the emulated
+  // world".)
   pulls.join(stream);
 }
 

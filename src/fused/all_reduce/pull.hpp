@@ -55,15 +55,25 @@ WEAVE_HD void ar_pull_walk(const ArSchedule& s, int rank, int q, F&& f) {
 // order; stream-major (one stream's whole walk, then the next's) deadlocks there at W >= 3: a
 // gather from one peer waits, ahead of another peer's reduce-scatter pull that the first peer's
 // chunk needs (CPU-simulated in tests/cpu/test_fused_ar_plan.cpp).
-template <class F>
-WEAVE_HD void ar_pull_enqueue_order(const ArSchedule& s, int rank, int world, F&& f) {
+// round_end(k) after round k's events (every rank runs the same s.max_chunks + 1 rounds): the op
+// puts a host lockstep there, so where RANKS share one GPU's queues (the emulated world) round k of
+// every rank is enqueued before round k + 1 of any; enqueued rank by rank instead, ranks whose copy
+// streams met on one queue deadlocked (CPU-simulated in tests/cpu/test_fused_ar_plan.cpp).
+template <class F, class RoundEnd>
+WEAVE_HD void ar_pull_enqueue_order(const ArSchedule& s, int rank, int world, F&& f, RoundEnd&& round_end) {
   const int own = ar_chunks_of(s, rank);
-  for (int k = 0; k <= s.max_chunks; ++k)
+  for (int k = 0; k <= s.max_chunks; ++k) {
     for (int step = 1; step < world; ++step) {
       const int q = comm::peer_at(rank, step, world);
       if (k < own) f(step, kArPullRs, k);
       if (k >= 1 && k - 1 < ar_chunks_of(s, q)) f(step, kArPullAg, k - 1);
     }
+    round_end(k);
+  }
+}
+template <class F>
+WEAVE_HD void ar_pull_enqueue_order(const ArSchedule& s, int rank, int world, F&& f) {
+  ar_pull_enqueue_order(s, rank, world, f, [](int) {});
 }
 
 }  // namespace weave::fused

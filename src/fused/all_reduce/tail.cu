@@ -33,12 +33,14 @@ __global__ void __launch_bounds__(kTailThreads) ar_tail_kernel(const __grid_cons
     if (chunk != waited) {
       if (static_cast<int>(threadIdx.x) < w && !t.skip_partial_wait && !comm::aborted(pr)) {
         const int q = static_cast<int>(threadIdx.x);
-        (void)comm::wait_reached(pr, comm::flag_slot(pr, r, 0, q, chunk), e, q, 0, comm::FlagKind::kArrival);
+        (void)wait_with_key(pr, comm::flag_slot(pr, r, 0, q, chunk), q, 0, t.m, e);
       }
       __syncthreads();  // "consume-acquire": the waiters' acquires order every thread's loads below
       waited = chunk;
     }
-    const bool to_peers = !comm::aborted(pr);
+    // One decision for the whole CTA (issue 36 item 6): a row goes to the peers whole or not at all,
+    // and thread 0's count below follows the same decision as every thread's stores.
+    const bool to_peers = !__syncthreads_or(comm::aborted(pr) ? 1 : 0);
     const size_t in_row = static_cast<size_t>(row - row0) * static_cast<size_t>(t.n) * 2;
     const size_t out_row = t.out + static_cast<size_t>(row) * static_cast<size_t>(t.n) * 2;
     for (int v = static_cast<int>(threadIdx.x); v < vecs; v += kTailThreads) {
@@ -73,7 +75,10 @@ __global__ void __launch_bounds__(kTailThreads) ar_tail_kernel(const __grid_cons
     if (threadIdx.x == 0 && to_peers) {
       const ArChunkRows rows = ar_chunk_row_range(s, r, chunk, t.block_m, t.m);
       if (count_and_elect(ar_ag_counter(pr, chunk), static_cast<uint32_t>(rows.rows)))
-        for (int st = 1; st < w; ++st) comm::publish(comm::flag_slot(pr, comm::peer_at(r, st, w), 1, r, chunk), e);
+        for (int st = 1; st < w; ++st) {
+          const int q = comm::peer_at(r, st, w);
+          publish_with_key(pr, comm::flag_slot(pr, q, 1, r, chunk), q, t.m, e);
+        }
     }
   }
   // The end of the call: the last ticket waits for every peer's final chunks, then closes.
@@ -85,7 +90,7 @@ __global__ void __launch_bounds__(kTailThreads) ar_tail_kernel(const __grid_cons
     for (int i = lane; i < (w - 1) * per_peer && ok; i += 32) {
       const int q = comm::peer_at(r, 1 + i / per_peer, w), chunk = i % per_peer;
       if (chunk >= ar_chunks_of(s, q)) continue;
-      ok = comm::wait_reached(pr, comm::flag_slot(pr, r, 1, q, chunk), e, q, 1, comm::FlagKind::kArrival);
+      ok = wait_with_key(pr, comm::flag_slot(pr, r, 1, q, chunk), q, 1, t.m, e);
     }
   }
   __syncwarp();
