@@ -1,0 +1,295 @@
+// GemmAllReduce and GemmAllGather over real NCCL communicators, through the public API: one rank per
+// visible Hopper GPU (world 1 on a one-GPU machine, where split-nccl runs over a one-rank NCCL
+// communicator; W on a multi-GPU one, over NVLink). Issue 37 item 3, first part:
+//   - every mode x quant through self_test (known per-rank values, every element checked on every
+//     rank); gemm-only, which moves nothing, must fail it at W >= 2 (the self-test's teeth);
+//   - at model sizes (N 7168, K_r 2048, M 1 / 128 / 1000 / 8192, random operands per rank), every
+//     reducing mode bitwise equal to split-lsa's output of the same inputs and within the bound of
+//     an independent reference: each rank's CUDA-core GEMM of its own shard, summed over ranks by
+//     NCCL (all-reduce) or gathered by NCCL (all-gather), not by weave. Outputs NaN-poisoned before
+//     every call.
+// A mode that cannot run at this world (kUnavailable, e.g. the copy-engine modes without peers) is
+// printed with its reason, never silently passed.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm_support.hpp"
+#include "common/check.hpp"
+#include "support/expect_error.hpp"
+#include "testing/gemm_operands.hpp"
+#include "testing/gpu_reference.hpp"
+#include "testing/poison_nan.hpp"
+#include "testing/reduce_reference.hpp"
+#include "weave/gemm_all_gather.hpp"
+#include "weave/gemm_all_reduce.hpp"
+#include "weave/quant.hpp"
+
+using namespace weave;
+using namespace weave::test;
+
+namespace {
+
+const ScaleMode kQuants[] = {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale, ScaleMode::kMxfp8};
+
+GemmAllReduceConfig ar_config(ScaleMode quant, GemmAllReduceMode mode, int64_t n, int64_t k, int64_t m_max) {
+  GemmAllReduceConfig c;
+  c.n = n;
+  c.k = k;
+  c.m_max = m_max;
+  c.quant = quant;
+  c.mode = mode;
+  return c;
+}
+
+GemmAllGatherConfig ag_config(ScaleMode quant, GemmAllGatherMode mode, int64_t n, int64_t k, int64_t m_max) {
+  GemmAllGatherConfig c;
+  c.n = n;
+  c.k = k;
+  c.m_max = m_max;
+  c.quant = quant;
+  c.out_dtype = DType::kBF16;
+  c.mode = mode;
+  return c;
+}
+
+// Builds an op, or returns null with the reason when its mode cannot run at this world (every rank
+// alike: the constructor's resolution is collective).
+template <class Op, class Config>
+std::unique_ptr<Op> make_or_reason(Communicator& c, const Config& cfg, std::string& reason) {
+  try {
+    return std::make_unique<Op>(c, cfg);
+  } catch (const Error& e) {
+    if (e.status() != Status::kUnavailable && e.status() != Status::kUnsupported) throw;
+    reason = e.message();
+    return nullptr;
+  }
+}
+
+// One rank's random operand of `rows` x `k` in `quant` on its device (raw scale layout).
+bench::DeviceOperand operand(uint64_t seed, int64_t rows, int64_t k, ScaleMode quant, ref::Operand which, int dev) {
+  return bench::upload_operand(bench::quantize_parallel(bench::random_operand(seed, rows, k), rows, k, quant, which), dev);
+}
+
+// Poisons the op's output, runs one call, waits (bounded), raises a recorded error, returns the bytes.
+template <class Op>
+std::vector<uint8_t> poisoned_call(Communicator& c, Op& op, int64_t m, size_t bytes, const bench::DeviceOperand& a,
+                                   const bench::DeviceOperand& b, cudaStream_t st) {
+  c.barrier();
+  bench::poison_nan(op.output(m).data, bytes, DType::kBF16, st);
+  op.run(m, a.view, b.view, GemmScales{a.scale_view, b.scale_view}, st);
+  WEAVE_CHECK_CUDA(cudaStreamSynchronize(st));
+  op.check();
+  std::vector<uint8_t> h(bytes);
+  WEAVE_CHECK_CUDA(cudaMemcpy(h.data(), op.output(m).data, bytes, cudaMemcpyDeviceToHost));
+  c.barrier();
+  return h;
+}
+
+}  // namespace
+
+TEST(MultiGpuGemmAllReduce, SelfTestEveryModeAndQuant) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int w = local_world();
+  const GemmAllReduceMode modes[] = {GemmAllReduceMode::kAuto,     GemmAllReduceMode::kSplitNccl,
+                                     GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe,
+                                     GemmAllReduceMode::kFused,    GemmAllReduceMode::kFusedRs,
+                                     GemmAllReduceMode::kFusedCe,  GemmAllReduceMode::kDecode};
+  for (ScaleMode q : kQuants)
+    for (GemmAllReduceMode mode : modes) {
+      SCOPED_TRACE(std::string(to_string(q)) + " " + std::string(to_string(mode)) + " W" + std::to_string(w));
+      std::string reason;
+      for_each_rank([&](Communicator& c) {
+        std::string why;
+        auto op = make_or_reason<GemmAllReduce>(c, ar_config(q, mode, 512, 384, 4100), why);
+        if (!op) {
+          if (c.rank() == 0) reason = why;
+          return;
+        }
+        for (int64_t m : {1, 33, 1000, 4096}) {
+          if (mode == GemmAllReduceMode::kDecode && m > 32) continue;
+          const SelfTestReport rep = op->self_test(m);
+          EXPECT_TRUE(rep.ok) << "m " << m << ": " << rep.detail;
+        }
+      });
+      if (!reason.empty())
+        std::printf("  gemm-ar %s %s at W%d: not run (%s)\n", std::string(to_string(q)).c_str(),
+                    std::string(to_string(mode)).c_str(), w, reason.c_str());
+    }
+}
+
+// The self-test has teeth where there are peers: gemm-only moves nothing.
+TEST(MultiGpuGemmAllReduce, SelfTestFailsWhenNothingMoves) {
+  WEAVE_REQUIRE_GPUS(2);
+  for_each_rank([&](Communicator& c) {
+    GemmAllReduce op(c, ar_config(ScaleMode::kBF16, GemmAllReduceMode::kGemmOnly, 256, 512, 256));
+    const SelfTestReport rep = op.self_test(200);
+    EXPECT_FALSE(rep.ok) << rep.detail;
+    EXPECT_EQ(rep.wrong_from_rank[c.rank()], 0) << "the own term is computed locally";
+  });
+}
+
+// Model size: every reducing mode bitwise equal to split-lsa's output and within the bound of the
+// NCCL-summed reference.
+TEST(MultiGpuGemmAllReduce, EveryModeEqualsSplitBitwiseAndTheReferenceAtModelSizes) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int w = local_world();
+  const int64_t n = 7168, k = 2048, m_max = 8192;
+  const GemmAllReduceMode modes[] = {GemmAllReduceMode::kFused, GemmAllReduceMode::kFusedRs,
+                                     GemmAllReduceMode::kFusedCe, GemmAllReduceMode::kSplitNccl,
+                                     GemmAllReduceMode::kSplitCe, GemmAllReduceMode::kAuto};
+  for (ScaleMode q : kQuants) {
+    SCOPED_TRACE(std::string(to_string(q)) + " W" + std::to_string(w));
+    std::vector<std::string> reasons(std::size(modes));
+    for_each_rank([&](Communicator& c) {
+      const int r = c.rank(), dev = c.device();
+      StreamHolder st;
+      GemmAllReduce split(c, ar_config(q, GemmAllReduceMode::kSplitLsa, n, k, m_max));
+      std::vector<std::unique_ptr<GemmAllReduce>> ops;
+      for (size_t i = 0; i < std::size(modes); ++i) {
+        GemmAllReduceConfig cfg = ar_config(q, modes[i], n, k, m_max);
+        // fused-ce runs mxfp8's native kernel; the bf16 route would differ from split-lsa's bits.
+        if (q == ScaleMode::kMxfp8) cfg.mx_route = MxRoute::kNative;
+        std::string why;
+        ops.push_back(make_or_reason<GemmAllReduce>(c, cfg, why));
+        if (r == 0) reasons[i] = why;
+      }
+      GemmAllReduceConfig native = ar_config(q, GemmAllReduceMode::kSplitLsa, n, k, m_max);
+      native.mx_route = MxRoute::kNative;
+      GemmAllReduce split_native(c, native);
+      const bench::DeviceOperand b = operand(77 + r, n, k, q, ref::Operand::kB, dev);
+      for (int64_t m : {int64_t{1}, int64_t{128}, int64_t{1000}, int64_t{8192}}) {
+        const bench::DeviceOperand a = operand(1000 * m + r, m, k, q, ref::Operand::kA, dev);
+        const size_t elems = static_cast<size_t>(m * n), bytes = elems * 2;
+        // The reference: this rank's CUDA-core GEMM, its magnitude, each summed over ranks by NCCL.
+        bench::DeviceBuffer sum(elems * 4), mag(elems * 4), own(elems * 4);
+        const GemmProblem p{.m = m, .n = n, .k = k, .mode = q, .scale_layout = ScaleLayout::kRaw, .out_dtype = DType::kBF16};
+        bench::gpu_reference_gemm(p, a.view, b.view, GemmScales{a.scale_view, b.scale_view}, own.as<float>(), st.s);
+        WEAVE_CHECK_CUDA(cudaMemsetAsync(sum.get(), 0, sum.bytes(), st.s));
+        WEAVE_CHECK_CUDA(cudaMemsetAsync(mag.get(), 0, mag.bytes(), st.s));
+        bench::gpu_add_term(sum.as<float>(), mag.as<float>(), own.as<float>(), static_cast<int64_t>(elems), st.s);
+        WEAVE_CHECK_NCCL(ncclAllReduce(sum.get(), sum.get(), elems, ncclFloat32, ncclSum, c.nccl(), st.s));
+        WEAVE_CHECK_NCCL(ncclAllReduce(mag.get(), mag.get(), elems, ncclFloat32, ncclSum, c.nccl(), st.s));
+        WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+        const std::vector<uint8_t> want_bits = poisoned_call(c, split, m, bytes, a, b, st.s);
+        const std::vector<uint8_t> want_native =
+            q == ScaleMode::kMxfp8 ? poisoned_call(c, split_native, m, bytes, a, b, st.s) : want_bits;
+        const bench::Tolerance tol = bench::reduced_gemm_tolerance(q, w);
+        const ref::Comparison cmp =
+            bench::gpu_compare(split.output(m), sum.as<float>(), tol, st.s, mag.as<float>());
+        EXPECT_EQ(cmp.wrong, 0) << "m " << m << " split-lsa: " << cmp.wrong << " of " << cmp.count
+                                << " beyond the bound, rel_l2 " << cmp.rel_l2;
+        for (size_t i = 0; i < ops.size(); ++i) {
+          if (!ops[i]) continue;
+          const std::vector<uint8_t> got = poisoned_call(c, *ops[i], m, bytes, a, b, st.s);
+          const GemmAllReduceMode ran = ops[i]->last_mode();
+          if (ran == GemmAllReduceMode::kDecode) continue;  // the GEMV sums K in another order (bound below)
+          const bool native_kernel = q == ScaleMode::kMxfp8;
+          EXPECT_EQ(std::memcmp(got.data(), (native_kernel ? want_native : want_bits).data(), bytes), 0)
+              << "m " << m << ": " << to_string(modes[i]) << " (ran " << to_string(ran) << ") differs from split-lsa";
+        }
+        if (r == 0 && (m == 1000 || m == 8192))
+          std::printf("  %s W%d m %lld: split-lsa rel_l2 %.3g vs the NCCL-summed reference\n",
+                      std::string(to_string(q)).c_str(), w, static_cast<long long>(m), cmp.rel_l2);
+      }
+    });
+    for (size_t i = 0; i < std::size(modes); ++i)
+      if (!reasons[i].empty())
+        std::printf("  gemm-ar %s %s at W%d: not run (%s)\n", std::string(to_string(q)).c_str(),
+                    std::string(to_string(modes[i])).c_str(), w, reasons[i].c_str());
+  }
+}
+
+TEST(MultiGpuGemmAllGather, SelfTestEveryModeAndQuant) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int w = local_world();
+  const GemmAllGatherMode modes[] = {GemmAllGatherMode::kAuto,     GemmAllGatherMode::kSplitNccl,
+                                     GemmAllGatherMode::kSplitLsa, GemmAllGatherMode::kSplitCe,
+                                     GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kFusedCe};
+  for (ScaleMode q : kQuants)
+    for (GemmAllGatherMode mode : modes) {
+      SCOPED_TRACE(std::string(to_string(q)) + " " + std::string(to_string(mode)) + " W" + std::to_string(w));
+      std::string reason;
+      for_each_rank([&](Communicator& c) {
+        std::string why;
+        auto op = make_or_reason<GemmAllGather>(c, ag_config(q, mode, 256, 512, 1100), why);
+        if (!op) {
+          if (c.rank() == 0) reason = why;
+          return;
+        }
+        for (int64_t m : {1, 33, 1000}) {
+          const SelfTestReport rep = op->self_test(m);
+          EXPECT_TRUE(rep.ok) << "m " << m << ": " << rep.detail;
+        }
+      });
+      if (!reason.empty())
+        std::printf("  gemm-ag %s %s at W%d: not run (%s)\n", std::string(to_string(q)).c_str(),
+                    std::string(to_string(mode)).c_str(), w, reason.c_str());
+    }
+}
+
+// Model size: rank s's rows [s*m, (s+1)*m) of the output equal A_s B^T (B identical on every rank);
+// every mode bitwise equal to split-lsa's output and within the bound of the reference gathered
+// by NCCL.
+TEST(MultiGpuGemmAllGather, EveryModeEqualsSplitBitwiseAndTheReferenceAtModelSizes) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int w = local_world();
+  const int64_t n = 7168, k = 2048, m_max = 8192 / w;
+  const GemmAllGatherMode modes[] = {GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kFusedCe,
+                                     GemmAllGatherMode::kSplitNccl, GemmAllGatherMode::kSplitCe,
+                                     GemmAllGatherMode::kAuto};
+  for (ScaleMode q : kQuants) {
+    SCOPED_TRACE(std::string(to_string(q)) + " W" + std::to_string(w));
+    std::vector<std::string> reasons(std::size(modes));
+    for_each_rank([&](Communicator& c) {
+      const int r = c.rank(), dev = c.device();
+      StreamHolder st;
+      GemmAllGatherConfig scfg = ag_config(q, GemmAllGatherMode::kSplitLsa, n, k, m_max);
+      scfg.mx_route = MxRoute::kNative;
+      GemmAllGather split(c, scfg);
+      std::vector<std::unique_ptr<GemmAllGather>> ops;
+      for (size_t i = 0; i < std::size(modes); ++i) {
+        GemmAllGatherConfig cfg = ag_config(q, modes[i], n, k, m_max);
+        cfg.mx_route = MxRoute::kNative;
+        std::string why;
+        ops.push_back(make_or_reason<GemmAllGather>(c, cfg, why));
+        if (r == 0) reasons[i] = why;
+      }
+      const bench::DeviceOperand b = operand(77, n, k, q, ref::Operand::kB, dev);  // the same B everywhere
+      for (int64_t m : {int64_t{1}, int64_t{128}, int64_t{1000} / w, m_max}) {
+        const bench::DeviceOperand a = operand(1000 * m + r, m, k, q, ref::Operand::kA, dev);
+        const size_t own_elems = static_cast<size_t>(m * n), bytes = own_elems * 2 * static_cast<size_t>(w);
+        bench::DeviceBuffer own(own_elems * 4), all(own_elems * 4 * static_cast<size_t>(w));
+        const GemmProblem p{.m = m, .n = n, .k = k, .mode = q, .scale_layout = ScaleLayout::kRaw, .out_dtype = DType::kBF16};
+        bench::gpu_reference_gemm(p, a.view, b.view, GemmScales{a.scale_view, b.scale_view}, own.as<float>(), st.s);
+        WEAVE_CHECK_NCCL(ncclAllGather(own.get(), all.get(), own_elems, ncclFloat32, c.nccl(), st.s));
+        WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+        const std::vector<uint8_t> want = poisoned_call(c, split, m, bytes, a, b, st.s);
+        const ref::Comparison cmp = bench::gpu_compare(split.output(m), all.as<float>(),
+                                                       bench::gemm_tolerance(q, DType::kBF16), st.s);
+        EXPECT_EQ(cmp.wrong, 0) << "m " << m << " split-lsa: " << cmp.wrong << " of " << cmp.count
+                                << " beyond the bound, rel_l2 " << cmp.rel_l2;
+        for (size_t i = 0; i < ops.size(); ++i) {
+          if (!ops[i]) continue;
+          const std::vector<uint8_t> got = poisoned_call(c, *ops[i], m, bytes, a, b, st.s);
+          EXPECT_EQ(std::memcmp(got.data(), want.data(), bytes), 0)
+              << "m " << m << ": " << to_string(modes[i]) << " (ran " << to_string(ops[i]->last_mode())
+              << ") differs from split-lsa";
+        }
+        if (r == 0 && m == m_max)
+          std::printf("  %s W%d m %lld per rank: split-lsa rel_l2 %.3g vs the NCCL-gathered reference\n",
+                      std::string(to_string(q)).c_str(), w, static_cast<long long>(m), cmp.rel_l2);
+      }
+    });
+    for (size_t i = 0; i < std::size(modes); ++i)
+      if (!reasons[i].empty())
+        std::printf("  gemm-ag %s %s at W%d: not run (%s)\n", std::string(to_string(q)).c_str(),
+                    std::string(to_string(modes[i])).c_str(), w, reasons[i].c_str());
+  }
+}
