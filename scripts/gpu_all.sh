@@ -2,11 +2,18 @@
 # One run on a GPU machine: build, run the GPU and multi-GPU tests, then the benchmarks, and print a
 # short summary last. Full logs are packed into $OUT/logs.tgz, JSON results and the summary are
 # copied to $OUT (few files: a remote run may bring back only a handful).
-#   on the GPU machine, with .deps/ copied along:  bash scripts/gpu_all.sh [quick|tests|bench|gemm|comm|fused]
+#   on the GPU machine, with .deps/ copied along:  bash scripts/gpu_all.sh [quick|tests|bench|gemm|comm|fused|multi]
 # quick: tests + the default (short) bench suites; tests / bench: only that half; gemm: the GPU
 # tests and the gemm suite only; comm: the multi-GPU tests and the comm suite only; fused: the
 # GPU and multi-GPU tests, then the emulated fused tests repeated and the gemm-ag / gemm-ar suites
-# in the emulated world; default: all.
+# in the emulated world; multi: the run for a machine of 2+ GPUs (below); default: all.
+# multi: every multi-GPU test (tests/multi_gpu, one rank per GPU over real NCCL: the collectives and
+# both fused operators, every mode, bitwise against split and against an NCCL-reduced reference),
+# `weave bench comm` over every GPU, the fused suites over every model preset at world 1 (the
+# cross-GPU fused timing needs `--devices` in the fused suites: not yet), and with PY=1 the Python
+# package's install and pytest suite (scripts/device_python.sh: torchrun multi-GPU parts included;
+# needs .deps). Expected on 2 H200s, prebuilt binaries: about 3 minutes without PY=1 (tests about
+# 1, comm about 1, presets about 1), plus 5-8 with it (the wheel build).
 # GTEST_FILTER (GoogleTest reads it) narrows the tests. SANITIZE=1 adds compute-sanitizer memcheck
 # and racecheck over GemmSanitizer.* after them.
 # To save GPU-machine time, build here instead (scripts/pack_prebuilt.sh fills carry/), copy
@@ -58,7 +65,7 @@ verdict_pass "weave info" $?
 cat "$LOGS/info.txt"
 
 if [ "$mode" != bench ]; then
-  labels="gpu multi_gpu"; [ "$mode" = gemm ] && labels=gpu; [ "$mode" = comm ] && labels=multi_gpu
+  labels="gpu multi_gpu"; [ "$mode" = gemm ] && labels=gpu; { [ "$mode" = comm ] || [ "$mode" = multi ]; } && labels=multi_gpu
   for label in $labels; do
     t1=$(date +%s)
     timeout ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_$label" --gtest_brief=1 >"$LOGS/tests_$label.log" 2>&1
@@ -98,6 +105,28 @@ bench() {  # bench <name> <weave bench args...>
 }
 if [ "$mode" = quick ]; then
   bench default
+elif [ "$mode" = multi ]; then
+  nvidia-smi -L >"$LOGS/gpus.txt" 2>&1
+  note "GPUs: $(grep -c '^GPU' "$LOGS/gpus.txt")"
+  bench comm comm ${COMM_ARGS:-}
+  # Every preset of each fused op at world 1 (one GPU), the per-rank GEMM and each mode's machinery.
+  for op in gemm-ar gemm-ag; do
+    presets=$("$BIN"/weave plan --presets 2>/dev/null | awk -v op="$op" '$2 == op {print $1}' | paste -sd, -)
+    if [ -z "$presets" ]; then
+      verdict_pass "weave plan --presets ($op)" 1
+      note "no $op preset listed by weave plan --presets"
+      continue
+    fi
+    if [ "$op" = gemm-ar ]; then bench gemm_ar_presets gemm-ar --preset "$presets" ${GEMM_AR_ARGS:--m 1,128,1024,8192 -i 5}
+    else bench gemm_ag_presets gemm-ag --preset "$presets" ${GEMM_AG_ARGS:--m 128,1024,4096 -i 5}; fi
+  done
+  note "fused suites across GPUs: not run (they take world 1 or --emulate-world only; --devices is issue 37 item 1)"
+  if [ "${PY:-0}" = 1 ]; then
+    OUT="$LOGS/python" bash scripts/device_python.sh >"$LOGS/python.log" 2>&1
+    rc=$?
+    verdict_pass "python (scripts/device_python.sh)" $rc
+    note "python: exit $rc ($(grep -E '[0-9]+ passed' "$LOGS/python.log" | tail -1))"
+  fi
 elif [ "$mode" != tests ] && [ "$mode" != fused ]; then
   if [ "$mode" != gemm ] && [ "$mode" != comm ]; then
     bench copy copy ${COPY_ARGS:-}

@@ -44,8 +44,10 @@ class GpuAllScript : public ::testing::Test {
     fs::create_directories(dir_ / "bin");
     // weave: `info` and `plan` succeed; the copy negative control exits FAKE_NEGATIVE (it must
     // exit 1: the injected fault caught); every other bench exits FAKE_BENCH.
+    // `plan --presets` lists one preset per fused op (the table's name and op columns).
     write_script(dir_ / "bin" / "weave", R"(case "$1" in
-  info|plan) exit 0 ;;
+  plan) [ "$2" = --presets ] && printf 'preset op N K\nm.o_proj gemm-ar 7168 2048\nm.down gemm-ar 7168 4096\nm.wkv gemm-ag 576 7168\n'; exit 0 ;;
+  info) exit 0 ;;
 esac
 for a in "$@"; do [ "$a" = --inject-skip ] && exit "${FAKE_NEGATIVE:-1}"; done
 echo "fake bench $*"; exit "${FAKE_BENCH:-0}"
@@ -99,6 +101,23 @@ TEST_F(GpuAllScript, ExitsOneNamingEachFailedStep) {
     EXPECT_NE(r.out.find("RESULT: FAILED"), std::string::npos) << c.env << ":\n" << r.out;
     EXPECT_NE(r.out.find(c.says), std::string::npos) << c.env << ":\n" << r.out;
   }
+}
+
+// multi (a machine of 2+ GPUs): the multi-GPU tests, the comm suite and every fused preset at world
+// 1, not the one-GPU tests; a failing multi-GPU test binary or preset bench fails the run.
+TEST_F(GpuAllScript, MultiRunsTheMultiGpuTestsCommAndEveryPreset) {
+  const ScriptRun ok = gpu_all("FAKE_BENCH=0", "multi");
+  EXPECT_EQ(ok.rc, 0) << ok.out;
+  for (const char* part : {"tests multi_gpu (exit 0", "bench comm: exit 0", "fake bench bench gemm-ar --preset m.o_proj,m.down",
+                           "fake bench bench gemm-ag --preset m.wkv", "fused suites across GPUs: not run"})
+    EXPECT_NE(ok.out.find(part), std::string::npos) << part << " missing:\n" << ok.out;
+  EXPECT_EQ(ok.out.find("tests gpu ("), std::string::npos) << "multi runs no one-GPU tests:\n" << ok.out;
+  const ScriptRun bad = gpu_all("FAKE_MULTI=1", "multi");
+  EXPECT_EQ(bad.rc, 1) << bad.out;
+  EXPECT_NE(bad.out.find("tests multi_gpu: exit 1, must exit 0"), std::string::npos) << bad.out;
+  const ScriptRun bench = gpu_all("FAKE_BENCH=1", "multi");
+  EXPECT_EQ(bench.rc, 1) << bench.out;
+  EXPECT_NE(bench.out.find("bench gemm_ar_presets: exit 1, must exit 0"), std::string::npos) << bench.out;
 }
 
 TEST(GpuScripts, EveryScriptParses) {
