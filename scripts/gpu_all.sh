@@ -9,11 +9,11 @@
 # in the emulated world; multi: the run for a machine of 2+ GPUs (below); default: all.
 # multi: every multi-GPU test (tests/multi_gpu, one rank per GPU over real NCCL: the collectives and
 # both fused operators, every mode, bitwise against split and against an NCCL-reduced reference),
-# `weave bench comm` over every GPU, the fused suites over every model preset at world 1 (the
-# cross-GPU fused timing needs `--devices` in the fused suites: not yet), and with PY=1 the Python
-# package's install and pytest suite (scripts/device_python.sh: torchrun multi-GPU parts included;
-# needs .deps). Expected on 2 H200s, prebuilt binaries: about 3 minutes without PY=1 (tests about
-# 1, comm about 1, presets about 1), plus 5-8 with it (the wheel build).
+# `weave bench comm` over every GPU, the fused suites over every model preset with --devices = every
+# GPU (each mode against cuBLASLt + NCCL on plain and on symmetric buffers), and with PY=1 the
+# Python package's install and pytest suite (scripts/device_python.sh: torchrun multi-GPU parts
+# included; needs .deps). Expected on 2 H200s, prebuilt binaries: about 6 minutes without PY=1
+# (tests about 1, comm about 1, ten presets about 4; estimated, not yet run), plus 5-8 with it.
 # GTEST_FILTER (GoogleTest reads it) narrows the tests. SANITIZE=1 adds compute-sanitizer memcheck
 # and racecheck over GemmSanitizer.* after them.
 # To save GPU-machine time, build here instead (scripts/pack_prebuilt.sh fills carry/), copy
@@ -107,20 +107,24 @@ if [ "$mode" = quick ]; then
   bench default
 elif [ "$mode" = multi ]; then
   nvidia-smi -L >"$LOGS/gpus.txt" 2>&1
-  note "GPUs: $(grep -c '^GPU' "$LOGS/gpus.txt")"
+  # Every GPU, one rank each (DEVICES overrides: a comma-separated list of ordinals).
+  DEVICES=${DEVICES:-$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | paste -sd, -)}
+  note "GPUs: ${DEVICES:-none found}"
   bench comm comm ${COMM_ARGS:-}
-  # Every preset of each fused op at world 1 (one GPU), the per-rank GEMM and each mode's machinery.
+  # Every preset of each fused op over every GPU (--devices: real NCCL, the cuBLASLt + NCCL
+  # baselines beside the modes), one run and one JSON per preset.
   for op in gemm-ar gemm-ag; do
-    presets=$("$BIN"/weave plan --presets 2>/dev/null | awk -v op="$op" '$2 == op {print $1}' | paste -sd, -)
+    presets=$("$BIN"/weave plan --presets 2>/dev/null | awk -v op="$op" '$2 == op {print $1}')
     if [ -z "$presets" ]; then
       verdict_pass "weave plan --presets ($op)" 1
       note "no $op preset listed by weave plan --presets"
       continue
     fi
-    if [ "$op" = gemm-ar ]; then bench gemm_ar_presets gemm-ar --preset "$presets" ${GEMM_AR_ARGS:--m 1,128,1024,8192 -i 5}
-    else bench gemm_ag_presets gemm-ag --preset "$presets" ${GEMM_AG_ARGS:--m 128,1024,4096 -i 5}; fi
+    for p in $presets; do
+      if [ "$op" = gemm-ar ]; then args=${GEMM_AR_ARGS:--m 1,128,1024,8192 -i 5}; else args=${GEMM_AG_ARGS:--m 128,1024,4096 -i 5}; fi
+      bench "${op//-/_}_$p" "$op" --preset "$p" ${DEVICES:+--devices "$DEVICES"} $args
+    done
   done
-  note "fused suites across GPUs: not run (they take world 1 or --emulate-world only; --devices is issue 37 item 1)"
   if [ "${PY:-0}" = 1 ]; then
     OUT="$LOGS/python" bash scripts/device_python.sh >"$LOGS/python.log" 2>&1
     rc=$?

@@ -103,13 +103,16 @@ TEST_F(GpuAllScript, ExitsOneNamingEachFailedStep) {
   }
 }
 
-// multi (a machine of 2+ GPUs): the multi-GPU tests, the comm suite and every fused preset at world
-// 1, not the one-GPU tests; a failing multi-GPU test binary or preset bench fails the run.
+// multi (a machine of 2+ GPUs): the multi-GPU tests, the comm suite and every fused preset over
+// every GPU (--devices), not the one-GPU tests; a failing multi-GPU test binary or preset bench
+// fails the run.
 TEST_F(GpuAllScript, MultiRunsTheMultiGpuTestsCommAndEveryPreset) {
-  const ScriptRun ok = gpu_all("FAKE_BENCH=0", "multi");
+  const ScriptRun ok = gpu_all("FAKE_BENCH=0 DEVICES=0,1", "multi");
   EXPECT_EQ(ok.rc, 0) << ok.out;
-  for (const char* part : {"tests multi_gpu (exit 0", "bench comm: exit 0", "fake bench bench gemm-ar --preset m.o_proj,m.down",
-                           "fake bench bench gemm-ag --preset m.wkv", "fused suites across GPUs: not run"})
+  for (const char* part : {"tests multi_gpu (exit 0", "bench comm: exit 0", "GPUs: 0,1",
+                           "fake bench bench gemm-ar --preset m.o_proj --devices 0,1",
+                           "fake bench bench gemm-ar --preset m.down --devices 0,1",
+                           "fake bench bench gemm-ag --preset m.wkv --devices 0,1"})
     EXPECT_NE(ok.out.find(part), std::string::npos) << part << " missing:\n" << ok.out;
   EXPECT_EQ(ok.out.find("tests gpu ("), std::string::npos) << "multi runs no one-GPU tests:\n" << ok.out;
   const ScriptRun bad = gpu_all("FAKE_MULTI=1", "multi");
@@ -117,7 +120,7 @@ TEST_F(GpuAllScript, MultiRunsTheMultiGpuTestsCommAndEveryPreset) {
   EXPECT_NE(bad.out.find("tests multi_gpu: exit 1, must exit 0"), std::string::npos) << bad.out;
   const ScriptRun bench = gpu_all("FAKE_BENCH=1", "multi");
   EXPECT_EQ(bench.rc, 1) << bench.out;
-  EXPECT_NE(bench.out.find("bench gemm_ar_presets: exit 1, must exit 0"), std::string::npos) << bench.out;
+  EXPECT_NE(bench.out.find("bench gemm_ar_m.o_proj: exit 1, must exit 0"), std::string::npos) << bench.out;
 }
 
 TEST(GpuScripts, EveryScriptParses) {

@@ -51,10 +51,59 @@ void print_emulated_share(int world) {
 void check_world_options(const BenchOptions& common, int emulate_world, const char* suite) {
   WEAVE_EXPECT_ARG(emulate_world >= 0 && emulate_world <= kMaxWorld,
                    "--emulate-world " << emulate_world << ": must be in 1.." << kMaxWorld);
-  WEAVE_EXPECT_ARG(common.devices.size() <= 1,
-                   "--devices: " << common.devices.size() << " GPUs asked for; real multi-GPU runs of " << suite
-                                 << " (2+ GPUs, NCCL) are not yet in this suite: give one ordinal, or --emulate-world W "
-                                 << "on one GPU");
+  WEAVE_EXPECT_ARG(emulate_world == 0 || common.devices.empty(),
+                   "--emulate-world and --devices: one or the other (--emulate-world W runs W ranks on one GPU, "
+                   "--devices one rank per listed GPU over NCCL)");
+  WEAVE_EXPECT_ARG(common.devices.size() <= static_cast<size_t>(kMaxWorld),
+                   "--devices: " << common.devices.size() << " GPUs; " << suite << " runs at most " << kMaxWorld
+                                 << " ranks");
+  for (size_t i = 0; i < common.devices.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      WEAVE_EXPECT_ARG(common.devices[i] != common.devices[j],
+                       "--devices: GPU " << common.devices[i] << " listed twice (one rank per GPU; --emulate-world W "
+                                         << "puts W ranks on one GPU)");
+}
+
+int world_of(const BenchOptions& common, int emulate_world) {
+  if (emulate_world > 0) return emulate_world;
+  return std::max<int>(1, static_cast<int>(common.devices.size()));
+}
+
+SuiteWorld::SuiteWorld(const BenchOptions& common, int emulate_world, int device, double timeout_s) {
+  if (common.devices.empty()) {
+    world_ = std::max(1, emulate_world);
+    emulated_ = world_ > 1;
+    devices_.assign(static_cast<size_t>(world_), device);
+    ew_ = std::make_unique<bench::EmulatedWorld>(world_, device, timeout_s);
+    return;
+  }
+  devices_ = common.devices;
+  world_ = static_cast<int>(devices_.size());
+  CommOptions o;
+  o.tag = "weave bench (fused suite)";
+  o.timeout_s = timeout_s;
+  comms_ = Communicator::create_local(devices_, o);
+  for (auto& c : comms_) groups_.push_back(comm::nccl_group(*c));
+}
+
+SuiteWorld::~SuiteWorld() {
+  groups_.clear();  // before the communicators they point to
+  comms_.clear();
+}
+
+int SuiteWorld::device_of(int rank) const { return devices_.at(static_cast<size_t>(rank)); }
+
+Communicator& SuiteWorld::communicator(int rank) const {
+  WEAVE_EXPECT(over_nccl(), Status::kInternal, "SuiteWorld::communicator: not a run over NCCL");
+  return *comms_.at(static_cast<size_t>(rank));
+}
+
+void SuiteWorld::run(const std::function<void(comm::Group&)>& fn) {
+  if (ew_) {
+    ew_->run(fn);
+    return;
+  }
+  run_per_rank(comms_, [&](Communicator& c) { fn(*groups_[static_cast<size_t>(c.rank())]); });
 }
 
 SuiteDevice::SuiteDevice(const BenchOptions& common, const char* suite) {
@@ -62,10 +111,10 @@ SuiteDevice::SuiteDevice(const BenchOptions& common, const char* suite) {
   WEAVE_EXPECT(!devices.empty(), Status::kNoDevice, "no Hopper GPU visible");
   device = devices[0];
   if (common.devices.empty() && devices.size() > 1)
-    std::fprintf(stderr, "weave bench %s: %zu GPUs visible; using cuda:%d only (2+ GPUs: not yet)\n", suite,
-                 devices.size(), device);
+    std::fprintf(stderr, "weave bench %s: %zu GPUs visible; using cuda:%d only (--devices 0,1,...: one rank per GPU)\n",
+                 suite, devices.size(), device);
   WEAVE_CHECK_CUDA(cudaSetDevice(device));
-  gate = gate_idle(common, {device});
+  gate = gate_idle(common, common.devices.empty() ? std::vector<int>{device} : devices);
   WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
   WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&main_stream, cudaStreamNonBlocking));
 }

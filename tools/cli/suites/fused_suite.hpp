@@ -22,7 +22,9 @@
 #include "cli/registry.hpp"
 #include "common/check.hpp"
 #include "comm/group.hpp"
+#include "testing/emulated_world.hpp"
 #include "testing/gemm_operands.hpp"
+#include "weave/communicator.hpp"
 
 namespace weave::cli::fused_bench {
 
@@ -63,12 +65,49 @@ struct WorldOptions {
 // Registers --emulate-world, --arms, --timeout and --seed on a suite's subcommand.
 void add_world_options(CLI::App& app, WorldOptions& o);
 
-// What an arm of a fused suite is: the op in one of its modes, the collective alone, or cuBLASLt.
-enum class ArmKind { kOp, kCommOnly, kCublasLt };
+// What an arm of a fused suite is: the op in one of its modes, the collective alone, cuBLASLt's
+// GEMM, or (over NCCL) cuBLASLt's GEMM followed by NCCL's collective on plain buffers or on an
+// NCCL symmetric window (NCCL's own fastest kernels): what users run today.
+enum class ArmKind { kOp, kCommOnly, kCublasLt, kCublasLtNccl, kCublasLtNcclSym };
+inline bool is_cublaslt(ArmKind k) {
+  return k == ArmKind::kCublasLt || k == ArmKind::kCublasLtNccl || k == ArmKind::kCublasLtNcclSym;
+}
 
-// --emulate-world (0: not given, world 1) and --devices (one GPU; 2+ GPUs are not yet in the
-// suite `suite`). Throws Error(kInvalidArgument) naming the option.
+// --emulate-world (0: not given, world 1) and --devices (one rank per listed GPU over real NCCL
+// communicators, any count 1..8, distinct ordinals), one or the other. Throws
+// Error(kInvalidArgument) naming the option.
 void check_world_options(const BenchOptions& common, int emulate_world, const char* suite);
+// The world a run of these options has: --emulate-world W, else the --devices count, else 1.
+int world_of(const BenchOptions& common, int emulate_world);
+
+// The ranks of a run, one host thread each: W ranks on one GPU (the emulated world, and world 1
+// without --devices: a one-rank group without NCCL), or one rank per --devices GPU over real NCCL
+// communicators (Communicator::create_local; world 1 included, where split-nccl runs over a
+// one-rank communicator). Every rank runs the same code either way.
+class SuiteWorld {
+ public:
+  SuiteWorld(const BenchOptions& common, int emulate_world, int device, double timeout_s);
+  ~SuiteWorld();
+  SuiteWorld(const SuiteWorld&) = delete;
+  SuiteWorld& operator=(const SuiteWorld&) = delete;
+
+  int size() const noexcept { return world_; }
+  bool emulated() const noexcept { return emulated_; }  // W >= 2 ranks on one GPU
+  bool over_nccl() const noexcept { return !comms_.empty(); }
+  int device_of(int rank) const;
+  // Rank r's communicator (over_nccl() only).
+  Communicator& communicator(int rank) const;
+  // fn(group) on one thread per rank (its device current); rethrows the lowest rank's error.
+  void run(const std::function<void(comm::Group&)>& fn);
+
+ private:
+  int world_ = 1;
+  bool emulated_ = false;
+  std::vector<int> devices_;
+  std::unique_ptr<bench::EmulatedWorld> ew_;
+  std::vector<std::unique_ptr<Communicator>> comms_;
+  std::vector<std::unique_ptr<comm::Group>> groups_;
+};
 
 // --preset NAME[,NAME...]: every preset's shape is checked first (before any GPU work), then the
 // suite runs once per preset (`run` on a copy of `opt` with that shape); the exit status is the
@@ -78,7 +117,7 @@ int run_each_preset(const BenchOptions& common, const SuiteOptions& opt, const c
                     Run run) {
   check_bench_options(common);
   check_world_options(common, opt.emulate_world, suite);
-  const auto shapes = shapes_of(opt.shape, std::max(1, opt.emulate_world));
+  const auto shapes = shapes_of(opt.shape, world_of(common, opt.emulate_world));
   if (shapes.size() > 1) {
     // One file per run would be overwritten by the next preset's run.
     WEAVE_EXPECT_ARG(common.json_path.empty(), "--json: one preset per run when writing JSON (--preset names "
@@ -96,8 +135,9 @@ int run_each_preset(const BenchOptions& common, const SuiteOptions& opt, const c
   return worst;
 }
 
-// The one GPU a suite runs on: bench_devices' first (a line on stderr when more are visible and
-// none was asked for), made current, idle-gated; its L2 size and a stream for set-up work.
+// The GPU a suite sets up on: bench_devices' first (a line on stderr when more are visible and
+// none was asked for), made current; every --devices GPU idle-gated; its L2 size and a stream for
+// set-up work.
 struct SuiteDevice {
   int device = 0;
   std::string gate;  // gate_idle's line, for the JSON meta

@@ -11,8 +11,11 @@
 //                              GPU's SMs (each rank's grid is SMs / W - 1) and its HBM. Every row
 //                              and the header say: kEmulatedLabel. These are protocol and overlap
 //                              numbers, never NVLink numbers.
-//   2+ GPUs                    not yet (real NCCL communicators): asking for it (--devices with
-//                              two or more ordinals) exits 2 saying so.
+//   --devices D0[,D1,...]      one rank per listed GPU over real NCCL communicators (one host
+//                              thread each; world 1 with one ordinal): NVLink numbers at W >= 2,
+//                              and split-nccl, cublaslt+nccl (cuBLASLt GEMM, then ncclAllGather on
+//                              plain buffers) and cublaslt+nccl-sym (the same in an NCCL symmetric
+//                              window: NCCL's fastest kernels), the baselines users run today.
 //
 // Arms per M, all timed alternating (A B C ... A B C ...) under CUDA graphs of --calls calls per
 // rank (at least one call per weight copy), after warm-up, every rank replaying its graph at the
@@ -73,6 +76,7 @@
 #include "testing/poison_nan.hpp"
 #include "testing/reduce_reference.hpp"
 #include "weave/collectives.hpp"
+#include "weave/communicator.hpp"
 #include "weave/gemm_all_gather.hpp"
 #include "weave/presets.hpp"
 #include "weave/quant.hpp"
@@ -105,11 +109,12 @@ struct ArmSpec {
 const std::string kCommOnlyEmulatedNote = fused_bench::comm_only_emulated_note(
     "both ranks timed out at its first graph replay on the device, 2026-12-01");
 
-const std::vector<std::string> kArmNames = {"gemm-only", "comm-only", "split-lsa", "split-ce",    "fused-lsa",
-                                            "fused-ce",  "auto",      "cublaslt+copy"};
+const std::vector<std::string> kArmNames = {"gemm-only", "comm-only",  "split-lsa",     "split-ce",         "split-nccl",
+                                            "fused-lsa", "fused-ce",   "auto",          "cublaslt+copy",    "cublaslt+nccl",
+                                            "cublaslt+nccl-sym"};
 
 // The arms of this world (in timing order) and a note for every arm left out.
-std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::string>& wanted,
+std::vector<ArmSpec> arms_for(int world, bool emulated, bool over_nccl, const std::vector<std::string>& wanted,
                               std::vector<std::string>& notes) {
   auto want = [&](const std::string& n) {
     return wanted.empty() || std::find(wanted.begin(), wanted.end(), n) != wanted.end();
@@ -145,9 +150,17 @@ std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::s
   else if (want("cublaslt+copy"))
     notes.push_back("cublaslt+copy: world 1 only (the emulated world has no NCCL to gather cuBLASLt's output with; "
                     "split-lsa is the GEMM-then-gather arm there)");
-  if (emulated || world == 1)
-    notes.push_back(std::string("split-nccl: not run (") +
-                    (emulated ? "the emulated world has no NCCL communicator" : "world 1 gathers nothing") + ")");
+  if (over_nccl) {
+    add({"split-nccl", ArmKind::kOp, GemmAllGatherMode::kSplitNccl, true});
+    add({"cublaslt+nccl", ArmKind::kCublasLtNccl, GemmAllGatherMode::kAuto, false});
+    add({"cublaslt+nccl-sym", ArmKind::kCublasLtNcclSym, GemmAllGatherMode::kAuto, false});
+  } else {
+    for (const char* a : {"split-nccl", "cublaslt+nccl", "cublaslt+nccl-sym"})
+      if (want(a))
+        notes.push_back(std::string(a) + ": not run (" +
+                        (emulated ? "the emulated world has no NCCL communicator" : "this world 1 has no NCCL communicator") +
+                        "; --devices runs over real NCCL communicators)");
+  }
   return arms;
 }
 
@@ -157,7 +170,8 @@ struct RankArm {
   std::unique_ptr<Collective> coll;
   std::unique_ptr<bench::CublasLtGemm> lt;
   std::vector<bench::CublasLtScales> lt_scales;
-  bench::DeviceBuffer lt_c, lt_out;  // cuBLASLt's C [m, n]; the copy's destination
+  bench::DeviceBuffer lt_c, lt_out;  // cuBLASLt's C [m, n]; the copy's (gather's) destination [W m, n]
+  std::unique_ptr<SymmetricWindow> sym;  // cublaslt+nccl-sym: "c" [m_max, n] and "out" [W m_max, n] in an NCCL window
   std::string unavailable;           // the reason, when the arm cannot run here (every rank the same)
 };
 
@@ -169,11 +183,12 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
   fused_bench::check_world_options(common, opt.emulate_world, "gemm-ag");
   check_output_file("--calibrate", opt.calibrate);
   const bool emulated = opt.emulate_world > 1;
-  const int world = std::max(1, opt.emulate_world);
+  const bool over_nccl = !common.devices.empty();
+  const int world = fused_bench::world_of(common, opt.emulate_world);
   for (const auto& a : opt.arms)
     WEAVE_EXPECT_ARG(std::find(kArmNames.begin(), kArmNames.end(), a) != kArmNames.end(),
-                     "--arms: '" << a << "' is not one of gemm-only, comm-only, split-lsa, split-ce, fused-lsa, fused-ce, auto, "
-                                 << "cublaslt+copy");
+                     "--arms: '" << a << "' is not one of gemm-only, comm-only, split-lsa, split-ce, split-nccl, fused-lsa, "
+                                 << "fused-ce, auto, cublaslt+copy, cublaslt+nccl, cublaslt+nccl-sym");
   const GemmAgOptions& shape = opt.shape;  // mxfp8: raw scales (the suite has no --scale-layout)
   const GemmAllGatherConfig base = gemm_ag_config(shape, world);
   // The table must be for this op shape (refused before any GPU work); only the auto arm reads it.
@@ -181,8 +196,10 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
                      base.k, world);
   WEAVE_EXPECT_ARG(opt.timeout_s >= 0.1 && opt.timeout_s <= 600, "--timeout " << opt.timeout_s << ": must be in 0.1..600 s");
   std::vector<std::string> notes;
-  const std::vector<ArmSpec> specs = arms_for(world, emulated, opt.arms, notes);
-  WEAVE_EXPECT_ARG(!specs.empty(), "--arms: none of the arms named runs at world " << world);
+  const std::vector<ArmSpec> specs = arms_for(world, emulated, over_nccl, opt.arms, notes);
+  std::string left_out;
+  for (const auto& note : notes) left_out += "; " + note;
+  WEAVE_EXPECT_ARG(!specs.empty(), "--arms: none of the arms named runs at world " << world << left_out);
 
   const fused_bench::SuiteDevice gpu(common, "gemm-ag");
   if (!shape.preset.empty()) {  // which layer this run is (after every check and the GPU probe)
@@ -197,11 +214,13 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
   const size_t ob = dtype_bytes(out_dtype);
   const std::string quant(to_string(base.quant)), out_name(to_string(out_dtype));
   const bench::Tolerance tol = bench::gemm_tolerance(base.quant, out_dtype);
-  const std::string world_tag = emulated ? std::to_string(world) + "-emu" : "1";
+  const std::string world_tag = emulated ? std::to_string(world) + "-emu" : std::to_string(world);
 
   std::printf("# weave bench gemm-ag: n=%lld k=%lld %s -> %s, world %d%s, cuda:%d\n", static_cast<long long>(n),
               static_cast<long long>(k), quant.c_str(), out_name.c_str(), world,
-              emulated ? (" (" + std::string(kEmulatedLabel) + ")").c_str() : " (one rank, one GPU: nothing gathered)",
+              emulated    ? (" (" + std::string(kEmulatedLabel) + ")").c_str()
+              : over_nccl ? (world > 1 ? " (one rank per GPU over NCCL)" : " (one rank over a real NCCL communicator: nothing gathered)")
+                          : " (one rank, one GPU: nothing gathered)",
               device);
   if (emulated) fused_bench::print_emulated_share(world);
   std::fflush(stdout);
@@ -209,17 +228,23 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
   // Weights: B (the reference's copy) and, per rank, its cold copies (together past 3 x L2).
   std::fprintf(stderr, "weave bench gemm-ag: generating B [%lld, %lld] %s\n", static_cast<long long>(n),
                static_cast<long long>(k), quant.c_str());
-  const bench::DeviceOperand b0 = bench::upload_operand(
-      bench::quantize_parallel(bench::random_operand(opt.seed * 1000003 + 1, n, k), n, k, base.quant, ref::Operand::kB),
-      device);
-  const int copies = common.hot ? 1 : bench::cold_copies(b0.bytes() * static_cast<size_t>(world), static_cast<size_t>(l2));
   // The world first: the ranks' ops point into it, so it must outlive them (destroyed after states).
-  bench::EmulatedWorld ew(world, device, opt.timeout_s);
+  fused_bench::SuiteWorld ew(common, opt.emulate_world, device, opt.timeout_s);
+  const ref::QuantMatrix qb =
+      bench::quantize_parallel(bench::random_operand(opt.seed * 1000003 + 1, n, k), n, k, base.quant, ref::Operand::kB);
+  std::vector<bench::DeviceOperand> bs;  // B (the same on every rank) on rank r's GPU
+  for (int r = 0; r < world; ++r) bs.push_back(bench::upload_operand(qb, ew.device_of(r)));
+  const bench::DeviceOperand& b0 = bs[0];
+  // Cold weights: a rank's copies together past 3 x L2 of its GPU (the emulated world's ranks share one).
+  const int copies =
+      common.hot ? 1 : bench::cold_copies(b0.bytes() * static_cast<size_t>(over_nccl ? 1 : world), static_cast<size_t>(l2));
   std::vector<std::unique_ptr<RankState>> states;
   for (int r = 0; r < world; ++r) {
     states.push_back(std::make_unique<RankState>());
-    for (int c = 0; c < copies; ++c) states[r]->b.push_back(bench::clone_operand(b0));
+    WEAVE_CHECK_CUDA(cudaSetDevice(ew.device_of(r)));
+    for (int c = 0; c < copies; ++c) states[r]->b.push_back(bench::clone_operand(bs[r]));
   }
+  WEAVE_CHECK_CUDA(cudaSetDevice(device));
   const int calls = std::max(common.calls_per_graph, copies);
 
   // The ops, once per rank (collective: every rank builds the same ones).
@@ -235,6 +260,12 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
           c.mode = specs[i].mode;
           if (c.mode == GemmAllGatherMode::kAuto) c.calibration = opt.calibration;
           arm.op = GemmAllGather::Impl::create(g, c);
+        } else if (specs[i].kind == ArmKind::kCublasLtNcclSym) {
+          const size_t own = static_cast<size_t>(base.m_max) * static_cast<size_t>(n) * ob;
+          WindowLayout layout;
+          layout.add("c", RegionKind::kData, own);
+          layout.add("out", RegionKind::kData, own * static_cast<size_t>(g.world_size()));
+          arm.sym = std::make_unique<SymmetricWindow>(ew.communicator(g.rank()), std::move(layout));
         } else if (specs[i].kind == ArmKind::kCommOnly) {
           CollectiveConfig cc;
           cc.op = CollectiveOp::kAllGather;
@@ -264,18 +295,42 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
     const GemmProblem prob{.m = m, .n = n, .k = k, .mode = base.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = out_dtype};
     std::fprintf(stderr, "weave bench gemm-ag: m=%lld (%zu/%zu): inputs and reference GEMMs of %d source rank(s)\n",
                  static_cast<long long>(m), mi + 1, shape.ms.size(), world);
-    std::vector<bench::DeviceOperand> as;
-    std::vector<bench::DeviceBuffer> refs;
-    for (int s = 0; s < world; ++s) {
-      as.push_back(bench::upload_operand(
-          bench::quantize_parallel(bench::random_operand(opt.seed * 1000003 + 7919 * static_cast<uint64_t>(m) + 17 * s + 2, m, k),
-                                   m, k, base.quant, ref::Operand::kA),
-          device));
-      refs.emplace_back(static_cast<size_t>(m) * static_cast<size_t>(n) * sizeof(float));
-      bench::gpu_reference_gemm(prob, as[s].view, b0.view, {as[s].scale_view, b0.scale_view}, refs[s].as<float>(),
-                                main_stream);
+    const size_t own_elems = static_cast<size_t>(m) * static_cast<size_t>(n);
+    std::vector<ref::QuantMatrix> qa;
+    for (int s = 0; s < world; ++s)
+      qa.push_back(bench::quantize_parallel(
+          bench::random_operand(opt.seed * 1000003 + 7919 * static_cast<uint64_t>(m) + 17 * s + 2, m, k), m, k, base.quant,
+          ref::Operand::kA));
+    std::vector<bench::DeviceOperand> as(world);  // A_s on rank s's GPU
+    // Every source's reference rows where each rank checks them: one set on the shared GPU (the
+    // emulated world and world 1), or on each rank's GPU, its own computed there and gathered by
+    // ncclAllGather (--devices).
+    std::vector<bench::DeviceBuffer> refs(world), gathered(over_nccl ? world : 0);
+    if (!over_nccl) {
+      for (int s = 0; s < world; ++s) {
+        as[s] = bench::upload_operand(qa[s], device);
+        refs[s] = bench::DeviceBuffer(own_elems * sizeof(float));
+        bench::gpu_reference_gemm(prob, as[s].view, b0.view, {as[s].scale_view, b0.scale_view}, refs[s].as<float>(),
+                                  main_stream);
+      }
+      WEAVE_CHECK_CUDA(cudaStreamSynchronize(main_stream));
+    } else {
+      ew.run([&](comm::Group& g) {
+        const int r = g.rank();
+        cudaStream_t st = states[r]->stream;
+        as[r] = bench::upload_operand(qa[r], g.device());
+        refs[r] = bench::DeviceBuffer(own_elems * sizeof(float));
+        bench::gpu_reference_gemm(prob, as[r].view, bs[r].view, {as[r].scale_view, bs[r].scale_view},
+                                  refs[r].as<float>(), st);
+        gathered[r] = bench::DeviceBuffer(own_elems * sizeof(float) * static_cast<size_t>(world));
+        WEAVE_CHECK_NCCL(ncclAllGather(refs[r].get(), gathered[r].get(), own_elems, ncclFloat32, g.nccl(), st));
+        comm::sync_stream_bounded(st, opt.timeout_s, "gemm-ag: the reference rows of every rank (ncclAllGather)");
+      });
     }
-    WEAVE_CHECK_CUDA(cudaStreamSynchronize(main_stream));
+    // Source s's reference rows as rank r sees them.
+    const auto ref_of = [&](int r, int s) -> const float* {
+      return over_nccl ? gathered[r].as<float>() + static_cast<size_t>(s) * own_elems : refs[s].as<float>();
+    };
     std::vector<std::vector<ArmResult>> res(world, std::vector<ArmResult>(specs.size()));
     std::string error;
     try {
@@ -286,7 +341,7 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
         std::vector<ArmResult>& rr = res[r];
         // cuBLASLt (world 1): per M, since its descriptors and algorithm are per shape.
         for (size_t i = 0; i < specs.size(); ++i) {
-          if (specs[i].kind != ArmKind::kCublasLt) continue;
+          if (!fused_bench::is_cublaslt(specs[i].kind)) continue;
           RankArm& a = st.arms[i];
           a.lt.reset();
           a.lt_scales.clear();
@@ -300,8 +355,10 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
             continue;
           }
           for (const auto& b : st.b) a.lt_scales.push_back(a.lt->prepare_scales({as[r].scale_view, b.scale_view}, stream));
-          a.lt_c = bench::DeviceBuffer(rows_bytes);
-          a.lt_out = bench::DeviceBuffer(rows_bytes);
+          if (!a.sym) {
+            a.lt_c = bench::DeviceBuffer(rows_bytes);
+            a.lt_out = bench::DeviceBuffer(specs[i].kind == ArmKind::kCublasLt ? rows_bytes : rows_bytes * static_cast<size_t>(w));
+          }
         }
         auto enqueue = [&, r](size_t i, cudaStream_t s, int call) {
           RankArm& a = st.arms[i];
@@ -319,12 +376,25 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
                         TensorView::matrix(a.lt_c.get(), out_dtype, m, n, dev), s);
               WEAVE_CHECK_CUDA(cudaMemcpyAsync(a.lt_out.get(), a.lt_c.get(), rows_bytes, cudaMemcpyDeviceToDevice, s));
               break;
+            case ArmKind::kCublasLtNccl:
+            case ArmKind::kCublasLtNcclSym: {
+              // What users run today: the GEMM of the own rows, then NCCL's all-gather (its symmetric
+              // kernels where both buffers lie in a registered window).
+              void* c = a.sym ? static_cast<void*>(a.sym->region("c")) : a.lt_c.get();
+              void* out = a.sym ? static_cast<void*>(a.sym->region("out")) : a.lt_out.get();
+              a.lt->run(as[r].view, b.view, a.lt_scales[static_cast<size_t>(call) % st.b.size()],
+                        TensorView::matrix(c, out_dtype, m, n, dev), s);
+              WEAVE_CHECK_NCCL(ncclAllGather(c, out, static_cast<size_t>(m) * static_cast<size_t>(n),
+                                             out_dtype == DType::kBF16 ? ncclBfloat16 : ncclFloat32, g.nccl(), s));
+              break;
+            }
           }
         };
         auto output_of = [&](size_t i) -> char* {
           RankArm& a = st.arms[i];
           if (a.op) return static_cast<char*>(a.op->output(m).data);
           if (a.coll) return static_cast<char*>(a.coll->window_output());
+          if (a.sym) return a.sym->region("out");
           return static_cast<char*>(a.lt_out.get());
         };
         // Fresh poison, every rank barriered, one call, every source's rows against its reference.
@@ -335,7 +405,7 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
           bench::poison_nan(o, out_bytes, out_dtype, stream);
           if (specs[i].kind == ArmKind::kCommOnly) {
             const size_t elems = static_cast<size_t>(m) * static_cast<size_t>(n);
-            bench::gpu_round_reference(refs[r].as<float>(), o + static_cast<size_t>(r) * rows_bytes, elems, out_dtype,
+            bench::gpu_round_reference(ref_of(r, r), o + static_cast<size_t>(r) * rows_bytes, elems, out_dtype,
                                        stream);
           }
           WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
@@ -350,7 +420,7 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
             if (specs[i].mode == GemmAllGatherMode::kGemmOnly && specs[i].kind == ArmKind::kOp && s != r) continue;
             if (specs[i].kind == ArmKind::kCublasLt && s != 0) continue;
             const TensorView rows = TensorView::matrix(o + static_cast<size_t>(s) * rows_bytes, out_dtype, m, n, dev);
-            const ref::Comparison cmp = bench::gpu_compare(rows, refs[s].as<float>(), tol, stream);
+            const ref::Comparison cmp = bench::gpu_compare(rows, ref_of(r, s), tol, stream);
             ar.wrong_from[s] = std::max<int64_t>(ar.wrong_from[s], 0) + cmp.wrong;
           }
           if (a.op && specs[i].mode == GemmAllGatherMode::kAuto) {
@@ -389,7 +459,7 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
     // Rows: per arm, the per-rank maximum of medians; wrong summed over ranks and sources.
     const std::vector<bench::Timing> per_arm = fused_bench::max_over_ranks(res, specs.size());
     double best_split = bench::kNaN, lt_us = bench::kNaN, gemm_us = bench::kNaN, comm_us = bench::kNaN,
-           fused_us = bench::kNaN;
+           fused_us = bench::kNaN, lt_nccl_us = bench::kNaN, lt_sym_us = bench::kNaN;
     std::string best_split_name;
     // --calibrate: the fastest of the modes auto can take (split-lsa, fused-lsa) that ran right.
     const std::string best_auto_mode = fused_bench::fastest_right_arm(
@@ -406,6 +476,8 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
       if (std::isnan(t)) continue;
       if (specs[i].split && (std::isnan(best_split) || t < best_split)) best_split = t, best_split_name = specs[i].name;
       if (specs[i].kind == ArmKind::kCublasLt) lt_us = t;
+      if (specs[i].kind == ArmKind::kCublasLtNccl) lt_nccl_us = t;
+      if (specs[i].kind == ArmKind::kCublasLtNcclSym) lt_sym_us = t;
       if (specs[i].name == "gemm-only") gemm_us = t;
       if (specs[i].name == "comm-only") comm_us = t;
       if (specs[i].name == "fused-lsa") fused_us = t;
@@ -438,6 +510,8 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
                    {"wrong_from_source", from},
                    {"weight_copies_per_rank", copies},
                    {"calls_per_graph", calls}};
+      row.extra["over_nccl"] = over_nccl;
+      if (over_nccl) row.extra["devices"] = common.devices;
       if (emulated) row.extra["label"] = kEmulatedLabel;
       if (!unavailable.empty()) row.extra["unavailable"] = unavailable;
       if (!res[0][i].resolved.empty()) {
@@ -461,6 +535,9 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
           row.ratio = row.time_us / best_split;
         }
         if (!std::isnan(lt_us)) row.extra["ratio_vs_cublaslt_copy"] = row.time_us / lt_us;
+        // Against what users run today (> 1: this arm is faster).
+        if (!std::isnan(lt_nccl_us)) row.extra["speedup_vs_cublaslt_nccl"] = lt_nccl_us / row.time_us;
+        if (!std::isnan(lt_sym_us)) row.extra["speedup_vs_cublaslt_nccl_sym"] = lt_sym_us / row.time_us;
         if ((specs[i].name == "fused-lsa" || specs[i].name == "fused-ce") && !std::isnan(gemm_us) && !std::isnan(comm_us))
           row.extra["overlap_efficiency"] = fused_bench::overlap_efficiency(gemm_us, comm_us, row.time_us);
       }
@@ -515,7 +592,8 @@ void add_gemm_ag_suite(CLI::App& bench, BenchOptions& common) {
       "gemm-ag",
       "weave::GemmAllGather per M: gemm-only, comm-only, split-lsa, split-ce, fused-lsa, fused-ce and auto alternating in one "
       "process (world 1: also cuBLASLt + copy); every arm's rows of every source rank checked (#wrong). "
-      "--emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). 2+ GPUs: not yet.");
+      "--emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). --devices 0,1,...: one rank per GPU over "
+      "NCCL, with split-nccl and cuBLASLt + NCCL baselines.");
   add_common_bench_options(*app, common);
   add_gemm_ag_options(*app, o.shape, /*with_layout=*/false, /*with_mode=*/false, /*many=*/true);
   fused_bench::add_world_options(*app, o);
@@ -535,7 +613,8 @@ void add_gemm_ag_suite(CLI::App& bench, BenchOptions& common) {
       "                     '") + kEmulatedLabel + "'.\n"
       "                     The ranks share the GPU's SMs and HBM: per-rank TFLOPS is about 1/W of the GPU's.\n"
       "                     Sets CUDA_DEVICE_MAX_CONNECTIONS=32 (unless set) so the ranks' streams get queues.\n"
-      "  2+ GPUs            real NCCL runs: not yet (--devices with 2+ ordinals exits 2).\n"
+      "  --devices D0,D1,.. one rank per listed GPU over real NCCL communicators (one ordinal: world 1 over a\n"
+      "                     one-rank communicator); adds split-nccl, cublaslt+nccl and cublaslt+nccl-sym.\n"
       "Arms (per M, timed alternating, CUDA graphs of --calls calls per rank, ranks barriered before every\n"
       "sample, per-rank max of medians):\n"
       "  gemm-only      the op in gemm-only mode: the GEMM alone into this rank's rows (checked: own rows)\n"
@@ -551,11 +630,15 @@ void add_gemm_ag_suite(CLI::App& bench, BenchOptions& common) {
       "                 copy-engine pulls of it while the GEMM runs (W > 1; emulated world: W <= 2, as split-ce)\n"
       "  auto           the op's choice per call (shown as auto(<mode>))\n"
       "  cublaslt+copy  world 1 only: cuBLASLt GEMM, then a copy into the output (no NCCL in the emulated\n"
-      "                 world, so no cuBLASLt + NCCL baseline there); split-nccl is not run\n"
+      "                 world, so no cuBLASLt + NCCL baseline there)\n"
+      "  split-nccl     --devices only: weave's GEMM into the window, then ncclAllGather in place (a split arm)\n"
+      "  cublaslt+nccl  --devices only: cuBLASLt's GEMM of the own rows, then ncclAllGather (plain buffers)\n"
+      "  cublaslt+nccl-sym  the same with both buffers in an NCCL symmetric window: the strongest baseline;\n"
+      "                 JSON rows carry speedup_vs_cublaslt_nccl[_sym] (> 1: faster)\n"
       "Columns: m n k quant out mode time_us ratio (time / best split arm, same run) vs_lt (time /\n"
       "cublaslt+copy) TFLOPS (2*M*N*K per rank / time) noise% #wrong (elements outside the GEMM tolerance\n"
       "against a CUDA-core reference GEMM of each source rank's A, after NaN poison, before and after\n"
-      "timing, summed over ranks and sources) world (1, or W-emu).\n"
+      "timing, summed over ranks and sources) world (W, or W-emu).\n"
       "Not part of a bare `weave bench`. docs/perf/fused.md has a run, its command and what limits each number.\n");
   app->callback([&common] { exit_code() = run_gemm_ag_presets(common, suite_options()); });
 }
@@ -563,7 +646,7 @@ void add_gemm_ag_suite(CLI::App& bench, BenchOptions& common) {
 [[maybe_unused]] const bool kRegistered =
     register_bench_suite({"gemm-ag",
                           "GemmAllGather modes per M (world 1, or --emulate-world W on one GPU: not NVLink "
-                          "numbers); 2+ GPUs: not yet",
+                          "numbers; --devices: one rank per GPU over NCCL)",
                           add_gemm_ag_suite, nullptr});
 
 }  // namespace

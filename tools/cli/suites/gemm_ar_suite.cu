@@ -12,8 +12,9 @@
 //                              GPU's SMs (each rank's grid is SMs / W - 1) and its HBM. Every row
 //                              and the header say: kEmulatedLabel. Protocol and overlap numbers,
 //                              never NVLink numbers.
-//   2+ GPUs                    not yet (real NCCL communicators): --devices with two or more
-//                              ordinals exits 2 saying so.
+//   --devices D0[,D1,...]      one rank per listed GPU over real NCCL communicators (one host
+//                              thread each; world 1 with one ordinal): NVLink numbers at W >= 2,
+//                              and split-nccl plus the baselines users run today (below).
 //
 // Arms per M, all timed alternating under CUDA graphs of --calls calls per rank, after warm-up,
 // every rank replaying its graph at the same time, ranks barriered before every sample; median
@@ -39,8 +40,11 @@
 //               the emulated world: its kernel waits for its own copies, and per-rank graphs share
 //               the GPU's queues; the note says so)
 //   auto        the op's own choice per call (the row says which mode it took and why)
-//   split-nccl  never here: it needs an NCCL communicator, which neither the emulated world nor
-//               this suite's world 1 has
+//   split-nccl  --devices only: weave's GEMM into the window, then ncclAllReduce in place (a split arm)
+//   cublaslt+nccl, cublaslt+nccl-sym   --devices only: cuBLASLt's GEMM of this rank's shard, then
+//               ncclAllReduce in place, on a plain cudaMalloc buffer / on a buffer in an NCCL
+//               symmetric window (NCCL's symmetric kernels): what users run today, the baselines
+//               every row's speedup_vs_* is against
 // ratio = time / the best split arm (split-lsa, split-ce, decode) at that M in the same run; vs_lt = time /
 // cublaslt. TFLOPS = 2*M*N*K_r per rank over the arm's time; algbw = M*N*2 bytes / time, busbw =
 // algbw * 2(W-1)/W (nccl-tests' all-reduce convention). Overlap efficiency (T_gemm + T_comm -
@@ -90,6 +94,7 @@
 #include "testing/poison_nan.hpp"
 #include "testing/reduce_reference.hpp"
 #include "weave/collectives.hpp"
+#include "weave/communicator.hpp"
 #include "weave/gemm_all_reduce.hpp"
 #include "weave/presets.hpp"
 #include "weave/quant.hpp"
@@ -119,11 +124,12 @@ struct ArmSpec {
 const std::string kCommOnlyEmulatedNote = fused_bench::comm_only_emulated_note(
     "seen with gemm-ag's lsa all-gather on the device, 2026-12-01; the all-reduce's lsa calls chain the same way");
 
-const std::vector<std::string> kArmNames = {"gemm-only", "cublaslt", "comm-only", "split-lsa", "split-ce",
-                                            "split-nccl", "decode",   "fused",     "fused-rs", "fused-ce", "auto"};
+const std::vector<std::string> kArmNames = {"gemm-only", "cublaslt", "cublaslt+nccl", "cublaslt+nccl-sym", "comm-only",
+                                            "split-lsa", "split-ce", "split-nccl", "decode", "fused", "fused-rs",
+                                            "fused-ce", "auto"};
 
 // The arms of this world (in timing order) and a note for every arm left out.
-std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::string>& wanted,
+std::vector<ArmSpec> arms_for(int world, bool emulated, bool over_nccl, const std::vector<std::string>& wanted,
                               std::vector<std::string>& notes) {
   auto want = [&](const std::string& n) {
     return wanted.empty() || std::find(wanted.begin(), wanted.end(), n) != wanted.end();
@@ -134,6 +140,13 @@ std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::s
   };
   add({"gemm-only", ArmKind::kOp, GemmAllReduceMode::kGemmOnly, false});
   add({"cublaslt", ArmKind::kCublasLt, GemmAllReduceMode::kAuto, false});
+  if (over_nccl) {
+    add({"cublaslt+nccl", ArmKind::kCublasLtNccl, GemmAllReduceMode::kAuto, false});
+    add({"cublaslt+nccl-sym", ArmKind::kCublasLtNcclSym, GemmAllReduceMode::kAuto, false});
+  } else {
+    for (const char* b : {"cublaslt+nccl", "cublaslt+nccl-sym"})
+      if (want(b)) notes.push_back(std::string(b) + ": not run (needs --devices: real NCCL communicators)");
+  }
   const bool comm_named = std::find(wanted.begin(), wanted.end(), "comm-only") != wanted.end();
   if (world == 1) {
     if (want("comm-only")) notes.push_back("comm-only: not run at world 1 (nothing to reduce)");
@@ -170,11 +183,13 @@ std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::s
     add({"fused-ce", ArmKind::kOp, GemmAllReduceMode::kFusedCe, false});
   }
   add({"auto", ArmKind::kOp, GemmAllReduceMode::kAuto, false});
-  if (want("split-nccl"))
+  if (over_nccl) {
+    add({"split-nccl", ArmKind::kOp, GemmAllReduceMode::kSplitNccl, true});
+  } else if (want("split-nccl")) {
     notes.push_back(std::string("split-nccl: not run (") +
-                    (emulated ? "the emulated world has no NCCL communicator"
-                              : "world 1 reduces nothing, and this suite's world 1 is a one-rank group without NCCL") +
-                    "; real multi-GPU runs over NCCL are not yet in this suite)");
+                    (emulated ? "the emulated world has no NCCL communicator" : "this world 1 is a one-rank group without NCCL") +
+                    "; --devices runs over real NCCL communicators)");
+  }
   return arms;
 }
 
@@ -183,6 +198,7 @@ std::vector<ArmSpec> arms_for(int world, bool emulated, const std::vector<std::s
 bool equal_to_split_by_design(const ArmSpec& spec, GemmAllReduceMode ran, bool exact_own) {
   if (spec.kind != ArmKind::kOp || spec.name == "gemm-only" || spec.name == "split-lsa") return false;
   if (ran == GemmAllReduceMode::kDecode) return false;  // the GEMV sums K in another order than the tile
+  if (ran == GemmAllReduceMode::kSplitNccl) return false;  // NCCL sums in its own order
   return !(exact_own && (ran == GemmAllReduceMode::kFused || ran == GemmAllReduceMode::kFusedCe));
 }
 
@@ -193,6 +209,7 @@ struct RankArm {
   std::unique_ptr<bench::CublasLtGemm> lt;
   std::vector<bench::CublasLtScales> lt_scales;
   bench::DeviceBuffer lt_c;  // cuBLASLt's C [m, n] bf16
+  std::unique_ptr<SymmetricWindow> sym;  // cublaslt+nccl-sym: C in an NCCL symmetric window [m_max, n] bf16
   std::string unavailable;   // the reason, when the arm cannot run here (every rank the same)
 };
 
@@ -204,7 +221,8 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
   fused_bench::check_world_options(common, opt.emulate_world, "gemm-ar");
   check_output_file("--calibrate", opt.calibrate);
   const bool emulated = opt.emulate_world > 1;
-  const int world = std::max(1, opt.emulate_world);
+  const bool over_nccl = !common.devices.empty();
+  const int world = fused_bench::world_of(common, opt.emulate_world);
   for (const auto& a : opt.arms)
     WEAVE_EXPECT_ARG(std::find(kArmNames.begin(), kArmNames.end(), a) != kArmNames.end(),
                      "--arms: '" << a << "' is not one of gemm-only, cublaslt, comm-only, split-lsa, split-ce, "
@@ -216,7 +234,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
                      base.k, world);
   WEAVE_EXPECT_ARG(opt.timeout_s >= 0.1 && opt.timeout_s <= 600, "--timeout " << opt.timeout_s << ": must be in 0.1..600 s");
   std::vector<std::string> notes;
-  const std::vector<ArmSpec> specs = arms_for(world, emulated, opt.arms, notes);
+  const std::vector<ArmSpec> specs = arms_for(world, emulated, over_nccl, opt.arms, notes);
   std::string left_out;
   for (const auto& note : notes) left_out += "; " + note;
   WEAVE_EXPECT_ARG(!specs.empty(), "--arms: none of the arms named runs at world " << world << left_out);
@@ -233,15 +251,20 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
   const std::string quant(to_string(base.quant)), out_name = "bf16";
   const bench::Tolerance own_tol = bench::gemm_tolerance(base.quant, DType::kBF16);
   const bench::Tolerance sum_tol = bench::reduced_gemm_tolerance(base.quant, world);
-  const std::string world_tag = emulated ? std::to_string(world) + "-emu" : "1";
+  // An NCCL all-reduce of bf16 partials may round each of its W - 1 partial sums (ring): one more
+  // bf16 half-ulp (2^-9 of the terms' magnitude) per step on top of sum_tol.
+  bench::Tolerance nccl_sum_tol = sum_tol;
+  nccl_sum_tol.rtol += (world - 1) * std::ldexp(1.0, -9);
+  const std::string world_tag = emulated ? std::to_string(world) + "-emu" : std::to_string(world);
   int split_lsa = -1;  // the arm every by-design-equal arm is compared with
   for (size_t i = 0; i < specs.size(); ++i)
     if (specs[i].name == "split-lsa") split_lsa = static_cast<int>(i);
 
   std::printf("# weave bench gemm-ar: n=%lld k=%lld (K_r, per rank) %s -> bf16, world %d%s, cuda:%d\n",
               static_cast<long long>(n), static_cast<long long>(k), quant.c_str(), world,
-              emulated ? (" (" + std::string(kEmulatedLabel) + ")").c_str()
-                       : " (one rank, one GPU: nothing reduced; gemm-only, split-lsa and split-ce are the same GEMM)",
+              emulated    ? (" (" + std::string(kEmulatedLabel) + ")").c_str()
+              : over_nccl ? (world > 1 ? " (one rank per GPU over NCCL)" : " (one rank over a real NCCL communicator: nothing reduced)")
+                          : " (one rank, one GPU: nothing reduced; gemm-only, split-lsa and split-ce are the same GEMM)",
               device);
   if (emulated) {
     fused_bench::print_emulated_share(world);
@@ -253,21 +276,25 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
   // Weights: every source rank's B_s (the reference's copy) and, per rank, cold copies of its own.
   std::fprintf(stderr, "weave bench gemm-ar: generating B_s [%lld, %lld] %s of %d rank(s)\n", static_cast<long long>(n),
                static_cast<long long>(k), quant.c_str(), world);
-  std::vector<bench::DeviceOperand> bs;
+  // The world first: the ranks' ops point into it, so it must outlive them (destroyed after states).
+  fused_bench::SuiteWorld ew(common, opt.emulate_world, device, opt.timeout_s);
+  std::vector<bench::DeviceOperand> bs;  // B_s on rank s's GPU
   for (int s = 0; s < world; ++s)
     bs.push_back(bench::upload_operand(
         bench::quantize_parallel(bench::random_operand(opt.seed * 1000003 + 1 + 104729 * static_cast<uint64_t>(s), n, k),
                                  n, k, base.quant, ref::Operand::kB),
-        device));
-  const int copies =
-      common.hot ? 1 : bench::cold_copies(bs[0].bytes() * static_cast<size_t>(world), static_cast<size_t>(gpu.l2_bytes));
-  // The world first: the ranks' ops point into it, so it must outlive them (destroyed after states).
-  bench::EmulatedWorld ew(world, device, opt.timeout_s);
+        ew.device_of(s)));
+  // Cold weights: a rank's copies together past 3 x L2 of its GPU (the ranks of the emulated world
+  // share one L2, so there the copies of every rank count).
+  const size_t b_bytes_per_l2 = bs[0].bytes() * static_cast<size_t>(over_nccl ? 1 : world);
+  const int copies = common.hot ? 1 : bench::cold_copies(b_bytes_per_l2, static_cast<size_t>(gpu.l2_bytes));
   std::vector<std::unique_ptr<RankState>> states;
   for (int r = 0; r < world; ++r) {
     states.push_back(std::make_unique<RankState>());
+    WEAVE_CHECK_CUDA(cudaSetDevice(ew.device_of(r)));
     for (int c = 0; c < copies; ++c) states[r]->b.push_back(bench::clone_operand(bs[r]));
   }
+  WEAVE_CHECK_CUDA(cudaSetDevice(device));
   const int calls = std::max(common.calls_per_graph, copies);
 
   // The ops, once per rank (collective: every rank builds the same ones).
@@ -283,6 +310,10 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
           c.mode = specs[i].mode;
           if (c.mode == GemmAllReduceMode::kAuto) c.calibration = opt.calibration;
           arm.op = GemmAllReduce::Impl::create(g, c);
+        } else if (specs[i].kind == ArmKind::kCublasLtNcclSym) {
+          WindowLayout layout;
+          layout.add("c", RegionKind::kData, static_cast<size_t>(base.m_max) * static_cast<size_t>(n) * 2);
+          arm.sym = std::make_unique<SymmetricWindow>(ew.communicator(g.rank()), std::move(layout));
         } else if (specs[i].kind == ArmKind::kCommOnly) {
           CollectiveConfig cc;
           cc.op = CollectiveOp::kAllReduce;
@@ -316,23 +347,50 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
     std::fprintf(stderr, "weave bench gemm-ar: m=%lld (%zu/%zu): inputs and reference GEMMs of %d source rank(s)\n",
                  static_cast<long long>(m), mi + 1, shape.ms.size(), world);
     // Per source rank: A_s and its reference GEMM; their sum and the sum of their magnitudes.
-    std::vector<bench::DeviceOperand> as;
-    std::vector<bench::DeviceBuffer> refs;
-    bench::DeviceBuffer sum(elems * sizeof(float)), magnitude(elems * sizeof(float));
-    WEAVE_CHECK_CUDA(cudaMemsetAsync(sum.get(), 0, sum.bytes(), main_stream));
-    WEAVE_CHECK_CUDA(cudaMemsetAsync(magnitude.get(), 0, magnitude.bytes(), main_stream));
-    for (int s = 0; s < world; ++s) {
-      as.push_back(bench::upload_operand(
-          bench::quantize_parallel(bench::random_operand(opt.seed * 1000003 + 7919 * static_cast<uint64_t>(m) + 17 * s + 2, m, k),
-                                   m, k, base.quant, ref::Operand::kA),
-          device));
-      refs.emplace_back(elems * sizeof(float));
-      bench::gpu_reference_gemm(prob, as[s].view, bs[s].view, {as[s].scale_view, bs[s].scale_view}, refs[s].as<float>(),
-                                main_stream);
-      bench::gpu_add_term(sum.as<float>(), magnitude.as<float>(), refs[s].as<float>(), static_cast<int64_t>(elems),
-                          main_stream);
+    std::vector<ref::QuantMatrix> qa;
+    for (int s = 0; s < world; ++s)
+      qa.push_back(bench::quantize_parallel(
+          bench::random_operand(opt.seed * 1000003 + 7919 * static_cast<uint64_t>(m) + 17 * s + 2, m, k), m, k, base.quant,
+          ref::Operand::kA));
+    std::vector<bench::DeviceOperand> as(world);  // A_s on rank s's GPU
+    std::vector<bench::DeviceBuffer> refs(world);  // rank s's reference GEMM (fp32), on its GPU
+    // The sum over ranks of the references and of their magnitudes: one copy on the shared GPU (the
+    // emulated world and world 1), or each rank's own, summed by ncclAllReduce (--devices).
+    std::vector<bench::DeviceBuffer> sums(over_nccl ? world : 1), mags(over_nccl ? world : 1);
+    if (!over_nccl) {
+      sums[0] = bench::DeviceBuffer(elems * sizeof(float));
+      mags[0] = bench::DeviceBuffer(elems * sizeof(float));
+      WEAVE_CHECK_CUDA(cudaMemsetAsync(sums[0].get(), 0, sums[0].bytes(), main_stream));
+      WEAVE_CHECK_CUDA(cudaMemsetAsync(mags[0].get(), 0, mags[0].bytes(), main_stream));
+      for (int s = 0; s < world; ++s) {
+        as[s] = bench::upload_operand(qa[s], device);
+        refs[s] = bench::DeviceBuffer(elems * sizeof(float));
+        bench::gpu_reference_gemm(prob, as[s].view, bs[s].view, {as[s].scale_view, bs[s].scale_view},
+                                  refs[s].as<float>(), main_stream);
+        bench::gpu_add_term(sums[0].as<float>(), mags[0].as<float>(), refs[s].as<float>(), static_cast<int64_t>(elems),
+                            main_stream);
+      }
+      WEAVE_CHECK_CUDA(cudaStreamSynchronize(main_stream));
+    } else {
+      ew.run([&](comm::Group& g) {
+        const int r = g.rank();
+        cudaStream_t st = states[r]->stream;
+        as[r] = bench::upload_operand(qa[r], g.device());
+        refs[r] = bench::DeviceBuffer(elems * sizeof(float));
+        bench::gpu_reference_gemm(prob, as[r].view, bs[r].view, {as[r].scale_view, bs[r].scale_view},
+                                  refs[r].as<float>(), st);
+        sums[r] = bench::DeviceBuffer(elems * sizeof(float));
+        mags[r] = bench::DeviceBuffer(elems * sizeof(float));
+        WEAVE_CHECK_CUDA(cudaMemsetAsync(sums[r].get(), 0, sums[r].bytes(), st));
+        WEAVE_CHECK_CUDA(cudaMemsetAsync(mags[r].get(), 0, mags[r].bytes(), st));
+        bench::gpu_add_term(sums[r].as<float>(), mags[r].as<float>(), refs[r].as<float>(), static_cast<int64_t>(elems), st);
+        WEAVE_CHECK_NCCL(ncclAllReduce(sums[r].get(), sums[r].get(), elems, ncclFloat32, ncclSum, g.nccl(), st));
+        WEAVE_CHECK_NCCL(ncclAllReduce(mags[r].get(), mags[r].get(), elems, ncclFloat32, ncclSum, g.nccl(), st));
+        comm::sync_stream_bounded(st, opt.timeout_s, "gemm-ar: the reference's sum over ranks (ncclAllReduce)");
+      });
     }
-    WEAVE_CHECK_CUDA(cudaStreamSynchronize(main_stream));
+    const auto sum_of = [&](int r) { return sums[over_nccl ? r : 0].as<float>(); };
+    const auto mag_of = [&](int r) { return mags[over_nccl ? r : 0].as<float>(); };
     std::vector<std::vector<ArmResult>> res(world, std::vector<ArmResult>(specs.size()));
     std::string error;
     try {
@@ -343,7 +401,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
         std::vector<ArmResult>& rr = res[r];
         // cuBLASLt: per M, since its descriptors and algorithm are per shape.
         for (size_t i = 0; i < specs.size(); ++i) {
-          if (specs[i].kind != ArmKind::kCublasLt) continue;
+          if (!fused_bench::is_cublaslt(specs[i].kind)) continue;
           RankArm& a = st.arms[i];
           a.lt.reset();
           a.lt_scales.clear();
@@ -357,7 +415,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
             continue;
           }
           for (const auto& b : st.b) a.lt_scales.push_back(a.lt->prepare_scales({as[r].scale_view, b.scale_view}, stream));
-          a.lt_c = bench::DeviceBuffer(out_bytes);
+          if (!a.sym) a.lt_c = bench::DeviceBuffer(out_bytes);
         }
         auto enqueue = [&, r](size_t i, cudaStream_t s, int call) {
           RankArm& a = st.arms[i];
@@ -369,16 +427,30 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
               if (w > 1 && g.ranks_per_device() > 1) fused_bench::end_pdl_chain(s);
               break;
             case ArmKind::kCublasLt:
+            case ArmKind::kCublasLtNccl:
+            case ArmKind::kCublasLtNcclSym: {
+              void* c = a.sym ? static_cast<void*>(a.sym->region("c")) : a.lt_c.get();
               a.lt->run(as[r].view, b.view, a.lt_scales[static_cast<size_t>(call) % st.b.size()],
-                        TensorView::matrix(a.lt_c.get(), DType::kBF16, m, n, dev), s);
+                        TensorView::matrix(c, DType::kBF16, m, n, dev), s);
+              // What users run today: the GEMM, then NCCL's all-reduce in place (its symmetric
+              // kernels where the buffer lies in a registered window).
+              if (specs[i].kind != ArmKind::kCublasLt)
+                WEAVE_CHECK_NCCL(ncclAllReduce(c, c, elems, ncclBfloat16, ncclSum, g.nccl(), s));
               break;
+            }
           }
         };
         auto output_of = [&](size_t i) -> void* {
           RankArm& a = st.arms[i];
           if (a.op) return a.op->output(m).data;
           if (a.coll) return a.coll->window_output();
+          if (a.sym) return a.sym->region("c");
           return a.lt_c.get();
+        };
+        // NCCL sums bf16 partials step by step (its ring rounds W - 1 times): nccl_sum_tol.
+        auto summed_by_nccl = [&](size_t i) {
+          if (specs[i].kind == ArmKind::kCublasLtNccl || specs[i].kind == ArmKind::kCublasLtNcclSym) return true;
+          return st.arms[i].op && st.arms[i].op->last_mode() == GemmAllReduceMode::kSplitNccl;
         };
         // Fresh poison, every rank barriered, one call, the output against its reference.
         auto check = [&](size_t i, const char* when) {
@@ -398,7 +470,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
           const TensorView out = TensorView::matrix(o, DType::kBF16, m, n, dev);
           const ref::Comparison cmp =
               partial ? bench::gpu_compare(out, refs[r].as<float>(), own_tol, stream)
-                      : bench::gpu_compare(out, sum.as<float>(), sum_tol, stream, magnitude.as<float>());
+                      : bench::gpu_compare(out, sum_of(r), summed_by_nccl(i) ? nccl_sum_tol : sum_tol, stream, mag_of(r));
           ArmResult& ar = rr[i];
           ar.wrong_from.resize(1, -1);  // this rank's output (a sum has no single source)
           ar.wrong_from[0] = std::max<int64_t>(ar.wrong_from[0], 0) + cmp.wrong;
@@ -453,7 +525,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
     // Rows: per arm, the per-rank maximum of medians; wrong and differing summed over ranks.
     const std::vector<bench::Timing> per_arm = fused_bench::max_over_ranks(res, specs.size());
     double best_split = bench::kNaN, lt_us = bench::kNaN, gemm_us = bench::kNaN, comm_us = bench::kNaN,
-           fused_us = bench::kNaN;
+           fused_us = bench::kNaN, lt_nccl_us = bench::kNaN, lt_sym_us = bench::kNaN;
     std::string best_split_name;
     // --calibrate: the fastest of the modes auto can take (split-lsa, fused, decode) that ran right.
     const std::string best_auto_mode = fused_bench::fastest_right_arm(
@@ -470,6 +542,8 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
       if (std::isnan(t)) continue;
       if (specs[i].split && (std::isnan(best_split) || t < best_split)) best_split = t, best_split_name = specs[i].name;
       if (specs[i].kind == ArmKind::kCublasLt) lt_us = t;
+      if (specs[i].kind == ArmKind::kCublasLtNccl) lt_nccl_us = t;
+      if (specs[i].kind == ArmKind::kCublasLtNcclSym) lt_sym_us = t;
       if (specs[i].name == "gemm-only") gemm_us = t;
       if (specs[i].name == "comm-only") comm_us = t;
       if (specs[i].name == "fused") fused_us = t;
@@ -503,7 +577,9 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
                    {"weight_copies_per_rank", copies},
                    {"calls_per_graph", calls},
                    {"chunks", base.chunks},
-                   {"exact_own", base.exact_own}};
+                   {"exact_own", base.exact_own},
+                   {"over_nccl", over_nccl}};
+      if (over_nccl) row.extra["devices"] = common.devices;
       if (emulated) row.extra["label"] = kEmulatedLabel;
       if (!unavailable.empty()) row.extra["unavailable"] = unavailable;
       if (!res[0][i].resolved.empty()) {
@@ -533,6 +609,9 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
           row.ratio = row.time_us / best_split;
         }
         if (!std::isnan(lt_us)) row.extra["ratio_vs_cublaslt"] = row.time_us / lt_us;
+        // Against what users run today (> 1: this arm is faster).
+        if (!std::isnan(lt_nccl_us)) row.extra["speedup_vs_cublaslt_nccl"] = lt_nccl_us / row.time_us;
+        if (!std::isnan(lt_sym_us)) row.extra["speedup_vs_cublaslt_nccl_sym"] = lt_sym_us / row.time_us;
         if ((specs[i].name == "fused" || specs[i].name == "fused-ce") && !std::isnan(gemm_us) && !std::isnan(comm_us))
           row.extra["overlap_efficiency"] = fused_bench::overlap_efficiency(gemm_us, comm_us, row.time_us);
       }
@@ -596,7 +675,8 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
       "gemm-ar",
       "weave::GemmAllReduce per M: gemm-only, cuBLASLt's GEMM, comm-only, split-lsa, split-ce, decode, fused, fused-rs, fused-ce and "
       "auto alternating in one process; every arm checked against a reference (#wrong) and fused against split-lsa bit for "
-      "bit (!=split). --emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). 2+ GPUs: not yet.");
+      "bit (!=split). --emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). --devices 0,1,...: one rank "
+      "per GPU over NCCL, with split-nccl and cuBLASLt + NCCL baselines.");
   add_common_bench_options(*app, common);
   add_gemm_ar_options(*app, o.shape, /*with_layout=*/false, /*with_mode=*/false, /*many=*/true);
   fused_bench::add_world_options(*app, o);
@@ -618,7 +698,8 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
       "                     '") + kEmulatedLabel + "'.\n"
       "                     The ranks share the GPU's SMs and HBM: per-rank TFLOPS is about 1/W of the GPU's.\n"
       "                     Sets CUDA_DEVICE_MAX_CONNECTIONS=32 (unless set) so the ranks' streams get queues.\n"
-      "  2+ GPUs            real NCCL runs: not yet (--devices with 2+ ordinals exits 2).\n"
+      "  --devices D0,D1,.. one rank per listed GPU over real NCCL communicators (one ordinal: world 1 over a\n"
+      "                     one-rank communicator); adds split-nccl, cublaslt+nccl and cublaslt+nccl-sym.\n"
       "Arms (per M, timed alternating, CUDA graphs of --calls calls per rank, ranks barriered before every\n"
       "sample, per-rank max of medians):\n"
       "  gemm-only   the op in gemm-only mode: this rank's partial alone, weave's 128x128 GEMM (T_gemm)\n"
@@ -644,13 +725,16 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
       "              arrive (not timed in the emulated world: its kernel waits for its own copy streams,\n"
       "              and this suite's per-rank graphs share one GPU's hardware queues; see the GPU tests)\n"
       "  auto        the op's choice per call (shown as auto(<mode>))\n"
-      "  split-nccl  not run: it needs an NCCL communicator (none in the emulated world or world 1 here)\n"
+      "  split-nccl  --devices only: weave's GEMM into the window, then ncclAllReduce in place (a split arm)\n"
+      "  cublaslt+nccl      --devices only: cuBLASLt's GEMM, then ncclAllReduce in place on a plain buffer\n"
+      "  cublaslt+nccl-sym  the same on a buffer in an NCCL symmetric window (NCCL's symmetric kernels): the\n"
+      "              strongest baseline; JSON rows carry speedup_vs_cublaslt_nccl[_sym] (> 1: faster)\n"
       "Columns: m n k (K_r) quant out mode time_us ratio (time / best split arm, same run) vs_lt (time /\n"
       "cublaslt) TFLOPS (2*M*N*K_r per rank / time) noise% #wrong (elements outside the bound against a\n"
       "CUDA-core reference GEMM: this rank's for gemm-only and cublaslt, the sum over ranks for the rest,\n"
       "bounded by the terms' sizes; after NaN poison, before and after timing, summed over ranks) !=split\n"
       "(elements of fused, fused-rs, fused-ce, split-ce and auto not bitwise equal to split-lsa's output of the same inputs;\n"
-      "0 by design; fused is not compared under --exact-own) world (1, or W-emu). The overlap efficiency\n"
+      "0 by design; fused is not compared under --exact-own) world (W, or W-emu). The overlap efficiency\n"
       "(T_gemm + T_comm - T_fused) / min(T_gemm, T_comm) is printed where all three were measured.\n"
       "Not part of a bare `weave bench`.\n");
   app->callback([&common] { exit_code() = run_gemm_ar_presets(common, suite_options()); });
@@ -659,7 +743,7 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
 [[maybe_unused]] const bool kRegistered =
     register_bench_suite({"gemm-ar",
                           "GemmAllReduce modes per M against cuBLASLt's GEMM (world 1, or --emulate-world W on one "
-                          "GPU: not NVLink numbers); 2+ GPUs: not yet",
+                          "GPU: not NVLink numbers; --devices: one rank per GPU over NCCL)",
                           add_gemm_ar_suite, nullptr});
 
 }  // namespace
