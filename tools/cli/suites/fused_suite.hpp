@@ -160,6 +160,30 @@ struct RankState {
   }
 };
 
+// Frees every rank's state on that rank's own thread when it goes out of scope (also when a run
+// throws): over NCCL an op's window (ncclCommWindowDeregister, ncclDevCommDestroy) is freed
+// collectively, so ranks freed one after another from one thread would wait for each other.
+template <typename State>
+class FreeStatesPerRank {
+ public:
+  FreeStatesPerRank(SuiteWorld& world, std::vector<std::unique_ptr<State>>& states) : world_(world), states_(states) {}
+  ~FreeStatesPerRank() {
+    try {
+      world_.run([this](comm::Group& g) { states_.at(static_cast<size_t>(g.rank())).reset(); });
+    } catch (...) {
+      // A broken world (a rank gave up): the states are freed below, one thread; a broken
+      // communicator skips its collective steps (SymmetricWindow::release).
+    }
+    states_.clear();
+  }
+  FreeStatesPerRank(const FreeStatesPerRank&) = delete;
+  FreeStatesPerRank& operator=(const FreeStatesPerRank&) = delete;
+
+ private:
+  SuiteWorld& world_;
+  std::vector<std::unique_ptr<State>>& states_;
+};
+
 // One rank's result of one arm at one M.
 struct ArmResult {
   bench::Timing timing;

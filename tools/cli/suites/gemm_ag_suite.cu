@@ -239,6 +239,7 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
   const int copies =
       common.hot ? 1 : bench::cold_copies(b0.bytes() * static_cast<size_t>(over_nccl ? 1 : world), static_cast<size_t>(l2));
   std::vector<std::unique_ptr<RankState>> states;
+  const fused_bench::FreeStatesPerRank<RankState> free_states(ew, states);
   for (int r = 0; r < world; ++r) {
     states.push_back(std::make_unique<RankState>());
     WEAVE_CHECK_CUDA(cudaSetDevice(ew.device_of(r)));
@@ -567,7 +568,6 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
                                       .notes = notes};
     report.write_json(common.json_path, fused_bench::run_meta(common, facts));
   }
-  states.clear();
   if (failed) {
     std::fprintf(stderr, "weave bench gemm-ag: FAILED: a row has #wrong > 0 or an arm failed\n");
     if (!opt.calibrate.empty()) std::fprintf(stderr, "weave bench gemm-ag: --calibrate: nothing written (the run failed)\n");

@@ -289,6 +289,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
   const size_t b_bytes_per_l2 = bs[0].bytes() * static_cast<size_t>(over_nccl ? 1 : world);
   const int copies = common.hot ? 1 : bench::cold_copies(b_bytes_per_l2, static_cast<size_t>(gpu.l2_bytes));
   std::vector<std::unique_ptr<RankState>> states;
+  const fused_bench::FreeStatesPerRank<RankState> free_states(ew, states);
   for (int r = 0; r < world; ++r) {
     states.push_back(std::make_unique<RankState>());
     WEAVE_CHECK_CUDA(cudaSetDevice(ew.device_of(r)));
@@ -650,7 +651,6 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
         .copies = copies, .calls = calls, .seed = opt.seed, .m_max = base.m_max, .notes = notes};
     report.write_json(common.json_path, fused_bench::run_meta(common, facts));
   }
-  states.clear();
   if (failed) {
     std::fprintf(stderr, "weave bench gemm-ar: FAILED: a row has #wrong > 0, differs from split-lsa, or an arm failed\n");
     if (!opt.calibrate.empty()) std::fprintf(stderr, "weave bench gemm-ar: --calibrate: nothing written (the run failed)\n");
