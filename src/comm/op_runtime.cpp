@@ -56,7 +56,9 @@ void OpRuntime::attach(std::shared_ptr<OpWindow> window, const ProtoRegions& reg
 }
 
 bool OpRuntime::timed_out() const noexcept {
-  return err_ != nullptr && *reinterpret_cast<volatile const uint32_t*>(&err_->valid) != 0;
+  // Acquire: the device writes the fields, fences (system scope), then sets `valid`; the loads of
+  // the fields that follow (describe) must not be satisfied before this one.
+  return err_ != nullptr && __atomic_load_n(&err_->valid, __ATOMIC_ACQUIRE) != 0;
 }
 
 void OpRuntime::check(std::string_view what) const {
