@@ -316,6 +316,28 @@ struct Pull {
 using Queues = std::vector<std::vector<Pull>>;
 using QueueModel = Queues (*)(const fused::ArSchedule& s, int r, int w);
 
+// Rank r's GEMM walks its segments in order while it can (an own chunk waits until every peer's
+// partial of it landed); done[r][d][c] marks its tile set of (band d, chunk c). True if it moved.
+bool advance_gemm(const std::vector<fused::ArSchedule>& sch, int r, std::vector<int>& seg,
+                  std::vector<std::vector<std::vector<char>>>& done,
+                  const std::vector<std::vector<std::vector<char>>>& landed) {
+  const int w = static_cast<int>(sch.size());
+  const fused::ArSchedule& s = sch[r];
+  bool moved = false;
+  while (seg[r] < s.segments) {
+    const int m_blk = s.first_m_blk[seg[r]];
+    const int d = fused::ar_band_of(s, m_blk), c = fused::ar_chunk_of(s, m_blk);
+    bool ready = true;
+    if (d == r)
+      for (int q = 0; q < w; ++q) ready &= q == r || landed[r][c][q];
+    if (!ready) break;
+    done[r][d][c] = 1;
+    ++seg[r];
+    moved = true;
+  }
+  return moved;
+}
+
 bool simulate_pulls(const Shape& sh, QueueModel model) {
   const int w = sh.world;
   std::vector<fused::ArSchedule> sch;
@@ -334,18 +356,7 @@ bool simulate_pulls(const Shape& sh, QueueModel model) {
   for (bool progress = true; progress;) {
     progress = false;
     for (int r = 0; r < w; ++r) {
-      const fused::ArSchedule& s = sch[r];
-      while (seg[r] < s.segments) {
-        const int m_blk = s.first_m_blk[seg[r]];
-        const int d = fused::ar_band_of(s, m_blk), c = fused::ar_chunk_of(s, m_blk);
-        bool ready = true;
-        if (d == r)
-          for (int q = 0; q < w; ++q) ready &= q == r || landed[r][c][q];
-        if (!ready) break;
-        done[r][d][c] = 1;
-        ++seg[r];
-        progress = true;
-      }
+      progress |= advance_gemm(sch, r, seg, done, landed);
       for (size_t i = 0; i < queues[r].size(); ++i)
         while (at[r][i] < queues[r][i].size()) {
           const Pull& e = queues[r][i][at[r][i]];
@@ -415,20 +426,7 @@ bool simulate_world_queue(const Shape& sh, const std::vector<RankPull>& order) {
   size_t at = 0;
   for (bool progress = true; progress;) {
     progress = false;
-    for (int r = 0; r < w; ++r) {
-      const fused::ArSchedule& s = sch[r];
-      while (seg[r] < s.segments) {
-        const int m_blk = s.first_m_blk[seg[r]];
-        const int d = fused::ar_band_of(s, m_blk), c = fused::ar_chunk_of(s, m_blk);
-        bool ready = true;
-        if (d == r)
-          for (int q = 0; q < w; ++q) ready &= q == r || landed[r][c][q];
-        if (!ready) break;
-        done[r][d][c] = 1;
-        ++seg[r];
-        progress = true;
-      }
-    }
+    for (int r = 0; r < w; ++r) progress |= advance_gemm(sch, r, seg, done, landed);
     while (at < order.size()) {
       const RankPull& x = order[at];
       const bool ready = x.e.leg == fused::kArPullRs ? done[x.e.q][x.r][x.e.c] : done[x.e.q][x.e.q][x.e.c];
