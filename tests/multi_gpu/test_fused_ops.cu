@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -292,4 +293,80 @@ TEST(MultiGpuGemmAllGather, EveryModeEqualsSplitBitwiseAndTheReferenceAtModelSiz
         std::printf("  gemm-ag %s %s at W%d: not run (%s)\n", std::string(to_string(q)).c_str(),
                     std::string(to_string(modes[i])).c_str(), w, reasons[i].c_str());
   }
+}
+
+// A randomised soak over real communicators: >= 10,000 calls (a call = every rank's run() of one
+// op), each of a random M and a random op among fused, fused-rs, fused-ce and auto (the same pick
+// on every rank), its output NaN-poisoned first and compared bit for bit with split-lsa's output of
+// the same inputs (split-lsa checked against the NCCL-summed reference once per variant); now and
+// then one rank is late (a spin before its call). World 1 here; at W >= 2 the NVLink protocol.
+TEST(MultiGpuGemmAllReduce, RandomisedSoakAgainstSplit) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int w = local_world();
+  const int64_t n = 256, k = 256, m_max = 600;
+  constexpr int kCalls = 10000, kVariants = 8;
+  std::vector<long long> differing(w, 0), calls_made(w, 0);
+  for_each_rank([&](Communicator& c) {
+    const int r = c.rank(), dev = c.device();
+    StreamHolder st;
+    GemmAllReduce split(c, ar_config(ScaleMode::kBF16, GemmAllReduceMode::kSplitLsa, n, k, m_max));
+    std::vector<std::unique_ptr<GemmAllReduce>> ops;
+    for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kFusedRs, GemmAllReduceMode::kFusedCe,
+                                   GemmAllReduceMode::kAuto}) {
+      std::string why;
+      auto op = make_or_reason<GemmAllReduce>(c, ar_config(ScaleMode::kBF16, mode, n, k, m_max), why);
+      if (op) ops.push_back(std::move(op));
+    }
+    ASSERT_FALSE(ops.empty());
+    const bench::DeviceOperand b = operand(91 + r, n, k, ScaleMode::kBF16, ref::Operand::kB, dev);
+    std::mt19937_64 shared(20261205);  // the same sequence on every rank
+    std::vector<bench::DeviceOperand> as;
+    std::vector<int64_t> ms;
+    std::vector<bench::DeviceBuffer> want;  // split-lsa's output of each variant
+    for (int v = 0; v < kVariants; ++v) {
+      const int64_t m = 1 + static_cast<int64_t>(shared() % m_max);
+      ms.push_back(m);
+      as.push_back(operand(5000 + 97 * v + r, m, k, ScaleMode::kBF16, ref::Operand::kA, dev));
+      const size_t elems = static_cast<size_t>(m * n);
+      (void)poisoned_call(c, split, m, elems * 2, as.back(), b, st.s);
+      bench::DeviceBuffer sum(elems * 4), mag(elems * 4), own(elems * 4);
+      const GemmProblem p{.m = m, .n = n, .k = k, .mode = ScaleMode::kBF16, .out_dtype = DType::kBF16};
+      bench::gpu_reference_gemm(p, as.back().view, b.view, {}, own.as<float>(), st.s);
+      WEAVE_CHECK_CUDA(cudaMemsetAsync(sum.get(), 0, sum.bytes(), st.s));
+      WEAVE_CHECK_CUDA(cudaMemsetAsync(mag.get(), 0, mag.bytes(), st.s));
+      bench::gpu_add_term(sum.as<float>(), mag.as<float>(), own.as<float>(), static_cast<int64_t>(elems), st.s);
+      WEAVE_CHECK_NCCL(ncclAllReduce(sum.get(), sum.get(), elems, ncclFloat32, ncclSum, c.nccl(), st.s));
+      WEAVE_CHECK_NCCL(ncclAllReduce(mag.get(), mag.get(), elems, ncclFloat32, ncclSum, c.nccl(), st.s));
+      const ref::Comparison cmp = bench::gpu_compare(split.output(m), sum.as<float>(),
+                                                     bench::reduced_gemm_tolerance(ScaleMode::kBF16, w), st.s,
+                                                     mag.as<float>());
+      ASSERT_EQ(cmp.wrong, 0) << "variant " << v << " m " << m << ": split-lsa against the reference";
+      want.emplace_back(elems * 2);
+      WEAVE_CHECK_CUDA(cudaMemcpy(want.back().get(), split.output(m).data, elems * 2, cudaMemcpyDeviceToDevice));
+    }
+    c.barrier();
+    for (int i = 0; i < kCalls; ++i) {
+      const int v = static_cast<int>(shared() % kVariants);
+      GemmAllReduce& op = *ops[shared() % ops.size()];
+      const bool late = static_cast<int>(shared() % w) == r && i % 7 == 0;
+      const int64_t m = ms[v];
+      const size_t elems = static_cast<size_t>(m * n);
+      bench::poison_nan(op.output(m).data, elems * 2, DType::kBF16, st.s);
+      if (late) spin_delay(20'000, st.s);
+      op.run(m, as[v].view, b.view, {}, st.s);
+      ++calls_made[r];
+      // Synchronises: every output of every call is compared before the next call overwrites it.
+      // (auto's decode route sums K in the GEMV's order, not the tile's: its calls are counted, not compared.)
+      const int64_t d = bench::gpu_count_differing(op.output(m).data, want[v].get(), elems, DType::kBF16, st.s);
+      if (op.last_mode() != GemmAllReduceMode::kDecode) differing[r] += d;
+      op.check();
+    }
+    c.barrier();
+  });
+  for (int r = 0; r < w; ++r) {
+    EXPECT_EQ(calls_made[r], kCalls) << "rank " << r;
+    EXPECT_EQ(differing[r], 0) << "rank " << r << ": elements that differ from split-lsa";
+  }
+  std::printf("  soak: %d calls at W%d over fused / fused-rs / fused-ce / auto, every output compared: %lld differing\n",
+              kCalls, w, differing[0]);
 }
