@@ -35,7 +35,15 @@ summary=()
 note() { summary+=("$1"); echo "== $1"; }
 finish() {
   tar -czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
-  cp "$LOGS"/*.json "$LOGS"/calibration_*.txt "$OUT"/ 2>/dev/null
+  # A remote run brings back a handful of files: many JSON results (multi: one per preset) travel
+  # as one archive, a few as themselves.
+  local jsons=("$LOGS"/*.json)
+  if [ -e "${jsons[0]}" ] && [ ${#jsons[@]} -gt 4 ]; then
+    tar -czf "$OUT/bench_json.tgz" -C "$LOGS" $(cd "$LOGS" && ls *.json) 2>/dev/null
+  else
+    cp "$LOGS"/*.json "$OUT"/ 2>/dev/null
+  fi
+  cp "$LOGS"/calibration_*.txt "$OUT"/ 2>/dev/null
   local result rc=0
   result=$(verdict_end) || rc=1
   { echo "===== summary ($(( $(date +%s) - t0 )) s, mode $mode) ====="; printf '%s\n' "${summary[@]}" "$result"; } |
