@@ -14,11 +14,14 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm_support.hpp"
@@ -369,4 +372,37 @@ TEST(MultiGpuGemmAllReduce, RandomisedSoakAgainstSplit) {
   }
   std::printf("  soak: %d calls at W%d over fused / fused-rs / fused-ce / auto, every output compared: %lld differing\n",
               kCalls, w, differing[0]);
+}
+
+// A peer that never makes the call (W >= 2): rank 0's waits end after the communicator's timeout
+// with an error naming the peer, the kernel completes, and the op refuses further calls. The other
+// ranks wait for rank 0 on a host flag (a barrier would time out first), then every rank destroys
+// its op (window deregistration is collective).
+TEST(MultiGpuGemmAllReduce, APeerThatNeverArrivesTimesOutNamingIt) {
+  WEAVE_REQUIRE_GPUS(2);
+  for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kFusedCe, GemmAllReduceMode::kSplitLsa}) {
+    SCOPED_TRACE(std::string(to_string(mode)));
+    std::atomic<bool> rank0_done{false};
+    for_each_rank([&](Communicator& c) {
+      GemmAllReduce op(c, ar_config(ScaleMode::kBF16, mode, 512, 256, 1024));
+      const bench::DeviceOperand a = operand(5 + c.rank(), 1024, 256, ScaleMode::kBF16, ref::Operand::kA, c.device());
+      const bench::DeviceOperand b = operand(9 + c.rank(), 512, 256, ScaleMode::kBF16, ref::Operand::kB, c.device());
+      c.barrier();
+      if (c.rank() == 0) {
+        StreamHolder st;
+        op.run(1024, a.view, b.view, {}, st.s);
+        WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));  // bounded by the kernel's own waits
+        const std::string msg = error_of([&] { op.check(); }, Status::kTimeout);
+        EXPECT_NE(msg.find("peer"), std::string::npos) << msg;
+        EXPECT_FALSE(error_of([&] { op.run(1024, a.view, b.view, {}, st.s); }, Status::kTimeout).empty());
+        std::printf("  %s: %s\n", std::string(to_string(mode)).c_str(), msg.c_str());
+        rank0_done.store(true);
+      } else {
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+        while (!rank0_done.load() && std::chrono::steady_clock::now() < give_up)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        EXPECT_TRUE(rank0_done.load()) << "rank 0's call did not end within 120 s";
+      }
+    });
+  }
 }
