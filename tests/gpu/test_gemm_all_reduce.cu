@@ -303,6 +303,9 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
             EXPECT_EQ(cmp.wrong, 0) << "m " << m << " " << what << ": " << cmp.wrong << " of " << cmp.count
                                     << " beyond the bound (never written " << cmp.never_written << ", first at "
                                     << cmp.first_wrong << "), rel_l2 " << cmp.rel_l2;
+            // A whole-output bound that does not loosen with world size (issue 36 item 12); measured
+            // 0.0020-0.0024 at W = 2 and 4 (bf16 output rounding), 4x below it.
+            EXPECT_LT(cmp.rel_l2, test::kFusedRelL2Bound) << "m " << m << " " << what;
             if (r == 0 && m == 4096)
               std::printf("  %s W%d m %lld %-9s: rel_l2 %.3g vs the summed reference\n", q.name, world,
                           static_cast<long long>(m), what, cmp.rel_l2);
