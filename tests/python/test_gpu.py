@@ -101,6 +101,30 @@ MODES = [("bf16", "raw"), ("ptpc", "raw"), ("blockscale", "raw"), ("blockscale",
          ("mxfp8", "packed")]
 
 
+@pytest.mark.parametrize("mode", ["bf16", "ptpc", "blockscale"])
+@pytest.mark.parametrize("m,n,k", [(7, 264, 512), (300, 512, 1024)], ids=["7x264x512", "300x512x1024"])
+def test_gemm_on_torch_slices(mode, m, n, k, seed):
+    """Operands and output as column slices of wider tensors (x[:, :k], w[:, :k], out[:, :n]), as
+    models hand them over: the values match the reference, and the columns beside the output slice
+    keep their NaN (issue 36 item 8)."""
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    x, w = operands(m, n, k, gen)
+    a, b, sa, sb, ref = quantised(mode, x, w)
+    pad_k, pad_n = 64, 16  # keeps every leading dimension a multiple of 16 bytes
+    a_wide = torch.zeros(m, k + pad_k, device=DEV, dtype=a.dtype)
+    b_wide = torch.zeros(n, k + pad_k, device=DEV, dtype=b.dtype)
+    a_wide[:, :k], b_wide[:, :k] = a, b
+    out_wide = poisoned(m, n + pad_n, torch.bfloat16)
+    a_s, b_s, out_s = a_wide[:, :k], b_wide[:, :k], out_wide[:, :n]
+    assert a_s.stride() == (k + pad_k, 1) and out_s.stride() == (n + pad_n, 1)
+    g = weave.Gemm(a_s, b_s, out_s, scale_a=sa, scale_b=sb, mode=mode)
+    g.run()
+    torch.cuda.synchronize()
+    assert_close(out_s, ref, mode, f"{mode} {m}x{n}x{k} on slices ({g.plan.kernel}, seed {seed})")
+    assert torch.isnan(out_wide[:, n:].float()).all(), "a column beside the output slice was written"
+
+
+
 @pytest.mark.parametrize("mode,layout", MODES, ids=[f"{m}-{lay}" for m, lay in MODES])
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32], ids=["bf16out", "fp32out"])
 @pytest.mark.parametrize("m,n,k", SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
