@@ -23,12 +23,31 @@
 
 namespace weave::test {
 
-// The GemmScales a case's scale layout reads for operands `a`, `b` (uploaded with row-major
-// scales by bench::upload_operand): their own, or for blockscale mn-major A's scales copied
-// M-contiguous into `mn` (downloaded, rearranged by weave::ref::mn_major_block_scales, uploaded).
-// References keep reading the row-major originals, so a wrong rearrangement shows.
+// Storage of scales rearranged for a layout other than raw (kept alive while a call uses them).
+struct LayoutScales {
+  bench::MnMajorScales mn;               // blockscale mn-major: A's scales M-contiguous
+  bench::DeviceBuffer a_packed, b_packed;  // mxfp8 packed: the words of ref::pack_mxfp8_scales
+};
+
+// The scales of `a` and `b` (raw, as bench::upload_operand made them) in `layout`: the same for
+// raw; for blockscale mn-major A's scales copied M-contiguous; for mxfp8 packed both operands'
+// ue8m0 bytes (random per block, not 127) packed on the host by weave::ref::pack_mxfp8_scales and
+// uploaded. `held` keeps the copies. References keep reading the raw originals, so a wrong
+// rearrangement shows.
 inline GemmScales scales_in_layout(ScaleLayout layout, const bench::DeviceOperand& a, const bench::DeviceOperand& b,
-                                   bench::MnMajorScales& mn) {
+                                   LayoutScales& held) {
+  if (layout == ScaleLayout::kPacked) {
+    auto pack = [](const bench::DeviceOperand& o, bench::DeviceBuffer& buf) {
+      const int64_t rows = o.scale_view.rows(), groups = o.scale_view.cols(), k_words = (groups + 3) / 4;
+      std::vector<uint8_t> raw(static_cast<std::size_t>(rows * groups));
+      o.scales.download(raw.data(), raw.size());
+      const std::vector<uint32_t> words = ref::pack_mxfp8_scales(raw.data(), rows, groups);
+      buf = bench::DeviceBuffer(words.size() * 4);
+      buf.upload(words.data(), words.size() * 4);
+      return TensorView::matrix(buf.get(), DType::kUE8M0, k_words, 4 * rows, o.scale_view.device);
+    };
+    return GemmScales{pack(a, held.a_packed), pack(b, held.b_packed)};
+  }
   if (layout != ScaleLayout::kMnMajor) return GemmScales{a.scale_view, b.scale_view};
   ref::QuantMatrix q;
   q.mode = ScaleMode::kBlockscale;
@@ -36,8 +55,8 @@ inline GemmScales scales_in_layout(ScaleLayout layout, const bench::DeviceOperan
   q.scale_cols = a.scale_view.cols();
   q.scales.resize(static_cast<std::size_t>(q.scale_rows * q.scale_cols));
   a.scales.download(q.scales.data(), q.scales.size() * sizeof(float));
-  mn = bench::upload_mn_major_scales(q, a.scale_view.device);
-  return GemmScales{mn.view, b.scale_view};
+  held.mn = bench::upload_mn_major_scales(q, a.scale_view.device);
+  return GemmScales{held.mn.view, b.scale_view};
 }
 
 template <class Mode>

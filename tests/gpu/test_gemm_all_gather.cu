@@ -255,7 +255,6 @@ TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource)
     }
     bench::EmulatedWorld ew(world, 0, 20);
     for (const QuantCase& q : kQuants) {
-      if (q.layout == ScaleLayout::kPacked) continue;  // upload_operand has raw scales; packed: self-test
       SCOPED_TRACE(std::string(q.name) + " W" + std::to_string(world));
       ew.run([&](comm::Group& g) {
         const int dev = g.device(), r = g.rank();
@@ -285,8 +284,8 @@ TEST(EmulatedGemmAllGather, FusedEqualsSplitBitwiseAndMatchesReferencePerSource)
             as.push_back(bench::upload_operand(
                 bench::quantize_parallel(bench::random_operand(1000 + 17 * s + m, m, k), m, k, q.quant, ref::Operand::kA),
                 dev));
-          bench::MnMajorScales mn;
-          GemmScales sc = test::scales_in_layout(q.layout, as[r], b, mn);
+          test::LayoutScales held;
+          GemmScales sc = test::scales_in_layout(q.layout, as[r], b, held);
           const size_t bytes = static_cast<size_t>(world * m * n) * ob;
           // One op's call at a time across the ranks, its output NaN-poisoned first
           // (test::poisoned_call): back-to-back calls of two ops at W = 4 were seen to stall in the

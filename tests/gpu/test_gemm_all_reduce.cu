@@ -234,7 +234,6 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
     }
     bench::EmulatedWorld ew(world, 0, 10);
     for (const QuantCase& q : kQuants) {
-      if (q.layout == ScaleLayout::kPacked) continue;  // upload_operand has raw scales; packed: self-test
       SCOPED_TRACE(std::string(q.name) + " W" + std::to_string(world));
       ew.run([&](comm::Group& g) {
         const int dev = g.device(), r = g.rank();
@@ -264,8 +263,8 @@ TEST(EmulatedGemmAllReduce, FusedEqualsSplitBitwiseAndMatchesReference) {
           if (m > 8192 && world > 2) continue;
           if (world == 8 && m != 1 && m != 128 && m != 1000) continue;
           const std::vector<bench::DeviceOperand> as = upload_every_a(world, 1000, m, k, q, dev);
-          bench::MnMajorScales mn;
-          const GemmScales sc = test::scales_in_layout(q.layout, as[r], bs[r], mn);
+          test::LayoutScales held;
+          const GemmScales sc = test::scales_in_layout(q.layout, as[r], bs[r], held);
           const size_t bytes = static_cast<size_t>(m * n) * 2;
           // One op's call at a time across the ranks, its output NaN-poisoned first
           // (test::poisoned_call; this test is about numerics, back-to-back calls are BackToBack's
@@ -429,8 +428,8 @@ TEST(EmulatedGemmAllReduce, DecodeRouteGemvThenLowLatencyAllReduce) {
         Stream st;
         for (int64_t m : {1, 13, 32, 33}) {
           const std::vector<bench::DeviceOperand> as = upload_every_a(world, 4000, m, k, q, dev);
-          bench::MnMajorScales mn;
-          const GemmScales sc = test::scales_in_layout(q.layout, as[r], bs[r], mn);
+          test::LayoutScales held;
+          const GemmScales sc = test::scales_in_layout(q.layout, as[r], bs[r], held);
           const size_t bytes = static_cast<size_t>(m * n) * 2;
           const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = DType::kBF16};
           SummedReference want(as, bs, p, st.s);
