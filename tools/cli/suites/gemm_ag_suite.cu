@@ -43,7 +43,8 @@
 // reference), B is the same on every rank; cold weights by default: every rank rotates through its
 // own identical copies of B (together past 3 x L2). Correctness of every arm, before and after
 // timing: the output is filled with NaN, every rank barriers (no peer writes before that), one
-// call runs, and the rows of EVERY source rank are compared on the GPU against
+// call runs (after timing: no call; the output the timed graph replays left, poisoned before the
+// timing), and the rows of EVERY source rank are compared on the GPU against
 // bench::gpu_reference_gemm of that source's A (a plain CUDA-core GEMM, not weave's kernel) within
 // bench::gemm_tolerance; rows a call never wrote still hold poison and count as wrong. gemm-only is
 // checked on its own rows only (it moves nothing by design); comm-only's input (its own rows) is
@@ -399,19 +400,30 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
           return static_cast<char*>(a.lt_out.get());
         };
         // Fresh poison, every rank barriered, one call, every source's rows against its reference.
-        auto check = [&](size_t i, const char* when) {
-          RankArm& a = st.arms[i];
-          const size_t out_bytes = specs[i].kind == ArmKind::kCublasLt ? rows_bytes : static_cast<size_t>(w) * rows_bytes;
+        auto out_bytes_of = [&](size_t i) {
+          return specs[i].kind == ArmKind::kCublasLt ? rows_bytes : static_cast<size_t>(w) * rows_bytes;
+        };
+        // NaN over the arm's output; comm-only's input (this rank's rows, in place) seeded again.
+        auto poison = [&](size_t i) {
           char* o = output_of(i);
-          bench::poison_nan(o, out_bytes, out_dtype, stream);
+          bench::poison_nan(o, out_bytes_of(i), out_dtype, stream);
           if (specs[i].kind == ArmKind::kCommOnly) {
             const size_t elems = static_cast<size_t>(m) * static_cast<size_t>(n);
             bench::gpu_round_reference(ref_of(r, r), o + static_cast<size_t>(r) * rows_bytes, elems, out_dtype,
                                        stream);
           }
-          WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
-          g.barrier();
-          enqueue(i, stream, calls - 1);
+        };
+        // fresh_call = false: no call of its own; the output the timed graph replays left (poisoned
+        // before the timing, so a replay that wrote nothing shows as NaN).
+        auto check = [&](size_t i, const char* when, bool fresh_call) {
+          RankArm& a = st.arms[i];
+          char* o = output_of(i);
+          if (fresh_call) {
+            poison(i);
+            WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
+            g.barrier();
+            enqueue(i, stream, calls - 1);
+          }
           comm::sync_stream_bounded(stream, opt.timeout_s, std::string("gemm-ag ") + specs[i].name + " check " + when);
           if (a.op) a.op->check();
           if (a.coll) a.coll->check();
@@ -436,7 +448,11 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
           if (st.arms[i].unavailable.empty()) runnable.push_back(i);
         }
         if (runnable.empty()) return;
-        for (size_t i : runnable) check(i, "before timing");
+        for (size_t i : runnable) check(i, "before timing", true);
+        // The replays' own output is what is checked after the timing (issue 36 item 10): NaN first.
+        for (size_t i : runnable) poison(i);
+        WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
+        g.barrier();
         std::vector<bench::Arm> timed;
         for (size_t i : runnable)
           timed.push_back({specs[i].name, [&enqueue, i](cudaStream_t s, int call) { enqueue(i, s, call); }});
@@ -445,7 +461,7 @@ int run_gemm_ag_suite(const BenchOptions& common, const GagBenchOptions& opt) {
           rr[runnable[j]].timing = t[j];
           rr[runnable[j]].ran = true;
         }
-        for (size_t i : runnable) check(i, "after timing");
+        for (size_t i : runnable) check(i, "after timing (the timed replays' output)", false);
       });
     } catch (const Error& e) {
       error = e.what();

@@ -53,7 +53,8 @@
 // Inputs: every rank s has its own random A_s and B_s (bench::random_operand, quantised by the
 // host reference); cold weights by default: every rank rotates through its own identical copies of
 // B_s (together past 3 x L2). Correctness of every arm, before and after timing: the output is
-// filled with NaN, every rank barriers, one call runs, and on the GPU
+// filled with NaN, every rank barriers, one call runs (after timing: no call; the output the timed
+// graph replays left, poisoned before the timing), and on the GPU
 //   - gemm-only and cublaslt are compared with bench::gpu_reference_gemm of this rank's A_r, B_r
 //     (a plain CUDA-core GEMM, not weave's kernel) within bench::gemm_tolerance;
 //   - every reducing arm with the sum over ranks of those references within
@@ -454,15 +455,19 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
           return st.arms[i].op && st.arms[i].op->last_mode() == GemmAllReduceMode::kSplitNccl;
         };
         // Fresh poison, every rank barriered, one call, the output against its reference.
-        auto check = [&](size_t i, const char* when) {
+        // fresh_call = false: no call of its own; the output the timed graph replays left (poisoned
+        // before the timing, so a replay that wrote nothing shows as NaN).
+        auto check = [&](size_t i, const char* when, bool fresh_call) {
           RankArm& a = st.arms[i];
           void* o = output_of(i);
-          bench::poison_nan(o, out_bytes, DType::kBF16, stream);
-          if (specs[i].kind == ArmKind::kCommOnly)
-            bench::gpu_round_reference(refs[r].as<float>(), a.coll->window_input(), elems, DType::kBF16, stream);
-          WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
-          g.barrier();
-          enqueue(i, stream, calls - 1);
+          if (fresh_call) {
+            bench::poison_nan(o, out_bytes, DType::kBF16, stream);
+            if (specs[i].kind == ArmKind::kCommOnly)
+              bench::gpu_round_reference(refs[r].as<float>(), a.coll->window_input(), elems, DType::kBF16, stream);
+            WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
+            g.barrier();
+            enqueue(i, stream, calls - 1);
+          }
           comm::sync_stream_bounded(stream, opt.timeout_s, std::string("gemm-ar ") + specs[i].name + " check " + when);
           if (a.op) a.op->check();
           if (a.coll) a.coll->check();
@@ -501,8 +506,12 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
           if (rr[i].unavailable.empty()) runnable.push_back(i);
         }
         if (runnable.empty()) return;
-        for (size_t i : runnable) check(i, "before timing");
+        for (size_t i : runnable) check(i, "before timing", true);
         compare_with_split(runnable);
+        // The replays' own output is what is checked after the timing (issue 36 item 10): NaN first.
+        for (size_t i : runnable) bench::poison_nan(output_of(i), out_bytes, DType::kBF16, stream);
+        WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
+        g.barrier();
         std::vector<bench::Arm> timed;
         for (size_t i : runnable)
           timed.push_back({specs[i].name, [&enqueue, i](cudaStream_t s, int call) { enqueue(i, s, call); }});
@@ -511,7 +520,7 @@ int run_gemm_ar_suite(const BenchOptions& common, const GarBenchOptions& opt) {
           rr[runnable[j]].timing = t[j];
           rr[runnable[j]].ran = true;
         }
-        for (size_t i : runnable) check(i, "after timing");
+        for (size_t i : runnable) check(i, "after timing (the timed replays' output)", false);
         compare_with_split(runnable);
       });
     } catch (const Error& e) {
