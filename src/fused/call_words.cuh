@@ -30,8 +30,8 @@ __device__ __forceinline__ void close_call(const comm::Proto& pr, uint32_t e) {
   *reinterpret_cast<volatile uint32_t*>(comm::ctrl_word(pr, comm::kCtrlEpoch)) = e;
 }
 
-// wait_reached's give-up check: peer q's key of call e names another m (recorded). By value, no
-// captured references: a lambda capturing locals by reference put them on the stack.
+// wait_reached's give-up check of the fused waits: peer q's key of call e names another m (the
+// mismatch is recorded by call_key_agrees).
 struct OtherCallRows {
   const comm::Proto* pr;
   int q;
