@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "comm_support.hpp"
+#include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "support/expect_error.hpp"
 #include "testing/gemm_operands.hpp"
@@ -76,6 +77,13 @@ std::unique_ptr<Op> make_or_reason(Communicator& c, const Config& cfg, std::stri
   }
 }
 
+// "  gemm-ar ptpc fused-ce at W1: not run (<reason>)": a mode this world cannot run, said, not hidden.
+template <class Mode>
+void print_not_run(const char* op, ScaleMode q, Mode mode, int w, const std::string& reason) {
+  std::printf("  %s %s %s at W%d: not run (%s)\n", op, std::string(to_string(q)).c_str(),
+              std::string(to_string(mode)).c_str(), w, reason.c_str());
+}
+
 // One rank's random operand of `rows` x `k` in `quant` on its device (raw scale layout).
 bench::DeviceOperand operand(uint64_t seed, int64_t rows, int64_t k, ScaleMode quant, ref::Operand which, int dev) {
   return bench::upload_operand(bench::quantize_parallel(bench::random_operand(seed, rows, k), rows, k, quant, which), dev);
@@ -88,7 +96,7 @@ std::vector<uint8_t> poisoned_call(Communicator& c, Op& op, int64_t m, size_t by
   c.barrier();
   bench::poison_nan(op.output(m).data, bytes, DType::kBF16, st);
   op.run(m, a.view, b.view, GemmScales{a.scale_view, b.scale_view}, st);
-  WEAVE_CHECK_CUDA(cudaStreamSynchronize(st));
+  comm::sync_stream_bounded(st, 2 * c.timeout_s() + 5, "a poisoned call of " + op.describe());
   op.check();
   std::vector<uint8_t> h(bytes);
   WEAVE_CHECK_CUDA(cudaMemcpy(h.data(), op.output(m).data, bytes, cudaMemcpyDeviceToHost));
@@ -123,8 +131,7 @@ TEST(MultiGpuGemmAllReduce, SelfTestEveryModeAndQuant) {
         }
       });
       if (!reason.empty())
-        std::printf("  gemm-ar %s %s at W%d: not run (%s)\n", std::string(to_string(q)).c_str(),
-                    std::string(to_string(mode)).c_str(), w, reason.c_str());
+        print_not_run("gemm-ar", q, mode, w, reason);
     }
 }
 
@@ -180,7 +187,7 @@ TEST(MultiGpuGemmAllReduce, EveryModeEqualsSplitBitwiseAndTheReferenceAtModelSiz
         bench::gpu_add_term(sum.as<float>(), mag.as<float>(), own.as<float>(), static_cast<int64_t>(elems), st.s);
         WEAVE_CHECK_NCCL(ncclAllReduce(sum.get(), sum.get(), elems, ncclFloat32, ncclSum, c.nccl(), st.s));
         WEAVE_CHECK_NCCL(ncclAllReduce(mag.get(), mag.get(), elems, ncclFloat32, ncclSum, c.nccl(), st.s));
-        WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+        comm::sync_stream_bounded(st.s, c.timeout_s(), "the reference's sum over ranks (ncclAllReduce)");
         const std::vector<uint8_t> want_bits = poisoned_call(c, split, m, bytes, a, b, st.s);
         const std::vector<uint8_t> want_native =
             q == ScaleMode::kMxfp8 ? poisoned_call(c, split_native, m, bytes, a, b, st.s) : want_bits;
@@ -205,8 +212,7 @@ TEST(MultiGpuGemmAllReduce, EveryModeEqualsSplitBitwiseAndTheReferenceAtModelSiz
     });
     for (size_t i = 0; i < std::size(modes); ++i)
       if (!reasons[i].empty())
-        std::printf("  gemm-ar %s %s at W%d: not run (%s)\n", std::string(to_string(q)).c_str(),
-                    std::string(to_string(modes[i])).c_str(), w, reasons[i].c_str());
+        print_not_run("gemm-ar", q, modes[i], w, reasons[i]);
   }
 }
 
@@ -233,8 +239,7 @@ TEST(MultiGpuGemmAllGather, SelfTestEveryModeAndQuant) {
         }
       });
       if (!reason.empty())
-        std::printf("  gemm-ag %s %s at W%d: not run (%s)\n", std::string(to_string(q)).c_str(),
-                    std::string(to_string(mode)).c_str(), w, reason.c_str());
+        print_not_run("gemm-ag", q, mode, w, reason);
     }
 }
 
@@ -273,7 +278,7 @@ TEST(MultiGpuGemmAllGather, EveryModeEqualsSplitBitwiseAndTheReferenceAtModelSiz
         const GemmProblem p{.m = m, .n = n, .k = k, .mode = q, .scale_layout = ScaleLayout::kRaw, .out_dtype = DType::kBF16};
         bench::gpu_reference_gemm(p, a.view, b.view, GemmScales{a.scale_view, b.scale_view}, own.as<float>(), st.s);
         WEAVE_CHECK_NCCL(ncclAllGather(own.get(), all.get(), own_elems, ncclFloat32, c.nccl(), st.s));
-        WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+        comm::sync_stream_bounded(st.s, c.timeout_s(), "the reference rows of every rank (ncclAllGather)");
         const std::vector<uint8_t> want = poisoned_call(c, split, m, bytes, a, b, st.s);
         const ref::Comparison cmp = bench::gpu_compare(split.output(m), all.as<float>(),
                                                        bench::gemm_tolerance(q, DType::kBF16), st.s);
@@ -293,8 +298,7 @@ TEST(MultiGpuGemmAllGather, EveryModeEqualsSplitBitwiseAndTheReferenceAtModelSiz
     });
     for (size_t i = 0; i < std::size(modes); ++i)
       if (!reasons[i].empty())
-        std::printf("  gemm-ag %s %s at W%d: not run (%s)\n", std::string(to_string(q)).c_str(),
-                    std::string(to_string(modes[i])).c_str(), w, reasons[i].c_str());
+        print_not_run("gemm-ag", q, modes[i], w, reasons[i]);
   }
 }
 
@@ -391,7 +395,7 @@ TEST(MultiGpuGemmAllReduce, APeerThatNeverArrivesTimesOutNamingIt) {
       if (c.rank() == 0) {
         StreamHolder st;
         op.run(1024, a.view, b.view, {}, st.s);
-        WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));  // bounded by the kernel's own waits
+        comm::sync_stream_bounded(st.s, 2 * c.timeout_s() + 5, "the call whose peer never arrives");
         const std::string msg = error_of([&] { op.check(); }, Status::kTimeout);
         EXPECT_NE(msg.find("peer"), std::string::npos) << msg;
         EXPECT_FALSE(error_of([&] { op.run(1024, a.view, b.view, {}, st.s); }, Status::kTimeout).empty());
