@@ -18,7 +18,9 @@ while IFS= read -r obj; do
   stem=$(basename "$obj" .cu.o)
   [ "$which" = all ] && stem=$(echo "${obj#*weave_objects.dir/}" | sed 's|/|__|g; s|\.cu\.o$||')
   # Only the instructions: the header names the object's path, which differs between build folders.
-  cuobjdump -sass "$obj" | grep -E '^\s+/\*[0-9a-f]{4}\*/|Function :' > "$out/$stem.sass"
+  # and anonymous-namespace names carry a hash of the file's path: normalised.
+  cuobjdump -sass "$obj" | grep -E '^\s+/\*[0-9a-f]{4}\*/|Function :' |
+    sed -E 's/[0-9]+_GLOBAL__N__[0-9a-f]+_[0-9]+_[A-Za-z0-9_]+_cu_[0-9a-f]+/_GLOBAL__N__ANON/g' > "$out/$stem.sass"
   n=$((n + 1))
 done < <(if [ "$which" = all ]; then find "$build/src" -path '*weave_objects.dir*' -name '*.cu.o'; else
            find "$build/src" -path '*gemm_instances*' -name '*.cu.o'; fi | sort)
