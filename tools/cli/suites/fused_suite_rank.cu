@@ -1,0 +1,191 @@
+// One rank's arms at one M: cuBLASLt's plans for this shape, a checked call of every arm, the
+// timing, and the check of what the timed replays left.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cli/suites/fused_suite_engine.hpp"
+#include "comm/timeout.hpp"
+#include "common/check.hpp"
+#include "testing/gpu_reference.hpp"
+#include "testing/poison_nan.hpp"
+#include "testing/reduce_reference.hpp"
+
+namespace weave::cli::fused_bench {
+
+// cuBLASLt: per M, since its descriptors and algorithm are per shape.
+void SuiteRun::prepare_cublaslt(const RankCall& c) {
+  const GemmProblem prob = problem(c.m);
+  const size_t rows_bytes = static_cast<size_t>(c.m) * static_cast<size_t>(shape_.n) * dtype_bytes(shape_.out);
+  const int r = c.g.rank();
+  for (size_t i = 0; i < arms_.size(); ++i) {
+    if (!is_cublaslt(arms_[i].kind)) continue;
+    RankArm& a = c.st.arms[i];
+    a.lt.reset();
+    a.lt_scales.clear();
+    a.unavailable = bench::CublasLtGemm::supports(prob);
+    if (!a.unavailable.empty()) continue;
+    try {
+      a.lt = std::make_unique<bench::CublasLtGemm>(prob, c.g.device());
+    } catch (const Error& e) {
+      if (e.status() != Status::kUnsupported) throw;
+      a.unavailable = e.message();
+      continue;
+    }
+    for (const auto& b : c.st.b)
+      a.lt_scales.push_back(a.lt->prepare_scales({c.refs.as[r].scale_view, b.scale_view}, c.st.stream));
+    if (a.sym) continue;
+    a.lt_c = bench::DeviceBuffer(rows_bytes);
+    if (t_.out_of_place()) a.lt_out = bench::DeviceBuffer(output_bytes(i, c.m));
+  }
+}
+
+void SuiteRun::enqueue(const RankCall& c, size_t i, cudaStream_t s, int call) {
+  RankArm& a = c.st.arms[i];
+  const int r = c.g.rank();
+  const size_t copy = static_cast<size_t>(call) % c.st.b.size();
+  const bench::DeviceOperand& b = c.st.b[copy];
+  switch (arms_[i].kind) {
+    case ArmKind::kOp: a.op->run(c.m, c.refs.as[r], b, s); break;
+    case ArmKind::kCommOnly:
+      t_.run_comm_only(*a.coll, c.m, r, s);
+      // fused_bench::comm_only_emulated_note: a graph of lsa calls must not chain on one GPU.
+      if (c.g.world_size() > 1 && c.g.ranks_per_device() > 1) end_pdl_chain(s);
+      break;
+    case ArmKind::kCublasLt:
+    case ArmKind::kCublasLtNccl:
+    case ArmKind::kCublasLtNcclSym: {
+      void* cbuf = a.sym ? static_cast<void*>(a.sym->region("c")) : a.lt_c.get();
+      void* out = !t_.out_of_place() ? cbuf : a.sym ? static_cast<void*>(a.sym->region("out")) : a.lt_out.get();
+      a.lt->run(c.refs.as[r].view, b.view, a.lt_scales[copy], TensorView::matrix(cbuf, shape_.out, c.m, shape_.n, c.g.device()),
+                s);
+      t_.after_cublaslt(arms_[i].kind, cbuf, out, c.m, c.g, s);
+      break;
+    }
+  }
+}
+
+char* SuiteRun::output_of(const RankCall& c, size_t i) const {
+  RankArm& a = c.st.arms[i];
+  if (a.op) return a.op->output(c.m);
+  if (a.coll) return static_cast<char*>(a.coll->window_output());
+  if (a.sym) return a.sym->region(t_.out_of_place() ? "out" : "c");
+  return static_cast<char*>(t_.out_of_place() ? a.lt_out.get() : a.lt_c.get());
+}
+
+// cuBLASLt's own GEMM holds m rows; every other arm a full output of blocks x m rows.
+size_t SuiteRun::output_bytes(size_t i, int64_t m) const {
+  const size_t rows_bytes = static_cast<size_t>(m) * static_cast<size_t>(shape_.n) * dtype_bytes(shape_.out);
+  return arms_[i].kind == ArmKind::kCublasLt ? rows_bytes : rows_bytes * static_cast<size_t>(t_.blocks(world_));
+}
+
+// NaN over the arm's output; comm-only's input (this rank's rows) seeded with its reference.
+void SuiteRun::poison(const RankCall& c, size_t i) {
+  bench::poison_nan(output_of(c, i), output_bytes(i, c.m), shape_.out, c.st.stream);
+  if (arms_[i].kind == ArmKind::kCommOnly) {
+    const int r = c.g.rank();
+    bench::gpu_round_reference(c.refs.own[r].as<float>(), t_.comm_only_input(*c.st.arms[i].coll, c.m, r),
+                               c.refs.elems, shape_.out, c.st.stream);
+  }
+}
+
+// fresh_call: NaN, every rank barriered, one call; else the output the timed replays left
+// (poisoned before the timing, so a replay that wrote nothing shows as NaN). Then the output
+// against its reference: a partial arm's own rows against this rank's GEMM, any other arm's
+// every block against the expected output.
+void SuiteRun::check(const RankCall& c, size_t i, const char* when, bool fresh_call) {
+  RankArm& a = c.st.arms[i];
+  const SuiteArm& spec = arms_[i];
+  const int r = c.g.rank(), dev = c.g.device();
+  cudaStream_t stream = c.st.stream;
+  char* o = output_of(c, i);
+  if (fresh_call) {
+    poison(c, i);
+    WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
+    c.g.barrier();
+    enqueue(c, i, stream, calls_ - 1);
+  }
+  comm::sync_stream_bounded(stream, opt_.timeout_s, std::string(name_) + " " + spec.name + " check " + when);
+  if (a.op) a.op->check();
+  if (a.coll) a.coll->check();
+  ArmResult& ar = c.res[i];
+  const int blocks = t_.blocks(world_);
+  ar.wrong_from.resize(t_.wrong_per_source() ? static_cast<size_t>(blocks) : 1, -1);
+  const size_t rows_bytes = c.refs.elems * dtype_bytes(shape_.out);
+  auto count = [&](size_t slot, const ref::Comparison& cmp) {
+    ar.wrong_from[slot] = std::max<int64_t>(ar.wrong_from[slot], 0) + cmp.wrong;
+    ar.rel_l2 = std::max(ar.rel_l2, cmp.rel_l2);
+  };
+  if (spec.partial) {
+    // Its own rows: where this rank's block lies in a full output; cuBLASLt's own C holds only them.
+    const int own = output_bytes(i, c.m) == rows_bytes ? 0 : r;
+    const TensorView rows = TensorView::matrix(o + static_cast<size_t>(own) * rows_bytes, shape_.out, c.m, shape_.n, dev);
+    count(t_.wrong_per_source() ? static_cast<size_t>(own) : 0,
+          bench::gpu_compare(rows, c.refs.own[r].as<float>(), t_.tolerance(true, false, world_), stream));
+  } else {
+    // NCCL's reductions round each step (a looser bound than weave's rank-order fp32 sum).
+    const bool nccl_summed = spec.kind == ArmKind::kCublasLtNccl || spec.kind == ArmKind::kCublasLtNcclSym ||
+                             (a.op && a.op->last_mode() == "split-nccl");
+    const bench::Tolerance tol = t_.tolerance(false, nccl_summed, world_);
+    const float* mags = c.refs.mags_of(r);
+    for (int b = 0; b < blocks; ++b) {
+      const size_t off = static_cast<size_t>(b) * c.refs.elems;
+      const TensorView rows = TensorView::matrix(o + static_cast<size_t>(b) * rows_bytes, shape_.out, c.m, shape_.n, dev);
+      count(t_.wrong_per_source() ? static_cast<size_t>(b) : 0,
+            bench::gpu_compare(rows, c.refs.expected_of(r) + off, tol, stream, mags ? mags + off : nullptr));
+    }
+  }
+  if (a.op && spec.kind == ArmKind::kOp && spec.name == "auto") {
+    ar.resolved = a.op->last_mode();
+    ar.reason = a.op->reason(c.m);
+  }
+  c.g.barrier();
+}
+
+// After every arm's check of one round, each output still holds that call's result: every arm
+// equal by design to split-lsa compared bit for bit.
+void SuiteRun::compare_with_reference_arm(const RankCall& c, const std::vector<size_t>& runnable) {
+  if (reference_arm_ < 0 || !c.st.arms[reference_arm_].unavailable.empty()) return;
+  const char* ref_out = output_of(c, static_cast<size_t>(reference_arm_));
+  for (size_t i : runnable) {
+    if (static_cast<int>(i) == reference_arm_ || arms_[i].kind != ArmKind::kOp || arms_[i].partial) continue;
+    if (!t_.equal_to_split(arms_[i], c.st.arms[i].op->last_mode())) continue;
+    const size_t elems = output_bytes(i, c.m) / dtype_bytes(shape_.out);
+    const int64_t d = bench::gpu_count_differing(output_of(c, i), ref_out, elems, shape_.out, c.st.stream);
+    c.res[i].differing = std::max<int64_t>(c.res[i].differing, 0) + d;
+  }
+  c.g.barrier();  // nobody's next call writes into an output before every rank compared
+}
+
+void SuiteRun::run_rank(comm::Group& g, int64_t m, const References& refs, std::vector<ArmResult>& res) {
+  const RankCall c{g, m, refs, res, *states_[g.rank()]};
+  prepare_cublaslt(c);
+  std::vector<size_t> runnable;
+  for (size_t i = 0; i < arms_.size(); ++i) {
+    res[i].unavailable = c.st.arms[i].unavailable;
+    if (res[i].unavailable.empty()) res[i].unavailable = t_.unavailable_at(arms_[i], m);
+    if (res[i].unavailable.empty()) runnable.push_back(i);
+  }
+  if (runnable.empty()) return;
+  for (size_t i : runnable) check(c, i, "before timing", true);
+  compare_with_reference_arm(c, runnable);
+  // What is checked after the timing is the timed replays' own output: NaN first.
+  for (size_t i : runnable) poison(c, i);
+  WEAVE_CHECK_CUDA(cudaStreamSynchronize(c.st.stream));
+  g.barrier();
+  std::vector<bench::Arm> timed;
+  for (size_t i : runnable)
+    timed.push_back({arms_[i].name, [this, &c, i](cudaStream_t s, int call) { enqueue(c, i, s, call); }});
+  const std::vector<bench::Timing> t = time_rank_arms(g, timed, common_, calls_, c.st.stream);
+  for (size_t j = 0; j < runnable.size(); ++j) {
+    res[runnable[j]].timing = t[j];
+    res[runnable[j]].ran = true;
+  }
+  for (size_t i : runnable) check(c, i, "after timing (the timed replays' output)", false);
+  compare_with_reference_arm(c, runnable);
+}
+
+}  // namespace weave::cli::fused_bench
