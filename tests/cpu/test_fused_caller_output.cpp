@@ -1,7 +1,7 @@
 // The fused operators' caller output (fused/caller_output.hpp) on the CPU: the rules run() checks
 // before any GPU work, each error naming 'out' and the rule, on views that point nowhere (the
-// checks read addresses, never memory). The copy itself is a GPU test (test_gemm_all_gather.cu,
-// test_gemm_all_reduce.cu: CallerOutput*).
+// checks read addresses, never memory). The copy itself is a GPU test (test_fused_ops_typed.cu:
+// EmulatedFusedOp/*.CallerOutputIsTheWindowViewCopiedAfterTheCall).
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// What the fused operators' emulated-world tests share (test_gemm_all_gather.cu,
-// test_gemm_all_reduce.cu).
+// What the fused operators' emulated-world tests share (the typed suite test_fused_ops_typed*.cu and
+// each operator's own tests, test_gemm_all_gather.cu and test_gemm_all_reduce*.cu).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -88,6 +88,18 @@ inline constexpr double kFusedRelL2Bound = 1e-2;
 
 // A rank's stream for the length of a test step (non-blocking, destroyed at the end).
 using Stream = OwnedStream;
+
+// Every source rank's A_s [m, k] (seed seed_base + 17 s + m), quantised as `quant`: each rank
+// regenerates all of them, for the references (per source, or summed).
+inline std::vector<bench::DeviceOperand> upload_every_a(int world, uint64_t seed_base, int64_t m, int64_t k,
+                                                        ScaleMode quant, int dev) {
+  std::vector<bench::DeviceOperand> as;
+  for (int s = 0; s < world; ++s)
+    as.push_back(bench::upload_operand(
+        bench::quantize_parallel(bench::random_operand(seed_base + 17 * s + m, m, k), m, k, quant, ref::Operand::kA),
+        dev));
+  return as;
+}
 
 // Every source rank's mxfp8 A_s [m, k] (seed seed_base + 17 s + m); rank `odd`'s (-1: none) with
 // every 97th scale byte set to 5, outside the range the bf16 route carries exactly.

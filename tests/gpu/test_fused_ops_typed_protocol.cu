@@ -1,0 +1,315 @@
+// The fused operators' protocol in the emulated world, once per operator (fused_op_typed.hpp):
+// back-to-back calls of changing M with a slow rank, graph replays across the epoch wrap, a peer
+// that never arrives, ranks that disagree on m, and a randomised soak. Every output is checked
+// against its one-hot closed form (the trait's OneHot and DeviceExpect).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+
+#include "comm/timeout.hpp"
+#include "common/check.hpp"
+#include "fused_op_typed.hpp"
+#include "support/expect_error.hpp"
+#include "testing/emulated_world.hpp"
+#include "testing/spin_delay.hpp"
+
+namespace weave::test {
+
+// Back-to-back calls of changing M (and mode, for auto) on one op, no host sync between them, the
+// trait's slow rank and a late rank per call; every call's output snapshotted on the device and
+// checked at the end.
+TYPED_TEST(EmulatedFusedOp, BackToBackCallsOfChangingMWithASlowRank) {
+  using T = TypeParam;
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = T::kBackToBackShape.n, k = T::kBackToBackShape.k, m_max = T::kBackToBackShape.m_max;
+  const std::vector<int64_t> ms(std::begin(T::kBackToBackMs), std::end(T::kBackToBackMs));
+  for (typename T::Mode mode : T::kBackToBackModes) {
+    const int world = fits_queues(mode, 4) ? 4 : 2;  // fused-ce: W = 2 (copy streams, "Queues")
+    bench::EmulatedWorld ew(world, 0, 20);
+    SCOPED_TRACE(mode_name(mode) + " W" + std::to_string(world));
+    ew.run([&](comm::Group& g) {
+      auto cfg = T::config(T::kQuants[0], mode, n, k, m_max);
+      T::slow_down_for_back_to_back(cfg, g.rank(), world, mode);
+      auto op = T::create(g, cfg);
+      typename T::OneHot oh(m_max, n, k, g.rank());
+      Stream st;
+      std::vector<bench::DeviceBuffer> as, snaps;
+      for (size_t c = 0; c < ms.size(); ++c) {
+        const auto h = oh.host_a(100 + c, ms[c]);
+        as.emplace_back(m_max * k * 2);
+        as.back().upload(h.data(), h.size() * 2);
+        snaps.emplace_back(T::out_rows(world, ms[c]) * n * 2);
+      }
+      g.barrier();
+      for (size_t c = 0; c < ms.size(); ++c) {
+        if (g.rank() == static_cast<int>(c % world)) bench::spin_delay(2'000'000, st.s);  // a late rank
+        op->run(ms[c], TensorView::matrix(as[c].get(), DType::kBF16, ms[c], k, g.device()), oh.b_view(g.device()), {},
+                st.s);
+        g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues"); the GPU is not synchronised
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(snaps[c].get(), op->output(ms[c]).data, snaps[c].bytes(),
+                                         cudaMemcpyDeviceToDevice, st.s));
+      }
+      comm::sync_stream_bounded(st.s, 20, "back-to-back calls, mode " + mode_name(mode));
+      op->check();
+      for (size_t c = 0; c < ms.size(); ++c) {
+        std::vector<uint8_t> h(snaps[c].bytes());
+        snaps[c].download(h.data(), h.size());
+        oh.expect_right(h, DType::kBF16, 100 + c, world, ms[c],
+                        "rank " + std::to_string(g.rank()) + " call " + std::to_string(c) + " (m " +
+                            std::to_string(ms[c]) + ")");
+      }
+      g.barrier();
+    });
+  }
+}
+
+// Graph replay: each rank captures [input variant copy -> run -> device check] per variant, for
+// two M on one op; 1000 replays in an interleaved order, epochs started 50 calls before the 2^32
+// wrap; #wrong accumulated on the device.
+TYPED_TEST(EmulatedFusedOp, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
+  using T = TypeParam;
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = T::kGraphShape.n, k = T::kGraphShape.k, m_max = T::kGraphShape.m_max;
+  const int world = 2, variants = 5, replays = 1000;
+  for (typename T::Mode mode : T::kGraphModes) {
+    bench::EmulatedWorld ew(world, 0, 20);
+    SCOPED_TRACE(mode_name(mode));
+    ew.run([&](comm::Group& g) {
+      auto cfg = T::config(T::kQuants[0], mode, n, k, m_max);
+      cfg.initial_epoch = 0xFFFFFFFFu - 50u;
+      auto op = T::create(g, cfg);
+      typename T::OneHot oh(m_max, n, k, g.rank());
+      Stream st;
+      bench::DeviceBuffer wrong(8), a_live(m_max * k * 2);
+      WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
+      std::vector<bench::DeviceBuffer> a_var;
+      std::vector<std::unique_ptr<typename T::DeviceExpect>> want;
+      std::vector<cudaGraphExec_t> execs;
+      for (int gi = 0; gi < 2; ++gi)
+        for (int v = 0; v < variants; ++v) {
+          const int64_t m = T::kGraphMs[gi];
+          const uint64_t seed = 500 + 10 * gi + v;
+          const auto h = oh.host_a(seed, m);
+          a_var.emplace_back(m_max * k * 2);
+          a_var.back().upload(h.data(), h.size() * 2);
+          want.push_back(std::make_unique<typename T::DeviceExpect>(oh, seed, world, m, false));
+          cudaGraph_t graph;
+          WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal));
+          WEAVE_CHECK_CUDA(cudaMemcpyAsync(a_live.get(), a_var.back().get(), m * k * 2, cudaMemcpyDeviceToDevice, st.s));
+          op->run(m, TensorView::matrix(a_live.get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+          want.back()->count_wrong(op->output(m).data, false, wrong.as<unsigned long long>(), 64, st.s);
+          WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
+          cudaGraphExec_t exec;
+          WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+          WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
+          execs.push_back(exec);
+        }
+      g.barrier();
+      std::mt19937 order(99);  // the same order on every rank (every rank must make the same calls)
+      for (int i = 0; i < replays; ++i) {
+        WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[order() % execs.size()], st.s));
+        g.barrier();  // lockstep enqueue: a replay ends in a check that waits for the call ("Queues")
+      }
+      comm::sync_stream_bounded(st.s, 60, "graph replays");
+      op->check();
+      unsigned long long bad = 0;
+      wrong.download(&bad, 8);
+      EXPECT_EQ(bad, 0ull) << "rank " << g.rank() << ": wrong elements over " << replays << " replays";
+      for (auto e : execs) cudaGraphExecDestroy(e);
+      g.barrier();
+    });
+  }
+}
+
+// A peer that never makes the call: the others' waits end after the timeout with a named error
+// (rank, peer, flag, expected, seen), the kernel completes (no pipeline trap: its bound is above
+// the comm timeout), and the op reports kTimeout and refuses further calls.
+TYPED_TEST(EmulatedFusedOp, APeerThatNeverArrivesTimesOutNamingIt) {
+  using T = TypeParam;
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = T::kTimeoutShape.n, k = T::kTimeoutShape.k, m = T::kTimeoutShape.m_max;
+  for (typename T::Mode mode : T::kTimeoutModes) {
+    bench::EmulatedWorld ew(2, 0, 1.0);
+    SCOPED_TRACE(mode_name(mode));
+    ew.run([&](comm::Group& g) {
+      auto op = T::create(g, T::config(T::kQuants[0], mode, n, k, m));
+      typename T::OneHot oh(m, n, k, g.rank());
+      oh.set_a(1, m);
+      g.barrier();
+      if (g.rank() == 0) {
+        Stream st;
+        op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+        comm::sync_stream_bounded(st.s, 10, "the call whose peer never arrives");
+        const std::string msg = error_of([&] { op->check(); }, Status::kTimeout);
+        expect_first_call_timeout_names_everything(msg, 0, 1);  // rank, peer, flag, expected, seen
+        std::printf("  %s: %s\n", mode_name(mode).c_str(), msg.c_str());
+        // The op refuses further calls.
+        EXPECT_FALSE(error_of([&] { op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s); },
+                              Status::kTimeout)
+                         .empty());
+      }
+    });
+  }
+}
+
+// Issue 36 item 3: ranks that call one fused call with m = 1000 and 1001 get kMismatch on every
+// rank naming both m (docs/memory_ordering.md "call-key"), not misplaced rows with a clean check()
+// and not a timeout. All-gather (rank r's rows land at r x m in every peer) finds it with the
+// credit before any store to a peer, and with the credit off (a testing hook) on the arrival flags
+// after the stores; all-reduce cuts rows and bands from each rank's own m.
+TYPED_TEST(EmulatedFusedOp, RanksThatDisagreeOnMAreAMismatchOnEveryRank) {
+  using T = TypeParam;
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = T::kDisagreeShape.n, k = T::kDisagreeShape.k, m_max = T::kDisagreeShape.m_max;
+  for (typename T::Mode mode : T::kDisagreeModes)
+    for (bool credit : T::kDisagreeCredits) {
+      if (!fits_queues(mode, 2)) {
+        ADD_FAILURE() << mode_name(mode) << " not run: " << bench::EmulatedWorld::copy_engine_unsupported_reason(2);
+        continue;
+      }
+      SCOPED_TRACE(mode_name(mode) + (credit ? "" : ", credit off"));
+      bench::EmulatedWorld ew(2, 0, 2.0);
+      ew.run([&](comm::Group& g) {
+        auto cfg = T::config(T::kQuants[0], mode, n, k, m_max);
+        cfg.flow_control = credit;
+        auto op = T::create(g, cfg);
+        const int64_t m = 1000 + g.rank();
+        typename T::OneHot oh(m_max, n, k, g.rank());
+        oh.set_a(3, m);
+        Stream st;
+        g.barrier();
+        op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+        g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues")
+        comm::sync_stream_bounded(st.s, 20, "the call of disagreeing m");
+        const std::string msg = error_of([&] { op->check(); }, Status::kMismatch);
+        EXPECT_NE(msg.find("m = " + std::to_string(m)), std::string::npos) << msg;
+        EXPECT_NE(msg.find("m = " + std::to_string(2001 - m)), std::string::npos) << "the peer's m: " << msg;
+        if (g.rank() == 0) std::printf("  %s%s: %s\n", mode_name(mode).c_str(), credit ? "" : " (credit off)", msg.c_str());
+        g.barrier();
+      });
+    }
+}
+
+namespace {
+
+struct SoakCount {
+  long long calls = 0, ptpc = 0;
+};
+
+// One rank's part of a soak run: run.calls calls of random M (16 variants, the same sequence on
+// every rank from run.seed) over `ops` (picked at random per call, the same pick on every rank;
+// bf16, or ptpc with PtpcOneHot's operands), a late rank now and then, each output checked on the
+// device against its closed form. Returns the calls made and how many were ptpc.
+template <class T>
+SoakCount soak_rank(comm::Group& g, const std::vector<typename T::Op*>& ops, const SoakRun<typename T::Mode>& run) {
+  const int world = g.world_size(), dev = g.device();
+  const int64_t n = T::kSoakShape.n, k = T::kSoakShape.k, m_max = T::kSoakShape.m_max;
+  typename T::OneHot oh(m_max, n, k, g.rank());
+  const PtpcOneHot pt(g.rank(), m_max, n, k, [&](int64_t r, int64_t c) { return oh.b_value(r, c); });
+  Stream st;
+  bench::DeviceBuffer wrong(8);
+  WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
+  constexpr int kVariants = 16;
+  std::vector<bench::DeviceBuffer> a_var, a8_var;
+  std::vector<std::unique_ptr<typename T::DeviceExpect>> want;
+  std::vector<int64_t> var_m;
+  std::mt19937_64 shared_rng(run.seed);  // the same sequence on every rank
+  for (int v = 0; v < kVariants; ++v) {
+    const int64_t m = 1 + static_cast<int64_t>(shared_rng() % m_max);
+    var_m.push_back(m);
+    const auto h = oh.host_a(run.a_seed + v, m);
+    a_var.emplace_back(m_max * k * 2);
+    a_var.back().upload(h.data(), h.size() * 2);
+    const auto h8 = PtpcOneHot::host_a(h);
+    a8_var.emplace_back(m_max * k);
+    a8_var.back().upload(h8.data(), h8.size());
+    want.push_back(std::make_unique<typename T::DeviceExpect>(oh, run.a_seed + v, world, m, true));
+  }
+  SoakCount count;
+  g.barrier();
+  for (int i = 0; i < run.calls; ++i) {
+    const int v = static_cast<int>(shared_rng() % kVariants);
+    typename T::Op* op = ops[shared_rng() % ops.size()];
+    if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) bench::spin_delay(20'000, st.s);
+    const int64_t m = var_m[v];
+    const bool fp8 = op->config().quant == ScaleMode::kPtpc;
+    if (fp8)
+      op->run(m, TensorView::matrix(a8_var[v].get(), DType::kE4M3, m, k, dev), pt.b_view(dev), pt.scales(m, dev), st.s);
+    else
+      op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, dev), oh.b_view(dev), {}, st.s);
+    ++count.calls;
+    count.ptpc += fp8 ? 1 : 0;
+    g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues"); the GPU is not synchronised
+    want[v]->count_wrong(op->output(m).data, fp8, wrong.as<unsigned long long>(), 32, st.s);
+    if (i % 256 == 255) comm::sync_stream_bounded(st.s, 60, "soak batch");
+  }
+  comm::sync_stream_bounded(st.s, 60, "soak");
+  for (typename T::Op* op : ops) op->check();
+  unsigned long long bad = 0;
+  wrong.download(&bad, 8);
+  EXPECT_EQ(bad, 0ull) << "rank " << g.rank() << " W" << world << ", " << ops[0]->describe();
+  EXPECT_EQ(count.calls, run.calls) << "rank " << g.rank() << " W" << world;
+  // Every rank made the same calls (the shared sequence): a rank that skipped one would have
+  // stalled its peers, but count them anyway.
+  const auto all = g.all_gather(static_cast<uint64_t>(count.calls), "the soak's call count");
+  for (int s = 0; s < world; ++s) EXPECT_EQ(all[s], all[0]) << "rank " << s << " W" << world;
+  g.barrier();
+  return count;
+}
+
+}  // namespace
+
+// >= 10,000 randomised collective calls (a call = every rank's run() of one op) over W = 2 and 4,
+// the trait's worlds and runs (its modes of bf16 and ptpc with power-of-two row scales, fused-ce at
+// W = 2 where copy streams fit): M, a late rank; every output checked on the device against its
+// closed form, every call counted.
+TYPED_TEST(EmulatedFusedOp, RandomisedSoak) {
+  using T = TypeParam;
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = T::kSoakShape.n, k = T::kSoakShape.k, m_max = T::kSoakShape.m_max;
+  const auto worlds = T::soak_worlds();
+  for (const auto& sw : worlds)  // the soak's operands and device checks are bf16 and ptpc, bf16 out
+    for (const auto& run : sw.runs)
+      for (const auto& o : run.ops) {
+        const QuantCase& q = T::kQuants[o.quant];
+        ASSERT_TRUE(q.quant == ScaleMode::kBF16 || q.quant == ScaleMode::kPtpc) << q.name;
+        ASSERT_EQ(q.out, DType::kBF16) << q.name;
+      }
+  long long calls = 0, ptpc_calls = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const auto& sw : worlds) {
+    const std::string why_not = bench::EmulatedWorld::copy_engine_unsupported_reason(sw.world);
+    if (sw.needs_copy_streams && !why_not.empty()) {
+      ADD_FAILURE() << "W" << sw.world << " soak of copy-engine modes not run: " << why_not;
+      continue;
+    }
+    bench::EmulatedWorld ew(sw.world, 0, 30);
+    for (const auto& run : sw.runs)
+      ew.run([&](comm::Group& g) {
+        std::vector<std::unique_ptr<typename T::Op>> owned;
+        for (const auto& o : run.ops) {
+          if (o.if_it_fits && !fits_queues(o.mode, sw.world)) continue;
+          auto cfg = T::config(T::kQuants[o.quant], o.mode, n, k, m_max);
+          if (g.rank() == o.slow_puller) cfg.delay_pull_ns = o.delay_pull_ns;
+          owned.push_back(T::create(g, cfg));
+        }
+        std::vector<typename T::Op*> ops;
+        for (const auto& op : owned) ops.push_back(op.get());
+        const SoakCount c = soak_rank<T>(g, ops, run);
+        if (g.rank() == 0) {
+          calls += c.calls;
+          ptpc_calls += c.ptpc;
+        }
+      });
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(calls, 10'000) << "collective calls over W = 2 and 4";
+  EXPECT_GT(ptpc_calls, calls / 10) << "the fp8 (ptpc) share of the soak";
+  std::printf("  soak: %lld collective calls (%lld ptpc) over W = 2 and 4, each output checked on the device, %.1f s\n",
+              calls, ptpc_calls, secs);
+}
+
+}  // namespace weave::test
