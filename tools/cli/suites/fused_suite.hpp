@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -49,6 +50,9 @@ void print_emulated_share(int world);
 
 template <typename... A>
 std::string fmt(const char* f, A... a) {
+  // A std::string_view or std::string through varargs is undefined (it crashed gemm-ag's header).
+  static_assert(((std::is_arithmetic_v<A> || std::is_pointer_v<A>) && ...),
+                "fmt: pass numbers and C strings (std::string(x).c_str()), not objects");
   char buf[512];
   std::snprintf(buf, sizeof(buf), f, a...);
   return buf;

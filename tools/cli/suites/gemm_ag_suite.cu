@@ -113,7 +113,7 @@ class GemmAgTrait final : public fused_bench::OpSuiteTrait<GemmAllGather, GemmAl
   }
   std::string header_shape() const override {
     return fused_bench::fmt("n=%lld k=%lld %s -> %s", static_cast<long long>(base_.n), static_cast<long long>(base_.k),
-                            to_string(base_.quant), to_string(base_.out_dtype));
+                            std::string(to_string(base_.quant)).c_str(), std::string(to_string(base_.out_dtype)).c_str());
   }
   std::string world1_note() const override { return "nothing gathered"; }
   const char* verb() const override { return "gathered"; }

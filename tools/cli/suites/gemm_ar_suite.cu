@@ -124,7 +124,7 @@ class GemmArTrait final : public fused_bench::OpSuiteTrait<GemmAllReduce, GemmAl
   }
   std::string header_shape() const override {
     return fused_bench::fmt("n=%lld k=%lld (K_r, per rank) %s -> bf16", static_cast<long long>(base_.n),
-                            static_cast<long long>(base_.k), to_string(base_.quant));
+                            static_cast<long long>(base_.k), std::string(to_string(base_.quant)).c_str());
   }
   std::string world1_note() const override {
     return "nothing reduced; gemm-only, split-lsa and split-ce are the same GEMM";
