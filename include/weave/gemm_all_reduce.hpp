@@ -114,6 +114,8 @@ struct GemmAllReduceConfig {
                                       // the credit's negative control; may differ between ranks)
   bool mx_route_unguarded = false;    // mxfp8 route: run both kernels (the guard's negative control;
                                       // may differ between ranks)
+  bool pull_stores_after_abort = false;  // fused-ce: keep storing tiles after this rank gave up (the
+                                         // negative control of "stores nothing after an abort")
 };
 
 // What one call of M rows runs and why (pure; `weave plan gemm-ar` prints it).

@@ -123,6 +123,16 @@ __global__ void __launch_bounds__(kLsaThreads, 1) sm_put_kernel(const Proto p, u
   __threadfence_system();  // the stores are performed before this kernel counts as complete
 }
 
+// The ce pull all-gather's staging of `in` into this rank's window block ("ce-device-trigger"):
+// after an abort (a peer's done-reading wait of the previous call timed out) a slow peer may still
+// be copying the block, so an aborted op stores nothing here. A copy-engine copy cannot be gated.
+__global__ void __launch_bounds__(kLsaThreads, 1) gated_local_copy_kernel(const Proto p, char* dst, const char* src,
+                                                                            size_t bytes) {
+  if (aborted(p)) return;
+  const Range part = part_range(bytes, gridDim.x, blockIdx.x, kVecBytes);
+  copy_bytes(dst + part.begin, src + part.begin, part.size(), threadIdx.x, blockDim.x);
+}
+
 // docs/memory_ordering.md "ce-gate". Runs after ce_enter_kernel (or the arrive kernel of the
 // previous leg) on the same stream, so it reads the abort word those kernels' waits set: once set,
 // this call never stores into a peer (a slow peer's live output or staging stays intact). A copy
@@ -144,6 +154,12 @@ __global__ void __launch_bounds__(kLsaThreads, 1) ce_put_kernel(const CePut c) {
 
 void launch_ce_put(const CePut& c, cudaStream_t stream) {
   ce_put_kernel<<<c.blocks, kLsaThreads, 0, stream>>>(c);
+  WEAVE_CHECK_LAUNCH();
+}
+
+void launch_gated_local_copy(const Proto& p, char* dst, const char* src, size_t bytes, int blocks,
+                             cudaStream_t stream) {
+  gated_local_copy_kernel<<<blocks, kLsaThreads, 0, stream>>>(p, dst, src, bytes);
   WEAVE_CHECK_LAUNCH();
 }
 

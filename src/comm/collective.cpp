@@ -485,7 +485,9 @@ void Collective::Impl::run_ce_pull_all_gather(const char* in, char* out, size_t 
     src_off = offset_of(in);
   } else {
     src_off = off.input;
-    WEAVE_CHECK_CUDA(cudaMemcpyAsync(win->local() + off.input, in, bytes, cudaMemcpyDeviceToDevice, stream));
+    // Gated: after an abort a slow peer may still be copying the previous call's block.
+    comm::launch_gated_local_copy(proto, win->local() + off.input, in, bytes, comm::lsa_blocks_for(bytes, max_blocks),
+                                  stream);
   }
   // The fork follows the enter kernel (issue 16 item 5): each copy stream's wait on its trigger
   // word is then placed only after the kernel that stores the trigger has run, so the wait can

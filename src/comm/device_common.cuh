@@ -52,8 +52,19 @@ __device__ __forceinline__ bool aborted(const ProtoArgs& a) {
   return ptx::ld_relaxed_sys_u32(ctrl_word(a, kCtrlAborted)) != 0;
 }
 
+// --- peer aborts (docs/memory_ordering.md "peer-abort") ---
+// Whether peer q gave up this op (its abort word, read in q's own control region: q stores no
+// more flags, so a wait for q would only time out). A remote load, made in a wait's slow path.
+__device__ __forceinline__ bool peer_gave_up(const ProtoArgs& a, int q) {
+  if (q < 0 || q == a.win.rank || a.win.base[q] == nullptr) return false;
+  return ptx::ld_relaxed_sys_u32(reinterpret_cast<const uint32_t*>(a.win.base[q] + a.control) + kCtrlAborted) != 0;
+}
+
+// peer_gave_up: the wait ended early because `peer` had given up (peer_gave_up), not by its own
+// timeout.
 __device__ inline void record_timeout(const ProtoArgs& a, const uint32_t* flag, int peer, int phase,
-                                      FlagKind kind, uint32_t expected, uint32_t seen, uint64_t waited) {
+                                      FlagKind kind, uint32_t expected, uint32_t seen, uint64_t waited,
+                                      bool followed_peer = false) {
   // The claim is an atomic on the op's local control word (device memory): atomics on mapped
   // host memory are not atomic without host-native atomic support. The winner fills the record.
   if (atomicCAS(ctrl_word(a, kCtrlAborted), 0u, 1u) == 0u) {
@@ -67,6 +78,7 @@ __device__ inline void record_timeout(const ProtoArgs& a, const uint32_t* flag, 
     a.err->seen = seen;
     a.err->waited_ns = waited;
     a.err->flag_offset = static_cast<uint64_t>(reinterpret_cast<const char*>(flag) - a.win.base[a.win.rank]);
+    a.err->followed_peer = followed_peer ? 1u : 0u;
     __threadfence_system();
     *reinterpret_cast<volatile uint32_t*>(&a.err->valid) = 1u;
     __threadfence_system();
@@ -167,8 +179,10 @@ __device__ inline bool wait_reached(const ProtoArgs& a, const uint32_t* flag, ui
     if ((it & 127u) == 0) {
       if (aborted(a) || give_up()) return false;
       const uint64_t waited = ptx::globaltimer_ns() - start;
-      if (waited > a.timeout_ns) {
-        record_timeout(a, flag, peer, phase, kind, expected, seen, waited);
+      // One record site for both endings (a second one made the fused all-reduce kernels spill).
+      const bool followed = peer_gave_up(a, peer);
+      if (followed || waited > a.timeout_ns) {
+        record_timeout(a, flag, peer, phase, kind, expected, seen, waited, followed);
         return false;
       }
       if (it > 4096u) ptx::nanosleep(64);

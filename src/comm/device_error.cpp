@@ -64,8 +64,14 @@ std::string describe(const DeviceErrorRecord& r) {
        << "); every rank of a fused call must pass the same m. Nothing more was stored into a peer";
     return os.str();
   }
-  os << "rank " << r.rank << " timed out after " << static_cast<double>(r.waited_ns) * 1e-9 << " s waiting for peer "
-     << r.peer << "'s " << to_string(static_cast<FlagKind>(r.flag_kind));
+  if (r.followed_peer != 0) {
+    os << "rank " << r.rank << " stopped waiting after " << static_cast<double>(r.waited_ns) * 1e-9 << " s: peer "
+       << r.peer << " gave up this op first (a timeout or an error there, which that rank's check() names; it "
+       << "publishes nothing more), while this rank waited for its " << to_string(static_cast<FlagKind>(r.flag_kind));
+  } else {
+    os << "rank " << r.rank << " timed out after " << static_cast<double>(r.waited_ns) * 1e-9
+       << " s waiting for peer " << r.peer << "'s " << to_string(static_cast<FlagKind>(r.flag_kind));
+  }
   if (r.phase >= 0) os << " (phase " << r.phase << ", block " << r.block << ")";
   else os << " (block " << r.block << ")";
   os << " at window offset " << r.flag_offset;
@@ -83,6 +89,10 @@ std::string describe(const DeviceErrorRecord& r) {
         os << " (a LATER call's line: the line was overwritten before it was read; buffer reuse is broken)";
         break;
     }
+    return os.str();
+  }
+  if (r.followed_peer != 0) {
+    os << ": expected epoch >= " << r.expected << ", seen " << r.seen;
     return os.str();
   }
   os << ": expected epoch >= " << r.expected << ", seen " << r.seen

@@ -38,7 +38,7 @@ struct DeviceErrorRecord {
   uint32_t flag_kind;  // FlagKind
   uint32_t expected;   // the epoch waited for
   uint32_t seen;       // the last value read
-  uint32_t pad;
+  uint32_t followed_peer;  // 1: the wait ended early because `peer` had given up ("peer-abort")
   uint64_t waited_ns;
   uint64_t flag_offset;  // byte offset of the flag in the waiting rank's window
   // kZeroCopyOffset: where this rank's and the peer's zero-copy buffer of the call sit in their

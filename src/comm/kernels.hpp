@@ -117,6 +117,8 @@ struct ReduceCall {
 void launch_local_reduce(const ReduceCall& c, DType dtype, cudaStream_t stream);
 // Stores `bytes` from `src` to offset `dst_off` of every peer's window with SM 16-byte stores, then
 // fences at system scope (no flags: the ce arrive kernel that follows publishes them).
+// `bytes` from src to dst (both local) with SM stores, skipped once the op aborted.
+void launch_gated_local_copy(const Proto& p, char* dst, const char* src, size_t bytes, int blocks, cudaStream_t stream);
 void launch_sm_put(const Proto& p, uint64_t dst_off, const char* src, size_t bytes, int blocks, cudaStream_t stream);
 
 // CTAs of `kernel` (with `threads` threads, no dynamic shared memory) that fit on the current

@@ -247,6 +247,28 @@ TEST(CommErrorRecord, NamesRankPeerFlagExpectedAndSeen) {
     EXPECT_NE(s.find(part), std::string::npos) << part << " missing from: " << s;
 }
 
+// A wait ended because the awaited peer had given up (docs/memory_ordering.md "peer-abort") says
+// so, names that peer and the flag, and does not call the peer slow.
+TEST(CommErrorRecord, AWaitEndedByThePeersAbortNamesThatPeer) {
+  DeviceErrorRecord r{};
+  r.rank = 2;
+  r.peer = 1;
+  r.block = 0;
+  r.phase = 1;
+  r.flag_kind = static_cast<uint32_t>(FlagKind::kArrival);
+  r.expected = 9;
+  r.seen = 8;
+  r.waited_ns = 3000000ull;
+  r.followed_peer = 1;
+  const std::string s = describe(r);
+  for (const char* part : {"rank 2 stopped waiting", "peer 1 gave up this op first", "its arrival flag", ">= 9",
+                           "seen 8"})
+    EXPECT_NE(s.find(part), std::string::npos) << part << " missing from: " << s;
+  EXPECT_EQ(s.find("timed out"), std::string::npos) << s;
+  EXPECT_EQ(s.find("behind"), std::string::npos) << "the peer is not slow, it stopped: " << s;
+  EXPECT_EQ(error_status(r), weave::Status::kTimeout);
+}
+
 TEST(CommErrorRecord, LowLatencyLineSaysWhetherThePeerIsLateOrTheLineWasOverwritten) {
   DeviceErrorRecord r{};
   r.rank = 0;

@@ -198,6 +198,65 @@ TEST(EmulatedGemmAllReduce, FusedCeCreditKeepsAFastRankFromOverwritingWhatASlowP
   }
 }
 
+// Issue 36 item 2 (docs/memory_ordering.md "ar-fused-ce", "peer-abort"): rank 0 is a slow puller
+// (each copy trigger 400 ms late), so rank 1's second call times out on rank 0's credit (0.6 s)
+// while rank 0's copy engine has yet to pull rank 1's final rows of call 1 (at about 0.8 s). A
+// rank that gave up stores nothing: rank 0's call-1 output holds call 1's rows. Then rank 0's call
+// 2 waits for rank 1, which stopped, and gives up naming rank 1's abort instead of timing out on
+// its own. Negative control (pull_stores_after_abort): rank 1 stores its call-2 tiles anyway and
+// rank 0's call 1 returns call-2 rows.
+TEST(EmulatedGemmAllReduce, FusedCeRankThatGaveUpStoresNothingAndItsPeerHearsOfIt) {
+  WEAVE_REQUIRE_GPUS(1);
+  ASSERT_TRUE(fits_queues(GemmAllReduceMode::kFusedCe, 2)) << bench::EmulatedWorld::copy_engine_unsupported_reason(2);
+  const int64_t n = 512, k = 256, m = 1024;
+  constexpr double kTimeoutS = 0.6;
+  for (bool control : {false, true}) {
+    bench::EmulatedWorld ew(2, 0, kTimeoutS);
+    int64_t wrong = -1;
+    std::string rank0_error, rank1_error;
+    ew.run([&](comm::Group& g) {
+      auto cfg = Traits::config(Traits::kQuants[0], GemmAllReduceMode::kFusedCe, n, k, m);
+      cfg.chunks = 1;
+      if (g.rank() == 0) cfg.delay_pull_ns = 400'000'000;
+      cfg.pull_stores_after_abort = control;
+      auto op = GemmAllReduce::Impl::create(g, cfg);
+      test::ArOneHot oh(m, n, k, g.rank());
+      Stream st;
+      bench::DeviceBuffer a2(m * k * 2), snapshot(m * n * 2);
+      const auto h2 = oh.host_a(6, m);
+      a2.upload(h2.data(), h2.size() * 2);
+      oh.set_a(5, m);
+      g.barrier();
+      op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+      g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues"); the GPU is not synchronised
+      if (g.rank() == 0)
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(snapshot.get(), op->output(m).data, m * n * 2, cudaMemcpyDeviceToDevice, st.s));
+      op->run(m, TensorView::matrix(a2.get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+      g.barrier();
+      comm::sync_stream_bounded(st.s, 20, "two calls, the second given up");
+      std::string& err = g.rank() == 0 ? rank0_error : rank1_error;
+      err = test::error_of([&] { op->check(); }, Status::kTimeout);
+      if (g.rank() == 0) {
+        std::vector<uint16_t> h(m * n);
+        snapshot.download(h.data(), h.size() * 2);
+        wrong = oh.wrong(h, 5, 2, m);
+      }
+      g.barrier();
+    });
+    std::printf("  fused-ce, a rank gave up%s: the slow puller's call 1 had %lld wrong elements; rank 0: %s\n",
+                control ? " (stores after the abort: negative control)" : "", static_cast<long long>(wrong),
+                rank0_error.c_str());
+    EXPECT_NE(rank1_error.find("credit"), std::string::npos) << "rank 1 gave up on rank 0's credit: " << rank1_error;
+    if (control) {
+      EXPECT_GT(wrong, 0) << "storing after the abort must overwrite rows rank 0 still pulls";
+      continue;
+    }
+    EXPECT_EQ(wrong, 0) << "rank 1 gave up and stored nothing: rank 0's call 1 read call 1's rows";
+    EXPECT_NE(rank0_error.find("peer 1 gave up this op first"), std::string::npos)
+        << "rank 0's call 2 learns of rank 1's abort instead of timing out alone: " << rank0_error;
+  }
+}
+
 // fused-ce in graphs. A graph per rank, replayed by each rank as above, cannot run in the emulated
 // world: a replayed graph enters the shared hardware queues as the driver schedules it, and a
 // rank's copy-stream wait (on a trigger its kernel stores once the PEER's chunk is ready) can sit

@@ -55,9 +55,11 @@ struct EpilogueAllGather {
   __device__ __forceinline__ static void tile_issued(const Params&, int, int, int, int) {}
 
   // Destinations of this tile's strips: the own rows, then each peer's copy; only the own rows
-  // once a wait of this op timed out (a late but live peer must not be overwritten).
+  // once a wait of this op timed out (a late but live peer must not be overwritten). fused-ce:
+  // the own rows, and nothing after an abort (a slow peer's copy engine may still pull them).
   __device__ __forceinline__ static int destinations(const Params& p, int /*m_blk*/) {
-    return p.pull || comm::aborted(p.p) ? 1 : p.p.win.world;
+    if (p.pull) return comm::aborted(p.p) ? 0 : 1;
+    return comm::aborted(p.p) ? 1 : p.p.win.world;
   }
   __device__ __forceinline__ static const CUtensorMap* destination_map(const Params& p, int /*m_blk*/, int d) {
     return d == 0 ? &p.tma_c : &p.tma_peer[d - 1];

@@ -101,12 +101,11 @@ struct EpilogueAllReduce {
 
   // Own tile: this rank's output and every peer's; remote tile: its owner's staging. After a
   // timeout only the own output (a late but live peer must not be overwritten); fused-rs's own
-  // partials go to the local staging even then.
+  // partials go to the local staging even then. fused-ce stores every tile to its own rows only,
+  // and nothing after an abort: a slow peer's copy engine may still be pulling those rows.
   __device__ __forceinline__ static int destinations(const Params& p, int m_blk) {
-    if (p.pull) return 1;  // fused-ce: the own rows only, every tile (local even after a timeout)
-    const bool mine = own(p, m_blk);
-    if (comm::aborted(p.p)) return mine ? 1 : 0;
-    return reduces_here(p, m_blk) ? p.p.win.world : 1;
+    if (comm::aborted(p.p)) return p.pull ? p.pull_stores_after_abort : own(p, m_blk) ? 1 : 0;
+    return p.pull ? 1 : reduces_here(p, m_blk) ? p.p.win.world : 1;
   }
   __device__ __forceinline__ static const CUtensorMap* destination_map(const Params& p, int m_blk, int d) {
     if (p.pull) return &p.tma_c;

@@ -298,6 +298,7 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
       e.pull = 1;
       e.pull_words = layout.pull;
       e.delay_pull_ns = cfg.delay_pull_ns;
+      e.pull_stores_after_abort = cfg.pull_stores_after_abort ? 1 : 0;
       // As GemmAllGather fused-ce: the copy streams fork from the kernel's launch-completion event
       // (every CTA has begun), so their trigger waits, which CUDA cannot see, are never queued
       // ahead of the kernel that stores the triggers; where ranks share a GPU's queues the rest is

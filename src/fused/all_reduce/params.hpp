@@ -37,6 +37,7 @@ struct AllReduceParams {
   int32_t skip_partial_wait = 0;            // reduce own tiles without waiting for the peers' partials
   int32_t publish_every_tile = 0;           // no election: publish a chunk's flag after each of its tiles
   uint64_t delay_stores_ns = 0;             // a slow rank (each tile's stores start this much later)
+  int32_t pull_stores_after_abort = 0;      // fused-ce: store tiles after an abort (the negative control)
 };
 
 }  // namespace weave::fused
