@@ -70,6 +70,7 @@ gemm::MainloopArgs MxBf16Route::prepare(const GemmProblem& p, const GemmPlan& bf
                                                       TensorView::matrix(mem_ + b_off_, DType::kBF16, p.n, p.k, dev),
                                                       GemmScales{});
   route.pipeline_timeout_ns = native.pipeline_timeout_ns;
+  route.timeout_record = native.timeout_record;
   if (!unguarded) {
     route.run_if_flag = flag;
     route.run_if_flag_clear = 1;

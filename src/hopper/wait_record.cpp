@@ -45,9 +45,11 @@ std::string format_wait_timeout(const WaitTimeoutRecord& r) {
   return os.str();
 }
 
-std::string take_wait_timeout_report() {
-  if (g_record == nullptr) return "";
-  volatile WaitTimeoutRecord* r = g_record;
+std::string take_wait_timeout_report() { return take_wait_timeout_report(g_record); }
+
+std::string take_wait_timeout_report(WaitTimeoutRecord* record) {
+  if (record == nullptr) return "";
+  volatile WaitTimeoutRecord* r = record;
   if (r->magic != kWaitTimeoutMagic) return "";
   // A copy of what the kernel wrote (it is done: the magic is stored last, after a system fence).
   WaitTimeoutRecord copy;

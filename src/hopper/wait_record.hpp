@@ -35,5 +35,7 @@ WaitTimeoutRecord* wait_timeout_record();
 // "" if no kernel recorded a timeout; else one line naming block, thread, site, stage, parity.
 // Clears the record (and its claim, so a later timeout is recorded again).
 std::string take_wait_timeout_report();
+// The same for a record of one's own (a fused op's: fused/pipeline_record.hpp); nullptr: "".
+std::string take_wait_timeout_report(WaitTimeoutRecord* record);
 
 }  // namespace weave::hopper

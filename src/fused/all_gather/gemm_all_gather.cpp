@@ -36,6 +36,7 @@ GemmProblem problem_of(const GemmAllGatherConfig& c, int64_t m) {
 }  // namespace
 
 GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : group(&g), cfg(config) {
+  debug = gemm::MainloopDebug::from_env();
   const int w = g.world_size();
   const std::string bad = GemmAllGather::validate(cfg, w);
   WEAVE_EXPECT_ARG(bad.empty(), "GemmAllGatherConfig: " << bad);
@@ -183,6 +184,7 @@ GemmAllGatherPlan GemmAllGather::Impl::plan(int64_t m) const {
 
 void GemmAllGather::Impl::check() const {
   rt->check("GemmAllGather");
+  pipeline.check("GemmAllGather");
   if (split) split->check();
 }
 
@@ -220,7 +222,8 @@ void GemmAllGather::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
                                    cfg.mx_route_unguarded)
             : fused::MxRouteCall{};
   last_mx_bf16_route = route != nullptr;
-  const gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s);
+  gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s, debug);
+  main.timeout_record = pipeline.device();
   const size_t rows_bytes = static_cast<size_t>(m) * static_cast<size_t>(cfg.n) * out_bytes;
   char* own = out_local() + static_cast<size_t>(r) * rows_bytes;
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));

@@ -21,11 +21,13 @@
 #include "comm/group.hpp"
 #include "comm/op_runtime.hpp"
 #include "comm/stream_mem_ops.hpp"
+#include "fused/pipeline_record.hpp"
 #include "fused/all_gather/params.hpp"
 #include "fused/calibration.hpp"
 #include "fused/all_gather/plan.hpp"
 #include "fused/mx_route.hpp"
 #include "gemm/dispatch.hpp"
+#include "gemm/operands.hpp"
 #include "weave/gemm_all_gather.hpp"
 
 namespace weave {
@@ -40,6 +42,8 @@ struct GemmAllGather::Impl {
   fused::GagLayout gl;               // this op's regions in its window
   uint64_t out_off = 0;             // gag.out
   std::unique_ptr<comm::OpRuntime> rt;
+  fused::PipelineRecord pipeline;  // this op's kernels' GEMM-pipeline timeouts (check() reports them)
+  gemm::MainloopDebug debug;  // WEAVE_GEMM_DEBUG_* at construction (as weave::Gemm: the stall knob)
   std::unique_ptr<Collective::Impl> split;  // split-lsa / split-ce: the in-place all-gather
   comm::CopyStreams pulls;                  // fused-ce: one copy stream per peer step
   std::unique_ptr<comm::StreamMemOps> mem_ops;  // fused-ce: the copy streams wait on kernel-stored triggers

@@ -42,6 +42,7 @@ GemmProblem problem_of(const GemmAllReduceConfig& c, int64_t m) {
 }  // namespace
 
 GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : group(&g), cfg(config) {
+  debug = gemm::MainloopDebug::from_env();
   const int w = g.world_size();
   const std::string bad = GemmAllReduce::validate(cfg, w);
   WEAVE_EXPECT_ARG(bad.empty(), "GemmAllReduceConfig: " << bad);
@@ -207,6 +208,7 @@ GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const {
 
 void GemmAllReduce::Impl::check() const {
   rt->check("GemmAllReduce");
+  pipeline.check("GemmAllReduce");
   if (split) split->check();
 }
 
@@ -247,7 +249,8 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
     last = GemmAllReduceMode::kSplitLsa;  // auto with padded scales: the GEMV cannot read them
   }
   const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kGarBlockM, fused::kGarBlockN, pl.grid);
-  gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s);
+  gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s, debug);
+  main.timeout_record = pipeline.device();
   const bool pull = pl.mode == GemmAllReduceMode::kFusedCe;  // (world 1: the plan resolved it to fused)
   // mxfp8 on the bf16 route where it pays: the conversion, then both kernels, either/or (never
   // fused-ce: mx is not built for it).
@@ -261,7 +264,9 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
   if (pl.mode == GemmAllReduceMode::kFused || pl.mode == GemmAllReduceMode::kFusedRs || pull) {
     const bool scatter = pl.mode == GemmAllReduceMode::kFusedRs;  // (world 1: the plan resolved it to fused)
     // Consumers wait for peers' partials inside the pipeline: its waits must outlast the comm timeout.
-    main.pipeline_timeout_ns = static_cast<uint64_t>((2 * group->timeout_s() + 5) * 1e9);
+    // (WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS, when set, wins: the pipeline-abort test.)
+    if (main.pipeline_timeout_ns == 0)
+      main.pipeline_timeout_ns = static_cast<uint64_t>((2 * group->timeout_s() + 5) * 1e9);
     gemm::KernelArgs<fused::AllReduceParams> args{};
     args.main = main;
     fused::AllReduceParams& e = args.epi;

@@ -20,10 +20,12 @@
 #include "comm/group.hpp"
 #include "comm/op_runtime.hpp"
 #include "comm/stream_mem_ops.hpp"
+#include "fused/pipeline_record.hpp"
 #include "fused/all_reduce/params.hpp"
 #include "fused/all_reduce/plan.hpp"
 #include "fused/mx_route.hpp"
 #include "gemm/dispatch.hpp"
+#include "gemm/operands.hpp"
 #include "weave/gemm_all_reduce.hpp"
 
 namespace weave {
@@ -36,6 +38,8 @@ struct GemmAllReduce::Impl {
   int grid_cap = 1;  // CTAs per rank: SMs / ranks sharing the GPU
   fused::GarLayout layout;
   std::unique_ptr<comm::OpRuntime> rt;
+  fused::PipelineRecord pipeline;  // this op's kernels' GEMM-pipeline timeouts (check() reports them)
+  gemm::MainloopDebug debug;  // WEAVE_GEMM_DEBUG_* at construction (as weave::Gemm: the stall knob)
   std::unique_ptr<Collective::Impl> split;  // split-lsa / split-ce: the in-place all-reduce
   GemmAllReduceMode split_mode = GemmAllReduceMode::kSplitLsa;  // the split mode this op can run
   bool fused_ok = false;  // the fused kernel of this quant exists here and the ranks share NVLink
