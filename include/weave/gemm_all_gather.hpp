@@ -80,6 +80,8 @@ struct GemmAllGatherConfig {
   bool flow_control = true;           // false: no credit wait (the negative control must corrupt)
   bool skip_arrival_wait = false;     // fused: end before the peers' chunks landed (negative control)
   std::uint32_t initial_epoch = 0;    // start the call epochs here (e.g. near 2^32)
+  std::uint32_t stale_slot_lag = 0;   // flags and credits start this many calls behind the epoch (a
+                                      // slot last written long ago, e.g. 2^31 + k; as CollectiveConfig's)
   std::uint64_t delay_stores_ns = 0;  // fused: wait this long before each tile's stores (a slow
                                       // rank; may differ between ranks)
   std::uint64_t delay_pull_ns = 0;    // fused-ce: wait this long before triggering each chunk's

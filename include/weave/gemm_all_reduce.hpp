@@ -108,6 +108,8 @@ struct GemmAllReduceConfig {
   bool skip_partial_wait = false;     // fused: sum own tiles without waiting for the peers' partials
   bool publish_every_tile = false;    // fused: no election; a chunk's flag after each of its tiles
   std::uint32_t initial_epoch = 0;    // start the call epochs here (e.g. near 2^32)
+  std::uint32_t stale_slot_lag = 0;   // flags and credits start this many calls behind the epoch (a
+                                      // slot last written long ago, e.g. 2^31 + k; as CollectiveConfig's)
   std::uint64_t delay_stores_ns = 0;  // fused: wait this long before each tile's stores (a slow
                                       // rank; may differ between ranks)
   std::uint64_t delay_pull_ns = 0;    // fused-ce: each copy trigger this much later (a slow puller,

@@ -20,9 +20,11 @@ namespace weave::comm {
 // ahead": flag and credit slots are not rewritten by every call (per-CTA flags only by calls whose
 // grid reaches the CTA, LL calls write none), so a slot last written 2^31 + k calls ago would read
 // as k calls AHEAD and pass a wait at once (issue 16 item 1). A writer is never more than a few
-// calls ahead of a reader of the same slot (each call waits on its peers), so a stale slot, however
-// old, now reads as behind, and the wait holds until this call's write arrives.
-inline constexpr uint32_t kEpochAheadWindow = 1u << 20;
+// calls ahead of a reader of the same slot (each call waits on its peers; at most kStagingSlots
+// rotating copies), so a stale slot now reads as behind unless it is within this window of 2^32
+// calls old. The window is small for that reason (it was 2^20: a slot 2^32 - 2^20 calls old read as
+// written; issue 36 item 6).
+inline constexpr uint32_t kEpochAheadWindow = 64;
 WEAVE_HD bool epoch_reached(uint32_t seen, uint32_t expected) { return seen - expected <= kEpochAheadWindow; }
 
 // A receiver publishes ready = e when its call e starts (all of its earlier stream work, which

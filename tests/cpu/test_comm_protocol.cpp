@@ -31,6 +31,9 @@ TEST(CommEpochs, ComparisonsAreWrapSafe) {
   // 1: the old int32 comparison said "reached", and a wait on it passed at once).
   for (uint32_t e : {7u, 0x80000003u, 0xFFFFFFF0u})
     for (uint32_t k : {0u, 1u, 5u, 1000000u}) EXPECT_FALSE(epoch_reached(e - 0x80000000u - k, e)) << e << " " << k;
+  // A slot 2^32 - 1000 calls old (issue 36 item 6: the old window of 2^20 read it as written).
+  for (uint32_t e : {0u, 5u, 0x7FFFFFFFu, 0xFFFFFFF0u}) EXPECT_FALSE(epoch_reached(e + 1000u, e)) << e;
+  EXPECT_LE(kEpochAheadWindow, 64u) << "a writer is at most a few calls ahead; keep the alias at 2^32 narrow";
   EXPECT_TRUE(epoch_reached(5 + kEpochAheadWindow, 5));
   EXPECT_FALSE(epoch_reached(5 + kEpochAheadWindow + 1, 5));
   // A plain >= would get both of these wrong:

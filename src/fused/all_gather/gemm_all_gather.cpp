@@ -90,7 +90,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
   id << "weave.gemm_all_gather.v1|" << cfg.n << "|" << cfg.k << "|" << cfg.m_max << "|" << static_cast<int>(cfg.quant)
      << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.out_dtype) << "|"
      << static_cast<int>(cfg.mode) << "|" << static_cast<int>(split_mode) << "|" << fused_ok << "|"
-     << cfg.flow_control << "|" << cfg.skip_arrival_wait << "|" << cfg.initial_epoch << "|" << grid_cap << "|"
+     << cfg.flow_control << "|" << cfg.skip_arrival_wait << "|" << cfg.initial_epoch << "|" << cfg.stale_slot_lag << "|" << grid_cap << "|"
      << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route);
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(), "GemmAllGather configuration (n, k, m_max, quant, out dtype, mode, testing hooks, calibration)");
@@ -136,6 +136,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
       cc.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(cfg.n) * out_bytes;
       cc.flow_control = cfg.flow_control;
       cc.initial_epoch = cfg.initial_epoch;
+    cc.stale_slot_lag = cfg.stale_slot_lag;
       split = std::make_unique<Collective::Impl>(g, cc);
     }
   }
@@ -159,7 +160,7 @@ fused::GagLayout GemmAllGather::Impl::lay_out(WindowLayout& layout, const std::s
 void GemmAllGather::Impl::attach(const std::shared_ptr<comm::OpWindow>& window) {
   const comm::ProtoRegions regions{.control = gl.control, .credits = gl.credits, .flags = gl.flags,
                                    .flag_blocks = comm::kMaxChunks};
-  rt->attach(window, regions, cfg.flow_control, cfg.initial_epoch, /*needs_peers=*/fused_ok);
+  rt->attach(window, regions, cfg.flow_control, cfg.initial_epoch, /*needs_peers=*/fused_ok, cfg.stale_slot_lag);
   if (split) split->attach(window, gl.split);
 }
 

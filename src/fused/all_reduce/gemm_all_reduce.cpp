@@ -101,7 +101,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
      << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.mode) << "|"
      << static_cast<int>(split_mode) << "|" << fused_ok << "|" << cfg.exact_own << "|" << cfg.chunks << "|"
      << cfg.flow_control << "|" << cfg.skip_arrival_wait << "|" << cfg.skip_partial_wait << "|"
-     << cfg.publish_every_tile << "|" << cfg.initial_epoch << "|" << grid_cap << "|"
+     << cfg.publish_every_tile << "|" << cfg.initial_epoch << "|" << cfg.stale_slot_lag << "|" << grid_cap << "|"
      << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route);
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(),
@@ -150,6 +150,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
     cc.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(cfg.n);
     cc.flow_control = cfg.flow_control;
     cc.initial_epoch = cfg.initial_epoch;
+    cc.stale_slot_lag = cfg.stale_slot_lag;
     split = std::make_unique<Collective::Impl>(g, cc);
   }
 }
@@ -171,7 +172,7 @@ fused::GarLayout GemmAllReduce::Impl::lay_out(WindowLayout& wl, const std::strin
 void GemmAllReduce::Impl::attach(const std::shared_ptr<comm::OpWindow>& window) {
   const comm::ProtoRegions regions{.control = layout.control, .credits = layout.credits, .flags = layout.flags,
                                    .flag_blocks = comm::kMaxChunks};
-  rt->attach(window, regions, cfg.flow_control, cfg.initial_epoch, /*needs_peers=*/fused_ok);
+  rt->attach(window, regions, cfg.flow_control, cfg.initial_epoch, /*needs_peers=*/fused_ok, cfg.stale_slot_lag);
   if (split) split->attach(window, layout.split);
   if (layout.has_pull) init_pull_words();
 }
@@ -181,7 +182,7 @@ void GemmAllReduce::Impl::attach(const std::shared_ptr<comm::OpWindow>& window) 
 // Local only: no peer reads them, and the first call is enqueued after this synchronous copy.
 void GemmAllReduce::Impl::init_pull_words() {
   std::vector<uint32_t> words(fused::kArPullWords, 0u);
-  for (int i = fused::kArPullArrived; i < fused::kArPullWords; ++i) words[static_cast<size_t>(i)] = cfg.initial_epoch;
+  for (int i = fused::kArPullArrived; i < fused::kArPullWords; ++i) words[static_cast<size_t>(i)] = cfg.initial_epoch - cfg.stale_slot_lag;
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   WEAVE_CHECK_CUDA(cudaMemcpy(rt->window().local() + layout.pull, words.data(), fused::kArPullBytes,
                               cudaMemcpyHostToDevice));

@@ -1,3 +1,5 @@
+// Faults a fused op must survive or report, over both operators (fused_op_typed.hpp).
+//
 // Issue 36 item 5 (docs/memory_ordering.md "pipeline-abort"): a GEMM pipeline that stalls inside a
 // fused op's kernel is that op's error. Its kernels write their ring-wait timeouts into the op's
 // own record (fused/pipeline_record.hpp), so the op's check() raises kTimeout naming the stalled
@@ -7,6 +9,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "comm/timeout.hpp"
 #include "fused_op_typed.hpp"
@@ -14,6 +17,7 @@
 #include "support/expect_error.hpp"
 #include "support/scoped_env.hpp"
 #include "testing/emulated_world.hpp"
+#include "testing/spin_delay.hpp"
 
 namespace weave::test {
 namespace {
@@ -45,6 +49,52 @@ TYPED_TEST(EmulatedFusedOp, AStalledPipelineIsTheFusedOpsErrorNotTheNextGemms) {
             .empty());
   });
   EXPECT_EQ(hopper::take_wait_timeout_report(), "") << "the fused op's stall reached the process-wide record";
+}
+
+// Issue 36 item 6 (docs/memory_ordering.md "wrap"): flags and credits last written long ago (the
+// op's slots start stale_slot_lag calls behind its epoch) must not pass this call's waits. Lag
+// 2^32 - 1001 reads as "1000 calls ahead", inside the old window (2^20): every wait passed at once
+// and the fused call summed or copied whatever the peers' slots held; lag 2^31 + 5 is the
+// collectives' case. A late rank (2 ms) makes a wait that passes too early visible as wrong rows.
+TYPED_TEST(EmulatedFusedOp, SlotsLastWrittenLongAgoDoNotPassWaits) {
+  using T = TypeParam;
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 512, m = 256;
+  for (uint32_t lag : {0xFFFFFFFFu - 1000u, 0x80000000u + 5u}) {
+    bench::EmulatedWorld ew(2, 0, 20);
+    SCOPED_TRACE("stale_slot_lag " + std::to_string(lag));
+    ew.run([&](comm::Group& g) {
+      auto cfg = T::config(T::kQuants[0], T::kFused, n, k, m);
+      cfg.stale_slot_lag = lag;
+      auto op = T::create(g, cfg);
+      typename T::OneHot oh(m, n, k, g.rank());
+      Stream st;
+      // Every call its own A (a wait that passes early then shows the previous call's rows).
+      std::vector<bench::DeviceBuffer> as, snaps;
+      for (int call = 0; call < 3; ++call) {
+        const auto h = oh.host_a(7 + call, m);
+        as.emplace_back(m * k * 2);
+        as.back().upload(h.data(), h.size() * 2);
+        snaps.emplace_back(T::out_rows(2, m) * n * 2);
+      }
+      g.barrier();
+      for (int call = 0; call < 3; ++call) {
+        if (g.rank() == 1) bench::spin_delay(2'000'000, st.s);
+        op->run(m, TensorView::matrix(as[call].get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
+        g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues")
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(snaps[call].get(), op->output(m).data, snaps[call].bytes(),
+                                         cudaMemcpyDeviceToDevice, st.s));
+      }
+      comm::sync_stream_bounded(st.s, 20, "calls over stale slots");
+      op->check();
+      for (int call = 0; call < 3; ++call) {
+        std::vector<uint8_t> h(snaps[call].bytes());
+        snaps[call].download(h.data(), h.size());
+        oh.expect_right(h, DType::kBF16, 7 + call, 2, m, "rank " + std::to_string(g.rank()) + " call " + std::to_string(call));
+      }
+      g.barrier();
+    });
+  }
 }
 
 }  // namespace
