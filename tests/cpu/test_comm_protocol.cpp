@@ -93,7 +93,8 @@ int simulate(uint32_t start, const Guarded& b, bool credits, uint32_t seed) {
       ready += 1;  // finished reading call `ready`, enters the next one
     }
   }
-  EXPECT_TRUE(epoch_reached(ready, start + 100)) << "the simulation should make progress";
+  // Thousands of calls: a distance, not epoch_reached (whose window is a few calls).
+  EXPECT_GE(static_cast<int32_t>(ready - start), 100) << "the simulation should make progress";
   return overwrites;
 }
 
