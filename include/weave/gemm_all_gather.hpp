@@ -35,6 +35,19 @@
 // communicator) runs its calls in the order the host issued them; a call on another stream than
 // the rank's previous call waits for it on the GPU (no host sync). Not for calls inside CUDA
 // graphs, whose own order applies. Ranks must issue their ops in the same order.
+// Sharing the GPUs: a fused call's CTAs stay resident while they wait for the peers' flags
+// (bounded by the communicator's timeout). Work the peers must finish before they reach this call
+// (an NCCL collective of another communicator, e.g. an EP or DP group, or any kernel queued on a
+// peer ahead of the call) may need the SMs this grid holds; where ranks issue such work in
+// different orders both sides wait until the timeout and check() raises kTimeout naming the
+// peer. Issue cross-communicator work in the same order on every rank, or use a split mode.
+// PDL: the fused kernels start only after the previous kernel on the stream completed, and a
+// kernel launched after a call with programmatic stream serialization must call
+// cudaGridDependencySynchronize() before it reads the output (the split modes' lsa kernels let
+// the next grid launch early: docs/memory_ordering.md "pdl").
+// Errors: a device wait that gave up (a peer that never came, or gave up itself), ranks that
+// disagree on m, or a GEMM pipeline stall inside the op's kernel make check() (and the next run())
+// raise; the op is unusable from then on: destroy it on every rank.
 #pragma once
 #include <cstdint>
 #include <memory>
