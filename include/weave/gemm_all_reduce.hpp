@@ -125,8 +125,9 @@ struct GemmAllReduceConfig {
                                       // slot last written long ago, e.g. 2^31 + k; as CollectiveConfig's)
   std::uint64_t delay_stores_ns = 0;  // fused: wait this long before each tile's stores (a slow
                                       // rank; may differ between ranks)
-  std::uint64_t delay_pull_ns = 0;    // fused-ce: each copy trigger this much later (a slow puller,
-                                      // the credit's negative control; may differ between ranks)
+  std::uint64_t delay_pull_ns = 0;    // fused-ce: each gather copy's trigger this much later (a slow
+                                      // puller of the peers' final rows, for the credit's tests; may
+                                      // differ between ranks)
   bool mx_route_unguarded = false;    // mxfp8 route: run both kernels (the guard's negative control;
                                       // may differ between ranks)
   bool pull_stores_after_abort = false;  // fused-ce: keep storing tiles after this rank gave up (the

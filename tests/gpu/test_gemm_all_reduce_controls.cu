@@ -148,7 +148,7 @@ TEST(EmulatedGemmAllReduce, AFastRankNeverOverwritesWhatASlowReaderHasNotRead) {
 }
 
 // fused-ce needs its credit: a peer's copy engine reads this rank's output during the peer's call,
-// and a call of another M owns other rows. Rank 0 pulls slowly (each trigger 3 ms late); rank 1
+// and a call of another M owns other rows. Rank 0 pulls slowly (each gather trigger 3 ms late); rank 1
 // runs call 1 at m = 1024 (rows 512..1023 are its band: final tiles rank 0 pulls last) and goes
 // straight on to call 2 at m = 2048, where those rows are band 0's and take rank 1's partials at
 // once. With the credit, rank 1's call 2 waits for rank 0's call 2 (after rank 0's pulls of call 1
@@ -198,13 +198,13 @@ TEST(EmulatedGemmAllReduce, FusedCeCreditKeepsAFastRankFromOverwritingWhatASlowP
   }
 }
 
-// Issue 36 item 2 (docs/memory_ordering.md "ar-fused-ce", "peer-abort"): rank 0 is a slow puller
-// (each copy trigger 400 ms late), so rank 1's second call times out on rank 0's credit (0.6 s)
-// while rank 0's copy engine has yet to pull rank 1's final rows of call 1 (at about 0.8 s). A
-// rank that gave up stores nothing: rank 0's call-1 output holds call 1's rows. Then rank 0's call
-// 2 waits for rank 1, which stopped, and gives up naming rank 1's abort instead of timing out on
-// its own. Negative control (pull_stores_after_abort): rank 1 stores its call-2 tiles anyway and
-// rank 0's call 1 returns call-2 rows.
+// Issue 36 item 2 (docs/memory_ordering.md "ar-fused-ce", "peer-abort"): rank 0 is a slow gatherer
+// (its copy engine pulls rank 1's final rows of call 1 only 1.5 s after they are ready), so rank 1's
+// second call times out on rank 0's credit (0.6 s) while those pulls are still to come. A rank that
+// gave up stores nothing: rank 0's call-1 output holds call 1's rows. Then rank 0's call 2 waits
+// for rank 1, which stopped, and gives up naming rank 1's abort instead of timing out on its own.
+// Negative control (pull_stores_after_abort): rank 1 stores its call-2 tiles anyway and rank 0's
+// call 1 returns call-2 rows. (Every wait of rank 1's call 1 is short: only gather pulls are late.)
 TEST(EmulatedGemmAllReduce, FusedCeRankThatGaveUpStoresNothingAndItsPeerHearsOfIt) {
   WEAVE_REQUIRE_GPUS(1);
   ASSERT_TRUE(fits_queues(GemmAllReduceMode::kFusedCe, 2)) << bench::EmulatedWorld::copy_engine_unsupported_reason(2);
@@ -217,7 +217,7 @@ TEST(EmulatedGemmAllReduce, FusedCeRankThatGaveUpStoresNothingAndItsPeerHearsOfI
     ew.run([&](comm::Group& g) {
       auto cfg = Traits::config(Traits::kQuants[0], GemmAllReduceMode::kFusedCe, n, k, m);
       cfg.chunks = 1;
-      if (g.rank() == 0) cfg.delay_pull_ns = 400'000'000;
+      if (g.rank() == 0) cfg.delay_pull_ns = 1'500'000'000;
       cfg.pull_stores_after_abort = control;
       auto op = GemmAllReduce::Impl::create(g, cfg);
       test::ArOneHot oh(m, n, k, g.rank());

@@ -88,7 +88,14 @@ TEST(GemmWaitTimeout, HostMappedRecordRoundTrip) {
   cudaPointerAttributes attr{};
   ASSERT_EQ(cudaPointerGetAttributes(&attr, record), cudaSuccess);
   EXPECT_EQ(attr.type, cudaMemoryTypeHost);
-  EXPECT_EQ(attr.devicePointer, static_cast<void*>(record)) << "the kernels are handed the host pointer";
+  // The kernels are handed the host pointer: under unified addressing it is the device pointer.
+  // cudaHostGetDevicePointer is the documented query (the attribute's devicePointer read NULL once).
+  void* mapped = nullptr;
+  ASSERT_EQ(cudaHostGetDevicePointer(&mapped, record, 0), cudaSuccess);
+  EXPECT_EQ(mapped, static_cast<void*>(record)) << "the kernels are handed the host pointer";
+  if (attr.devicePointer != mapped)
+    std::printf("  note: cudaPointerGetAttributes gave devicePointer %p for the record at %p\n", attr.devicePointer,
+                static_cast<void*>(record));
   EXPECT_EQ(hopper::take_wait_timeout_report(), "") << "a record left over from an earlier test";
 
   // What the device side (hopper::report_wait_timeout) writes, written from the host.

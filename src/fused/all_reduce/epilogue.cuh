@@ -280,7 +280,7 @@ struct EpilogueAllReduce {
       ar_pull_walk(p.sched, r, q, [&](int leg, int c) {
         if (ok && !p.skip_arrival_wait)
           ok = wait_with_key(pr, comm::flag_slot(pr, r, leg, q, c), q, leg, p.m, e);
-        if (ok) comm::delay_for_testing(p.delay_pull_ns);
+        if (ok && leg == kArPullAg) comm::delay_for_testing(p.delay_pull_ns);  // a slow gatherer
         ptx::st_release_sys_u32(pull_word(p, ar_pull_trigger(leg, s, c)), 1u);
       });
     } else if (lane >= 16 && lane < 16 + w - 1) {

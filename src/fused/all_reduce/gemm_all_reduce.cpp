@@ -412,7 +412,7 @@ std::string GemmAllReduce::Impl::describe() const {
   if (cfg.publish_every_tile) os << ", chunk election OFF (testing)";
   if (cfg.mode == GemmAllReduceMode::kFusedCe)
     os << ", " << pulls.size() << " copy streams, credits " << (cfg.flow_control ? "on" : "OFF (testing)");
-  if (cfg.delay_pull_ns) os << ", pulls delayed " << cfg.delay_pull_ns << " ns (testing)";
+  if (cfg.delay_pull_ns) os << ", gather pulls delayed " << cfg.delay_pull_ns << " ns (testing)";
   return os.str();
 }
 

@@ -31,7 +31,7 @@ struct AllReduceParams {
   // landed words into the arrived epochs the combine waits for.
   int32_t pull = 0;
   uint64_t pull_words = 0;                  // gar.pull in this rank's window
-  uint64_t delay_pull_ns = 0;               // testing, fused-ce: each trigger this much later (a slow puller)
+  uint64_t delay_pull_ns = 0;               // testing, fused-ce: each gather trigger this much later (a slow puller of the peers' rows)
   // Testing hooks (negative controls; never set in production):
   int32_t skip_arrival_wait = 0;            // end without waiting for the peers' final chunks
   int32_t skip_partial_wait = 0;            // reduce own tiles without waiting for the peers' partials
