@@ -47,55 +47,28 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
   // SM, and ranks sharing a GPU (the emulated world) share its SMs.
   grid_cap = comm::rank_sm_share(num_sms, g.ranks_per_device());
   fused_kernel = fused::gag_fused_kernel(cfg);
-  fused_ok = fused_kernel != nullptr && g.lsa_team_size() == w;
-  split_mode = fused::gag_split_mode(cfg.mode);
-  switch (cfg.mode) {
-    case GemmAllGatherMode::kFusedCe:
-      fused::require_ce_compiled_in("GemmAllGather");
-      [[fallthrough]];
-    case GemmAllGatherMode::kFusedLsa:
-      WEAVE_EXPECT(fused_kernel != nullptr, Status::kUnavailable,
-                   "GemmAllGather: mode " << to_string(cfg.mode) << ": no fused kernel for " << to_string(cfg.quant)
-                                          << " -> " << to_string(cfg.out_dtype) << " in this build");
-      [[fallthrough]];
-    case GemmAllGatherMode::kSplitLsa:
-    case GemmAllGatherMode::kSplitCe:
-      // fused-ce too: the pulls read the peers' windows at the addresses the window maps.
-      WEAVE_EXPECT(g.lsa_team_size() == w, Status::kUnavailable,
-                   "GemmAllGather: mode " << to_string(cfg.mode) << " needs every rank in one NVLink domain ("
-                                          << g.lsa_team_size() << " of " << w << " ranks are)");
-      break;
-    case GemmAllGatherMode::kSplitNccl:
-      WEAVE_EXPECT(g.nccl() != nullptr, Status::kUnavailable,
-                   "GemmAllGather: mode split-nccl needs an NCCL communicator; " << g.describe() << " has none");
-      break;
-    case GemmAllGatherMode::kAuto:
-      if (g.lsa_team_size() != w) {
-        WEAVE_EXPECT(g.nccl() != nullptr, Status::kUnavailable,
-                     "GemmAllGather: ranks are not in one NVLink domain and there is no NCCL communicator");
-        WEAVE_LOG(kWarn, "rank " << g.rank() << ": GemmAllGather auto: ranks are not all in one NVLink domain ("
-                                 << g.lsa_team_size() << " of " << w << "); every call runs split-nccl");
-        split_mode = GemmAllGatherMode::kSplitNccl;
-      } else if (!fused_ok) {
-        WEAVE_LOG(kInfo, "rank " << g.rank() << ": GemmAllGather auto: no fused kernel for " << to_string(cfg.quant)
-                                 << " -> " << to_string(cfg.out_dtype) << "; every call runs split");
-      }
-      break;
-    case GemmAllGatherMode::kGemmOnly: break;
-  }
+  caps = fused::gag_capabilities(cfg, fused::placement_of(g, fused_kernel != nullptr));
+  if (cfg.mode == GemmAllGatherMode::kFusedCe) fused::require_ce_compiled_in("GemmAllGather");
+  WEAVE_EXPECT(caps.unavailable.empty(), Status::kUnavailable, caps.unavailable);
+  if (cfg.mode == GemmAllGatherMode::kAuto && caps.split == GemmAllGatherMode::kSplitNccl)
+    WEAVE_LOG(kWarn, "rank " << g.rank() << ": GemmAllGather auto: ranks are not all in one NVLink domain ("
+                             << g.lsa_team_size() << " of " << w << "); every call runs split-nccl");
+  else if (cfg.mode == GemmAllGatherMode::kAuto && !caps.fused)
+    WEAVE_LOG(kInfo, "rank " << g.rank() << ": GemmAllGather auto: no fused kernel for " << to_string(cfg.quant)
+                             << " -> " << to_string(cfg.out_dtype) << "; every call runs split");
   calibration = fused::gag_calibration(cfg, w);
   // Every rank must build the same op: configuration, mode, the kernels it will use and the
   // calibration's contents (auto's per-call choices must agree).
   std::ostringstream id;
   id << "weave.gemm_all_gather.v1|" << cfg.n << "|" << cfg.k << "|" << cfg.m_max << "|" << static_cast<int>(cfg.quant)
      << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.out_dtype) << "|"
-     << static_cast<int>(cfg.mode) << "|" << static_cast<int>(split_mode) << "|" << fused_ok << "|"
+     << static_cast<int>(cfg.mode) << "|" << static_cast<int>(caps.split) << "|" << caps.fused << "|"
      << cfg.flow_control << "|" << cfg.skip_arrival_wait << "|" << cfg.initial_epoch << "|" << cfg.stale_slot_lag << "|" << grid_cap << "|"
      << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route);
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(), "GemmAllGather configuration (n, k, m_max, quant, out dtype, mode, testing hooks, calibration)");
   if (fused_kernel) fused_kernel->prepare();
-  if (cfg.mode == GemmAllGatherMode::kFusedCe && w > 1) {
+  if (caps.pulls) {
     mem_ops = comm::StreamMemOps::agreed(g, "GemmAllGather fused-ce (device-triggered copies)");
     pulls.open(w - 1);
   }
@@ -111,7 +84,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
                      cfg.mode == GemmAllGatherMode::kFusedCe),
                    "GemmAllGatherConfig.mx_route = bf16 cannot run in mode fused-ce (its copy streams fork from the "
                    "kernel's start, which the either/or's skipped first kernel would give too early); use auto or native");
-  if (cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route != MxRoute::kNative && cfg.mode != GemmAllGatherMode::kFusedCe) {
+  if (caps.mx_bf16_route) {
     // The bf16 route's kernels: the same tiles and epilogues as the native ones (bf16 output).
     local_bf16 = gemm::find_gemm_instance(ScaleMode::kBF16, DType::kBF16, gemm::EpilogueKind::kStoreLocal,
                                           fused::kGagBlockM, fused::kGagBlockN);
@@ -127,16 +100,16 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
         },
         cfg.m_max, cfg.n, cfg.k);
   }
-  if (split_mode == GemmAllGatherMode::kSplitLsa || split_mode == GemmAllGatherMode::kSplitCe) {
+  if (caps.split == GemmAllGatherMode::kSplitLsa || caps.split == GemmAllGatherMode::kSplitCe) {
     if (w > 1) {
       CollectiveConfig cc;
       cc.op = CollectiveOp::kAllGather;
-      cc.transport = split_mode == GemmAllGatherMode::kSplitCe ? Transport::kCe : Transport::kLsa;
-      cc.algorithm = split_mode == GemmAllGatherMode::kSplitCe ? Algorithm::kPush : Algorithm::kAuto;
+      cc.transport = caps.split == GemmAllGatherMode::kSplitCe ? Transport::kCe : Transport::kLsa;
+      cc.algorithm = caps.split == GemmAllGatherMode::kSplitCe ? Algorithm::kPush : Algorithm::kAuto;
       cc.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(cfg.n) * out_bytes;
       cc.flow_control = cfg.flow_control;
       cc.initial_epoch = cfg.initial_epoch;
-    cc.stale_slot_lag = cfg.stale_slot_lag;
+      cc.stale_slot_lag = cfg.stale_slot_lag;
       split = std::make_unique<Collective::Impl>(g, cc);
     }
   }
@@ -160,7 +133,7 @@ fused::GagLayout GemmAllGather::Impl::lay_out(WindowLayout& layout, const std::s
 void GemmAllGather::Impl::attach(const std::shared_ptr<comm::OpWindow>& window) {
   const comm::ProtoRegions regions{.control = gl.control, .credits = gl.credits, .flags = gl.flags,
                                    .flag_blocks = comm::kMaxChunks};
-  rt->attach(window, regions, cfg.flow_control, cfg.initial_epoch, /*needs_peers=*/fused_ok, cfg.stale_slot_lag);
+  rt->attach(window, regions, cfg.flow_control, cfg.initial_epoch, /*needs_peers=*/caps.fused, cfg.stale_slot_lag);
   if (split) split->attach(window, gl.split);
 }
 
@@ -176,11 +149,29 @@ std::unique_ptr<GemmAllGather> GemmAllGather::Impl::create(comm::Group& g, const
   return wrap(std::move(im));
 }
 
+GemmAllGatherPlan GemmAllGather::Impl::plan_on(int64_t m, const fused::AgChunks& chunks) const {
+  return fused::gag_plan(fused::gag_plan_config(cfg, caps), group->world_size(), m, grid_cap, caps.fused,
+                         group->nccl() != nullptr, rt->window().bytes(), calibration ? &*calibration : nullptr, chunks);
+}
+
 GemmAllGatherPlan GemmAllGather::Impl::plan(int64_t m) const {
-  GemmAllGatherConfig c = cfg;
-  if (c.mode == GemmAllGatherMode::kAuto && split_mode == GemmAllGatherMode::kSplitNccl) c.mode = GemmAllGatherMode::kSplitNccl;
-  return fused::gag_plan(c, group->world_size(), m, grid_cap, fused_ok, group->nccl() != nullptr, rt->window().bytes(),
-                         calibration ? &*calibration : nullptr);
+  return plan_on(m, fused::ag_chunks(m, cfg.n, fused::kGagBlockM, fused::kGagBlockN));
+}
+
+GemmAllGather::Impl::Call GemmAllGather::Impl::plan_call(const GemmProblem& prob, const TensorView& a,
+                                                          const TensorView& b, const GemmScales& s) const {
+  Call c;
+  c.chunks = fused::ag_chunks(prob.m, cfg.n, fused::kGagBlockM, fused::kGagBlockN);
+  c.plan = plan_on(prob.m, c.chunks);
+  c.pull = c.plan.mode == GemmAllGatherMode::kFusedCe && group->world_size() > 1;
+  c.gemm = gemm::fixed_tile_plan(prob, num_sms, fused::kGagBlockM, fused::kGagBlockN, c.plan.grid);
+  // mxfp8 on the bf16 route where it pays (never fused-ce): the conversion, then both kernels, either/or.
+  if (mx && !c.pull && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms)) {
+    c.route = mx.get();
+    c.rc = fused::mx_route_call(prob, a, b, s, num_sms, fused::kGagBlockM, fused::kGagBlockN, c.plan.grid,
+                                cfg.mx_route_unguarded);
+  }
+  return c;
 }
 
 void GemmAllGather::Impl::check() const {
@@ -212,24 +203,19 @@ void GemmAllGather::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
                                   const GemmScales& s, cudaStream_t stream) {
   const int64_t m = prob.m;
   const int w = group->world_size(), r = group->rank();
-  const GemmAllGatherPlan pl = plan(m);
-  const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kGagBlockM, fused::kGagBlockN, pl.grid);
-  const bool pull = pl.mode == GemmAllGatherMode::kFusedCe && w > 1;
-  // mxfp8 on the bf16 route where it pays (never fused-ce): the conversion, then both kernels, either/or.
-  fused::MxBf16Route* route =
-      mx && !pull && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms) ? mx.get() : nullptr;
-  const fused::MxRouteCall rc =
-      route ? fused::mx_route_call(prob, a, b, s, num_sms, fused::kGagBlockM, fused::kGagBlockN, pl.grid,
-                                   cfg.mx_route_unguarded)
-            : fused::MxRouteCall{};
+  const Call call = plan_call(prob, a, b, s);
+  const GemmPlan& gp = call.gemm;
+  const bool pull = call.pull;
+  fused::MxBf16Route* route = call.route;
+  const fused::MxRouteCall& rc = call.rc;
   last_mx_bf16_route = route != nullptr;
   gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s, debug);
   main.timeout_record = pipeline.device();
   const size_t rows_bytes = static_cast<size_t>(m) * static_cast<size_t>(cfg.n) * out_bytes;
   char* own = out_local() + static_cast<size_t>(r) * rows_bytes;
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
-  last = pl.mode;
-  if (pl.mode == GemmAllGatherMode::kFusedLsa || pull) {
+  last = call.plan.mode;
+  if (call.plan.mode == GemmAllGatherMode::kFusedLsa || pull) {
     gemm::KernelArgs<fused::AllGatherParams> args{};
     args.main = main;
     args.epi.tma_c = gemm::make_epilogue_map("the output (own rows)", own, cfg.out_dtype, 1, m, cfg.n, cfg.n);
@@ -242,7 +228,7 @@ void GemmAllGather::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
                                                             cfg.out_dtype, 1, m, cfg.n, cfg.n);
       }
     args.epi.p = rt->proto();
-    args.epi.chunks = fused::ag_chunks(m, cfg.n, fused::kGagBlockM, fused::kGagBlockN);
+    args.epi.chunks = call.chunks;
     args.epi.m = m;
     args.epi.pull = pull ? 1 : 0;
     args.epi.skip_arrival_wait = cfg.skip_arrival_wait ? 1 : 0;
@@ -269,13 +255,13 @@ void GemmAllGather::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
   args.main = main;
   args.epi.tma_c = gemm::make_epilogue_map("the output (own rows)", own, cfg.out_dtype, 1, m, cfg.n, cfg.n);
   fused::launch_either(*local_kernel, local_bf16, args, gp.grid, route, rc, stream);
-  if (pl.mode == GemmAllGatherMode::kGemmOnly || w == 1) return;
-  if (pl.mode == GemmAllGatherMode::kSplitNccl) {
+  if (call.plan.mode == GemmAllGatherMode::kGemmOnly || w == 1) return;
+  if (call.plan.mode == GemmAllGatherMode::kSplitNccl) {
     WEAVE_EXPECT(group->nccl() != nullptr, Status::kUnavailable, "GemmAllGather split-nccl: no NCCL communicator");
     WEAVE_CHECK_NCCL(ncclAllGather(own, out_local(), rows_bytes, ncclUint8, group->nccl(), stream));
     return;
   }
-  WEAVE_EXPECT(split != nullptr, Status::kInternal, "GemmAllGather: mode " << to_string(pl.mode) << " has no all-gather");
+  WEAVE_EXPECT(split != nullptr, Status::kInternal, "GemmAllGather: mode " << to_string(call.plan.mode) << " has no all-gather");
   split->run(own, out_local(), rows_bytes, stream);
 }
 
@@ -307,7 +293,7 @@ std::string GemmAllGather::Impl::describe() const {
   os << "GemmAllGather " << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype) << " N=" << cfg.n << " K=" << cfg.k
      << " m_max=" << cfg.m_max << ", mode " << to_string(cfg.mode);
   if (cfg.mode == GemmAllGatherMode::kAuto)
-    os << " (fused " << (fused_ok ? "available" : "unavailable") << ", split " << to_string(split_mode) << ")";
+    os << " (fused " << (caps.fused ? "available" : "unavailable") << ", split " << to_string(caps.split) << ")";
   os << ", " << group->describe() << ", window " << rt->window().bytes() << " bytes, " << grid_cap
      << " CTAs per rank, credits " << (cfg.flow_control ? "on" : "OFF (testing)");
   if (cfg.skip_arrival_wait) os << ", arrival wait SKIPPED (testing)";

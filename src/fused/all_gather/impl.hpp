@@ -47,8 +47,7 @@ struct GemmAllGather::Impl {
   std::unique_ptr<Collective::Impl> split;  // split-lsa / split-ce: the in-place all-gather
   comm::CopyStreams pulls;                  // fused-ce: one copy stream per peer step
   std::unique_ptr<comm::StreamMemOps> mem_ops;  // fused-ce: the copy streams wait on kernel-stored triggers
-  GemmAllGatherMode split_mode = GemmAllGatherMode::kSplitLsa;  // the split mode this op can run
-  bool fused_ok = false;            // the fused kernel of this quant / out dtype exists here
+  fused::GagCapabilities caps;      // what this op can run here (resolved once, in the constructor)
   const gemm::GemmKernelEntry<fused::AllGatherParams>* fused_kernel = nullptr;
   const gemm::GemmInstance* local_kernel = nullptr;  // the split modes' GEMM (same tile as fused)
   // mxfp8's bf16 route (fused/mx_route.hpp): the buffers and the bf16 kernels of the same tiles.
@@ -70,7 +69,17 @@ struct GemmAllGather::Impl {
   static std::unique_ptr<GemmAllGather> wrap(std::unique_ptr<Impl> impl);
 
   GemmAllGatherPlan plan(int64_t m) const;
-  GemmAllGatherMode resolve(int64_t m) const;
+  GemmAllGatherPlan plan_on(int64_t m, const fused::AgChunks& chunks) const;
+  // One call's decisions, made once (plan_call) and only carried out by enqueue.
+  struct Call {
+    GemmAllGatherPlan plan;   // the public plan (its mode, grid, model, reason)
+    fused::AgChunks chunks;   // the chunks the fused kernel publishes and fused-ce pulls
+    bool pull = false;        // fused-ce with peers
+    GemmPlan gemm;            // the tile GEMM's plan
+    fused::MxBf16Route* route = nullptr;  // mxfp8 converted to bf16 for this call (fused/mx_route.hpp)
+    fused::MxRouteCall rc;
+  };
+  Call plan_call(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s) const;
   // One call (checks every argument before any GPU work); with `out`, then the copy into it.
   void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, const TensorView* out,
            cudaStream_t stream);

@@ -77,6 +77,51 @@ GemmAllGatherMode gag_split_mode(GemmAllGatherMode mode) {
   }
 }
 
+GagCapabilities gag_capabilities(const GemmAllGatherConfig& cfg, const Placement& at) {
+  GagCapabilities c;
+  const int w = at.world;
+  c.hosts_fused = cfg.mode == GemmAllGatherMode::kAuto || cfg.mode == GemmAllGatherMode::kFusedLsa ||
+                  cfg.mode == GemmAllGatherMode::kFusedCe;
+  c.hosted_split = w > 1 ? gag_split_mode(cfg.mode) : GemmAllGatherMode::kAuto;
+  c.pulls = cfg.mode == GemmAllGatherMode::kFusedCe && w > 1;
+  c.mx_bf16_route = cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route != MxRoute::kNative &&
+                    cfg.mode != GemmAllGatherMode::kFusedCe;
+  c.fused = at.fused_kernel && at.nvlink_domain;
+  c.split = gag_split_mode(cfg.mode);
+  c.plan_mode = cfg.mode;
+  if (cfg.mode == GemmAllGatherMode::kAuto && !at.nvlink_domain && w > 1) {
+    c.split = GemmAllGatherMode::kSplitNccl;  // every call: the ranks share no NVLink domain
+    c.plan_mode = GemmAllGatherMode::kSplitNccl;
+  }
+  std::ostringstream why;
+  const std::string mode = "GemmAllGather: mode " + std::string(to_string(cfg.mode));
+  switch (cfg.mode) {
+    case GemmAllGatherMode::kFusedCe:
+    case GemmAllGatherMode::kFusedLsa:
+      if (!at.fused_kernel) {
+        why << mode << ": no fused kernel for " << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype)
+            << " in this build";
+        break;
+      }
+      [[fallthrough]];
+    case GemmAllGatherMode::kSplitLsa:
+    case GemmAllGatherMode::kSplitCe:
+      // fused-ce too: the pulls read the peers' windows at the addresses the window maps.
+      if (!at.nvlink_domain) why << mode << " needs every rank in one NVLink domain (" << domain_ranks_phrase(at) << ")";
+      break;
+    case GemmAllGatherMode::kSplitNccl:
+      if (!at.nccl) why << "GemmAllGather: mode split-nccl needs an NCCL communicator; " << at.group << " has none";
+      break;
+    case GemmAllGatherMode::kAuto:
+      if (!at.nvlink_domain && !at.nccl)
+        why << "GemmAllGather: ranks are not in one NVLink domain and there is no NCCL communicator";
+      break;
+    case GemmAllGatherMode::kGemmOnly: break;
+  }
+  c.unavailable = why.str();
+  return c;
+}
+
 comm::OpShape gag_split_shape(const GemmAllGatherConfig& cfg, int world, int max_blocks) {
   comm::OpShape s;
   s.op = CollectiveOp::kAllGather;
@@ -100,7 +145,7 @@ GagLayout add_gag_regions(WindowLayout& layout, const GemmAllGatherConfig& cfg, 
   g.flags = layout.add(prefix + ".flags", RegionKind::kFlags, 4 * size_t(comm::kFlagPhases) * w * comm::kMaxChunks).offset;
   g.out_bytes = w * static_cast<uint64_t>(cfg.m_max) * static_cast<uint64_t>(cfg.n) * (cfg.out_dtype == DType::kF32 ? 4 : 2);
   g.out = layout.add(prefix + ".out", RegionKind::kData, g.out_bytes).offset;
-  if (gag_split_mode(cfg.mode) != GemmAllGatherMode::kAuto && world > 1) {
+  if (gag_capabilities(cfg, world_only(world)).hosted_split != GemmAllGatherMode::kAuto) {  // mode-only part
     g.split = comm::add_op_regions(layout, prefix + ".split", gag_split_shape(cfg, world, split_max_blocks));
     g.has_split = true;
   }
@@ -115,8 +160,13 @@ GagRates gag_rates(ScaleMode quant) {
 
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes, const Calibration* cal) {
+  return gag_plan(cfg, world, m, ctas, fused_available, nccl_available, window_bytes, cal,
+                  ag_chunks(m, cfg.n, kGagBlockM, kGagBlockN));
+}
+
+GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
+                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const AgChunks& ch) {
   GemmAllGatherPlan p;
-  const AgChunks ch = ag_chunks(m, cfg.n, kGagBlockM, kGagBlockN);
   const size_t ob = cfg.out_dtype == DType::kF32 ? 4 : 2;
   p.tiles = int64_t(ch.m_blocks) * ch.n_blocks;
   p.grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctas, p.tiles)));

@@ -8,6 +8,7 @@
 #include "comm/op_layout.hpp"
 #include "fused/all_gather/params.hpp"
 #include "fused/calibration.hpp"
+#include "fused/capabilities.hpp"
 #include "gemm/dispatch.hpp"
 #include "fused/model_rates.hpp"
 #include "weave/gemm_all_gather.hpp"
@@ -34,6 +35,11 @@ struct GagLayout {
 
 // The split mode an op of `mode` hosts in its window (kSplitLsa for auto), or kAuto for none.
 GemmAllGatherMode gag_split_mode(GemmAllGatherMode mode);
+
+using GagCapabilities = Capabilities<GemmAllGatherMode>;
+// What an op of `cfg` can run at `at` (fused/capabilities.hpp). `unavailable` names the rule the
+// requested mode breaks there, as the constructor raises it (kUnavailable).
+GagCapabilities gag_capabilities(const GemmAllGatherConfig& cfg, const Placement& at);
 // The split all-gather's shape (external buffers: it gathers gag.out in place).
 comm::OpShape gag_split_shape(const GemmAllGatherConfig& cfg, int world, int max_blocks);
 // Adds the op's regions, named "<prefix>.control" etc. (several ops share a window under distinct
@@ -63,5 +69,13 @@ std::optional<Calibration> gag_calibration(const GemmAllGatherConfig& cfg, int w
 
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes = 0, const Calibration* cal = nullptr);
+// The same from the chunks of m rows already made (fused/all_gather/params.hpp ag_chunks).
+GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
+                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const AgChunks& ch);
+// The configuration the planner reads for an op of `cfg` with capabilities `caps` (its plan_mode).
+inline GemmAllGatherConfig gag_plan_config(GemmAllGatherConfig cfg, const GagCapabilities& caps) {
+  cfg.mode = caps.plan_mode;
+  return cfg;
+}
 
 }  // namespace weave::fused

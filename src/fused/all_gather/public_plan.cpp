@@ -38,10 +38,10 @@ GemmAllGatherPlan gemm_all_gather_plan(const GemmAllGatherConfig& config, int wo
   WEAVE_EXPECT_ARG(machine.num_sms >= 1, "gemm_all_gather_plan: FusedPlanMachine.num_sms must be >= 1, got "
                                              << machine.num_sms);
   const std::optional<fused::Calibration> cal = fused::gag_calibration(config, world);
-  const bool fused_ok = machine.fused_kernels && fused::gag_fused_kernel(config) != nullptr && machine.nvlink_domain;
-  GemmAllGatherConfig c = config;
-  if (c.mode == GemmAllGatherMode::kAuto && !machine.nvlink_domain && world > 1) c.mode = GemmAllGatherMode::kSplitNccl;
-  return fused::gag_plan(c, world, m, machine.num_sms, fused_ok, machine.nccl,
+  // The constructor's capabilities, from the machine described instead of a group.
+  const fused::GagCapabilities caps = fused::gag_capabilities(config, fused::placement_of(machine, world,
+                                                                fused::gag_fused_kernel(config) != nullptr));
+  return fused::gag_plan(fused::gag_plan_config(config, caps), world, m, machine.num_sms, caps.fused, machine.nccl,
                          gemm_all_gather_window_bytes(config, world), cal ? &*cal : nullptr);
 }
 

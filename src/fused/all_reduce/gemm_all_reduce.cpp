@@ -52,54 +52,22 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
   // SM, and ranks sharing a GPU (the emulated world) share its SMs.
   grid_cap = comm::rank_sm_share(num_sms, g.ranks_per_device());
   fused_kernel = fused::gar_fused_kernel(cfg);
-  fused_ok = fused_kernel != nullptr && g.lsa_team_size() == w && w > 1;
-  split_mode = fused::gar_split_mode(cfg.mode);
-  if (cfg.mode == GemmAllReduceMode::kDecode) {
-    const std::string why = fused::gar_decode_unsupported_reason(cfg, 1);
-    WEAVE_EXPECT(why.empty(), Status::kUnavailable, "GemmAllReduce: mode decode: the decode GEMV cannot run this op: " << why);
-  }
-  switch (cfg.mode) {
-    case GemmAllReduceMode::kFusedCe:
-      fused::require_ce_compiled_in("GemmAllReduce");
-      [[fallthrough]];
-    case GemmAllReduceMode::kFused:
-    case GemmAllReduceMode::kFusedRs:
-      WEAVE_EXPECT(fused_kernel != nullptr, Status::kUnavailable,
-                   "GemmAllReduce: mode " << to_string(cfg.mode) << ": no fused kernel for " << to_string(cfg.quant)
-                                          << " in this build");
-      [[fallthrough]];
-    case GemmAllReduceMode::kDecode:
-    case GemmAllReduceMode::kSplitLsa:
-    case GemmAllReduceMode::kSplitCe:
-      WEAVE_EXPECT(g.lsa_team_size() == w, Status::kUnavailable,
-                   "GemmAllReduce: mode " << to_string(cfg.mode) << " needs every rank in one NVLink domain ("
-                                          << g.lsa_team_size() << " of " << w << " ranks are)");
-      break;
-    case GemmAllReduceMode::kSplitNccl:
-      WEAVE_EXPECT(g.nccl() != nullptr, Status::kUnavailable,
-                   "GemmAllReduce: mode split-nccl needs an NCCL communicator; " << g.describe() << " has none");
-      break;
-    case GemmAllReduceMode::kAuto:
-      if (g.lsa_team_size() != w) {
-        WEAVE_EXPECT(g.nccl() != nullptr, Status::kUnavailable,
-                     "GemmAllReduce: ranks are not in one NVLink domain and there is no NCCL communicator");
-        WEAVE_LOG(kWarn, "rank " << g.rank() << ": GemmAllReduce auto: ranks are not all in one NVLink domain ("
-                                 << g.lsa_team_size() << " of " << w << "); every call runs split-nccl");
-        split_mode = GemmAllReduceMode::kSplitNccl;
-      } else if (!fused_ok && w > 1) {
-        WEAVE_LOG(kInfo, "rank " << g.rank() << ": GemmAllReduce auto: no fused kernel for " << to_string(cfg.quant)
-                                 << "; every call runs split");
-      }
-      break;
-    case GemmAllReduceMode::kGemmOnly: break;
-  }
+  caps = fused::gar_capabilities(cfg, fused::placement_of(g, fused_kernel != nullptr));
+  if (cfg.mode == GemmAllReduceMode::kFusedCe) fused::require_ce_compiled_in("GemmAllReduce");
+  WEAVE_EXPECT(caps.unavailable.empty(), Status::kUnavailable, caps.unavailable);
+  if (cfg.mode == GemmAllReduceMode::kAuto && caps.split == GemmAllReduceMode::kSplitNccl)
+    WEAVE_LOG(kWarn, "rank " << g.rank() << ": GemmAllReduce auto: ranks are not all in one NVLink domain ("
+                             << g.lsa_team_size() << " of " << w << "); every call runs split-nccl");
+  else if (cfg.mode == GemmAllReduceMode::kAuto && !caps.fused && w > 1)
+    WEAVE_LOG(kInfo, "rank " << g.rank() << ": GemmAllReduce auto: no fused kernel for " << to_string(cfg.quant)
+                             << "; every call runs split");
   calibration = fused::gar_calibration(cfg, w);
   // Every rank must build the same op: N, K_r, m_max, quant, mode, hooks, the kernels it will use
   // and the calibration's contents (auto's per-call choices must agree).
   std::ostringstream id;
   id << "weave.gemm_all_reduce.v1|" << cfg.n << "|" << cfg.k << "|" << cfg.m_max << "|" << static_cast<int>(cfg.quant)
      << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.mode) << "|"
-     << static_cast<int>(split_mode) << "|" << fused_ok << "|" << cfg.exact_own << "|" << cfg.chunks << "|"
+     << static_cast<int>(caps.split) << "|" << caps.fused << "|" << cfg.exact_own << "|" << cfg.chunks << "|"
      << cfg.flow_control << "|" << cfg.skip_arrival_wait << "|" << cfg.skip_partial_wait << "|"
      << cfg.publish_every_tile << "|" << cfg.initial_epoch << "|" << cfg.stale_slot_lag << "|" << grid_cap << "|"
      << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route);
@@ -111,7 +79,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
                      cfg.mode == GemmAllReduceMode::kFusedCe),
                    "GemmAllReduceConfig.mx_route = bf16 cannot run in mode fused-ce (its copy streams fork from the "
                    "kernel's start, which the either/or's skipped first kernel would give too early); use auto or native");
-  if (cfg.mode == GemmAllReduceMode::kFusedCe && w > 1) {
+  if (caps.pulls) {
     mem_ops = comm::StreamMemOps::agreed(g, "GemmAllReduce fused-ce (device-triggered copies)");
     pulls.open(w - 1);
   }
@@ -123,8 +91,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
                "GemmAllReduce: no " << fused::kGarBlockM << "x" << fused::kGarBlockN << " GEMM kernel for "
                                     << to_string(cfg.quant) << " -> bf16 in this build");
   local_kernel->prepare();
-  if (cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route != MxRoute::kNative && cfg.mode != GemmAllReduceMode::kDecode &&
-      cfg.mode != GemmAllReduceMode::kFusedCe) {
+  if (caps.mx_bf16_route) {
     // The bf16 route's kernels: the same tiles, schedule and epilogues as the native ones.
     local_bf16 = gemm::find_gemm_instance(ScaleMode::kBF16, DType::kBF16, gemm::EpilogueKind::kStoreLocal,
                                           fused::kGarBlockM, fused::kGarBlockN);
@@ -141,11 +108,11 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
         },
         cfg.m_max, cfg.n, cfg.k);
   }
-  if ((split_mode == GemmAllReduceMode::kSplitLsa || split_mode == GemmAllReduceMode::kSplitCe) && w > 1) {
+  if ((caps.split == GemmAllReduceMode::kSplitLsa || caps.split == GemmAllReduceMode::kSplitCe) && w > 1) {
     CollectiveConfig cc;
     cc.op = CollectiveOp::kAllReduce;
     cc.dtype = DType::kBF16;
-    cc.transport = split_mode == GemmAllReduceMode::kSplitCe ? Transport::kCe : Transport::kLsa;
+    cc.transport = caps.split == GemmAllReduceMode::kSplitCe ? Transport::kCe : Transport::kLsa;
     cc.algorithm = Algorithm::kAuto;
     cc.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(cfg.n);
     cc.flow_control = cfg.flow_control;
@@ -172,7 +139,7 @@ fused::GarLayout GemmAllReduce::Impl::lay_out(WindowLayout& wl, const std::strin
 void GemmAllReduce::Impl::attach(const std::shared_ptr<comm::OpWindow>& window) {
   const comm::ProtoRegions regions{.control = layout.control, .credits = layout.credits, .flags = layout.flags,
                                    .flag_blocks = comm::kMaxChunks};
-  rt->attach(window, regions, cfg.flow_control, cfg.initial_epoch, /*needs_peers=*/fused_ok, cfg.stale_slot_lag);
+  rt->attach(window, regions, cfg.flow_control, cfg.initial_epoch, /*needs_peers=*/caps.fused, cfg.stale_slot_lag);
   if (split) split->attach(window, layout.split);
   if (layout.has_pull) init_pull_words();
 }
@@ -200,12 +167,17 @@ std::unique_ptr<GemmAllReduce> GemmAllReduce::Impl::create(comm::Group& g, const
   return wrap(std::move(im));
 }
 
-GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const {
-  GemmAllReduceConfig c = cfg;
-  if (c.mode == GemmAllReduceMode::kAuto && split_mode == GemmAllReduceMode::kSplitNccl) c.mode = GemmAllReduceMode::kSplitNccl;
-  return fused::gar_plan(c, group->world_size(), m, grid_cap, fused_ok, group->nccl() != nullptr, rt->window().bytes(),
-                         calibration ? &*calibration : nullptr);
+fused::ArSchedule GemmAllReduce::Impl::schedule(int64_t m) const {
+  return fused::ar_schedule(m, cfg.n, fused::kGarBlockM, fused::kGarBlockN, group->world_size(), group->rank(),
+                            fused::gar_chunks(cfg, m, grid_cap));
 }
+
+GemmAllReducePlan GemmAllReduce::Impl::plan_on(int64_t m, const fused::ArSchedule& sched) const {
+  return fused::gar_plan(fused::gar_plan_config(cfg, caps), group->world_size(), m, grid_cap, caps.fused,
+                         group->nccl() != nullptr, rt->window().bytes(), calibration ? &*calibration : nullptr, sched);
+}
+
+GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const { return plan_on(m, schedule(m)); }
 
 void GemmAllReduce::Impl::check() const {
   rt->check("GemmAllReduce");
@@ -234,36 +206,49 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   if (out) fused::enqueue_caller_copy(*group, *out, output(m), stream);  // inside the guard: ordered as the call
 }
 
+GemmAllReduce::Impl::Call GemmAllReduce::Impl::plan_call(const GemmProblem& prob, const TensorView& a,
+                                                          const TensorView& b, const GemmScales& s) const {
+  const int64_t m = prob.m;
+  Call c;
+  c.sched = schedule(m);
+  c.plan = plan_on(m, c.sched);
+  c.mode = c.plan.mode;
+  if (c.mode == GemmAllReduceMode::kDecode) {  // before the tile GEMM's plan and TMA maps, which it needs not
+    if (gemm::gemv_scales_dense(prob, s)) return c;
+    c.mode = GemmAllReduceMode::kSplitLsa;  // auto with padded scales: the GEMV cannot read them
+  }
+  c.gemm = gemm::fixed_tile_plan(prob, num_sms, fused::kGarBlockM, fused::kGarBlockN, c.plan.grid);
+  // mxfp8 on the bf16 route where it pays: the conversion, then both kernels, either/or (never
+  // fused-ce: mx is not built for it).
+  if (mx && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms)) {
+    c.route = mx.get();
+    c.rc = fused::mx_route_call(prob, a, b, s, num_sms, fused::kGarBlockM, fused::kGarBlockN, c.plan.grid,
+                                cfg.mx_route_unguarded);
+  }
+  return c;
+}
+
 void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, const TensorView& b,
                                   const GemmScales& s, cudaStream_t stream) {
   const int64_t m = prob.m;
   const int w = group->world_size(), r = group->rank();
-  const GemmAllReducePlan pl = plan(m);
+  const Call call = plan_call(prob, a, b, s);
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
-  last = pl.mode;
-  last_mx_bf16_route = false;  // decode never converts
-  if (pl.mode == GemmAllReduceMode::kDecode) {  // before the tile GEMM's plan and TMA maps, which it needs not
-    if (gemm::gemv_scales_dense(prob, s)) {
-      run_decode(prob, a, b, s, stream);
-      return;
-    }
-    last = GemmAllReduceMode::kSplitLsa;  // auto with padded scales: the GEMV cannot read them
+  last = call.mode;
+  last_mx_bf16_route = call.route != nullptr;
+  if (call.mode == GemmAllReduceMode::kDecode) {
+    run_decode(prob, a, b, s, stream);
+    return;
   }
-  const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kGarBlockM, fused::kGarBlockN, pl.grid);
+  const GemmPlan& gp = call.gemm;
+  fused::MxBf16Route* route = call.route;
+  const fused::MxRouteCall& rc = call.rc;
   gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s, debug);
   main.timeout_record = pipeline.device();
-  const bool pull = pl.mode == GemmAllReduceMode::kFusedCe;  // (world 1: the plan resolved it to fused)
-  // mxfp8 on the bf16 route where it pays: the conversion, then both kernels, either/or (never
-  // fused-ce: mx is not built for it).
-  fused::MxBf16Route* route = mx && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms) ? mx.get() : nullptr;
-  const fused::MxRouteCall rc =
-      route ? fused::mx_route_call(prob, a, b, s, num_sms, fused::kGarBlockM, fused::kGarBlockN, pl.grid,
-                                   cfg.mx_route_unguarded)
-            : fused::MxRouteCall{};
-  last_mx_bf16_route = route != nullptr;
+  const bool pull = call.mode == GemmAllReduceMode::kFusedCe;  // (world 1: the plan resolved it to fused)
   const size_t count = static_cast<size_t>(m) * static_cast<size_t>(cfg.n);
-  if (pl.mode == GemmAllReduceMode::kFused || pl.mode == GemmAllReduceMode::kFusedRs || pull) {
-    const bool scatter = pl.mode == GemmAllReduceMode::kFusedRs;  // (world 1: the plan resolved it to fused)
+  if (call.mode == GemmAllReduceMode::kFused || call.mode == GemmAllReduceMode::kFusedRs || pull) {
+    const bool scatter = call.mode == GemmAllReduceMode::kFusedRs;  // (world 1: the plan resolved it to fused)
     // Consumers wait for peers' partials inside the pipeline: its waits must outlast the comm timeout.
     // (WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS, when set, wins: the pipeline-abort test.)
     if (main.pipeline_timeout_ns == 0)
@@ -271,8 +256,7 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
     gemm::KernelArgs<fused::AllReduceParams> args{};
     args.main = main;
     fused::AllReduceParams& e = args.epi;
-    e.sched = fused::ar_schedule(m, cfg.n, fused::kGarBlockM, fused::kGarBlockN, w, r,
-                                 fused::gar_chunks(cfg, m, grid_cap));
+    e.sched = call.sched;
     const WindowHandle& h = rt->window().handle();
     e.tma_c = gemm::make_epilogue_map("the output", out_local(), DType::kBF16, 1, m, cfg.n, cfg.n);
     for (int st = 1; st < w && !pull; ++st) {  // fused-ce stores to the own rows only
@@ -338,13 +322,13 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
   args.main = main;
   args.epi.tma_c = gemm::make_epilogue_map("the output", out_local(), DType::kBF16, 1, m, cfg.n, cfg.n);
   fused::launch_either(*local_kernel, local_bf16, args, gp.grid, route, rc, stream);
-  if (pl.mode == GemmAllReduceMode::kGemmOnly || w == 1) return;
-  if (pl.mode == GemmAllReduceMode::kSplitNccl) {
+  if (call.mode == GemmAllReduceMode::kGemmOnly || w == 1) return;
+  if (call.mode == GemmAllReduceMode::kSplitNccl) {
     WEAVE_EXPECT(group->nccl() != nullptr, Status::kUnavailable, "GemmAllReduce split-nccl: no NCCL communicator");
     WEAVE_CHECK_NCCL(ncclAllReduce(out_local(), out_local(), count, ncclBfloat16, ncclSum, group->nccl(), stream));
     return;
   }
-  WEAVE_EXPECT(split != nullptr, Status::kInternal, "GemmAllReduce: mode " << to_string(pl.mode) << " has no all-reduce");
+  WEAVE_EXPECT(split != nullptr, Status::kInternal, "GemmAllReduce: mode " << to_string(call.mode) << " has no all-reduce");
   split->run(out_local(), out_local(), count, stream);
 }
 
@@ -399,7 +383,7 @@ std::string GemmAllReduce::Impl::describe() const {
   os << "GemmAllReduce " << to_string(cfg.quant) << " N=" << cfg.n << " K_r=" << cfg.k << " m_max=" << cfg.m_max
      << ", mode " << to_string(cfg.mode);
   if (cfg.mode == GemmAllReduceMode::kAuto)
-    os << " (fused " << (fused_ok ? "available" : "unavailable") << ", split " << to_string(split_mode) << ")";
+    os << " (fused " << (caps.fused ? "available" : "unavailable") << ", split " << to_string(caps.split) << ")";
   os << ", " << group->describe() << ", window " << rt->window().bytes() << " bytes, " << grid_cap
      << " CTAs per rank";
   if (split) os << ", split all-reduce credits " << (cfg.flow_control ? "on" : "OFF (testing)");

@@ -41,8 +41,7 @@ struct GemmAllReduce::Impl {
   fused::PipelineRecord pipeline;  // this op's kernels' GEMM-pipeline timeouts (check() reports them)
   gemm::MainloopDebug debug;  // WEAVE_GEMM_DEBUG_* at construction (as weave::Gemm: the stall knob)
   std::unique_ptr<Collective::Impl> split;  // split-lsa / split-ce: the in-place all-reduce
-  GemmAllReduceMode split_mode = GemmAllReduceMode::kSplitLsa;  // the split mode this op can run
-  bool fused_ok = false;  // the fused kernel of this quant exists here and the ranks share NVLink
+  fused::GarCapabilities caps;  // what this op can run here (resolved once, in the constructor)
   const gemm::GemmKernelEntry<fused::AllReduceParams>* fused_kernel = nullptr;
   const gemm::GemmInstance* local_kernel = nullptr;  // the split modes' GEMM (same tile as fused)
   // mxfp8's bf16 route (fused/mx_route.hpp): the buffers and the bf16 kernels of the same tiles.
@@ -67,6 +66,18 @@ struct GemmAllReduce::Impl {
   static std::unique_ptr<GemmAllReduce> wrap(std::unique_ptr<Impl> impl);
 
   GemmAllReducePlan plan(int64_t m) const;
+  fused::ArSchedule schedule(int64_t m) const;  // this rank's walk of m rows
+  GemmAllReducePlan plan_on(int64_t m, const fused::ArSchedule& sched) const;
+  // One call's decisions for this rank, made once (plan_call) and only carried out by enqueue.
+  struct Call {
+    GemmAllReducePlan plan;            // the public plan (its mode, grid, chunks, model, reason)
+    GemmAllReduceMode mode = GemmAllReduceMode::kAuto;  // what runs: plan.mode, or split-lsa for a decode the GEMV cannot read
+    fused::ArSchedule sched;           // this rank's walk (the fused modes)
+    GemmPlan gemm;                     // the tile GEMM's plan (every mode but decode)
+    fused::MxBf16Route* route = nullptr;  // mxfp8 converted to bf16 for this call (fused/mx_route.hpp)
+    fused::MxRouteCall rc;
+  };
+  Call plan_call(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s) const;
   // One call (checks every argument before any GPU work); with `out`, then the copy into it.
   void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, const TensorView* out,
            cudaStream_t stream);

@@ -82,6 +82,55 @@ GemmAllReduceMode gar_split_mode(GemmAllReduceMode mode) {
   }
 }
 
+GarCapabilities gar_capabilities(const GemmAllReduceConfig& cfg, const Placement& at) {
+  GarCapabilities c;
+  const int w = at.world;
+  c.hosts_fused = gar_hosts_fused(cfg.mode) && w > 1;
+  c.hosted_split = w > 1 ? gar_split_mode(cfg.mode) : GemmAllReduceMode::kAuto;
+  c.pulls = cfg.mode == GemmAllReduceMode::kFusedCe && w > 1;
+  c.mx_bf16_route = cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route != MxRoute::kNative &&
+                    cfg.mode != GemmAllReduceMode::kDecode && cfg.mode != GemmAllReduceMode::kFusedCe;
+  c.fused = at.fused_kernel && at.nvlink_domain && w > 1;
+  c.split = gar_split_mode(cfg.mode);
+  c.plan_mode = cfg.mode;
+  if (cfg.mode == GemmAllReduceMode::kAuto && !at.nvlink_domain && w > 1) {
+    c.split = GemmAllReduceMode::kSplitNccl;  // every call: the ranks share no NVLink domain
+    c.plan_mode = GemmAllReduceMode::kSplitNccl;
+  }
+  std::ostringstream why;
+  const std::string mode = "GemmAllReduce: mode " + std::string(to_string(cfg.mode));
+  if (cfg.mode == GemmAllReduceMode::kDecode) {
+    const std::string decode_why = gar_decode_unsupported_reason(cfg, 1);
+    if (!decode_why.empty()) why << mode << ": the decode GEMV cannot run this op: " << decode_why;
+  }
+  switch (cfg.mode) {
+    case GemmAllReduceMode::kFusedCe:
+    case GemmAllReduceMode::kFused:
+    case GemmAllReduceMode::kFusedRs:
+      if (!at.fused_kernel) {
+        why << mode << ": no fused kernel for " << to_string(cfg.quant) << " in this build";
+        break;
+      }
+      [[fallthrough]];
+    case GemmAllReduceMode::kDecode:
+    case GemmAllReduceMode::kSplitLsa:
+    case GemmAllReduceMode::kSplitCe:
+      if (why.tellp() == 0 && !at.nvlink_domain)
+        why << mode << " needs every rank in one NVLink domain (" << domain_ranks_phrase(at) << ")";
+      break;
+    case GemmAllReduceMode::kSplitNccl:
+      if (!at.nccl) why << "GemmAllReduce: mode split-nccl needs an NCCL communicator; " << at.group << " has none";
+      break;
+    case GemmAllReduceMode::kAuto:
+      if (!at.nvlink_domain && !at.nccl)
+        why << "GemmAllReduce: ranks are not in one NVLink domain and there is no NCCL communicator";
+      break;
+    case GemmAllReduceMode::kGemmOnly: break;
+  }
+  c.unavailable = why.str();
+  return c;
+}
+
 comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max_blocks) {
   comm::OpShape s;
   s.op = CollectiveOp::kAllReduce;
@@ -100,22 +149,23 @@ GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, 
                           const std::string& prefix) {
   GarLayout g;
   const size_t w = static_cast<size_t>(world);
+  const GarCapabilities hosts = gar_capabilities(cfg, world_only(world));  // its mode-only part
   g.control = layout.add(prefix + ".control", RegionKind::kControl, comm::kControlBytes).offset;
   g.credits = layout.add(prefix + ".credits", RegionKind::kCredits, 4 * w).offset;
   g.flags = layout.add(prefix + ".flags", RegionKind::kFlags, 4 * size_t(comm::kFlagPhases) * w * comm::kMaxChunks).offset;
   const int64_t m_blocks = (cfg.m_max + kGarBlockM - 1) / kGarBlockM;
   g.band_cap_rows = (m_blocks + world - 1) / world * kGarBlockM;
-  if (gar_hosts_fused(cfg.mode) && world > 1) {
+  if (hosts.hosts_fused) {
     g.slot_stride = comm::round_up(static_cast<size_t>(g.band_cap_rows) * static_cast<size_t>(cfg.n) * 2, comm::kSlotAlign);
     g.staging = layout.add(prefix + ".staging", RegionKind::kData, w * g.slot_stride).offset;
     g.has_staging = true;
   }
-  if (cfg.mode == GemmAllReduceMode::kFusedCe && world > 1) {
+  if (hosts.pulls) {
     g.pull = layout.add(prefix + ".pull", RegionKind::kControl, kArPullBytes).offset;
     g.has_pull = true;
   }
   g.out = layout.add(prefix + ".out", RegionKind::kData, static_cast<uint64_t>(cfg.m_max) * static_cast<uint64_t>(cfg.n) * 2).offset;
-  if (gar_split_mode(cfg.mode) != GemmAllReduceMode::kAuto && world > 1) {
+  if (hosts.hosted_split != GemmAllReduceMode::kAuto) {
     g.split = comm::add_op_regions(layout, prefix + ".split", gar_split_shape(cfg, world, split_max_blocks));
     g.has_split = true;
   }
@@ -148,8 +198,13 @@ GarRates gar_rates(ScaleMode quant) {
 
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes, const Calibration* cal) {
+  return gar_plan(cfg, world, m, ctas, fused_available, nccl_available, window_bytes, cal,
+                  ar_schedule(m, cfg.n, kGarBlockM, kGarBlockN, world, 0, gar_chunks(cfg, m, ctas)));
+}
+
+GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
+                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const ArSchedule& s) {
   GemmAllReducePlan p;
-  const ArSchedule s = ar_schedule(m, cfg.n, kGarBlockM, kGarBlockN, world, 0, gar_chunks(cfg, m, ctas));
   p.tiles = int64_t(s.m_blocks) * s.n_blocks;
   p.grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctas, p.tiles)));
   p.waves = double(p.tiles) / std::max(1, ctas);

@@ -10,6 +10,7 @@
 #include "fused/all_reduce/params.hpp"
 #include "fused/all_reduce/schedule.hpp"
 #include "fused/calibration.hpp"
+#include "fused/capabilities.hpp"
 #include "gemm/dispatch.hpp"
 #include "weave/gemm_all_reduce.hpp"
 #include "weave/window_layout.hpp"
@@ -36,6 +37,11 @@ struct GarLayout {
 // Which paths an op of `mode` may take (auto: fused and split-lsa).
 bool gar_hosts_fused(GemmAllReduceMode mode);
 GemmAllReduceMode gar_split_mode(GemmAllReduceMode mode);  // kSplitLsa / kSplitCe, or kAuto for none
+
+using GarCapabilities = Capabilities<GemmAllReduceMode>;
+// What an op of `cfg` can run at `at` (fused/capabilities.hpp). `unavailable` names the rule the
+// requested mode breaks there, as the constructor raises it (kUnavailable).
+GarCapabilities gar_capabilities(const GemmAllReduceConfig& cfg, const Placement& at);
 comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max_blocks);
 // The op's regions, named "<prefix>.control" etc. (several ops share a window under distinct prefixes).
 GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, int world, int split_max_blocks,
@@ -75,5 +81,13 @@ std::optional<Calibration> gar_calibration(const GemmAllReduceConfig& cfg, int w
 // cal: the op's calibration table (auto takes its measured best where it can run it), or null.
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes = 0, const Calibration* cal = nullptr);
+// The same from a schedule of m rows already made (any rank's: the plan reads only its shape).
+GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
+                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const ArSchedule& s);
+// The configuration the planner reads for an op of `cfg` with capabilities `caps` (its plan_mode).
+inline GemmAllReduceConfig gar_plan_config(GemmAllReduceConfig cfg, const GarCapabilities& caps) {
+  cfg.mode = caps.plan_mode;
+  return cfg;
+}
 
 }  // namespace weave::fused

@@ -40,12 +40,10 @@ GemmAllReducePlan gemm_all_reduce_plan(const GemmAllReduceConfig& config, int wo
   WEAVE_EXPECT_ARG(machine.num_sms >= 1, "gemm_all_reduce_plan: FusedPlanMachine.num_sms must be >= 1, got "
                                              << machine.num_sms);
   const std::optional<fused::Calibration> cal = fused::gar_calibration(config, world);
-  // As the constructor: fused needs its kernel and one NVLink domain; auto across domains runs split-nccl.
-  const bool fused_ok = machine.fused_kernels && fused::gar_fused_kernel(config) != nullptr && machine.nvlink_domain &&
-                        world > 1;
-  GemmAllReduceConfig c = config;
-  if (c.mode == GemmAllReduceMode::kAuto && !machine.nvlink_domain && world > 1) c.mode = GemmAllReduceMode::kSplitNccl;
-  return fused::gar_plan(c, world, m, machine.num_sms, fused_ok, machine.nccl,
+  // The constructor's capabilities, from the machine described instead of a group.
+  const fused::GarCapabilities caps = fused::gar_capabilities(config, fused::placement_of(machine, world,
+                                                                fused::gar_fused_kernel(config) != nullptr));
+  return fused::gar_plan(fused::gar_plan_config(config, caps), world, m, machine.num_sms, caps.fused, machine.nccl,
                          gemm_all_reduce_window_bytes(config, world), cal ? &*cal : nullptr);
 }
 
