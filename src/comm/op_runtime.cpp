@@ -62,6 +62,10 @@ bool OpRuntime::timed_out() const noexcept {
 }
 
 void OpRuntime::check(std::string_view what) const {
+  if (broken_.load())
+    throw Error(Status::kInternal, std::string(what), WEAVE_LOCATION,
+                "an error escaped while a call of this op was being enqueued (after its argument checks), so its "
+                "protocol words may be half-advanced. The op is unusable; destroy it on every rank.");
   if (!timed_out()) return;
   const Status status = error_status(*err_);
   throw Error(status, std::string(what), WEAVE_LOCATION,
@@ -78,7 +82,10 @@ OpRuntime::CallGuard::CallGuard(const OpRuntime& rt, std::string_view what, cuda
                            "time");
 }
 
-OpRuntime::CallGuard::~CallGuard() { rt_->in_call_.store(false); }
+OpRuntime::CallGuard::~CallGuard() {
+  if (enqueueing_ && std::uncaught_exceptions() > uncaught_) rt_->broken_.store(true);
+  rt_->in_call_.store(false);
+}
 
 void OpRuntime::release() noexcept {
   window_.reset();

@@ -10,6 +10,7 @@
 //   ... kernels take rt.proto() by value; rt.check() raises a recorded timeout (kTimeout) ...
 #pragma once
 #include <atomic>
+#include <exception>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -49,7 +50,8 @@ class OpRuntime {
 
   // Raises Error(kTimeout) naming `what` and the record (rank, peer, flag, expected, seen) when a
   // device wait of this op timed out, Error(kMismatch) when a call found a peer's zero-copy buffer
-  // at another window offset (both offsets). Does not synchronise.
+  // at another window offset (both offsets), Error(kInternal) after an exception escaped a call
+  // mid-enqueue. Does not synchronise.
   void check(std::string_view what) const;
   bool timed_out() const noexcept;
 
@@ -73,10 +75,15 @@ class OpRuntime {
     ~CallGuard();
     CallGuard(const CallGuard&) = delete;
     CallGuard& operator=(const CallGuard&) = delete;
+    // The argument checks passed and the call now enqueues GPU work: an exception escaping from
+    // here on may leave the op's words half-advanced, so it breaks the op (check() raises).
+    void enqueueing() noexcept { enqueueing_ = true; }
 
    private:
     CallOrder order_;  // constructed first: if the thread check below raises, it records nothing
     const OpRuntime* rt_;
+    int uncaught_ = std::uncaught_exceptions();
+    bool enqueueing_ = false;
   };
 
  private:
@@ -85,6 +92,7 @@ class OpRuntime {
   DeviceErrorRecord* err_ = nullptr;  // mapped pinned host memory
   Proto proto_{};
   mutable std::atomic<bool> in_call_{false};
+  mutable std::atomic<bool> broken_{false};  // an exception escaped mid-enqueue (CallGuard::enqueueing)
 };
 
 }  // namespace weave::comm

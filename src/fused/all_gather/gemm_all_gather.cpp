@@ -187,7 +187,12 @@ TensorView GemmAllGather::Impl::output(int64_t m) const {
 
 void GemmAllGather::Impl::run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
                               const TensorView* out, cudaStream_t stream) {
-  const comm::OpRuntime::CallGuard guard(*rt, "GemmAllGather::run", stream);
+  comm::OpRuntime::CallGuard guard(*rt, "GemmAllGather::run", stream);
+  run_in(guard, m, a, b, s, out, stream);
+}
+
+void GemmAllGather::Impl::run_in(comm::OpRuntime::CallGuard& guard, int64_t m, const TensorView& a, const TensorView& b,
+                                 const GemmScales& s, const TensorView* out, cudaStream_t stream) {
   check();
   WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "GemmAllGather::run: m must be in 1.." << cfg.m_max << " (m_max), got " << m);
   const GemmProblem prob = problem_of(cfg, m);
@@ -195,7 +200,10 @@ void GemmAllGather::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   if (out)
     fused::check_caller_output(*out, cfg.out_dtype, group->world_size() * m, cfg.n, group->device(),
                                rt->window().handle());
+  guard.enqueueing();
   enqueue(prob, a, b, s, stream);
+  WEAVE_EXPECT(!fail_after_enqueue_for_testing, Status::kInternal,
+               "GemmAllGather::run: a failure after the call's GPU work was enqueued (testing)");
   if (out) fused::enqueue_caller_copy(*group, *out, output(m), stream);  // inside the guard: ordered as the call
 }
 

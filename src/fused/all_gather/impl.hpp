@@ -58,6 +58,7 @@ struct GemmAllGather::Impl {
   GemmAllGatherMode last = GemmAllGatherMode::kAuto;
   std::optional<fused::Calibration> calibration;  // cfg.calibration's table (auto's measured choices)
   uint64_t self_test_seed = 0x5eed;
+  bool fail_after_enqueue_for_testing = false;  // run() raises after its GPU work is enqueued
 
   Impl(comm::Group& g, const GemmAllGatherConfig& config);
   static Impl& of(GemmAllGather& op) { return *op.impl_; }  // tests reach the state through it
@@ -83,6 +84,9 @@ struct GemmAllGather::Impl {
   // One call (checks every argument before any GPU work); with `out`, then the copy into it.
   void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, const TensorView* out,
            cudaStream_t stream);
+  // The same inside a call guard the caller holds (the self-test: its output poison is part of the call).
+  void run_in(comm::OpRuntime::CallGuard& guard, int64_t m, const TensorView& a, const TensorView& b,
+              const GemmScales& s, const TensorView* out, cudaStream_t stream);
   // The call's GPU work for checked operands (prob.m rows), in the mode the plan resolves.
   void enqueue(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
                cudaStream_t stream);

@@ -49,9 +49,11 @@ SelfTestReport GemmAllGather::self_test(std::int64_t m) {
   std::ostringstream detail;
   const size_t ob = im.out_bytes, out_elems = static_cast<size_t>(w * m * n);
   {
+    // One call guard over the poison and the call: no other thread's call of this op lands between.
+    comm::OpRuntime::CallGuard guard(*im.rt, "GemmAllGather::self_test", stream);
     const std::vector<uint8_t> got = fused::run_self_test_call(
         g, stream, im.out_local(), out_elems * ob, "GemmAllGather::self_test (" + im.describe() + ")",
-        [&] { run(m, a, b, scales, stream); }, [&] { im.check(); });
+        [&] { im.run_in(guard, m, a, b, scales, nullptr, stream); }, [&] { im.check(); });
     for (int s = 0; s < w; ++s)
       for (int64_t i = 0; i < m; ++i) {
         const int64_t col = col_of(s, i);

@@ -192,7 +192,12 @@ TensorView GemmAllReduce::Impl::output(int64_t m) const {
 
 void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
                               const TensorView* out, cudaStream_t stream) {
-  const comm::OpRuntime::CallGuard guard(*rt, "GemmAllReduce::run", stream);
+  comm::OpRuntime::CallGuard guard(*rt, "GemmAllReduce::run", stream);
+  run_in(guard, m, a, b, s, out, stream);
+}
+
+void GemmAllReduce::Impl::run_in(comm::OpRuntime::CallGuard& guard, int64_t m, const TensorView& a, const TensorView& b,
+                                 const GemmScales& s, const TensorView* out, cudaStream_t stream) {
   check();
   WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "GemmAllReduce::run: m must be in 1.." << cfg.m_max << " (m_max), got " << m);
   WEAVE_EXPECT_ARG(cfg.mode != GemmAllReduceMode::kDecode || m <= detail::kGemvMaxM,
@@ -202,7 +207,10 @@ void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& 
   gemm::check_gemm_inputs(prob, a, b, s, group->device());
   if (cfg.mode == GemmAllReduceMode::kDecode) gemm::check_gemv_scales(prob, s);
   if (out) fused::check_caller_output(*out, DType::kBF16, m, cfg.n, group->device(), rt->window().handle());
+  guard.enqueueing();
   enqueue(prob, a, b, s, stream);
+  WEAVE_EXPECT(!fail_after_enqueue_for_testing, Status::kInternal,
+               "GemmAllReduce::run: a failure after the call's GPU work was enqueued (testing)");
   if (out) fused::enqueue_caller_copy(*group, *out, output(m), stream);  // inside the guard: ordered as the call
 }
 

@@ -55,6 +55,7 @@ struct GemmAllReduce::Impl {
   comm::CopyStreams pulls;
   std::optional<fused::Calibration> calibration;  // cfg.calibration's table (auto's measured choices)
   uint64_t self_test_seed = 0x5eed;
+  bool fail_after_enqueue_for_testing = false;  // run() raises after its GPU work is enqueued
 
   Impl(comm::Group& g, const GemmAllReduceConfig& config);
   static Impl& of(GemmAllReduce& op) { return *op.impl_; }  // tests reach the state through it
@@ -81,6 +82,9 @@ struct GemmAllReduce::Impl {
   // One call (checks every argument before any GPU work); with `out`, then the copy into it.
   void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, const TensorView* out,
            cudaStream_t stream);
+  // The same inside a call guard the caller holds (the self-test: its output poison is part of the call).
+  void run_in(comm::OpRuntime::CallGuard& guard, int64_t m, const TensorView& a, const TensorView& b,
+              const GemmScales& s, const TensorView* out, cudaStream_t stream);
   // The call's GPU work for checked operands (prob.m rows), in the mode the plan resolves.
   void enqueue(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
                cudaStream_t stream);

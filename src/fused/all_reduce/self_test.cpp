@@ -59,9 +59,11 @@ SelfTestReport GemmAllReduce::self_test(std::int64_t m) {
   std::ostringstream detail;
   const size_t out_elems = static_cast<size_t>(m * n);
   {
+    // One call guard over the poison and the call: no other thread's call of this op lands between.
+    comm::OpRuntime::CallGuard guard(*im.rt, "GemmAllReduce::self_test", stream);
     const std::vector<uint8_t> bytes = fused::run_self_test_call(
         g, stream, im.out_local(), out_elems * 2, "GemmAllReduce::self_test (" + im.describe() + ")",
-        [&] { run(m, a, b, scales, stream); }, [&] { im.check(); });
+        [&] { im.run_in(guard, m, a, b, scales, nullptr, stream); }, [&] { im.check(); });
     std::vector<uint16_t> got(out_elems);
     std::memcpy(got.data(), bytes.data(), bytes.size());
     std::vector<int64_t> cols(w);
