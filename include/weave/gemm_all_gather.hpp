@@ -154,6 +154,8 @@ class GemmAllGather {
   // is this rank's own: ranks need not agree on passing `out`.
   void run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, TensorView out, cudaStream_t stream);
   // The output of the last run of m rows: [world * m, N] in the op's window (valid until the next run).
+  // m must be that run's m (rank s's rows start at s * m): the op checks only 1 <= m <= m_max,
+  // because with CUDA graphs of several M the host cannot know which call ran last.
   TensorView output(std::int64_t m) const;
   // The mode the last run took (auto resolves per call).
   GemmAllGatherMode last_mode() const noexcept;

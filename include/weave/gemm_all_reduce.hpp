@@ -191,6 +191,8 @@ class GemmAllReduce {
   // this rank's own: ranks need not agree on passing `out`.
   void run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, TensorView out, cudaStream_t stream);
   // The output of the last run of m rows: [m, N] bf16 in the op's window (valid until the next run).
+  // m must be that run's m: the op checks only 1 <= m <= m_max, because with CUDA graphs of several
+  // M the host cannot know which call ran last (rows past the last call's m are an older call's).
   TensorView output(std::int64_t m) const;
   // The mode the last run took (auto resolves per call).
   GemmAllReduceMode last_mode() const noexcept;
