@@ -89,6 +89,11 @@ struct GemmAllGatherConfig {
   // table must be for this op's quant, out dtype, N, K and world (kInvalidArgument otherwise); every
   // rank must read the same contents (kMismatch).
   std::string calibration;
+  // CTAs per rank at most (one per SM; 0: every SM, shared among ranks on one GPU). The fused
+  // kernel is persistent and its CTAs wait for the peers: set this to leave SMs free for kernels
+  // that must run beside it (another communicator's collectives on the same GPUs, header above).
+  // Every rank must pass the same value (kMismatch).
+  int max_sms = 0;
   // Testing hooks (never change them in production):
   bool flow_control = true;           // false: no credit wait (the negative control must corrupt)
   bool skip_arrival_wait = false;     // fused: end before the peers' chunks landed (negative control)

@@ -110,6 +110,11 @@ struct GemmAllReduceConfig {
   // table must be for this op's quant, N, K_r and world (kInvalidArgument otherwise); every rank
   // must read the same contents (kMismatch).
   std::string calibration;
+  // CTAs per rank at most (one per SM; 0: every SM, shared among ranks on one GPU). The fused
+  // kernel is persistent and its CTAs wait for the peers: set this to leave SMs free for kernels
+  // that must run beside it (another communicator's collectives on the same GPUs, header above).
+  // Every rank must pass the same value (kMismatch).
+  int max_sms = 0;
   // Testing hooks (never change them in production):
   bool flow_control = true;           // split modes and fused-ce: false = no credit wait (fused-ce's
                                       // credit keeps a call's stores from overwriting the output a

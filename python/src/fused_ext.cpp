@@ -82,6 +82,7 @@ void bind_fused(nb::module_& m) {
       .def_rw("mode", &weave::GemmAllReduceConfig::mode)
       .def_rw("exact_own", &weave::GemmAllReduceConfig::exact_own)
       .def_rw("chunks", &weave::GemmAllReduceConfig::chunks)
+      .def_rw("max_sms", &weave::GemmAllReduceConfig::max_sms)
       .def_prop_rw(
           "mx_route", [](const weave::GemmAllReduceConfig& c) { return static_cast<int>(c.mx_route); },
           [](weave::GemmAllReduceConfig& c, int r) {
@@ -98,6 +99,7 @@ void bind_fused(nb::module_& m) {
       .def_rw("scale_layout", &weave::GemmAllGatherConfig::scale_layout)
       .def_rw("out_dtype", &weave::GemmAllGatherConfig::out_dtype)
       .def_rw("mode", &weave::GemmAllGatherConfig::mode)
+      .def_rw("max_sms", &weave::GemmAllGatherConfig::max_sms)
       .def_prop_rw(
           "mx_route", [](const weave::GemmAllGatherConfig& c) { return static_cast<int>(c.mx_route); },
           [](weave::GemmAllGatherConfig& c, int r) {

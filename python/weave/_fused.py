@@ -40,7 +40,7 @@ def _mx_route(mx_route) -> int:
     return _MX_ROUTES[mx_route]
 
 
-def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration="", mx_route="auto"):
+def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration="", mx_route="auto", max_sms=0):
     c = _weave.GemmAllReduceConfig()
     c.n, c.k, c.m_max = _int("n", n), _int("k", k), _int("m_max", m_max)
     c.quant, c.scale_layout = _mode_of(quant), _layout_of(scale_layout)
@@ -49,6 +49,7 @@ def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibr
     c.chunks = _int("chunks", chunks, 0, INT32[1])
     c.calibration = _calibration_path(calibration)
     c.mx_route = _mx_route(mx_route)
+    c.max_sms = _int("max_sms", max_sms, 0, 1024)
     return c
 
 
@@ -58,13 +59,14 @@ def _calibration_path(calibration) -> str:
     return calibration
 
 
-def _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration="", mx_route="auto"):
+def _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration="", mx_route="auto", max_sms=0):
     c = _weave.GemmAllGatherConfig()
     c.n, c.k, c.m_max = _int("n", n), _int("k", k), _int("m_max", m_max)
     c.quant, c.scale_layout, c.out_dtype = _mode_of(quant), _layout_of(scale_layout), _out_dtype_of(out_dtype)
     c.mode = _enum(mode, _weave.parse_gemm_all_gather_mode, _AG_MODES, "mode", GemmAllGatherMode)
     c.calibration = _calibration_path(calibration)
     c.mx_route = _mx_route(mx_route)
+    c.max_sms = _int("max_sms", max_sms, 0, 1024)
     return c
 
 
@@ -206,15 +208,19 @@ class GemmAllReduce(_FusedOp):
     _op = _weave.GemmAllReduce
 
     def __init__(self, comm: Communicator, *, n: int, k: int, m_max: int, quant="bf16", scale_layout="raw",
-                 mode="auto", exact_own: bool = False, chunks: int = 0, calibration: str = "", mx_route="auto"):
+                 mode="auto", exact_own: bool = False, chunks: int = 0, calibration: str = "", mx_route="auto",
+                 max_sms: int = 0):
         """calibration: a `weave bench gemm-ar --calibrate` table; auto then takes the mode measured
         fastest per M on this machine (the table must be for this quant, n, k and world).
         mx_route (mxfp8): "auto" (the planner's model per call), "native" (the fp8 kernel, no
         workspace) or "bf16" (A and B converted exactly to bf16 per call, then the bf16 kernel; a rank
         whose scales cannot be carried runs the native kernel instead); the op allocates bf16 copies
-        of A (m_max x k) and B (n x k) unless "native"."""
+        of A (m_max x k) and B (n x k) unless "native".
+        max_sms: CTAs per rank at most (0: every SM); leaves SMs free for kernels that must run beside
+        the op's persistent kernel (another communicator's collectives on the same GPUs). Every rank
+        must pass the same value."""
         super().__init__(comm, _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration,
-                                          mx_route))
+                                          mx_route, max_sms))
 
     @staticmethod
     def validate(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", mode="auto",
@@ -261,9 +267,11 @@ class GemmAllGather(_FusedOp):
     _op = _weave.GemmAllGather
 
     def __init__(self, comm: Communicator, *, n: int, k: int, m_max: int, quant="bf16", scale_layout="raw",
-                 out_dtype="bf16", mode="auto", calibration: str = "", mx_route="auto"):
-        """calibration: as GemmAllReduce's. mx_route (mxfp8): as GemmAllReduce's; fused-ce runs native."""
-        super().__init__(comm, _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration, mx_route))
+                 out_dtype="bf16", mode="auto", calibration: str = "", mx_route="auto", max_sms: int = 0):
+        """calibration: as GemmAllReduce's. mx_route (mxfp8): as GemmAllReduce's; fused-ce runs native.
+        max_sms: as GemmAllReduce's."""
+        super().__init__(comm, _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration, mx_route,
+                                          max_sms))
 
     def self_test(self, m: int = 0, *, b=None, scale_b=None) -> dict:
         """Collective and synchronising: known per-rank values through the op's real path. With b

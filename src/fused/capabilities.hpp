@@ -49,6 +49,9 @@ Placement placement_of(const comm::Group& g, bool fused_kernel);
 // The placement a public planner describes (machine.fused_kernels = false: plan as if none were built).
 Placement placement_of(const FusedPlanMachine& machine, int world, bool fused_kernel);
 
+// CTAs per rank: the SMs this rank may use (its share of the GPU), at most max_sms where set.
+inline int ctas_per_rank(int sm_share, int max_sms) { return max_sms > 0 && max_sms < sm_share ? max_sms : sm_share; }
+
 // "<d> of <w> ranks are" (how many ranks share this rank's NVLink domain), for the errors.
 inline std::string domain_ranks_phrase(const Placement& at) {
   if (at.domain_ranks <= 0) return "they are not";

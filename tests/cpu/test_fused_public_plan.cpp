@@ -89,6 +89,24 @@ TEST(FusedPublicPlan, FollowsTheMachineItIsToldOf) {
   EXPECT_NE(gemm_all_gather_plan(ag, 2, 8192, {.fused_kernels = false}).mode, GemmAllGatherMode::kFusedLsa);
 }
 
+// max_sms caps the CTAs per rank below the machine's SMs (never above them), and validate() bounds it.
+TEST(FusedPublicPlan, MaxSmsCapsTheGrid) {
+  GemmAllReduceConfig ar = ar_config(ScaleMode::kBF16, GemmAllReduceMode::kFused);
+  ar.max_sms = 40;
+  const GemmAllReducePlan capped = gemm_all_reduce_plan(ar, 2, 16384);
+  EXPECT_EQ(capped.grid, 40);
+  EXPECT_EQ(capped.waves, double(capped.tiles) / 40);
+  ar.max_sms = 500;
+  EXPECT_EQ(gemm_all_reduce_plan(ar, 2, 16384).grid, 132) << "max_sms above the SMs leaves the SMs";
+  GemmAllGatherConfig ag = ag_config(ScaleMode::kBF16, GemmAllGatherMode::kFusedLsa);
+  ag.max_sms = 8;
+  EXPECT_EQ(gemm_all_gather_plan(ag, 2, 8192).grid, 8);
+  ar.max_sms = -1;
+  EXPECT_NE(GemmAllReduce::validate(ar, 2).find("max_sms must be in 0..1024 (0: every SM), got -1"), std::string::npos);
+  ag.max_sms = 1025;
+  EXPECT_NE(GemmAllGather::validate(ag, 2).find("max_sms must be in 0..1024"), std::string::npos);
+}
+
 TEST(FusedPublicPlan, BadInputNamesTheRule) {
   const GemmAllReduceConfig ar = ar_config(ScaleMode::kBF16, GemmAllReduceMode::kAuto);
   EXPECT_NE(test::error_of([&] { gemm_all_reduce_plan(ar, 2, 0); }).find("'m' must be in 1..m_max (16384), got 0"),

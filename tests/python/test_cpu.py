@@ -302,6 +302,14 @@ def test_fused_ops_validate_window_and_argument_errors():
         with pytest.raises(weave.ArgumentError) as e:
             op(object(), n=256, k=256, m_max=256, mx_route="fp8")
         assert "argument 'mx_route': must be one of auto, native, bf16" in str(e.value)
+    # max_sms: CTAs per rank at most (SMs left for other communicators' kernels), checked by argument.
+    assert _ar_config(256, 256, 256, "bf16", "raw", "auto", False, 0, "", "auto", 66).max_sms == 66
+    assert _ag_config(256, 256, 256, "bf16", "raw", "bf16", "auto", "", "auto", 8).max_sms == 8
+    for op in (weave.GemmAllGather, weave.GemmAllReduce):
+        for bad in (2000, -1, 1.5):
+            with pytest.raises(weave.ArgumentError) as e:
+                op(object(), n=256, k=256, m_max=256, max_sms=bad)
+            assert "argument 'max_sms'" in str(e.value)
 
 
 class _RecordingOp:

@@ -45,7 +45,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
   WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, g.device()));
   // Every rank's CTAs must be resident together (each waits for its peers' chunks): one CTA per
   // SM, and ranks sharing a GPU (the emulated world) share its SMs.
-  grid_cap = comm::rank_sm_share(num_sms, g.ranks_per_device());
+  grid_cap = fused::ctas_per_rank(comm::rank_sm_share(num_sms, g.ranks_per_device()), cfg.max_sms);
   fused_kernel = fused::gag_fused_kernel(cfg);
   caps = fused::gag_capabilities(cfg, fused::placement_of(g, fused_kernel != nullptr));
   if (cfg.mode == GemmAllGatherMode::kFusedCe) fused::require_ce_compiled_in("GemmAllGather");
@@ -110,6 +110,9 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
       cc.flow_control = cfg.flow_control;
       cc.initial_epoch = cfg.initial_epoch;
       cc.stale_slot_lag = cfg.stale_slot_lag;
+    // max_sms caps the split collective too (within its occupancy: its CTAs must be resident together).
+    if (cfg.max_sms > 0)
+      cc.max_blocks = std::min(cfg.max_sms, std::max(1, comm::lsa_max_blocks(g.device(), w) / g.ranks_per_device()));
       split = std::make_unique<Collective::Impl>(g, cc);
     }
   }

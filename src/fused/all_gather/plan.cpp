@@ -42,6 +42,7 @@ std::string GemmAllGather::validate(const GemmAllGatherConfig& c, int world) {
   };
   rule(world >= 1 && world <= kMaxWorld, "world must be in 1.." + std::to_string(kMaxWorld) + ", got " + std::to_string(world));
   rule(c.m_max >= 1 && c.m_max <= (int64_t(1) << 20), "m_max must be in 1..1048576, got " + std::to_string(c.m_max));
+  rule(c.max_sms >= 0 && c.max_sms <= 1024, "max_sms must be in 0..1024 (0: every SM), got " + std::to_string(c.max_sms));
   rule(c.out_dtype == DType::kBF16 || c.out_dtype == DType::kF32,
        "out_dtype must be bf16 or fp32, got " + std::string(to_string(c.out_dtype)));
   rule(c.quant == ScaleMode::kBF16 || c.out_dtype == DType::kBF16,

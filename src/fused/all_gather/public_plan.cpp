@@ -41,7 +41,7 @@ GemmAllGatherPlan gemm_all_gather_plan(const GemmAllGatherConfig& config, int wo
   // The constructor's capabilities, from the machine described instead of a group.
   const fused::GagCapabilities caps = fused::gag_capabilities(config, fused::placement_of(machine, world,
                                                                 fused::gag_fused_kernel(config) != nullptr));
-  return fused::gag_plan(fused::gag_plan_config(config, caps), world, m, machine.num_sms, caps.fused, machine.nccl,
+  return fused::gag_plan(fused::gag_plan_config(config, caps), world, m, fused::ctas_per_rank(machine.num_sms, config.max_sms), caps.fused, machine.nccl,
                          gemm_all_gather_window_bytes(config, world), cal ? &*cal : nullptr);
 }
 

@@ -17,6 +17,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
@@ -50,7 +51,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
   WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, g.device()));
   // Every rank's CTAs must be resident together (own tiles wait for peers' partials): one CTA per
   // SM, and ranks sharing a GPU (the emulated world) share its SMs.
-  grid_cap = comm::rank_sm_share(num_sms, g.ranks_per_device());
+  grid_cap = fused::ctas_per_rank(comm::rank_sm_share(num_sms, g.ranks_per_device()), cfg.max_sms);
   fused_kernel = fused::gar_fused_kernel(cfg);
   caps = fused::gar_capabilities(cfg, fused::placement_of(g, fused_kernel != nullptr));
   if (cfg.mode == GemmAllReduceMode::kFusedCe) fused::require_ce_compiled_in("GemmAllReduce");
@@ -118,6 +119,9 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
     cc.flow_control = cfg.flow_control;
     cc.initial_epoch = cfg.initial_epoch;
     cc.stale_slot_lag = cfg.stale_slot_lag;
+    // max_sms caps the split collective too (within its occupancy: its CTAs must be resident together).
+    if (cfg.max_sms > 0)
+      cc.max_blocks = std::min(cfg.max_sms, std::max(1, comm::lsa_max_blocks(g.device(), w) / g.ranks_per_device()));
     split = std::make_unique<Collective::Impl>(g, cc);
   }
 }

@@ -44,6 +44,7 @@ std::string GemmAllReduce::validate(const GemmAllReduceConfig& c, int world) {
   };
   rule(world >= 1 && world <= kMaxWorld, "world must be in 1.." + std::to_string(kMaxWorld) + ", got " + std::to_string(world));
   rule(c.m_max >= 1 && c.m_max <= (int64_t(1) << 20), "m_max must be in 1..1048576, got " + std::to_string(c.m_max));
+  rule(c.max_sms >= 0 && c.max_sms <= 1024, "max_sms must be in 0..1024 (0: every SM), got " + std::to_string(c.max_sms));
   rule(c.chunks >= 0 && c.chunks <= comm::kMaxChunks,
        "chunks must be in 0.." + std::to_string(comm::kMaxChunks) + " (0: the planner's), got " + std::to_string(c.chunks));
   if (c.n >= 1 && c.k >= 1 && c.m_max >= 1) {

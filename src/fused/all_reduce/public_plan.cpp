@@ -43,7 +43,7 @@ GemmAllReducePlan gemm_all_reduce_plan(const GemmAllReduceConfig& config, int wo
   // The constructor's capabilities, from the machine described instead of a group.
   const fused::GarCapabilities caps = fused::gar_capabilities(config, fused::placement_of(machine, world,
                                                                 fused::gar_fused_kernel(config) != nullptr));
-  return fused::gar_plan(fused::gar_plan_config(config, caps), world, m, machine.num_sms, caps.fused, machine.nccl,
+  return fused::gar_plan(fused::gar_plan_config(config, caps), world, m, fused::ctas_per_rank(machine.num_sms, config.max_sms), caps.fused, machine.nccl,
                          gemm_all_reduce_window_bytes(config, world), cal ? &*cal : nullptr);
 }
 
