@@ -40,7 +40,8 @@
 // (an NCCL collective of another communicator, e.g. an EP or DP group, or any kernel queued on a
 // peer ahead of the call) may need the SMs this grid holds; where ranks issue such work in
 // different orders both sides wait until the timeout and check() raises kTimeout naming the
-// peer. Issue cross-communicator work in the same order on every rank, or use a split mode.
+// peer. Issue cross-communicator work in the same order on every rank, leave it SMs with the
+// config's max_sms (the fused grid then holds at most that many per rank), or use a split mode.
 // PDL: the fused kernels start only after the previous kernel on the stream completed, and a
 // kernel launched after a call with programmatic stream serialization must call
 // cudaGridDependencySynchronize() before it reads the output (the split modes' lsa kernels let
