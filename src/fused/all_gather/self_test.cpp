@@ -3,9 +3,9 @@
 // poisoned, misplaced rows hold another row's values).
 //
 // Values: B[n, k] = small integers in [-8, 8] hashed from (n, k, seed) (exact in bf16 and e4m3);
-// rank s's A row i is one-hot at column col(s, i), value 1, with every scale 1 (ptpc/blockscale
-// fp32 1.0, mxfp8 ue8m0 127). So out[s*m + i, n] = B[n, col(s, i)] exactly, in any mode and out
-// dtype, and the reference needs no GEMM.
+// rank s's A row i is one-hot at column col(s, i), value 1 (in the fp8 modes every scale block a
+// power of two with the values divided by it: fused/self_test_support.hpp). So out[s*m + i, n] =
+// B[n, col(s, i)] exactly, in any mode and out dtype, and the reference needs no GEMM.
 #include <cuda_runtime.h>
 
 #include <cstring>

@@ -3,8 +3,9 @@
 // peers' terms out; a misplaced tile puts another row's terms in).
 //
 // Values: rank s's B_s[n, k] = small integers in [-8, 8] hashed from (s, n, k, seed) (exact in bf16
-// and e4m3); rank s's A row i is one-hot at column col(s, i), value 1, with every scale 1 (ptpc /
-// blockscale fp32 1.0, mxfp8 ue8m0 127). So rank s's partial is P_s[i, n] = B_s[n, col(s, i)] and
+// and e4m3); rank s's A row i is one-hot at column col(s, i), value 1 (in the fp8 modes every scale
+// block a power of two with the values divided by it: fused/self_test_support.hpp). So rank s's
+// partial is P_s[i, n] = B_s[n, col(s, i)] and
 // out[i, n] = sum_s P_s[i, n] exactly (|sum| <= 64 is exact in bf16), in any mode; the reference
 // needs no GEMM and no data from peers. A wrong element whose error is exactly -P_s is counted
 // against source s (its term did not arrive) when no other source's term explains it; any other
