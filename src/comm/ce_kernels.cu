@@ -1,6 +1,6 @@
 // Small protocol kernels: op initialisation, and the ce transport's enter / arrive steps, its
 // gated put into peers and its local reduction. Local copies are cudaMemcpyAsync calls
-// (collective.cpp); so are the pull's device-triggered reads and the ungated negative control.
+// (collective_ce.cpp); so are the pull's device-triggered reads and the ungated negative control.
 //
 //   ce call e, rank r:   [enter: e = epoch + 1; ready -> peers; wait peers' ready >= e - lag]
 //                        -> [put: nothing if aborted; else SM stores into the peers' windows]

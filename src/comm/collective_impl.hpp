@@ -76,7 +76,7 @@ struct Collective::Impl {
   void run_ce_pull_all_gather(const char* in, char* out, size_t bytes, cudaStream_t stream);
   uint64_t offset_of(const void* p) const { return win->offset_of(p); }
   // ce helpers: copies on the per-peer streams, forked from and joined into `stream`.
-  // ce push: every write into a peer (gated; collective.cpp, docs/memory_ordering.md "ce-gate").
+  // ce push: every write into a peer (gated; collective_ce.cpp, docs/memory_ordering.md "ce-gate").
   void ce_push(comm::CePut put, size_t sm, cudaStream_t stream);
   // docs/memory_ordering.md "zero-copy-offsets": where this call's zero-copy buffer sits in the
   // window, compared with every peer's on the device with the call's lag-0 handshake.

@@ -2,7 +2,7 @@
 // device-callable: exchange_credits (comm/call_protocol.cuh; every lsa kernel and the ce enter
 // kernel) waits for credit_wait_epoch(e, lag) and tests/cpu/test_comm_protocol.cpp simulates
 // credit_granted, which is that wait's pass condition (wait_reached passes once
-// epoch_reached(seen, expected)). The host picks the lag per buffer (collective.cpp): slots - 1
+// epoch_reached(seen, expected)). The host picks the lag per buffer (collective_run.cpp, collective_ce.cpp): slots - 1
 // for lsa staging (two copies), 0 for what lands in a receiver's output and for the ce transport's
 // single staging copy. (comm::credit_needed(e, slots) in protocol.hpp is the same rule written
 // with the slot count; the CPU test holds the two equal.)

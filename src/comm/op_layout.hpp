@@ -51,7 +51,7 @@ struct OpOffsets {
   uint64_t slot_bytes = 0;                // one staging copy
   uint64_t oneshot_stride = 0;            // per-source stride inside a copy: one-shot all-reduce, reduce-scatter
   uint64_t twoshot_stride = 0;            // per-source stride inside a copy: two-shot reduce-scatter leg
-  uint32_t slots = kStagingSlots;         // lsa; the ce transport uses slot 0 only (see collective.cpp)
+  uint32_t slots = kStagingSlots;         // lsa; the ce transport uses slot 0 only (see collective_ce.cpp)
   int max_blocks = 1;
   size_t oneshot_max_count = 0;           // largest count the one-shot staging holds
   uint64_t ll = 0;                        // LL buffers: [kLLSlots][source rank][ll_stride]

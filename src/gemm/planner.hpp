@@ -43,7 +43,7 @@ inline int64_t split_k_blocks_per_split(int64_t k_blocks, int split_k) { return 
 GemmPlan gemm_plan_tiles(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides,
                          const std::vector<TileCandidate>& candidates);
 
-// mxfp8: the modelled time of each route (planner.cpp says how; `weave plan gemm` prints it).
+// mxfp8: the modelled time of each route (planner_routes.cpp says how; `weave plan gemm` prints it).
 // A route whose kernels are not built in this build models as infinite.
 struct MxRouteModel {
   double native_us = 1e30, bf16_us = 1e30, convert_us = 0;  // bf16_us includes convert_us
@@ -53,7 +53,7 @@ MxRouteModel mx_route_model(const GemmProblem& problem, int num_sms);
 // The tiled plan of an mxfp8 problem on the route the overrides name or the model prefers.
 GemmPlan plan_mxfp8_tiles(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides);
 
-// blockscale with row-major A scales: what the MN-major copy would save and cost (planner.cpp says
+// blockscale with row-major A scales: what the MN-major copy would save and cost (planner_routes.cpp says
 // how; `weave plan gemm` prints it). Without a built MN-major kernel the copy never pays.
 struct ScaleACopyModel {
   double kernel_us = 0;    // the MN-major plan's modelled kernel time

@@ -60,7 +60,7 @@ TEST(CommEpochs, CreditAndSlotsAcrossTheWrap) {
 namespace {
 
 // The buffers a credit guards, with the copies the kernels rotate through and the lag the host
-// gives them (collective.cpp run_lsa / run_ce).
+// gives them (collective_run.cpp run_lsa, collective_ce.cpp run_ce).
 struct Guarded {
   const char* what;
   uint32_t slots, lag;

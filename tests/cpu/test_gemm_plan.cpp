@@ -491,7 +491,7 @@ TEST(GemmPlanInstances, Mxfp8PlansTheLayoutsInstancesAndSplitK) {
   }
 }
 
-// The mxfp8 route rule (planner.cpp): the bf16 route where its modelled time (conversion
+// The mxfp8 route rule (planner_routes.cpp): the bf16 route where its modelled time (conversion
 // included) is lower, the native kernel where the weights' conversion dominates (small M), a
 // forced tile or split on the native kernels, overrides honoured, and the workspace sized for the
 // bf16 copies.
@@ -686,7 +686,7 @@ TEST(GemmPlanTiles, Bf16Tile160WhereItSavesAWave) {
 }  // namespace
 }  // namespace weave
 
-// Blockscale with row-major A scales (planner.cpp, "Blockscale row-major A scales"): the MN-major
+// Blockscale with row-major A scales (planner_routes.cpp, "Blockscale row-major A scales"): the MN-major
 // copy where the model's saving exceeds the copy, the scales read as given elsewhere and under a
 // forced tile or split without a route; overrides honoured and refused off their mode; the
 // workspace sized for the copy (and the partials after it).

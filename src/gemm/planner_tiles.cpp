@@ -1,0 +1,241 @@
+// The GEMM planner's tile rule: the tile, grid and K split of a problem on the tiled kernels
+// (gemm_plan_tiles), and the tiles built for it (gemm_tile_candidates).
+//
+//
+// Tile rule (wave efficiency): among the built tiles for the mode and output dtype, take the one
+// with the least modelled time
+//     waves x tile area / efficiency,   waves = ceil(tiles / num_sms)
+// (the persistent CTAs run the tiles in waves; a last, partly filled wave costs a whole one).
+// efficiency is 1 for 128x128, kSmallTileEfficiency* for 128x64, kHalfRow*TileEfficiency* for the
+// 64-row tiles (64x64, 64x128, 64x256: the consumer warpgroups split the columns),
+// kMediumTileEfficiencyBf16 for bf16's 128x160 and kLargeTileEfficiency for the
+// 32K-element tiles (128x256, 256x128): measured on the H200 with every tile forced (tests/gpu GemmPerf), a
+// 256x128 blockscale tile does 1.19-1.30x the work per unit time of 128x128, a bf16 large tile 1.00-1.03x,
+// a ptpc one with bf16 output about the same as 128x128 (0.98: ties go to 128x128).
+// Ties go to the larger area, then the one that wastes less padding, then the wider-N tile. So a
+// grid below the SM count wins where it saves a wave (2048x2048 fp8: 128 tiles of 256x128 in one
+// wave beat 256 tiles of 128x128 in two). The persistent grid is min(work items, num_sms). Every
+// choice is overridable (GemmPlanOverrides). M <= 32 goes to the decode GEMV when it implements
+// the problem.
+//
+// split-K rule (issue 4): when even the chosen tile's grid leaves SMs idle (tiles < num_sms), split
+// K into S = min(floor(num_sms / tiles), K / kMinSplitKElems, kMaxSplitK) parts if S >= 2, so
+// tiles x S work items fill the SMs in one wave while each split keeps >= 1024 K elements (enough
+// stages to amortise the pipeline fill and the fp32 partial round trip). No split when the tiles
+// already cover the SMs: splitting a >= 1-wave grid only adds waves of shorter items plus the
+// reduction. Partials are fp32 [S, M, N] in the workspace, written by the tile's fp32-output
+// instance and summed in split order by a second kernel (deterministic).
+#include <algorithm>
+#include <sstream>
+
+#include "common/check.hpp"
+#include "gemm/dispatch.hpp"
+#include "gemm/planner.hpp"
+#include "weave/gemm.hpp"
+
+namespace weave {
+namespace gemm {
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Relative work per unit time of a 32K-element tile against a 128x128 one (see the tile rule).
+// Blockscale (and ptpc before its 128-row tile kept a block in flight while promoting) measured
+// 1.19-1.30. ptpc with bf16 output since then (GEMM v2 step 3, docs/perf/gemm.md): 128x128 within
+// -8%..+16% of 256x128 at the 12 issue shapes, median +1.5%, so ties go to 128x128; with fp32
+// output 256x128 stays 1.06-1.09x faster where both fill the same waves (the larger tile halves the
+// epilogue's share), so fp32 keeps the blockscale factor.
+constexpr double kLargeTileEfficiencyBlockscale = 1.2;
+constexpr double kLargeTileEfficiencyPtpcBf16Out = 0.98;
+constexpr double kLargeTileEfficiencyBf16 = 1.02;
+// bf16's 128x160 tile (built for the N where 128 and 256 quantise the waves badly, e.g. 1024 x
+// 5120: 256 tiles in 1.94 waves instead of 320 in 2.42): measured (GemmPerf, GEMM v2 step 7) at
+// 0.88-0.97 of 128x128's work rate over the 12 issue shapes and 3 more (1.0 at 3072x5120x4096);
+// 0.96 takes it at 1024x5120x2048 (34.3 us against 39.2 for 128x128) and 3072x5120x4096 (201.0
+// against 208.7 for 128x256), not at 2048x5120x2048 (68.3 against 66.2 for 128x128) nor at the
+// large shapes, where 128x256 keeps the same waves.
+constexpr double kMediumTileEfficiencyBf16 = 0.96;
+// The same for the narrow 128x64 tile, measured on the H200 with every tile forced (GemmPerf,
+// docs/perf/gemm.md): where both fit in one wave, ptpc's 128x64 ran 1.03-1.23x faster than 128x128
+// with twice the tiles (efficiency 0.56-0.62 per tile), so fp8 takes it where it doubles the SMs
+// in use; bf16's ran 0.92-1.26x (0.46-0.63), so bf16 counts it at 0.5, which leaves it only where
+// it saves a whole wave (a tie goes to the larger tile).
+constexpr double kSmallTileEfficiencyFp8 = 0.6;
+constexpr double kSmallTileEfficiencyBf16 = 0.5;
+// The 64-row tiles, against 128x128 in the same wave count (GemmPerf, every tile forced, GEMM v2
+// step 5, docs/perf/gemm.md): a 64x128 tile ran at 0.56-0.61 of 128x128's work rate in bf16 and
+// 0.57-0.67 in ptpc, so where M <= 64 (a 128-row tile computes half its rows for nothing) it takes
+// 0.81-0.89 of 128x128's time. bf16 counts it at 0.6, above 128x64's 0.5 (measured 9.4 vs 11.9 us at
+// 64x8192x1280); ptpc at 0.58, just below 128x64's 0.6: at M = 64 ptpc's two ran within -8%..+9%
+// of each other, so a tie keeps the 128x64 the planner chose before. 64x256 (0.5) never ran faster
+// than 64x128 at M <= 128.
+constexpr double kHalfRowTileEfficiencyBf16 = 0.6;
+constexpr double kHalfRowTileEfficiencyFp8 = 0.58;
+constexpr double kHalfRowWideTileEfficiency = 0.5;
+// bf16's 64x64 tile (each consumer warpgroup 64 x 32; GemmPerf, GEMM v2 step 7): where it and
+// 64x128 both fill one wave it ran 2-6% faster with twice the tiles (64x8192x1280 8.6 against 8.8
+// us, 64x2048x8192 14.6 / 15.5, 48x4096x4096 14.2 / 14.7): 0.31-0.32 of 128x128's work rate per
+// area. Counted at 0.31, so it wins those ties narrowly and loses wherever it needs one more wave.
+constexpr double kHalfRowNarrowTileEfficiencyBf16 = 0.31;
+// The largest M the planner gives a 64-row tile: the sweep measured M <= 128 (a forced tile runs at
+// any M).
+constexpr int64_t kHalfRowTileMaxM = 128;
+
+std::vector<TileCandidate> gemm_tile_candidates(const GemmProblem& p) {
+  const ScaleLayout layout = instance_scale_layout(p.mode, p.scale_layout);
+  std::vector<TileCandidate> out;
+  for (const auto& i : gemm_instances()) {
+    if (i.mode != p.mode || i.scale_layout != layout || i.out_dtype != p.out_dtype ||
+        i.epilogue != EpilogueKind::kStoreLocal)
+      continue;
+    const GemmInstance* f32 = find_gemm_instance(p.mode, DType::kF32, i.epilogue, i.block_m, i.block_n, layout);
+    out.push_back({i.block_m, i.block_n, i.block_k, i.stages, i.name, f32 ? f32->name : ""});
+  }
+  return out;
+}
+
+static std::string tiles_list(const std::vector<TileCandidate>& c) {
+  std::ostringstream os;
+  for (size_t i = 0; i < c.size(); ++i) os << (i ? ", " : "") << c[i].block_m << "x" << c[i].block_n;
+  return os.str();
+}
+
+GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverrides& o,
+                         const std::vector<TileCandidate>& cands) {
+  check_plan_limits(num_sms, o);
+  WEAVE_EXPECT_ARG((o.block_m == 0) == (o.block_n == 0),
+                   "override tile: give both block_m and block_n (got " << o.block_m << "x" << o.block_n << ")");
+  WEAVE_EXPECT(!cands.empty(), Status::kUnsupported,
+               "no GEMM kernel instance is built for mode " << to_string(p.mode) << " with " << to_string(p.out_dtype)
+                                                           << " output (is the build narrowed by WEAVE_GEMM_KERNELS?)");
+  auto tiles_of = [&](const TileCandidate& c) { return ceil_div(p.m, c.block_m) * ceil_div(p.n, c.block_n); };
+  auto waste_of = [&](const TileCandidate& c) {
+    return ceil_div(p.m, c.block_m) * c.block_m * ceil_div(p.n, c.block_n) * c.block_n - p.m * p.n;
+  };
+
+  const TileCandidate* pick = nullptr;
+  std::ostringstream why;
+  if (o.block_m != 0) {
+    for (const auto& c : cands)
+      if (c.block_m == o.block_m && c.block_n == o.block_n) pick = &c;
+    WEAVE_EXPECT_ARG(pick != nullptr, "override tile " << o.block_m << "x" << o.block_n << ": not built for mode "
+                                                      << to_string(p.mode) << " / " << to_string(p.out_dtype)
+                                                      << " output (built: " << tiles_list(cands) << ")");
+    why << "tile " << o.block_m << "x" << o.block_n << " (override)";
+  } else {
+    // Better = larger area, then less padding, then wider N (the tie-break after the model).
+    auto better = [&](const TileCandidate& x, const TileCandidate& y) {
+      const int64_t ax = int64_t{x.block_m} * x.block_n, ay = int64_t{y.block_m} * y.block_n;
+      if (ax != ay) return ax > ay;
+      if (waste_of(x) != waste_of(y)) return waste_of(x) < waste_of(y);
+      return x.block_n > y.block_n;
+    };
+    const double large_eff = p.mode == ScaleMode::kBF16   ? kLargeTileEfficiencyBf16
+                             : p.mode == ScaleMode::kPtpc && p.out_dtype == DType::kBF16 ? kLargeTileEfficiencyPtpcBf16Out
+                                                                                       : kLargeTileEfficiencyBlockscale;
+    const double small_eff = p.mode == ScaleMode::kBF16 ? kSmallTileEfficiencyBf16 : kSmallTileEfficiencyFp8;
+    const double half_row_eff = p.mode == ScaleMode::kBF16 ? kHalfRowTileEfficiencyBf16 : kHalfRowTileEfficiencyFp8;
+    auto waves_of = [&](const TileCandidate& c) { return ceil_div(tiles_of(c), num_sms); };
+    auto cost_of = [&](const TileCandidate& c) {
+      const double area = static_cast<double>(c.block_m) * c.block_n;
+      const double eff = c.block_m == 64 ? (c.block_n == 64    ? kHalfRowNarrowTileEfficiencyBf16
+                                            : c.block_n <= 128 ? half_row_eff
+                                                               : kHalfRowWideTileEfficiency)
+                         : c.block_n == 160 ? kMediumTileEfficiencyBf16
+                         : area > 128.0 * 128.0 ? large_eff
+                         : area < 128.0 * 128.0 ? small_eff
+                                                : 1.0;
+      return static_cast<double>(waves_of(c)) * area / eff;
+    };
+    // 64-row tiles only where they were measured (M <= kHalfRowTileMaxM), unless nothing else is built.
+    const bool any_full_rows =
+        std::any_of(cands.begin(), cands.end(), [](const TileCandidate& c) { return c.block_m != 64; });
+    auto eligible = [&](const TileCandidate& c) { return c.block_m != 64 || p.m <= kHalfRowTileMaxM || !any_full_rows; };
+    for (const auto& c : cands) {
+      if (!eligible(c)) continue;
+      if (pick == nullptr) {
+        pick = &c;
+        continue;
+      }
+      const double cc = cost_of(c), cp = cost_of(*pick);
+      if (cc < cp * (1 - 1e-9) || (cc <= cp * (1 + 1e-9) && better(c, *pick))) pick = &c;
+    }
+    why.setf(std::ios::fixed);
+    why.precision(2);
+    why << "least modelled time: " << tiles_of(*pick) << " tiles in " << waves_of(*pick) << " wave"
+        << (waves_of(*pick) == 1 ? "" : "s") << " on " << num_sms << " SMs (wave efficiency "
+        << 100.0 * static_cast<double>(tiles_of(*pick)) / static_cast<double>(waves_of(*pick) * num_sms) << "%)";
+    for (const auto& c : cands)
+      if (&c != pick && !eligible(c))
+        why << "; " << c.block_m << "x" << c.block_n << ": only for m <= " << kHalfRowTileMaxM;
+      else if (&c != pick)
+        why << "; " << c.block_m << "x" << c.block_n << ": " << tiles_of(c) << " tiles, " << waves_of(c)
+            << " waves, time x" << cost_of(c) / cost_of(*pick);
+  }
+
+  GemmPlan plan;
+  plan.block_m = pick->block_m;
+  plan.block_n = pick->block_n;
+  plan.block_k = pick->block_k;
+  plan.stages = pick->stages;
+  plan.cluster = 1;
+  plan.tiles = tiles_of(*pick);
+  plan.kernel = pick->kernel;
+  plan.group_rows = o.group_rows > 0 ? o.group_rows : kDefaultGroupRows;
+
+  // split-K (see the rule at the top of this file).
+  const int64_t k_blocks = ceil_div(p.k, pick->block_k);
+  int64_t split = 1;
+  if (o.split_k >= 2) {
+    WEAVE_EXPECT(!pick->split_kernel.empty(), Status::kUnsupported,
+                 "override 'split_k' = " << o.split_k << ": split-K writes fp32 partials, and no fp32-output instance of tile "
+                                         << pick->block_m << "x" << pick->block_n << " is built for mode "
+                                         << to_string(p.mode));
+    WEAVE_EXPECT_ARG(o.split_k <= k_blocks, "override 'split_k' = " << o.split_k << ": K = " << p.k << " has only "
+                                                                    << k_blocks << " K blocks of " << pick->block_k
+                                                                    << " (each split needs at least one)");
+    split = o.split_k;
+  } else if (o.split_k == 0 && plan.tiles < num_sms && !pick->split_kernel.empty()) {
+    split = std::min<int64_t>({num_sms / plan.tiles, p.k / kMinSplitKElems, kMaxSplitK, k_blocks});
+  }
+  if (split >= 2) {
+    // Normalise so that every split holds at least one K block.
+    const int64_t per = split_k_blocks_per_split(k_blocks, static_cast<int>(split));
+    split = ceil_div(k_blocks, per);
+  }
+  if (split >= 2 && split * p.m >= (int64_t{1} << 31)) {
+    WEAVE_EXPECT_ARG(o.split_k < 2, "override 'split_k' = " << o.split_k << ": split_k x m must be < 2^31 (partial rows "
+                                                            << "are 32-bit indices)");
+    split = 1;
+  }
+  plan.split_k = static_cast<int>(std::max<int64_t>(split, 1));
+  const int64_t items = plan.tiles * plan.split_k;
+  if (plan.split_k > 1) {
+    plan.kernel = pick->split_kernel;
+    why << "; split-K " << plan.split_k << (o.split_k >= 2 ? " (override)" : "") << ": " << plan.tiles << " tiles x "
+        << plan.split_k << " K splits of " << split_k_blocks_per_split(k_blocks, plan.split_k) << " K blocks = " << items
+        << " work items (fp32 partials in the workspace, summed in split order by a second kernel)";
+  } else if (o.split_k == 0 && plan.tiles < num_sms) {
+    why << "; no split-K (";
+    if (pick->split_kernel.empty())
+      why << "no fp32-output instance of this tile is built";
+    else if (num_sms / plan.tiles < 2)
+      why << "2 x " << plan.tiles << " tiles would exceed the " << num_sms << " SMs";
+    else
+      why << "K = " << p.k << " < 2 x " << kMinSplitKElems;
+    why << ")";
+  }
+  if (o.grid > 0) {
+    plan.grid = o.grid;
+    why << "; grid " << o.grid << " (override)";
+  } else {
+    plan.grid = static_cast<int>(std::min<int64_t>(items, num_sms));
+    why << "; grid " << plan.grid << " persistent CTAs, " << std::fixed;
+    why.precision(2);
+    why << static_cast<double>(items) / plan.grid << (plan.split_k > 1 ? " work items each" : " tiles each");
+  }
+  plan.reason = why.str();
+  return plan;
+}
+
+}  // namespace gemm
+}  // namespace weave
