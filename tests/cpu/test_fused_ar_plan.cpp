@@ -161,7 +161,8 @@ bool simulate(const Shape& sh, int grid, bool retire_first) {
 // The persistent walk the kernel and the simulation above step with (gemm/persistent_walk.hpp):
 // stepping from the first item equals the closed form b + k * G, the CTAs together take every
 // item exactly once, each CTA's last item is the one persistent_last_item names, and
-// persistent_items_of counts the steps. A walk that skipped or repeated an item would fail here.
+// persistent_items_of counts the steps. A walk that skipped or repeated an item would fail here:
+// the negative control steps by G + 1 and must be caught.
 TEST(PersistentWalk, SteppingIsTheClosedFormAndCoversEveryItemOnce) {
   int walks = 0;
   for (int num_items : {0, 1, 2, 7, 64, 131, 132, 133, 1000, 4481})
@@ -187,6 +188,22 @@ TEST(PersistentWalk, SteppingIsTheClosedFormAndCoversEveryItemOnce) {
         ASSERT_EQ(taken[i], 1) << "item " << i << " of " << num_items << " taken " << taken[i] << " times at G " << grid;
     }
   EXPECT_GT(walks, 0);
+  // Negative control: the same coverage count over a walk that steps by G + 1 misses items (item G,
+  // wherever there are more items than CTAs).
+  int caught = 0, cases = 0;
+  for (int num_items : {64, 133, 1000})
+    for (int grid : {2, 3, 33, 63}) {
+      std::vector<int> taken(num_items, 0);
+      for (int b = 0; b < grid; ++b)
+        for (int item = gemm::persistent_first_item(b); item < num_items;
+             item = gemm::persistent_next_item(item, grid) + 1)
+          ++taken[item];
+      bool once = true;
+      for (int t : taken) once &= t == 1;
+      caught += !once;
+      ++cases;
+    }
+  EXPECT_EQ(caught, cases) << "a walk stepping by G + 1 passed the coverage count";
 }
 
 TEST(FusedArSchedule, SimulatedRanksAndCtasAlwaysFinish) {
