@@ -28,6 +28,7 @@
 #include "gemm/kernel_args.hpp"
 #include "gemm/mainloop/consumer_ring.cuh"
 #include "gemm/mainloop/select.cuh"
+#include "gemm/persistent_walk.hpp"
 #include "gemm/scale_mx32.cuh"
 #include "gemm/scale_policy.cuh"
 #include "gemm/tile_config.cuh"
@@ -150,7 +151,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         }
       };
       uint32_t tile_iter = 0;
-      for (int item = blockIdx.x; item < num_items; item += gridDim.x, ++tile_iter) {
+      for (int item = persistent_first_item(blockIdx.x); item < num_items;
+           item = persistent_next_item(item, gridDim.x), ++tile_iter) {
         int tile, split, kb_begin, kb_end, m_blk, n_blk;
         item_coords(item, tile, split, kb_begin, kb_end);
         sched.coords(tile, m_blk, n_blk);
@@ -211,7 +213,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       };
 
       uint32_t tile_iter = 0;
-      for (int item = blockIdx.x; item < num_items; item += gridDim.x, ++tile_iter) {
+      for (int item = persistent_first_item(blockIdx.x); item < num_items;
+           item = persistent_next_item(item, gridDim.x), ++tile_iter) {
         int tile, split, kb_begin, kb_end, m_blk, n_blk;
         item_coords(item, tile, split, kb_begin, kb_end);
         sched.coords(tile, m_blk, n_blk);
@@ -248,7 +251,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         epi.store(args.epi, smem_base + L::kEpiOffset, acc, m_blk, n_blk, split);
         // The CTA's last tile: retire its stores before exit. Inside the loop on purpose: any code
         // after the consumer loop made ptxas spill the fp8 main loops (~350 bytes).
-        if (item + static_cast<int>(gridDim.x) >= num_items) epi.finish(args.epi);
+        if (persistent_last_item(item, gridDim.x, num_items)) epi.finish(args.epi);
       }
     };
     if constexpr (single_consumer_role<Tile, Scale, Epilogue>()) {

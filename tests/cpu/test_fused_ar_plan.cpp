@@ -15,6 +15,7 @@
 #include "fused/all_reduce/tail.hpp"
 #include "fused/all_reduce/plan.hpp"
 #include "fused/model_rates.hpp"
+#include "gemm/persistent_walk.hpp"
 #include "support/expect_error.hpp"
 
 using namespace weave;
@@ -85,9 +86,10 @@ TEST(FusedArSchedule, EveryTileOnceNoEmptyChunkAndCountsCompleteEachChunk) {
 
 namespace {
 
-// W ranks x G CTAs, each CTA walking items blockIdx, +G, ... of its rank's schedule, as the kernel
-// does. A remote tile needs nothing; its count lands when its CTA retires it, at the start of the
-// CTA's next tile's epilogue (or at the CTA's end): the kernel's deferred tile_stored. An own tile
+// W ranks x G CTAs, each CTA walking its rank's schedule with the kernel's own persistent walk
+// (gemm/persistent_walk.hpp: items blockIdx, +G, ...). A remote tile needs nothing; its count
+// lands when its CTA retires it, at the start of the CTA's next tile's epilogue (or at the CTA's
+// end): the kernel's deferred tile_stored. An own tile
 // of chunk c can be summed only once every peer's count of (band r, chunk c) is complete. One step
 // lets every CTA that can, advance by one tile. Returns false on a step without progress (a
 // deadlock). retire_first = false is the negative control: the epilogue waits for the partials
@@ -101,10 +103,12 @@ bool simulate(const Shape& sh, int grid, bool retire_first) {
   // landed[d][c][src]: tiles of (band d, chunk c) from src whose counts landed.
   std::vector<std::vector<std::vector<int>>> landed(w, std::vector<std::vector<int>>(comm::kMaxChunks, std::vector<int>(w, 0)));
   struct Cta {
-    int next = 0;         // next item index (position = blockIdx + next * G)
+    int item = 0;         // the next item (the kernel's loop variable)
     int pending_mb = -1;  // the tile stored but not yet counted
   };
   std::vector<std::vector<Cta>> ctas(w, std::vector<Cta>(g));
+  for (auto& rc : ctas)
+    for (int b = 0; b < g; ++b) rc[b].item = gemm::persistent_first_item(b);
   auto retire = [&](int r, Cta& c) {
     if (c.pending_mb < 0) return false;
     landed[fused::ar_band_of(sch[r], c.pending_mb)][fused::ar_chunk_of(sch[r], c.pending_mb)][r] += 1;
@@ -122,7 +126,7 @@ bool simulate(const Shape& sh, int grid, bool retire_first) {
     for (int r = 0; r < w; ++r)
       for (int b = 0; b < g; ++b) {
         Cta& c = ctas[r][b];
-        const int pos = b + c.next * g;
+        const int pos = c.item;
         if (pos >= tiles) {
           progress |= retire(r, c);  // finish(): the last tile is retired at the CTA's end
           continue;
@@ -141,7 +145,7 @@ bool simulate(const Shape& sh, int grid, bool retire_first) {
         }
         if (!retire_first) retire(r, c);
         c.pending_mb = mb;
-        ++c.next;
+        c.item = gemm::persistent_next_item(c.item, g);
         --remaining;
         progress = true;
       }
@@ -153,6 +157,54 @@ bool simulate(const Shape& sh, int grid, bool retire_first) {
 }
 
 }  // namespace
+
+// The persistent walk the kernel and the simulation above step with (gemm/persistent_walk.hpp):
+// stepping from the first item equals the closed form b + k * G, the CTAs together take every
+// item exactly once, each CTA's last item is the one persistent_last_item names, and
+// persistent_items_of counts the steps. A walk that skipped or repeated an item would fail here:
+// the negative control steps by G + 1 and must be caught.
+TEST(PersistentWalk, SteppingIsTheClosedFormAndCoversEveryItemOnce) {
+  int walks = 0;
+  for (int num_items : {0, 1, 2, 7, 64, 131, 132, 133, 1000, 4481})
+    for (int grid : {1, 2, 3, 33, 66, 132, 200}) {
+      std::vector<int> taken(num_items, 0);
+      for (int b = 0; b < grid; ++b) {
+        int k = 0, last = -1;
+        for (int item = gemm::persistent_first_item(b); item < num_items;
+             item = gemm::persistent_next_item(item, grid), ++k) {
+          ASSERT_EQ(item, gemm::persistent_item(b, k, grid)) << "CTA " << b << " step " << k;
+          ++taken[item];
+          if (gemm::persistent_last_item(item, grid, num_items)) {
+            EXPECT_EQ(last, -1) << "two last items of CTA " << b;
+            last = item;
+          }
+        }
+        EXPECT_EQ(k, gemm::persistent_items_of(b, grid, num_items)) << "CTA " << b << " G " << grid;
+        EXPECT_EQ(last >= 0, k > 0) << "CTA " << b << ": a CTA with items has exactly one last item";
+        if (k > 0) EXPECT_EQ(last, gemm::persistent_item(b, k - 1, grid));
+        ++walks;
+      }
+      for (int i = 0; i < num_items; ++i)
+        ASSERT_EQ(taken[i], 1) << "item " << i << " of " << num_items << " taken " << taken[i] << " times at G " << grid;
+    }
+  EXPECT_GT(walks, 0);
+  // Negative control: the same coverage count over a walk that steps by G + 1 misses items (item G,
+  // wherever there are more items than CTAs).
+  int caught = 0, cases = 0;
+  for (int num_items : {64, 133, 1000})
+    for (int grid : {2, 3, 33, 63}) {
+      std::vector<int> taken(num_items, 0);
+      for (int b = 0; b < grid; ++b)
+        for (int item = gemm::persistent_first_item(b); item < num_items;
+             item = gemm::persistent_next_item(item, grid) + 1)
+          ++taken[item];
+      bool once = true;
+      for (int t : taken) once &= t == 1;
+      caught += !once;
+      ++cases;
+    }
+  EXPECT_EQ(caught, cases) << "a walk stepping by G + 1 passed the coverage count";
+}
 
 TEST(FusedArSchedule, SimulatedRanksAndCtasAlwaysFinish) {
   auto shapes = random_shapes(300, 23);

@@ -135,13 +135,22 @@ void AllGatherTraits::slow_down_for_back_to_back(Config& c, int rank, int world,
 
 std::vector<SoakWorld<GemmAllGatherMode>> AllGatherTraits::soak_worlds() {
   // bf16 (kQuants[0]) and ptpc (kQuants[2]): fused-lsa and auto; ptpc's auto at W = 2; fused-ce
-  // where copy streams fit the emulated world (W = 2). Each world's ops interleaved in one run.
+  // where copy streams fit the emulated world (W = 2; said, not run, at W = 3 and 4). Each world's
+  // ops interleaved in one run: 5000 calls at W = 2 and 4, 1200 at W = 3 (11,200 in all).
+  //
+  // Cost at kSoakShape (N 7168, K 2048, M uniform in 1..1024, mean ~512): a rank's GEMM is
+  // 2 x 512 x 7168 x 2048 = 15 GFLOP, 25 us at an H100's ~600 TFLOP/s bf16 dense; a call is W of
+  // them on the one GPU, taken at 40% of peak (small M, SMs split W ways): ~0.13 ms x W. Each rank
+  // also poisons, receives and checks W x M x N bf16 (W = 4: 29 MB per rank, ~0.04 ms per rank
+  // at ~3 TB/s). W = 2: 5000 x ~0.3 ms = 1.5 s; W = 4: 5000 x ~0.7 ms = 3.5 s; W = 3: 1200 x
+  // ~0.5 ms = 0.6 s: ~6 s of GPU time (ptpc, about a third of the calls, is faster), under 30 s
+  // with the host's set-up.
   std::vector<SoakWorld<Mode>> worlds;
-  for (int world : {2, 4}) {
+  for (int world : {2, 4, 3}) {
     std::vector<SoakOp<Mode>> ops = {{0, Mode::kFusedLsa}, {0, Mode::kAuto}, {2, Mode::kFusedLsa}};
     if (world == 2) ops.push_back({2, Mode::kAuto});
     ops.push_back({0, Mode::kFusedCe, /*if_it_fits=*/true});
-    worlds.push_back({world, false, {{ops, 5000, 4242ull + world, 900}}});
+    worlds.push_back({world, false, {{ops, world == 3 ? 1200 : 5000, 4242ull + world, 900}}});
   }
   return worlds;
 }

@@ -118,8 +118,9 @@ struct AllGatherTraits {
   static constexpr Mode kDisagreeModes[] = {Mode::kFusedLsa, Mode::kFusedCe};
   static constexpr bool kDisagreeCredits[] = {true, false};
 
-  // RandomisedSoak: N = K = 128, M <= 300 (the protocol is what is soaked).
-  static constexpr OpShape kSoakShape{128, 128, 300};
+  // RandomisedSoak: a model layer's N = 7168, K_r = 2048, M up to 1024 per rank (W x M rows
+  // gathered); soak_worlds says the calls and their cost.
+  static constexpr OpShape kSoakShape{7168, 2048, 1024};
   static std::vector<SoakWorld<Mode>> soak_worlds();
 
   // CalibrationTableIsFollowedAndCheckedAtConstruction.

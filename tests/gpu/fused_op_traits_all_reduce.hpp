@@ -127,8 +127,9 @@ struct AllReduceTraits {
   static constexpr Mode kDisagreeModes[] = {Mode::kFused, Mode::kFusedRs, Mode::kFusedCe};
   static constexpr bool kDisagreeCredits[] = {true};
 
-  // RandomisedSoak.
-  static constexpr OpShape kSoakShape{256, 128, 1200};
+  // RandomisedSoak: a model layer's N = 7168, K_r = 2048 (TP of a 7168-wide model), M up to 1200
+  // (decode batches to several bands per rank); soak_worlds says the calls and their cost.
+  static constexpr OpShape kSoakShape{7168, 2048, 1200};
   static std::vector<SoakWorld<Mode>> soak_worlds();
 
   // CalibrationTableIsFollowedAndCheckedAtConstruction: auto follows the table per M where the op

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -80,6 +81,28 @@ bool fits_queues(Mode mode, int world) {
   if (uses_copy_streams(mode)) return bench::EmulatedWorld::copy_engine_unsupported_reason(world).empty();
   return bench::EmulatedWorld::queue_budget_ok(2 * world);
 }
+
+// Why `mode` cannot run in an emulated world of `world` ranks ("" when it can): the copy-engine
+// modes' limit (EmulatedWorld::copy_engine_unsupported_reason: W = 2 only), or too few hardware
+// queues for a stream per rank and its self-test's.
+template <class Mode>
+std::string not_run_reason(Mode mode, int world) {
+  if (uses_copy_streams(mode)) return bench::EmulatedWorld::copy_engine_unsupported_reason(world);
+  if (!bench::EmulatedWorld::queue_budget_ok(2 * world))
+    return std::to_string(2 * world) + " streams > " + std::to_string(bench::EmulatedWorld::hardware_queues()) +
+           " hardware queues (CUDA_DEVICE_MAX_CONNECTIONS)";
+  return "";
+}
+
+// A combination a test loop leaves out, said with its reason (not a silent `continue`; GTEST_SKIP
+// would end the whole test at the first one): "  not run: <what> at W<world>: <why>".
+inline void print_not_run(const std::string& what, int world, const std::string& why) {
+  std::printf("  not run: %s at W%d: %s\n", what.c_str(), world, why.c_str());
+}
+
+// The worlds beyond 2, 4 and 8 the typed suite also runs (fewer cases there: the trait's first
+// quant): odd worlds and 6 leave a remainder wherever rows, bands or chunks are cut by W.
+inline constexpr int kOtherWorlds[] = {3, 5, 6, 7};
 
 // The relative-L2 bound of a fused op's whole output against its reference, the same at every
 // world size (the per-element bounds loosen with W: a term lost in every element would still show

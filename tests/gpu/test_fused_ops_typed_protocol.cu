@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
+#include <string>
 #include <memory>
 #include <random>
 
@@ -28,6 +30,7 @@ TYPED_TEST(EmulatedFusedOp, BackToBackCallsOfChangingMWithASlowRank) {
   const std::vector<int64_t> ms(std::begin(T::kBackToBackMs), std::end(T::kBackToBackMs));
   for (typename T::Mode mode : T::kBackToBackModes) {
     const int world = fits_queues(mode, 4) ? 4 : 2;  // fused-ce: W = 2 (copy streams, "Queues")
+    if (world != 4) print_not_run(mode_name(mode) + " (run at W2 instead)", 4, not_run_reason(mode, 4));
     bench::EmulatedWorld ew(world, 0, 20);
     SCOPED_TRACE(mode_name(mode) + " W" + std::to_string(world));
     ew.run([&](comm::Group& g) {
@@ -66,9 +69,9 @@ TYPED_TEST(EmulatedFusedOp, BackToBackCallsOfChangingMWithASlowRank) {
   }
 }
 
-// Graph replay: each rank captures [input variant copy -> run -> device check] per variant, for
-// two M on one op; 1000 replays in an interleaved order, epochs started 50 calls before the 2^32
-// wrap; #wrong accumulated on the device.
+// Graph replay: each rank captures [input variant copy -> output NaN poison -> run -> device
+// check] per variant, for two M on one op; 1000 replays in an interleaved order, epochs started 50
+// calls before the 2^32 wrap; #wrong accumulated on the device, every graph replayed (counted).
 TYPED_TEST(EmulatedFusedOp, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
   using T = TypeParam;
   WEAVE_REQUIRE_GPUS(1);
@@ -99,6 +102,10 @@ TYPED_TEST(EmulatedFusedOp, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
           cudaGraph_t graph;
           WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal));
           WEAVE_CHECK_CUDA(cudaMemcpyAsync(a_live.get(), a_var.back().get(), m * k * 2, cudaMemcpyDeviceToDevice, st.s));
+          // The output NaN-poisoned before every replay's call (bf16 0xFFFF): a replay whose call
+          // writes nothing reads as wrong, not as the previous replay's right answer. Before the
+          // kernel on this stream, so before this call's credit lets a peer store into it.
+          WEAVE_CHECK_CUDA(cudaMemsetAsync(op->output(m).data, 0xFF, T::out_rows(world, m) * n * 2, st.s));
           op->run(m, TensorView::matrix(a_live.get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
           want.back()->count_wrong(op->output(m).data, false, wrong.as<unsigned long long>(), 64, st.s);
           WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
@@ -109,10 +116,15 @@ TYPED_TEST(EmulatedFusedOp, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
         }
       g.barrier();
       std::mt19937 order(99);  // the same order on every rank (every rank must make the same calls)
+      std::vector<int> launched(execs.size(), 0);
       for (int i = 0; i < replays; ++i) {
-        WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[order() % execs.size()], st.s));
+        const size_t e = order() % execs.size();
+        WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[e], st.s));
+        ++launched[e];
         g.barrier();  // lockstep enqueue: a replay ends in a check that waits for the call ("Queues")
       }
+      // Both M and every input variant replayed (the order could leave one out).
+      for (size_t e = 0; e < execs.size(); ++e) EXPECT_GT(launched[e], 0) << "graph " << e << " never replayed";
       comm::sync_stream_bounded(st.s, 60, "graph replays");
       op->check();
       unsigned long long bad = 0;
@@ -197,12 +209,15 @@ namespace {
 
 struct SoakCount {
   long long calls = 0, ptpc = 0;
+  std::vector<long long> per_op;                  // calls of each op of the run
+  std::map<std::string, long long> modes_taken;  // calls by the mode the op says it ran (last_mode)
 };
 
 // One rank's part of a soak run: run.calls calls of random M (16 variants, the same sequence on
 // every rank from run.seed) over `ops` (picked at random per call, the same pick on every rank;
-// bf16, or ptpc with PtpcOneHot's operands), a late rank now and then, each output checked on the
-// device against its closed form. Returns the calls made and how many were ptpc.
+// bf16, or ptpc with PtpcOneHot's operands), a late rank now and then, each output NaN-poisoned
+// before its call and checked on the device against its closed form after it. Returns the calls
+// made, how many were ptpc, per op, and by the mode each op says it ran.
 template <class T>
 SoakCount soak_rank(comm::Group& g, const std::vector<typename T::Op*>& ops, const SoakRun<typename T::Mode>& run) {
   const int world = g.world_size(), dev = g.device();
@@ -229,19 +244,27 @@ SoakCount soak_rank(comm::Group& g, const std::vector<typename T::Op*>& ops, con
     want.push_back(std::make_unique<typename T::DeviceExpect>(oh, run.a_seed + v, world, m, true));
   }
   SoakCount count;
+  count.per_op.assign(ops.size(), 0);
   g.barrier();
   for (int i = 0; i < run.calls; ++i) {
     const int v = static_cast<int>(shared_rng() % kVariants);
-    typename T::Op* op = ops[shared_rng() % ops.size()];
+    const size_t o = shared_rng() % ops.size();
+    typename T::Op* op = ops[o];
     if (g.rank() == static_cast<int>(shared_rng() % world) && (i % 7) == 0) bench::spin_delay(20'000, st.s);
     const int64_t m = var_m[v];
     const bool fp8 = op->config().quant == ScaleMode::kPtpc;
+    // NaN (bf16 0xFFFF) before the call, on this rank's stream: after the previous call's check
+    // read it, before this call's kernel (whose credit lets peers store into it), so a call that
+    // writes nothing, or leaves a peer's rows out, counts as wrong.
+    WEAVE_CHECK_CUDA(cudaMemsetAsync(op->output(m).data, 0xFF, T::out_rows(world, m) * n * 2, st.s));
     if (fp8)
       op->run(m, TensorView::matrix(a8_var[v].get(), DType::kE4M3, m, k, dev), pt.b_view(dev), pt.scales(m, dev), st.s);
     else
       op->run(m, TensorView::matrix(a_var[v].get(), DType::kBF16, m, k, dev), oh.b_view(dev), {}, st.s);
     ++count.calls;
     count.ptpc += fp8 ? 1 : 0;
+    ++count.per_op[o];
+    ++count.modes_taken[mode_name(op->last_mode())];
     g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues"); the GPU is not synchronised
     want[v]->count_wrong(op->output(m).data, fp8, wrong.as<unsigned long long>(), 32, st.s);
     if (i % 256 == 255) comm::sync_stream_bounded(st.s, 60, "soak batch");
@@ -252,6 +275,20 @@ SoakCount soak_rank(comm::Group& g, const std::vector<typename T::Op*>& ops, con
   wrong.download(&bad, 8);
   EXPECT_EQ(bad, 0ull) << "rank " << g.rank() << " W" << world << ", " << ops[0]->describe();
   EXPECT_EQ(count.calls, run.calls) << "rank " << g.rank() << " W" << world;
+  // Every op of the run was called, and an op of an explicit mode ran that mode on every call
+  // (last_mode is the op's own report; auto may take any).
+  for (size_t o = 0; o < ops.size(); ++o) {
+    EXPECT_GT(count.per_op[o], 0) << "rank " << g.rank() << " W" << world << ": " << ops[o]->describe() << " never called";
+    const auto mode = ops[o]->config().mode;
+    if (mode != T::Mode::kAuto) {
+      long long same_mode_calls = 0;  // the calls of every op of this mode
+      for (size_t p = 0; p < ops.size(); ++p) same_mode_calls += ops[p]->config().mode == mode ? count.per_op[p] : 0;
+      const auto taken = count.modes_taken.find(mode_name(mode));
+      // auto ops may also take this mode, so at least the explicit ops' calls
+      EXPECT_GE(taken == count.modes_taken.end() ? 0 : taken->second, same_mode_calls)
+          << "rank " << g.rank() << " W" << world << ": calls that ran " << mode_name(mode);
+    }
+  }
   // Every rank made the same calls (the shared sequence): a rank that skipped one would have
   // stalled its peers, but count them anyway.
   const auto all = g.all_gather(static_cast<uint64_t>(count.calls), "the soak's call count");
@@ -262,23 +299,29 @@ SoakCount soak_rank(comm::Group& g, const std::vector<typename T::Op*>& ops, con
 
 }  // namespace
 
-// >= 10,000 randomised collective calls (a call = every rank's run() of one op) over W = 2 and 4,
-// the trait's worlds and runs (its modes of bf16 and ptpc with power-of-two row scales, fused-ce at
-// W = 2 where copy streams fit): M, a late rank; every output checked on the device against its
-// closed form, every call counted.
+// >= 10,000 randomised collective calls (a call = every rank's run() of one op) at a model layer's
+// N = 7168, K_r = 2048 (T::kSoakShape; M random up to m_max) over the trait's worlds and runs (W =
+// 2, 3, 4: its modes of bf16 and ptpc with power-of-two row scales, fused-ce at W = 2 where copy
+// streams fit): M, a late rank; every output NaN-poisoned before its call and checked on the
+// device against its closed form after it; every call counted, per world and per mode taken.
 TYPED_TEST(EmulatedFusedOp, RandomisedSoak) {
   using T = TypeParam;
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = T::kSoakShape.n, k = T::kSoakShape.k, m_max = T::kSoakShape.m_max;
   const auto worlds = T::soak_worlds();
+  long long planned = 0;
   for (const auto& sw : worlds)  // the soak's operands and device checks are bf16 and ptpc, bf16 out
-    for (const auto& run : sw.runs)
+    for (const auto& run : sw.runs) {
+      planned += run.calls;
       for (const auto& o : run.ops) {
         const QuantCase& q = T::kQuants[o.quant];
         ASSERT_TRUE(q.quant == ScaleMode::kBF16 || q.quant == ScaleMode::kPtpc) << q.name;
         ASSERT_EQ(q.out, DType::kBF16) << q.name;
       }
+    }
   long long calls = 0, ptpc_calls = 0;
+  std::map<std::string, long long> modes_taken;
+  std::string worlds_run;
   const auto t0 = std::chrono::steady_clock::now();
   for (const auto& sw : worlds) {
     const std::string why_not = bench::EmulatedWorld::copy_engine_unsupported_reason(sw.world);
@@ -286,12 +329,19 @@ TYPED_TEST(EmulatedFusedOp, RandomisedSoak) {
       ADD_FAILURE() << "W" << sw.world << " soak of copy-engine modes not run: " << why_not;
       continue;
     }
+    for (const auto& run : sw.runs)
+      for (const auto& o : run.ops)
+        if (o.if_it_fits && !fits_queues(o.mode, sw.world))
+          print_not_run(std::string(T::kName) + " soak op " + mode_name(o.mode) + " (" + T::kQuants[o.quant].name + ")",
+                        sw.world, not_run_reason(o.mode, sw.world));
     bench::EmulatedWorld ew(sw.world, 0, 30);
+    long long world_calls = 0;
+    const auto tw = std::chrono::steady_clock::now();
     for (const auto& run : sw.runs)
       ew.run([&](comm::Group& g) {
         std::vector<std::unique_ptr<typename T::Op>> owned;
         for (const auto& o : run.ops) {
-          if (o.if_it_fits && !fits_queues(o.mode, sw.world)) continue;
+          if (o.if_it_fits && !fits_queues(o.mode, sw.world)) continue;  // said above
           auto cfg = T::config(T::kQuants[o.quant], o.mode, n, k, m_max);
           if (g.rank() == o.slow_puller) cfg.delay_pull_ns = o.delay_pull_ns;
           owned.push_back(T::create(g, cfg));
@@ -300,16 +350,33 @@ TYPED_TEST(EmulatedFusedOp, RandomisedSoak) {
         for (const auto& op : owned) ops.push_back(op.get());
         const SoakCount c = soak_rank<T>(g, ops, run);
         if (g.rank() == 0) {
-          calls += c.calls;
+          world_calls += c.calls;
           ptpc_calls += c.ptpc;
+          for (const auto& [mode, count] : c.modes_taken) modes_taken[mode] += count;
         }
       });
+    calls += world_calls;
+    const double ws = std::chrono::duration<double>(std::chrono::steady_clock::now() - tw).count();
+    std::printf("  soak W%d: %lld collective calls, %.1f s\n", sw.world, world_calls, ws);
+    worlds_run += (worlds_run.empty() ? "W " : ", ") + std::to_string(sw.world);
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_GE(calls, 10'000) << "collective calls over W = 2 and 4";
+  EXPECT_EQ(calls, planned) << "collective calls made of those the trait's runs plan";
+  EXPECT_GE(calls, 10'000) << "collective calls over the soak's worlds";
   EXPECT_GT(ptpc_calls, calls / 10) << "the fp8 (ptpc) share of the soak";
-  std::printf("  soak: %lld collective calls (%lld ptpc) over W = 2 and 4, each output checked on the device, %.1f s\n",
-              calls, ptpc_calls, secs);
+  long long by_mode = 0;
+  std::string taken;
+  for (const auto& [mode, count] : modes_taken) {
+    EXPECT_GT(count, 0) << mode;
+    by_mode += count;
+    taken += " " + mode + " " + std::to_string(count);
+  }
+  EXPECT_EQ(by_mode, calls) << "every call ran some mode";
+  EXPECT_GT(modes_taken[mode_name(T::kFused)], 0) << "the main fused mode ran in the soak";
+  std::printf("  soak: %lld collective calls (%lld ptpc) over %s at N %lld K %lld m <= %lld, each output poisoned "
+              "before and checked on the device after its call, %.1f s; by mode:%s\n",
+              calls, ptpc_calls, worlds_run.c_str(), static_cast<long long>(n), static_cast<long long>(k),
+              static_cast<long long>(m_max), secs, taken.c_str());
 }
 
 }  // namespace weave::test
