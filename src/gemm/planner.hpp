@@ -9,6 +9,9 @@
 
 namespace weave::gemm {
 
+// ceil(a / b) for positive b (the planner files' tile and wave counts).
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 // Every rule `problem` breaks, one sentence each; empty if it can run on the tiled kernels.
 std::vector<std::string> gemm_problem_violations(const GemmProblem& problem);
 

@@ -10,7 +10,6 @@
 namespace weave {
 namespace gemm {
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // mxfp8 route rule (weave/gemm.hpp): each route's modelled time, roofline-style: the larger of
 // its FLOPs at the rate weave's kernel reaches, derated by its plan's wave efficiency (work items

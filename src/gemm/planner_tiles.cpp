@@ -36,7 +36,6 @@
 namespace weave {
 namespace gemm {
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Relative work per unit time of a 32K-element tile against a 128x128 one (see the tile rule).
 // Blockscale (and ptpc before its 128-row tile kept a block in flight while promoting) measured
