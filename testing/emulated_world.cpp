@@ -34,7 +34,8 @@ struct WindowSet {
 // completes the round; waiters give up after the timeout naming the ranks that did not arrive.
 struct EmulatedWorld::Shared {
   int world = 1, device = 0;
-  double timeout_s = 10;
+  double timeout_s = 10;             // device waits (comm::Group::timeout_s)
+  double rendezvous_timeout_s = 10;  // host rendezvous: all_gather, barrier, enqueue_lockstep
   std::mutex mu;
   std::condition_variable cv;
   uint64_t round = 0;  // the round being filled
@@ -59,7 +60,7 @@ struct EmulatedWorld::Shared {
     std::unique_lock<std::mutex> lock(mu);
     const uint64_t mine = ++lockstep_calls[rank];
     cv.notify_all();
-    cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [&] {
+    cv.wait_for(lock, std::chrono::duration<double>(rendezvous_timeout_s), [&] {
       return !broken.empty() || std::all_of(lockstep_calls.begin(), lockstep_calls.end(),
                                              [&](uint64_t n) { return n >= mine; });
     });
@@ -80,7 +81,7 @@ struct EmulatedWorld::Shared {
       cv.notify_all();
       return last_values;
     }
-    const bool done = cv.wait_for(lock, std::chrono::duration<double>(timeout_s),
+    const bool done = cv.wait_for(lock, std::chrono::duration<double>(rendezvous_timeout_s),
                                   [&] { return round != my_round || !broken.empty(); });
     if (!done || round == my_round) {
       WEAVE_EXPECT(broken.empty(), Status::kTimeout,
@@ -89,10 +90,10 @@ struct EmulatedWorld::Shared {
       for (int r = 0; r < world; ++r)
         if (!present[r]) missing << (missing.tellp() > 0 ? "," : "") << r;
       std::ostringstream why;
-      why << "rank " << rank << " waited " << timeout_s << " s in " << what << " for rank(s) " << missing.str();
+      why << "rank " << rank << " waited " << rendezvous_timeout_s << " s in " << what << " for rank(s) " << missing.str();
       broken = why.str();
       cv.notify_all();
-      WEAVE_EXPECT(false, Status::kTimeout, "emulated rank " << rank << ": waited " << timeout_s << " s in " << what
+      WEAVE_EXPECT(false, Status::kTimeout, "emulated rank " << rank << ": waited " << rendezvous_timeout_s << " s in " << what
                                                             << " for rank(s) " << missing.str() << " (emulated world of "
                                                             << world << ")");
     }
@@ -184,13 +185,15 @@ class EmulatedRank final : public comm::Group {
 
 }  // namespace
 
-EmulatedWorld::EmulatedWorld(int world, int device, double timeout_s) : world_(world) {
+EmulatedWorld::EmulatedWorld(int world, int device, double timeout_s, double rendezvous_timeout_s) : world_(world) {
   WEAVE_EXPECT_ARG(world >= 1 && world <= kMaxWorld, "EmulatedWorld: world must be in 1.." << kMaxWorld << ", got " << world);
   comm::expect_timeout_s(timeout_s, "EmulatedWorld: timeout_s");
+  if (rendezvous_timeout_s != 0) comm::expect_timeout_s(rendezvous_timeout_s, "EmulatedWorld: rendezvous_timeout_s");
   shared_ = std::make_shared<Shared>();
   shared_->world = world;
   shared_->device = device;
   shared_->timeout_s = timeout_s;
+  shared_->rendezvous_timeout_s = rendezvous_timeout_s != 0 ? rendezvous_timeout_s : timeout_s;
   shared_->values.assign(world, 0);
   shared_->present.assign(world, 0);
   shared_->lockstep_calls.assign(world, 0);

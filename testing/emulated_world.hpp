@@ -47,8 +47,10 @@ namespace weave::bench {
 
 class EmulatedWorld {
  public:
-  // W ranks (1..kMaxWorld) on `device`; timeout_s bounds every rendezvous and device wait.
-  EmulatedWorld(int world, int device = 0, double timeout_s = 10);
+  // W ranks (1..kMaxWorld) on `device`; timeout_s bounds every device wait (the group's timeout)
+  // and, unless rendezvous_timeout_s > 0 bounds them instead, every host rendezvous. A test whose
+  // device timeout is shorter than a rank's deliberately slow call needs the longer rendezvous.
+  EmulatedWorld(int world, int device = 0, double timeout_s = 10, double rendezvous_timeout_s = 0);
   ~EmulatedWorld();
   EmulatedWorld(const EmulatedWorld&) = delete;
   EmulatedWorld& operator=(const EmulatedWorld&) = delete;

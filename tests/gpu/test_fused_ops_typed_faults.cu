@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,46 @@ TYPED_TEST(EmulatedFusedOp, SlotsLastWrittenLongAgoDoNotPassWaits) {
       g.barrier();
     });
   }
+}
+
+// Issue 36 item 11: the dropped-wait negative control through every fused GEMM instance (one per
+// quant of the op's fused mode; test_gemm_controls.cu covers the local-store instances). With
+// WEAVE_GEMM_DEBUG_DROP_WAIT=1 the fused kernel's consumers read each stage before its TMA has
+// landed; the op's own self_test (known values, scales varying per block) must then fail on some
+// rank, while without the switch it passes: proof that the fused tests can see a pipeline race.
+TYPED_TEST(EmulatedFusedOp, ADroppedPipelineWaitFailsTheSelfTestInEveryQuant) {
+  using T = TypeParam;
+  WEAVE_REQUIRE_GPUS(1);
+  // K 2048: 16 (fp8) or 32 (bf16) K blocks per tile, several laps of the stage ring.
+  const int64_t n = 512, k = 2048, m = 512;
+  bench::EmulatedWorld ew(2, 0, 20);
+  int caught = 0;
+  for (const QuantCase& q : T::kQuants) {
+    SCOPED_TRACE(std::string(T::kName) + " " + q.name);
+    for (bool drop : {false, true}) {
+      std::vector<int> failed(2, 0);
+      std::string detail;
+      {
+        std::optional<ScopedEnv> env;
+        if (drop) env.emplace("WEAVE_GEMM_DEBUG_DROP_WAIT", "1");
+        ew.run([&](comm::Group& g) {
+          auto op = T::create(g, T::config(q, T::kFused, n, k, m));
+          const SelfTestReport rep = op->self_test(m);
+          failed[g.rank()] = rep.ok ? 0 : 1;
+          if (!rep.ok && g.rank() == 0) detail = rep.detail;
+        });
+      }
+      const int ranks_failed = failed[0] + failed[1];
+      if (!drop) {
+        EXPECT_EQ(ranks_failed, 0) << "without the switch: " << detail;
+        continue;
+      }
+      EXPECT_GT(ranks_failed, 0) << "the dropped wait went unnoticed by the self-test";
+      caught += ranks_failed > 0;
+      std::printf("  %s %-14s dropped wait: self-test failed on %d of 2 ranks\n", T::kName, q.name, ranks_failed);
+    }
+  }
+  EXPECT_EQ(caught, static_cast<int>(std::size(T::kQuants)));
 }
 
 }  // namespace

@@ -211,7 +211,9 @@ TEST(EmulatedGemmAllReduce, FusedCeRankThatGaveUpStoresNothingAndItsPeerHearsOfI
   const int64_t n = 512, k = 256, m = 1024;
   constexpr double kTimeoutS = 0.6;
   for (bool control : {false, true}) {
-    bench::EmulatedWorld ew(2, 0, kTimeoutS);
+    // Host rendezvous bounded by 10 s, not by the 0.6 s device timeout: rank 0's stream runs its
+    // 1.5 s-late pulls before its barrier, and rank 1 waits there for it.
+    bench::EmulatedWorld ew(2, 0, kTimeoutS, /*rendezvous_timeout_s=*/10);
     int64_t wrong = -1;
     std::string rank0_error, rank1_error;
     ew.run([&](comm::Group& g) {

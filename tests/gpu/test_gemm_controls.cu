@@ -1,9 +1,12 @@
 // weave::Gemm beyond plain correctness: the debug negative control (a dropped pipeline wait must be
-// seen by the repeated checks), re-pointed operands, CUDA-graph capture, refusals of bad operands,
+// seen by the repeated checks, in one planned kernel per mode and in every built instance),
+// re-pointed operands, CUDA-graph capture, refusals of bad operands,
 // and a small all-instance case for compute-sanitizer.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "gemm/dispatch.hpp"
 #include "gemm/planner.hpp"
@@ -66,6 +69,51 @@ TEST(GemmNegativeControl, DroppedFullWaitIsDetected) {
                 dropped.runs, static_cast<long long>(dropped.worst_wrong));
     EXPECT_GT(dropped.bad_runs, 0) << to_string(mode) << ": the dropped wait went unnoticed in 20 runs";
   }
+}
+
+// The same control through every built local-store instance (every tile: 128x128, 256x128,
+// 64-row, 128x160, ...; every mode, scale layout and output dtype), each forced by its tile:
+// 10 clean launches must pass and 10 with the dropped wait must not all pass. The fused
+// instances: EmulatedFusedOp.ADroppedPipelineWaitFailsTheSelfTestInEveryQuant.
+TEST(GemmNegativeControl, DroppedFullWaitIsDetectedInEveryBuiltInstance) {
+  WEAVE_REQUIRE_GPUS(1);
+  constexpr int kRuns = 10;
+  int instances = 0, caught = 0;
+  std::map<int, OperandSet> sets;  // by mode: one operand set per scale mode
+  for (const gemm::GemmInstance& inst : gemm::gemm_instances()) {
+    const int key = static_cast<int>(inst.mode);
+    if (!sets.count(key)) sets.emplace(key, make_operands(inst.mode, 1000, 1024, 2048, 177 + key, false));
+    const OperandSet& o = sets.at(key);
+    GemmProblem p = o.p;
+    p.out_dtype = inst.out_dtype;
+    p.scale_layout = inst.scale_layout;
+    GemmPlanOverrides ov{.block_m = inst.block_m, .block_n = inst.block_n, .split_k = 1};
+    if (p.mode == ScaleMode::kMxfp8) ov.mx_route = MxRoute::kNative;
+    if (p.mode == ScaleMode::kBlockscale && p.scale_layout == ScaleLayout::kRaw) ov.scale_a_route = ScaleARoute::kAsGiven;
+    auto run = [&](int* bad_runs, std::string* kernel) {
+      Guarded c(p.m * p.n * dtype_bytes(p.out_dtype));
+      Gemm g(p, o.va, o.vb, o.scales_for(p.scale_layout), TensorView::matrix(c.get(), p.out_dtype, p.m, p.n, 0), ov);
+      if (kernel) *kernel = g.plan().kernel;
+      const Guarded ws = attach_workspace(g);
+      *bad_runs = run_repeated(g, o, c, p.out_dtype, kRuns, nullptr).bad_runs;
+    };
+    int clean = 0, dropped = 0;
+    std::string kernel;
+    run(&clean, &kernel);
+    ASSERT_EQ(kernel, inst.name) << "the forced tile did not select the instance under test";
+    {
+      ScopedEnv env("WEAVE_GEMM_DEBUG_DROP_WAIT", "1");
+      run(&dropped, nullptr);
+    }
+    ++instances;
+    caught += dropped > 0;
+    EXPECT_EQ(clean, 0) << inst.name << " without the switch";
+    EXPECT_GT(dropped, 0) << inst.name << ": the dropped wait went unnoticed in " << kRuns << " runs";
+    std::printf("  negative control %-52s clean %d/%d bad, dropped wait %d/%d bad\n", inst.name, clean, kRuns,
+                dropped, kRuns);
+  }
+  std::printf("  %d of %d built instances caught the dropped wait\n", caught, instances);
+  EXPECT_GT(instances, 0) << "no instance built";
 }
 
 TEST(GemmOperands, SetOperandsRepointsWithoutReplanning) {

@@ -2,7 +2,8 @@
 // dimension is larger than their column count (blockscale fp32 [rows, K/128 + pad], mxfp8 raw
 // ue8m0 [rows, K/32 + pad], mxfp8 packed [ceil(K/128), 4 x rows + pad]), on every route C can be
 // written by: the tiled kernel's TMA-store epilogue (split_k = 1), the split-K reduction (forced
-// split 3, which stores row * ldc) and the decode GEMV (M <= 32). Every other test of weave::Gemm
+// split 3, which stores row * ldc), the decode GEMV (M <= 32) and mxfp8's bf16 route (its
+// conversion reads the padded operands and scales). Every other test of weave::Gemm
 // uses dense tensors, where ld == cols hides any place that uses one for the other.
 //
 // What each check catches:
@@ -125,7 +126,8 @@ bool strided_intact(const Strided& s) {
 
 struct Route {
   const char* name;
-  int split;  // GemmPlanOverrides::split_k; 0 on the GEMV route
+  int split;                // GemmPlanOverrides::split_k; 0 on the GEMV route
+  bool mx_bf16 = false;     // mxfp8 through the bf16 route (gemm/mx_dequant.hpp), the planner's tile
 };
 
 // Runs `o` (strided per `pads`) into C [M, N] with ld = N + ldc_pad, kStridedRepeats times:
@@ -140,7 +142,10 @@ void check_strided(const OperandSet& o, ScaleLayout layout, DType out, const Pad
   const int64_t ldc = p.n + ldc_pad;
   Guarded c(static_cast<std::size_t>(p.m * ldc) * ob);
   GemmPlanOverrides ov;
-  if (route.split > 0) {
+  if (route.mx_bf16) {
+    ov.mx_route = MxRoute::kBf16;
+    ov.split_k = route.split;
+  } else if (route.split > 0) {
     ov.split_k = route.split;
     ov.block_m = ov.block_n = 128;
   }
@@ -151,6 +156,7 @@ void check_strided(const OperandSet& o, ScaleLayout layout, DType out, const Pad
   SCOPED_TRACE(what);
   // The route under test must be the one taken (a silent fallback would test something else).
   ASSERT_EQ(g.plan().gemv, route.split == 0);
+  ASSERT_EQ(g.plan().mx_dequant, route.mx_bf16);
   if (route.split > 1) ASSERT_EQ(g.plan().split_k, route.split);
   const Guarded ws = attach_workspace(g);
 
@@ -259,5 +265,22 @@ TEST(GemmStrided, GemvRouteWithPaddedOperandsAndC) {
       if (HasFatalFailure()) return;
     }
   }
+  cudaStreamDestroy(stream);
+}
+
+// mxfp8 through the bf16 route (A and B converted to bf16 into the workspace, then the bf16
+// kernel): the conversion reads A, B and both scale layouts with their padded leading dimensions,
+// and C is stored with ld = N + 24; no split and a forced split of 3.
+TEST(GemmStrided, Mxfp8Bf16RouteWithPaddedOperandsScalesAndC) {
+  WEAVE_REQUIRE_GPUS(1);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const OperandSet o = make_operands(ScaleMode::kMxfp8, 200, 264, 1024, 3400, false);
+  for (ScaleLayout layout : {ScaleLayout::kRaw, ScaleLayout::kPacked})
+    for (DType out : {DType::kBF16, DType::kF32})
+      for (const Route route : {Route{"bf16rt", 1, true}, Route{"bf16rt-s3", 3, true}}) {
+        check_strided(o, layout, out, pads_for(ScaleMode::kMxfp8, true), 24, route, stream);
+        if (HasFatalFailure()) return;
+      }
   cudaStreamDestroy(stream);
 }

@@ -86,6 +86,9 @@ std::vector<Timing> time_alternating(const std::vector<Arm>& arms, const TimingC
       per_arm[a].push_back(1000.0 * ms / config.calls_per_graph);
     }
   }
+  if (config.after_timing)
+    for (size_t a = 0; a < arms.size(); ++a)
+      config.after_timing(a, [&] { WEAVE_CHECK_CUDA(cudaGraphLaunch(graphs[a].exec, stream)); });
   std::vector<Timing> out;
   for (auto& v : per_arm) out.push_back(summarise(v));
   return out;

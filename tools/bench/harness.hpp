@@ -47,6 +47,10 @@ struct TimingConfig {
   int samples = 15;          // timed replays of each graph
   // Runs before each timed sample, outside the timed region (multi-rank alignment). May be empty.
   std::function<void(cudaStream_t)> align;
+  // When set, runs after the samples once per arm, in arm order, with `replay`: one more untimed
+  // launch of that arm's timed graph on the stream. The caller poisons the arm's output, replays
+  // and checks, so the check sees what the timed graph writes, not a fresh eager call.
+  std::function<void(size_t arm, const std::function<void()>& replay)> after_timing;
 };
 
 // Times every arm alternating, on `stream` (the caller's current device). Throws weave::Error.

@@ -1,8 +1,8 @@
 // `weave bench copy`: device-to-device and peer copy bandwidth, by copy engine (cudaMemcpyAsync)
 // and by SM kernel (16-byte loads/stores), against the ceilings recorded for the H200 machines.
 // It exists to exercise the harness end to end on a GPU: graphs, alternating arms, NaN-poisoned
-// destinations validated per row, before timing and again after it (fresh poison, one more call
-// of the timed path), so a copy that goes wrong only in the timed graphs still shows. #wrong sums
+// destinations validated per row, before timing and again after it (fresh poison, one more replay
+// of the timed graph), so a copy that goes wrong only in the timed graphs still shows. #wrong sums
 // both checks: a deliberately skipped element, --inject-skip, must show as #wrong = 8 32-bit
 // words (4 per check) and exit status 1.
 //
@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -162,26 +163,28 @@ int run_copy(const BenchOptions& common, const CopyOptions& opt) {
           WEAVE_CHECK_CUDA(cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDefault, st));
         }
       };
-      // Validation: poison the destination, one call, compare with the source. Run before timing
-      // and again after it, so the destination the timed calls left behind is never what is
-      // checked (it already equals the source).
-      auto validate = [&] {
+      // Validation: poison the destination, run, compare with the source. Before timing one
+      // eager call runs; after it, one more replay of the timed graph, so the destination the
+      // timed calls left behind (it already equals the source) is never what is checked, and a
+      // copy that goes wrong only in the timed graph shows.
+      auto validate = [&](const std::function<void()>& run) {
         WEAVE_CHECK_CUDA(cudaSetDevice(c.dst_dev));
         bench::poison_nan(dst.ptr, bytes, DType::kF32, nullptr);
         WEAVE_CHECK_CUDA(cudaDeviceSynchronize());
         WEAVE_CHECK_CUDA(cudaSetDevice(c.src_dev));
-        enqueue(s, 0);
+        run();
         WEAVE_CHECK_CUDA(cudaStreamSynchronize(s));
         return mismatches(c.src_dev, src.ptr, dst.ptr, bytes, s);
       };
-      const int64_t wrong_before = validate();
+      const int64_t wrong_before = validate([&] { enqueue(s, 0); });
 
       bench::TimingConfig cfg;
       cfg.warmup = common.warmup;
       cfg.samples = common.iters;
       cfg.calls_per_graph = std::max(1, std::min(common.calls_per_graph, mb >= 512 ? 4 : 10));
+      int64_t wrong_after = 0;
+      cfg.after_timing = [&](size_t, const std::function<void()>& replay) { wrong_after = validate(replay); };
       auto t = bench::time_alternating({{c.mode, enqueue}}, cfg, s)[0];
-      const int64_t wrong_after = validate();
       WEAVE_CHECK_CUDA(cudaStreamDestroy(s));
 
       bench::Row row;

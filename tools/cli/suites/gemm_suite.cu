@@ -25,7 +25,8 @@
 // Validation, per arm: the output is NaN-poisoned, one call is run, and the output is compared on
 // the GPU against bench::gpu_reference_gemm of the arm's own operands (and, for shapes up to
 // --cpu-ref-max multiply-adds, against the CPU fp64 reference, which also checks the GPU
-// reference itself); after timing the last call's output is compared again. #wrong sums these.
+// reference itself); after timing the output of one more replay of the arm's timed graph (output
+// poisoned first) is compared again. #wrong sums these.
 // Bounds: bench::gemm_tolerance. A row with #wrong > 0 (or an arm that failed) makes the exit
 // status 1; a weave::Gemm that refuses a mode (not built yet) gives an "unsupported" row with the
 // reason, which does not fail the run.
@@ -34,6 +35,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -530,18 +532,18 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
             cfg.calls_per_graph = std::max(common.calls_per_graph, max_copies);
             cfg.warmup = common.warmup;
             cfg.samples = common.iters;
-            const std::vector<bench::Timing> t = bench::time_alternating(timed, cfg, stream);
-            for (std::size_t i = 0; i < t.size(); ++i) {
-              timed_state[i]->timing = t[i];
-              // After timing: fresh poison, then the timed configuration's last call (its weight
-              // copy), then the check, so an element the timed calls stopped writing cannot pass on
-              // a value left by an earlier call.
+            // After timing: fresh poison, one more replay of the arm's timed graph, then the check,
+            // so what is checked is the timed graph's own output and an element the timed calls
+            // stopped writing cannot pass on a value left by an earlier call.
+            cfg.after_timing = [&](size_t i, const std::function<void()>& replay) {
               ArmState& st = *timed_state[i];
               bench::poison_nan(st.out.get(), st.out.bytes(), st.problem.out_dtype, stream);
-              st.enqueue(stream, cfg.calls_per_graph - 1);
+              replay();
               WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));
               st.wrong += check_output(st, "after_timing", false, stream);
-            }
+            };
+            const std::vector<bench::Timing> t = bench::time_alternating(timed, cfg, stream);
+            for (std::size_t i = 0; i < t.size(); ++i) timed_state[i]->timing = t[i];
           }
         } catch (const Error& e) {
           // A failure outside one arm's own run (setup of data, timing): one failed row.
