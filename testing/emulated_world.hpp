@@ -6,7 +6,8 @@
 // memory model (peer stores here are local L2 traffic, and take far less time).
 //
 // Residency: kernels that wait on peers need every rank's CTAs resident together. Ops size grids
-// by SMs / Group::ranks_per_device() (= W here), so W grids fit the GPU at once.
+// by SMs / Group::ranks_per_device() - 1 (ranks_per_device() = W here), so W grids fit the GPU at
+// once with an SM to spare for the short kernels around calls (docs/memory_ordering.md "residency").
 //
 // Hardware queues: the W ranks' streams (W x (1 + peer copy streams) for the ce transport) share
 // the GPU's connections, CUDA_DEVICE_MAX_CONNECTIONS (default 8, at most 32; the test binaries set

@@ -5,9 +5,9 @@
 // Modes (docs/fused.md):
 //   gemm-only   control: the GEMM into this rank's rows of the window, nothing moves
 //   split-nccl  the GEMM, then ncclAllGather in place on the window (NCCL communicators only)
-//   split-lsa   the GEMM into this rank's rows of the window, then weave's lsa all-gather (push)
-//               in place: zero-copy
-//   split-ce    the same with weave's copy-engine all-gather
+//   split-lsa   the GEMM into this rank's rows of the window, then weave's lsa all-gather in
+//               place (its planner's algorithm: LL for small blocks, push above): zero-copy
+//   split-ce    the same with weave's ce all-gather (its stores into peers: a gated SM put kernel)
 //   fused-lsa   one kernel: the GEMM's epilogue TMA-stores every finished tile into its rows on
 //               this rank and on every peer (peers in rank-rotated order), counts stored tiles per
 //               chunk of rows and publishes a flag per chunk; the kernel ends once every peer's
@@ -16,8 +16,8 @@
 //               receivers' copy-engine pulls of it while the GEMM runs (stream memory operations,
 //               one copy stream per peer): the gather costs no SM time (explicit only; auto does
 //               not take it)
-//   auto        fused-lsa where the planner says it pays, else the best split mode (the choice and
-//               the reason: plan(m))
+//   auto        fused-lsa where the planner says it pays, else split-lsa (split-nccl across NVLink
+//               domains, gemm-only at world 1; the choice and the reason: plan(m))
 // A mode that cannot run here raises kUnavailable naming the reason; auto then falls back with a
 // log line.
 //
@@ -48,7 +48,8 @@
 // the next grid launch early: docs/memory_ordering.md "pdl").
 // Errors: a device wait that gave up (a peer that never came, or gave up itself), ranks that
 // disagree on m, or a GEMM pipeline stall inside the op's kernel make check() (and the next run())
-// raise; the op is unusable from then on: destroy it on every rank.
+// raise; so does an error that escaped a call after its argument checks (kInternal: the op's
+// words may be half-advanced); the op is unusable from then on: destroy it on every rank.
 #pragma once
 #include <cstdint>
 #include <memory>

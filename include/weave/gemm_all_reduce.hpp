@@ -9,7 +9,7 @@
 //               NCCL's own reduction order)
 //   split-lsa   the GEMM into the window, then weave's lsa all-reduce (LL / one-shot / two-shot by
 //               size), zero-copy
-//   split-ce    the same with weave's copy-engine all-reduce
+//   split-ce    the same with weave's ce all-reduce (its stores into peers: a gated SM put kernel)
 //   fused       one kernel, both legs under the GEMM: rows are owned in bands (band d by rank d);
 //               a tile of a peer's band is TMA-stored as a bf16 partial straight into the owner's
 //               staging; the owner computes its own band one round later, its epilogue adds the
@@ -68,7 +68,8 @@
 // the next grid launch early: docs/memory_ordering.md "pdl").
 // Errors: a device wait that gave up (a peer that never came, or gave up itself), ranks that
 // disagree on m, or a GEMM pipeline stall inside the op's kernel make check() (and the next run())
-// raise; the op is unusable from then on: destroy it on every rank.
+// raise; so does an error that escaped a call after its argument checks (kInternal: the op's
+// words may be half-advanced); the op is unusable from then on: destroy it on every rank.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -38,6 +38,9 @@ struct Collective::Impl {
   // whose self-test input holds the previous seed's values, as a transport that delivered a stale
   // call's data from that source would show. -1 (always, outside that test): none.
   int self_test_stale_source = -1;
+  // Testing hook (tests/gpu/test_emulated_controls.cu): run() raises after its GPU work is enqueued,
+  // as an error mid-enqueue would; the op must then be broken (CallGuard::enqueueing).
+  bool fail_after_enqueue_for_testing = false;
   // The Impl of an op (tests reach the hook above through it).
   static Impl& of(Collective& op) { return *op.impl_; }
 

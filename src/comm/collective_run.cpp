@@ -21,7 +21,7 @@ ncclDataType_t nccl_type(DType d) { return d == DType::kBF16 ? ncclBfloat16 : nc
 }  // namespace
 
 void Collective::Impl::run(const void* in, void* out, size_t count, cudaStream_t stream) {
-  const comm::OpRuntime::CallGuard guard(*rt, to_string(cfg.op), stream);
+  comm::OpRuntime::CallGuard guard(*rt, to_string(cfg.op), stream);
   check();
   const int w = group->world_size(), r = group->rank();
   WEAVE_EXPECT_ARG(count >= 1 && count <= cfg.max_count,
@@ -50,32 +50,42 @@ void Collective::Impl::run(const void* in, void* out, size_t count, cudaStream_t
     WEAVE_EXPECT_ARG(win->contains(in, in_n) && win->contains(out, out_n),
                      to_string(cfg.op) << ": this op has no staging regions of its own; in and out must lie in its window");
   }
+  // docs/comm.md "NCCL symmetric kernels": with both buffers in a symmetric window NCCL 2.28.9
+  // returned wrong data for all-gather and reduce-scatter blocks whose size is not a multiple of
+  // 4 bytes (Collectives.NcclSymmetricKernelsOnOddSizesCharacterised). Refuse rather than return it.
+  WEAVE_EXPECT(!nccl_symmetric_defect(in, out, count), Status::kUnsupported,
+               to_string(cfg.op) << " over nccl: " << count * esz
+                                 << " bytes per rank with both buffers in the symmetric window would run NCCL's "
+                                    "symmetric kernels, which returned wrong data for block sizes that are not a "
+                                    "multiple of 4 bytes in weave's self-test (NCCL 2.28.9); pass buffers outside "
+                                    "the window, or use the ce or lsa transport");
+  const bool compiled_in = (plan.transport == Transport::kNccl && WEAVE_ENABLE_NCCL_TRANSPORT) ||
+                           (plan.transport == Transport::kLsa && WEAVE_ENABLE_LSA) ||
+                           (plan.transport == Transport::kCe && WEAVE_ENABLE_CE);
+  WEAVE_EXPECT(compiled_in, Status::kUnavailable, "transport '" << to_string(plan.transport) << "' is compiled out");
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
+  // Every check passed: from here an escaping error breaks the op (its words may be half-advanced).
+  guard.enqueueing();
   switch (plan.transport) {
     case Transport::kNccl:
 #if WEAVE_ENABLE_NCCL_TRANSPORT
       run_nccl(in, out, count, stream);
-      return;
-#else
-      break;
 #endif
+      break;
     case Transport::kLsa:
 #if WEAVE_ENABLE_LSA
       run_lsa(in, out, count, stream);
-      return;
-#else
-      break;
 #endif
+      break;
     case Transport::kCe:
 #if WEAVE_ENABLE_CE
       run_ce(in, out, count, stream);
-      return;
-#else
-      break;
 #endif
+      break;
   }
-  (void)stream;  // reached only when the selected transport is compiled out
-  WEAVE_EXPECT(false, Status::kUnavailable, "transport '" << to_string(plan.transport) << "' is compiled out");
+  (void)stream;
+  WEAVE_EXPECT(!fail_after_enqueue_for_testing, Status::kInternal,
+               to_string(cfg.op) << ": raised after enqueueing (fail_after_enqueue_for_testing)");
 }
 
 bool Collective::Impl::nccl_symmetric_defect(const void* in, const void* out, size_t count) const {
@@ -87,16 +97,7 @@ bool Collective::Impl::nccl_symmetric_defect(const void* in, const void* out, si
 }
 
 void Collective::Impl::run_nccl(const void* in, void* out, size_t count, cudaStream_t stream) {
-  // docs/comm.md "NCCL symmetric kernels": with both buffers in a symmetric window NCCL 2.28.9
-  // returned wrong data for all-gather and reduce-scatter blocks whose size is not a multiple of
-  // 4 bytes (Collectives.NcclSymmetricKernelsOnOddSizesCharacterised). Refuse rather than return it.
-  WEAVE_EXPECT(!nccl_symmetric_defect(in, out, count), Status::kUnsupported,
-               to_string(cfg.op) << " over nccl: " << count * esz
-                                 << " bytes per rank with both buffers in the symmetric window would run NCCL's "
-                                    "symmetric kernels, which returned wrong data for block sizes that are not a "
-                                    "multiple of 4 bytes in weave's self-test (NCCL 2.28.9); pass buffers outside "
-                                    "the window, or use the ce or lsa transport");
-  const ncclComm_t c = nccl_comm();
+  const ncclComm_t c = nccl_comm();  // run() refused the symmetric-kernel defect before enqueueing
   switch (cfg.op) {
     case CollectiveOp::kAllGather: WEAVE_CHECK_NCCL(ncclAllGather(in, out, count, ncclUint8, c, stream)); break;
     case CollectiveOp::kReduceScatter:

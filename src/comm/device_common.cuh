@@ -160,8 +160,9 @@ __device__ inline bool call_key_agrees(const ProtoArgs& a, int q, int64_t m, uin
 
 // docs/memory_ordering.md "bounded-wait".
 // Spins (acquire loads, docs/memory_ordering.md "consume-acquire") until *flag has reached
-// `expected` (wrap-safe). Bounded: after timeout_ns, or when another thread of this op already
-// timed out, records the diagnostic and returns false; the caller then leaves the kernel.
+// `expected` (wrap-safe). Bounded: after timeout_ns (or once the awaited peer gave up the op) it
+// records the diagnostic and returns false; when another thread of this op already gave up it
+// returns false at once, recording nothing (the first record stands); the caller then leaves.
 // give_up() (every 128 polls, before the clock) may end the wait early having recorded why (a
 // fused op's call key of another m, "call-key"); the default never does.
 struct NeverGiveUp {

@@ -6,8 +6,8 @@
 // rank, so no second pass can ever store over what a peer has counted (why weave::Gemm's
 // rerun-after cannot be copied here). A skipped kernel returns before its call protocol begins,
 // so only the running one advances the op's epochs. Ranks need not agree: the protocols do not
-// depend on how a rank computed its tiles. Not for GemmAllGather fused-ce (its copy streams fork
-// from the kernel's start, and the skipped first kernel would start first: docs/fused.md).
+// depend on how a rank computed its tiles. Not for the fused-ce mode of either op (its copy streams
+// fork from the kernel's start, and the skipped first kernel would start first: docs/fused.md).
 #pragma once
 #include <cstdint>
 #include <functional>

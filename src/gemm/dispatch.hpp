@@ -33,6 +33,9 @@ struct GemmKernelEntry {
   // Row bytes of its TMA-store boxes (SmemLayout::kStripRowBytes, 128 or 64): the output map
   // (make_epilogue_map's box_bytes) must be built with exactly this width.
   int epi_box_bytes = 128;
+  // Whether WEAVE_GEMM_DEBUG_EARLY_RELEASE reaches this instance: only where the consumer role is
+  // compiled twice, clean and with the faults (gemm/kernel.cuh single_consumer_role).
+  bool early_release_control = false;
   // Raises the kernel's dynamic shared-memory limit on the current device (host call, no GPU work;
   // done once per op construction, never in run()).
   void (*prepare)() = nullptr;

@@ -193,11 +193,11 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   } else {
     // ---------------- consumers ----------------
     ptx::setmaxnreg_inc_sync_aligned_u32<kConsumerRegisters>();
-    // The dropped-wait negative control (MainloopArgs::debug_drop_full_wait) is tested once, not in
-    // the main loops: the role is compiled once per flag value (a std::bool_constant argument) and
-    // the kernel runs one (docs/perf/gemm.md "step 9"); single_consumer_role instances test a bool.
-    auto consumer_role = [&](auto drop_wait_arg) {
-      const bool drop_wait = drop_wait_arg;
+    // The debug pipeline faults (MainloopArgs::debug_drop_full_wait, debug_early_release) are
+    // tested once, not in the main loops: the role is compiled once clean (NoFault) and once with
+    // the faults (AnyFault), and the kernel runs one (docs/perf/gemm.md "step 9");
+    // single_consumer_role instances keep the one dropped-wait test they had (DropWaitOnly).
+    auto consumer_role = [&](const auto fault) {
       // Read through a shuffle so ptxas knows it is warp-uniform and keeps the wgmma descriptors in
       // the uniform datapath; keep spinning waits out of the code between here and the main loop
       // (either moved the loop's arithmetic to vector registers: docs/perf/gemm.md "step 6").
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         sched.coords(tile, m_blk, n_blk);
         float acc[Tile::kSlices][kAcc];
         MainloopFor<Tile, Scale>::consume(ring, ps, acc, MainloopTile{kb_begin, kb_end, m_blk * Tile::kBlockM, n_blk},
-                                          drop_wait);
+                                          fault);
 
         // ---------------- epilogue ----------------
         // Scales that are constant along K (ptpc) are applied here, in registers; then the staged
@@ -255,12 +255,12 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       }
     };
     if constexpr (single_consumer_role<Tile, Scale, Epilogue>()) {
-      consumer_role(a.debug_drop_full_wait != 0);
+      consumer_role(DropWaitOnly{a.debug_drop_full_wait != 0});
     } else {
-      if (a.debug_drop_full_wait != 0)
-        consumer_role(std::true_type{});
+      if (a.debug_drop_full_wait != 0 || a.debug_early_release != 0)
+        consumer_role(AnyFault{a.debug_drop_full_wait != 0, a.debug_early_release != 0});
       else
-        consumer_role(std::false_type{});
+        consumer_role(NoFault{});
     }
   }
 #endif
@@ -311,6 +311,7 @@ struct KernelInstance {
         .threads = Tile::kThreads,
         .smem_bytes = Layout::kBytes,
         .epi_box_bytes = Layout::kStripRowBytes,
+        .early_release_control = !single_consumer_role<Tile, Scale, Epilogue>(),
         .prepare = &prepare,
         .launch = &launch,
         .launch_noting_start = &launch_noting_start,

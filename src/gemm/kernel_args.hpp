@@ -59,6 +59,12 @@ struct MainloopArgs {
   // the conversion was exact, the native one when it was not).
   const uint32_t* run_if_flag = nullptr;
   int32_t run_if_flag_clear = 0;
+  // Debug-only negative control (WEAVE_GEMM_DEBUG_EARLY_RELEASE=1): consumers release a stage on
+  // its empty barrier as soon as it landed, before their wgmmas read it, so the producer may refill
+  // it under them. Instances with one consumer role (gemm/kernel.cuh single_consumer_role) ignore
+  // it (GemmKernelEntry::early_release_control). Never set in production. Last, in the
+  // struct's tail padding, so no other field moves (the kernels' SASS stays as it was).
+  int32_t debug_early_release = 0;
 };
 
 // Epilogue "store through TMA": the staged epilogue (gemm/epilogue_staged.cuh) TMA-stores each

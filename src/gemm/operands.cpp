@@ -168,6 +168,10 @@ MainloopDebug MainloopDebug::from_env() {
   if (d.drop_full_wait)
     WEAVE_LOG(kWarn, "WEAVE_GEMM_DEBUG_DROP_WAIT=1: GEMM consumers skip the full-barrier wait before reading a stage "
                      "(negative control; results will be wrong)");
+  d.early_release = env::get_bool("WEAVE_GEMM_DEBUG_EARLY_RELEASE", false);
+  if (d.early_release)
+    WEAVE_LOG(kWarn, "WEAVE_GEMM_DEBUG_EARLY_RELEASE=1: GEMM consumers release a stage before reading it, where the "
+                     "instance has a separate debug role (negative control; results will be wrong)");
   const int64_t stall = env::get_int("WEAVE_GEMM_DEBUG_STALL_K_BLOCK", -1);
   WEAVE_EXPECT_ARG(stall >= -1 && stall < (int64_t{1} << 31),
                    "WEAVE_GEMM_DEBUG_STALL_K_BLOCK: a K-block index >= 0, or -1 for off (got " << stall << ")");
@@ -216,6 +220,7 @@ MainloopArgs make_mainloop_args(const GemmProblem& p, const GemmPlan& plan, cons
                Status::kInternal,
                "split-K plan " << plan.split_k << " over " << k_blocks << " K blocks leaves an empty split");
   m.debug_drop_full_wait = debug.drop_full_wait ? 1 : 0;
+  m.debug_early_release = debug.early_release ? 1 : 0;
   m.debug_stall_k_block = debug.stall_k_block;
   m.pipeline_timeout_ns = debug.pipeline_timeout_ns;
   m.timeout_record = hopper::wait_timeout_record();

@@ -41,6 +41,7 @@ GemmPlan fixed_tile_plan(const GemmProblem& p, int num_sms, int block_m, int blo
 // a fused op never sets them). Defaults: production.
 struct MainloopDebug {
   bool drop_full_wait = false;   // WEAVE_GEMM_DEBUG_DROP_WAIT=1: the dropped-wait negative control
+  bool early_release = false;    // WEAVE_GEMM_DEBUG_EARLY_RELEASE=1: the early-release negative control
   int32_t stall_k_block = -1;    // WEAVE_GEMM_DEBUG_STALL_K_BLOCK=k: a stage never loaded (abort test)
   uint64_t pipeline_timeout_ns = 0;  // WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS: the pipeline waits' bound
   static MainloopDebug from_env();  // logs a warning for every knob that is set

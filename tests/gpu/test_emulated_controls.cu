@@ -28,8 +28,10 @@
 #include <vector>
 
 #include "comm/collective_impl.hpp"
+#include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
+#include "support/expect_error.hpp"
 #include "support/gpu.hpp"
 #include "testing/comm_values.hpp"
 #include "testing/emulated_world.hpp"
@@ -271,4 +273,67 @@ TEST(EmulatedControls, LowLatencyLinesOverwrittenWithOneCopyAreCaught) {
   if (bad.timed_out) EXPECT_TRUE(bad.overwrite_named) << "the slow rank's timeout must name the overwritten line";
   std::printf("  ll negative control (W = %d): %d rank(s) timed out, %lld wrong elements\n", world, bad.timed_out,
               static_cast<long long>(bad.wrong));
+}
+
+// An exception that escapes a collective's call after its checks (mid-enqueue) may leave the op's
+// words half-advanced: the op must refuse every later call and check() (kInternal, "unusable") on
+// the rank that raised, as the fused ops do (tests/gpu/test_fused_ops_broken.cu). The negative
+// control: an argument error, raised before anything is enqueued, leaves the op usable. W = 2, lsa
+// and ce all-reduce. (Issue 36 item 7.)
+TEST(EmulatedControls, AnErrorMidEnqueueBreaksTheCollective) {
+  WEAVE_REQUIRE_GPUS(1);
+  constexpr size_t kCount = 4096;
+  for (Transport transport : {Transport::kLsa, Transport::kCe}) {
+    SCOPED_TRACE(std::string(to_string(transport)));
+    if (transport == Transport::kCe && !bench::EmulatedWorld::copy_engine_unsupported_reason(2).empty()) {
+      std::printf("  not run over ce: %s\n", bench::EmulatedWorld::copy_engine_unsupported_reason(2).c_str());
+      continue;
+    }
+    bench::EmulatedWorld ew(2, 0, 10);
+    std::string arg_error, first, later_check, later_run;
+    ew.run([&](comm::Group& g) {
+      CollectiveConfig cfg;
+      cfg.op = CollectiveOp::kAllReduce;
+      cfg.transport = transport;
+      cfg.dtype = DType::kBF16;
+      cfg.max_count = kCount;
+      auto op = Collective::Impl::create(g, cfg);
+      OwnedDeviceMemory in_mem(kCount * 2), out_mem(kCount * 2);
+      void *in = in_mem.p, *out = out_mem.p;
+      WEAVE_CHECK_CUDA(cudaMemset(in, 0, kCount * 2));
+      OwnedStream stream;
+      const cudaStream_t s = stream.s;
+      // Control: an argument error (count 0) before anything is enqueued; then a normal call.
+      const std::string bad = test::error_of([&] { op->run(in, out, 0, s); });
+      g.barrier();
+      op->run(in, out, kCount, s);
+      comm::sync_stream_bounded(s, 20, "the control call");
+      op->check();  // raises if the argument error had broken the op
+      // Both ranks enqueue the whole call (the peer's waits pass); rank 0's run() then raises.
+      if (g.rank() == 0) Collective::Impl::of(*op).fail_after_enqueue_for_testing = true;
+      g.barrier();
+      std::string e;
+      if (g.rank() == 0)
+        e = test::error_of([&] { op->run(in, out, kCount, s); }, Status::kInternal);
+      else
+        op->run(in, out, kCount, s);
+      g.barrier();
+      comm::sync_stream_bounded(s, 20, "the call that raised after enqueueing");
+      if (g.rank() == 0) {
+        arg_error = bad;
+        first = e;
+        later_check = test::error_of([&] { op->check(); }, Status::kInternal);
+        later_run = test::error_of([&] { op->run(in, out, kCount, s); }, Status::kInternal);
+      } else {
+        op->check();  // the peer's call completed: its op is clean
+      }
+      g.barrier();
+    });
+    EXPECT_NE(arg_error.find("count must be"), std::string::npos) << arg_error;
+    EXPECT_NE(first.find("fail_after_enqueue_for_testing"), std::string::npos) << first;
+    EXPECT_NE(later_check.find("unusable"), std::string::npos) << "check() after the escape: " << later_check;
+    EXPECT_NE(later_run.find("unusable"), std::string::npos) << "run() after the escape: " << later_run;
+    std::printf("  %s all-reduce after an error mid-enqueue: %s\n", std::string(to_string(transport)).c_str(),
+                later_run.c_str());
+  }
 }

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
+#include <string>
 
 #include "gemm/dispatch.hpp"
 #include "gemm/planner.hpp"
@@ -72,13 +74,17 @@ TEST(GemmNegativeControl, DroppedFullWaitIsDetected) {
 }
 
 // The same control through every built local-store instance (every tile: 128x128, 256x128,
-// 64-row, 128x160, ...; every mode, scale layout and output dtype), each forced by its tile:
-// 10 clean launches must pass and 10 with the dropped wait must not all pass. The fused
-// instances: EmulatedFusedOp.ADroppedPipelineWaitFailsTheSelfTestInEveryQuant.
-TEST(GemmNegativeControl, DroppedFullWaitIsDetectedInEveryBuiltInstance) {
+// 64-row, 128x160, ...; every mode, scale layout and output dtype), each forced by its tile: 10
+// clean launches must pass, and 10 with the dropped wait must not all pass. Then the second
+// control, WEAVE_GEMM_DEBUG_EARLY_RELEASE=1 (consumers release a stage on its empty barrier before
+// their wgmmas read it, so the producer refills it under them), in every instance that compiles
+// its consumer role twice (GemmKernelEntry::early_release_control; the others are listed as not
+// covered). The fused instances: EmulatedFusedOp.ADroppedPipelineWaitFailsTheSelfTestInEveryQuant.
+TEST(GemmNegativeControl, PipelineFaultsAreDetectedInEveryBuiltInstance) {
   WEAVE_REQUIRE_GPUS(1);
   constexpr int kRuns = 10;
-  int instances = 0, caught = 0;
+  int instances = 0, dropped_caught = 0, early_tried = 0, early_caught = 0;
+  std::string early_not_covered;
   std::map<int, OperandSet> sets;  // by mode: one operand set per scale mode
   for (const gemm::GemmInstance& inst : gemm::gemm_instances()) {
     const int key = static_cast<int>(inst.mode);
@@ -90,30 +96,43 @@ TEST(GemmNegativeControl, DroppedFullWaitIsDetectedInEveryBuiltInstance) {
     GemmPlanOverrides ov{.block_m = inst.block_m, .block_n = inst.block_n, .split_k = 1};
     if (p.mode == ScaleMode::kMxfp8) ov.mx_route = MxRoute::kNative;
     if (p.mode == ScaleMode::kBlockscale && p.scale_layout == ScaleLayout::kRaw) ov.scale_a_route = ScaleARoute::kAsGiven;
-    auto run = [&](int* bad_runs, std::string* kernel) {
+    // Bad launches of kRuns with the knob `env` set (nullptr: none); the plan's kernel in *kernel.
+    auto bad_runs = [&](const char* env, std::string* kernel) {
+      std::optional<ScopedEnv> knob;
+      if (env) knob.emplace(env, "1");
       Guarded c(p.m * p.n * dtype_bytes(p.out_dtype));
       Gemm g(p, o.va, o.vb, o.scales_for(p.scale_layout), TensorView::matrix(c.get(), p.out_dtype, p.m, p.n, 0), ov);
       if (kernel) *kernel = g.plan().kernel;
       const Guarded ws = attach_workspace(g);
-      *bad_runs = run_repeated(g, o, c, p.out_dtype, kRuns, nullptr).bad_runs;
+      return run_repeated(g, o, c, p.out_dtype, kRuns, nullptr).bad_runs;
     };
-    int clean = 0, dropped = 0;
     std::string kernel;
-    run(&clean, &kernel);
+    const int clean = bad_runs(nullptr, &kernel);
     ASSERT_EQ(kernel, inst.name) << "the forced tile did not select the instance under test";
-    {
-      ScopedEnv env("WEAVE_GEMM_DEBUG_DROP_WAIT", "1");
-      run(&dropped, nullptr);
-    }
+    const int dropped = bad_runs("WEAVE_GEMM_DEBUG_DROP_WAIT", nullptr);
     ++instances;
-    caught += dropped > 0;
-    EXPECT_EQ(clean, 0) << inst.name << " without the switch";
+    dropped_caught += dropped > 0;
+    EXPECT_EQ(clean, 0) << inst.name << " without a knob";
     EXPECT_GT(dropped, 0) << inst.name << ": the dropped wait went unnoticed in " << kRuns << " runs";
-    std::printf("  negative control %-52s clean %d/%d bad, dropped wait %d/%d bad\n", inst.name, clean, kRuns,
-                dropped, kRuns);
+    int early = -1;
+    if (inst.early_release_control) {
+      early = bad_runs("WEAVE_GEMM_DEBUG_EARLY_RELEASE", nullptr);
+      ++early_tried;
+      early_caught += early > 0;
+      EXPECT_GT(early, 0) << inst.name << ": the early release went unnoticed in " << kRuns << " runs";
+    } else {
+      early_not_covered += std::string(early_not_covered.empty() ? "" : ", ") + inst.name;
+    }
+    std::printf("  negative controls %-52s clean %d/%d bad, dropped wait %d/%d bad, early release %s\n", inst.name,
+                clean, kRuns, dropped, kRuns,
+                early < 0 ? "n/a (one consumer role)" : (std::to_string(early) + "/" + std::to_string(kRuns) + " bad").c_str());
   }
-  std::printf("  %d of %d built instances caught the dropped wait\n", caught, instances);
+  std::printf("  dropped wait caught in %d of %d built instances; early release caught in %d of %d tried\n",
+              dropped_caught, instances, early_caught, early_tried);
+  if (!early_not_covered.empty())
+    std::printf("  early release not covered (one consumer role, single_consumer_role): %s\n", early_not_covered.c_str());
   EXPECT_GT(instances, 0) << "no instance built";
+  EXPECT_GT(early_tried, 0) << "no instance took the early-release control";
 }
 
 TEST(GemmOperands, SetOperandsRepointsWithoutReplanning) {

@@ -261,10 +261,10 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
   const size_t count = static_cast<size_t>(m) * static_cast<size_t>(cfg.n);
   if (call.mode == GemmAllReduceMode::kFused || call.mode == GemmAllReduceMode::kFusedRs || pull) {
     const bool scatter = call.mode == GemmAllReduceMode::kFusedRs;  // (world 1: the plan resolved it to fused)
-    // Consumers wait for peers' partials inside the pipeline: its waits must outlast the comm timeout.
-    // (WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS, when set, wins: the pipeline-abort test.)
+    // Consumers wait for peers' partials inside the pipeline: its waits must outlast the combine's
+    // chain of comm waits. (WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS, when set, wins: the pipeline-abort test.)
     if (main.pipeline_timeout_ns == 0)
-      main.pipeline_timeout_ns = static_cast<uint64_t>((2 * group->timeout_s() + 5) * 1e9);
+      main.pipeline_timeout_ns = fused::peer_waiting_pipeline_bound_ns(w, group->timeout_s());
     gemm::KernelArgs<fused::AllReduceParams> args{};
     args.main = main;
     fused::AllReduceParams& e = args.epi;

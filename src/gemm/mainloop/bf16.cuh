@@ -11,13 +11,13 @@ template <class Tile>
 struct MainloopBf16 {
   static constexpr int kAcc = Tile::Mma::kAcc;
 
-  template <class Ring, class Pipe>
+  template <class Ring, class Pipe, class Fault>
   __device__ __forceinline__ static void consume(const Ring& ring, Pipe& ps, float (&acc)[Tile::kSlices][kAcc],
-                                                 const MainloopTile& t, bool drop_wait) {
+                                                 const MainloopTile& t, const Fault& fault) {
     uint32_t prev_stage = 0;
     for (int kb = t.kb_begin; kb < t.kb_end; ++kb) {
       const uint32_t s = ps.stage;
-      if (!drop_wait) ring.wait_full(s, ps.phase);
+      ring.acquire(s, ps.phase, fault);
 #pragma unroll
       for (int j = 0; j < Tile::kSlices; ++j) fence_operands(acc[j]);
       ptx::wgmma_fence_sync_aligned();
@@ -29,13 +29,13 @@ struct MainloopBf16 {
       ptx::wgmma_commit_group_sync_aligned();
 #pragma unroll
       for (int j = 0; j < Tile::kSlices; ++j) fence_operands(acc[j]);
-      if (drop_wait) {
+      if (fault.drop_full_wait()) {
         ptx::wgmma_wait_group_sync_aligned<0>();
         ring.wait_full(s, ps.phase);
       }
       if (kb > t.kb_begin) {
         ptx::wgmma_wait_group_sync_aligned<1>();
-        ring.release(prev_stage);
+        ring.release_after_reads(prev_stage, fault);
       }
       prev_stage = s;
       ps.advance();
@@ -43,7 +43,7 @@ struct MainloopBf16 {
     ptx::wgmma_wait_group_sync_aligned<0>();
 #pragma unroll
     for (int j = 0; j < Tile::kSlices; ++j) fence_operands(acc[j]);
-    ring.release(prev_stage);
+    ring.release_after_reads(prev_stage, fault);
   }
 };
 

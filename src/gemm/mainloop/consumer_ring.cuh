@@ -15,6 +15,26 @@
 
 namespace weave::gemm {
 
+// The debug pipeline faults a consumer role can run (MainloopArgs::debug_drop_full_wait,
+// debug_early_release: the negative controls that prove the tests see a pipeline race). The clean
+// role's NoFault folds every check away, so its main loop is the fault-free one; DropWaitOnly is
+// for instances compiled with one consumer role (gemm/kernel.cuh single_consumer_role), whose main
+// loop keeps only the dropped-wait test it always had; AnyFault is the debug role's.
+struct NoFault {
+  static constexpr bool drop_full_wait() { return false; }
+  static constexpr bool early_release() { return false; }
+};
+struct DropWaitOnly {
+  bool drop;
+  __device__ __forceinline__ bool drop_full_wait() const { return drop; }
+  static constexpr bool early_release() { return false; }
+};
+struct AnyFault {
+  bool drop, early;
+  __device__ __forceinline__ bool drop_full_wait() const { return drop; }
+  __device__ __forceinline__ bool early_release() const { return early; }
+};
+
 template <class Tile, class L>
 struct ConsumerRing {
   uint32_t smem_base;
@@ -66,6 +86,24 @@ struct ConsumerRing {
   // One arrival per consumer warp: the empty barrier counts warps.
   __device__ __forceinline__ void release(uint32_t s) const {
     if (lane == 0) ptx::mbarrier_arrive_release_cta(empty_bar(s));
+  }
+
+  // A main loop's stage protocol under a fault. acquire: wait for stage s to land (unless the
+  // dropped-wait fault moves the wait after the reads: acquire_late); the early-release fault then
+  // releases it at once, before the wgmmas read it, so the producer may refill it under them.
+  // release_after_reads: the release once every read of s is complete (skipped when early).
+  template <class Fault>
+  __device__ __forceinline__ void acquire(uint32_t s, uint32_t phase, const Fault& f) const {
+    if (!f.drop_full_wait()) wait_full(s, phase);
+    if (f.early_release()) release(s);
+  }
+  template <class Fault>
+  __device__ __forceinline__ void acquire_late(uint32_t s, uint32_t phase, const Fault& f) const {
+    if (f.drop_full_wait()) wait_full(s, phase);
+  }
+  template <class Fault>
+  __device__ __forceinline__ void release_after_reads(uint32_t s, const Fault& f) const {
+    if (!f.early_release()) release(s);
   }
 };
 

@@ -24,9 +24,9 @@ struct MainloopMx32Sets {
   static constexpr int kAcc = Tile::Mma::kAcc;
   static_assert(Tile::kSlices == 1 && kAcc == 64, "mxfp8 tiles: one m64n128 slice per consumer warpgroup");
 
-  template <class Ring, class Pipe>
+  template <class Ring, class Pipe, class Fault>
   __device__ __forceinline__ static void consume(const Ring& ring, Pipe& ps, float (&acc)[Tile::kSlices][kAcc],
-                                                 const MainloopTile& t, bool drop_wait) {
+                                                 const MainloopTile& t, const Fault& fault) {
     float set0[kAcc], set1[kAcc];
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[0][i] = set0[i] = set1[i] = 0.0f;
@@ -42,9 +42,9 @@ struct MainloopMx32Sets {
     };
     for (int kb = t.kb_begin; kb < t.kb_end; ++kb) {
       const uint32_t s = ps.stage;
-      if (!drop_wait) ring.wait_full(s, ps.phase);
+      ring.acquire(s, ps.phase, fault);
       issue(set0, s, 0);
-      if (drop_wait) ring.wait_full(s, ps.phase);
+      ring.acquire_late(s, ps.phase, fault);
       const MxStageWords w = Scale::template load_words<Tile>(ring.stage_scales(s), row_local, mis, groups - 4 * kb);
       issue(set1, s, 1);
       ptx::wgmma_wait_group_sync_aligned<1>();
@@ -60,7 +60,7 @@ struct MainloopMx32Sets {
       Scale::promote(acc[0], set0, w, 2);
       ptx::wgmma_wait_group_sync_aligned<0>();
       fence_operands(set1);
-      ring.release(s);  // every group reading stage s is complete; its scales are in w
+      ring.release_after_reads(s, fault);  // every group reading stage s is complete; its scales are in w
       Scale::promote(acc[0], set1, w, 3);
       ps.advance();
     }

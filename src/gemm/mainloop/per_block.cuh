@@ -21,9 +21,9 @@ struct MainloopPerBlock {
   static constexpr int kAcc = Tile::Mma::kAcc;
   static constexpr bool kScaled = Scale::kWhere == ScaleWhere::kMainloop;
 
-  template <class Ring, class Pipe>
+  template <class Ring, class Pipe, class Fault>
   __device__ __forceinline__ static void consume(const Ring& ring, Pipe& ps, float (&acc)[Tile::kSlices][kAcc],
-                                                 const MainloopTile& t, bool drop_wait) {
+                                                 const MainloopTile& t, const Fault& fault) {
 #pragma unroll
     for (int j = 0; j < Tile::kSlices; ++j)
 #pragma unroll
@@ -31,7 +31,7 @@ struct MainloopPerBlock {
     float blk[kAcc];
     for (int kb = t.kb_begin; kb < t.kb_end; ++kb) {
       const uint32_t s = ps.stage;
-      if (!drop_wait) ring.wait_full(s, ps.phase);
+      ring.acquire(s, ps.phase, fault);
       // The block's scales are read once the first slice's wgmmas are issued and multiplied after
       // its wait: read before them, the warp stalled between the slice's wgmmas on the loads
       // (docs/perf/gemm.md "step 8").
@@ -60,8 +60,8 @@ struct MainloopPerBlock {
         ptx::wgmma_wait_group_sync_aligned<0>();
         fence_operands(blk);
         if (j == Tile::kSlices - 1) {
-          if (drop_wait) ring.wait_full(s, ps.phase);
-          ring.release(s);  // scales were read above, all wgmmas on stage s are complete
+          ring.acquire_late(s, ps.phase, fault);
+          ring.release_after_reads(s, fault);  // scales were read above, all wgmmas on stage s are complete
         }
         if constexpr (kScaled)
           promote_rows(acc[j], blk, sa[j][0] * sb, sa[j][1] * sb);

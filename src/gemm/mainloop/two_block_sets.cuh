@@ -24,9 +24,9 @@ struct MainloopTwoBlockSets {
   static constexpr bool kScaled = Scale::kWhere == ScaleWhere::kMainloop;  // blockscale; ptpc scales in the epilogue
   static_assert(Tile::kSlices == 1, "two block sets need one m64 slice per consumer warpgroup");
 
-  template <class Ring, class Pipe>
+  template <class Ring, class Pipe, class Fault>
   __device__ __forceinline__ static void consume(const Ring& ring, Pipe& ps, float (&acc)[Tile::kSlices][kAcc],
-                                                 const MainloopTile& t, bool drop_wait) {
+                                                 const MainloopTile& t, const Fault& fault) {
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[0][i] = 0.0f;
     float blk_a[kAcc], blk_b[kAcc];
@@ -34,7 +34,7 @@ struct MainloopTwoBlockSets {
     float scl_a[3] = {1.0f, 1.0f, 1.0f}, scl_b[3] = {1.0f, 1.0f, 1.0f};
     const int row_local = Tile::wg_row0(ring.cwg) + ring.row_in_wg;
     auto issue_stage = [&](float(&blk)[kAcc], float(&scl)[3], uint32_t s, uint32_t phase) {
-      if (!drop_wait) ring.wait_full(s, phase);
+      ring.acquire(s, phase, fault);
       fence_operands(blk);
       ptx::wgmma_fence_sync_aligned();
 #pragma unroll
@@ -42,7 +42,7 @@ struct MainloopTwoBlockSets {
         Tile::Mma::mma(blk, ring.desc_a(s, 0, ks), ring.desc_b(s, ks), ks > 0 ? 1u : 0u);
       ptx::wgmma_commit_group_sync_aligned();
       fence_operands(blk);
-      if (drop_wait) ring.wait_full(s, phase);
+      ring.acquire_late(s, phase, fault);
       if constexpr (kScaled) {
         const uint32_t slot = ring.stage_scales(s);
         scl[0] = Scale::row_scale(slot, row_local);
@@ -53,7 +53,7 @@ struct MainloopTwoBlockSets {
     // After the wait for `blk`'s group: release its stage, add it into the sums.
     auto promote_stage = [&](float(&blk)[kAcc], const float(&scl)[3], uint32_t s) {
       fence_operands(blk);
-      ring.release(s);
+      ring.release_after_reads(s, fault);
       if constexpr (kScaled) {
         const float fac[2] = {scl[0] * scl[2], scl[1] * scl[2]};
         promote_rows(acc[0], blk, fac[0], fac[1]);
