@@ -8,7 +8,8 @@
 # GPU and multi-GPU tests, then the emulated fused tests repeated and the gemm-ag / gemm-ar suites
 # in the emulated world; multi: the run for a machine of 2+ GPUs (below); default: all.
 # multi: every multi-GPU test (tests/multi_gpu, one rank per GPU over real NCCL: the collectives and
-# both fused operators, every mode, bitwise against split and against an NCCL-reduced reference),
+# both fused operators, every mode, bitwise against split and against an NCCL-reduced reference;
+# fused-ce once more with CUDA_DEVICE_MAX_CONNECTIONS=1, in a process of its own),
 # `weave bench comm` over every GPU, the fused suites over every model preset with --devices = every
 # GPU (each mode against cuBLASLt + NCCL on plain and on symmetric buffers), and with PY=1 the
 # Python package's install and pytest suite (scripts/device_python.sh: torchrun multi-GPU parts
@@ -82,6 +83,16 @@ if [ "$mode" != bench ]; then
     note "tests $label (exit $rc, $(( $(date +%s) - t1 )) s): $(grep -E '^\[  PASSED  \]' "$LOGS/tests_$label.log" | tail -1) $(grep -E '^\[  SKIPPED \] [0-9]' "$LOGS/tests_$label.log" | tail -1) $(grep -E '^\[  FAILED  \] [0-9]' "$LOGS/tests_$label.log" | tail -1)"
     grep -E '^\[  FAILED  \] [A-Z]' "$LOGS/tests_$label.log" | head -20
   done
+  # fused-ce with every stream on one hardware queue (Megatron-style CUDA_DEVICE_MAX_CONNECTIONS=1):
+  # the variable must be set before CUDA starts, so its test runs in a process of its own.
+  if [ "$mode" = multi ]; then
+    t1=$(date +%s)
+    CUDA_DEVICE_MAX_CONNECTIONS=1 timeout ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_multi_gpu" --gtest_brief=1 \
+      --gtest_filter='MultiGpuGemmAllReduce.FusedCeOnOneHardwareQueue*' >"$LOGS/tests_one_queue.log" 2>&1
+    rc=$?
+    verdict_pass "tests multi_gpu, one hardware queue" $rc
+    note "tests multi_gpu with CUDA_DEVICE_MAX_CONNECTIONS=1 (exit $rc, $(( $(date +%s) - t1 )) s): $(grep -E '^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]' "$LOGS/tests_one_queue.log" | tr '\n' ' ')"
+  fi
 fi
 
 # SANITIZE=1: compute-sanitizer memcheck and racecheck over GemmSanitizer.* (every GEMM instance

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -409,4 +410,51 @@ TEST(MultiGpuGemmAllReduce, APeerThatNeverArrivesTimesOutNamingIt) {
       }
     });
   }
+}
+
+// Issue 36 item 4 on separate GPUs: GemmAllReduce fused-ce at W >= 3 with every stream of a process
+// on one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1, as Megatron-style overlap sets it). Its
+// pulls are enqueued round by round, so a copy that waits for a peer's chunk never sits ahead of
+// one that chunk needs; enqueued stream by stream, the calls deadlocked until the timeout (the CPU
+// pull simulation's merged-queue mode shows both: FusedArPull.*). 50 back-to-back calls of
+// changing M, each bitwise equal to split-lsa's. The variable must be set before CUDA starts, so
+// scripts/gpu_all.sh (multi) runs this test in a process of its own with it; elsewhere it skips.
+TEST(MultiGpuGemmAllReduce, FusedCeOnOneHardwareQueueFinishesAndEqualsSplit) {
+  WEAVE_REQUIRE_GPUS(3);
+  const char* conn = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (conn == nullptr || std::string(conn) != "1")
+    GTEST_SKIP() << "needs CUDA_DEVICE_MAX_CONNECTIONS=1 set before the process starts (scripts/gpu_all.sh multi "
+                    "runs it so)";
+  const int w = local_world();
+  const int64_t n = 2048, k = 1024, m_max = 2048;
+  std::string reason;
+  int calls_checked = 0;
+  for_each_rank([&](Communicator& c) {
+    const int r = c.rank(), dev = c.device();
+    StreamHolder st;
+    std::string why;
+    auto ce = make_or_reason<GemmAllReduce>(c, ar_config(ScaleMode::kBF16, GemmAllReduceMode::kFusedCe, n, k, m_max), why);
+    if (!ce) {
+      if (r == 0) reason = why;
+      return;
+    }
+    GemmAllReduce split(c, ar_config(ScaleMode::kBF16, GemmAllReduceMode::kSplitLsa, n, k, m_max));
+    const bench::DeviceOperand b = operand(501 + r, n, k, ScaleMode::kBF16, ref::Operand::kB, dev);
+    std::mt19937_64 rng(2024);  // the same M sequence on every rank
+    for (int call = 0; call < 50; ++call) {
+      const int64_t m = 1 + static_cast<int64_t>(rng() % m_max);
+      const bench::DeviceOperand a = operand(9000 + 31 * call + r, m, k, ScaleMode::kBF16, ref::Operand::kA, dev);
+      const size_t bytes = static_cast<size_t>(m * n) * 2;
+      const std::vector<uint8_t> want = poisoned_call(c, split, m, bytes, a, b, st.s);
+      const std::vector<uint8_t> got = poisoned_call(c, *ce, m, bytes, a, b, st.s);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), bytes), 0) << "call " << call << " m " << m;
+      if (r == 0) ++calls_checked;
+    }
+  });
+  if (!reason.empty()) {
+    print_not_run("gemm-ar", ScaleMode::kBF16, GemmAllReduceMode::kFusedCe, w, reason);
+    return;
+  }
+  EXPECT_EQ(calls_checked, 50);
+  std::printf("  fused-ce W%d, one hardware queue: %d calls finished, each equal to split-lsa\n", w, calls_checked);
 }
