@@ -18,9 +18,11 @@ while IFS= read -r obj; do
   stem=$(basename "$obj" .cu.o)
   [ "$which" = all ] && stem=$(echo "${obj#*weave_objects.dir/}" | sed 's|/|__|g; s|\.cu\.o$||')
   # Only the instructions: the header names the object's path, which differs between build folders.
-  # and anonymous-namespace names carry a hash of the file's path: normalised.
-  cuobjdump -sass "$obj" | grep -E '^\s+/\*[0-9a-f]{4}\*/|Function :' |
+  # and anonymous-namespace names carry a hash of the file's path: normalised. Addresses have 4 hex
+  # digits or more (a {4} pattern silently dropped every instruction past 64 KB of code).
+  cuobjdump -sass "$obj" | grep -E '^\s+/\*[0-9a-f]{4,}\*/|Function :' |
     sed -E 's/[0-9]+_GLOBAL__N__[0-9a-f]+_[0-9]+_[A-Za-z0-9_]+_cu_[0-9a-f]+/_GLOBAL__N__ANON/g' > "$out/$stem.sass"
+  [ -s "$out/$stem.sass" ] || { echo "sass_dump: no instructions read from $obj" >&2; exit 1; }
   n=$((n + 1))
 done < <(if [ "$which" = all ]; then find "$build/src" -path '*weave_objects.dir*' -name '*.cu.o'; else
            find "$build/src" -path '*gemm_instances*' -name '*.cu.o'; fi | sort)

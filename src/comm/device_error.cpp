@@ -13,6 +13,7 @@ const char* to_string(FlagKind kind) noexcept {
     case FlagKind::kLine: return "ll data line";
     case FlagKind::kZeroCopyOffset: return "zero-copy buffer offset";
     case FlagKind::kCallRows: return "call rows (m)";
+    case FlagKind::kCopyLanded: return "copy-engine landed word";
   }
   return "unknown flag";
 }
@@ -62,6 +63,14 @@ std::string describe(const DeviceErrorRecord& r) {
     os << "rank " << r.rank << " called with m = " << r.own_offset << " but peer " << r.peer << " with m = "
        << r.peer_offset << " in the same call (epoch " << r.expected
        << "); every rank of a fused call must pass the same m. Nothing more was stored into a peer";
+    return os.str();
+  }
+  if (static_cast<FlagKind>(r.flag_kind) == FlagKind::kCopyLanded && r.followed_peer == 0) {
+    // The word is this rank's own (not in the window, not an epoch): no offset, no "calls behind".
+    os << "rank " << r.rank << " timed out after " << static_cast<double>(r.waited_ns) * 1e-9
+       << " s waiting for its copy stream to land a chunk pulled from peer " << r.peer << " (block " << r.block
+       << "): the copy engine's copy did not complete (its stream waits on other work, or the peer never "
+          "triggered it)";
     return os.str();
   }
   if (r.followed_peer != 0) {

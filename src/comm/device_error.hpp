@@ -25,6 +25,9 @@ enum class FlagKind : uint32_t {
   // Not a wait: a peer called this fused op's call with another m (own_offset / peer_offset hold
   // the two m, expected the call's epoch); found right after acquiring the peer's flag or credit.
   kCallRows = 7,
+  // fused-ce: waiting for this rank's own copy stream to land a chunk pulled from the peer (a
+  // local word the copy sets to 1 after its copy; never an epoch).
+  kCopyLanded = 8,
 };
 const char* to_string(FlagKind kind) noexcept;
 

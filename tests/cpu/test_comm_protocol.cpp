@@ -251,6 +251,27 @@ TEST(CommErrorRecord, NamesRankPeerFlagExpectedAndSeen) {
     EXPECT_NE(s.find(part), std::string::npos) << part << " missing from: " << s;
 }
 
+// fused-ce's wait for this rank's own copy stream (a local word, never an epoch) says what did not
+// complete, and neither calls the peer some calls behind nor prints a window offset.
+TEST(CommErrorRecord, ACopyThatNeverLandedIsNamedAsTheCopyEnginesNotThePeersLateness) {
+  DeviceErrorRecord r{};
+  r.rank = 0;
+  r.peer = 1;
+  r.block = 2;
+  r.phase = 0;
+  r.flag_kind = static_cast<uint32_t>(FlagKind::kCopyLanded);
+  r.expected = 1;
+  r.seen = 0;
+  r.waited_ns = 10000000000ull;
+  r.flag_offset = 123456789;
+  const std::string s = describe(r);
+  for (const char* part : {"rank 0 timed out", "its copy stream to land a chunk pulled from peer 1", "10 s"})
+    EXPECT_NE(s.find(part), std::string::npos) << part << " missing from: " << s;
+  EXPECT_EQ(s.find("behind"), std::string::npos) << s;
+  EXPECT_EQ(s.find("offset"), std::string::npos) << s;
+  EXPECT_EQ(error_status(r), weave::Status::kTimeout);
+}
+
 // A wait ended because the awaited peer had given up (docs/memory_ordering.md "peer-abort") says
 // so, names that peer and the flag, and does not call the peer slow.
 TEST(CommErrorRecord, AWaitEndedByThePeersAbortNamesThatPeer) {

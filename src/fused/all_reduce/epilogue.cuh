@@ -289,7 +289,7 @@ struct EpilogueAllReduce {
       for (int c = 0; c < chunks; ++c) {
         uint32_t* landed = pull_word(p, ar_pull_landed(s, c));
         // The copy stream's 1 (never an epoch): "reached 1" from 0 is exactly "== 1".
-        if (!comm::wait_reached(pr, landed, 1u, q, 0, comm::FlagKind::kArrival)) break;
+        if (!comm::wait_reached(pr, landed, 1u, q, 0, comm::FlagKind::kCopyLanded)) break;
         *reinterpret_cast<volatile uint32_t*>(landed) = 0u;  // the next call's copy sets it after its trigger
         comm::publish(pull_word(p, ar_pull_arrived(q, c)), e);
       }
