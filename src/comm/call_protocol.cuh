@@ -28,7 +28,7 @@ struct CallEpoch {
 // docs/memory_ordering.md "epoch-election": thread 0 takes its CTA's ticket right after reading
 // the epoch; the result is needed only in end_call, so the atomic's latency is hidden.
 template <typename Prefetch>
-__device__ inline bool begin_call(const ProtoArgs& p, CallEpoch* call, Prefetch&& prefetch) {
+__device__ inline bool begin_call(const Proto& p, CallEpoch* call, Prefetch&& prefetch) {
   __shared__ uint32_t s_epoch;
   // docs/memory_ordering.md "pdl": nothing before the wait touches memory.
   ptx::griddepcontrol_launch_dependents();
@@ -46,7 +46,7 @@ __device__ inline bool begin_call(const ProtoArgs& p, CallEpoch* call, Prefetch&
   call->e = s_epoch;
   return true;
 }
-__device__ inline bool begin_call(const ProtoArgs& p, CallEpoch* call) {
+__device__ inline bool begin_call(const Proto& p, CallEpoch* call) {
   return begin_call(p, call, [] {});
 }
 
@@ -55,7 +55,7 @@ __device__ inline bool begin_call(const ProtoArgs& p, CallEpoch* call) {
 // credit_granted(ready, e, lag) (comm/credit.hpp, simulated on the CPU).
 // With zc (lag 0 only: a peer's ready of this call, not of an older one) the peers' zero-copy keys
 // ride on the credit: published before it, compared after the wait ("zero-copy-offsets").
-__device__ inline bool exchange_credits(const ProtoArgs& p, uint32_t e, uint32_t lag, const ZeroCopyKey& zc = {}) {
+__device__ inline bool exchange_credits(const Proto& p, uint32_t e, uint32_t lag, const ZeroCopyKey& zc = {}) {
   const int t = static_cast<int>(threadIdx.x), w = p.win.world, r = p.win.rank;
   bool bad = false;
   if (t < w && t != r) {
@@ -71,7 +71,7 @@ __device__ inline bool exchange_credits(const ProtoArgs& p, uint32_t e, uint32_t
 
 // docs/memory_ordering.md "publish-release": bar.sync orders every thread's stores of this CTA
 // before the release store of the flag (release is cumulative).
-__device__ inline void signal_peers(const ProtoArgs& p, int phase, uint32_t e) {
+__device__ inline void signal_peers(const Proto& p, int phase, uint32_t e) {
   __syncthreads();
   const int t = static_cast<int>(threadIdx.x), w = p.win.world, r = p.win.rank;
   if (t < w && t != r) publish(flag_slot(p, t, phase, r, static_cast<int>(blockIdx.x)), e);
@@ -81,7 +81,7 @@ __device__ inline void signal_peers(const ProtoArgs& p, int phase, uint32_t e) {
 // thread's later loads of the peer-written data after the flag.
 // With zc: the peers published their zero-copy keys before this flag (publish_zc, then
 // signal_peers); compared after it ("zero-copy-offsets").
-__device__ inline bool wait_peers(const ProtoArgs& p, int phase, uint32_t e, FlagKind kind, const ZeroCopyKey& zc = {}) {
+__device__ inline bool wait_peers(const Proto& p, int phase, uint32_t e, FlagKind kind, const ZeroCopyKey& zc = {}) {
   const int t = static_cast<int>(threadIdx.x), w = p.win.world, r = p.win.rank;
   bool bad = false;
   if (t < w && t != r) {
@@ -93,7 +93,7 @@ __device__ inline bool wait_peers(const ProtoArgs& p, int phase, uint32_t e, Fla
 
 // docs/memory_ordering.md "epoch-election": the CTA that drew the last ticket stores the epoch
 // (every CTA has read the old one before drawing its ticket); a one-CTA grid stores it directly.
-__device__ inline void end_call(const ProtoArgs& p, const CallEpoch& call) {
+__device__ inline void end_call(const Proto& p, const CallEpoch& call) {
   if (threadIdx.x != 0) return;
   if (gridDim.x == 1) {
     *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) = call.e;

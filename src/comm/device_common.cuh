@@ -32,37 +32,35 @@ __device__ inline void testing_delay(uint64_t ns) {
   __syncthreads();
 }
 
-// What every protocol kernel needs besides its data pointers (kernels.hpp: Proto), by value.
-using ProtoArgs = Proto;
 
-__device__ __forceinline__ uint32_t* ctrl_word(const ProtoArgs& a, int idx) {
+__device__ __forceinline__ uint32_t* ctrl_word(const Proto& a, int idx) {
   return reinterpret_cast<uint32_t*>(a.win.base[a.win.rank] + a.control) + idx;
 }
 // My credit slot for peer `src` (written by src: its ready epoch).
-__device__ __forceinline__ uint32_t* credit_slot(const ProtoArgs& a, int owner, int src) {
+__device__ __forceinline__ uint32_t* credit_slot(const Proto& a, int owner, int src) {
   return reinterpret_cast<uint32_t*>(a.win.base[owner] + a.credits) + src;
 }
 // Arrival flag [phase][src][block] in `owner`'s window.
-__device__ __forceinline__ uint32_t* flag_slot(const ProtoArgs& a, int owner, int phase, int src, int block) {
+__device__ __forceinline__ uint32_t* flag_slot(const Proto& a, int owner, int phase, int src, int block) {
   return reinterpret_cast<uint32_t*>(a.win.base[owner] + a.flags) +
          flag_index(phase, src, block, a.win.world, a.max_blocks);
 }
 
-__device__ __forceinline__ bool aborted(const ProtoArgs& a) {
+__device__ __forceinline__ bool aborted(const Proto& a) {
   return ptx::ld_relaxed_sys_u32(ctrl_word(a, kCtrlAborted)) != 0;
 }
 
 // --- peer aborts (docs/memory_ordering.md "peer-abort") ---
 // Whether peer q gave up this op (its abort word, read in q's own control region: q stores no
 // more flags, so a wait for q would only time out). A remote load, made in a wait's slow path.
-__device__ __forceinline__ bool peer_gave_up(const ProtoArgs& a, int q) {
+__device__ __forceinline__ bool peer_gave_up(const Proto& a, int q) {
   if (q < 0 || q == a.win.rank || a.win.base[q] == nullptr) return false;
   return ptx::ld_relaxed_sys_u32(reinterpret_cast<const uint32_t*>(a.win.base[q] + a.control) + kCtrlAborted) != 0;
 }
 
 // peer_gave_up: the wait ended early because `peer` had given up (peer_gave_up), not by its own
 // timeout.
-__device__ inline void record_timeout(const ProtoArgs& a, const uint32_t* flag, int peer, int phase,
+__device__ inline void record_timeout(const Proto& a, const uint32_t* flag, int peer, int phase,
                                       FlagKind kind, uint32_t expected, uint32_t seen, uint64_t waited,
                                       bool followed_peer = false) {
   // The claim is an atomic on the op's local control word (device memory): atomics on mapped
@@ -87,13 +85,13 @@ __device__ inline void record_timeout(const ProtoArgs& a, const uint32_t* flag, 
 
 // --- zero-copy keys (docs/memory_ordering.md "zero-copy-offsets") ---
 // Peer `src`'s {offset, stride} slot in `owner`'s control region (written by src).
-__device__ __forceinline__ volatile uint64_t* zc_slot(const ProtoArgs& a, int owner, int src) {
+__device__ __forceinline__ volatile uint64_t* zc_slot(const Proto& a, int owner, int src) {
   return reinterpret_cast<volatile uint64_t*>(a.win.base[owner] + a.control + kCtrlZeroCopy * 4) + 2 * src;
 }
 
 // Stores this rank's key into peer q's slot. The same thread's later release store of its ready /
 // flag to q orders it ("publish-release"), so q reads it after acquiring that ready / flag.
-__device__ __forceinline__ void publish_zc(const ProtoArgs& a, int q, const ZeroCopyKey& k) {
+__device__ __forceinline__ void publish_zc(const Proto& a, int q, const ZeroCopyKey& k) {
   if (!k.check) return;
   volatile uint64_t* s = zc_slot(a, q, a.win.rank);
   s[0] = k.offset;
@@ -101,7 +99,7 @@ __device__ __forceinline__ void publish_zc(const ProtoArgs& a, int q, const Zero
 }
 
 // Claims the abort word (as a timed-out wait does) and fills the error record of a mismatch.
-__device__ inline void record_mismatch(const ProtoArgs& a, int q, FlagKind kind, uint32_t epoch, uint64_t own_offset,
+__device__ inline void record_mismatch(const Proto& a, int q, FlagKind kind, uint32_t epoch, uint64_t own_offset,
                                        uint64_t own_stride, uint64_t peer_offset, uint64_t peer_stride) {
   if (atomicCAS(ctrl_word(a, kCtrlAborted), 0u, 1u) == 0u) {
     a.err->claimed = 1u;
@@ -125,7 +123,7 @@ __device__ inline void record_mismatch(const ProtoArgs& a, int q, FlagKind kind,
 // before this rank signals this one), q's slot holds q's key of this call. A mismatch claims the
 // abort word like a timeout and fills the record with both keys: every later wait and gated
 // store of the op is skipped, and the host raises kMismatch.
-__device__ inline bool zc_matches(const ProtoArgs& a, int q, const ZeroCopyKey& k) {
+__device__ inline bool zc_matches(const Proto& a, int q, const ZeroCopyKey& k) {
   if (!k.check) return true;
   const volatile uint64_t* s = zc_slot(a, a.win.rank, q);
   const uint64_t off = s[0], stride = s[1];
@@ -141,16 +139,16 @@ __device__ inline bool zc_matches(const ProtoArgs& a, int q, const ZeroCopyKey& 
 // stores it into the receiver's slot [sender] right before its release store; the receiver
 // compares it right after its acquire. A key of another call (a peer already in its next call)
 // or an unwritten slot (m = 0) is not compared.
-__device__ __forceinline__ volatile uint64_t* call_key_slot(const ProtoArgs& a, int owner, int src) {
+__device__ __forceinline__ volatile uint64_t* call_key_slot(const Proto& a, int owner, int src) {
   return reinterpret_cast<volatile uint64_t*>(a.win.base[owner] + a.control + kCtrlCallKey * 4) + src;
 }
-__device__ __forceinline__ void publish_call_key(const ProtoArgs& a, int q, int64_t m, uint32_t e) {
+__device__ __forceinline__ void publish_call_key(const Proto& a, int q, int64_t m, uint32_t e) {
   *call_key_slot(a, q, a.win.rank) = (static_cast<uint64_t>(e) << 32) | static_cast<uint32_t>(m);
 }
 // After the acquire of peer q's flag or credit of call e. A mismatch claims the abort word like a
 // timed-out wait (every later wait and peer store of the op is skipped) and the host raises
 // kMismatch naming both m.
-__device__ inline bool call_key_agrees(const ProtoArgs& a, int q, int64_t m, uint32_t e) {
+__device__ inline bool call_key_agrees(const Proto& a, int q, int64_t m, uint32_t e) {
   const uint64_t seen = *call_key_slot(a, a.win.rank, q);
   const uint32_t seen_m = static_cast<uint32_t>(seen), seen_e = static_cast<uint32_t>(seen >> 32);
   if (seen_e != e || seen_m == 0u || seen_m == static_cast<uint32_t>(m)) return true;
@@ -169,7 +167,7 @@ struct NeverGiveUp {
   __device__ __forceinline__ bool operator()() const { return false; }
 };
 template <class GiveUp = NeverGiveUp>
-__device__ inline bool wait_reached(const ProtoArgs& a, const uint32_t* flag, uint32_t expected, int peer,
+__device__ inline bool wait_reached(const Proto& a, const uint32_t* flag, uint32_t expected, int peer,
                                     int phase, FlagKind kind, GiveUp give_up = {}) {
   uint32_t seen = ptx::ld_acquire_sys_u32(flag);
   if (epoch_reached(seen, expected)) return true;

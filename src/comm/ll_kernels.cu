@@ -120,7 +120,7 @@ struct UnitElems {
 
 template <CollectiveOp kOp, typename T>
 __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
-  const ProtoArgs& p = c.p;
+  const Proto& p = c.p;
   const int w = p.win.world, r = p.win.rank;
   const size_t esz = kOp == CollectiveOp::kAllGather ? 1 : sizeof(T);
   const size_t payload = c.count * esz;  // per peer

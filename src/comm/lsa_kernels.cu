@@ -35,7 +35,7 @@ __device__ __forceinline__ char* staging_at(const LsaCall& c, int owner, uint32_
 }
 
 __global__ void __launch_bounds__(kLsaThreads, 1) all_gather_push_kernel(const LsaCall c) {
-  const ProtoArgs& p = c.p;
+  const Proto& p = c.p;
   CallEpoch call;
   if (!begin_call(p, &call)) return;
   const uint32_t e = call.e;
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kLsaThreads, 1) all_gather_push_kernel(const L
 
 // docs/memory_ordering.md "pull-done".
 __global__ void __launch_bounds__(kLsaThreads, 1) all_gather_pull_kernel(const LsaCall c) {
-  const ProtoArgs& p = c.p;
+  const Proto& p = c.p;
   CallEpoch call;
   if (!begin_call(p, &call)) return;
   const uint32_t e = call.e;
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kLsaThreads, 1) all_gather_pull_kernel(const L
 
 template <typename T, int W>
 __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) reduce_scatter_kernel(const LsaCall c) {
-  const ProtoArgs& p = c.p;
+  const Proto& p = c.p;
   CallEpoch call;
   if (!begin_call(p, &call)) return;
   const uint32_t e = call.e;
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) reduce_scatter_ker
 
 template <typename T, int W>
 __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) all_reduce_one_shot_kernel(const LsaCall c) {
-  const ProtoArgs& p = c.p;
+  const Proto& p = c.p;
   CallEpoch call;
   if (!begin_call(p, &call)) return;
   const uint32_t e = call.e;
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) all_reduce_one_sho
 
 template <typename T, int W>
 __global__ void __launch_bounds__(kLsaThreads, kMinBlocks<W>) all_reduce_two_shot_kernel(const LsaCall c) {
-  const ProtoArgs& p = c.p;
+  const Proto& p = c.p;
   CallEpoch call;
   if (!begin_call(p, &call)) return;
   const uint32_t e = call.e;
