@@ -64,21 +64,11 @@ struct CollectiveConfig {
   // elements. Sizes the window; run() refuses larger calls.
   std::size_t max_count = 0;
   // ce all-gather: fraction of each rank's block stored to the peers by SM kernels while the copy
-  // engines move the rest (0 = copy engines only). In [0, 0.9]. Only with ce_ungated_peer_copies:
-  // the ce push writes into peers with a gated SM kernel (docs/memory_ordering.md "ce-gate").
+  // engines move the rest (0 = copy engines only). In [0, 0.9]. It takes effect only on the ungated
+  // copy-engine path, a testing hook (internal header): by default the ce push writes into peers
+  // with a gated SM kernel (docs/memory_ordering.md "ce-gate").
   double ce_sm_share = 0;
-  // Testing hooks (never change them in production):
-  bool flow_control = true;       // false disables credits: the negative control must corrupt
-  std::uint32_t initial_epoch = 0;  // start call epochs here (e.g. near 2^32 to force wrap-around)
-  std::uint32_t stale_slot_lag = 0;  // flags and credits start this many calls behind the epoch
-                                     // (a slot last written long ago, e.g. 2^31 + k)
-  int max_blocks = 0;             // lsa grid cap; 0 = from occupancy
-  std::uint64_t receive_delay_ns = 0;  // lsa ll, ce reductions: the last rank waits this long before it
-                                       // reads what it received (LL lines, ce staging)
-  // ce push: write into peers with copy-engine copies enqueued whatever the device decides (the
-  // pre-issue-16 path): a call that timed out still overwrites a slow peer's live buffers. The
-  // negative control of docs/memory_ordering.md "ce-gate".
-  bool ce_ungated_peer_copies = false;
+  // (Testing hooks, the negative controls among them, live in an internal header, not here.)
 };
 
 // What a collective would run and why (CPU only; weave plan comm prints it).

@@ -117,28 +117,7 @@ struct GemmAllReduceConfig {
   // that must run beside it (another communicator's collectives on the same GPUs, header above).
   // Every rank must pass the same value (kMismatch).
   int max_sms = 0;
-  // Testing hooks (never change them in production):
-  bool flow_control = true;           // split modes and fused-ce: false = no credit wait (fused-ce's
-                                      // credit keeps a call's stores from overwriting the output a
-                                      // peer's copy engine still reads). The fused kernel has no
-                                      // credit: its own waits order every write into a peer after
-                                      // the peer's reads (docs/fused.md)
-  bool skip_arrival_wait = false;     // fused: end before the peers' final tiles landed (fused-ce:
-                                      // trigger every copy at once, before its chunk is ready)
-  bool skip_partial_wait = false;     // fused: sum own tiles without waiting for the peers' partials
-  bool publish_every_tile = false;    // fused: no election; a chunk's flag after each of its tiles
-  std::uint32_t initial_epoch = 0;    // start the call epochs here (e.g. near 2^32)
-  std::uint32_t stale_slot_lag = 0;   // flags and credits start this many calls behind the epoch (a
-                                      // slot last written long ago, e.g. 2^31 + k; as CollectiveConfig's)
-  std::uint64_t delay_stores_ns = 0;  // fused: wait this long before each tile's stores (a slow
-                                      // rank; may differ between ranks)
-  std::uint64_t delay_pull_ns = 0;    // fused-ce: each gather copy's trigger this much later (a slow
-                                      // puller of the peers' final rows, for the credit's tests; may
-                                      // differ between ranks)
-  bool mx_route_unguarded = false;    // mxfp8 route: run both kernels (the guard's negative control;
-                                      // may differ between ranks)
-  bool pull_stores_after_abort = false;  // fused-ce: keep storing tiles after this rank gave up (the
-                                         // negative control of "stores nothing after an abort")
+  // (Testing hooks, the negative controls among them, live in an internal header, not here.)
 };
 
 // What one call of M rows runs and why (pure; `weave plan gemm-ar` prints it).
@@ -174,8 +153,8 @@ class GemmAllReduce {
   // "" if `config` can run in a world of `world` ranks, else every rule it breaks.
   static std::string validate(const GemmAllReduceConfig& config, int world);
   // Collective: validates (kInvalidArgument), resolves the mode (kUnavailable with the reason for
-  // an explicit mode that cannot run here), agrees across ranks (kMismatch: N, K_r, m_max, quant,
-  // mode and testing hooks must be equal everywhere), creates the window.
+  // an explicit mode that cannot run here), agrees across ranks (kMismatch: N, K_r, m_max, quant
+  // and mode must be equal everywhere), creates the window.
   GemmAllReduce(Communicator& comm, const GemmAllReduceConfig& config);
   ~GemmAllReduce();
   GemmAllReduce(const GemmAllReduce&) = delete;

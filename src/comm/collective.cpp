@@ -11,15 +11,16 @@
 
 namespace weave {
 
-Collective::Impl::Impl(comm::Group& c, const CollectiveConfig& config) : group(&c), cfg(config) {
+Collective::Impl::Impl(comm::Group& c, const CollectiveConfig& config, const comm::CollectiveHooks& hk)
+    : group(&c), cfg(config), hooks(hk) {
   WEAVE_EXPECT_ARG(cfg.max_count >= 1, "CollectiveConfig.max_count must be >= 1 (the largest call's count)");
   WEAVE_EXPECT_ARG(cfg.op == CollectiveOp::kAllGather || cfg.dtype == DType::kBF16 || cfg.dtype == DType::kF32,
                    "CollectiveConfig.dtype for " << to_string(cfg.op) << " must be bf16 or fp32 (fp32 accumulation), got "
                                                  << to_string(cfg.dtype));
   WEAVE_EXPECT_ARG(cfg.ce_sm_share >= 0 && cfg.ce_sm_share <= 0.9,
                    "CollectiveConfig.ce_sm_share must be in [0, 0.9], got " << cfg.ce_sm_share);
-  WEAVE_EXPECT_ARG(cfg.max_blocks >= 0 && cfg.max_blocks <= 4096,
-                   "CollectiveConfig.max_blocks must be in 0..4096 (0 = from occupancy), got " << cfg.max_blocks);
+  WEAVE_EXPECT_ARG(hooks.max_blocks >= 0 && hooks.max_blocks <= 4096,
+                   "CollectiveHooks.max_blocks must be in 0..4096 (0 = from occupancy), got " << hooks.max_blocks);
   esz = cfg.op == CollectiveOp::kAllGather ? 1 : dtype_bytes(cfg.dtype);
   PlanInputs pin;
   pin.op = cfg.op;
@@ -41,7 +42,7 @@ Collective::Impl::Impl(comm::Group& c, const CollectiveConfig& config) : group(&
   // Every rank must run the same op with the same grid cap (flags are per CTA).
   // Ranks sharing one GPU (the emulated world) share its SMs: each gets its part, so all ranks'
   // CTAs are resident together.
-  int blocks = cfg.max_blocks > 0 ? cfg.max_blocks
+  int blocks = hooks.max_blocks > 0 ? hooks.max_blocks
                                   : std::max(1, comm::lsa_max_blocks(c.device(), c.world_size()) / c.ranks_per_device());
   for (auto b : c.all_gather(static_cast<uint64_t>(blocks), "the lsa grid size"))
     blocks = std::min<int>(blocks, static_cast<int>(b));
@@ -49,8 +50,8 @@ Collective::Impl::Impl(comm::Group& c, const CollectiveConfig& config) : group(&
   std::ostringstream id;
   id << "weave.collective.v1|" << static_cast<int>(cfg.op) << "|" << static_cast<int>(plan.transport) << "|"
      << static_cast<int>(plan.algorithm) << "|" << static_cast<int>(cfg.dtype) << "|" << cfg.max_count << "|"
-     << cfg.flow_control << "|" << cfg.initial_epoch << "|" << cfg.stale_slot_lag << "|" << max_blocks << "|" << cfg.ce_sm_share << "|"
-     << cfg.receive_delay_ns << "|" << cfg.ce_ungated_peer_copies;
+     << hooks.flow_control << "|" << hooks.initial_epoch << "|" << hooks.stale_slot_lag << "|" << max_blocks << "|" << cfg.ce_sm_share << "|"
+     << hooks.receive_delay_ns << "|" << hooks.ce_ungated_peer_copies;
   const std::string ids = id.str();
   rt = std::make_unique<comm::OpRuntime>(c);
   rt->agree_config(ids, std::string(to_string(cfg.op)) +
@@ -94,8 +95,8 @@ void Collective::Impl::attach(std::shared_ptr<comm::OpWindow> window, const comm
     WEAVE_CHECK_CUDA(cudaSetDevice(c.device()));
     const comm::ProtoRegions regions{.control = off.control, .credits = off.credits, .flags = off.flags,
                                      .flag_blocks = max_blocks};
-    rt->attach(std::move(window), regions, cfg.flow_control, cfg.initial_epoch,
-               /*needs_peers=*/plan.transport != Transport::kNccl, cfg.stale_slot_lag);
+    rt->attach(std::move(window), regions, hooks.flow_control, hooks.initial_epoch,
+               /*needs_peers=*/plan.transport != Transport::kNccl, hooks.stale_slot_lag);
     proto = rt->proto();
     if (plan.transport == Transport::kCe) {
       if (plan.algorithm == Algorithm::kPull) {
@@ -127,8 +128,9 @@ void Collective::Impl::check() const {
 }
 
 // --- construction on a group ---
-std::unique_ptr<Collective> Collective::Impl::create(comm::Group& g, const CollectiveConfig& config) {
-  auto impl = std::make_unique<Impl>(g, config);
+std::unique_ptr<Collective> Collective::Impl::create(comm::Group& g, const CollectiveConfig& config,
+                                                     const comm::CollectiveHooks& hooks) {
+  auto impl = std::make_unique<Impl>(g, config, hooks);
   WindowLayout layout;
   const comm::OpOffsets off = comm::add_op_regions(layout, "op", impl->shape());
   impl->attach(impl->window_group().make_window(std::move(layout)), off);
@@ -163,13 +165,17 @@ std::vector<std::unique_ptr<Collective>> Collective::Impl::create_sharing(comm::
   return out;
 }
 
-// --- public forwarding ---
-Collective::Collective(Communicator& comm, const CollectiveConfig& config) {
-  auto group = comm::nccl_group(comm);
-  std::unique_ptr<Collective> made = Impl::create(*group, config);
-  impl_ = std::move(made->impl_);
-  impl_->owned_group = std::move(group);
+std::unique_ptr<Collective> Collective::Impl::create(Communicator& comm, const CollectiveConfig& config,
+                                                     const comm::CollectiveHooks& hooks) {
+  std::shared_ptr<comm::Group> group = comm::nccl_group(comm);
+  std::unique_ptr<Collective> made = create(*group, config, hooks);
+  made->impl_->owned_group = std::move(group);
+  return made;
 }
+
+// --- public forwarding ---
+Collective::Collective(Communicator& comm, const CollectiveConfig& config)
+    : impl_(std::move(Impl::create(comm, config)->impl_)) {}
 
 Collective::Collective(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -211,7 +217,7 @@ std::string Collective::describe() const {
              ? " (shared by " + std::to_string(impl_->rt->window_ptr().use_count()) + " ops)"
              : std::string())
      << ", "
-     << impl_->max_blocks << " max blocks, credits " << (impl_->cfg.flow_control ? "on" : "OFF (testing)")
+     << impl_->max_blocks << " max blocks, credits " << (impl_->hooks.flow_control ? "on" : "OFF (testing)")
      << "; " << impl_->plan.reason;
   return os.str();
 }

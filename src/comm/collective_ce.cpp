@@ -34,7 +34,7 @@ void Collective::Impl::ce_push(comm::CePut put, size_t sm, cudaStream_t stream) 
   size_t most = 0;
   for (int s = 1; s < w; ++s) most = std::max(most, put.bytes[comm::peer_at(r, s, w)]);
   if (most == 0) return;
-  if (!cfg.ce_ungated_peer_copies) {
+  if (!hooks.ce_ungated_peer_copies) {
     put.blocks = comm::lsa_blocks_for(most, max_blocks);
     comm::launch_ce_put(put, stream);
     return;
@@ -66,7 +66,7 @@ void Collective::Impl::run_ce(const void* in, void* out, size_t count, cudaStrea
   rc.staging = off.staging;
   rc.slot_bytes = off.slot_bytes;
   rc.slots = 1;  // fixed slot: see the file comment
-  rc.receive_delay_ns = receive_delay_of(cfg, r, w);  // the credit's negative control
+  rc.receive_delay_ns = receive_delay_of(hooks, r, w);  // the credit's negative control
   if (cfg.op == CollectiveOp::kAllGather && plan.algorithm == Algorithm::kPull) {
     run_ce_pull_all_gather(ci, co, bytes, stream);
     return;

@@ -11,6 +11,7 @@
 #include "comm/group.hpp"
 #include "comm/kernels.hpp"
 #include "comm/op_layout.hpp"
+#include "comm/collective_hooks.hpp"
 #include "comm/copy_streams.hpp"
 #include "comm/op_runtime.hpp"
 #include "comm/stream_mem_ops.hpp"
@@ -22,6 +23,7 @@ struct Collective::Impl {
   std::shared_ptr<comm::Group> owned_group;  // the Communicator's group (shared by ops of one window)
   comm::Group* group = nullptr;
   CollectiveConfig cfg;
+  comm::CollectiveHooks hooks;  // the tests' negative controls (defaults everywhere else)
   CollectivePlan plan;
   size_t esz = 1;  // element bytes (1 for all-gather)
   int max_blocks = 1;
@@ -47,7 +49,7 @@ struct Collective::Impl {
   // Construction in two steps, so several ops can share one window: the constructor validates,
   // plans and agrees (collective); shape() says which regions the op needs; attach() takes the
   // window holding them and initialises the op's control, credit and flag words (collective).
-  Impl(comm::Group& g, const CollectiveConfig& config);
+  Impl(comm::Group& g, const CollectiveConfig& config, const comm::CollectiveHooks& hooks = {});
   comm::OpShape shape() const;
   // The group windows of this op are made on (the nccl-ce split's for nccl-ce).
   comm::Group& window_group() const { return nccl_ce_group ? *nccl_ce_group : *group; }
@@ -56,7 +58,12 @@ struct Collective::Impl {
   void release() noexcept;
 
   // One op in a window of its own, on `g` (the Communicator constructor and the emulated world).
-  static std::unique_ptr<Collective> create(comm::Group& g, const CollectiveConfig& config);
+  static std::unique_ptr<Collective> create(comm::Group& g, const CollectiveConfig& config,
+                                            const comm::CollectiveHooks& hooks = {});
+  // The same on a Communicator's group, which the op keeps alive (the public constructor's body;
+  // tools and multi-GPU tests that set hooks use it too).
+  static std::unique_ptr<Collective> create(Communicator& comm, const CollectiveConfig& config,
+                                            const comm::CollectiveHooks& hooks = {});
   // The public op around an attached Impl (weave::create_sharing_window builds them in steps).
   static std::unique_ptr<Collective> wrap(std::unique_ptr<Impl> impl);
   // Refuses (kInvalidArgument, naming `list`[i]) a config that cannot share a window: 'nccl-ce',

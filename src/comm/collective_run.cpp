@@ -124,8 +124,8 @@ void Collective::Impl::run_lsa(const void* in, void* out, size_t count, cudaStre
     l.ll_stride = off.ll_stride;
     // Negative control: one copy per source lets a rank a call ahead overwrite lines its peer
     // has not read yet (docs/memory_ordering.md "ll-reuse").
-    l.slots = cfg.flow_control ? comm::kLLSlots : 1;
-    l.receive_delay_ns = receive_delay_of(cfg, r, w);
+    l.slots = hooks.flow_control ? comm::kLLSlots : 1;
+    l.receive_delay_ns = receive_delay_of(hooks, r, w);
     l.blocks = comm::ll_blocks_for(count * esz, max_blocks);
     comm::launch_lsa_ll(l, cfg.op, cfg.dtype, stream);
     return;

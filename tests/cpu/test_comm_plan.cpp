@@ -2,6 +2,7 @@
 // compiled-out transports. Pure CPU: the inputs say what the ranks and the build offer.
 #include <gtest/gtest.h>
 
+#include "comm/collective_hooks.hpp"
 #include "weave/collectives.hpp"
 #include "weave/error.hpp"
 
@@ -188,10 +189,10 @@ TEST(CommPlan, NamesRoundTrip) {
   EXPECT_FALSE(parse_collective_op("all-to-all").has_value());
 }
 
-// Every testing hook of CollectiveConfig is off by default; the ce gate in particular (issue 16
+// Every testing hook of CollectiveHooks is off by default; the ce gate in particular (issue 16
 // item 2, docs/memory_ordering.md "ce-gate"): only a test asks for copies a timeout cannot stop.
 TEST(CommConfig, TestingHooksAreOffByDefault) {
-  const CollectiveConfig c;
+  const comm::CollectiveHooks c;
   EXPECT_FALSE(c.ce_ungated_peer_copies);
   EXPECT_TRUE(c.flow_control);
   EXPECT_EQ(c.stale_slot_lag, 0u);

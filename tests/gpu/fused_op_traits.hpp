@@ -6,13 +6,13 @@
 // one trait and one entry in FusedOps, not another mirrored test file.
 //
 // A trait T supplies (both traits show every member):
-//   types       Op, Config, Mode; OneHot (one-hot operands with closed-form outputs: see below);
+//   types       Op, Config, Hooks (the internal testing hooks), Mode; OneHot (one-hot operands with closed-form outputs: see below);
 //               DeviceExpect (one variant's closed form on the device); Reference (random operands'
 //               reference: per source for all-gather, the sum over ranks for all-reduce)
 //   kName       the op's class name ("GemmAllGather"): the typed suite's name is EmulatedFusedOp/kName
 //   kQuants     every quant x layout x out dtype the op runs (index 0: bf16 -> bf16)
 //   kFused      the main fused mode (fused-lsa / fused); kBPerRank: each rank has its own B
-//   config(q, mode, n, k, m_max) (fused_config), create(group, config), out_rows(world, m) (rows
+//   config(q, mode, n, k, m_max) (fused_config), create(group, config, hooks = {}), out_rows(world, m) (rows
 //   of a call's output), peer_output(op, peer) (a peer's output region as mapped on this rank)
 //   per behaviour, what the two operators' tests differ in: values k<Behaviour>* (modes, shapes,
 //   M lists) and hooks (numerics_arms, slow_down_for_back_to_back, soak_worlds,

@@ -102,8 +102,8 @@ void AgReference::expect_close(const std::vector<uint8_t>& out, const std::strin
   }
 }
 
-std::unique_ptr<GemmAllGather> AllGatherTraits::create(comm::Group& g, const Config& c) {
-  return GemmAllGather::Impl::create(g, c);
+std::unique_ptr<GemmAllGather> AllGatherTraits::create(comm::Group& g, const Config& c, const Hooks& h) {
+  return GemmAllGather::Impl::create(g, c, h);
 }
 
 const char* AllGatherTraits::peer_output(Op& op, int peer) {
@@ -128,9 +128,9 @@ std::vector<Arm<GemmAllGatherConfig, GemmAllGatherMode>> AllGatherTraits::numeri
   };
 }
 
-void AllGatherTraits::slow_down_for_back_to_back(Config& c, int rank, int world, Mode) {
-  if (rank == world / 2) c.delay_stores_ns = 200'000;
-  if (rank == 0) c.delay_pull_ns = 100'000;  // fused-ce: a slow puller too
+void AllGatherTraits::slow_down_for_back_to_back(Hooks& h, int rank, int world, Mode) {
+  if (rank == world / 2) h.delay_stores_ns = 200'000;
+  if (rank == 0) h.delay_pull_ns = 100'000;  // fused-ce: a slow puller too
 }
 
 std::vector<SoakWorld<GemmAllGatherMode>> AllGatherTraits::soak_worlds() {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/group.hpp"
+#include "fused/all_gather/hooks.hpp"
 #include "fused_op_traits.hpp"
 #include "testing/gemm_operands.hpp"
 #include "weave/gemm_all_gather.hpp"
@@ -64,6 +65,7 @@ struct AgReference {
 struct AllGatherTraits {
   using Op = GemmAllGather;
   using Config = GemmAllGatherConfig;
+  using Hooks = fused::GemmAllGatherHooks;  // the internal testing hooks
   using Mode = GemmAllGatherMode;
   using OneHot = AgOneHot;
   using DeviceExpect = AgDeviceExpect;
@@ -77,7 +79,7 @@ struct AllGatherTraits {
   static constexpr bool kBPerRank = false;
 
   static constexpr auto config = fused_config<Config, Mode>;
-  static std::unique_ptr<Op> create(comm::Group& g, const Config& c);
+  static std::unique_ptr<Op> create(comm::Group& g, const Config& c, const Hooks& h = {});
   static int64_t out_rows(int world, int64_t m) { return world * m; }
   static const char* peer_output(Op& op, int peer);
 
@@ -101,7 +103,7 @@ struct AllGatherTraits {
   static constexpr OpShape kBackToBackShape{256, 512, 1100};
   static constexpr int64_t kBackToBackMs[] = {1000, 7, 128, 1, 640, 1100, 300};
   static constexpr Mode kBackToBackModes[] = {Mode::kFusedLsa, Mode::kSplitLsa, Mode::kAuto, Mode::kFusedCe};
-  static void slow_down_for_back_to_back(Config& c, int rank, int world, Mode mode);
+  static void slow_down_for_back_to_back(Hooks& h, int rank, int world, Mode mode);
 
   // GraphReplaysAcrossTheEpochWrapWithChangingInputs: two M, every mode's graph per rank.
   static constexpr OpShape kGraphShape{256, 256, 512};

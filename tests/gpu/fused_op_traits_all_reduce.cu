@@ -166,8 +166,8 @@ void ArReference::expect_close(const std::vector<uint8_t>& out, const std::strin
                 static_cast<long long>(p.m), arm.c_str(), cmp.rel_l2);
 }
 
-std::unique_ptr<GemmAllReduce> AllReduceTraits::create(comm::Group& g, const Config& c) {
-  return GemmAllReduce::Impl::create(g, c);
+std::unique_ptr<GemmAllReduce> AllReduceTraits::create(comm::Group& g, const Config& c, const Hooks& h) {
+  return GemmAllReduce::Impl::create(g, c, h);
 }
 
 const char* AllReduceTraits::peer_output(Op& op, int peer) {
@@ -194,9 +194,9 @@ std::vector<Arm<GemmAllReduceConfig, GemmAllReduceMode>> AllReduceTraits::numeri
   };
 }
 
-void AllReduceTraits::slow_down_for_back_to_back(Config& c, int rank, int world, Mode mode) {
-  if (rank == 2 % world) c.delay_stores_ns = 100'000;
-  if (rank == 0 && mode == Mode::kFusedCe) c.delay_pull_ns = 100'000;  // a slow puller too
+void AllReduceTraits::slow_down_for_back_to_back(Hooks& h, int rank, int world, Mode mode) {
+  if (rank == 2 % world) h.delay_stores_ns = 100'000;
+  if (rank == 0 && mode == Mode::kFusedCe) h.delay_pull_ns = 100'000;  // a slow puller too
 }
 
 std::vector<SoakWorld<GemmAllReduceMode>> AllReduceTraits::soak_worlds() {

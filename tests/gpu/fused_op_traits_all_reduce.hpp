@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/group.hpp"
+#include "fused/all_reduce/hooks.hpp"
 #include "fused_op_traits.hpp"
 #include "testing/gemm_operands.hpp"
 #include "weave/gemm_all_reduce.hpp"
@@ -72,6 +73,7 @@ struct ArReference {
 struct AllReduceTraits {
   using Op = GemmAllReduce;
   using Config = GemmAllReduceConfig;
+  using Hooks = fused::GemmAllReduceHooks;  // the internal testing hooks
   using Mode = GemmAllReduceMode;
   using OneHot = ArOneHot;
   using DeviceExpect = ArDeviceExpect;
@@ -83,7 +85,7 @@ struct AllReduceTraits {
   static constexpr bool kBPerRank = true;
 
   static constexpr auto config = fused_config<Config, Mode>;  // output: bf16
-  static std::unique_ptr<Op> create(comm::Group& g, const Config& c);
+  static std::unique_ptr<Op> create(comm::Group& g, const Config& c, const Hooks& h = {});
   static int64_t out_rows(int, int64_t m) { return m; }
   static const char* peer_output(Op& op, int peer);
 
@@ -110,7 +112,7 @@ struct AllReduceTraits {
   static constexpr OpShape kBackToBackShape{512, 256, 4096};
   static constexpr int64_t kBackToBackMs[] = {4096, 7, 128, 1, 640, 1100, 3000, 33};
   static constexpr Mode kBackToBackModes[] = {Mode::kFused, Mode::kSplitLsa, Mode::kAuto, Mode::kFusedCe};
-  static void slow_down_for_back_to_back(Config& c, int rank, int world, Mode mode);
+  static void slow_down_for_back_to_back(Hooks& h, int rank, int world, Mode mode);
 
   // GraphReplaysAcrossTheEpochWrapWithChangingInputs: fused-ce's graphs cannot be one per rank in
   // the emulated world (FusedCeGraphReplaysInOneGraphAcrossTheEpochWrap, test_gemm_all_reduce.cu).

@@ -57,8 +57,9 @@ SlowPeerOutcome run_slow_peer(bool ungated) {
     cfg.transport = Transport::kCe;
     cfg.algorithm = Algorithm::kPush;
     cfg.max_count = kBytes;
-    cfg.ce_ungated_peer_copies = ungated;
-    auto op = Collective::Impl::create(g, cfg);
+    comm::CollectiveHooks hooks;
+    hooks.ce_ungated_peer_copies = ungated;
+    auto op = Collective::Impl::create(g, cfg, hooks);
     const int r = g.rank();
     const OwnedStream st;
     const OwnedDeviceMemory in(kBytes), snap(kBytes);

@@ -123,8 +123,9 @@ TEST(EmulatedCollectives, SlotsLastWrittenTwoToThe31CallsAgoDoNotPassWaits) {
     bench::EmulatedWorld ew(world, 0, 20);
     ew.run([&](comm::Group& g) {
       CollectiveConfig cfg = config_of({CollectiveOp::kAllReduce, Transport::kLsa, Algorithm::kAuto}, DType::kBF16, two_shot);
-      cfg.stale_slot_lag = 0x80000000u + 5u;
-      auto op = Collective::Impl::create(g, cfg);
+      comm::CollectiveHooks hooks;
+      hooks.stale_slot_lag = 0x80000000u + 5u;
+      auto op = Collective::Impl::create(g, cfg, hooks);
       for (size_t n : {two_shot, size_t(1000), size_t(7), two_shot, size_t(300000), two_shot}) {
         const SelfTestReport rep = op->self_test(n);
         EXPECT_TRUE(rep.ok) << "W" << world << " count " << n << ": " << rep.detail;

@@ -180,9 +180,10 @@ LlOutcome run_ll_sequence(int world, bool two_copies) {
   bench::EmulatedWorld ew(world, 0, 2);
   ew.run([&](comm::Group& g) {
     CollectiveConfig cfg = config_of({CollectiveOp::kAllReduce, Algorithm::kLowLatency, DType::kBF16}, kLlCount);
-    cfg.flow_control = two_copies;  // false: one LL copy per source
-    cfg.receive_delay_ns = 200000;
-    auto op = Collective::Impl::create(g, cfg);
+    comm::CollectiveHooks hooks;
+    hooks.flow_control = two_copies;  // false: one LL copy per source
+    hooks.receive_delay_ns = 200000;
+    auto op = Collective::Impl::create(g, cfg, hooks);
     const RankSequence seen = run_sum_sequence(g, *op, kLlCount, kLlCalls);
     {
       std::lock_guard<std::mutex> lock(mu);
@@ -221,9 +222,10 @@ CeOutcome run_ce_sequence(Algorithm algorithm, bool credits) {
     cfg.algorithm = algorithm;
     cfg.dtype = DType::kBF16;
     cfg.max_count = kCeCount;
-    cfg.flow_control = credits;
-    cfg.receive_delay_ns = 200000;
-    auto op = Collective::Impl::create(g, cfg);
+    comm::CollectiveHooks hooks;
+    hooks.flow_control = credits;
+    hooks.receive_delay_ns = 200000;
+    auto op = Collective::Impl::create(g, cfg, hooks);
     const RankSequence seen = run_sum_sequence(g, *op, kCeCount, kCeCalls);
     {
       std::lock_guard<std::mutex> lock(mu);

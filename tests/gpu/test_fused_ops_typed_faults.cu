@@ -66,8 +66,9 @@ TYPED_TEST(EmulatedFusedOp, SlotsLastWrittenLongAgoDoNotPassWaits) {
     SCOPED_TRACE("stale_slot_lag " + std::to_string(lag));
     ew.run([&](comm::Group& g) {
       auto cfg = T::config(T::kQuants[0], T::kFused, n, k, m);
-      cfg.stale_slot_lag = lag;
-      auto op = T::create(g, cfg);
+      typename T::Hooks hooks;
+      hooks.stale_slot_lag = lag;
+      auto op = T::create(g, cfg, hooks);
       typename T::OneHot oh(m, n, k, g.rank());
       Stream st;
       // Every call its own A (a wait that passes early then shows the previous call's rows).

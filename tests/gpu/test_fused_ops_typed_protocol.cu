@@ -35,8 +35,9 @@ TYPED_TEST(EmulatedFusedOp, BackToBackCallsOfChangingMWithASlowRank) {
     SCOPED_TRACE(mode_name(mode) + " W" + std::to_string(world));
     ew.run([&](comm::Group& g) {
       auto cfg = T::config(T::kQuants[0], mode, n, k, m_max);
-      T::slow_down_for_back_to_back(cfg, g.rank(), world, mode);
-      auto op = T::create(g, cfg);
+      typename T::Hooks hooks;
+      T::slow_down_for_back_to_back(hooks, g.rank(), world, mode);
+      auto op = T::create(g, cfg, hooks);
       typename T::OneHot oh(m_max, n, k, g.rank());
       Stream st;
       std::vector<bench::DeviceBuffer> as, snaps;
@@ -82,8 +83,9 @@ TYPED_TEST(EmulatedFusedOp, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
     SCOPED_TRACE(mode_name(mode));
     ew.run([&](comm::Group& g) {
       auto cfg = T::config(T::kQuants[0], mode, n, k, m_max);
-      cfg.initial_epoch = 0xFFFFFFFFu - 50u;
-      auto op = T::create(g, cfg);
+      typename T::Hooks hooks;
+      hooks.initial_epoch = 0xFFFFFFFFu - 50u;
+      auto op = T::create(g, cfg, hooks);
       typename T::OneHot oh(m_max, n, k, g.rank());
       Stream st;
       bench::DeviceBuffer wrong(8), a_live(m_max * k * 2);
@@ -186,8 +188,9 @@ TYPED_TEST(EmulatedFusedOp, RanksThatDisagreeOnMAreAMismatchOnEveryRank) {
       bench::EmulatedWorld ew(2, 0, 2.0);
       ew.run([&](comm::Group& g) {
         auto cfg = T::config(T::kQuants[0], mode, n, k, m_max);
-        cfg.flow_control = credit;
-        auto op = T::create(g, cfg);
+        typename T::Hooks hooks;
+        hooks.flow_control = credit;
+        auto op = T::create(g, cfg, hooks);
         const int64_t m = 1000 + g.rank();
         typename T::OneHot oh(m_max, n, k, g.rank());
         oh.set_a(3, m);
@@ -343,8 +346,9 @@ TYPED_TEST(EmulatedFusedOp, RandomisedSoak) {
         for (const auto& o : run.ops) {
           if (o.if_it_fits && !fits_queues(o.mode, sw.world)) continue;  // said above
           auto cfg = T::config(T::kQuants[o.quant], o.mode, n, k, m_max);
-          if (g.rank() == o.slow_puller) cfg.delay_pull_ns = o.delay_pull_ns;
-          owned.push_back(T::create(g, cfg));
+          typename T::Hooks hooks;
+          if (g.rank() == o.slow_puller) hooks.delay_pull_ns = o.delay_pull_ns;
+          owned.push_back(T::create(g, cfg, hooks));
         }
         std::vector<typename T::Op*> ops;
         for (const auto& op : owned) ops.push_back(op.get());

@@ -151,8 +151,9 @@ TEST(EmulatedGemmAllGather, Mxfp8RouteWithoutItsGuardsIsCaught) {
     ew.run([&](comm::Group& g) {
       auto c = Traits::config(Traits::kQuants[4], GemmAllGatherMode::kFusedLsa, n, k, m);
       c.mx_route = MxRoute::kBf16;
-      c.mx_route_unguarded = unguarded && g.rank() == 1;
-      auto op = GemmAllGather::Impl::create(g, c);
+      fused::GemmAllGatherHooks hooks;
+      hooks.mx_route_unguarded = unguarded && g.rank() == 1;
+      auto op = GemmAllGather::Impl::create(g, c, hooks);
       const auto as = test::mx_a_with_odd_rank(2, -1, m, k, 3000, g.device());
       const bench::DeviceOperand b = bench::upload_operand(
           bench::quantize_parallel(bench::random_operand(78, n, k), n, k, ScaleMode::kMxfp8, ref::Operand::kB), g.device());
@@ -192,9 +193,10 @@ TEST(EmulatedGemmAllGather, SkippingTheArrivalWaitIsCaught) {
     std::vector<int64_t> wrong_peer(2, 0);
     ew.run([&](comm::Group& g) {
       auto cfg = Traits::config(Traits::kQuants[0], mode, n, k, m);
-      cfg.skip_arrival_wait = skip;
-      if (g.rank() == 1) cfg.delay_stores_ns = 20'000'000;
-      auto op = GemmAllGather::Impl::create(g, cfg);
+      fused::GemmAllGatherHooks hooks;
+      hooks.skip_arrival_wait = skip;
+      if (g.rank() == 1) hooks.delay_stores_ns = 20'000'000;
+      auto op = GemmAllGather::Impl::create(g, cfg, hooks);
       test::AgOneHot oh(m, n, k, g.rank());
       oh.set_a(5, m);
       Stream st;
@@ -239,9 +241,10 @@ TEST(EmulatedGemmAllGather, DisablingTheCreditIsCaught) {
     int64_t wrong = 0;
     ew.run([&](comm::Group& g) {
       auto cfg = Traits::config(Traits::kQuants[0], mode, n, k, m);
-      cfg.flow_control = credits;
-      if (pull && g.rank() == 0) cfg.delay_pull_ns = 30'000'000;
-      auto op = GemmAllGather::Impl::create(g, cfg);
+      fused::GemmAllGatherHooks hooks;
+      hooks.flow_control = credits;
+      if (pull && g.rank() == 0) hooks.delay_pull_ns = 30'000'000;
+      auto op = GemmAllGather::Impl::create(g, cfg, hooks);
       test::AgOneHot oh(m, n, k, g.rank());
       Stream st;
       bench::DeviceBuffer a2(m * k * 2), snapshot(2 * m * n * 2);

@@ -68,12 +68,13 @@ TEST(EmulatedGemmAllReduce, SkippingAWaitOrTheElectionIsCaught) {
       auto cfg = Traits::config(Traits::kQuants[0],
                            rs ? GemmAllReduceMode::kFusedRs : (ce ? GemmAllReduceMode::kFusedCe : GemmAllReduceMode::kFused),
                            n, k, m);
-      cfg.skip_partial_wait = ctl == kPartialWait || ctl == kRsPartialWait || ctl == kCePartialWait;
-      cfg.publish_every_tile = ctl == kElection || ctl == kCeElection;
-      cfg.skip_arrival_wait = ctl == kArrivalWait || ctl == kRsArrivalWait || ctl == kCeArrivalWait;
+      fused::GemmAllReduceHooks hooks;
+      hooks.skip_partial_wait = ctl == kPartialWait || ctl == kRsPartialWait || ctl == kCePartialWait;
+      hooks.publish_every_tile = ctl == kElection || ctl == kCeElection;
+      hooks.skip_arrival_wait = ctl == kArrivalWait || ctl == kRsArrivalWait || ctl == kCeArrivalWait;
       cfg.chunks = 1;
-      if (g.rank() == 1) cfg.delay_stores_ns = 2'000'000;
-      auto op = GemmAllReduce::Impl::create(g, cfg);
+      if (g.rank() == 1) hooks.delay_stores_ns = 2'000'000;
+      auto op = GemmAllReduce::Impl::create(g, cfg, hooks);
       test::ArOneHot oh(m, n, k, g.rank());
       oh.set_a(5, m);
       Stream st;
@@ -115,8 +116,9 @@ TEST(EmulatedGemmAllReduce, AFastRankNeverOverwritesWhatASlowReaderHasNotRead) {
     int64_t wrong = 0, calls_seen = 0;
     ew.run([&](comm::Group& g) {
       auto cfg = Traits::config(Traits::kQuants[0], mode, n, k, m);
-      cfg.flow_control = false;
-      auto op = GemmAllReduce::Impl::create(g, cfg);
+      fused::GemmAllReduceHooks hooks;
+      hooks.flow_control = false;
+      auto op = GemmAllReduce::Impl::create(g, cfg, hooks);
       test::ArOneHot oh(m, n, k, g.rank());
       Stream st;
       bench::DeviceBuffer a2(m * k * 2), snapshot(m * n * 2);
@@ -163,10 +165,11 @@ TEST(EmulatedGemmAllReduce, FusedCeCreditKeepsAFastRankFromOverwritingWhatASlowP
     int64_t wrong = -1, second = -1;
     ew.run([&](comm::Group& g) {
       auto cfg = Traits::config(Traits::kQuants[0], GemmAllReduceMode::kFusedCe, n, k, m2);
-      cfg.flow_control = credit;
+      fused::GemmAllReduceHooks hooks;
+      hooks.flow_control = credit;
       cfg.chunks = 1;
-      if (g.rank() == 0) cfg.delay_pull_ns = 3'000'000;
-      auto op = GemmAllReduce::Impl::create(g, cfg);
+      if (g.rank() == 0) hooks.delay_pull_ns = 3'000'000;
+      auto op = GemmAllReduce::Impl::create(g, cfg, hooks);
       test::ArOneHot oh(m2, n, k, g.rank());
       Stream st;
       bench::DeviceBuffer a2(m2 * k * 2), snapshot(m1 * n * 2);
@@ -219,9 +222,10 @@ TEST(EmulatedGemmAllReduce, FusedCeRankThatGaveUpStoresNothingAndItsPeerHearsOfI
     ew.run([&](comm::Group& g) {
       auto cfg = Traits::config(Traits::kQuants[0], GemmAllReduceMode::kFusedCe, n, k, m);
       cfg.chunks = 1;
-      if (g.rank() == 0) cfg.delay_pull_ns = 1'500'000'000;
-      cfg.pull_stores_after_abort = control;
-      auto op = GemmAllReduce::Impl::create(g, cfg);
+      fused::GemmAllReduceHooks hooks;
+      if (g.rank() == 0) hooks.delay_pull_ns = 1'500'000'000;
+      hooks.pull_stores_after_abort = control;
+      auto op = GemmAllReduce::Impl::create(g, cfg, hooks);
       test::ArOneHot oh(m, n, k, g.rank());
       Stream st;
       bench::DeviceBuffer a2(m * k * 2), snapshot(m * n * 2);
@@ -284,8 +288,9 @@ TEST(EmulatedGemmAllReduce, FusedCeGraphReplaysInOneGraphAcrossTheEpochWrap) {
   ew.run([&](comm::Group& g) {
     const int r = g.rank();
     auto cfg = Traits::config(Traits::kQuants[0], mode, n, k, m_max);
-    cfg.initial_epoch = 0xFFFFFFFFu - 50u;
-    auto op = GemmAllReduce::Impl::create(g, cfg);
+    fused::GemmAllReduceHooks hooks;
+    hooks.initial_epoch = 0xFFFFFFFFu - 50u;
+    auto op = GemmAllReduce::Impl::create(g, cfg, hooks);
     test::ArOneHot oh(m_max, n, k, r);
     Stream st;
     streams[r] = st.s;
@@ -369,9 +374,10 @@ TEST(EmulatedGemmAllReduce, PartialsThatNeverArriveTimeOutInsideThePipeline) {
   bench::EmulatedWorld ew(2, 0, 1.0);
   ew.run([&](comm::Group& g) {
     auto cfg = Traits::config(Traits::kQuants[0], GemmAllReduceMode::kFused, 512, 256, 1024);
-    cfg.skip_arrival_wait = true;
-    if (g.rank() == 1) cfg.delay_stores_ns = 1'500'000'000ull;
-    auto op = GemmAllReduce::Impl::create(g, cfg);
+    fused::GemmAllReduceHooks hooks;
+    hooks.skip_arrival_wait = true;
+    if (g.rank() == 1) hooks.delay_stores_ns = 1'500'000'000ull;
+    auto op = GemmAllReduce::Impl::create(g, cfg, hooks);
     test::ArOneHot oh(1024, 512, 256, g.rank());
     oh.set_a(1, 1024);
     g.barrier();
@@ -406,8 +412,9 @@ TEST(EmulatedGemmAllReduce, ATimedOutCombineNeverOverwritesASlowPeersOutput) {
     auto cfg = Traits::config(Traits::kQuants[0], GemmAllReduceMode::kFused, n, k, m);
     // The end-of-call wait skipped (the agreed testing hook, as in the test above): it would start
     // at once in a CTA without tiles, and its abort, claimed before the combine, hides the bug.
-    cfg.skip_arrival_wait = true;
-    auto op = GemmAllReduce::Impl::create(g, cfg);
+    fused::GemmAllReduceHooks hooks;
+    hooks.skip_arrival_wait = true;
+    auto op = GemmAllReduce::Impl::create(g, cfg, hooks);
     test::ArOneHot oh(m, n, k, g.rank());
     Stream st;
     oh.set_a(5, m);

@@ -4,9 +4,11 @@
 // Error(kTimeout) naming rank, peer, flag, expected and seen on the waiting rank.
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <cstring>
 #include <thread>
 
+#include "comm/collective_impl.hpp"
 #include "comm_support.hpp"
 #include "common/check.hpp"
 
@@ -40,11 +42,13 @@ std::vector<int64_t> run_sequence(const Sequence& s) {
   for_each_rank([&](Communicator& c) {
     const int w = c.world_size(), r = c.rank();
     CollectiveConfig cfg = collective_config(s.op, s.transport, s.algorithm, s.dtype, s.count);
-    cfg.flow_control = s.flow_control;
-    cfg.initial_epoch = s.initial_epoch;
     cfg.ce_sm_share = s.ce_sm_share;
-    cfg.receive_delay_ns = s.receive_delay_ns;
-    Collective op(c, cfg);
+    comm::CollectiveHooks hooks;
+    hooks.flow_control = s.flow_control;
+    hooks.initial_epoch = s.initial_epoch;
+    hooks.receive_delay_ns = s.receive_delay_ns;
+    const std::unique_ptr<Collective> made = Collective::Impl::create(c, cfg, hooks);
+    Collective& op = *made;
     const CallSizes sz = call_sizes(s.op, s.dtype, w, s.count);
     const size_t esz = sz.esz, in_elems = sz.in_elems, out_elems = sz.out_elems;
     const size_t in_bytes = sz.in_bytes(), out_bytes = sz.out_bytes();
@@ -185,9 +189,11 @@ TEST(FlowControl, LowLatencyLinesAreNotOverwrittenBeforeTheyAreReadAndTheNegativ
   run_per_rank(comms, [&](Communicator& c) {
     const CollectiveOp ar = CollectiveOp::kAllReduce;
     CollectiveConfig cfg = collective_config(ar, Transport::kLsa, Algorithm::kLowLatency, DType::kBF16, kCount);
-    cfg.flow_control = false;  // one copy per source
-    cfg.receive_delay_ns = 200000;
-    Collective op(c, cfg);
+    comm::CollectiveHooks hooks;
+    hooks.flow_control = false;  // one copy per source
+    hooks.receive_delay_ns = 200000;
+    const std::unique_ptr<Collective> made = Collective::Impl::create(c, cfg, hooks);
+    Collective& op = *made;
     const size_t bytes = kCount * 2;
     DevBuf in(bytes * kCalls), out(bytes * kCalls);
     std::vector<uint8_t> host_in(bytes * kCalls), one;

@@ -35,7 +35,8 @@ GemmProblem problem_of(const GemmAllGatherConfig& c, int64_t m) {
 
 }  // namespace
 
-GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : group(&g), cfg(config) {
+GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config, const fused::GemmAllGatherHooks& hk)
+    : group(&g), cfg(config), hooks(hk) {
   debug = gemm::MainloopDebug::from_env();
   const int w = g.world_size();
   const std::string bad = GemmAllGather::validate(cfg, w);
@@ -63,7 +64,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
   id << "weave.gemm_all_gather.v1|" << cfg.n << "|" << cfg.k << "|" << cfg.m_max << "|" << static_cast<int>(cfg.quant)
      << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.out_dtype) << "|"
      << static_cast<int>(cfg.mode) << "|" << static_cast<int>(caps.split) << "|" << caps.fused << "|"
-     << cfg.flow_control << "|" << cfg.skip_arrival_wait << "|" << cfg.initial_epoch << "|" << cfg.stale_slot_lag << "|" << grid_cap << "|"
+     << hooks.flow_control << "|" << hooks.skip_arrival_wait << "|" << hooks.initial_epoch << "|" << hooks.stale_slot_lag << "|" << grid_cap << "|"
      << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route);
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(), "GemmAllGather configuration (n, k, m_max, quant, out dtype, mode, testing hooks, calibration)");
@@ -107,13 +108,14 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config) : g
       cc.transport = caps.split == GemmAllGatherMode::kSplitCe ? Transport::kCe : Transport::kLsa;
       cc.algorithm = caps.split == GemmAllGatherMode::kSplitCe ? Algorithm::kPush : Algorithm::kAuto;
       cc.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(cfg.n) * out_bytes;
-      cc.flow_control = cfg.flow_control;
-      cc.initial_epoch = cfg.initial_epoch;
-      cc.stale_slot_lag = cfg.stale_slot_lag;
-    // max_sms caps the split collective too (within its occupancy: its CTAs must be resident together).
-    if (cfg.max_sms > 0)
-      cc.max_blocks = std::min(cfg.max_sms, std::max(1, comm::lsa_max_blocks(g.device(), w) / g.ranks_per_device()));
-      split = std::make_unique<Collective::Impl>(g, cc);
+      comm::CollectiveHooks ch;
+      ch.flow_control = hooks.flow_control;
+      ch.initial_epoch = hooks.initial_epoch;
+      ch.stale_slot_lag = hooks.stale_slot_lag;
+      // max_sms caps the split collective too (within its occupancy: its CTAs must be resident together).
+      if (cfg.max_sms > 0)
+        ch.max_blocks = std::min(cfg.max_sms, std::max(1, comm::lsa_max_blocks(g.device(), w) / g.ranks_per_device()));
+      split = std::make_unique<Collective::Impl>(g, cc, ch);
     }
   }
 }
@@ -136,7 +138,7 @@ fused::GagLayout GemmAllGather::Impl::lay_out(WindowLayout& layout, const std::s
 void GemmAllGather::Impl::attach(const std::shared_ptr<comm::OpWindow>& window) {
   const comm::ProtoRegions regions{.control = gl.control, .credits = gl.credits, .flags = gl.flags,
                                    .flag_blocks = comm::kMaxChunks};
-  rt->attach(window, regions, cfg.flow_control, cfg.initial_epoch, /*needs_peers=*/caps.fused, cfg.stale_slot_lag);
+  rt->attach(window, regions, hooks.flow_control, hooks.initial_epoch, /*needs_peers=*/caps.fused, hooks.stale_slot_lag);
   if (split) split->attach(window, gl.split);
 }
 
@@ -144,8 +146,9 @@ std::unique_ptr<GemmAllGather> GemmAllGather::Impl::wrap(std::unique_ptr<Impl> i
   return std::unique_ptr<GemmAllGather>(new GemmAllGather(std::move(im)));
 }
 
-std::unique_ptr<GemmAllGather> GemmAllGather::Impl::create(comm::Group& g, const GemmAllGatherConfig& config) {
-  auto im = std::make_unique<Impl>(g, config);
+std::unique_ptr<GemmAllGather> GemmAllGather::Impl::create(comm::Group& g, const GemmAllGatherConfig& config,
+                                                            const fused::GemmAllGatherHooks& hooks) {
+  auto im = std::make_unique<Impl>(g, config, hooks);
   WindowLayout layout;
   im->lay_out(layout, "gag");
   im->attach(g.make_window(std::move(layout)));
@@ -172,7 +175,7 @@ GemmAllGather::Impl::Call GemmAllGather::Impl::plan_call(const GemmProblem& prob
   if (mx && !c.pull && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms)) {
     c.route = mx.get();
     c.rc = fused::mx_route_call(prob, a, b, s, num_sms, fused::kGagBlockM, fused::kGagBlockN, c.plan.grid,
-                                cfg.mx_route_unguarded);
+                                hooks.mx_route_unguarded);
   }
   return c;
 }
@@ -242,9 +245,9 @@ void GemmAllGather::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
     args.epi.chunks = call.chunks;
     args.epi.m = m;
     args.epi.pull = pull ? 1 : 0;
-    args.epi.skip_arrival_wait = cfg.skip_arrival_wait ? 1 : 0;
-    args.epi.delay_stores_ns = cfg.delay_stores_ns;
-    args.epi.delay_pull_ns = cfg.delay_pull_ns;
+    args.epi.skip_arrival_wait = hooks.skip_arrival_wait ? 1 : 0;
+    args.epi.delay_stores_ns = hooks.delay_stores_ns;
+    args.epi.delay_pull_ns = hooks.delay_pull_ns;
     if (!pull) {
       fused::launch_either(*fused_kernel, fused_bf16, args, gp.grid, route, rc, stream);
       return;
@@ -306,12 +309,12 @@ std::string GemmAllGather::Impl::describe() const {
   if (cfg.mode == GemmAllGatherMode::kAuto)
     os << " (fused " << (caps.fused ? "available" : "unavailable") << ", split " << to_string(caps.split) << ")";
   os << ", " << group->describe() << ", window " << rt->window().bytes() << " bytes, " << grid_cap
-     << " CTAs per rank, credits " << (cfg.flow_control ? "on" : "OFF (testing)");
-  if (cfg.skip_arrival_wait) os << ", arrival wait SKIPPED (testing)";
+     << " CTAs per rank, credits " << (hooks.flow_control ? "on" : "OFF (testing)");
+  if (hooks.skip_arrival_wait) os << ", arrival wait SKIPPED (testing)";
   if (cfg.mode == GemmAllGatherMode::kFusedCe) os << ", " << pulls.size() << " copy streams";
   if (mx) os << ", mxfp8 bf16 route " << (cfg.mx_route == MxRoute::kBf16 ? "always" : "where modelled faster") << " ("
              << mx->bytes() << " bytes of bf16 copies)";
-  if (cfg.mx_route_unguarded) os << ", route guards OFF (testing)";
+  if (hooks.mx_route_unguarded) os << ", route guards OFF (testing)";
   return os.str();
 }
 

@@ -22,6 +22,7 @@
 #include "comm/op_runtime.hpp"
 #include "comm/stream_mem_ops.hpp"
 #include "fused/pipeline_record.hpp"
+#include "fused/all_gather/hooks.hpp"
 #include "fused/all_gather/params.hpp"
 #include "fused/calibration.hpp"
 #include "fused/all_gather/plan.hpp"
@@ -36,6 +37,7 @@ struct GemmAllGather::Impl {
   std::shared_ptr<comm::Group> owned_group;
   comm::Group* group = nullptr;
   GemmAllGatherConfig cfg;
+  fused::GemmAllGatherHooks hooks;  // the tests' negative controls (defaults everywhere else)
   int num_sms = 0;
   int grid_cap = 1;                 // CTAs per rank: SMs / ranks sharing the GPU
   size_t out_bytes = 2;             // bytes per output element
@@ -60,9 +62,10 @@ struct GemmAllGather::Impl {
   uint64_t self_test_seed = 0x5eed;
   bool fail_after_enqueue_for_testing = false;  // run() raises after its GPU work is enqueued
 
-  Impl(comm::Group& g, const GemmAllGatherConfig& config);
+  Impl(comm::Group& g, const GemmAllGatherConfig& config, const fused::GemmAllGatherHooks& hooks = {});
   static Impl& of(GemmAllGather& op) { return *op.impl_; }  // tests reach the state through it
-  static std::unique_ptr<GemmAllGather> create(comm::Group& g, const GemmAllGatherConfig& config);
+  static std::unique_ptr<GemmAllGather> create(comm::Group& g, const GemmAllGatherConfig& config,
+                                               const fused::GemmAllGatherHooks& hooks = {});
   // Construction in steps, so several ops can share one window (fused/shared_window.hpp): add this
   // op's regions under `prefix`, then attach the window made from the whole layout.
   fused::GagLayout lay_out(WindowLayout& layout, const std::string& prefix);

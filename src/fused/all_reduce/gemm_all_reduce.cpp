@@ -42,7 +42,8 @@ GemmProblem problem_of(const GemmAllReduceConfig& c, int64_t m) {
 
 }  // namespace
 
-GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : group(&g), cfg(config) {
+GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, const fused::GemmAllReduceHooks& hk)
+    : group(&g), cfg(config), hooks(hk) {
   debug = gemm::MainloopDebug::from_env();
   const int w = g.world_size();
   const std::string bad = GemmAllReduce::validate(cfg, w);
@@ -69,8 +70,8 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
   id << "weave.gemm_all_reduce.v1|" << cfg.n << "|" << cfg.k << "|" << cfg.m_max << "|" << static_cast<int>(cfg.quant)
      << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.mode) << "|"
      << static_cast<int>(caps.split) << "|" << caps.fused << "|" << cfg.exact_own << "|" << cfg.chunks << "|"
-     << cfg.flow_control << "|" << cfg.skip_arrival_wait << "|" << cfg.skip_partial_wait << "|"
-     << cfg.publish_every_tile << "|" << cfg.initial_epoch << "|" << cfg.stale_slot_lag << "|" << grid_cap << "|"
+     << hooks.flow_control << "|" << hooks.skip_arrival_wait << "|" << hooks.skip_partial_wait << "|"
+     << hooks.publish_every_tile << "|" << hooks.initial_epoch << "|" << hooks.stale_slot_lag << "|" << grid_cap << "|"
      << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route);
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(),
@@ -116,13 +117,14 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config) : g
     cc.transport = caps.split == GemmAllReduceMode::kSplitCe ? Transport::kCe : Transport::kLsa;
     cc.algorithm = Algorithm::kAuto;
     cc.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(cfg.n);
-    cc.flow_control = cfg.flow_control;
-    cc.initial_epoch = cfg.initial_epoch;
-    cc.stale_slot_lag = cfg.stale_slot_lag;
+    comm::CollectiveHooks ch;
+    ch.flow_control = hooks.flow_control;
+    ch.initial_epoch = hooks.initial_epoch;
+    ch.stale_slot_lag = hooks.stale_slot_lag;
     // max_sms caps the split collective too (within its occupancy: its CTAs must be resident together).
     if (cfg.max_sms > 0)
-      cc.max_blocks = std::min(cfg.max_sms, std::max(1, comm::lsa_max_blocks(g.device(), w) / g.ranks_per_device()));
-    split = std::make_unique<Collective::Impl>(g, cc);
+      ch.max_blocks = std::min(cfg.max_sms, std::max(1, comm::lsa_max_blocks(g.device(), w) / g.ranks_per_device()));
+    split = std::make_unique<Collective::Impl>(g, cc, ch);
   }
 }
 
@@ -143,7 +145,7 @@ fused::GarLayout GemmAllReduce::Impl::lay_out(WindowLayout& wl, const std::strin
 void GemmAllReduce::Impl::attach(const std::shared_ptr<comm::OpWindow>& window) {
   const comm::ProtoRegions regions{.control = layout.control, .credits = layout.credits, .flags = layout.flags,
                                    .flag_blocks = comm::kMaxChunks};
-  rt->attach(window, regions, cfg.flow_control, cfg.initial_epoch, /*needs_peers=*/caps.fused, cfg.stale_slot_lag);
+  rt->attach(window, regions, hooks.flow_control, hooks.initial_epoch, /*needs_peers=*/caps.fused, hooks.stale_slot_lag);
   if (split) split->attach(window, layout.split);
   if (layout.has_pull) init_pull_words();
 }
@@ -153,7 +155,7 @@ void GemmAllReduce::Impl::attach(const std::shared_ptr<comm::OpWindow>& window) 
 // Local only: no peer reads them, and the first call is enqueued after this synchronous copy.
 void GemmAllReduce::Impl::init_pull_words() {
   std::vector<uint32_t> words(fused::kArPullWords, 0u);
-  for (int i = fused::kArPullArrived; i < fused::kArPullWords; ++i) words[static_cast<size_t>(i)] = cfg.initial_epoch - cfg.stale_slot_lag;
+  for (int i = fused::kArPullArrived; i < fused::kArPullWords; ++i) words[static_cast<size_t>(i)] = hooks.initial_epoch - hooks.stale_slot_lag;
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   WEAVE_CHECK_CUDA(cudaMemcpy(rt->window().local() + layout.pull, words.data(), fused::kArPullBytes,
                               cudaMemcpyHostToDevice));
@@ -163,8 +165,9 @@ std::unique_ptr<GemmAllReduce> GemmAllReduce::Impl::wrap(std::unique_ptr<Impl> i
   return std::unique_ptr<GemmAllReduce>(new GemmAllReduce(std::move(im)));
 }
 
-std::unique_ptr<GemmAllReduce> GemmAllReduce::Impl::create(comm::Group& g, const GemmAllReduceConfig& config) {
-  auto im = std::make_unique<Impl>(g, config);
+std::unique_ptr<GemmAllReduce> GemmAllReduce::Impl::create(comm::Group& g, const GemmAllReduceConfig& config,
+                                                            const fused::GemmAllReduceHooks& hooks) {
+  auto im = std::make_unique<Impl>(g, config, hooks);
   WindowLayout wl;
   im->lay_out(wl, "gar");
   im->attach(g.make_window(std::move(wl)));
@@ -235,7 +238,7 @@ GemmAllReduce::Impl::Call GemmAllReduce::Impl::plan_call(const GemmProblem& prob
   if (mx && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms)) {
     c.route = mx.get();
     c.rc = fused::mx_route_call(prob, a, b, s, num_sms, fused::kGarBlockM, fused::kGarBlockN, c.plan.grid,
-                                cfg.mx_route_unguarded);
+                                hooks.mx_route_unguarded);
   }
   return c;
 }
@@ -291,16 +294,16 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
     e.n = static_cast<int32_t>(cfg.n);
     e.block_m = fused::kGarBlockM;
     e.exact_own = cfg.exact_own ? 1 : 0;
-    e.skip_arrival_wait = cfg.skip_arrival_wait ? 1 : 0;
-    e.skip_partial_wait = cfg.skip_partial_wait ? 1 : 0;
-    e.publish_every_tile = cfg.publish_every_tile ? 1 : 0;
-    e.delay_stores_ns = cfg.delay_stores_ns;
+    e.skip_arrival_wait = hooks.skip_arrival_wait ? 1 : 0;
+    e.skip_partial_wait = hooks.skip_partial_wait ? 1 : 0;
+    e.publish_every_tile = hooks.publish_every_tile ? 1 : 0;
+    e.delay_stores_ns = hooks.delay_stores_ns;
     e.scatter_only = scatter ? 1 : 0;
     if (pull) {
       e.pull = 1;
       e.pull_words = layout.pull;
-      e.delay_pull_ns = cfg.delay_pull_ns;
-      e.pull_stores_after_abort = cfg.pull_stores_after_abort ? 1 : 0;
+      e.delay_pull_ns = hooks.delay_pull_ns;
+      e.pull_stores_after_abort = hooks.pull_stores_after_abort ? 1 : 0;
       // As GemmAllGather fused-ce: the copy streams fork from the kernel's launch-completion event
       // (every CTA has begun), so their trigger waits, which CUDA cannot see, are never queued
       // ahead of the kernel that stores the triggers; where ranks share a GPU's queues the rest is
@@ -398,17 +401,17 @@ std::string GemmAllReduce::Impl::describe() const {
     os << " (fused " << (caps.fused ? "available" : "unavailable") << ", split " << to_string(caps.split) << ")";
   os << ", " << group->describe() << ", window " << rt->window().bytes() << " bytes, " << grid_cap
      << " CTAs per rank";
-  if (split) os << ", split all-reduce credits " << (cfg.flow_control ? "on" : "OFF (testing)");
+  if (split) os << ", split all-reduce credits " << (hooks.flow_control ? "on" : "OFF (testing)");
   if (cfg.exact_own) os << ", exact own term";
   if (mx) os << ", mxfp8 bf16 route " << (cfg.mx_route == MxRoute::kBf16 ? "always" : "where modelled faster") << " ("
              << mx->bytes() << " bytes of bf16 copies)";
-  if (cfg.mx_route_unguarded) os << ", route guards OFF (testing)";
-  if (cfg.skip_arrival_wait) os << ", arrival wait SKIPPED (testing)";
-  if (cfg.skip_partial_wait) os << ", partial wait SKIPPED (testing)";
-  if (cfg.publish_every_tile) os << ", chunk election OFF (testing)";
+  if (hooks.mx_route_unguarded) os << ", route guards OFF (testing)";
+  if (hooks.skip_arrival_wait) os << ", arrival wait SKIPPED (testing)";
+  if (hooks.skip_partial_wait) os << ", partial wait SKIPPED (testing)";
+  if (hooks.publish_every_tile) os << ", chunk election OFF (testing)";
   if (cfg.mode == GemmAllReduceMode::kFusedCe)
-    os << ", " << pulls.size() << " copy streams, credits " << (cfg.flow_control ? "on" : "OFF (testing)");
-  if (cfg.delay_pull_ns) os << ", gather pulls delayed " << cfg.delay_pull_ns << " ns (testing)";
+    os << ", " << pulls.size() << " copy streams, credits " << (hooks.flow_control ? "on" : "OFF (testing)");
+  if (hooks.delay_pull_ns) os << ", gather pulls delayed " << hooks.delay_pull_ns << " ns (testing)";
   return os.str();
 }
 

@@ -21,6 +21,7 @@
 #include "comm/op_runtime.hpp"
 #include "comm/stream_mem_ops.hpp"
 #include "fused/pipeline_record.hpp"
+#include "fused/all_reduce/hooks.hpp"
 #include "fused/all_reduce/params.hpp"
 #include "fused/all_reduce/plan.hpp"
 #include "fused/mx_route.hpp"
@@ -34,6 +35,7 @@ struct GemmAllReduce::Impl {
   std::shared_ptr<comm::Group> owned_group;
   comm::Group* group = nullptr;
   GemmAllReduceConfig cfg;
+  fused::GemmAllReduceHooks hooks;  // the tests' negative controls (defaults everywhere else)
   int num_sms = 0;
   int grid_cap = 1;  // CTAs per rank: SMs / ranks sharing the GPU
   fused::GarLayout layout;
@@ -57,9 +59,10 @@ struct GemmAllReduce::Impl {
   uint64_t self_test_seed = 0x5eed;
   bool fail_after_enqueue_for_testing = false;  // run() raises after its GPU work is enqueued
 
-  Impl(comm::Group& g, const GemmAllReduceConfig& config);
+  Impl(comm::Group& g, const GemmAllReduceConfig& config, const fused::GemmAllReduceHooks& hooks = {});
   static Impl& of(GemmAllReduce& op) { return *op.impl_; }  // tests reach the state through it
-  static std::unique_ptr<GemmAllReduce> create(comm::Group& g, const GemmAllReduceConfig& config);
+  static std::unique_ptr<GemmAllReduce> create(comm::Group& g, const GemmAllReduceConfig& config,
+                                               const fused::GemmAllReduceHooks& hooks = {});
   // Construction in steps, so several ops can share one window (fused/shared_window.hpp): add this
   // op's regions under `prefix`, then attach the window made from the whole layout.
   fused::GarLayout lay_out(WindowLayout& layout, const std::string& prefix);

@@ -34,6 +34,7 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/registry.hpp"
+#include "comm/collective_impl.hpp"
 #include "common/check.hpp"
 #include "testing/comm_values.hpp"
 #include "weave/collectives.hpp"
@@ -127,7 +128,7 @@ struct Arm {
 constexpr size_t kLLArmMaxSize = size_t(4) << 20;
 
 constexpr int kMaxStepFactor = 1024;
-constexpr int kMaxLsaBlocks = 4096;  // CollectiveConfig::max_blocks rule
+constexpr int kMaxLsaBlocks = 4096;  // CollectiveHooks::max_blocks rule
 
 std::vector<Arm> arms_for(CollectiveOp op, DType dtype, int world) {
   auto make = [&](std::string name, std::optional<Transport> t, Algorithm a, bool nccl, bool window) {
@@ -240,13 +241,15 @@ int run_comm(const BenchOptions& common, const CommOptionsCli& opt) {
       for (size_t size : sizes)
         if (runs_at(a, size)) largest = size;
       a.cfg.max_count = count_of(largest == 0 ? sizes.front() : largest);
-      a.cfg.max_blocks = opt.lsa_blocks;
     }
+    // --lsa-blocks caps the grid through the internal hook (the public config has no such knob).
+    comm::CollectiveHooks hooks;
+    hooks.max_blocks = opt.lsa_blocks;
     std::vector<std::vector<RankResult>> results(sizes.size(), std::vector<RankResult>(world));
     run_per_rank(comms, [&](Communicator& c) {
       const int r = c.rank(), w = c.world_size();
       std::vector<std::unique_ptr<Collective>> colls;
-      for (const auto& a : arms) colls.push_back(std::make_unique<Collective>(c, a.cfg));
+      for (const auto& a : arms) colls.push_back(Collective::Impl::create(c, a.cfg, hooks));
       const size_t in_max = (op == CollectiveOp::kReduceScatter ? w * max_count : max_count) * esz;
       const size_t out_max = (ag ? w * max_count : max_count) * esz;
       void *plain_in = nullptr, *plain_out = nullptr;
