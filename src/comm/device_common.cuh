@@ -23,7 +23,7 @@ __device__ __forceinline__ void delay_for_testing(uint64_t ns) {
   while (ptx::globaltimer_ns() - start < ns) ptx::nanosleep(1000);
 }
 
-// CollectiveConfig::receive_delay_ns: the whole CTA waits before receiving, as the negative
+// comm::CollectiveHooks::receive_delay_ns: the whole CTA waits before receiving, as the negative
 // controls need to expose buffer reuse (LL lines, ce staging). Every thread of the CTA must call it.
 __device__ inline void testing_delay(uint64_t ns) {
   if (ns == 0) return;

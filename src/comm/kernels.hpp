@@ -112,7 +112,7 @@ struct ReduceCall {
   uint64_t staging = 0, slot_bytes = 0, stride = 0;
   uint32_t slots = 2;
   int blocks = 1;
-  uint64_t receive_delay_ns = 0;  // testing hook: wait this long before reducing (CollectiveConfig)
+  uint64_t receive_delay_ns = 0;  // testing hook: wait this long before reducing (comm::CollectiveHooks)
 };
 void launch_local_reduce(const ReduceCall& c, DType dtype, cudaStream_t stream);
 // Stores `bytes` from `src` to offset `dst_off` of every peer's window with SM 16-byte stores, then
