@@ -4,6 +4,7 @@
 #include "comm/collective_impl.hpp"
 #include "comm/protocol.hpp"
 #include "comm/receive_delay.hpp"
+#include "comm/transport_build.hpp"
 #include "common/check.hpp"
 
 namespace weave {
@@ -59,10 +60,7 @@ void Collective::Impl::run(const void* in, void* out, size_t count, cudaStream_t
                                     "symmetric kernels, which returned wrong data for block sizes that are not a "
                                     "multiple of 4 bytes in weave's self-test (NCCL 2.28.9); pass buffers outside "
                                     "the window, or use the ce or lsa transport");
-  const bool compiled_in = (plan.transport == Transport::kNccl && WEAVE_ENABLE_NCCL_TRANSPORT) ||
-                           (plan.transport == Transport::kLsa && WEAVE_ENABLE_LSA) ||
-                           (plan.transport == Transport::kCe && WEAVE_ENABLE_CE);
-  WEAVE_EXPECT(compiled_in, Status::kUnavailable, "transport '" << to_string(plan.transport) << "' is compiled out");
+  WEAVE_EXPECT(comm::transport_compiled_in(plan.transport), Status::kUnavailable, "transport '" << to_string(plan.transport) << "' is compiled out");
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   // Every check passed: from here an escaping error breaks the op (its words may be half-advanced).
   guard.enqueueing();

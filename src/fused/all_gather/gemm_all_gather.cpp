@@ -10,6 +10,7 @@
 //               copy stream s - 1 (forked from the kernel's launch-completion event): per chunk,
 //               wait trigger, reset, pull peer r + s's chunk rows -> join
 //               (docs/memory_ordering.md "ag-fused-ce")
+#include "fused/split_collective.hpp"
 #include "fused/all_gather/impl.hpp"
 
 #include <cuda_runtime.h>
@@ -108,14 +109,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config, con
       cc.transport = caps.split == GemmAllGatherMode::kSplitCe ? Transport::kCe : Transport::kLsa;
       cc.algorithm = caps.split == GemmAllGatherMode::kSplitCe ? Algorithm::kPush : Algorithm::kAuto;
       cc.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(cfg.n) * out_bytes;
-      comm::CollectiveHooks ch;
-      ch.flow_control = hooks.flow_control;
-      ch.initial_epoch = hooks.initial_epoch;
-      ch.stale_slot_lag = hooks.stale_slot_lag;
-      // max_sms caps the split collective too (within its occupancy: its CTAs must be resident together).
-      if (cfg.max_sms > 0)
-        ch.max_blocks = std::min(cfg.max_sms, std::max(1, comm::lsa_max_blocks(g.device(), w) / g.ranks_per_device()));
-      split = std::make_unique<Collective::Impl>(g, cc, ch);
+      split = std::make_unique<Collective::Impl>(g, cc, fused::split_collective_hooks(hooks, cfg.max_sms, g));
     }
   }
 }

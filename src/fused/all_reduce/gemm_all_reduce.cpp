@@ -11,6 +11,7 @@
 //               chunk flags triggering -> per peer step s, copy stream s - 1, in the walk's order
 //               (fused/all_reduce/pull.hpp): wait trigger, reset, pull (RS: the peer's partial of this
 //               band -> staging; AG: the peer's final chunk -> gar.out), RS: landed = 1 -> join
+#include "fused/split_collective.hpp"
 #include "fused/all_reduce/impl.hpp"
 #include "fused/all_reduce/pull.hpp"
 #include "fused/all_reduce/tail.hpp"
@@ -117,14 +118,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
     cc.transport = caps.split == GemmAllReduceMode::kSplitCe ? Transport::kCe : Transport::kLsa;
     cc.algorithm = Algorithm::kAuto;
     cc.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(cfg.n);
-    comm::CollectiveHooks ch;
-    ch.flow_control = hooks.flow_control;
-    ch.initial_epoch = hooks.initial_epoch;
-    ch.stale_slot_lag = hooks.stale_slot_lag;
-    // max_sms caps the split collective too (within its occupancy: its CTAs must be resident together).
-    if (cfg.max_sms > 0)
-      ch.max_blocks = std::min(cfg.max_sms, std::max(1, comm::lsa_max_blocks(g.device(), w) / g.ranks_per_device()));
-    split = std::make_unique<Collective::Impl>(g, cc, ch);
+    split = std::make_unique<Collective::Impl>(g, cc, fused::split_collective_hooks(hooks, cfg.max_sms, g));
   }
 }
 
