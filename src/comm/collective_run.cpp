@@ -60,7 +60,8 @@ void Collective::Impl::run(const void* in, void* out, size_t count, cudaStream_t
                                     "symmetric kernels, which returned wrong data for block sizes that are not a "
                                     "multiple of 4 bytes in weave's self-test (NCCL 2.28.9); pass buffers outside "
                                     "the window, or use the ce or lsa transport");
-  WEAVE_EXPECT(comm::transport_compiled_in(plan.transport), Status::kUnavailable, "transport '" << to_string(plan.transport) << "' is compiled out");
+  WEAVE_EXPECT(comm::transport_compiled_in(plan.transport), Status::kUnavailable,
+               "transport '" << to_string(plan.transport) << "' is compiled out");
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   // Every check passed: from here an escaping error breaks the op (its words may be half-advanced).
   guard.enqueueing();
@@ -81,7 +82,7 @@ void Collective::Impl::run(const void* in, void* out, size_t count, cudaStream_t
 #endif
       break;
   }
-  (void)stream;
+  (void)stream;  // unused only in a build with every transport compiled out
   WEAVE_EXPECT(!fail_after_enqueue_for_testing, Status::kInternal,
                to_string(cfg.op) << ": raised after enqueueing (fail_after_enqueue_for_testing)");
 }
