@@ -119,6 +119,8 @@ struct AllReduceTraits {
   static constexpr OpShape kGraphShape{256, 256, 1024};
   static constexpr int64_t kGraphMs[2] = {1024, 77};
   static constexpr Mode kGraphModes[] = {Mode::kFused, Mode::kSplitLsa};
+  // (As AllGatherTraits': fused-ce's peers pull this rank's rows, but it is not in kGraphModes.)
+  static bool peers_read_own_rows(Mode mode) { return mode == Mode::kFusedCe; }
 
   // APeerThatNeverArrivesTimesOutNamingIt: one call of m = m_max.
   static constexpr OpShape kTimeoutShape{512, 256, 1024};

@@ -92,10 +92,20 @@ struct ConsumerRing {
   // dropped-wait fault moves the wait after the reads: acquire_late); the early-release fault then
   // releases it at once, before the wgmmas read it, so the producer may refill it under them.
   // release_after_reads: the release once every read of s is complete (skipped when early).
+  // The early release then waits kEarlyReleaseReadDelayNs before the reads, so the producer's
+  // refill lands first: without it, instances whose wgmmas read a stage faster than a TMA refill
+  // arrives (small tiles, many stages) read the right data and the control went unnoticed
+  // (12 of 32 instances on an H100, 2026-12-05).
+  static constexpr uint64_t kEarlyReleaseReadDelayNs = 4000;
   template <class Fault>
   __device__ __forceinline__ void acquire(uint32_t s, uint32_t phase, const Fault& f) const {
     if (!f.drop_full_wait()) wait_full(s, phase);
-    if (f.early_release()) release(s);
+    if (f.early_release()) {
+      release(s);
+      const uint64_t t0 = ptx::globaltimer_ns();
+      while (ptx::globaltimer_ns() - t0 < kEarlyReleaseReadDelayNs) {
+      }
+    }
   }
   template <class Fault>
   __device__ __forceinline__ void acquire_late(uint32_t s, uint32_t phase, const Fault& f) const {
