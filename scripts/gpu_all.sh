@@ -5,22 +5,24 @@
 #   on the GPU machine, with .deps/ copied along:  bash scripts/gpu_all.sh [quick|tests|bench|gemm|comm|fused|multi]
 # quick: tests + the default (short) bench suites; tests / bench: only that half; gemm: the GPU
 # tests and the gemm suite only; comm: the multi-GPU tests and the comm suite only; fused: the
-# GPU and multi-GPU tests, then the emulated fused tests repeated and the gemm-ag / gemm-ar suites
-# in the emulated world; multi: the run for a machine of 2+ GPUs (below); default: all.
+# GPU and multi-GPU tests, then the emulated fused tests repeated and the gemm-ag / gemm-ar /
+# gemm-rs suites in the emulated world; multi: the run for a machine of 2+ GPUs (below); default: all.
 # multi: every multi-GPU test (tests/multi_gpu, one rank per GPU over real NCCL: the collectives and
 # both fused operators, every mode, bitwise against split and against an NCCL-reduced reference;
 # fused-ce once more with CUDA_DEVICE_MAX_CONNECTIONS=1, in a process of its own),
 # `weave bench comm` over every GPU, the fused suites over every model preset with --devices = every
-# GPU (each mode against cuBLASLt + NCCL on plain and on symmetric buffers), and with PY=1 the
-# Python package's install and pytest suite (scripts/device_python.sh: torchrun multi-GPU parts
-# included; needs .deps). Expected on 2 H200s, prebuilt binaries: about 6 minutes without PY=1
-# (tests about 1, comm about 1, ten presets about 4; estimated, not yet run), plus 5-8 with it.
+# GPU (each mode against cuBLASLt + NCCL on plain and on symmetric buffers; gemm-rs over the gemm-ar
+# presets, the row-parallel layers), and with PY=1 the Python package's install and pytest suite
+# (scripts/device_python.sh: torchrun multi-GPU parts included; needs .deps). Expected on 2 H200s,
+# prebuilt binaries: about 9 minutes without PY=1 (tests about 1, comm about 1, ten presets about 4,
+# the seven row-parallel ones as gemm-rs about 3; estimated, not yet run), plus 5-8 with it.
 # GTEST_FILTER (GoogleTest reads it) narrows the tests. SANITIZE=1 adds compute-sanitizer memcheck
 # and racecheck over GemmSanitizer.* after them.
 # To save GPU-machine time, build here instead (scripts/pack_prebuilt.sh fills carry/), copy
 # carry/ along and set WEAVE_PREBUILT=carry: the build step is then skipped.
 # Bench arguments: COPY_ARGS, GEMM_ARGS (and a second gemm run GEMM_ARGS2), COMM_ARGS, GEMM_AG_ARGS,
-# GEMM_AR_MS (the gemm-ar suites' M list) and GEMM_AR_ARGS (their other options).
+# GEMM_AR_MS (the gemm-ar suites' M list), GEMM_AR_ARGS (their other options) and GEMM_RS_ARGS
+# (gemm-rs's; its M is the total rows, so every M must be a multiple of the GPU count).
 # Tests run as their GoogleTest binaries (one process per label: much faster than one per case).
 # Exit status: 0 when every step passed; 1 when a build, a test binary, a repeat, a sanitizer or a
 # bench failed or a negative control passed; the summary's RESULT lines say which
@@ -77,7 +79,8 @@ if [ "$mode" != bench ]; then
   labels="gpu multi_gpu"; [ "$mode" = gemm ] && labels=gpu; { [ "$mode" = comm ] || [ "$mode" = multi ]; } && labels=multi_gpu
   for label in $labels; do
     t1=$(date +%s)
-    timeout ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_$label" --gtest_brief=1 >"$LOGS/tests_$label.log" 2>&1
+    # The GPU binary took 208 s on an H100 (2026-12-05) before GemmReduceScatter's tests: 480 s leaves room.
+    timeout ${TEST_TIMEOUT:-480} "$TBIN/weave_tests_$label" --gtest_brief=1 >"$LOGS/tests_$label.log" 2>&1
     rc=$?
     verdict_pass "tests $label" $rc
     note "tests $label (exit $rc, $(( $(date +%s) - t1 )) s): $(grep -E '^\[  PASSED  \]' "$LOGS/tests_$label.log" | tail -1) $(grep -E '^\[  SKIPPED \] [0-9]' "$LOGS/tests_$label.log" | tail -1) $(grep -E '^\[  FAILED  \] [0-9]' "$LOGS/tests_$label.log" | tail -1)"
@@ -131,16 +134,23 @@ elif [ "$mode" = multi ]; then
   note "GPUs: ${DEVICES:-none found}"
   bench comm comm ${COMM_ARGS:-}
   # Every preset of each fused op over every GPU (--devices: real NCCL, the cuBLASLt + NCCL
-  # baselines beside the modes), one run and one JSON per preset.
-  for op in gemm-ar gemm-ag; do
-    presets=$("$BIN"/weave plan --presets 2>/dev/null | awk -v op="$op" '$2 == op {print $1}')
+  # baselines beside the modes), one run and one JSON per preset. gemm-rs takes the gemm-ar
+  # (row-parallel) layers; its M (the total rows) must divide among the GPUs: the default list suits
+  # 1, 2, 4 or 8, with 128 and 1000 split only (not whole 128-row bands) and 4096, 8192 fused-able.
+  for op in gemm-ar gemm-rs gemm-ag; do
+    layers=$op; [ "$op" = gemm-rs ] && layers=gemm-ar
+    presets=$("$BIN"/weave plan --presets 2>/dev/null | awk -v op="$layers" '$2 == op {print $1}')
     if [ -z "$presets" ]; then
       verdict_pass "weave plan --presets ($op)" 1
-      note "no $op preset listed by weave plan --presets"
+      note "no $layers preset listed by weave plan --presets (for $op)"
       continue
     fi
     for p in $presets; do
-      if [ "$op" = gemm-ar ]; then args=${GEMM_AR_ARGS:--m 1,128,1024,8192 -i 5}; else args=${GEMM_AG_ARGS:--m 128,1024,4096 -i 5}; fi
+      case $op in
+        gemm-ar) args=${GEMM_AR_ARGS:--m 1,128,1024,8192 -i 5} ;;
+        gemm-rs) args=${GEMM_RS_ARGS:--m 128,1000,4096,8192 -i 5} ;;
+        *) args=${GEMM_AG_ARGS:--m 128,1024,4096 -i 5} ;;
+      esac
       bench "${op//-/_}_$p" "$op" --preset "$p" ${DEVICES:+--devices "$DEVICES"} $args
     done
   done
@@ -189,4 +199,5 @@ if [ "$mode" = fused ] || [ "$mode" = full ]; then
   grep -E '^ +[0-9]' "$LOGS/plan_gemm_ar_calibrated.txt" | cut -c1-8,190-300 | head -8
   bench gemm_ar_emu2_bs gemm-ar --emulate-world 2 --quant blockscale -m "$ar_ms" ${GEMM_AR_ARGS:--i 5}
   bench gemm_ar_emu4 gemm-ar --emulate-world 4 -m 4096 ${GEMM_AR_ARGS:--i 5}
+  bench gemm_rs_emu2 gemm-rs --emulate-world 2 ${GEMM_RS_ARGS:--m 1024,4096 -i 5}
 fi

@@ -11,6 +11,7 @@
 #include "weave/gemm.hpp"
 #include "weave/gemm_all_gather.hpp"
 #include "weave/gemm_all_reduce.hpp"
+#include "weave/gemm_reduce_scatter.hpp"
 #include "weave/presets.hpp"
 #include "weave/quant.hpp"
 #include "weave/reference.hpp"

@@ -1,5 +1,7 @@
 // weave._weave bindings of the fused operators (include/weave/gemm_all_gather.hpp,
-// gemm_all_reduce.hpp): configs, plans, validation, window sizes and the ops. The Python layer
+// gemm_all_reduce.hpp, gemm_reduce_scatter.hpp): configs, plans, validation, window sizes and the
+// ops. GemmReduceScatter's config and plan are GemmAllReduce's less the decode mode and the gather
+// leg, so the two share their binding code (bind_config, bind_ar_plan below). The Python layer
 // (python/weave/_fused.py) turns tensors into TensorViews and checks arguments first.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
@@ -10,6 +12,7 @@
 #include "ext_common.hpp"
 #include "weave/gemm_all_gather.hpp"
 #include "weave/gemm_all_reduce.hpp"
+#include "weave/gemm_reduce_scatter.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -46,6 +49,72 @@ void bind_op_common(nb::class_<Op>& c) {
            nb::call_guard<nb::gil_scoped_release>());
 }
 
+// The fields every fused config has (GemmAllGatherConfig, GemmAllReduceConfig,
+// GemmReduceScatterConfig); the caller binds the rest on the returned class.
+template <class Config>
+nb::class_<Config> bind_config(nb::module_& m, const char* name) {
+  nb::class_<Config> c(m, name);
+  c.def(nb::init<>())
+      .def_rw("n", &Config::n)
+      .def_rw("k", &Config::k)
+      .def_rw("m_max", &Config::m_max)
+      .def_rw("quant", &Config::quant)
+      .def_rw("scale_layout", &Config::scale_layout)
+      .def_rw("mode", &Config::mode)
+      .def_rw("max_sms", &Config::max_sms)
+      .def_prop_rw(
+          "mx_route", [](const Config& cfg) { return static_cast<int>(cfg.mx_route); },
+          [](Config& cfg, int r) {
+            if (r < 0 || r > 2) throw nb::value_error("mx_route must be 0 (auto), 1 (native) or 2 (bf16)");
+            cfg.mx_route = static_cast<weave::MxRoute>(r);
+          })
+      .def_rw("calibration", &Config::calibration);
+  return c;
+}
+
+// GemmAllReduce's and GemmReduceScatter's config fields past bind_config's.
+template <class Config>
+void bind_ar_config(nb::module_& m, const char* name) {
+  bind_config<Config>(m, name).def_rw("exact_own", &Config::exact_own).def_rw("chunks", &Config::chunks);
+}
+
+// The fields GemmAllReducePlan and GemmReduceScatterPlan share (all but GemmAllReducePlan's
+// bytes_ag); the caller binds the rest on the returned class.
+template <class Plan>
+nb::class_<Plan> bind_ar_plan(nb::module_& m, const char* name) {
+  nb::class_<Plan> c(m, name);
+  c.def_ro("mode", &Plan::mode)
+      .def_ro("block_m", &Plan::block_m)
+      .def_ro("block_n", &Plan::block_n)
+      .def_ro("tiles", &Plan::tiles)
+      .def_ro("waves", &Plan::waves)
+      .def_ro("grid", &Plan::grid)
+      .def_ro("band_blocks", &Plan::band_blocks)
+      .def_ro("chunks", &Plan::chunks)
+      .def_ro("chunk_blocks", &Plan::chunk_blocks)
+      .def_ro("rounds", &Plan::rounds)
+      .def_ro("bytes_rs", &Plan::bytes_rs)
+      .def_ro("window_bytes", &Plan::window_bytes)
+      .def_ro("model_gemm_us", &Plan::model_gemm_us)
+      .def_ro("model_comm_us", &Plan::model_comm_us)
+      .def_ro("model_split_us", &Plan::model_split_us)
+      .def_ro("model_fused_us", &Plan::model_fused_us)
+      .def_ro("reason", &Plan::reason);
+  return c;
+}
+
+// The pure planner `plan` (no op, no GPU) as `name`, the machine as plain arguments.
+template <class Config, class Plan>
+void bind_planner(nb::module_& m, const char* name,
+                  Plan (*plan)(const Config&, int, std::int64_t, const weave::FusedPlanMachine&)) {
+  m.def(
+      name,
+      [plan](const Config& c, int world, int64_t rows, int num_sms, bool nvlink_domain, bool nccl) {
+        return plan(c, world, rows, {num_sms, nvlink_domain, nccl, true});
+      },
+      "config"_a, "world"_a, "m"_a, "num_sms"_a, "nvlink_domain"_a, "nccl"_a);
+}
+
 }  // namespace
 
 void bind_fused(nb::module_& m) {
@@ -59,6 +128,13 @@ void bind_fused(nb::module_& m) {
       .value("DECODE", weave::GemmAllReduceMode::kDecode)
       .value("FUSED_RS", weave::GemmAllReduceMode::kFusedRs)
       .value("FUSED_CE", weave::GemmAllReduceMode::kFusedCe);
+  nb::enum_<weave::GemmReduceScatterMode>(m, "GemmReduceScatterMode")
+      .value("AUTO", weave::GemmReduceScatterMode::kAuto)
+      .value("GEMM_ONLY", weave::GemmReduceScatterMode::kGemmOnly)
+      .value("SPLIT_NCCL", weave::GemmReduceScatterMode::kSplitNccl)
+      .value("SPLIT_LSA", weave::GemmReduceScatterMode::kSplitLsa)
+      .value("SPLIT_CE", weave::GemmReduceScatterMode::kSplitCe)
+      .value("FUSED", weave::GemmReduceScatterMode::kFused);
   nb::enum_<weave::GemmAllGatherMode>(m, "GemmAllGatherMode")
       .value("AUTO", weave::GemmAllGatherMode::kAuto)
       .value("GEMM_ONLY", weave::GemmAllGatherMode::kGemmOnly)
@@ -68,65 +144,20 @@ void bind_fused(nb::module_& m) {
       .value("FUSED_LSA", weave::GemmAllGatherMode::kFusedLsa)
       .value("FUSED_CE", weave::GemmAllGatherMode::kFusedCe);
   m.def("parse_gemm_all_reduce_mode", [](std::string_view s) { return weave::parse_gemm_all_reduce_mode(s); });
+  m.def("parse_gemm_reduce_scatter_mode", [](std::string_view s) { return weave::parse_gemm_reduce_scatter_mode(s); });
   m.def("parse_gemm_all_gather_mode", [](std::string_view s) { return weave::parse_gemm_all_gather_mode(s); });
   m.def("name", [](weave::GemmAllReduceMode v) { return std::string(weave::to_string(v)); });
+  m.def("name", [](weave::GemmReduceScatterMode v) { return std::string(weave::to_string(v)); });
   m.def("name", [](weave::GemmAllGatherMode v) { return std::string(weave::to_string(v)); });
 
-  nb::class_<weave::GemmAllReduceConfig>(m, "GemmAllReduceConfig")
-      .def(nb::init<>())
-      .def_rw("n", &weave::GemmAllReduceConfig::n)
-      .def_rw("k", &weave::GemmAllReduceConfig::k)
-      .def_rw("m_max", &weave::GemmAllReduceConfig::m_max)
-      .def_rw("quant", &weave::GemmAllReduceConfig::quant)
-      .def_rw("scale_layout", &weave::GemmAllReduceConfig::scale_layout)
-      .def_rw("mode", &weave::GemmAllReduceConfig::mode)
-      .def_rw("exact_own", &weave::GemmAllReduceConfig::exact_own)
-      .def_rw("chunks", &weave::GemmAllReduceConfig::chunks)
-      .def_rw("max_sms", &weave::GemmAllReduceConfig::max_sms)
-      .def_prop_rw(
-          "mx_route", [](const weave::GemmAllReduceConfig& c) { return static_cast<int>(c.mx_route); },
-          [](weave::GemmAllReduceConfig& c, int r) {
-            if (r < 0 || r > 2) throw nb::value_error("mx_route must be 0 (auto), 1 (native) or 2 (bf16)");
-            c.mx_route = static_cast<weave::MxRoute>(r);
-          })
-      .def_rw("calibration", &weave::GemmAllReduceConfig::calibration);
-  nb::class_<weave::GemmAllGatherConfig>(m, "GemmAllGatherConfig")
-      .def(nb::init<>())
-      .def_rw("n", &weave::GemmAllGatherConfig::n)
-      .def_rw("k", &weave::GemmAllGatherConfig::k)
-      .def_rw("m_max", &weave::GemmAllGatherConfig::m_max)
-      .def_rw("quant", &weave::GemmAllGatherConfig::quant)
-      .def_rw("scale_layout", &weave::GemmAllGatherConfig::scale_layout)
-      .def_rw("out_dtype", &weave::GemmAllGatherConfig::out_dtype)
-      .def_rw("mode", &weave::GemmAllGatherConfig::mode)
-      .def_rw("max_sms", &weave::GemmAllGatherConfig::max_sms)
-      .def_prop_rw(
-          "mx_route", [](const weave::GemmAllGatherConfig& c) { return static_cast<int>(c.mx_route); },
-          [](weave::GemmAllGatherConfig& c, int r) {
-            if (r < 0 || r > 2) throw nb::value_error("mx_route must be 0 (auto), 1 (native) or 2 (bf16)");
-            c.mx_route = static_cast<weave::MxRoute>(r);
-          })
-      .def_rw("calibration", &weave::GemmAllGatherConfig::calibration);
+  bind_ar_config<weave::GemmAllReduceConfig>(m, "GemmAllReduceConfig");
+  bind_ar_config<weave::GemmReduceScatterConfig>(m, "GemmReduceScatterConfig");
+  bind_config<weave::GemmAllGatherConfig>(m, "GemmAllGatherConfig")
+      .def_rw("out_dtype", &weave::GemmAllGatherConfig::out_dtype);
 
-  nb::class_<weave::GemmAllReducePlan>(m, "GemmAllReducePlan")
-      .def_ro("mode", &weave::GemmAllReducePlan::mode)
-      .def_ro("block_m", &weave::GemmAllReducePlan::block_m)
-      .def_ro("block_n", &weave::GemmAllReducePlan::block_n)
-      .def_ro("tiles", &weave::GemmAllReducePlan::tiles)
-      .def_ro("waves", &weave::GemmAllReducePlan::waves)
-      .def_ro("grid", &weave::GemmAllReducePlan::grid)
-      .def_ro("band_blocks", &weave::GemmAllReducePlan::band_blocks)
-      .def_ro("chunks", &weave::GemmAllReducePlan::chunks)
-      .def_ro("chunk_blocks", &weave::GemmAllReducePlan::chunk_blocks)
-      .def_ro("rounds", &weave::GemmAllReducePlan::rounds)
-      .def_ro("bytes_rs", &weave::GemmAllReducePlan::bytes_rs)
-      .def_ro("bytes_ag", &weave::GemmAllReducePlan::bytes_ag)
-      .def_ro("window_bytes", &weave::GemmAllReducePlan::window_bytes)
-      .def_ro("model_gemm_us", &weave::GemmAllReducePlan::model_gemm_us)
-      .def_ro("model_comm_us", &weave::GemmAllReducePlan::model_comm_us)
-      .def_ro("model_split_us", &weave::GemmAllReducePlan::model_split_us)
-      .def_ro("model_fused_us", &weave::GemmAllReducePlan::model_fused_us)
-      .def_ro("reason", &weave::GemmAllReducePlan::reason);
+  bind_ar_plan<weave::GemmAllReducePlan>(m, "GemmAllReducePlan")
+      .def_ro("bytes_ag", &weave::GemmAllReducePlan::bytes_ag);
+  bind_ar_plan<weave::GemmReduceScatterPlan>(m, "GemmReduceScatterPlan");
   nb::class_<weave::GemmAllGatherPlan>(m, "GemmAllGatherPlan")
       .def_ro("mode", &weave::GemmAllGatherPlan::mode)
       .def_ro("block_m", &weave::GemmAllGatherPlan::block_m)
@@ -144,25 +175,19 @@ void bind_fused(nb::module_& m) {
       .def_ro("reason", &weave::GemmAllGatherPlan::reason);
 
   m.def("gemm_all_reduce_validate", &weave::GemmAllReduce::validate, "config"_a, "world"_a);
+  m.def("gemm_reduce_scatter_validate", &weave::GemmReduceScatter::validate, "config"_a, "world"_a);
   m.def("gemm_all_gather_validate", &weave::GemmAllGather::validate, "config"_a, "world"_a);
   m.def("gemm_all_reduce_window_bytes", &weave::gemm_all_reduce_window_bytes, "config"_a, "world"_a);
+  m.def("gemm_reduce_scatter_window_bytes", &weave::gemm_reduce_scatter_window_bytes, "config"_a, "world"_a);
   m.def("gemm_all_gather_window_bytes", &weave::gemm_all_gather_window_bytes, "config"_a, "world"_a);
-  // The pure planners (no op, no GPU): the machine as plain arguments.
-  m.def(
-      "gemm_all_reduce_plan",
-      [](const weave::GemmAllReduceConfig& c, int world, int64_t m, int num_sms, bool nvlink_domain, bool nccl) {
-        return weave::gemm_all_reduce_plan(c, world, m, {num_sms, nvlink_domain, nccl, true});
-      },
-      "config"_a, "world"_a, "m"_a, "num_sms"_a, "nvlink_domain"_a, "nccl"_a);
-  m.def(
-      "gemm_all_gather_plan",
-      [](const weave::GemmAllGatherConfig& c, int world, int64_t m, int num_sms, bool nvlink_domain, bool nccl) {
-        return weave::gemm_all_gather_plan(c, world, m, {num_sms, nvlink_domain, nccl, true});
-      },
-      "config"_a, "world"_a, "m"_a, "num_sms"_a, "nvlink_domain"_a, "nccl"_a);
+  bind_planner(m, "gemm_all_reduce_plan", &weave::gemm_all_reduce_plan);
+  bind_planner(m, "gemm_reduce_scatter_plan", &weave::gemm_reduce_scatter_plan);
+  bind_planner(m, "gemm_all_gather_plan", &weave::gemm_all_gather_plan);
 
   nb::class_<weave::GemmAllReduce> ar(m, "GemmAllReduce");
   bind_op_common<weave::GemmAllReduce, weave::GemmAllReduceConfig>(ar);
+  nb::class_<weave::GemmReduceScatter> rs(m, "GemmReduceScatter");
+  bind_op_common<weave::GemmReduceScatter, weave::GemmReduceScatterConfig>(rs);
   nb::class_<weave::GemmAllGather> ag(m, "GemmAllGather");
   bind_op_common<weave::GemmAllGather, weave::GemmAllGatherConfig>(ag);
   ag.def("self_test_b",

@@ -1,17 +1,19 @@
-"""weave.GemmAllReduce and weave.GemmAllGather, the fused operators (include/weave/gemm_all_reduce.hpp,
-gemm_all_gather.hpp; docs/fused.md).
+"""weave.GemmAllReduce, weave.GemmReduceScatter and weave.GemmAllGather, the fused operators
+(include/weave/gemm_all_reduce.hpp, gemm_reduce_scatter.hpp, gemm_all_gather.hpp; docs/fused.md).
 
     comm = weave.Communicator.from_process_group()
     ar = weave.GemmAllReduce(comm, n=7168, k=2048, m_max=8192, quant="blockscale")   # collective
     out = ar.run(a, b, scale_a=sa, scale_b=sb)   # [m, 7168] bf16 = sum over ranks of a_r @ b_r.T
     ar.run(a, b, scale_a=sa, scale_b=sb, out=y)  # the same, copied into y (returns y)
+    rs = weave.GemmReduceScatter(comm, n=7168, k=2048, m_max=8192)   # collective
+    part = rs.run(a, b)   # [m / world, 7168] bf16: this rank's rows of sum over ranks of a_r @ b_r.T
 
 Construction is collective (every rank the same config, in the same order as its other collective
 calls) and allocates the op's window at m_max; run() only enqueues (graph-capturable); its result
 is a view into the op's window, valid until the next run() of the op, or, with out=, a copy in the
 caller's tensor (stream-ordered after the call). The
-operands are those of weave.Gemm in the op's quant: A [m, K] (GemmAllReduce: this rank's K shard),
-B [N, K], and the quant's scales.
+operands are those of weave.Gemm in the op's quant: A [m, K] (GemmAllReduce, GemmReduceScatter: this
+rank's K shard; GemmReduceScatter: m a multiple of the world), B [N, K], and the quant's scales.
 """
 from __future__ import annotations
 
@@ -24,10 +26,16 @@ from ._gemm import _MX_ROUTES, ScaleMode, _enum, _layout_of, _mode_of, _out_dtyp
 from ._tensors import DType, describe, resolve_stream
 
 GemmAllReduceMode = _weave.GemmAllReduceMode
+GemmReduceScatterMode = _weave.GemmReduceScatterMode
 GemmAllGatherMode = _weave.GemmAllGatherMode
 
 _AR_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fused, fused-rs, fused-ce)"
+_RS_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused)"
 _AG_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused-lsa, fused-ce)"
+# GemmAllReduce's and GemmReduceScatter's configs have the same fields, their modes aside:
+# (config type, mode parser, mode choices, mode enum) of each.
+_AR_KIND = (_weave.GemmAllReduceConfig, _weave.parse_gemm_all_reduce_mode, _AR_MODES, GemmAllReduceMode)
+_RS_KIND = (_weave.GemmReduceScatterConfig, _weave.parse_gemm_reduce_scatter_mode, _RS_MODES, GemmReduceScatterMode)
 
 
 def _int(name: str, v, low: int = 1, high: int = INT64[1]) -> int:
@@ -40,17 +48,25 @@ def _mx_route(mx_route) -> int:
     return _MX_ROUTES[mx_route]
 
 
-def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration="", mx_route="auto", max_sms=0):
-    c = _weave.GemmAllReduceConfig()
+def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration="", mx_route="auto", max_sms=0,
+               *, kind=_AR_KIND):
+    """GemmAllReduce's config (kind=_RS_KIND: GemmReduceScatter's, _rs_config)."""
+    config_type, parse, choices, mode_enum = kind
+    c = config_type()
     c.n, c.k, c.m_max = _int("n", n), _int("k", k), _int("m_max", m_max)
     c.quant, c.scale_layout = _mode_of(quant), _layout_of(scale_layout)
-    c.mode = _enum(mode, _weave.parse_gemm_all_reduce_mode, _AR_MODES, "mode", GemmAllReduceMode)
+    c.mode = _enum(mode, parse, choices, "mode", mode_enum)
     c.exact_own = bool(exact_own)
     c.chunks = _int("chunks", chunks, 0, INT32[1])
     c.calibration = _calibration_path(calibration)
     c.mx_route = _mx_route(mx_route)
     c.max_sms = _int("max_sms", max_sms, 0, 1024)
     return c
+
+
+def _rs_config(*args, **kw):
+    """GemmReduceScatter's config, from _ar_config's arguments."""
+    return _ar_config(*args, **kw, kind=_RS_KIND)
 
 
 def _calibration_path(calibration) -> str:
@@ -73,6 +89,9 @@ def _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration=""
 _AR_PLAN_FIELDS = ("block_m", "block_n", "tiles", "waves", "grid", "band_blocks", "chunks", "chunk_blocks", "rounds",
                    "bytes_rs", "bytes_ag", "window_bytes", "model_gemm_us", "model_comm_us", "model_split_us",
                    "model_fused_us", "reason")
+_RS_PLAN_FIELDS = tuple(f for f in _AR_PLAN_FIELDS if f != "bytes_ag")  # no gather leg
+# GemmReduceScatter's fused bands are whole tiles of this many rows (include/weave/gemm_reduce_scatter.hpp).
+_RS_FUSED_BLOCK_M = 128
 _AG_PLAN_FIELDS = ("block_m", "block_n", "tiles", "waves", "grid", "chunks", "bytes_per_peer", "window_bytes",
                    "model_gemm_us", "model_comm_us", "model_split_us", "model_fused_us", "reason")
 
@@ -84,7 +103,7 @@ def _plan_dict(p, fields) -> dict:
 
 
 class _FusedOp:
-    """What both fused ops share: argument checks, the call, the output view."""
+    """What the fused ops share: argument checks, the call, the output view."""
 
     _kind = ""
 
@@ -136,6 +155,7 @@ class _FusedOp:
         m = ta.shape[0]
         if m < 1 or m > self._cfg.m_max:
             raise arg_error(f"argument 'A': its rows m = {m} must be in 1..m_max = {self._cfg.m_max}")
+        self._check_rows(m)
         mode, layout = self._cfg.quant, self._cfg.scale_layout
         want = DType.BF16 if mode == ScaleMode.BF16 else DType.E4M3
         sa = _scale_view(scale_a, "scale_a", mode, layout, m, "M")
@@ -152,6 +172,9 @@ class _FusedOp:
         return self.output(m) if out is None else out
 
     __call__ = run
+
+    def _check_rows(self, m: int) -> None:
+        """Raises ArgumentError naming 'A' where the op takes no call of m rows (past 1..m_max)."""
 
     def _out_view(self, out, m: int):
         """The C++ view of a caller's `out` for a call of m rows; raises ArgumentError naming 'out'
@@ -193,7 +216,64 @@ class _FusedOp:
         return {"ok": r.ok, "wrong_from_rank": list(r.wrong_from_rank), "detail": r.detail}
 
 
-class GemmAllReduce(_FusedOp):
+class _ReducingOp(_FusedOp):
+    """What GemmAllReduce and GemmReduceScatter share: one configuration (n, k = this rank's K
+    shard, m_max, quant, mode, ...; only the modes differ), one planner, a bf16 output. A subclass
+    names its config builder, C++ validate / window / planner functions and plan fields."""
+
+    _config = None        # staticmethod: _ar_config or _rs_config
+    _window_bytes = None  # staticmethod: _weave.gemm_*_window_bytes
+    _plan_fn = None       # staticmethod: _weave.gemm_*_plan
+    _plan_fields = ()
+
+    def __init__(self, comm: Communicator, *, n: int, k: int, m_max: int, quant="bf16", scale_layout="raw",
+                 mode="auto", exact_own: bool = False, chunks: int = 0, calibration: str = "", mx_route="auto",
+                 max_sms: int = 0):
+        """calibration: a `weave bench gemm-ar --calibrate` table (GemmReduceScatter: `gemm-rs`); auto
+        then takes the mode measured fastest per M on this machine (the table must be for this quant,
+        n, k and world).
+        mx_route (mxfp8): "auto" (the planner's model per call), "native" (the fp8 kernel, no
+        workspace) or "bf16" (A and B converted exactly to bf16 per call, then the bf16 kernel; a rank
+        whose scales cannot be carried runs the native kernel instead); the op allocates bf16 copies
+        of A (m_max x k) and B (n x k) unless "native".
+        max_sms: CTAs per rank at most (0: every SM); leaves SMs free for kernels that must run beside
+        the op's persistent kernel (another communicator's collectives on the same GPUs). Every rank
+        must pass the same value."""
+        super().__init__(comm, self._config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration,
+                                            mx_route, max_sms))
+
+    @classmethod
+    def validate(cls, *, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", mode="auto",
+                 exact_own: bool = False, chunks: int = 0) -> str:
+        """'' if the op can run in a world of `world` ranks, else every rule it breaks. CPU only."""
+        return cls._validate(cls._config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks),
+                             _int("world", world, *INT32))
+
+    @classmethod
+    def window_bytes(cls, *, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw",
+                     mode="auto") -> int:
+        """Bytes of the op's window per rank (size before allocating). CPU only."""
+        return cls._window_bytes(cls._config(n, k, m_max, quant, scale_layout, mode, False, 0),
+                                 _int("world", world, *INT32))
+
+    def plan(self, m: int) -> dict:
+        """What a call of m rows runs and why: tiles, waves, bands, chunks, bytes per leg, the model."""
+        return _plan_dict(self._impl.plan(_int("m", m)), self._plan_fields)
+
+    @classmethod
+    def plan_for(cls, m: int, *, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw",
+                 mode="auto", exact_own: bool = False, chunks: int = 0, calibration="", num_sms: int = 132,
+                 nvlink_domain: bool = True, nccl: bool = True) -> dict:
+        """What an op of this configuration would run for m rows, and why, without an op or a GPU (the
+        planner behind plan(m); `weave plan gemm-ar` prints GemmAllReduce's). num_sms: CTAs per rank;
+        nvlink_domain / nccl: what the machine would offer. CPU only."""
+        cfg = cls._config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration)
+        return _plan_dict(cls._plan_fn(cfg, _int("world", world), _int("m", m), _int("num_sms", num_sms),
+                                       bool(nvlink_domain), bool(nccl)),
+                          cls._plan_fields)
+
+
+class GemmAllReduce(_ReducingOp):
     """The row-parallel linear layer: every rank r passes A_r [m, K_r] and its K shard B_r [N, K_r];
     every rank gets sum over r of A_r @ B_r.T, [m, N] bf16, bitwise identical on every rank (summed
     once per element in fp32 in rank order). Modes: auto (default), gemm-only, split-nccl,
@@ -206,54 +286,45 @@ class GemmAllReduce(_FusedOp):
     _kind = "GemmAllReduce"
     _validate = staticmethod(_weave.gemm_all_reduce_validate)
     _op = _weave.GemmAllReduce
-
-    def __init__(self, comm: Communicator, *, n: int, k: int, m_max: int, quant="bf16", scale_layout="raw",
-                 mode="auto", exact_own: bool = False, chunks: int = 0, calibration: str = "", mx_route="auto",
-                 max_sms: int = 0):
-        """calibration: a `weave bench gemm-ar --calibrate` table; auto then takes the mode measured
-        fastest per M on this machine (the table must be for this quant, n, k and world).
-        mx_route (mxfp8): "auto" (the planner's model per call), "native" (the fp8 kernel, no
-        workspace) or "bf16" (A and B converted exactly to bf16 per call, then the bf16 kernel; a rank
-        whose scales cannot be carried runs the native kernel instead); the op allocates bf16 copies
-        of A (m_max x k) and B (n x k) unless "native".
-        max_sms: CTAs per rank at most (0: every SM); leaves SMs free for kernels that must run beside
-        the op's persistent kernel (another communicator's collectives on the same GPUs). Every rank
-        must pass the same value."""
-        super().__init__(comm, _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration,
-                                          mx_route, max_sms))
-
-    @staticmethod
-    def validate(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", mode="auto",
-                 exact_own: bool = False, chunks: int = 0) -> str:
-        """'' if the op can run in a world of `world` ranks, else every rule it breaks. CPU only."""
-        return _weave.gemm_all_reduce_validate(_ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks),
-                                               _int("world", world, *INT32))
-
-    @staticmethod
-    def window_bytes(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", mode="auto") -> int:
-        """Bytes of the op's window per rank (size before allocating). CPU only."""
-        return _weave.gemm_all_reduce_window_bytes(_ar_config(n, k, m_max, quant, scale_layout, mode, False, 0),
-                                                     _int("world", world, *INT32))
-
-    def plan(self, m: int) -> dict:
-        """What a call of m rows runs and why: tiles, waves, bands, chunks, bytes per leg, the model."""
-        return _plan_dict(self._impl.plan(_int("m", m)), _AR_PLAN_FIELDS)
-
-    @staticmethod
-    def plan_for(m: int, *, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", mode="auto",
-                 exact_own: bool = False, chunks: int = 0, calibration="", num_sms: int = 132,
-                 nvlink_domain: bool = True, nccl: bool = True) -> dict:
-        """What an op of this configuration would run for m rows, and why, without an op or a GPU (the
-        planner behind plan(m); `weave plan gemm-ar` prints the same). num_sms: CTAs per rank;
-        nvlink_domain / nccl: what the machine would offer. CPU only."""
-        cfg = _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration)
-        return _plan_dict(_weave.gemm_all_reduce_plan(cfg, _int("world", world), _int("m", m),
-                                                      _int("num_sms", num_sms), bool(nvlink_domain), bool(nccl)),
-                          _AR_PLAN_FIELDS)
+    _config = staticmethod(_ar_config)
+    _window_bytes = staticmethod(_weave.gemm_all_reduce_window_bytes)
+    _plan_fn = staticmethod(_weave.gemm_all_reduce_plan)
+    _plan_fields = _AR_PLAN_FIELDS
 
     def _out_spec(self, m: int):
         """The output of m rows: (rows, cols, weave dtype)."""
         return m, self._cfg.n, DType.BF16
+
+
+class GemmReduceScatter(_ReducingOp):
+    """The row-parallel linear layer of sequence parallelism: every rank r passes A_r [m, K_r] and
+    its K shard B_r [N, K_r] (m a multiple of the world W); rank r gets rows [r m/W, (r+1) m/W) of
+    sum over ranks of A_q @ B_q.T, [m / W, N] bf16 (summed once per element in fp32 in rank order:
+    GemmAllReduce's numbers for those rows). Modes: auto (default), gemm-only, split-nccl,
+    split-lsa, split-ce, fused (one kernel; needs m a multiple of W x 128, auto takes split-lsa
+    where it is not). No decode mode."""
+
+    _kind = "GemmReduceScatter"
+    _validate = staticmethod(_weave.gemm_reduce_scatter_validate)
+    _op = _weave.GemmReduceScatter
+    _config = staticmethod(_rs_config)
+    _window_bytes = staticmethod(_weave.gemm_reduce_scatter_window_bytes)
+    _plan_fn = staticmethod(_weave.gemm_reduce_scatter_plan)
+    _plan_fields = _RS_PLAN_FIELDS
+
+    def _check_rows(self, m: int) -> None:
+        w = self.comm.world_size
+        if m % w:
+            raise arg_error(f"argument 'A': its rows m = {m} must be a multiple of the world ({w}): each rank "
+                            f"receives m / world rows")
+        tile = w * _RS_FUSED_BLOCK_M
+        if w > 1 and self._cfg.mode == GemmReduceScatterMode.FUSED and m % tile:
+            raise arg_error(f"argument 'A': its rows m = {m} must be a multiple of world x {_RS_FUSED_BLOCK_M} = "
+                            f"{tile} in mode fused (its bands are whole tiles); use mode auto or a split mode")
+
+    def _out_spec(self, m: int):
+        """This rank's rows of a call of m rows: (rows, cols, weave dtype)."""
+        return m // self.comm.world_size, self._cfg.n, DType.BF16
 
 
 class GemmAllGather(_FusedOp):

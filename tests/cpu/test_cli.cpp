@@ -233,6 +233,37 @@ std::vector<BadInput> bad_inputs() {
       {"BenchGemmArChunks17", {"bench", "gemm-ar", "--chunks", "17"}, {"--chunks 17"}},
       {"BenchGemmArBadTimeout", {"bench", "gemm-ar", "--timeout", "nan"}, {"--timeout"}},
       {"BenchGemmArJsonInMissingFolder", {"bench", "gemm-ar", "--json", nofolder}, {"--json '" + nofolder + "'"}},
+      // gemm-rs: gemm-ar's shape options; M is the total rows, a multiple of the world (GemmReduceScatter::validate's
+      // rules and that one, named after the option)
+      {"PlanGemmRsMNotMultipleOfWorld", {"plan", "gemm-rs", "--world", "8", "-m", "128,1000,1001"},
+       {"-m/--m 1001: M must be a multiple of the world (8)", "rank r receives rows [r M/W, (r+1) M/W)"}},
+      {"PlanGemmRsMBelowTheWorld", {"plan", "gemm-rs", "--world", "2", "-m", "1"}, {"-m/--m 1: M must be a multiple of the world (2)"}},
+      {"PlanGemmRsGemmArMode", {"plan", "gemm-rs", "--mode", "decode"},
+       {"--mode 'decode': expected auto, gemm-only, split-nccl, split-lsa, split-ce or fused (decode is a gemm-ar mode)"}},
+      {"PlanGemmRsBadMode", {"plan", "gemm-rs", "--mode", "fused-lsa"}, {"--mode 'fused-lsa'", "or fused"}},
+      {"PlanGemmRsFusedBelowOneBand", {"plan", "gemm-rs", "--world", "2", "-m", "128", "--mode", "fused"},
+       {"--mode fused -m/--m-max 128: mode fused needs m_max >= world x 128 = 256"}},
+      {"PlanGemmRsNNotMultipleOf8", {"plan", "gemm-rs", "--n", "100"}, {"--n 100: n must be a multiple of 8"}},
+      {"PlanGemmRsWorldNine", {"plan", "gemm-rs", "--world", "9"}, {"--world 9: world must be in 1..8"}},
+      {"PlanGemmRsWorldZero", {"plan", "gemm-rs", "--world", "0"}, {"--world 0: world must be in 1..8"}},
+      {"PlanGemmRsMAboveMMax", {"plan", "gemm-rs", "-m", "128,4096", "--m-max", "1024"}, {"-m/--m 4096: above --m-max 1024"}},
+      {"PlanGemmRsChunks17", {"plan", "gemm-rs", "--chunks", "17"}, {"--chunks 17: chunks must be in 0..16"}},
+      {"PlanGemmRsKForBlockscale", {"plan", "gemm-rs", "--quant", "blockscale", "--k", "100"},
+       {"--k 100", "the per-rank GEMM [m_max, N, K_r]"}},
+      {"PlanGemmRsMxRouteNotMxfp8", {"plan", "gemm-rs", "--mx-route", "native"}, {"--mx-route native: applies to --quant mxfp8 only"}},
+      {"PlanGemmRsJsonInMissingFolder", {"plan", "gemm-rs", "--json", nofolder}, {"--json '" + nofolder + "'", "does not exist"}},
+      {"BenchGemmRsMNotMultipleOfWorld", {"bench", "gemm-rs", "--emulate-world", "4", "-m", "1000,1002"},
+       {"-m/--m 1002: M must be a multiple of the world (4)"}},
+      {"BenchGemmRsWorldNine", {"bench", "gemm-rs", "--emulate-world", "9"}, {"--emulate-world", "not in range 1 to 8"}},
+      {"BenchGemmRsDevicesAndEmulated", {"bench", "gemm-rs", "--devices", "0,1", "--emulate-world", "2"},
+       {"--emulate-world and --devices: one or the other"}},
+      {"BenchGemmRsOnlyNcclBaselineEmulated", {"bench", "gemm-rs", "--emulate-world", "2", "--arms", "cublaslt+nccl"},
+       {"--arms: none of the arms named runs at world 2", "needs --devices"}},
+      {"BenchGemmRsOnlyFusedBelowOneBand", {"bench", "gemm-rs", "--emulate-world", "2", "-m", "128", "--arms", "fused"},
+       {"--arms: none of the arms named runs at world 2", "fused: not run (m_max 128 < world x 128 = 256"}},
+      {"BenchGemmRsGemmArArm", {"bench", "gemm-rs", "--arms", "split-lsa,decode"}, {"--arms: 'decode' is not one of"}},
+      {"BenchGemmRsNNotMultipleOf8", {"bench", "gemm-rs", "--emulate-world", "2", "-n", "100"}, {"--n 100"}},
+      {"BenchGemmRsJsonInMissingFolder", {"bench", "gemm-rs", "--json", nofolder}, {"--json '" + nofolder + "'"}},
       // unknown subcommands
       {"UnknownSubcommand", {"nosuchcmd"}, {"weave: unknown subcommand 'nosuchcmd' (expected one of: info, plan, bench)"}},
       {"UnknownPlanTopic", {"plan", "nosuch"}, {"weave plan: unknown subcommand 'nosuch' (expected one of: ", "gemm", "comm"}},
@@ -413,6 +444,9 @@ TEST(Cli, BenchCalibrationIsCheckedBeforeAnyGpuWork) {
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("--calibration"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("gemm-ar"), std::string::npos) << r.out;
+  r = run_weave({"bench", "gemm-rs", "--emulate-world", "2", "--calibration", path});  // a gemm-ar table
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("op gemm-ar (this op: gemm-rs)"), std::string::npos) << r.out;
   std::filesystem::remove(path);
   r = run_weave({"bench", "gemm-ar", "--emulate-world", "2", "--calibration", path});
   EXPECT_EQ(r.rc, 2) << r.out;
@@ -436,13 +470,123 @@ TEST(Cli, PlanGemmArWritesJson) {
   std::filesystem::remove(path);
 }
 
+// `weave plan gemm-rs`: one row per M (the total rows) with the planner's choice and reason, rows per
+// rank and the bytes this rank sends; no GPU needed.
+TEST(Cli, PlanGemmRsPrintsOneRowPerM) {
+  CliRun r = run_weave({"plan", "gemm-rs", "--world", "2", "-n", "7168", "-k", "2048", "-m", "128,1000,4096"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("gemm-rs: n=7168 k=2048 (K_r, per rank) bf16 -> bf16, world 2, mode auto, sms 132, m_max 4096, "
+                       "chunks planner's"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("reduce-scatter call"), std::string::npos) << r.out;
+  for (const char* col : {"tiles", "waves", "grid", "rows/rank", "band_blocks", "chunks", "chunk_blocks", "rounds",
+                          "bytes_rs", "window", "gemm_us", "comm_us", "split_us", "fused_us", "mode", "reason"})
+    EXPECT_NE(r.out.find(col), std::string::npos) << col << " missing:\n" << r.out;
+  EXPECT_EQ(r.out.find("bytes_ag"), std::string::npos) << "no gather leg:\n" << r.out;
+  // m = 128 and 1000: multiples of the world but not of world x 128, so auto says why it splits;
+  // m = 4096: 16 row blocks per band of 2048 rows, half of the 56 MiB partial sent, fused.
+  EXPECT_NE(r.out.find("split-lsa  m = 128 is not a multiple of world x 128 = 256 (the fused bands are whole tiles)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("split-lsa  m = 1000 is not a multiple of world x 128 = 256"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("   1000 128x128    448   3.39   132       500 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("   4096 128x128   1792  13.58   132      2048          16 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("   28.00 MiB "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fused      13.5758 waves"), std::string::npos) << r.out;
+  // --no-fused: auto never picks the fused kernel; world 1 reduces nothing.
+  r = run_weave({"plan", "gemm-rs", "-m", "8192", "--world", "8", "--no-fused"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out.find("fused      "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fused kernel not available"), std::string::npos) << r.out;
+  r = run_weave({"plan", "gemm-rs", "-m", "1000", "--world", "1"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("gemm-only  world 1: nothing to reduce"), std::string::npos) << r.out;
+  // An explicit mode the op would refuse is a report (exit 1), not a usage error.
+  r = run_weave({"plan", "gemm-rs", "--mode", "fused", "--no-fused"});
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("mode fused: the op would refuse it"), std::string::npos) << r.out;
+  // --chunks, --exact-own and the mxfp8 scale layout reach the header.
+  r = run_weave({"plan", "gemm-rs", "--quant", "mxfp8", "--scale-layout", "packed", "-m", "4096", "--chunks", "3",
+                 "--exact-own"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("mxfp8 (packed scales) -> bf16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("chunks 3, exact own term"), std::string::npos) << r.out;
+}
+
+// Mode fused at an M that is a multiple of the world but not of world x 128: planned (the other
+// M still run fused), the row saying why the op cannot run that M.
+TEST(Cli, PlanGemmRsFusedModeSaysWhyAnMCannotRun) {
+  const CliRun r = run_weave({"plan", "gemm-rs", "--world", "2", "--mode", "fused", "-m", "1000,1024"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("fused      mode fused requested (cannot run m = 1000: m = 1000 is not a multiple of world x 128 = "
+                       "256 (the fused bands are whole tiles))"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("cannot run m = 1024"), std::string::npos) << r.out;
+}
+
+// A gemm-rs calibration table: auto takes its measured best where M allows (fused only at
+// multiples of world x 128); a gemm-ar table is refused naming the op.
+TEST(Cli, PlanGemmRsFollowsACalibrationTable) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("weave-rs-cal-" + std::to_string(::getpid()) + ".txt")).string();
+  {
+    std::ofstream f(path);
+    f << "weave-calibration 1\nop gemm-rs\nquant bf16\nn 7168\nk 2048\nworld 2\nwhere test\n"
+         "m 1024 fused\nm 4096 split-lsa\n";
+  }
+  CliRun r = run_weave({"plan", "gemm-rs", "--world", "2", "-m", "1024,4096", "--calibration", path});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("fused      calibration " + path + " (test): measured fastest near m = 1024"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("split-lsa  calibration " + path + " (test): measured fastest near m = 4096"), std::string::npos)
+      << r.out;
+  r = run_weave({"plan", "gemm-ar", "--world", "2", "-m", "1024", "--calibration", path});
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("is for another op shape: op gemm-rs (this op: gemm-ar)"), std::string::npos) << r.out;
+  std::filesystem::remove(path);
+}
+
+TEST(Cli, PlanGemmRsWritesJson) {
+  const std::string path = (std::filesystem::temp_directory_path() / ("weave-plan-gemm-rs-" + std::to_string(::getpid()) + ".json")).string();
+  const CliRun r = run_weave({"plan", "gemm-rs", "-m", "1000,4096", "--world", "2", "--json", path});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good()) << "--json " << path << " was not written";
+  const std::string doc((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  for (const char* key : {"\"topic\": \"gemm-rs\"", "\"k_per_rank\": 2048", "\"world\": 2", "\"rows_per_rank\": 500",
+                          "\"rows_per_rank\": 2048", "\"band_blocks\"", "\"bytes_rs\"", "\"window_bytes\"",
+                          "\"model_fused_us\"", "\"reason\""})
+    EXPECT_NE(doc.find(key), std::string::npos) << key << " missing:\n" << doc;
+  EXPECT_EQ(doc.find("bytes_ag"), std::string::npos) << doc;
+  std::filesystem::remove(path);
+}
+
+// Both gemm-rs subcommands say that M is the total rows and must be a multiple of the world.
+TEST(Cli, GemmRsHelpStatesTheMRule) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"plan", "gemm-rs", "--help"}, {"bench", "gemm-rs", "--help"}}) {
+    const CliRun r = run_weave(args);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("total rows"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("must be a multiple of the world W"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("W x 128"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("rounded up to a multiple of"), std::string::npos) << r.out;
+  }
+  const CliRun bench = run_weave({"bench", "--help"});
+  EXPECT_NE(bench.out.find("gemm-rs: GemmReduceScatter modes per M"), std::string::npos) << bench.out;
+}
+
 TEST(Cli, ValidBenchInputReachesTheGpuProbe) {
   if (weave::no_gpu_reason().empty()) GTEST_SKIP() << "a Hopper GPU is visible: this would run the benchmark";
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"bench"}, {"bench", "gemm", "-m", "128", "-n", "128", "-k", "128"},
         {"bench", "comm", "-b", "8K", "-e", "64M"}, {"bench", "copy", "--sizes", "64"},
         {"bench", "gemm-ag", "-m", "128"}, {"bench", "gemm-ag", "--emulate-world", "4", "-m", "1024,4096"},
-        {"bench", "gemm-ar", "-m", "128"}, {"bench", "gemm-ar", "--emulate-world", "2", "-m", "1024", "--exact-own"}}) {
+        {"bench", "gemm-ar", "-m", "128"}, {"bench", "gemm-ar", "--emulate-world", "2", "-m", "1024", "--exact-own"},
+        {"bench", "gemm-rs"}, {"bench", "gemm-rs", "--emulate-world", "4", "-m", "1000,4096"},
+        {"bench", "gemm-rs", "--emulate-world", "3"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_NE(r.out.find(weave::no_gpu_reason()), std::string::npos) << r.out;
@@ -476,7 +620,8 @@ TEST(Cli, HelpTextsExplainWithoutIssueNumbers) {
        {std::vector<std::string>{"--help"}, {"info", "--help"}, {"plan", "--help"}, {"plan", "gemm", "--help"},
         {"plan", "comm", "--help"}, {"bench", "--help"}, {"bench", "copy", "--help"}, {"bench", "gemm", "--help"},
         {"bench", "comm", "--help"}, {"plan", "gemm-ag", "--help"}, {"bench", "gemm-ag", "--help"},
-        {"plan", "gemm-ar", "--help"}, {"bench", "gemm-ar", "--help"}}) {
+        {"plan", "gemm-ar", "--help"}, {"bench", "gemm-ar", "--help"}, {"plan", "gemm-rs", "--help"},
+        {"bench", "gemm-rs", "--help"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_GT(r.out.size(), 100u) << r.out;
@@ -561,6 +706,19 @@ std::vector<BadInput> preset_bad_inputs() {
        {"deepseek-v3.o_proj at world 3: K = 16384 is not divisible by 3"}},
       {"BenchGemmAgPresetWithN", {"bench", "gemm-ag", "--preset", "deepseek-v3.wkv_a", "--n", "512"},
        {"-n/--n: --preset deepseek-v3.wkv_a sets N and K"}},
+      // gemm-rs takes the row-parallel (gemm-ar) layers
+      {"PlanGemmRsPresetOfAGatherLayer", {"plan", "gemm-rs", "--preset", "deepseek-v3.wkv_a"},
+       {"--preset deepseek-v3.wkv_a: a gemm-ag layer; gemm-rs takes the gemm-ar layers (use `gemm-ag --preset"}},
+      {"PlanGemmRsPresetWithK", {"plan", "gemm-rs", "--preset", "llama3-70b.o_proj", "-k", "1024"},
+       {"-k/--k: --preset llama3-70b.o_proj sets N and K (K_r = K / world)"}},
+      {"PlanGemmRsPresetWorldThree", {"plan", "gemm-rs", "--preset", "deepseek-v3.o_proj", "--world", "3"},
+       {"deepseek-v3.o_proj at world 3: K = 16384 is not divisible by 3"}},
+      {"PlanGemmRsPresetTypedMNotMultiple", {"plan", "gemm-rs", "--preset", "llama3-70b.o_proj", "--world", "8", "-m", "1000,100"},
+       {"--preset llama3-70b.o_proj at world 8", "-m/--m 100: M must be a multiple of the world (8)"}},
+      {"BenchGemmRsPresetOfAGatherLayer", {"bench", "gemm-rs", "--preset", "deepseek-v4-pro.wkv_gate"},
+       {"--preset deepseek-v4-pro.wkv_gate: a gemm-ag layer; gemm-rs takes the gemm-ar layers"}},
+      {"BenchGemmRsPresetsWithJson", {"bench", "gemm-rs", "--preset", "qwen3-32b.o_proj,llama3-70b.o_proj", "--json", two_json},
+       {"--json: one preset per run when writing JSON"}},
   };
 }
 
@@ -608,6 +766,7 @@ TEST(CliPresets, PlanPresetsListsEveryPresetWithItsPerRankShapes) {
     }
     EXPECT_NE(r.out.find(std::string(p.source)), std::string::npos) << name << "'s source missing:\n" << r.out;
   }
+  EXPECT_NE(r.out.find("# gemm-rs takes the gemm-ar layers"), std::string::npos) << r.out;
   // A flag of `weave plan`, not a topic: `weave plan` alone still asks for a topic.
   const CliRun bare = run_weave({"plan"});
   EXPECT_EQ(bare.rc, 2) << bare.out;
@@ -633,6 +792,44 @@ TEST(CliPresets, EveryPresetPlansAtWorldTwoFourEight) {
     }
 }
 
+// Without -m, the default totals are rounded up per world: a multiple of W, from 1024 on of W x 128.
+TEST(Cli, PlanGemmRsDefaultMsAreMultiplesOfTheWorld) {
+  CliRun r = run_weave({"plan", "gemm-rs", "--world", "8"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  for (const std::int64_t m : {128, 1000, 1024, 4096, 8192}) EXPECT_TRUE(has_planned_row(r.out, m)) << m << r.out;
+  r = run_weave({"plan", "gemm-rs", "--world", "3"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  for (const std::int64_t m : {129, 1002, 1152, 4224, 8448}) EXPECT_TRUE(has_planned_row(r.out, m)) << m << r.out;
+  EXPECT_NE(r.out.find("m_max 8448"), std::string::npos) << r.out;
+}
+
+// gemm-rs takes every row-parallel (gemm-ar) preset with the same K_r shard, its default M list
+// rounded up to a multiple of the world (W = 6: 16 -> 18, 128 -> 132, 1024 -> 1026, ...).
+TEST(CliPresets, EveryRowParallelPresetPlansAsGemmRs) {
+  for (const weave::ModelPreset& p : weave::model_presets()) {
+    if (p.op != weave::PresetOp::kGemmAllReduce) continue;
+    for (const int w : {2, 4, 6, 8}) {
+      const std::string name(p.name);
+      SCOPED_TRACE(name + " world " + std::to_string(w));
+      const CliRun r = run_weave({"plan", "gemm-rs", "--preset", name, "--world", std::to_string(w)});
+      if (!weave::preset_shard_violation(p, w, p.quants.front()).empty()) {
+        EXPECT_EQ(r.rc, 2) << r.out;  // as gemm-ar: the shard rules, named
+        EXPECT_NE(r.out.find(name + " at world " + std::to_string(w)), std::string::npos) << r.out;
+        continue;
+      }
+      ASSERT_EQ(r.rc, 0) << r.out;
+      EXPECT_NE(r.out.find("preset " + name + " ("), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("gemm-rs: n=" + std::to_string(p.n) + " k=" + std::to_string(p.k / w) + " "),
+                std::string::npos)
+          << r.out;
+      for (const std::int64_t m : p.ms) {
+        const std::int64_t rounded = (m + w - 1) / w * w;
+        EXPECT_TRUE(has_planned_row(r.out, rounded)) << "no row for m " << rounded << ":\n" << r.out;
+      }
+    }
+  }
+}
+
 // -m and --quant (a shipped one) still apply under a preset; the row count follows -m.
 TEST(CliPresets, MAndQuantStillApplyUnderAPreset) {
   CliRun r = run_weave({"plan", "gemm-ar", "--preset", "qwen3-32b.down_proj", "--quant", "blockscale", "--world", "8",
@@ -652,7 +849,8 @@ TEST(CliPresets, ValidPresetBenchReachesTheGpuProbe) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"bench", "gemm-ar", "--preset", "llama3-70b.o_proj,qwen3-32b.down_proj"},
         {"bench", "gemm-ar", "--preset", "deepseek-v3.o_proj", "--emulate-world", "8", "-m", "1024"},
-        {"bench", "gemm-ag", "--preset", "deepseek-v4-pro.wkv_gate", "--emulate-world", "2"}}) {
+        {"bench", "gemm-ag", "--preset", "deepseek-v4-pro.wkv_gate", "--emulate-world", "2"},
+        {"bench", "gemm-rs", "--preset", "llama3-70b.o_proj,deepseek-v3.down_proj", "--emulate-world", "4"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_NE(r.out.find(weave::no_gpu_reason()), std::string::npos) << r.out;
@@ -663,7 +861,8 @@ TEST(CliPresets, ValidPresetBenchReachesTheGpuProbe) {
 TEST(CliPresets, HelpTextsNameThePresetOption) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"plan", "--help"}, {"plan", "gemm-ar", "--help"}, {"plan", "gemm-ag", "--help"},
-        {"bench", "gemm-ar", "--help"}, {"bench", "gemm-ag", "--help"}}) {
+        {"bench", "gemm-ar", "--help"}, {"bench", "gemm-ag", "--help"}, {"plan", "gemm-rs", "--help"},
+        {"bench", "gemm-rs", "--help"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_NE(r.out.find(args.size() == 2 ? "--presets" : "--preset"), std::string::npos) << r.out;

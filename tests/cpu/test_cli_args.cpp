@@ -249,6 +249,22 @@ TEST(FusedOptions, QuantLayoutAndMMaxNameTheOption) {
             std::string::npos);
 }
 
+// gemm-rs: M is the total rows and each rank receives M / world of them.
+TEST(FusedOptions, MNotAMultipleOfTheWorldIsRefusedNamingMAndTheRule) {
+  m_multiple_of_world_option({128, 1000, 4096}, 8);
+  m_multiple_of_world_option({3, 5}, 1);
+  const std::string msg = error_of([] { m_multiple_of_world_option({128, 1001, 4096, 6}, 4); });
+  EXPECT_NE(msg.find("-m/--m 1001,6: M must be a multiple of the world (4)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rank r receives rows [r M/W, (r+1) M/W)"), std::string::npos) << msg;
+}
+
+TEST(FusedOptions, MsRoundUpToAMultipleAscendingWithoutDuplicates) {
+  const std::vector<std::int64_t> preset = {16, 128, 1024, 4096, 8192};
+  EXPECT_EQ(round_up_ms(preset, 8), preset);
+  EXPECT_EQ(round_up_ms(preset, 6), (std::vector<std::int64_t>{18, 132, 1026, 4098, 8196}));
+  EXPECT_EQ(round_up_ms(std::vector<std::int64_t>{5, 1, 2, 4}, 4), (std::vector<std::int64_t>{4, 8}));
+}
+
 // Errors carry the source location from the project root, not the build machine's folders.
 TEST(ErrorLocation, IsRelativeToTheProjectRoot) {
   try {

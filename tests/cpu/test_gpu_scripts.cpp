@@ -82,6 +82,10 @@ TEST_F(GpuAllScript, ExitsZeroWhenEveryStepPassed) {
   std::ifstream summary(dir_ / "out" / "summary.txt");
   const std::string text((std::istreambuf_iterator<char>(summary)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("RESULT: ok"), std::string::npos) << text;
+  // The fused part: every fused op's suite in the emulated world, gemm-rs short (its M a multiple of W x 128).
+  for (const char* part : {"bench gemm_ag_emu2: exit 0", "bench gemm_ar_emu2: exit 0",
+                           "fake bench bench gemm-rs --emulate-world 2 -m 1024,4096 -i 5", "bench gemm_rs_emu2: exit 0"})
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " missing:\n" << r.out;
 }
 
 TEST_F(GpuAllScript, ExitsOneNamingEachFailedStep) {
@@ -112,8 +116,15 @@ TEST_F(GpuAllScript, MultiRunsTheMultiGpuTestsCommAndEveryPreset) {
   for (const char* part : {"tests multi_gpu (exit 0", "bench comm: exit 0", "GPUs: 0,1",
                            "fake bench bench gemm-ar --preset m.o_proj --devices 0,1",
                            "fake bench bench gemm-ar --preset m.down --devices 0,1",
-                           "fake bench bench gemm-ag --preset m.wkv --devices 0,1"})
+                           "fake bench bench gemm-ag --preset m.wkv --devices 0,1",
+                           // gemm-rs over the row-parallel (gemm-ar) presets, with its own M list
+                           "fake bench bench gemm-rs --preset m.o_proj --devices 0,1 -m 128,1000,4096,8192 -i 5",
+                           "fake bench bench gemm-rs --preset m.down --devices 0,1", "bench gemm_rs_m.down: exit 0"})
     EXPECT_NE(ok.out.find(part), std::string::npos) << part << " missing:\n" << ok.out;
+  EXPECT_EQ(ok.out.find("gemm-rs --preset m.wkv"), std::string::npos) << "gemm-rs takes no gemm-ag layer:\n" << ok.out;
+  const ScriptRun rs_args = gpu_all("FAKE_BENCH=0 DEVICES=0,1 GEMM_RS_ARGS='-m 256 -i 3'", "multi");
+  EXPECT_NE(rs_args.out.find("fake bench bench gemm-rs --preset m.o_proj --devices 0,1 -m 256 -i 3"), std::string::npos)
+      << rs_args.out;
   EXPECT_EQ(ok.out.find("tests gpu ("), std::string::npos) << "multi runs no one-GPU tests:\n" << ok.out;
   const ScriptRun bad = gpu_all("FAKE_MULTI=1", "multi");
   EXPECT_EQ(bad.rc, 1) << bad.out;

@@ -1,19 +1,22 @@
 // The model preset table (weave/presets.hpp) on the CPU: every layer's N and K against the model's
 // config.json values (written out here from the configs, not read back from the table), sharding
 // at world 1, 2, 4, 8 for every quant each model ships, the rules that refuse a shard (each message
-// naming the preset, the world and the rule), and every shard planned by the ops' own planners.
+// naming the preset, the world and the rule), and every shard planned by the ops' own planners
+// (the row-parallel layers also as GemmReduceScatter, as `weave plan|bench gemm-rs` takes them).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "fused/all_gather/plan.hpp"
 #include "fused/all_reduce/plan.hpp"
 #include "support/expect_error.hpp"
 #include "weave/gemm_all_gather.hpp"
 #include "weave/gemm_all_reduce.hpp"
+#include "weave/gemm_reduce_scatter.hpp"
 #include "weave/presets.hpp"
 
 using namespace weave;
@@ -168,4 +171,34 @@ TEST(Presets, EveryShardPlansAtWorldTwoFourEight) {
           }
         }
       }
+}
+
+// The row-parallel (gemm-ar) layers as GemmReduceScatter, the way `weave plan|bench gemm-rs
+// --preset` takes them: the same K_r shard, each default M rounded up to a multiple of the world
+// (the op needs M % W == 0), at every world the preset shards to. The op takes every shard, and
+// every plan names a resolved mode and says why; fused only where M is a multiple of W x 128.
+TEST(Presets, EveryRowParallelShardPlansAsAReduceScatter) {
+  for (const ModelPreset& p : model_presets()) {
+    if (p.op != PresetOp::kGemmAllReduce) continue;
+    for (const ScaleMode q : p.quants)
+      for (int w = 1; w <= 8; ++w) {
+        if (!preset_shard_violation(p, w, q).empty()) continue;  // refused by the shard rules (tested above)
+        SCOPED_TRACE(std::string(p.name) + " " + std::string(to_string(q)) + " world " + std::to_string(w));
+        const PresetShard s = shard_model_preset(p, w, q);
+        std::vector<std::int64_t> ms;
+        for (const std::int64_t m : p.ms) ms.push_back((m + w - 1) / w * w);
+        GemmReduceScatterConfig cfg;
+        cfg.n = s.n;
+        cfg.k = s.k;
+        cfg.m_max = ms.back();
+        cfg.quant = q;
+        ASSERT_EQ(GemmReduceScatter::validate(cfg, w), "");
+        for (const std::int64_t m : ms) {
+          const GemmReduceScatterPlan plan = gemm_reduce_scatter_plan(cfg, w, m);
+          EXPECT_NE(plan.mode, GemmReduceScatterMode::kAuto) << "m " << m;
+          EXPECT_FALSE(plan.reason.empty()) << "m " << m;
+          if (w > 1 && m % (w * 128) != 0) EXPECT_NE(plan.mode, GemmReduceScatterMode::kFused) << "m " << m;
+        }
+      }
+  }
 }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "comm_support.hpp"
+#include "fused_support.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "support/expect_error.hpp"
@@ -63,46 +64,6 @@ GemmAllGatherConfig ag_config(ScaleMode quant, GemmAllGatherMode mode, int64_t n
   c.out_dtype = DType::kBF16;
   c.mode = mode;
   return c;
-}
-
-// Builds an op, or returns null with the reason when its mode cannot run at this world (every rank
-// alike: the constructor's resolution is collective).
-template <class Op, class Config>
-std::unique_ptr<Op> make_or_reason(Communicator& c, const Config& cfg, std::string& reason) {
-  try {
-    return std::make_unique<Op>(c, cfg);
-  } catch (const Error& e) {
-    if (e.status() != Status::kUnavailable && e.status() != Status::kUnsupported) throw;
-    reason = e.message();
-    return nullptr;
-  }
-}
-
-// "  gemm-ar ptpc fused-ce at W1: not run (<reason>)": a mode this world cannot run, said, not hidden.
-template <class Mode>
-void print_not_run(const char* op, ScaleMode q, Mode mode, int w, const std::string& reason) {
-  std::printf("  %s %s %s at W%d: not run (%s)\n", op, std::string(to_string(q)).c_str(),
-              std::string(to_string(mode)).c_str(), w, reason.c_str());
-}
-
-// One rank's random operand of `rows` x `k` in `quant` on its device (raw scale layout).
-bench::DeviceOperand operand(uint64_t seed, int64_t rows, int64_t k, ScaleMode quant, ref::Operand which, int dev) {
-  return bench::upload_operand(bench::quantize_parallel(bench::random_operand(seed, rows, k), rows, k, quant, which), dev);
-}
-
-// Poisons the op's output, runs one call, waits (bounded), raises a recorded error, returns the bytes.
-template <class Op>
-std::vector<uint8_t> poisoned_call(Communicator& c, Op& op, int64_t m, size_t bytes, const bench::DeviceOperand& a,
-                                   const bench::DeviceOperand& b, cudaStream_t st) {
-  c.barrier();
-  bench::poison_nan(op.output(m).data, bytes, DType::kBF16, st);
-  op.run(m, a.view, b.view, GemmScales{a.scale_view, b.scale_view}, st);
-  comm::sync_stream_bounded(st, 2 * c.timeout_s() + 5, "a poisoned call of " + op.describe());
-  op.check();
-  std::vector<uint8_t> h(bytes);
-  WEAVE_CHECK_CUDA(cudaMemcpy(h.data(), op.output(m).data, bytes, cudaMemcpyDeviceToHost));
-  c.barrier();
-  return h;
 }
 
 }  // namespace

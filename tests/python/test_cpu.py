@@ -120,6 +120,8 @@ def test_plan_argument_errors(kw, needle):
     (lambda: weave.GemmAllReduce.validate(n=7168, k=2048, m_max=128, world=2.0), "argument 'world': must be an int"),
     (lambda: weave.GemmAllReduce.validate(n=7168, k=2048, m_max=128, world=2, chunks=1.5), "argument 'chunks'"),
     (lambda: weave.GemmAllGather.window_bytes(n=2048, k=7168, m_max=2**63, world=2), "argument 'm_max': must be an int <="),
+    (lambda: weave.GemmReduceScatter.validate(n=7168, k=2.5, m_max=128, world=2), "argument 'k': must be an int"),
+    (lambda: weave.GemmReduceScatter.plan_for(True, n=7168, k=2048, m_max=128, world=2), "argument 'm': must be an int"),
 ])
 def test_numeric_mistakes_are_argument_errors_not_type_errors(call, needle):
     with pytest.raises(weave.ArgumentError) as e:
@@ -312,6 +314,52 @@ def test_fused_ops_validate_window_and_argument_errors():
             assert "argument 'max_sms'" in str(e.value)
 
 
+def test_reduce_scatter_validate_window_and_argument_errors():
+    """GemmReduceScatter: GemmAllReduce's rules plus its own (m_max >= world; mode fused: m_max >=
+    world x 128), its modes (no decode, fused-rs or fused-ce), every argument error before any GPU
+    work."""
+    ok = dict(n=7168, k=2048, m_max=8192)
+    assert weave.GemmReduceScatter.validate(**ok, world=2, quant="blockscale") == ""
+    assert weave.GemmReduceScatter.validate(**ok, world=8, mode="fused") == ""
+    assert "multiple of 8" in weave.GemmReduceScatter.validate(n=7170, k=2048, m_max=8192, world=2)
+    assert "world" in weave.GemmReduceScatter.validate(**ok, world=9)
+    assert "m_max must be >= the world (4)" in weave.GemmReduceScatter.validate(n=256, k=256, m_max=3, world=4)
+    assert "mode fused needs m_max >= world x 128 = 512" in weave.GemmReduceScatter.validate(
+        n=256, k=256, m_max=500, world=4, mode="fused")
+    assert weave.GemmReduceScatter.validate(n=256, k=256, m_max=500, world=4, mode="split-lsa") == ""
+    # The window: GemmAllReduce's layout (the output at m_max, fused staging per source), whose split
+    # collective is a reduce-scatter (a world'th of the all-reduce's output).
+    w2, w8 = (weave.GemmReduceScatter.window_bytes(**ok, world=w) for w in (2, 8))
+    assert w2 >= 2 * 8192 * 7168 * 2 and w8 > w2
+    assert weave.GemmReduceScatter.window_bytes(**ok, world=2, mode="split-lsa") < w2  # no fused staging
+    for bad, needle in [(dict(mode="decode"), "argument 'mode': unknown mode 'decode' (one of: auto, gemm-only, "
+                                              "split-nccl, split-lsa, split-ce, fused)"),
+                        (dict(mode="fused-ce"), "unknown mode 'fused-ce'"), (dict(quant="fp4"), "unknown scale mode"),
+                        (dict(m_max=0), "argument 'm_max': must be an int >= 1"), (dict(chunks=-1), "argument 'chunks'")]:
+        with pytest.raises(weave.ArgumentError) as e:
+            weave.GemmReduceScatter.validate(**{**ok, **bad}, world=2)
+        assert needle in str(e.value), str(e.value)
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.GemmReduceScatter.window_bytes(n=256, k=256, m_max=3, world=4)
+    assert "m_max must be >= the world" in str(e.value)
+    assert [weave._weave.name(v) for v in (weave.GemmReduceScatterMode.AUTO, weave.GemmReduceScatterMode.GEMM_ONLY,
+                                           weave.GemmReduceScatterMode.SPLIT_NCCL, weave.GemmReduceScatterMode.SPLIT_LSA,
+                                           weave.GemmReduceScatterMode.SPLIT_CE, weave.GemmReduceScatterMode.FUSED)] == [
+        "auto", "gemm-only", "split-nccl", "split-lsa", "split-ce", "fused"]
+    assert "GemmReduceScatter" in weave.__all__ and "GemmReduceScatterMode" in weave.__all__
+    from weave._fused import _rs_config
+
+    c = _rs_config(256, 256, 256, "mxfp8", "raw", "fused", True, 2, "", "native", 66)
+    assert (c.mode, c.exact_own, c.chunks, c.mx_route, c.max_sms) == (weave.GemmReduceScatterMode.FUSED, True, 2, 1, 66)
+    for kw, needle in [(dict(comm=object()), "argument 'comm': must be a weave.Communicator"),
+                       (dict(mx_route="fp8"), "argument 'mx_route': must be one of auto, native, bf16"),
+                       (dict(max_sms=2000), "argument 'max_sms'"), (dict(mode="decode"), "unknown mode 'decode'"),
+                       (dict(calibration=3), "argument 'calibration': must be a path")]:
+        with pytest.raises(weave.ArgumentError) as e:
+            weave.GemmReduceScatter(**{"comm": object(), "n": 256, "k": 256, "m_max": 256, **kw})
+        assert needle in str(e.value), str(e.value)
+
+
 class _RecordingOp:
     """Stands in for the C++ op: records run() calls (none may happen when an argument is bad)."""
 
@@ -347,6 +395,32 @@ def test_fused_run_out_is_checked_before_any_gpu_work():
             op.run(a, b, out=out)
         assert needle in str(e.value), str(e.value)
     assert ag._impl.calls == [] and ar._impl.calls == []
+    # GemmReduceScatter: m (A's rows) a multiple of the world (fused: of world x 128); out this
+    # rank's rows, [m / world, N] bf16.
+    from weave._fused import _rs_config
+
+    rs = weave.GemmReduceScatter._wrap(comm, _rs_config(N, K, 512, "bf16", "raw", "auto", False, 0), _RecordingOp())
+    fused = weave.GemmReduceScatter._wrap(comm, _rs_config(N, K, 512, "bf16", "raw", "fused", False, 0), _RecordingOp())
+    for op, rows, out, needle in [
+        (rs, M + 1, None, f"argument 'A': its rows m = {M + 1} must be a multiple of the world (2): each rank "
+                          "receives m / world rows"),
+        (rs, M + 1, Dev(((M + 1) // 2, N), BF16), "must be a multiple of the world (2)"),  # before out's shape
+        (rs, M, Dev((M, N), BF16), f"argument 'out': shape must be [{M // 2}, {N}] (got [{M}, {N}])"),
+        (rs, M, Dev((M // 2, N), F32), "argument 'out': dtype must be bf16, the op's output dtype (got <f4)"),
+        (rs, M, Dev((M // 2, N), BF16, device=1), "argument 'out': must live in cuda:0, this rank's GPU (got cuda:1)"),
+        (rs, 513, None, "argument 'A': its rows m = 513 must be in 1..m_max = 512"),
+        (fused, M, None, f"argument 'A': its rows m = {M} must be a multiple of world x 128 = 256 in mode fused "
+                         "(its bands are whole tiles); use mode auto or a split mode"),
+    ]:
+        with pytest.raises(weave.ArgumentError) as e:
+            op.run(Dev((rows, K), BF16), b, out=out)
+        assert needle in str(e.value), str(e.value)
+    assert rs._impl.calls == [] and fused._impl.calls == []
+    good_rs = Dev((M // 2, N), BF16, strides=(2 * (N + 8), 2))
+    assert rs.run(a, b, out=good_rs) is good_rs
+    assert rs._impl.calls[-1][0] == M  # the C++ op gets all m rows; it hands back this rank's m / world
+    assert rs._impl.calls[-1][-1].describe() == f"[{M // 2}, {N}] bf16 strides [{N + 8}, 1] cuda:0"
+    assert fused.run(Dev((256, K), BF16), b, out=Dev((128, N), BF16)) is not None and len(fused._impl.calls) == 1
     # Good buffers reach the op (the view last, in the op's dtype, strided rows kept) and come back.
     good_ag = Dev((2 * M, N), F32)
     assert ag.run(a, b, out=good_ag) is good_ag

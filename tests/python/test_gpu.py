@@ -347,9 +347,10 @@ def test_one_rank_collectives(seed):
 
 
 def test_one_rank_fused_ops(seed):
-    """GemmAllReduce and GemmAllGather over a one-rank communicator: every mode that runs at world 1
-    (nothing to reduce or gather: the output is the rank's own GEMM), against torch's matmul, the
-    self-test, a graph replay with changed inputs, and argument errors."""
+    """GemmAllReduce, GemmReduceScatter and GemmAllGather over a one-rank communicator: every mode
+    that runs at world 1 (nothing to reduce or gather: the output is the rank's own GEMM, all of its
+    rows for GemmReduceScatter), against torch's matmul, the self-test, a graph replay with changed
+    inputs, and argument errors."""
     gen = torch.Generator(device=DEV).manual_seed(seed)
     (comm,) = weave.Communicator.create_local([0])
     m_max, n, k = 300, 256, 512
@@ -373,6 +374,30 @@ def test_one_rank_fused_ops(seed):
         ref = (a.float() @ b.float().t())
         assert torch.allclose(ar.output(257).float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
         assert ar.plan(257)["mode"] in ("gemm-only", "split-lsa", "fused", "fused-rs")
+    # GemmReduceScatter: at world 1 rank 0 owns every row, so the output is [m, n], the rank's own GEMM.
+    for mode in ("auto", "gemm-only", "split-lsa", "fused"):
+        rs = weave.GemmReduceScatter(comm, n=n, k=k, m_max=m_max, mode=mode)
+        assert rs.self_test(200)["ok"], rs.describe()
+        a = torch.randn(257, k, device=DEV, generator=gen).to(torch.bfloat16)
+        b = torch.randn(n, k, device=DEV, generator=gen).to(torch.bfloat16)
+        out = rs.run(a, b)
+        torch.cuda.synchronize()
+        ref = a.float() @ b.float().t()
+        assert out.shape == (257, n) and out.dtype == torch.bfloat16
+        assert torch.allclose(out.float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item()), rs.describe()
+        assert rs.last_mode == rs.plan(257)["mode"] != "auto", rs.describe()
+        rs.check()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            rs.run(a, b)
+        a.copy_(torch.randn(257, k, device=DEV, generator=gen).to(torch.bfloat16))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = a.float() @ b.float().t()
+        assert torch.allclose(rs.output(257).float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+        assert rs.plan(257)["mode"] in ("gemm-only", "split-lsa", "fused") and "bytes_ag" not in rs.plan(257)
+    with pytest.raises(weave.ArgumentError, match="m_max"):
+        rs.run(torch.zeros(m_max + 1, k, device=DEV, dtype=torch.bfloat16), b)
     # decode (m <= 32): the decode GEMV (nothing to reduce at world 1); m = 33 refused by name.
     dec = weave.GemmAllReduce(comm, n=n, k=k, m_max=64, mode="decode")
     assert dec.self_test(17)["ok"], dec.describe()
@@ -411,6 +436,7 @@ def test_one_rank_fused_ops_copy_into_out(seed):
     (comm,) = weave.Communicator.create_local([0])
     m_max, n, k, m = 300, 256, 512, 257
     ar = weave.GemmAllReduce(comm, n=n, k=k, m_max=m_max, mode="fused")
+    rs = weave.GemmReduceScatter(comm, n=n, k=k, m_max=m_max, mode="fused")  # world 1: [m, n], all rows
     ag = weave.GemmAllGather(comm, n=n, k=k, m_max=m_max, out_dtype="fp32")
 
     def assert_right(out, a, b, what):  # the bounds test_one_rank_fused_ops uses (NaN fails them)
@@ -420,7 +446,8 @@ def test_one_rank_fused_ops_copy_into_out(seed):
         else:
             assert torch.allclose(out, ref, rtol=1e-3, atol=1e-3), what
 
-    for op, dtype, bits in ((ar, torch.bfloat16, torch.int16), (ag, torch.float32, torch.int32)):
+    for op, dtype, bits in ((ar, torch.bfloat16, torch.int16), (rs, torch.bfloat16, torch.int16),
+                            (ag, torch.float32, torch.int32)):
         what = op.describe()
         a = torch.randn(m, k, device=DEV, generator=gen).to(torch.bfloat16)
         b = torch.randn(n, k, device=DEV, generator=gen).to(torch.bfloat16)

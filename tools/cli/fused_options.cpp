@@ -40,6 +40,22 @@ std::int64_t m_max_option(const std::vector<std::int64_t>& ms, std::int64_t m_ma
   return cap;
 }
 
+void m_multiple_of_world_option(const std::vector<std::int64_t>& ms, int world) {
+  std::string bad;
+  for (const std::int64_t m : ms)
+    if (m % world != 0) bad += (bad.empty() ? "" : ",") + std::to_string(m);
+  WEAVE_EXPECT_ARG(bad.empty(), "-m/--m " << bad << ": M must be a multiple of the world (" << world
+                                          << "): M is the total rows and rank r receives rows [r M/W, (r+1) M/W)");
+}
+
+std::vector<std::int64_t> round_up_ms(std::span<const std::int64_t> ms, std::int64_t multiple) {
+  std::vector<std::int64_t> out;
+  for (const std::int64_t m : ms) out.push_back((m + multiple - 1) / multiple * multiple);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::string name_rules(const std::string& why, const std::function<std::string(const std::string& rule)>& option_of) {
   if (why.empty()) return "";
   std::vector<std::string> parts;

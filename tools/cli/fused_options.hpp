@@ -1,4 +1,4 @@
-// What the fused ops' options (gemm-ag, gemm-ar) share: the spellings of --quant and
+// What the fused ops' options (gemm-ag, gemm-ar, gemm-rs) share: the spellings of --quant and
 // --scale-layout, the M list against --m-max, and the way every rule an op's validate() reports
 // is named after the option that sets it. Each function throws Error(kInvalidArgument) whose
 // message names the option (main() prints it and exits 2 before any GPU work). CPU only.
@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,13 @@ MxRoute mx_route_option(const std::string& text, ScaleMode quant);
 // is above --m-max; `window_rows` ends that message ("rows per rank": "the op's window holds at
 // most --m-max rows per rank").
 std::int64_t m_max_option(const std::vector<std::int64_t>& ms, std::int64_t m_max, const char* window_rows);
+
+// -m for an op whose ranks each receive M / world of the rows (gemm-rs): throws naming -m/--m, the
+// Ms that are not multiples of `world` and the rule.
+void m_multiple_of_world_option(const std::vector<std::int64_t>& ms, int world);
+// Every M rounded up to a multiple of `multiple`, ascending, duplicates dropped (gemm-rs takes a
+// preset's M list this way: the preset lists tokens per call, the op needs M % world == 0).
+std::vector<std::int64_t> round_up_ms(std::span<const std::int64_t> ms, std::int64_t multiple);
 
 // A validate() report ("; "-separated rules) with every rule prefixed by option_of(rule), the
 // options that set what the rule is about ("--n 100: n must be a multiple of 8 ..."). A part for

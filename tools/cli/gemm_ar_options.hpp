@@ -1,7 +1,8 @@
 // What `weave plan gemm-ar` and `weave bench gemm-ar` share: the op's shape and modes as the user
-// types them, turned into a weave::GemmAllReduceConfig. Every rule GemmAllReduce::validate reports
-// comes back named after the option that sets it, as one Error(kInvalidArgument) (main() prints it
-// and exits 2 before anything else is printed or any GPU is probed). CPU only.
+// types them, turned into a weave::GemmAllReduceConfig (gemm-rs takes the same shape options:
+// gemm_rs_options.hpp). Every rule GemmAllReduce::validate reports comes back named after the
+// option that sets it, as one Error(kInvalidArgument) (main() prints it and exits 2 before
+// anything else is printed or any GPU is probed). CPU only.
 #pragma once
 #include <CLI/CLI.hpp>
 
@@ -35,6 +36,21 @@ struct GemmArOptions {
 // --scale-layout / --mode when asked). `many`: --preset takes several names (a bench).
 void add_gemm_ar_options(CLI::App& app, GemmArOptions& o, bool with_layout, bool with_mode, bool many = false);
 
+// The row-parallel ops (gemm-ar, gemm-rs) take the same shape options; what their help says of
+// -m, --mode and --preset differs (gemm-rs: M is the total rows, split over the ranks).
+struct RowParallelWords {
+  std::string m;       // -m's help
+  std::string mode;    // --mode's help (the op's modes)
+  std::string preset;  // --preset's help after "NAME: ..." (what the preset sets)
+};
+void add_row_parallel_options(CLI::App& app, GemmArOptions& o, const RowParallelWords& words, bool with_layout,
+                              bool with_mode, bool many);
+
+// One --preset name's row-parallel shape for `world`, into `s`: N, K_r = K / world, the quant and
+// (unless -m was typed) the preset's M list. `subcommand` ("gemm-ar", "gemm-rs") words a refusal
+// of a layer of another op.
+void fill_row_parallel_preset(GemmArOptions& s, const std::string& name, int world, const char* subcommand);
+
 // The config of `o` for a world of `world` ranks; throws Error(kInvalidArgument) naming the
 // option of every rule broken (an unknown name, an M above --m-max, a GemmAllReduce::validate rule).
 GemmAllReduceConfig gemm_ar_config(const GemmArOptions& o, int world);
@@ -48,5 +64,7 @@ std::vector<GemmArOptions> gemm_ar_shapes(const GemmArOptions& o, int world);
 // GemmAllReduce::validate's rules with each one prefixed by the options that set what it is about
 // ("--n 100: n must be a multiple of 8 ..."); "" when `why` is "".
 std::string name_gemm_ar_rules(const std::string& why, const GemmAllReduceConfig& c, int world);
+// The options one of those rules is about ("" for a part no option claims; fused_options.hpp name_rules).
+std::string gemm_ar_option_of(const std::string& rule, const GemmAllReduceConfig& c, int world);
 
 }  // namespace weave::cli

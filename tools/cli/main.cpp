@@ -17,7 +17,7 @@
 
 int main(int argc, char** argv) {
   using namespace weave::cli;
-  // `weave bench gemm-ag|gemm-ar --emulate-world W` runs W ranks' streams on one GPU; they need
+  // `weave bench gemm-ag|gemm-ar|gemm-rs --emulate-world W` runs W ranks' streams on one GPU; they need
   // their own hardware queues (testing/emulated_world.hpp), which CUDA reads from the environment
   // when it starts. Nothing has touched CUDA yet here; a value the user set is kept.
   for (int i = 1; i < argc; ++i)

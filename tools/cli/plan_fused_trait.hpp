@@ -2,7 +2,8 @@
 // of the bench side's fused_suite_trait.hpp: the engine owns the options, the checks, the per-M
 // loop, the header, the table, the JSON and the exit status; an operator is one FusedPlanTrait
 // (its shape and config, how to call its public pure planner, its columns and its words).
-// `weave plan gemm-ag` and `gemm-ar` are two such traits (plan_gemm_ag.cpp, plan_gemm_ar.cpp).
+// `weave plan gemm-ag`, `gemm-ar` and `gemm-rs` are such traits (plan_gemm_ag.cpp, plan_gemm_ar.cpp,
+// plan_gemm_rs.cpp; the last two share plan_row_parallel_trait.hpp).
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -8,19 +8,20 @@
 
 #include "cli/gemm_ar_options.hpp"
 #include "cli/plan_fused_engine.hpp"
+#include "cli/plan_row_parallel_trait.hpp"
 #include "cli/registry.hpp"
 #include "fused/all_reduce/plan.hpp"
 
 namespace weave::cli::fused_plan {
 namespace {
 
-class GemmArPlanTrait final : public OpPlanTrait<GemmArOptions, GemmAllReduceConfig> {
+class GemmArPlanTrait final : public RowParallelPlanTrait<GemmArOptions, GemmAllReduceConfig> {
  public:
   static void add_shape_options(CLI::App& app, GemmArOptions& o) {
     add_gemm_ar_options(app, o, /*with_layout=*/true, /*with_mode=*/true);
   }
   GemmArPlanTrait(const GemmArOptions& options, const FusedPlanOptions& o)
-      : OpPlanTrait(options, o, gemm_ar_shapes, gemm_ar_config) {
+      : RowParallelPlanTrait(options, o, gemm_ar_shapes, gemm_ar_config) {
     shape_.mode_needs_fused = cfg_.mode == GemmAllReduceMode::kFused || cfg_.mode == GemmAllReduceMode::kFusedRs ||
                               cfg_.mode == GemmAllReduceMode::kFusedCe;
   }
@@ -30,7 +31,6 @@ class GemmArPlanTrait final : public OpPlanTrait<GemmArOptions, GemmAllReduceCon
     const auto* k = fused::gar_fused_kernel(cfg_);
     return k ? k->name : nullptr;
   }
-  PlanRates rates() const override { return plan_rates(fused::gar_rates(cfg_.quant)); }
   std::size_t window_bytes() const override { return gemm_all_reduce_window_bytes(cfg_, world_); }
   PlanRow plan(std::int64_t m, const FusedPlanMachine& machine) const override {
     const GemmAllReducePlan p = gemm_all_reduce_plan(planned_, world_, m, machine);
@@ -48,13 +48,6 @@ class GemmArPlanTrait final : public OpPlanTrait<GemmArOptions, GemmAllReduceCon
     return kColumns;
   }
 
-  // K is this rank's shard K_r; --chunks and --exact-own shape the fused schedule.
-  const char* k_note() const override { return " (K_r, per rank)"; }
-  std::string header_tail() const override {
-    return ", chunks " + (cfg_.chunks > 0 ? std::to_string(cfg_.chunks) : std::string("planner's")) +
-           (cfg_.exact_own ? ", exact own term (fused not bitwise equal to split)" : "");
-  }
-  const char* rates_source() const override { return "fused::gar_rates"; }
   const char* collective() const override { return "all-reduce"; }
   std::string window_contents() const override {
     std::string s = "gar.out [m_max, N] bf16 and protocol words";
@@ -63,17 +56,9 @@ class GemmArPlanTrait final : public OpPlanTrait<GemmArOptions, GemmAllReduceCon
     if (fused::gar_split_mode(cfg_.mode) != GemmAllReduceMode::kAuto && world_ > 1) s += ", the split all-reduce's regions";
     return s;
   }
-  std::string no_kernel_reason() const override {
-    return "no fused kernel for " + std::string(to_string(cfg_.quant)) + " in this build";
-  }
   std::vector<std::string> table_notes() const override {
     return {"# bytes_rs / bytes_ag: what this rank sends on the reduce-scatter / all-gather leg, (world - 1) / world "
             "of the bf16 [M, N] each, the same for split and fused"};
-  }
-  const char* k_key() const override { return "k_per_rank"; }
-  void add_doc_extras(nlohmann::json& doc) const override {
-    doc["chunks"] = cfg_.chunks;
-    doc["exact_own"] = cfg_.exact_own;
   }
 };
 

@@ -32,11 +32,15 @@ std::vector<std::string> preset_names(const std::string& text, bool many) {
   return names;
 }
 
-const ModelPreset& preset_for_op(const std::string& name, PresetOp op, const PresetTyped& t, std::string& quant) {
+const ModelPreset& preset_for_op(const std::string& name, PresetOp op, const PresetTyped& t, std::string& quant,
+                                 std::string_view subcommand) {
   const ModelPreset* p = find_model_preset(name);
   if (p == nullptr) model_preset(name);  // throws, listing the known names
-  WEAVE_EXPECT_ARG(p->op == op, "--preset " << name << ": a " << to_string(p->op) << " layer, not " << to_string(op)
-                                            << " (use `" << to_string(p->op) << " --preset " << name << "`)");
+  const std::string use = " (use `" + std::string(to_string(p->op)) + " --preset " + name + "`)";
+  if (!subcommand.empty() && subcommand != to_string(op))
+    WEAVE_EXPECT_ARG(p->op == op, "--preset " << name << ": a " << to_string(p->op) << " layer; " << subcommand
+                                              << " takes the " << to_string(op) << " layers" << use);
+  WEAVE_EXPECT_ARG(p->op == op, "--preset " << name << ": a " << to_string(p->op) << " layer, not " << to_string(op) << use);
   const char* sets = p->op == PresetOp::kGemmAllReduce ? "N and K (K_r = K / world)" : "N and K";
   WEAVE_EXPECT_ARG(!typed(t.n), "-n/--n: --preset " << name << " sets " << sets << "; give one or the other");
   WEAVE_EXPECT_ARG(!typed(t.k), "-k/--k: --preset " << name << " sets " << sets << "; give one or the other");
@@ -83,8 +87,10 @@ std::string presets_listing() {
   }
   s += "# gemm-ar: every rank holds A [M, K_r] and B [N, K_r] and receives the summed [M, N]; K_r = K / world.\n"
        "# gemm-ag: every rank computes its own M rows with the whole B [N, K]; every rank receives world x M rows.\n"
-       "# `weave plan gemm-ar|gemm-ag --preset NAME --world W` plans one; -m, --m-max and --quant (a shipped one)\n"
-       "# may still be given, -n, -k and --out not.\n";
+       "# gemm-rs takes the gemm-ar layers (sequence parallelism): the same K_r shard; rank r receives rows\n"
+       "#   [r M/W, (r+1) M/W) of the sum, so each default M is rounded up to a multiple of the world.\n"
+       "# `weave plan gemm-ar|gemm-rs|gemm-ag --preset NAME --world W` plans one; -m, --m-max and --quant (a\n"
+       "# shipped one) may still be given, -n, -k and --out not.\n";
   for (const std::string& n : notes) s += "# does not shard: " + n + "\n";
   return s;
 }

@@ -1,5 +1,6 @@
-// --preset for `weave plan|bench gemm-ar|gemm-ag`: a layer of the library's preset table
-// (weave/presets.hpp) fills the shape options. The preset sets N, K (gemm-ar: K_r = K / world),
+// --preset for `weave plan|bench gemm-ar|gemm-rs|gemm-ag`: a layer of the library's preset table
+// (weave/presets.hpp) fills the shape options (gemm-rs takes the gemm-ar layers: both are
+// row-parallel). The preset sets N, K (gemm-ar, gemm-rs: K_r = K / world),
 // the default quant, the output dtype and the default -m list; -m, --m-max and --quant (one the
 // model ships) may still be given; -n, -k and --out may not (exit 2 naming both the option and the
 // preset). Every check is on the CPU and throws Error(kInvalidArgument) before any GPU work.
@@ -7,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "weave/presets.hpp"
@@ -27,8 +29,10 @@ std::vector<std::string> preset_names(const std::string& text, bool many);
 
 // The preset `name` for the op `op` ("--preset NAME: ... is a gemm-ag layer" otherwise), with
 // every option in `typed` that the preset sets refused by name. Returns the preset; `quant` is
-// --quant's value when typed, else the preset's default.
-const ModelPreset& preset_for_op(const std::string& name, PresetOp op, const PresetTyped& typed, std::string& quant);
+// --quant's value when typed, else the preset's default. `subcommand`: the command that takes
+// `op`'s layers when it is not `op` itself (gemm-rs takes the gemm-ar layers), for the refusal.
+const ModelPreset& preset_for_op(const std::string& name, PresetOp op, const PresetTyped& typed, std::string& quant,
+                                 std::string_view subcommand = {});
 
 // "--preset NAME at world W: N = .., K = .. -> per rank .." (a header line for plans and benches).
 std::string preset_line(const ModelPreset& preset, const PresetShard& shard);

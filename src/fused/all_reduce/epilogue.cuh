@@ -33,6 +33,9 @@
 // output during their call); the combine waits for arrived[q][chunk] (local) instead of
 // flag[0][q][chunk]; end_call's warp (from the kernel's start) runs the copy streams' triggers
 // (lane s - 1) and landed words (lane 16 + s - 1), fused/all_reduce/pull.hpp.
+// no_gather (GemmReduceScatter's fused): as fused, but an own tile's destination is this rank's
+// output only; the flags of phase 1 still go to every peer (the staging's credit, above) and
+// end_call waits for them as in fused.
 // scatter_only (mode fused-rs, the control arm): every tile is a remote-style partial (the own
 // band's into this rank's own staging slot, counted on RS[rank]), no combine, and end_call does
 // nothing: the tail kernel (fused/all_reduce/tail.hpp) reduces, gathers and closes the call.
@@ -105,7 +108,7 @@ struct EpilogueAllReduce {
   // and nothing after an abort: a slow peer's copy engine may still be pulling those rows.
   __device__ __forceinline__ static int destinations(const Params& p, int m_blk) {
     if (comm::aborted(p.p)) return p.pull ? p.pull_stores_after_abort : own(p, m_blk) ? 1 : 0;
-    return p.pull ? 1 : reduces_here(p, m_blk) ? p.p.win.world : 1;
+    return p.pull || p.no_gather ? 1 : reduces_here(p, m_blk) ? p.p.win.world : 1;
   }
   __device__ __forceinline__ static const CUtensorMap* destination_map(const Params& p, int m_blk, int d) {
     if (p.pull) return &p.tma_c;

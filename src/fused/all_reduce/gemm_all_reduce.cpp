@@ -43,47 +43,52 @@ GemmProblem problem_of(const GemmAllReduceConfig& c, int64_t m) {
 
 }  // namespace
 
-GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, const fused::GemmAllReduceHooks& hk)
-    : group(&g), cfg(config), hooks(hk) {
+GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, const fused::GemmAllReduceHooks& hk,
+                          fused::ArLeg lg)
+    : group(&g), cfg(config), hooks(hk), leg(lg) {
+  const bool rs = leg == fused::ArLeg::kReduceScatter;
   debug = gemm::MainloopDebug::from_env();
   const int w = g.world_size();
   const std::string bad = GemmAllReduce::validate(cfg, w);
-  WEAVE_EXPECT_ARG(bad.empty(), "GemmAllReduceConfig: " << bad);
+  WEAVE_EXPECT_ARG(bad.empty(), op_name() << "Config: " << bad);
+  WEAVE_EXPECT_ARG(!rs || (cfg.mode != GemmAllReduceMode::kDecode && cfg.mode != GemmAllReduceMode::kFusedRs &&
+                           cfg.mode != GemmAllReduceMode::kFusedCe),
+                   "GemmReduceScatter: mode " << to_string(cfg.mode) << " is GemmAllReduce's only");
   WEAVE_CHECK_CUDA(cudaSetDevice(g.device()));
   WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, g.device()));
   // Every rank's CTAs must be resident together (own tiles wait for peers' partials): one CTA per
   // SM, and ranks sharing a GPU (the emulated world) share its SMs.
   grid_cap = fused::ctas_per_rank(comm::rank_sm_share(num_sms, g.ranks_per_device()), cfg.max_sms);
   fused_kernel = fused::gar_fused_kernel(cfg);
-  caps = fused::gar_capabilities(cfg, fused::placement_of(g, fused_kernel != nullptr));
+  caps = fused::gar_capabilities(cfg, fused::placement_of(g, fused_kernel != nullptr), leg);
   if (cfg.mode == GemmAllReduceMode::kFusedCe) fused::require_ce_compiled_in("GemmAllReduce");
   WEAVE_EXPECT(caps.unavailable.empty(), Status::kUnavailable, caps.unavailable);
   if (cfg.mode == GemmAllReduceMode::kAuto && caps.split == GemmAllReduceMode::kSplitNccl)
-    WEAVE_LOG(kWarn, "rank " << g.rank() << ": GemmAllReduce auto: ranks are not all in one NVLink domain ("
+    WEAVE_LOG(kWarn, "rank " << g.rank() << ": " << op_name() << " auto: ranks are not all in one NVLink domain ("
                              << g.lsa_team_size() << " of " << w << "); every call runs split-nccl");
   else if (cfg.mode == GemmAllReduceMode::kAuto && !caps.fused && w > 1)
-    WEAVE_LOG(kInfo, "rank " << g.rank() << ": GemmAllReduce auto: no fused kernel for " << to_string(cfg.quant)
+    WEAVE_LOG(kInfo, "rank " << g.rank() << ": " << op_name() << " auto: no fused kernel for " << to_string(cfg.quant)
                              << "; every call runs split");
-  calibration = fused::gar_calibration(cfg, w);
+  calibration = fused::gar_calibration(cfg, w, leg);
   // Every rank must build the same op: N, K_r, m_max, quant, mode, hooks, the kernels it will use
   // and the calibration's contents (auto's per-call choices must agree).
   std::ostringstream id;
-  id << "weave.gemm_all_reduce.v1|" << cfg.n << "|" << cfg.k << "|" << cfg.m_max << "|" << static_cast<int>(cfg.quant)
+  id << (rs ? "weave.gemm_reduce_scatter.v1|" : "weave.gemm_all_reduce.v1|") << cfg.n << "|" << cfg.k << "|" << cfg.m_max << "|" << static_cast<int>(cfg.quant)
      << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.mode) << "|"
      << static_cast<int>(caps.split) << "|" << caps.fused << "|" << cfg.exact_own << "|" << cfg.chunks << "|"
      << hooks.flow_control << "|" << hooks.skip_arrival_wait << "|" << hooks.skip_partial_wait << "|"
      << hooks.publish_every_tile << "|" << hooks.initial_epoch << "|" << hooks.stale_slot_lag << "|" << grid_cap << "|"
      << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route);
   rt = std::make_unique<comm::OpRuntime>(g);
-  rt->agree_config(id.str(),
-                   "GemmAllReduce configuration (n, k = K_r, m_max, quant, mode, exact_own, chunks, testing hooks, calibration)");
+  rt->agree_config(id.str(), std::string(op_name()) +
+                                " configuration (n, k = K_r, m_max, quant, mode, exact_own, chunks, testing hooks, calibration)");
   if (fused_kernel) fused_kernel->prepare();
   WEAVE_EXPECT_ARG(!(cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route == MxRoute::kBf16 &&
                      cfg.mode == GemmAllReduceMode::kFusedCe),
                    "GemmAllReduceConfig.mx_route = bf16 cannot run in mode fused-ce (its copy streams fork from the "
                    "kernel's start, which the either/or's skipped first kernel would give too early); use auto or native");
   if (caps.pulls) {
-    mem_ops = comm::StreamMemOps::agreed(g, "GemmAllReduce fused-ce (device-triggered copies)");
+    mem_ops = comm::StreamMemOps::agreed(g, "GemmAllReduce fused-ce (device-triggered copies)");  // (never GemmReduceScatter)
     pulls.open(w - 1);
   }
   // The split GEMM runs the same tile as the fused kernel (so split and fused agree bitwise).
@@ -91,7 +96,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
                                           fused::kGarBlockN,
                                           gemm::instance_scale_layout(cfg.quant, cfg.scale_layout));
   WEAVE_EXPECT(local_kernel != nullptr, Status::kUnavailable,
-               "GemmAllReduce: no " << fused::kGarBlockM << "x" << fused::kGarBlockN << " GEMM kernel for "
+               op_name() << ": no " << fused::kGarBlockM << "x" << fused::kGarBlockN << " GEMM kernel for "
                                     << to_string(cfg.quant) << " -> bf16 in this build");
   local_kernel->prepare();
   if (caps.mx_bf16_route) {
@@ -103,7 +108,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
                                                                 fused::kGarBlockN, ScaleLayout::kRaw,
                                                                 gemm::SchedulerKind::kBandRound);
     mx = fused::make_mx_route(
-        "GemmAllReduceConfig", cfg.mx_route, "rank " + std::to_string(g.rank()) + ": GemmAllReduce",
+        rs ? "GemmReduceScatterConfig" : "GemmAllReduceConfig", cfg.mx_route, "rank " + std::to_string(g.rank()) + ": " + op_name(),
         local_bf16 != nullptr && (fused_kernel == nullptr || fused_bf16 != nullptr),
         [&] {
           local_bf16->prepare();
@@ -113,25 +118,25 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
   }
   if ((caps.split == GemmAllReduceMode::kSplitLsa || caps.split == GemmAllReduceMode::kSplitCe) && w > 1) {
     CollectiveConfig cc;
-    cc.op = CollectiveOp::kAllReduce;
+    cc.op = rs ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
     cc.dtype = DType::kBF16;
     cc.transport = caps.split == GemmAllReduceMode::kSplitCe ? Transport::kCe : Transport::kLsa;
     cc.algorithm = Algorithm::kAuto;
-    cc.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(cfg.n);
+    cc.max_count = static_cast<size_t>(rs ? cfg.m_max / w : cfg.m_max) * static_cast<size_t>(cfg.n);
     split = std::make_unique<Collective::Impl>(g, cc, fused::split_collective_hooks(hooks, cfg.max_sms, g));
   }
 }
 
 fused::GarLayout GemmAllReduce::Impl::lay_out(WindowLayout& wl, const std::string& prefix) {
   const int w = group->world_size();
-  layout = fused::add_gar_regions(wl, cfg, w, split ? split->max_blocks : 1, prefix);
+  layout = fused::add_gar_regions(wl, cfg, w, split ? split->max_blocks : 1, prefix, leg);
   if (split) {
     comm::OpShape s = split->shape();
     s.external_buffers = true;
-    const comm::OpShape want = fused::gar_split_shape(cfg, w, split->max_blocks);
-    WEAVE_EXPECT(s.max_count == want.max_count && s.algorithm == want.algorithm && s.ll_max_count == want.ll_max_count &&
-                     s.elem_bytes == want.elem_bytes,
-                 Status::kInternal, "GemmAllReduce: the split all-reduce's shape differs from the window layout's");
+    const comm::OpShape want = fused::gar_split_shape(cfg, w, split->max_blocks, leg);
+    WEAVE_EXPECT(s.op == want.op && s.max_count == want.max_count && s.algorithm == want.algorithm &&
+                     s.ll_max_count == want.ll_max_count && s.elem_bytes == want.elem_bytes,
+                 Status::kInternal, op_name() << ": the split collective's shape differs from the window layout's");
   }
   return layout;
 }
@@ -159,13 +164,19 @@ std::unique_ptr<GemmAllReduce> GemmAllReduce::Impl::wrap(std::unique_ptr<Impl> i
   return std::unique_ptr<GemmAllReduce>(new GemmAllReduce(std::move(im)));
 }
 
+std::unique_ptr<GemmAllReduce::Impl> GemmAllReduce::Impl::create_impl(comm::Group& g, const GemmAllReduceConfig& config,
+                                                                       const fused::GemmAllReduceHooks& hooks,
+                                                                       fused::ArLeg leg) {
+  auto im = std::make_unique<Impl>(g, config, hooks, leg);
+  WindowLayout wl;
+  im->lay_out(wl, leg == fused::ArLeg::kAllReduce ? "gar" : "grs");
+  im->attach(g.make_window(std::move(wl)));
+  return im;
+}
+
 std::unique_ptr<GemmAllReduce> GemmAllReduce::Impl::create(comm::Group& g, const GemmAllReduceConfig& config,
                                                             const fused::GemmAllReduceHooks& hooks) {
-  auto im = std::make_unique<Impl>(g, config, hooks);
-  WindowLayout wl;
-  im->lay_out(wl, "gar");
-  im->attach(g.make_window(std::move(wl)));
-  return wrap(std::move(im));
+  return wrap(create_impl(g, config, hooks, fused::ArLeg::kAllReduce));
 }
 
 fused::ArSchedule GemmAllReduce::Impl::schedule(int64_t m) const {
@@ -175,43 +186,65 @@ fused::ArSchedule GemmAllReduce::Impl::schedule(int64_t m) const {
 
 GemmAllReducePlan GemmAllReduce::Impl::plan_on(int64_t m, const fused::ArSchedule& sched) const {
   return fused::gar_plan(fused::gar_plan_config(cfg, caps), group->world_size(), m, grid_cap, caps.fused,
-                         group->nccl() != nullptr, rt->window().bytes(), calibration ? &*calibration : nullptr, sched);
+                         group->nccl() != nullptr, rt->window().bytes(), calibration ? &*calibration : nullptr, sched,
+                         leg);
 }
 
 GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const { return plan_on(m, schedule(m)); }
 
 void GemmAllReduce::Impl::check() const {
-  rt->check("GemmAllReduce");
-  pipeline.check("GemmAllReduce");
+  rt->check(op_name());
+  pipeline.check(op_name());
   if (split) split->check();
 }
 
+int64_t GemmAllReduce::Impl::out_row0(int64_t m) const {
+  return leg == fused::ArLeg::kAllReduce ? 0 : m / group->world_size() * group->rank();
+}
+int64_t GemmAllReduce::Impl::out_rows(int64_t m) const {
+  return leg == fused::ArLeg::kAllReduce ? m : m / group->world_size();
+}
+
 TensorView GemmAllReduce::Impl::output(int64_t m) const {
-  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "GemmAllReduce::output: m must be in 1.." << cfg.m_max << ", got " << m);
-  return TensorView::matrix(out_local(), DType::kBF16, m, cfg.n, group->device());
+  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, op_name() << "::output: m must be in 1.." << cfg.m_max << ", got " << m);
+  WEAVE_EXPECT_ARG(m % (leg == fused::ArLeg::kAllReduce ? 1 : group->world_size()) == 0,
+                   op_name() << "::output: m must be a multiple of the world (" << group->world_size() << "), got " << m);
+  const size_t row_bytes = static_cast<size_t>(cfg.n) * 2;
+  return TensorView::matrix(out_local() + static_cast<size_t>(out_row0(m)) * row_bytes, DType::kBF16, out_rows(m),
+                            cfg.n, group->device());
 }
 
 void GemmAllReduce::Impl::run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
                               const TensorView* out, cudaStream_t stream) {
-  comm::OpRuntime::CallGuard guard(*rt, "GemmAllReduce::run", stream);
+  comm::OpRuntime::CallGuard guard(*rt, leg == fused::ArLeg::kAllReduce ? "GemmAllReduce::run" : "GemmReduceScatter::run",
+                                   stream);
   run_in(guard, m, a, b, s, out, stream);
 }
 
 void GemmAllReduce::Impl::run_in(comm::OpRuntime::CallGuard& guard, int64_t m, const TensorView& a, const TensorView& b,
                                  const GemmScales& s, const TensorView* out, cudaStream_t stream) {
   check();
-  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "GemmAllReduce::run: m must be in 1.." << cfg.m_max << " (m_max), got " << m);
+  const int w = group->world_size();
+  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, op_name() << "::run: m must be in 1.." << cfg.m_max << " (m_max), got " << m);
+  if (leg == fused::ArLeg::kReduceScatter) {
+    WEAVE_EXPECT_ARG(m % w == 0, "GemmReduceScatter::run: m must be a multiple of the world (" << w << "): each rank "
+                                 "receives m / world rows; got m = " << m);
+    WEAVE_EXPECT_ARG(cfg.mode != GemmAllReduceMode::kFused || w == 1 || fused::grs_fused_fits(m, w),
+                     "GemmReduceScatter::run: mode fused needs m to be a multiple of world x " << fused::kGarBlockM
+                         << " = " << w * fused::kGarBlockM << " (its bands are whole tiles); got m = " << m
+                         << "; use mode auto (split where fused cannot run) or a split mode");
+  }
   WEAVE_EXPECT_ARG(cfg.mode != GemmAllReduceMode::kDecode || m <= detail::kGemvMaxM,
                    "GemmAllReduce::run: mode decode runs m <= " << detail::kGemvMaxM << " rows (the decode GEMV), got m = "
                                                                 << m << "; use mode auto or split-lsa for larger m");
   const GemmProblem prob = problem_of(cfg, m);
   gemm::check_gemm_inputs(prob, a, b, s, group->device());
   if (cfg.mode == GemmAllReduceMode::kDecode) gemm::check_gemv_scales(prob, s);
-  if (out) fused::check_caller_output(*out, DType::kBF16, m, cfg.n, group->device(), rt->window().handle());
+  if (out) fused::check_caller_output(*out, DType::kBF16, out_rows(m), cfg.n, group->device(), rt->window().handle());
   guard.enqueueing();
   enqueue(prob, a, b, s, stream);
   WEAVE_EXPECT(!fail_after_enqueue_for_testing, Status::kInternal,
-               "GemmAllReduce::run: a failure after the call's GPU work was enqueued (testing)");
+               op_name() << "::run: a failure after the call's GPU work was enqueued (testing)");
   if (out) fused::enqueue_caller_copy(*group, *out, output(m), stream);  // inside the guard: ordered as the call
 }
 
@@ -266,9 +299,10 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
     args.main = main;
     fused::AllReduceParams& e = args.epi;
     e.sched = call.sched;
+    e.no_gather = leg == fused::ArLeg::kReduceScatter ? 1 : 0;
     const WindowHandle& h = rt->window().handle();
     e.tma_c = gemm::make_epilogue_map("the output", out_local(), DType::kBF16, 1, m, cfg.n, cfg.n);
-    for (int st = 1; st < w && !pull; ++st) {  // fused-ce stores to the own rows only
+    for (int st = 1; st < w && !pull && !e.no_gather; ++st) {  // fused-ce (and reduce-scatter) store to the own rows only
       const int peer = comm::peer_at(r, st, w);
       e.tma_peer[st - 1] = gemm::make_epilogue_map("the output (a peer's copy)", h.base[peer] + layout.out,
                                                    DType::kBF16, 1, m, cfg.n, cfg.n);
@@ -332,13 +366,21 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
   args.epi.tma_c = gemm::make_epilogue_map("the output", out_local(), DType::kBF16, 1, m, cfg.n, cfg.n);
   fused::launch_either(*local_kernel, local_bf16, args, gp.grid, route, rc, stream);
   if (call.mode == GemmAllReduceMode::kGemmOnly || w == 1) return;
+  // reduce-scatter in place: the partial's rows of band r reduce into themselves (in + r * count == out).
+  const bool rs = leg == fused::ArLeg::kReduceScatter;
+  const size_t per_rank = count / static_cast<size_t>(w);
+  char* own_rows = out_local() + static_cast<size_t>(out_row0(m)) * static_cast<size_t>(cfg.n) * 2;
   if (call.mode == GemmAllReduceMode::kSplitNccl) {
-    WEAVE_EXPECT(group->nccl() != nullptr, Status::kUnavailable, "GemmAllReduce split-nccl: no NCCL communicator");
-    WEAVE_CHECK_NCCL(ncclAllReduce(out_local(), out_local(), count, ncclBfloat16, ncclSum, group->nccl(), stream));
+    WEAVE_EXPECT(group->nccl() != nullptr, Status::kUnavailable, op_name() << " split-nccl: no NCCL communicator");
+    if (rs)
+      WEAVE_CHECK_NCCL(ncclReduceScatter(out_local(), own_rows, per_rank, ncclBfloat16, ncclSum, group->nccl(), stream));
+    else
+      WEAVE_CHECK_NCCL(ncclAllReduce(out_local(), out_local(), count, ncclBfloat16, ncclSum, group->nccl(), stream));
     return;
   }
-  WEAVE_EXPECT(split != nullptr, Status::kInternal, "GemmAllReduce: mode " << to_string(call.mode) << " has no all-reduce");
-  split->run(out_local(), out_local(), count, stream);
+  WEAVE_EXPECT(split != nullptr, Status::kInternal, op_name() << ": mode " << to_string(call.mode) << " has no collective");
+  if (rs) split->run(out_local(), own_rows, per_rank, stream);
+  else split->run(out_local(), out_local(), count, stream);
 }
 
 // docs/memory_ordering.md "ar-fused-ce": copy stream s - 1 walks peer q = r + s's events
@@ -389,7 +431,7 @@ void GemmAllReduce::Impl::run_decode(const GemmProblem& prob, const TensorView& 
 
 std::string GemmAllReduce::Impl::describe() const {
   std::ostringstream os;
-  os << "GemmAllReduce " << to_string(cfg.quant) << " N=" << cfg.n << " K_r=" << cfg.k << " m_max=" << cfg.m_max
+  os << op_name() << " " << to_string(cfg.quant) << " N=" << cfg.n << " K_r=" << cfg.k << " m_max=" << cfg.m_max
      << ", mode " << to_string(cfg.mode);
   if (cfg.mode == GemmAllReduceMode::kAuto)
     os << " (fused " << (caps.fused ? "available" : "unavailable") << ", split " << to_string(caps.split) << ")";

@@ -36,6 +36,9 @@ struct GemmAllReduce::Impl {
   comm::Group* group = nullptr;
   GemmAllReduceConfig cfg;
   fused::GemmAllReduceHooks hooks;  // the tests' negative controls (defaults everywhere else)
+  // kReduceScatter: this Impl is GemmReduceScatter's (no gather leg; each rank keeps its band:
+  // rows [r m / w, (r + 1) m / w), m a multiple of w; fused/reduce_scatter/).
+  fused::ArLeg leg = fused::ArLeg::kAllReduce;
   int num_sms = 0;
   int grid_cap = 1;  // CTAs per rank: SMs / ranks sharing the GPU
   fused::GarLayout layout;
@@ -59,10 +62,14 @@ struct GemmAllReduce::Impl {
   uint64_t self_test_seed = 0x5eed;
   bool fail_after_enqueue_for_testing = false;  // run() raises after its GPU work is enqueued
 
-  Impl(comm::Group& g, const GemmAllReduceConfig& config, const fused::GemmAllReduceHooks& hooks = {});
+  Impl(comm::Group& g, const GemmAllReduceConfig& config, const fused::GemmAllReduceHooks& hooks = {},
+       fused::ArLeg leg = fused::ArLeg::kAllReduce);
   static Impl& of(GemmAllReduce& op) { return *op.impl_; }  // tests reach the state through it
   static std::unique_ptr<GemmAllReduce> create(comm::Group& g, const GemmAllReduceConfig& config,
                                                const fused::GemmAllReduceHooks& hooks = {});
+  // The same steps for GemmReduceScatter's Impl, which owns this one (fused/reduce_scatter/).
+  static std::unique_ptr<Impl> create_impl(comm::Group& g, const GemmAllReduceConfig& config,
+                                           const fused::GemmAllReduceHooks& hooks, fused::ArLeg leg);
   // Construction in steps, so several ops can share one window (fused/shared_window.hpp): add this
   // op's regions under `prefix`, then attach the window made from the whole layout.
   fused::GarLayout lay_out(WindowLayout& layout, const std::string& prefix);
@@ -96,9 +103,14 @@ struct GemmAllReduce::Impl {
   void enqueue_pulls(int64_t m, const fused::ArSchedule& sched, cudaStream_t stream);
   void init_pull_words();
   char* out_local() const { return rt->window().local() + layout.out; }
+  const char* op_name() const { return fused::gar_op_name(leg); }
+  // The rows of a call of m rows this rank receives: all m, or its band of m / world (reduce-scatter).
+  int64_t out_row0(int64_t m) const;
+  int64_t out_rows(int64_t m) const;
   TensorView output(int64_t m) const;
   void check() const;
   std::string describe() const;
+  SelfTestReport self_test(int64_t m);  // fused/all_reduce/self_test.cpp (both legs)
 };
 
 }  // namespace weave

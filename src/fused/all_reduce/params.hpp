@@ -26,6 +26,10 @@ struct AllReduceParams {
   // partial to its owner's staging slot [rank] (tma_stage[rank] = this rank's own slot); no combine,
   // no end-of-call wait; the tail kernel (fused/all_reduce/tail.hpp) reduces, gathers and closes the call.
   int32_t scatter_only = 0;
+  // GemmReduceScatter (fused): the own band's final tiles go to this rank's output only (no gather
+  // leg); their chunk flags still go to every peer, as the word that this rank has read the peers'
+  // partials (the end-of-call wait that keeps the next call's partials out of the staging).
+  int32_t no_gather = 0;
   // fused-ce (fused/all_reduce/pull.hpp): every tile to this rank's own output rows (a peer band's as its
   // partial), the copy streams pull them; end_call's warp triggers the copies and turns their
   // landed words into the arrived epochs the combine waits for.

@@ -83,7 +83,7 @@ GemmAllReduceMode gar_split_mode(GemmAllReduceMode mode) {
   }
 }
 
-GarCapabilities gar_capabilities(const GemmAllReduceConfig& cfg, const Placement& at) {
+GarCapabilities gar_capabilities(const GemmAllReduceConfig& cfg, const Placement& at, ArLeg leg) {
   GarCapabilities c;
   const int w = at.world;
   c.hosts_fused = gar_hosts_fused(cfg.mode) && w > 1;
@@ -99,7 +99,8 @@ GarCapabilities gar_capabilities(const GemmAllReduceConfig& cfg, const Placement
     c.plan_mode = GemmAllReduceMode::kSplitNccl;
   }
   std::ostringstream why;
-  const std::string mode = "GemmAllReduce: mode " + std::string(to_string(cfg.mode));
+  const std::string op = gar_op_name(leg);
+  const std::string mode = op + ": mode " + std::string(to_string(cfg.mode));
   if (cfg.mode == GemmAllReduceMode::kDecode) {
     const std::string decode_why = gar_decode_unsupported_reason(cfg, 1);
     if (!decode_why.empty()) why << mode << ": the decode GEMV cannot run this op: " << decode_why;
@@ -120,11 +121,11 @@ GarCapabilities gar_capabilities(const GemmAllReduceConfig& cfg, const Placement
         why << mode << " needs every rank in one NVLink domain (" << domain_ranks_phrase(at) << ")";
       break;
     case GemmAllReduceMode::kSplitNccl:
-      if (!at.nccl) why << "GemmAllReduce: mode split-nccl needs an NCCL communicator; " << at.group << " has none";
+      if (!at.nccl) why << op << ": mode split-nccl needs an NCCL communicator; " << at.group << " has none";
       break;
     case GemmAllReduceMode::kAuto:
       if (!at.nvlink_domain && !at.nccl)
-        why << "GemmAllReduce: ranks are not in one NVLink domain and there is no NCCL communicator";
+        why << op << ": ranks are not in one NVLink domain and there is no NCCL communicator";
       break;
     case GemmAllReduceMode::kGemmOnly: break;
   }
@@ -132,14 +133,17 @@ GarCapabilities gar_capabilities(const GemmAllReduceConfig& cfg, const Placement
   return c;
 }
 
-comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max_blocks) {
+comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max_blocks, ArLeg leg) {
   comm::OpShape s;
-  s.op = CollectiveOp::kAllReduce;
+  const bool rs = leg == ArLeg::kReduceScatter;
+  s.op = rs ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
   const bool ce = gar_split_mode(cfg.mode) == GemmAllReduceMode::kSplitCe;
-  s.algorithm = Algorithm::kAuto;
+  // As plan_collective resolves auto: the ce reduce-scatter is its push; the rest stay auto.
+  s.algorithm = rs && ce ? Algorithm::kPush : Algorithm::kAuto;
   s.world = world;
   s.elem_bytes = 2;
-  s.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(cfg.n);
+  // reduce-scatter: elements per rank's output (in place: its input is the whole partial, gar.out).
+  s.max_count = static_cast<size_t>(rs ? cfg.m_max / world : cfg.m_max) * static_cast<size_t>(cfg.n);
   s.max_blocks = max_blocks;
   s.ll_max_count = comm::ll_max_count_for(ce ? Transport::kCe : Transport::kLsa, s.algorithm, s.max_count, 2);
   s.external_buffers = true;
@@ -147,7 +151,7 @@ comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max
 }
 
 GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, int world, int split_max_blocks,
-                          const std::string& prefix) {
+                          const std::string& prefix, ArLeg leg) {
   GarLayout g;
   const size_t w = static_cast<size_t>(world);
   const GarCapabilities hosts = gar_capabilities(cfg, world_only(world));  // its mode-only part
@@ -167,7 +171,7 @@ GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, 
   }
   g.out = layout.add(prefix + ".out", RegionKind::kData, static_cast<uint64_t>(cfg.m_max) * static_cast<uint64_t>(cfg.n) * 2).offset;
   if (hosts.hosted_split != GemmAllReduceMode::kAuto) {
-    g.split = comm::add_op_regions(layout, prefix + ".split", gar_split_shape(cfg, world, split_max_blocks));
+    g.split = comm::add_op_regions(layout, prefix + ".split", gar_split_shape(cfg, world, split_max_blocks, leg));
     g.has_split = true;
   }
   return g;
@@ -198,14 +202,16 @@ GarRates gar_rates(ScaleMode quant) {
 }
 
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available, uint64_t window_bytes, const Calibration* cal) {
+                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, ArLeg leg) {
   return gar_plan(cfg, world, m, ctas, fused_available, nccl_available, window_bytes, cal,
-                  ar_schedule(m, cfg.n, kGarBlockM, kGarBlockN, world, 0, gar_chunks(cfg, m, ctas)));
+                  ar_schedule(m, cfg.n, kGarBlockM, kGarBlockN, world, 0, gar_chunks(cfg, m, ctas)), leg);
 }
 
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const ArSchedule& s) {
+                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const ArSchedule& s,
+                           ArLeg leg) {
   GemmAllReducePlan p;
+  const bool rs = leg == ArLeg::kReduceScatter;
   p.tiles = int64_t(s.m_blocks) * s.n_blocks;
   p.grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctas, p.tiles)));
   p.waves = double(p.tiles) / std::max(1, ctas);
@@ -216,7 +222,7 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
   const double bytes = double(m) * double(cfg.n) * 2;  // the bf16 output (and each rank's partial)
   // Two-shot volumes, the same for split and fused: each leg sends (world - 1) / world of it.
   p.bytes_rs = world > 1 ? static_cast<int64_t>(bytes * (world - 1) / world) : 0;
-  p.bytes_ag = p.bytes_rs;
+  p.bytes_ag = rs ? 0 : p.bytes_rs;  // GemmReduceScatter: no gather leg
   p.window_bytes = static_cast<int64_t>(window_bytes);
   const GarRates r = gar_rates(cfg.quant);
   // The larger of the compute time and the time to stream B_r once (small M is memory-bound).
@@ -227,7 +233,8 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
   p.model_comm_us = world > 1 ? link_us + r.comm_latency_us : 0;
   p.model_split_us = p.model_gemm_us + p.model_comm_us;
   // Fused: both legs under the GEMM; left over is the last round, one own chunk of compute and
-  // its gather: gemm / (world * chunks) + (world - 1) / world * S / (chunks * link).
+  // its gather: gemm / (world * chunks) + (world - 1) / world * S / (chunks * link) (no gather for
+  // GemmReduceScatter).
   const double c = std::max(1, s.max_chunks);
   const double tail_us = world > 1 ? p.model_gemm_us / (world * c) + double(p.bytes_ag) / (c * r.link_gbps * 1e3) + 4 : 0;
   p.model_fused_us = std::max(p.model_gemm_us, link_us) + tail_us;
@@ -244,16 +251,23 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
   const GemmAllReduceMode split = gar_split_mode(cfg.mode) == GemmAllReduceMode::kAuto ? GemmAllReduceMode::kSplitLsa
                                                                                        : gar_split_mode(cfg.mode);
   // run() plans every call: ask the GEMV's rules only where decode is in question.
-  const std::string decode_why = m <= detail::kGemvMaxM || cfg.mode == GemmAllReduceMode::kDecode
+  const std::string decode_why = rs ? std::string("GemmReduceScatter has no decode mode")
+                                 : m <= detail::kGemvMaxM || cfg.mode == GemmAllReduceMode::kDecode
                                      ? gar_decode_unsupported_reason(cfg, m)
                                      : std::string("m > ") + std::to_string(detail::kGemvMaxM);
+  // GemmReduceScatter's fused bands are whole tiles (fused/all_reduce/plan.hpp grs_fused_fits).
+  const std::string fused_why =
+      rs && world > 1 && !grs_fused_fits(m, world)
+          ? "m = " + std::to_string(m) + " is not a multiple of world x " + std::to_string(kGarBlockM) + " = " +
+                std::to_string(world * kGarBlockM) + " (the fused bands are whole tiles)"
+          : std::string();
   // The calibration's measured best, where this op can run it here (auto hosts split-lsa, fused and
   // decode); anything else falls through to the model.
   std::optional<GemmAllReduceMode> measured;
   if (cal != nullptr && cfg.mode == GemmAllReduceMode::kAuto && world > 1) {
     if (const auto best = cal->best_for(m)) {
       const auto mode = parse_gemm_all_reduce_mode(*best);
-      if (mode == GemmAllReduceMode::kSplitLsa || (mode == GemmAllReduceMode::kFused && fused_available) ||
+      if (mode == GemmAllReduceMode::kSplitLsa || (mode == GemmAllReduceMode::kFused && fused_available && fused_why.empty()) ||
           (mode == GemmAllReduceMode::kDecode && decode_why.empty()))
         measured = mode;
     }
@@ -267,7 +281,7 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
         p.mode = *measured;
         why << "calibration " << cal->source << (cal->where.empty() ? "" : " (" + cal->where + ")")
             << ": measured fastest near m = " << m;
-      } else if (gar_decode_pays(cfg.quant, m) && decode_why.empty()) {
+      } else if (!rs && gar_decode_pays(cfg.quant, m) && decode_why.empty()) {
         p.mode = GemmAllReduceMode::kDecode;
         why << to_string(cfg.quant) << ", m = " << m << " <= " << gar_decode_max_m(cfg.quant)
             << ": decode GEMV (memory-bound on B_r, " << cfg.n * cfg.k * (cfg.quant == ScaleMode::kBF16 ? 2 : 1)
@@ -275,6 +289,9 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
       } else if (!fused_available) {
         p.mode = split;
         why << "fused kernel not available for " << to_string(cfg.quant) << " here; split";
+      } else if (!fused_why.empty()) {
+        p.mode = split;
+        why << fused_why << "; split";
       } else if (p.waves < kGarMinFusedWaves) {
         p.mode = split;
         why << p.waves << " waves of " << kGarBlockM << "x" << kGarBlockN << " tiles (< " << kGarMinFusedWaves
@@ -298,9 +315,11 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
       }
       if (cfg.mode == GemmAllReduceMode::kSplitNccl && !nccl_available) why << " (unavailable: no NCCL communicator)";
       if (cfg.mode == GemmAllReduceMode::kDecode && !decode_why.empty()) why << " (cannot run m = " << m << ": " << decode_why << ")";
+      if (cfg.mode == GemmAllReduceMode::kFused && world > 1 && !fused_why.empty())
+        why << " (cannot run m = " << m << ": " << fused_why << ")";
       break;
   }
-  if (cfg.mode == GemmAllReduceMode::kAuto && world > 1 && p.mode != GemmAllReduceMode::kDecode && !measured &&
+  if (!rs && cfg.mode == GemmAllReduceMode::kAuto && world > 1 && p.mode != GemmAllReduceMode::kDecode && !measured &&
       m <= detail::kGemvMaxM)
     why << "; decode not taken: "
         << (decode_why.empty() ? "measured slower than split-lsa for this quant / m (fused/all_reduce/plan.hpp)" : decode_why);

@@ -25,6 +25,15 @@ inline constexpr double kGarMinFusedWaves = 2.0;
 // As kGagBoundSplitBlocks: window sizes reported before an op exists assume this grid cap.
 inline constexpr int kGarBoundSplitBlocks = 264;
 
+// What the op hands its ranks: GemmAllReduce's whole sum, or GemmReduceScatter's band of it (the
+// same op without the gather leg: weave/gemm_reduce_scatter.hpp).
+enum class ArLeg : uint8_t { kAllReduce, kReduceScatter };
+inline const char* gar_op_name(ArLeg leg) {
+  return leg == ArLeg::kAllReduce ? "GemmAllReduce" : "GemmReduceScatter";
+}
+// GemmReduceScatter's fused mode needs every band to be whole tiles: m a multiple of world x block_m.
+inline bool grs_fused_fits(int64_t m, int world) { return m % (int64_t(world) * kGarBlockM) == 0; }
+
 struct GarLayout {
   uint64_t control = 0, credits = 0, flags = 0, staging = 0, out = 0;
   uint64_t pull = 0;          // fused-ce: the copy streams' words (fused/all_reduce/pull.hpp)
@@ -41,11 +50,12 @@ GemmAllReduceMode gar_split_mode(GemmAllReduceMode mode);  // kSplitLsa / kSplit
 using GarCapabilities = Capabilities<GemmAllReduceMode>;
 // What an op of `cfg` can run at `at` (fused/capabilities.hpp). `unavailable` names the rule the
 // requested mode breaks there, as the constructor raises it (kUnavailable).
-GarCapabilities gar_capabilities(const GemmAllReduceConfig& cfg, const Placement& at);
-comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max_blocks);
+GarCapabilities gar_capabilities(const GemmAllReduceConfig& cfg, const Placement& at, ArLeg leg = ArLeg::kAllReduce);
+// The split collective: an all-reduce of m_max x N, or a reduce-scatter of m_max / world x N per rank (in place).
+comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max_blocks, ArLeg leg = ArLeg::kAllReduce);
 // The op's regions, named "<prefix>.control" etc. (several ops share a window under distinct prefixes).
 GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, int world, int split_max_blocks,
-                          const std::string& prefix = "gar");
+                          const std::string& prefix = "gar", ArLeg leg = ArLeg::kAllReduce);
 
 // auto takes decode only where it was measured faster than split-lsa (the 128x128 GEMM + the same
 // all-reduce; emulated world W = 2, N = 7168, K_r = 2048, 2026-12-01, docs/perf/fused.md):
@@ -76,14 +86,16 @@ const gemm::GemmKernelEntry<AllReduceParams>* gar_fused_kernel(const GemmAllRedu
 
 // cfg.calibration's table for an op in a world of `world` ranks (nothing when none is named); refuses
 // a table for another op shape, or one named with an explicit mode (kInvalidArgument).
-std::optional<Calibration> gar_calibration(const GemmAllReduceConfig& cfg, int world);
+std::optional<Calibration> gar_calibration(const GemmAllReduceConfig& cfg, int world, ArLeg leg = ArLeg::kAllReduce);
 
 // cal: the op's calibration table (auto takes its measured best where it can run it), or null.
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available, uint64_t window_bytes = 0, const Calibration* cal = nullptr);
+                           bool nccl_available, uint64_t window_bytes = 0, const Calibration* cal = nullptr,
+                           ArLeg leg = ArLeg::kAllReduce);
 // The same from a schedule of m rows already made (any rank's: the plan reads only its shape).
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const ArSchedule& s);
+                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const ArSchedule& s,
+                           ArLeg leg = ArLeg::kAllReduce);
 // The configuration the planner reads for an op of `cfg` with capabilities `caps` (its plan_mode).
 inline GemmAllReduceConfig gar_plan_config(GemmAllReduceConfig cfg, const GarCapabilities& caps) {
   cfg.mode = caps.plan_mode;

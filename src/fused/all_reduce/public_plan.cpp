@@ -18,12 +18,12 @@ const gemm::GemmKernelEntry<AllReduceParams>* gar_fused_kernel(const GemmAllRedu
                                                  gemm::SchedulerKind::kBandRound);
 }
 
-std::optional<Calibration> gar_calibration(const GemmAllReduceConfig& cfg, int world) {
+std::optional<Calibration> gar_calibration(const GemmAllReduceConfig& cfg, int world, ArLeg leg) {
   if (cfg.calibration.empty()) return std::nullopt;
+  const std::string field = std::string(gar_op_name(leg)) + "Config.calibration";
   WEAVE_EXPECT_ARG(cfg.mode == GemmAllReduceMode::kAuto,
-                   "GemmAllReduceConfig.calibration: only mode auto consults a calibration (mode "
-                       << to_string(cfg.mode) << " is explicit)");
-  return load_calibration_for(cfg.calibration, "GemmAllReduceConfig.calibration", "gemm-ar", cfg.quant,
+                   field << ": only mode auto consults a calibration (mode " << to_string(cfg.mode) << " is explicit)");
+  return load_calibration_for(cfg.calibration, field, leg == ArLeg::kAllReduce ? "gemm-ar" : "gemm-rs", cfg.quant,
                               cfg.scale_layout, DType::kBF16, cfg.n, cfg.k, world);
 }
 

@@ -11,7 +11,7 @@
 // against source s (its term did not arrive) when no other source's term explains it; any other
 // error is counted as unattributed. The
 // expected value is the all-reduce in every mode: gemm-only, which moves nothing, fails (the
-// self-test's negative control).
+// self-test's negative control). GemmReduceScatter's Impl (leg kReduceScatter) checks its band.
 #include <cuda_runtime.h>
 
 #include <cstring>
@@ -28,14 +28,26 @@
 
 namespace weave {
 
-SelfTestReport GemmAllReduce::self_test(std::int64_t m) {
-  Impl& im = *impl_;
+SelfTestReport GemmAllReduce::self_test(std::int64_t m) { return impl_->self_test(m); }
+
+SelfTestReport GemmAllReduce::Impl::self_test(std::int64_t m) {
+  Impl& im = *this;
   comm::Group& g = *im.group;
   const GemmAllReduceConfig& c = im.cfg;
-  // Not a multiple of the tile: partial tiles, several bands (decode: the GEMV's M <= 32, partial n8 tiles).
-  if (m == 0) m = std::min<int64_t>(c.m_max, c.mode == GemmAllReduceMode::kDecode ? 29 : 300);
-  WEAVE_EXPECT_ARG(m >= 1 && m <= c.m_max, "GemmAllReduce::self_test: m must be in 1..m_max (" << c.m_max << ")");
   const int w = g.world_size(), r = g.rank();
+  const bool rs = leg == fused::ArLeg::kReduceScatter;
+  const std::string what = std::string(op_name()) + "::self_test";
+  // Not a multiple of the tile: partial tiles, several bands (decode: the GEMV's M <= 32, partial
+  // n8 tiles). Reduce-scatter: a multiple of the world (fused: of world x 128, its bands' rule).
+  if (m == 0) {
+    m = std::min<int64_t>(c.m_max, c.mode == GemmAllReduceMode::kDecode ? 29 : 300);
+    if (rs && c.mode == GemmAllReduceMode::kFused && w > 1)
+      m = std::min<int64_t>(c.m_max, 2 * w * fused::kGarBlockM) / (w * fused::kGarBlockM) * (w * fused::kGarBlockM);
+    else if (rs)
+      m = m / w * w;
+  }
+  WEAVE_EXPECT_ARG(m >= 1 && m <= c.m_max, what << ": m must be in 1..m_max (" << c.m_max << "), got " << m);
+  WEAVE_EXPECT_ARG(!rs || m % w == 0, what << ": m must be a multiple of the world (" << w << "), got " << m);
   const int64_t n = c.n, k = c.k;
   const uint64_t seed = im.self_test_seed++;
   WEAVE_CHECK_CUDA(cudaSetDevice(g.device()));
@@ -58,23 +70,25 @@ SelfTestReport GemmAllReduce::self_test(std::int64_t m) {
   report.wrong_from_rank.assign(w, 0);
   int64_t unattributed = 0;
   std::ostringstream detail;
-  const size_t out_elems = static_cast<size_t>(m * n);
+  const int64_t row0 = out_row0(m), rows = out_rows(m);
+  const size_t out_elems = static_cast<size_t>(rows * n);
+  char* out_bytes = out_local() + static_cast<size_t>(row0 * n) * 2;
   {
     // One call guard over the poison and the call: no other thread's call of this op lands between.
-    comm::OpRuntime::CallGuard guard(*im.rt, "GemmAllReduce::self_test", stream);
+    comm::OpRuntime::CallGuard guard(*im.rt, rs ? "GemmReduceScatter::self_test" : "GemmAllReduce::self_test", stream);
     const std::vector<uint8_t> bytes = fused::run_self_test_call(
-        g, stream, im.out_local(), out_elems * 2, "GemmAllReduce::self_test (" + im.describe() + ")",
+        g, stream, out_bytes, out_elems * 2, what + " (" + im.describe() + ")",
         [&] { im.run_in(guard, m, a, b, scales, nullptr, stream); }, [&] { im.check(); });
     std::vector<uint16_t> got(out_elems);
     std::memcpy(got.data(), bytes.data(), bytes.size());
     std::vector<int64_t> cols(w);
-    for (int64_t i = 0; i < m; ++i) {
+    for (int64_t i = row0; i < row0 + rows; ++i) {
       for (int s = 0; s < w; ++s) cols[s] = col_of(s, i);
       for (int64_t j = 0; j < n; ++j) {
         int want = 0;
         for (int s = 0; s < w; ++s)
           want += b_val(s, j, cols[s]);
-        const uint32_t u = static_cast<uint32_t>(got[static_cast<size_t>(i * n + j)]) << 16;
+        const uint32_t u = static_cast<uint32_t>(got[static_cast<size_t>((i - row0) * n + j)]) << 16;
         float v = 0;
         std::memcpy(&v, &u, 4);
         if (v == static_cast<float>(want)) continue;
@@ -99,12 +113,12 @@ SelfTestReport GemmAllReduce::self_test(std::int64_t m) {
   for (auto v : report.wrong_from_rank) ok &= v == 0;
   report.caller_buffers_ok = ok;
   report.window_buffers_ok = ok;
-  const std::string failed = g.failed_ranks(ok, "the GemmAllReduce self-test outcome");
+  const std::string failed = g.failed_ranks(ok, "the " + std::string(op_name()) + " self-test outcome");
   report.ok = failed.empty();
   std::ostringstream os;
   os << im.describe() << ": m = " << m << " rows, mode " << to_string(im.last) << ": ";
   if (report.ok) {
-    os << "every element is the sum of every source rank's term, on every rank";
+    os << "every element" << (rs ? " of every rank's band" : "") << " is the sum of every source rank's term, on every rank";
   } else {
     os << "FAILED on rank(s) " << failed;
     if (unattributed) os << "; " << unattributed << " wrong element(s) not explained by one missing source";

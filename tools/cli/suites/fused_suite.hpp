@@ -1,4 +1,4 @@
-// What the fused-op bench suites (gemm-ag, gemm-ar) share, so both say and measure the same way:
+// What the fused-op bench suites (gemm-ag, gemm-ar, gemm-rs) share, so both say and measure the same way:
 // the emulated world's label and the comm-only note, the world options and the one GPU they run
 // on, the per-rank timing of a row's arms (alternating under CUDA graphs, every rank barriered
 // before every sample; per arm the per-rank maximum of medians), the overlap line, the table, the

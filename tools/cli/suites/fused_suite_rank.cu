@@ -73,13 +73,16 @@ char* SuiteRun::output_of(const RankCall& c, size_t i) const {
   if (a.op) return a.op->output(c.m);
   if (a.coll) return static_cast<char*>(a.coll->window_output());
   if (a.sym) return a.sym->region(t_.out_of_place() ? "out" : "c");
+  // cuBLASLt's GEMM alone: its C (what a trait's after_cublaslt may copy elsewhere, or not at all).
+  if (arms_[i].kind == ArmKind::kCublasLt) return static_cast<char*>(a.lt_c.get());
   return static_cast<char*>(t_.out_of_place() ? a.lt_out.get() : a.lt_c.get());
 }
 
-// cuBLASLt's own GEMM holds m rows; every other arm a full output of blocks x m rows.
+// cuBLASLt's own GEMM holds m rows; every other arm a rank's output: blocks x its own rows.
 size_t SuiteRun::output_bytes(size_t i, int64_t m) const {
-  const size_t rows_bytes = static_cast<size_t>(m) * static_cast<size_t>(shape_.n) * dtype_bytes(shape_.out);
-  return arms_[i].kind == ArmKind::kCublasLt ? rows_bytes : rows_bytes * static_cast<size_t>(t_.blocks(world_));
+  const int64_t rows =
+      arms_[i].kind == ArmKind::kCublasLt ? m : t_.own_rows(m, 0, world_).rows * int64_t{t_.blocks(world_)};
+  return static_cast<size_t>(rows) * static_cast<size_t>(shape_.n) * dtype_bytes(shape_.out);
 }
 
 // NaN over the arm's output; comm-only's input (this rank's rows) seeded with its reference.
@@ -95,7 +98,7 @@ void SuiteRun::poison(const RankCall& c, size_t i) {
 // fresh_call: NaN, every rank barriered, one call; else the output the timed replays left
 // (poisoned before the timing, so a replay that wrote nothing shows as NaN). Then the output
 // against its reference: a partial arm's own rows against this rank's GEMM, any other arm's
-// every block against the expected output.
+// every block against the expected output (each block: the rows the trait's own_rows names).
 void SuiteRun::check(const RankCall& c, size_t i, const char* when, bool fresh_call) {
   RankArm& a = c.st.arms[i];
   const SuiteArm& spec = arms_[i];
@@ -114,17 +117,22 @@ void SuiteRun::check(const RankCall& c, size_t i, const char* when, bool fresh_c
   ArmResult& ar = c.res[i];
   const int blocks = t_.blocks(world_);
   ar.wrong_from.resize(t_.wrong_per_source() ? static_cast<size_t>(blocks) : 1, -1);
-  const size_t rows_bytes = c.refs.elems * dtype_bytes(shape_.out);
+  // The rows of each block this arm's output holds (cuBLASLt's own C: all m), from row own.first.
+  const FusedSuiteTrait::OwnRows own =
+      spec.kind == ArmKind::kCublasLt ? FusedSuiteTrait::OwnRows{0, c.m} : t_.own_rows(c.m, r, world_);
+  const size_t n = static_cast<size_t>(shape_.n), own_bytes = static_cast<size_t>(own.rows) * n * dtype_bytes(shape_.out);
+  const size_t first = static_cast<size_t>(own.first) * n;  // elements into a block of the reference
   auto count = [&](size_t slot, const ref::Comparison& cmp) {
     ar.wrong_from[slot] = std::max<int64_t>(ar.wrong_from[slot], 0) + cmp.wrong;
     ar.rel_l2 = std::max(ar.rel_l2, cmp.rel_l2);
   };
   if (spec.partial) {
     // Its own rows: where this rank's block lies in a full output; cuBLASLt's own C holds only them.
-    const int own = output_bytes(i, c.m) == rows_bytes ? 0 : r;
-    const TensorView rows = TensorView::matrix(o + static_cast<size_t>(own) * rows_bytes, shape_.out, c.m, shape_.n, dev);
-    count(t_.wrong_per_source() ? static_cast<size_t>(own) : 0,
-          bench::gpu_compare(rows, c.refs.own[r].as<float>(), t_.tolerance(true, false, world_), stream));
+    const int block = output_bytes(i, c.m) == own_bytes ? 0 : r;
+    const TensorView rows =
+        TensorView::matrix(o + static_cast<size_t>(block) * own_bytes, shape_.out, own.rows, shape_.n, dev);
+    count(t_.wrong_per_source() ? static_cast<size_t>(block) : 0,
+          bench::gpu_compare(rows, c.refs.own[r].as<float>() + first, t_.tolerance(true, false, world_), stream));
   } else {
     // NCCL's reductions round each step (a looser bound than weave's rank-order fp32 sum).
     const bool nccl_summed = spec.kind == ArmKind::kCublasLtNccl || spec.kind == ArmKind::kCublasLtNcclSym ||
@@ -132,8 +140,9 @@ void SuiteRun::check(const RankCall& c, size_t i, const char* when, bool fresh_c
     const bench::Tolerance tol = t_.tolerance(false, nccl_summed, world_);
     const float* mags = c.refs.mags_of(r);
     for (int b = 0; b < blocks; ++b) {
-      const size_t off = static_cast<size_t>(b) * c.refs.elems;
-      const TensorView rows = TensorView::matrix(o + static_cast<size_t>(b) * rows_bytes, shape_.out, c.m, shape_.n, dev);
+      const size_t off = static_cast<size_t>(b) * c.refs.elems + first;
+      const TensorView rows =
+          TensorView::matrix(o + static_cast<size_t>(b) * own_bytes, shape_.out, own.rows, shape_.n, dev);
       count(t_.wrong_per_source() ? static_cast<size_t>(b) : 0,
             bench::gpu_compare(rows, c.refs.expected_of(r) + off, tol, stream, mags ? mags + off : nullptr));
     }

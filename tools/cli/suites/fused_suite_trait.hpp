@@ -1,7 +1,7 @@
 // What a fused operator tells the fused-suite engine (fused_suite_engine.cu), nccl-tests' shape:
 // the engine owns the per-M loop, operands, baseline arms, timing, checks and rows; an operator
 // is one FusedSuiteTrait (its arms, how to build its op, what its collective does to a rank's
-// partial, and the words of its rows). `weave bench gemm-ar` and `gemm-ag` are two such traits.
+// partial, and the words of its rows). `weave bench gemm-ar`, `gemm-rs` and `gemm-ag` are such traits.
 #pragma once
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -95,8 +95,9 @@ class SuiteOpOf final : public SuiteOp {
 };
 
 // An operator's part of a fused suite. Every rank r holds A_r [m, k] and B_r [n, k]; a rank's
-// output is `blocks(W)` blocks of m rows x n, block b checked against block b of its expected
-// reference (fp32), which the trait builds from the ranks' reference GEMMs.
+// output is `blocks(W)` blocks of own_rows(m) rows x n (all m rows, or its band), block b checked
+// against those rows of block b of its expected reference (fp32), which the trait builds from the
+// ranks' reference GEMMs.
 class FusedSuiteTrait {
  public:
   virtual ~FusedSuiteTrait() = default;
@@ -129,6 +130,13 @@ class FusedSuiteTrait {
   // per source block (gemm-ag) or per rank (gemm-ar).
   virtual int blocks(int world) const = 0;
   virtual bool wrong_per_source() const = 0;
+  // The rows of each block a rank's output holds: all m (gemm-ar, gemm-ag), or its band of the
+  // sum (gemm-rs: m / W rows from row r m / W). Checked against those rows of the expected
+  // output (partial arms: of its own reference GEMM); cuBLASLt's own GEMM always holds all m.
+  struct OwnRows {
+    int64_t first = 0, rows = 0;
+  };
+  virtual OwnRows own_rows(int64_t m, int /*rank*/, int /*world*/) const { return {0, m}; }
   // Whether the collective writes a separate output (gather) or works in place (all-reduce).
   virtual bool out_of_place() const = 0;
   // Whether expected outputs come with per-element magnitudes (sums whose terms may cancel).
@@ -148,7 +156,7 @@ class FusedSuiteTrait {
   virtual bool equal_to_split(const SuiteArm& arm, const std::string& ran_mode) const = 0;
 
   // comm-only: where this rank's input rows go (seeded with its reference before each check),
-  // and one call.
+  // and one call (its output: own_rows of each block).
   virtual void* comm_only_input(Collective& coll, int64_t m, int rank) const = 0;
   virtual void run_comm_only(Collective& coll, int64_t m, int rank, cudaStream_t s) const = 0;
   // After cuBLASLt's GEMM of the own rows into `c`: what the baseline does next (nothing, a copy,

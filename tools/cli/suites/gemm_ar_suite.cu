@@ -1,8 +1,9 @@
 // `weave bench gemm-ar`: weave::GemmAllReduce's modes against each other, against cuBLASLt's GEMM
 // and (--devices) against cuBLASLt + NCCL, per M. Every rank r holds A_r [M, K_r] and its own
 // B_r [N, K_r]; every rank receives sum_r A_r B_r^T, [M, N] bf16. This file is the operator's
-// trait of the fused-suite engine (fused_suite_engine.cu: inputs, timing, checks, rows) and the
-// subcommand's help, which lists the arms and worlds.
+// trait of the fused-suite engine (fused_suite_engine.cu: inputs, timing, checks, rows;
+// row_parallel_suite.hpp: what it shares with gemm-rs) and the subcommand's help, which lists the
+// arms and worlds.
 //
 // What is gemm-ar's own:
 //   arms      gemm-only, cublaslt, comm-only (lsa all-reduce), split-lsa, split-ce, decode (m <= 32,
@@ -31,6 +32,7 @@
 #include "cli/gemm_ar_options.hpp"
 #include "cli/registry.hpp"
 #include "cli/suites/fused_suite_trait.hpp"
+#include "cli/suites/row_parallel_suite.hpp"
 #include "comm/collective_impl.hpp"
 #include "common/check.hpp"
 #include "fused/all_reduce/impl.hpp"
@@ -54,14 +56,11 @@ struct GarBenchOptions : fused_bench::FusedSuiteOptions {
 const std::string kCommOnlyEmulatedNote = fused_bench::comm_only_emulated_note(
     "seen with gemm-ag's lsa all-gather on the device, 2026-12-01; the all-reduce's lsa calls chain the same way");
 
-class GemmArTrait final : public fused_bench::OpSuiteTrait<GemmAllReduce, GemmAllReduceConfig> {
+class GemmArTrait final : public fused_bench::RowParallelSuiteTrait<GemmAllReduce, GemmAllReduceConfig> {
  public:
   GemmArTrait(const GarBenchOptions& opt, int world)
-      : OpSuiteTrait(gemm_ar_config(opt.shape, world), opt.calibration, opt.shape.ms, opt.shape.preset, DType::kBF16) {
-    // The table must be for this op shape (refused before any GPU work); only the auto arm reads it.
-    calibration_option(opt.calibration, /*mode_is_auto=*/true, "gemm-ar", base_.quant, base_.scale_layout, DType::kBF16,
-                       base_.n, base_.k, world);
-  }
+      : RowParallelSuiteTrait(gemm_ar_config(opt.shape, world), "gemm-ar", opt.calibration, opt.shape.ms,
+                              opt.shape.preset, world) {}
   const char* name() const override { return "gemm-ar"; }
   const std::vector<std::string>& arm_names() const override {
     static const std::vector<std::string> names = {"gemm-only", "cublaslt", "cublaslt+nccl", "cublaslt+nccl-sym",
@@ -84,29 +83,7 @@ class GemmArTrait final : public fused_bench::OpSuiteTrait<GemmAllReduce, GemmAl
     if (arm.kind != ArmKind::kOp || static_cast<GemmAllReduceMode>(arm.mode) != GemmAllReduceMode::kDecode) return "";
     return m > detail::kGemvMaxM ? "decode runs m <= " + std::to_string(detail::kGemvMaxM) + " (the decode GEMV)" : "";
   }
-  bool distinct_weights() const override { return true; }
-  int blocks(int) const override { return 1; }
-  bool wrong_per_source() const override { return false; }
   bool out_of_place() const override { return false; }
-  bool magnitudes() const override { return true; }
-  void fold_reference(float* expected, float* mags, const float* ref_s, int, size_t elems,
-                      cudaStream_t stream) const override {
-    bench::gpu_add_term(expected, mags, ref_s, static_cast<int64_t>(elems), stream);
-  }
-  void collect_reference(float* expected, float* mags, const float* own_ref, size_t elems, ncclComm_t comm,
-                         cudaStream_t stream) const override {
-    bench::gpu_add_term(expected, mags, own_ref, static_cast<int64_t>(elems), stream);
-    WEAVE_CHECK_NCCL(ncclAllReduce(expected, expected, elems, ncclFloat32, ncclSum, comm, stream));
-    WEAVE_CHECK_NCCL(ncclAllReduce(mags, mags, elems, ncclFloat32, ncclSum, comm, stream));
-  }
-  bench::Tolerance tolerance(bool partial, bool nccl_summed, int world) const override {
-    if (partial) return bench::gemm_tolerance(base_.quant, DType::kBF16);
-    bench::Tolerance t = bench::reduced_gemm_tolerance(base_.quant, world);
-    // An NCCL all-reduce of bf16 partials may round each of its W - 1 partial sums (ring): one
-    // more bf16 half-ulp (2^-9 of the terms' magnitude) per step.
-    if (nccl_summed) t.rtol += (world - 1) * std::ldexp(1.0, -9);
-    return t;
-  }
   bool equal_to_split(const SuiteArm&, const std::string& ran) const override {
     if (ran == "decode" || ran == "split-nccl") return false;  // another K order; NCCL's own order
     return !(base_.exact_own && (ran == "fused" || ran == "fused-ce"));
@@ -122,24 +99,14 @@ class GemmArTrait final : public fused_bench::OpSuiteTrait<GemmAllReduce, GemmAl
     WEAVE_CHECK_NCCL(ncclAllReduce(c, c, static_cast<size_t>(m) * static_cast<size_t>(base_.n), ncclBfloat16, ncclSum,
                                    g.nccl(), s));
   }
-  std::string header_shape() const override {
-    return fused_bench::fmt("n=%lld k=%lld (K_r, per rank) %s -> bf16", static_cast<long long>(base_.n),
-                            static_cast<long long>(base_.k), std::string(to_string(base_.quant)).c_str());
-  }
   std::string world1_note() const override {
     return "nothing reduced; gemm-only, split-lsa and split-ce are the same GEMM";
   }
   const char* verb() const override { return "reduced"; }
-  const char* k_key() const override { return "k_per_rank"; }
-  const char* vs_lt_key() const override { return "ratio_vs_cublaslt"; }
   double busbw_factor(int world) const override { return 2.0 * (world - 1) / world; }
   std::string checked_note(const SuiteArm& arm) const override {
     return arm.partial ? "this rank's partial against its reference GEMM (nothing is reduced)"
                        : "the sum over ranks of their reference GEMMs (bound: bench::reduced_gemm_tolerance)";
-  }
-  void add_row_extras(nlohmann::json& x) const override {
-    x["chunks"] = base_.chunks;
-    x["exact_own"] = base_.exact_own;
   }
   std::vector<std::string> table_notes(int iters, int calls) const override {
     std::vector<std::string> lines = {
