@@ -132,16 +132,7 @@ std::vector<SuiteArm> GemmArTrait::arms(int world, bool emulated, bool over_nccl
   using Mode = GemmAllReduceMode;
   using fused_bench::op_arm;
   fused_bench::ArmList list(wanted, notes);
-  SuiteArm gemm_only = op_arm("gemm-only", Mode::kGemmOnly);
-  gemm_only.partial = true;
-  list.add(gemm_only);
-  list.add({.name = "cublaslt", .kind = ArmKind::kCublasLt, .partial = true});
-  list.add_over_nccl({{.name = "cublaslt+nccl", .kind = ArmKind::kCublasLtNccl},
-                      {.name = "cublaslt+nccl-sym", .kind = ArmKind::kCublasLtNcclSym}},
-                     over_nccl, emulated);
-  list.add_comm_only(world, emulated, "nothing to reduce", kCommOnlyEmulatedNote);
-  const std::string ce_why = emulated ? bench::EmulatedWorld::copy_engine_unsupported_reason(world) : "";
-  fused_bench::add_split_arms(list, Mode::kSplitLsa, Mode::kSplitCe, ce_why);
+  add_opening_arms<Mode>(list, world, emulated, over_nccl, kCommOnlyEmulatedNote);
   // decode (GEMV + the lsa all-reduce) is a split arm of its own rows, m <= 32 (unavailable_at).
   SuiteArm decode = op_arm("decode", Mode::kDecode);
   decode.split = decode.auto_takeable = true;
@@ -160,7 +151,7 @@ std::vector<SuiteArm> GemmArTrait::arms(int world, bool emulated, bool over_nccl
                   : emulated ? "not timed in the emulated world (per-rank graphs share one GPU's hardware queues, and its "
                                "kernel waits for its own copy streams: docs/memory_ordering.md \"ar-fused-ce\"); tested in "
                                "EmulatedGemmAllReduce.FusedCe*, timed on 2+ GPUs"
-                             : ce_why);
+                             : "");
   list.add(op_arm("auto", Mode::kAuto));
   SuiteArm split_nccl = op_arm("split-nccl", Mode::kSplitNccl);
   split_nccl.split = true;

@@ -134,16 +134,7 @@ std::vector<SuiteArm> GemmRsTrait::arms(int world, bool emulated, bool over_nccl
   using Mode = GemmReduceScatterMode;
   using fused_bench::op_arm;
   fused_bench::ArmList list(wanted, notes);
-  SuiteArm gemm_only = op_arm("gemm-only", Mode::kGemmOnly);
-  gemm_only.partial = true;
-  list.add(gemm_only);
-  list.add({.name = "cublaslt", .kind = ArmKind::kCublasLt, .partial = true});
-  list.add_over_nccl({{.name = "cublaslt+nccl", .kind = ArmKind::kCublasLtNccl},
-                      {.name = "cublaslt+nccl-sym", .kind = ArmKind::kCublasLtNcclSym}},
-                     over_nccl, emulated);
-  list.add_comm_only(world, emulated, "nothing to reduce", kCommOnlyEmulatedNote);
-  const std::string ce_why = emulated ? bench::EmulatedWorld::copy_engine_unsupported_reason(world) : "";
-  fused_bench::add_split_arms(list, Mode::kSplitLsa, Mode::kSplitCe, ce_why);
+  add_opening_arms<Mode>(list, world, emulated, over_nccl, kCommOnlyEmulatedNote);
   SuiteArm fused = op_arm("fused", Mode::kFused);
   fused.auto_takeable = fused.fused = fused.overlap_line = true;
   // The op refuses mode fused unless m_max holds one band of whole tiles per rank.

@@ -18,6 +18,7 @@
 #include "cli/fused_options.hpp"
 #include "cli/suites/fused_suite_trait.hpp"
 #include "common/check.hpp"
+#include "testing/emulated_world.hpp"
 #include "testing/gpu_reference.hpp"
 #include "testing/reduce_reference.hpp"
 
@@ -60,6 +61,24 @@ class RowParallelSuiteTrait : public OpSuiteTrait<Op, Config> {
   }
 
  protected:
+  // The arms both operators open with, in this order: gemm-only (this rank's partial), cuBLASLt's
+  // GEMM alone, cuBLASLt + NCCL on plain and on symmetric buffers (--devices), comm-only, split-lsa
+  // and split-ce. Each trait then adds its own (decode, fused, auto, ...).
+  template <class Mode>
+  static void add_opening_arms(ArmList& list, int world, bool emulated, bool over_nccl,
+                               const std::string& comm_only_emulated_note) {
+    SuiteArm gemm_only = op_arm("gemm-only", Mode::kGemmOnly);
+    gemm_only.partial = true;
+    list.add(gemm_only);
+    list.add({.name = "cublaslt", .kind = ArmKind::kCublasLt, .partial = true});
+    list.add_over_nccl({{.name = "cublaslt+nccl", .kind = ArmKind::kCublasLtNccl},
+                        {.name = "cublaslt+nccl-sym", .kind = ArmKind::kCublasLtNcclSym}},
+                       over_nccl, emulated);
+    list.add_comm_only(world, emulated, "nothing to reduce", comm_only_emulated_note);
+    const std::string ce_why = emulated ? bench::EmulatedWorld::copy_engine_unsupported_reason(world) : "";
+    add_split_arms(list, Mode::kSplitLsa, Mode::kSplitCe, ce_why);
+  }
+
   // `op` names the calibration table's op: it must be for this op shape (refused before any GPU
   // work); only the auto arm reads it.
   RowParallelSuiteTrait(Config base, const char* op, const std::string& calibration, std::vector<int64_t> ms,
