@@ -94,6 +94,10 @@ TYPED_TEST(EmulatedFusedOp, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
       std::vector<bench::DeviceBuffer> a_var;
       std::vector<std::unique_ptr<typename T::DeviceExpect>> want;
       std::vector<cudaGraphExec_t> execs;
+      // Three phases, each ended by a barrier: the variants' uploads and closed forms (cudaMalloc,
+      // synchronous copies), the captures, the instantiations. A peer's allocation or synchronous
+      // copy while this rank captures can invalidate the capture (seen once in 6 runs of fused-ce,
+      // whose capture waits for the peer's inside enqueue_lockstep, 2026-12-05).
       for (int gi = 0; gi < 2; ++gi)
         for (int v = 0; v < variants; ++v) {
           const int64_t m = T::kGraphMs[gi];
@@ -102,9 +106,16 @@ TYPED_TEST(EmulatedFusedOp, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
           a_var.emplace_back(m_max * k * 2);
           a_var.back().upload(h.data(), h.size() * 2);
           want.push_back(std::make_unique<typename T::DeviceExpect>(oh, seed, world, m, false));
+        }
+      g.barrier();
+      std::vector<cudaGraph_t> graphs;
+      for (int gi = 0; gi < 2; ++gi)
+        for (int v = 0; v < variants; ++v) {
+          const int64_t m = T::kGraphMs[gi];
+          const size_t index = graphs.size();
           cudaGraph_t graph;
           WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal));
-          WEAVE_CHECK_CUDA(cudaMemcpyAsync(a_live.get(), a_var.back().get(), m * k * 2, cudaMemcpyDeviceToDevice, st.s));
+          WEAVE_CHECK_CUDA(cudaMemcpyAsync(a_live.get(), a_var[index].get(), m * k * 2, cudaMemcpyDeviceToDevice, st.s));
           // The output NaN-poisoned before every replay's call (bf16 0xFFFF): a replay whose call
           // writes nothing reads as wrong, not as the previous replay's right answer. Before the
           // kernel on this stream, so before this call's credit lets a peer store into it. Rows a
@@ -123,13 +134,17 @@ TYPED_TEST(EmulatedFusedOp, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
             }
           }
           op->run(m, TensorView::matrix(a_live.get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
-          want.back()->count_wrong(op->output(m).data, false, wrong.as<unsigned long long>() + execs.size(), 64, st.s);
+          want[index]->count_wrong(op->output(m).data, false, wrong.as<unsigned long long>() + index, 64, st.s);
           WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
-          cudaGraphExec_t exec;
-          WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-          WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
-          execs.push_back(exec);
+          graphs.push_back(graph);
         }
+      g.barrier();
+      for (cudaGraph_t graph : graphs) {
+        cudaGraphExec_t exec;
+        WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+        WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
+        execs.push_back(exec);
+      }
       g.barrier();
       std::mt19937 order(99);  // the same order on every rank (every rank must make the same calls)
       std::vector<int> launched(execs.size(), 0);

@@ -316,6 +316,10 @@ TEST(EmulatedGemmReduceScatter, GraphReplaysAcrossTheEpochWrap) {
         variants.back().upload(h.data(), h.size() * 2);
         want.push_back(std::make_unique<test::ArDeviceExpect>(oh, 40 + v, world, ms[v], false));
       }
+      // Set-up, captures and instantiations apart (each ended by a barrier): a peer's allocation or
+      // synchronous copy during this rank's capture can invalidate it (the typed graph test says more).
+      g.barrier();
+      std::vector<cudaGraph_t> graphs;
       for (int v = 0; v < 2; ++v) {
         const int64_t m = ms[v], rows = m / world;
         const TensorView out = op->output(m);
@@ -327,12 +331,16 @@ TEST(EmulatedGemmReduceScatter, GraphReplaysAcrossTheEpochWrap) {
         test::ar_count_diff(out.data, static_cast<const char*>(want[v]->want.get()) + g.rank() * rows * n * 2,
                             rows * n, wrong.as<unsigned long long>(), 64, st.s);
         WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
+        graphs.push_back(graph);
+      }
+      g.barrier();
+      for (cudaGraph_t graph : graphs) {
         cudaGraphExec_t exec;
         WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
         WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
         execs.push_back(exec);
       }
-      g.barrier();  // every rank set up (its synchronous copies done) before any replay waits for it
+      g.barrier();  // every rank set up before any replay waits for it
       std::mt19937 order(7);  // the same order on every rank
       int launched[2] = {0, 0};
       for (int i = 0; i < 600; ++i) {
