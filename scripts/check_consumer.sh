@@ -60,7 +60,7 @@ run_one() {  # $1: program; prints its output; fails unless example_ok
 }
 run_examples() {  # $1: build folder of the examples
   local ex fails=0
-  for ex in gemm collective_threads collective_processes gemm_reduce_scatter; do
+  for ex in gemm collective_threads collective_processes fused_ops; do
     run_one "$1/$ex" || fails=$((fails + 1))
   done
   [ "$fails" -eq 0 ] || { echo "consumer: $fails example(s) FAILED" >&2; return 1; }

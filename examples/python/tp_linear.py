@@ -1,9 +1,10 @@
-"""A row-parallel (tensor-parallel) linear layer under torchrun: each rank holds a K-slice of the
-weight, multiplies its slice of the activations with weave.Gemm, and sums the partial outputs with
-a weave all-reduce; everything replays from one CUDA graph. (When weave's fused GemmAllReduce
-lands, the two calls become one op; the layer's interface stays.)
+"""A row-parallel (tensor-parallel) linear layer under torchrun, on weave's fused operators: each
+rank holds a K-slice of the weight and multiplies its slice of the activations; weave.GemmAllReduce
+sums the partial outputs inside the same op (GEMM and all-reduce overlapped), and with
+--sequence-parallel weave.GemmReduceScatter gives each rank its m / world rows of the sum instead
+(the row-parallel layer of sequence parallelism). Everything replays from one CUDA graph.
 
-    torchrun --nproc_per_node=2 examples/python/tp_linear.py [--m 128 --n 4096 --k 8192]
+    torchrun --nproc_per_node=2 examples/python/tp_linear.py [--m 128 --n 4096 --k 8192] [--sequence-parallel]
 
 Without a Hopper GPU (or torch with CUDA) each rank says why and exits 77 ("skipped": it could not run), like the C++ examples.
 """
@@ -23,20 +24,20 @@ except ImportError:  # skip_reason() says so
 
 
 class RowParallelLinear:
-    """y[M, N] = sum over ranks of x_r[M, K/world] @ w_r[N, K/world]^T, bf16."""
+    """y = sum over ranks of x_r[M, K/world] @ w_r[N, K/world]^T, bf16: all of its M rows
+    (GemmAllReduce), or with sequence_parallel this rank's M / world rows (GemmReduceScatter)."""
 
-    def __init__(self, comm: weave.Communicator, w_shard: torch.Tensor, m: int):
-        n = w_shard.shape[0]
-        self.x = torch.empty(m, w_shard.shape[1], device=w_shard.device, dtype=torch.bfloat16)
-        self.partial = torch.empty(m, n, device=w_shard.device, dtype=torch.bfloat16)
-        self.y = torch.empty(m, n, device=w_shard.device, dtype=torch.bfloat16)
-        self.gemm = weave.Gemm(self.x, w_shard, self.partial)
-        self.reduce = weave.Collective(comm, "all-reduce", max_count=m * n, dtype="bf16")
+    def __init__(self, comm: weave.Communicator, w_shard: torch.Tensor, m: int, sequence_parallel: bool = False):
+        n, k_shard = w_shard.shape
+        self.w = w_shard
+        self.x = torch.empty(m, k_shard, device=w_shard.device, dtype=torch.bfloat16)
+        op = weave.GemmReduceScatter if sequence_parallel else weave.GemmAllReduce
+        self.op = op(comm, n=n, k=k_shard, m_max=m)   # collective: every rank, in the same order
+        rows = m // comm.world_size if sequence_parallel else m
+        self.y = torch.empty(rows, n, device=w_shard.device, dtype=torch.bfloat16)
 
     def __call__(self):  # reads self.x, writes self.y; only enqueues (graph-capturable)
-        self.gemm.run()
-        self.reduce.run(self.partial, self.y)
-        return self.y
+        return self.op.run(self.x, self.w, out=self.y)
 
 
 def skip_reason() -> str:
@@ -53,6 +54,8 @@ def main():
     ap.add_argument("--m", type=int, default=128)
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--k", type=int, default=8192)
+    ap.add_argument("--sequence-parallel", action="store_true",
+                    help="GemmReduceScatter: each rank keeps its m / world rows of the sum (m a multiple of the world)")
     args = ap.parse_args()
     why = skip_reason()
     if why:
@@ -68,7 +71,7 @@ def main():
     w = (torch.randn(args.n, args.k, device="cuda") * 0.02).to(torch.bfloat16)
     x = torch.randn(args.m, args.k, device="cuda").to(torch.bfloat16)
     shard = args.k // world
-    layer = RowParallelLinear(comm, w[:, rank * shard:(rank + 1) * shard].contiguous(), args.m)
+    layer = RowParallelLinear(comm, w[:, rank * shard:(rank + 1) * shard].contiguous(), args.m, args.sequence_parallel)
     layer.x.copy_(x[:, rank * shard:(rank + 1) * shard])
 
     layer()
@@ -79,6 +82,9 @@ def main():
     graph.replay()
     torch.cuda.synchronize()
     ref = x.float() @ w.float().T
+    if args.sequence_parallel:  # this rank's rows of the sum
+        rows = args.m // world
+        ref = ref[rank * rows:(rank + 1) * rows]
     err = ((layer.y.float() - ref).norm() / ref.norm()).item()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -87,7 +93,7 @@ def main():
     end.record()
     torch.cuda.synchronize()
     if rank == 0:
-        print(f"world {world}: {layer.gemm} + {layer.reduce.describe()}")
+        print(f"world {world}: {layer.op.describe()}")
         print(f"  rel L2 vs the unsharded fp32 product {err:.2e}; {start.elapsed_time(end) * 1000 / 20:.1f} us per layer")
     assert err < 1e-2, err
     dist.destroy_process_group()
