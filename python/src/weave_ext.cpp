@@ -27,6 +27,9 @@ PyObject* g_error_factory = nullptr;  // weave._errors.from_cpp; leaked on purpo
 
 NB_MODULE(_weave, m) {
   m.doc() = "weave C++ API (internal; use the weave package)";
+  // weave.ops turns nanobind's exit-time leak report off: torch's op registry keeps weave's custom
+  // op functions (and through their modules weave's objects) alive past nanobind's teardown check.
+  m.def("_set_leak_warnings", [](bool on) { nb::set_leak_warnings(on); });
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

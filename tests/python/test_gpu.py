@@ -550,3 +550,39 @@ def test_a_stalled_gemm_is_reported_and_the_process_keeps_working(seed, monkeypa
     weave.Gemm(a, b, out, scale_a=sa, scale_b=sb, mode="ptpc").run()
     torch.cuda.synchronize()
     assert_close(out, ref, "ptpc", "ptpc GEMM right after an aborted one")
+
+
+def test_torch_ops_compiled_block_equals_eager_and_replays_in_a_cuda_graph(seed):
+    """weave.ops on a GPU (world 1, real ops): torch.ops.weave.gemm against torch's matmul; a
+    block of gemm -> gelu -> GemmAllReduce compiled with fullgraph=True equals the eager block
+    bitwise (the same kernels, inputs and order), and captured in a CUDA graph it replays with
+    changed inputs."""
+    import weave.ops
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    (comm,) = weave.Communicator.create_local([0])
+    m, n_up, k, n = 256, 1024, 512, 512
+    x = torch.randn(m, k, device=DEV, generator=gen).to(torch.bfloat16)
+    w_up = (torch.randn(n_up, k, device=DEV, generator=gen) * 0.05).to(torch.bfloat16)
+    w_down = (torch.randn(n, n_up, device=DEV, generator=gen) * 0.05).to(torch.bfloat16)
+    y = torch.ops.weave.gemm(x, w_up)
+    ref = x.float() @ w_up.float().t()
+    assert torch.allclose(y.float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+    ar = weave.GemmAllReduce(comm, n=n, k=n_up, m_max=m)
+    h = weave.ops.handle(ar)
+
+    def block(x, w_up, w_down):
+        hid = torch.nn.functional.gelu(torch.ops.weave.gemm(x, w_up).float()).to(torch.bfloat16)
+        return torch.ops.weave.gemm_all_reduce(h, hid, w_down)
+
+    eager = block(x, w_up, w_down)
+    compiled = torch.compile(block, fullgraph=True)
+    assert torch.equal(compiled(x, w_up, w_down), eager)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = compiled(x, w_up, w_down)
+    x.copy_(torch.randn(m, k, device=DEV, generator=gen).to(torch.bfloat16))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(static_out, block(x, w_up, w_down)), "the replay computed the changed inputs"
+    weave.ops.release(h)

@@ -1,0 +1,155 @@
+"""weave's operators as PyTorch custom ops, ``torch.ops.weave.*``, so that torch.compile traces
+through them (no graph break) and CUDA graphs capture them. Importing this module registers them
+(it needs torch; ``import weave`` alone never imports torch).
+
+    import torch, weave, weave.ops
+    y = torch.ops.weave.gemm(a, b)                                    # [M, N] = a @ b.T (any quant)
+    ar = weave.GemmAllReduce(comm, n=7168, k=2048, m_max=8192)       # built eagerly, as always
+    h = weave.ops.handle(ar)                                          # an int the compiled graph carries
+    y = torch.ops.weave.gemm_all_reduce(h, x, w_shard)                # a fresh [m, 7168] bf16 tensor
+
+Ops that hold state (a fused op's window and plans) are built eagerly and passed to the custom op
+as an opaque integer handle (``handle(op)``): an int is a constant to torch.compile and a CUDA
+graph, so the traced graph calls the same op object on every replay. The op must outlive every
+graph that uses its handle; ``release(h)`` forgets it (a later call with it is a clear error).
+
+Every custom op here returns a new tensor (no argument is mutated or aliased): the fused ops copy
+their result out of the op's window into it (``run(..., out=)``: one device copy, stream-ordered,
+graph-capturable). Their fake (meta) implementations give the exact output shape and dtype, so
+torch.compile and torch.export can trace them without a GPU. Like every weave call, each op
+enqueues on torch's current stream and must be called in the same order on every rank (the
+compiled graph keeps the program's order of these calls on every rank alike).
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+
+import torch
+
+from . import _weave
+from ._errors import arg_error
+from ._fused import GemmAllGather, GemmAllReduce, GemmReduceScatter
+from ._gemm import gemm as _gemm
+from ._tensors import DType
+
+__all__ = ["handle", "release"]
+
+# torch's op registry holds the functions below until after nanobind's exit-time check, which would
+# report weave's module objects they reach as leaks: the report is off once these ops exist.
+_weave._set_leak_warnings(False)
+
+_FUSED = (GemmAllReduce, GemmReduceScatter, GemmAllGather)
+_lock = threading.Lock()
+_ids = itertools.count(1)
+_live: dict = {}  # handle -> op (kept alive until release)
+
+
+def handle(op) -> int:
+    """The integer handle a custom op takes for `op` (a GemmAllReduce, GemmReduceScatter or
+    GemmAllGather); the same handle each time for the same op."""
+    if not isinstance(op, _FUSED):
+        raise arg_error(f"argument 'op': must be a weave.GemmAllReduce, GemmReduceScatter or GemmAllGather "
+                        f"(got {type(op).__name__})")
+    with _lock:
+        for h, o in _live.items():
+            if o is op:
+                return h
+        h = next(_ids)
+        _live[h] = op
+        return h
+
+
+def release(h: int) -> None:
+    """Forgets handle `h` (the op is then freed when nothing else holds it)."""
+    with _lock:
+        if _live.pop(h, None) is None:
+            raise arg_error(f"argument 'handle': {h} is not a live weave.ops handle")
+
+
+def _op_of(h: int, kind):
+    with _lock:
+        op = _live.get(h)
+    if op is None:
+        raise arg_error(f"argument 'handle': {h} is not a live weave.ops handle (made by weave.ops.handle(op), "
+                        f"not released)")
+    if not isinstance(op, kind):
+        raise arg_error(f"argument 'handle': {h} is a {type(op).__name__}, this op takes a {kind.__name__}")
+    return op
+
+
+def _torch_dtype(dt) -> torch.dtype:
+    return torch.float32 if dt == DType.F32 else torch.bfloat16
+
+
+def _empty_output(op, a: torch.Tensor) -> torch.Tensor:
+    rows, cols, dt = op._out_spec(a.shape[0])
+    return torch.empty((rows, cols), dtype=_torch_dtype(dt), device=a.device)
+
+
+# --- weave::gemm -------------------------------------------------------------------------------
+
+@torch.library.custom_op("weave::gemm", mutates_args=())
+def _gemm_op(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None = None,
+             scale_b: torch.Tensor | None = None, mode: str = "", out_dtype: str = "bf16",
+             scale_layout: str = "raw") -> torch.Tensor:
+    """C [M, N] = A [M, K] @ B [N, K]^T in A's quantisation (mode "" infers it from the operands,
+    as weave.gemm); out_dtype bf16 or fp32."""
+    return _gemm(a, b, scale_a=scale_a, scale_b=scale_b, mode=mode or None, out_dtype=out_dtype,
+                 scale_layout=scale_layout)
+
+
+@_gemm_op.register_fake
+def _(a, b, scale_a=None, scale_b=None, mode="", out_dtype="bf16", scale_layout="raw"):
+    if out_dtype not in ("bf16", "fp32"):
+        raise arg_error(f"argument 'out_dtype': must be bf16 or fp32 (got {out_dtype!r})")
+    dt = torch.bfloat16 if out_dtype == "bf16" else torch.float32
+    return a.new_empty((a.shape[0], b.shape[0]), dtype=dt)
+
+
+# --- the fused operators (op by handle) ----------------------------------------------------------
+
+def _run_fused(kind, h, a, b, scale_a, scale_b):
+    op = _op_of(h, kind)
+    out = _empty_output(op, a)
+    return op.run(a, b, scale_a=scale_a, scale_b=scale_b, out=out)
+
+
+def _fake_fused(kind, h, a):
+    return _empty_output(_op_of(h, kind), a)
+
+
+@torch.library.custom_op("weave::gemm_all_reduce", mutates_args=())
+def _gemm_all_reduce(handle: int, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None = None,
+                     scale_b: torch.Tensor | None = None) -> torch.Tensor:
+    """weave.GemmAllReduce: [m, N] bf16, the sum over ranks of A_r @ B_r^T."""
+    return _run_fused(GemmAllReduce, handle, a, b, scale_a, scale_b)
+
+
+@_gemm_all_reduce.register_fake
+def _(handle, a, b, scale_a=None, scale_b=None):
+    return _fake_fused(GemmAllReduce, handle, a)
+
+
+@torch.library.custom_op("weave::gemm_reduce_scatter", mutates_args=())
+def _gemm_reduce_scatter(handle: int, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None = None,
+                         scale_b: torch.Tensor | None = None) -> torch.Tensor:
+    """weave.GemmReduceScatter: [m / world, N] bf16, this rank's rows of the sum."""
+    return _run_fused(GemmReduceScatter, handle, a, b, scale_a, scale_b)
+
+
+@_gemm_reduce_scatter.register_fake
+def _(handle, a, b, scale_a=None, scale_b=None):
+    return _fake_fused(GemmReduceScatter, handle, a)
+
+
+@torch.library.custom_op("weave::gemm_all_gather", mutates_args=())
+def _gemm_all_gather(handle: int, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None = None,
+                     scale_b: torch.Tensor | None = None) -> torch.Tensor:
+    """weave.GemmAllGather: [world x m, N] of the op's out dtype, every rank's rows."""
+    return _run_fused(GemmAllGather, handle, a, b, scale_a, scale_b)
+
+
+@_gemm_all_gather.register_fake
+def _(handle, a, b, scale_a=None, scale_b=None):
+    return _fake_fused(GemmAllGather, handle, a)
