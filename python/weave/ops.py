@@ -68,6 +68,7 @@ def release(h: int) -> None:
 
 
 def _op_of(h: int, kind):
+    h = int(h)  # a handle traced as a symbolic int (compile's automatic dynamic shapes) is specialised here
     with _lock:
         op = _live.get(h)
     if op is None:

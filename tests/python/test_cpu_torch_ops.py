@@ -98,5 +98,9 @@ def test_compile_traces_a_tensor_parallel_block_without_a_graph_break():
     assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons
     full, band = torch.compile(block, fullgraph=True, backend="aot_eager")(x, w_up, w_down)
     assert full.shape == (256, 512) and band.shape == (128, 512)
+    # The handle as an argument of a function compiled with dynamic shapes: specialised, not lost.
+    by_arg = torch.compile(lambda h, x, w: torch.ops.weave.gemm_all_reduce(h, x, w), fullgraph=True, dynamic=True,
+                           backend="aot_eager")
+    assert by_arg(h_ar, _meta(100, 1024), w_down).shape == (100, 512)
     weave.ops.release(h_ar)
     weave.ops.release(h_rs)
