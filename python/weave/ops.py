@@ -110,47 +110,28 @@ def _(a, b, scale_a=None, scale_b=None, mode="", out_dtype="bf16", scale_layout=
 
 # --- the fused operators (op by handle) ----------------------------------------------------------
 
-def _run_fused(kind, h, a, b, scale_a, scale_b):
-    op = _op_of(h, kind)
-    out = _empty_output(op, a)
-    return op.run(a, b, scale_a=scale_a, scale_b=scale_b, out=out)
+def _register_fused(name: str, kind, doc: str):
+    """torch.ops.weave.<name>(handle, a, b, scale_a=None, scale_b=None): one call of the op behind
+    `handle` (a `kind`), its output copied into a new tensor; the fake gives that tensor's shape."""
+
+    def run(handle: int, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None = None,
+            scale_b: torch.Tensor | None = None) -> torch.Tensor:
+        op = _op_of(handle, kind)
+        return op.run(a, b, scale_a=scale_a, scale_b=scale_b, out=_empty_output(op, a))
+
+    run.__doc__ = doc
+    registered = torch.library.custom_op(f"weave::{name}", mutates_args=())(run)
+
+    @registered.register_fake
+    def _(handle, a, b, scale_a=None, scale_b=None):
+        return _empty_output(_op_of(handle, kind), a)
+
+    return registered
 
 
-def _fake_fused(kind, h, a):
-    return _empty_output(_op_of(h, kind), a)
-
-
-@torch.library.custom_op("weave::gemm_all_reduce", mutates_args=())
-def _gemm_all_reduce(handle: int, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None = None,
-                     scale_b: torch.Tensor | None = None) -> torch.Tensor:
-    """weave.GemmAllReduce: [m, N] bf16, the sum over ranks of A_r @ B_r^T."""
-    return _run_fused(GemmAllReduce, handle, a, b, scale_a, scale_b)
-
-
-@_gemm_all_reduce.register_fake
-def _(handle, a, b, scale_a=None, scale_b=None):
-    return _fake_fused(GemmAllReduce, handle, a)
-
-
-@torch.library.custom_op("weave::gemm_reduce_scatter", mutates_args=())
-def _gemm_reduce_scatter(handle: int, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None = None,
-                         scale_b: torch.Tensor | None = None) -> torch.Tensor:
-    """weave.GemmReduceScatter: [m / world, N] bf16, this rank's rows of the sum."""
-    return _run_fused(GemmReduceScatter, handle, a, b, scale_a, scale_b)
-
-
-@_gemm_reduce_scatter.register_fake
-def _(handle, a, b, scale_a=None, scale_b=None):
-    return _fake_fused(GemmReduceScatter, handle, a)
-
-
-@torch.library.custom_op("weave::gemm_all_gather", mutates_args=())
-def _gemm_all_gather(handle: int, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None = None,
-                     scale_b: torch.Tensor | None = None) -> torch.Tensor:
-    """weave.GemmAllGather: [world x m, N] of the op's out dtype, every rank's rows."""
-    return _run_fused(GemmAllGather, handle, a, b, scale_a, scale_b)
-
-
-@_gemm_all_gather.register_fake
-def _(handle, a, b, scale_a=None, scale_b=None):
-    return _fake_fused(GemmAllGather, handle, a)
+gemm_all_reduce = _register_fused("gemm_all_reduce", GemmAllReduce,
+                                  "weave.GemmAllReduce: [m, N] bf16, the sum over ranks of A_r @ B_r^T.")
+gemm_reduce_scatter = _register_fused("gemm_reduce_scatter", GemmReduceScatter,
+                                      "weave.GemmReduceScatter: [m / world, N] bf16, this rank's rows of the sum.")
+gemm_all_gather = _register_fused("gemm_all_gather", GemmAllGather,
+                                  "weave.GemmAllGather: [world x m, N] of the op's out dtype, every rank's rows.")
