@@ -104,3 +104,23 @@ def test_compile_traces_a_tensor_parallel_block_without_a_graph_break():
     assert by_arg(h_ar, _meta(100, 1024), w_down).shape == (100, 512)
     weave.ops.release(h_ar)
     weave.ops.release(h_rs)
+
+
+def _stand_in_comm(world, rank=0):
+    comm = object.__new__(weave.Communicator)
+    comm._impl = types.SimpleNamespace(world_size=world, rank=rank, device=0)
+    return comm
+
+
+@pytest.mark.parametrize("make, needle", [
+    (lambda c: weave.nn.RowParallelLinear(1001, 512, max_tokens=64, comm=c), "'in_features': 1001 must be divisible"),
+    (lambda c: weave.nn.ColumnParallelLinear(512, 1001, comm=c), "'out_features': 1001 must be divisible"),
+    (lambda c: weave.nn.ColumnParallelLinear(512, 1024, comm=c, sequence_parallel=True), "AllGatherGemm"),
+    (lambda c: weave.nn.RowParallelLinear(1024, 512, max_tokens=64, comm=object()), "'comm': must be a weave.Communicator"),
+    (lambda c: weave.nn.RowParallelLinear(1024, 512, max_tokens=64, comm=c, process_group=object()), "not both"),
+    (lambda c: weave.nn.RowParallelLinear(1024, 0, max_tokens=64, comm=c), "'out_features': must be a positive int"),
+])
+def test_layers_refuse_a_wrong_world_or_argument_before_any_gpu_work(make, needle):
+    import weave.nn  # noqa: F401
+    with pytest.raises(weave.ArgumentError, match=needle):
+        make(_stand_in_comm(8))

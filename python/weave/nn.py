@@ -1,0 +1,154 @@
+"""Tensor-parallel linear layers on weave's operators, as torch.nn.Modules whose forward is
+torch.ops.weave.* custom ops (weave.ops), so torch.compile(fullgraph=True) traces them whole and
+CUDA graphs capture them. bf16 weights and activations (fp8 layers: not built yet).
+
+    comm = weave.Communicator.from_process_group()
+    up = weave.nn.ColumnParallelLinear.from_linear(mlp.up_proj, comm=comm)          # [tokens, 4h / W]
+    down = weave.nn.RowParallelLinear.from_linear(mlp.down_proj, comm=comm, max_tokens=8192)
+    y = down(torch.nn.functional.gelu(up(x)))       # [tokens, h]: GEMM + all-reduce in one op
+
+Sharding (Megatron's): a column-parallel layer holds out_features / W rows of the weight and
+gives each rank its slice of the features (no communication); a row-parallel layer holds
+in_features / W columns, takes the matching slice of its input, and sums the ranks' partial
+outputs with weave.GemmAllReduce (every rank gets every token), or with sequence_parallel=True
+weave.GemmReduceScatter (each rank keeps tokens / W of them: its rows [r T/W, (r+1) T/W)).
+"""
+from __future__ import annotations
+
+import torch
+
+from . import ops as _ops
+from ._comm import Communicator
+from ._errors import arg_error
+from ._fused import GemmAllReduce, GemmReduceScatter
+
+__all__ = ["ColumnParallelLinear", "RowParallelLinear"]
+
+
+def _communicator(comm, process_group) -> Communicator:
+    if comm is not None and process_group is not None:
+        raise arg_error("arguments 'comm' and 'process_group': pass one of them, not both")
+    if comm is None:
+        return Communicator.from_process_group(process_group)
+    if not isinstance(comm, Communicator):
+        raise arg_error(f"argument 'comm': must be a weave.Communicator (got {type(comm).__name__})")
+    return comm
+
+
+def _features(name: str, value, world: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise arg_error(f"argument '{name}': must be a positive int (got {value!r})")
+    if value % world:
+        raise arg_error(f"argument '{name}': {value} must be divisible by the world ({world}): each rank holds "
+                        f"{name} / world of the weight")
+    return value // world
+
+
+def _input_2d(x: torch.Tensor, k: int, layer: str) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise arg_error(f"argument 'x': must be a torch.Tensor (got {type(x).__name__})")
+    if x.dtype != torch.bfloat16:
+        raise arg_error(f"argument 'x': {layer} takes bf16 activations (got {x.dtype})")
+    if x.ndim < 1 or x.shape[-1] != k:
+        raise arg_error(f"argument 'x': its last dimension must be this rank's {k} input features (got shape "
+                        f"{list(x.shape)})")
+    return x.reshape(-1, k)
+
+
+def _shard_of(linear: torch.nn.Linear, dim: int, world: int, rank: int, device) -> tuple:
+    if not isinstance(linear, torch.nn.Linear):
+        raise arg_error(f"argument 'linear': must be a torch.nn.Linear (got {type(linear).__name__})")
+    size = linear.weight.shape[dim]
+    if size % world:
+        what = "in_features" if dim == 1 else "out_features"
+        raise arg_error(f"argument 'linear': its {what} {size} must be divisible by the world ({world})")
+    per = size // world
+    w = linear.weight.detach().narrow(dim, rank * per, per)
+    return w.to(device=device, dtype=torch.bfloat16).contiguous(), per
+
+
+class ColumnParallelLinear(torch.nn.Module):
+    """y[..., out_features / W] = x[..., in_features] @ W_r^T (+ b_r): this rank's rows of the weight
+    (and of the bias); no communication. sequence_parallel (gathering the tokens first) needs weave's
+    AllGatherGemm, not built yet."""
+
+    def __init__(self, in_features: int, out_features: int, *, comm: Communicator | None = None, process_group=None,
+                 bias: bool = True, sequence_parallel: bool = False):
+        super().__init__()
+        if sequence_parallel:
+            raise arg_error("argument 'sequence_parallel': a column-parallel layer that gathers its input tokens "
+                            "needs weave's AllGatherGemm, which is not built yet; gather with torch.distributed first")
+        comm = _communicator(comm, process_group)
+        n_r = _features("out_features", out_features, comm.world_size)
+        if not isinstance(in_features, int) or isinstance(in_features, bool) or in_features < 1:
+            raise arg_error(f"argument 'in_features': must be a positive int (got {in_features!r})")
+        device = torch.device("cuda", comm.device)
+        self.comm = comm
+        self.weight = torch.nn.Parameter(torch.empty(n_r, in_features, device=device, dtype=torch.bfloat16))
+        self.bias = torch.nn.Parameter(torch.zeros(n_r, device=device, dtype=torch.bfloat16)) if bias else None
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear, *, comm: Communicator | None = None, process_group=None):
+        """This rank's layer of `linear` (the whole layer, the same on every rank)."""
+        layer = cls(linear.in_features, linear.out_features, comm=comm, process_group=process_group,
+                    bias=linear.bias is not None)
+        w, per = _shard_of(linear, 0, layer.comm.world_size, layer.comm.rank, layer.weight.device)
+        with torch.no_grad():
+            layer.weight.copy_(w)
+            if layer.bias is not None:
+                layer.bias.copy_(linear.bias.detach().narrow(0, layer.comm.rank * per, per))
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = _input_2d(x, self.weight.shape[1], "ColumnParallelLinear")
+        y = torch.ops.weave.gemm(x2, self.weight)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*x.shape[:-1], self.weight.shape[0])
+
+
+class RowParallelLinear(torch.nn.Module):
+    """y[..., out_features] = sum over ranks of x_r[..., in_features / W] @ W_r^T (+ b): this rank's
+    columns of the weight, weave.GemmAllReduce in forward (GEMM and all-reduce in one op). With
+    sequence_parallel, weave.GemmReduceScatter: the input is [tokens, in_features / W] and each rank
+    gets [tokens / W, out_features], its rows of the sum (tokens a multiple of W). max_tokens sizes
+    the op's window (the largest tokens per call)."""
+
+    def __init__(self, in_features: int, out_features: int, *, max_tokens: int, comm: Communicator | None = None,
+                 process_group=None, bias: bool = True, sequence_parallel: bool = False):
+        super().__init__()
+        comm = _communicator(comm, process_group)
+        k_r = _features("in_features", in_features, comm.world_size)
+        if not isinstance(out_features, int) or isinstance(out_features, bool) or out_features < 1:
+            raise arg_error(f"argument 'out_features': must be a positive int (got {out_features!r})")
+        device = torch.device("cuda", comm.device)
+        self.comm, self.sequence_parallel = comm, bool(sequence_parallel)
+        self.weight = torch.nn.Parameter(torch.empty(out_features, k_r, device=device, dtype=torch.bfloat16))
+        # The bias is added once, after the sum (every rank holds all of it).
+        self.bias = torch.nn.Parameter(torch.zeros(out_features, device=device, dtype=torch.bfloat16)) if bias else None
+        op = GemmReduceScatter if sequence_parallel else GemmAllReduce
+        self.op = op(comm, n=out_features, k=k_r, m_max=max_tokens)
+        self._handle = _ops.handle(self.op)
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear, *, max_tokens: int, comm: Communicator | None = None,
+                    process_group=None, sequence_parallel: bool = False):
+        """This rank's layer of `linear` (the whole layer, the same on every rank)."""
+        layer = cls(linear.in_features, linear.out_features, max_tokens=max_tokens, comm=comm,
+                    process_group=process_group, bias=linear.bias is not None, sequence_parallel=sequence_parallel)
+        w, _ = _shard_of(linear, 1, layer.comm.world_size, layer.comm.rank, layer.weight.device)
+        with torch.no_grad():
+            layer.weight.copy_(w)
+            if layer.bias is not None:
+                layer.bias.copy_(linear.bias.detach())
+        return layer
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = _input_2d(x, self.weight.shape[1], "RowParallelLinear")
+        if self.sequence_parallel:
+            y = torch.ops.weave.gemm_reduce_scatter(self._handle, x2, self.weight)
+        else:
+            y = torch.ops.weave.gemm_all_reduce(self._handle, x2, self.weight)
+        if self.bias is not None:
+            y = y + self.bias
+        return y if self.sequence_parallel else y.reshape(*x.shape[:-1], self.weight.shape[0])
