@@ -7,8 +7,10 @@ through them (no graph break) and CUDA graphs capture them. Importing this modul
     ar = weave.GemmAllReduce(comm, n=7168, k=2048, m_max=8192)       # built eagerly, as always
     h = weave.ops.handle(ar)                                          # an int the compiled graph carries
     y = torch.ops.weave.gemm_all_reduce(h, x, w_shard)                # a fresh [m, 7168] bf16 tensor
+    ag = weave.Collective(comm, "all-gather", max_count=1 << 24)
+    z = torch.ops.weave.collective(weave.ops.handle(ag), t)            # every rank's t stacked along dim 0
 
-Ops that hold state (a fused op's window and plans) are built eagerly and passed to the custom op
+Ops that hold state (a fused op's or collective's window and plans) are built eagerly and passed to the custom op
 as an opaque integer handle (``handle(op)``): an int is a constant to torch.compile and a CUDA
 graph, so the traced graph calls the same op object on every replay. The op must outlive every
 graph that uses its handle; ``release(h)`` forgets it (a later call with it is a clear error).
@@ -29,28 +31,30 @@ import torch
 
 from . import _weave
 from ._errors import arg_error
+from ._comm import Collective, CollectiveOp
 from ._fused import GemmAllGather, GemmAllReduce, GemmReduceScatter
 from ._gemm import gemm as _gemm
 from ._tensors import DType
 
-__all__ = ["handle", "release"]
+__all__ = ["collective", "gemm_all_gather", "gemm_all_reduce", "gemm_reduce_scatter", "handle", "release"]
 
 # torch's op registry holds the functions below until after nanobind's exit-time check, which would
 # report weave's module objects they reach as leaks: the report is off once these ops exist.
 _weave._set_leak_warnings(False)
 
 _FUSED = (GemmAllReduce, GemmReduceScatter, GemmAllGather)
+_HELD = _FUSED + (Collective,)
 _lock = threading.Lock()
 _ids = itertools.count(1)
 _live: dict = {}  # handle -> op (kept alive until release)
 
 
 def handle(op) -> int:
-    """The integer handle a custom op takes for `op` (a GemmAllReduce, GemmReduceScatter or
-    GemmAllGather); the same handle each time for the same op."""
-    if not isinstance(op, _FUSED):
-        raise arg_error(f"argument 'op': must be a weave.GemmAllReduce, GemmReduceScatter or GemmAllGather "
-                        f"(got {type(op).__name__})")
+    """The integer handle a custom op takes for `op` (a GemmAllReduce, GemmReduceScatter,
+    GemmAllGather or Collective); the same handle each time for the same op."""
+    if not isinstance(op, _HELD):
+        raise arg_error(f"argument 'op': must be a weave.GemmAllReduce, GemmReduceScatter, GemmAllGather or "
+                        f"Collective (got {type(op).__name__})")
     with _lock:
         for h, o in _live.items():
             if o is op:
@@ -135,3 +139,35 @@ gemm_reduce_scatter = _register_fused("gemm_reduce_scatter", GemmReduceScatter,
                                       "weave.GemmReduceScatter: [m / world, N] bf16, this rank's rows of the sum.")
 gemm_all_gather = _register_fused("gemm_all_gather", GemmAllGather,
                                   "weave.GemmAllGather: [world x m, N] of the op's out dtype, every rank's rows.")
+
+
+# --- the collectives (op by handle) ---------------------------------------------------------------
+
+def _collective_output(op: Collective, inp: torch.Tensor) -> torch.Tensor:
+    """The output of one call on `inp`: all-gather stacks every rank's tensor along dim 0,
+    reduce-scatter keeps this rank's 1 / world of dim 0, all-reduce keeps the shape."""
+    world, kind = op.comm.world_size, op._impl.op
+    if inp.ndim < 1:
+        raise arg_error("argument 'inp': must have at least one dimension (the one the collective splits or stacks)")
+    rows = inp.shape[0]
+    if kind == CollectiveOp.ALL_GATHER:
+        rows = world * rows
+    elif kind == CollectiveOp.REDUCE_SCATTER:
+        if rows % world:
+            raise arg_error(f"argument 'inp': reduce-scatter splits dim 0 ({rows}) among the world ({world}): it must "
+                            f"be a multiple of it")
+        rows = rows // world
+    return inp.new_empty((rows, *inp.shape[1:]))
+
+
+@torch.library.custom_op("weave::collective", mutates_args=())
+def collective(handle: int, inp: torch.Tensor) -> torch.Tensor:
+    """weave.Collective (all-gather, reduce-scatter or all-reduce, the op behind `handle`) of a
+    contiguous tensor, into a new tensor (_collective_output's shape)."""
+    op = _op_of(handle, Collective)
+    return op.run(inp.contiguous(), _collective_output(op, inp))
+
+
+@collective.register_fake
+def _(handle, inp):
+    return _collective_output(_op_of(handle, Collective), inp)

@@ -32,6 +32,7 @@ def _stand_in(cls, config, world):
     ("gemm_all_reduce", "SymInt handle, Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None"),
     ("gemm_reduce_scatter", "SymInt handle, Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None"),
     ("gemm_all_gather", "SymInt handle, Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None"),
+    ("collective", "SymInt handle, Tensor inp"),
 ])
 def test_ops_are_registered_with_functional_schemas(name, args):
     schema = str(getattr(torch.ops.weave, name).default._schema)
@@ -124,3 +125,23 @@ def test_layers_refuse_a_wrong_world_or_argument_before_any_gpu_work(make, needl
     import weave.nn  # noqa: F401
     with pytest.raises(weave.ArgumentError, match=needle):
         make(_stand_in_comm(8))
+
+
+def test_collective_fakes_stack_split_or_keep_dim_zero():
+    def coll(kind, world):
+        op = object.__new__(weave.Collective)
+        op.comm, op._impl = types.SimpleNamespace(world_size=world, device=0), types.SimpleNamespace(op=kind)
+        return weave.ops.handle(op)
+
+    x = _meta(96, 512)
+    h_ag, h_rs, h_ar = (coll(k, 4) for k in (weave.CollectiveOp.ALL_GATHER, weave.CollectiveOp.REDUCE_SCATTER,
+                                              weave.CollectiveOp.ALL_REDUCE))
+    assert torch.ops.weave.collective(h_ag, x).shape == (384, 512)
+    assert torch.ops.weave.collective(h_rs, x).shape == (24, 512)
+    assert torch.ops.weave.collective(h_ar, x).shape == (96, 512)
+    with pytest.raises(weave.ArgumentError, match="multiple of it"):
+        torch.ops.weave.collective(h_rs, _meta(98, 512))
+    with pytest.raises(weave.ArgumentError, match="is a Collective, this op takes a GemmAllReduce"):
+        torch.ops.weave.gemm_all_reduce(h_ar, x, _meta(8, 512))
+    for h in (h_ag, h_rs, h_ar):
+        weave.ops.release(h)

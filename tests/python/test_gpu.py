@@ -622,3 +622,20 @@ def test_tensor_parallel_layers_at_world_one_match_torch_linear(seed):
     close(torch.compile(block, fullgraph=True)(x), block(x))  # inductor's gelu may round otherwise: close, not equal
     with pytest.raises(weave.ArgumentError, match="bf16 activations"):
         row(hid.float())
+
+
+def test_collective_custom_op_at_world_one(seed):
+    """torch.ops.weave.collective over a one-rank communicator: all-gather, reduce-scatter and
+    all-reduce each return a new tensor equal to the input (one rank: nothing moves), also
+    compiled with fullgraph=True."""
+    import weave.ops
+    (comm,) = weave.Communicator.create_local([0])
+    t = torch.randn(64, 256, device=DEV, generator=torch.Generator(device=DEV).manual_seed(seed)).to(torch.bfloat16)
+    for op in ("all-gather", "reduce-scatter", "all-reduce"):
+        coll = weave.Collective(comm, op, max_count=t.numel() * (2 if op == "all-gather" else 1))
+        h = weave.ops.handle(coll)
+        out = torch.ops.weave.collective(h, t)
+        compiled = torch.compile(lambda x: torch.ops.weave.collective(h, x), fullgraph=True)(t)
+        torch.cuda.synchronize()
+        assert out.data_ptr() != t.data_ptr() and torch.equal(out, t) and torch.equal(compiled, t), op
+        weave.ops.release(h)
