@@ -1,4 +1,4 @@
-"""A weave collective across processes: torch.multiprocessing spawns one process per visible GPU,
+"""weave's collectives and fused operators across processes: torch.multiprocessing spawns one process per visible GPU,
 torch.distributed (NCCL) creates the process group, weave.Communicator.from_process_group
 broadcasts the NCCL unique id over it. Each rank's all-reduce / all-gather / reduce-scatter is
 checked against the exact sum of every rank's input in rank order (fp32, as weave sums), gathered
@@ -70,4 +70,84 @@ def test_collectives_across_processes(seed):
     with tempfile.TemporaryDirectory() as d:
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
         mp.spawn(_rank, args=(world, os.path.join(d, "init"), seed, errors), nprocs=world, join=True)
+    assert errors.empty(), errors.get()
+
+
+def _fused_rank(rank, world, init_file, seed, errors):
+    """Each fused operator across the processes, bf16 and ptpc (fp8), against torch: every rank's
+    CUDA-core-independent reference (torch matmul of its dequantised operands in fp32) reduced,
+    reduce-scattered or gathered by torch.distributed, within bf16 rounding of the sums."""
+    import torch.distributed as dist
+
+    import quant
+    import weave
+    import weave.ops
+
+    try:
+        torch.cuda.set_device(rank)
+        dist.init_process_group("nccl", init_method=f"file://{init_file}", rank=rank, world_size=world)
+        comm = weave.Communicator.from_process_group()
+        gen = torch.Generator(device="cuda").manual_seed(seed + rank)
+        n, k, m = 1024, 512, 256 * world  # m: a multiple of world x 128, so reduce-scatter's fused mode runs too
+
+        def operands(mode, rows):
+            x = torch.randn(rows, k, device="cuda", generator=gen)
+            w = torch.randn(n, k, device="cuda", generator=gen) * 0.05
+            if mode == "bf16":
+                a, b = x.to(torch.bfloat16), w.to(torch.bfloat16)
+                return a, b, None, None, a.float() @ b.float().T
+            a, sa = quant.ptpc(x)
+            b, sb = quant.ptpc(w)
+            return a, b, sa, sb, (a.float() * sa[:, None]) @ (b.float() * sb[:, None]).T
+
+        def close(got, want, what):
+            assert got.shape == want.shape, f"rank {rank} {what}: shape {tuple(got.shape)} != {tuple(want.shape)}"
+            atol = 2e-2 * want.abs().max().item()
+            assert torch.allclose(got.float(), want, rtol=2e-2, atol=atol), f"rank {rank} {what}"
+
+        for mode in ("bf16", "ptpc"):
+            a, b, sa, sb, partial = operands(mode, m)
+            total = partial.clone()
+            dist.all_reduce(total)
+            band = torch.empty(m // world, n, device="cuda")
+            dist.reduce_scatter_tensor(band, partial.contiguous())
+            for op_mode in ("auto", "fused", "split-lsa", "split-nccl"):
+                ar = weave.GemmAllReduce(comm, n=n, k=k, m_max=m, quant=mode, mode=op_mode)
+                close(ar.run(a, b, scale_a=sa, scale_b=sb), total, f"GemmAllReduce {mode} {op_mode}")
+                rs = weave.GemmReduceScatter(comm, n=n, k=k, m_max=m, quant=mode, mode=op_mode)
+                close(rs.run(a, b, scale_a=sa, scale_b=sb), band, f"GemmReduceScatter {mode} {op_mode}")
+            # GemmAllGather: the same B on every rank (rank 0's), each rank its own rows.
+            a, _, sa, _, _ = operands(mode, m // world)
+            dist.broadcast(b.view(torch.uint8) if b.dtype == torch.float8_e4m3fn else b, 0)  # fp8 as bytes
+            if sb is not None:
+                dist.broadcast(sb, 0)
+            own = (a.float() * (sa[:, None] if sa is not None else 1)) @ (b.float() * (sb[:, None] if sb is not None else 1)).T
+            gathered = torch.empty(m, n, device="cuda")
+            dist.all_gather_into_tensor(gathered, own.contiguous())
+            for op_mode in ("auto", "fused-lsa", "split-lsa", "split-nccl"):
+                ag = weave.GemmAllGather(comm, n=n, k=k, m_max=m // world, quant=mode, mode=op_mode)
+                close(ag.run(a, b, scale_a=sa, scale_b=sb), gathered, f"GemmAllGather {mode} {op_mode}")
+        # The compiled path: torch.ops.weave over the same communicator, one graph.
+        a, b, _, _, partial = operands("bf16", m)
+        dist.all_reduce(partial)
+        h = weave.ops.handle(weave.GemmAllReduce(comm, n=n, k=k, m_max=m))
+        close(torch.compile(lambda x, w: torch.ops.weave.gemm_all_reduce(h, x, w), fullgraph=True)(a, b), partial,
+              "torch.ops.weave.gemm_all_reduce compiled")
+        torch.cuda.synchronize()
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        errors.put(f"rank {rank}: {type(e).__name__}: {e}")
+        raise
+
+
+def test_fused_ops_across_processes(seed):
+    import torch.multiprocessing as mp
+
+    world = min(NGPU, 8)
+    ctx = mp.get_context("spawn")
+    errors = ctx.SimpleQueue()
+    with tempfile.TemporaryDirectory() as d:
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+        mp.spawn(_fused_rank, args=(world, os.path.join(d, "init"), seed, errors), nprocs=world, join=True)
     assert errors.empty(), errors.get()
