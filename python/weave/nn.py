@@ -1,6 +1,8 @@
 """Tensor-parallel linear layers on weave's operators, as torch.nn.Modules whose forward is
 torch.ops.weave.* custom ops (weave.ops), so torch.compile(fullgraph=True) traces them whole and
-CUDA graphs capture them. bf16 weights and activations (fp8 layers: not built yet).
+CUDA graphs capture them. quant="bf16" (weights and activations bf16) or "ptpc" (e4m3 weights with
+one fp32 scale per output feature, activations quantised per token in forward: amax / 448);
+blockscale and mxfp8 layers are not built yet.
 
     comm = weave.Communicator.from_process_group()
     up = weave.nn.ColumnParallelLinear.from_linear(mlp.up_proj, comm=comm)          # [tokens, 4h / W]
@@ -23,6 +25,53 @@ from ._errors import arg_error
 from ._fused import GemmAllReduce, GemmReduceScatter
 
 __all__ = ["ColumnParallelLinear", "RowParallelLinear"]
+
+_E4M3_MAX = 448.0
+_QUANTS = ("bf16", "ptpc")
+
+
+def _quant(quant) -> str:
+    if quant not in _QUANTS:
+        more = " (blockscale and mxfp8 layers are not built yet)" if quant in ("blockscale", "mxfp8") else ""
+        raise arg_error(f"argument 'quant': must be one of {', '.join(_QUANTS)} (got {quant!r}){more}")
+    return quant
+
+
+def _per_row_e4m3(x: torch.Tensor):
+    """(e4m3 x / s, s) with s = the row's amax / 448 in fp32 (1 for an all-zero row): weave's ptpc
+    operands (one scale per row of A, per output feature of B)."""
+    amax = x.abs().amax(dim=1).float()
+    scale = torch.where(amax > 0, amax / _E4M3_MAX, torch.ones_like(amax))
+    return (x.float() / scale[:, None]).clamp(-_E4M3_MAX, _E4M3_MAX).to(torch.float8_e4m3fn), scale
+
+
+class _Weights(torch.nn.Module):
+    """A layer's weight shard [rows, cols]: a bf16 Parameter, or (ptpc) an e4m3 buffer with its fp32
+    per-row scales; operands(x2) gives the op's (a, b, scale_a, scale_b) for activations x2."""
+
+    def _init_weights(self, rows: int, cols: int, quant: str, device):
+        self.quant = quant
+        if quant == "bf16":
+            self.weight = torch.nn.Parameter(torch.empty(rows, cols, device=device, dtype=torch.bfloat16))
+            self.weight_scale = None
+        else:
+            self.register_buffer("weight", torch.zeros(rows, cols, device=device, dtype=torch.float8_e4m3fn))
+            self.register_buffer("weight_scale", torch.ones(rows, device=device, dtype=torch.float32))
+
+    def _load_weights(self, w: torch.Tensor):
+        with torch.no_grad():
+            if self.quant == "bf16":
+                self.weight.copy_(w)
+            else:
+                q, s = _per_row_e4m3(w.float())
+                self.weight.copy_(q)
+                self.weight_scale.copy_(s)
+
+    def _operands(self, x2: torch.Tensor):
+        if self.quant == "bf16":
+            return x2, self.weight, None, None
+        a, sa = _per_row_e4m3(x2)
+        return a, self.weight, sa, self.weight_scale
 
 
 def _communicator(comm, process_group) -> Communicator:
@@ -64,17 +113,18 @@ def _shard_of(linear: torch.nn.Linear, dim: int, world: int, rank: int, device) 
         raise arg_error(f"argument 'linear': its {what} {size} must be divisible by the world ({world})")
     per = size // world
     w = linear.weight.detach().narrow(dim, rank * per, per)
-    return w.to(device=device, dtype=torch.bfloat16).contiguous(), per
+    return w.to(device=device).contiguous(), per  # its own precision: ptpc quantises from it
 
 
-class ColumnParallelLinear(torch.nn.Module):
+class ColumnParallelLinear(_Weights):
     """y[..., out_features / W] = x[..., in_features] @ W_r^T (+ b_r): this rank's rows of the weight
     (and of the bias); no communication. sequence_parallel (gathering the tokens first) needs weave's
     AllGatherGemm, not built yet."""
 
     def __init__(self, in_features: int, out_features: int, *, comm: Communicator | None = None, process_group=None,
-                 bias: bool = True, sequence_parallel: bool = False):
+                 bias: bool = True, sequence_parallel: bool = False, quant: str = "bf16"):
         super().__init__()
+        quant = _quant(quant)
         if sequence_parallel:
             raise arg_error("argument 'sequence_parallel': a column-parallel layer that gathers its input tokens "
                             "needs weave's AllGatherGemm, which is not built yet; gather with torch.distributed first")
@@ -84,30 +134,33 @@ class ColumnParallelLinear(torch.nn.Module):
             raise arg_error(f"argument 'in_features': must be a positive int (got {in_features!r})")
         device = torch.device("cuda", comm.device)
         self.comm = comm
-        self.weight = torch.nn.Parameter(torch.empty(n_r, in_features, device=device, dtype=torch.bfloat16))
+        self._init_weights(n_r, in_features, quant, device)
         self.bias = torch.nn.Parameter(torch.zeros(n_r, device=device, dtype=torch.bfloat16)) if bias else None
 
     @classmethod
-    def from_linear(cls, linear: torch.nn.Linear, *, comm: Communicator | None = None, process_group=None):
-        """This rank's layer of `linear` (the whole layer, the same on every rank)."""
+    def from_linear(cls, linear: torch.nn.Linear, *, comm: Communicator | None = None, process_group=None,
+                    quant: str = "bf16"):
+        """This rank's layer of `linear` (the whole layer, the same on every rank); ptpc quantises
+        its weight shard per output feature."""
         layer = cls(linear.in_features, linear.out_features, comm=comm, process_group=process_group,
-                    bias=linear.bias is not None)
+                    bias=linear.bias is not None, quant=quant)
         w, per = _shard_of(linear, 0, layer.comm.world_size, layer.comm.rank, layer.weight.device)
+        layer._load_weights(w)
         with torch.no_grad():
-            layer.weight.copy_(w)
             if layer.bias is not None:
                 layer.bias.copy_(linear.bias.detach().narrow(0, layer.comm.rank * per, per))
         return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = _input_2d(x, self.weight.shape[1], "ColumnParallelLinear")
-        y = torch.ops.weave.gemm(x2, self.weight)
+        a, b, sa, sb = self._operands(x2)
+        y = torch.ops.weave.gemm(a, b, sa, sb, mode=self.quant)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.weight.shape[0])
 
 
-class RowParallelLinear(torch.nn.Module):
+class RowParallelLinear(_Weights):
     """y[..., out_features] = sum over ranks of x_r[..., in_features / W] @ W_r^T (+ b): this rank's
     columns of the weight, weave.GemmAllReduce in forward (GEMM and all-reduce in one op). With
     sequence_parallel, weave.GemmReduceScatter: the input is [tokens, in_features / W] and each rank
@@ -115,40 +168,44 @@ class RowParallelLinear(torch.nn.Module):
     the op's window (the largest tokens per call)."""
 
     def __init__(self, in_features: int, out_features: int, *, max_tokens: int, comm: Communicator | None = None,
-                 process_group=None, bias: bool = True, sequence_parallel: bool = False):
+                 process_group=None, bias: bool = True, sequence_parallel: bool = False, quant: str = "bf16"):
         super().__init__()
+        quant = _quant(quant)
         comm = _communicator(comm, process_group)
         k_r = _features("in_features", in_features, comm.world_size)
         if not isinstance(out_features, int) or isinstance(out_features, bool) or out_features < 1:
             raise arg_error(f"argument 'out_features': must be a positive int (got {out_features!r})")
         device = torch.device("cuda", comm.device)
         self.comm, self.sequence_parallel = comm, bool(sequence_parallel)
-        self.weight = torch.nn.Parameter(torch.empty(out_features, k_r, device=device, dtype=torch.bfloat16))
+        self._init_weights(out_features, k_r, quant, device)
         # The bias is added once, after the sum (every rank holds all of it).
         self.bias = torch.nn.Parameter(torch.zeros(out_features, device=device, dtype=torch.bfloat16)) if bias else None
         op = GemmReduceScatter if sequence_parallel else GemmAllReduce
-        self.op = op(comm, n=out_features, k=k_r, m_max=max_tokens)
+        self.op = op(comm, n=out_features, k=k_r, m_max=max_tokens, quant=quant)
         self._handle = _ops.handle(self.op)
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear, *, max_tokens: int, comm: Communicator | None = None,
-                    process_group=None, sequence_parallel: bool = False):
-        """This rank's layer of `linear` (the whole layer, the same on every rank)."""
+                    process_group=None, sequence_parallel: bool = False, quant: str = "bf16"):
+        """This rank's layer of `linear` (the whole layer, the same on every rank); ptpc quantises
+        its weight shard per output feature."""
         layer = cls(linear.in_features, linear.out_features, max_tokens=max_tokens, comm=comm,
-                    process_group=process_group, bias=linear.bias is not None, sequence_parallel=sequence_parallel)
+                    process_group=process_group, bias=linear.bias is not None, sequence_parallel=sequence_parallel,
+                    quant=quant)
         w, _ = _shard_of(linear, 1, layer.comm.world_size, layer.comm.rank, layer.weight.device)
+        layer._load_weights(w)
         with torch.no_grad():
-            layer.weight.copy_(w)
             if layer.bias is not None:
                 layer.bias.copy_(linear.bias.detach())
         return layer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = _input_2d(x, self.weight.shape[1], "RowParallelLinear")
+        a, b, sa, sb = self._operands(x2)
         if self.sequence_parallel:
-            y = torch.ops.weave.gemm_reduce_scatter(self._handle, x2, self.weight)
+            y = torch.ops.weave.gemm_reduce_scatter(self._handle, a, b, sa, sb)
         else:
-            y = torch.ops.weave.gemm_all_reduce(self._handle, x2, self.weight)
+            y = torch.ops.weave.gemm_all_reduce(self._handle, a, b, sa, sb)
         if self.bias is not None:
             y = y + self.bias
         return y if self.sequence_parallel else y.reshape(*x.shape[:-1], self.weight.shape[0])

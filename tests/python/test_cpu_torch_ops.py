@@ -120,6 +120,8 @@ def _stand_in_comm(world, rank=0):
     (lambda c: weave.nn.RowParallelLinear(1024, 512, max_tokens=64, comm=object()), "'comm': must be a weave.Communicator"),
     (lambda c: weave.nn.RowParallelLinear(1024, 512, max_tokens=64, comm=c, process_group=object()), "not both"),
     (lambda c: weave.nn.RowParallelLinear(1024, 0, max_tokens=64, comm=c), "'out_features': must be a positive int"),
+    (lambda c: weave.nn.RowParallelLinear(1024, 512, max_tokens=64, comm=c, quant="blockscale"), "not built yet"),
+    (lambda c: weave.nn.ColumnParallelLinear(512, 1024, comm=c, quant="fp4"), "'quant': must be one of bf16, ptpc"),
 ])
 def test_layers_refuse_a_wrong_world_or_argument_before_any_gpu_work(make, needle):
     import weave.nn  # noqa: F401
@@ -145,3 +147,26 @@ def test_collective_fakes_stack_split_or_keep_dim_zero():
         torch.ops.weave.gemm_all_reduce(h_ar, x, _meta(8, 512))
     for h in (h_ag, h_rs, h_ar):
         weave.ops.release(h)
+
+
+def test_ptpc_layer_operands_dequantise_to_the_bf16_product():
+    """A layer's ptpc operands (weights per output feature, activations per token: amax / 448) on
+    the CPU: e4m3 values with fp32 scales of one per row, whose dequantised product is within e4m3's
+    rounding (relative L2 < 5%) of the unquantised one, and zero rows stay zero with scale 1."""
+    import weave.nn
+    torch.manual_seed(0)
+    w, x = torch.randn(48, 256) * 0.05, torch.randn(20, 256)
+    x[3] = 0
+    layer = weave.nn._Weights()
+    layer._init_weights(48, 256, "ptpc", "cpu")
+    layer._load_weights(w)
+    a, b, sa, sb = layer._operands(x)
+    assert a.dtype == b.dtype == torch.float8_e4m3fn and sa.shape == (20,) and sb.shape == (48,)
+    assert sa.dtype == sb.dtype == torch.float32 and sa[3] == 1 and not a[3].float().any()
+    got = (a.float() * sa[:, None]) @ (b.float() * sb[:, None]).T
+    ref = x @ w.T
+    assert ((got - ref).norm() / ref.norm()).item() < 5e-2
+    bf = weave.nn._Weights()
+    bf._init_weights(48, 256, "bf16", "cpu")
+    bf._load_weights(w)
+    assert bf.weight.dtype == torch.bfloat16 and bf._operands(x.to(torch.bfloat16))[2] is None
