@@ -97,15 +97,8 @@ GemmAllReduceConfig gemm_ar_config(const GemmArOptions& o, int world) {
   const auto mode = parse_gemm_all_reduce_mode(o.mode);
   WEAVE_EXPECT_ARG(mode.has_value(),
                    "--mode '" << o.mode << "': expected auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fused, fused-rs or fused-ce");
-  c.m_max = m_max_option(o.ms, o.m_max, "rows");
-  c.n = o.n;
-  c.k = o.k;
-  c.quant = quant;
-  c.scale_layout = layout;  // a layout the quant has not is refused below, by name
+  fill_row_parallel_config(c, o, quant, layout);
   c.mode = *mode;
-  c.chunks = o.chunks;
-  c.exact_own = o.exact_own;
-  c.mx_route = mx_route_option(o.mx_route, quant);
   const std::string bad = name_gemm_ar_rules(GemmAllReduce::validate(c, world), c, world);
   WEAVE_EXPECT_ARG(bad.empty(), bad);
   return c;

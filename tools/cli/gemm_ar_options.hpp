@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/fused_options.hpp"
 #include "cli/preset_options.hpp"
 #include "weave/gemm_all_reduce.hpp"
 
@@ -50,6 +51,20 @@ void add_row_parallel_options(CLI::App& app, GemmArOptions& o, const RowParallel
 // (unless -m was typed) the preset's M list. `subcommand` ("gemm-ar", "gemm-rs") words a refusal
 // of a layer of another op.
 void fill_row_parallel_preset(GemmArOptions& s, const std::string& name, int world, const char* subcommand);
+
+// The fields gemm-ar's and gemm-rs's configs share, from the options and their parsed quant and
+// layout (the mode is each op's own).
+template <class Config>
+void fill_row_parallel_config(Config& c, const GemmArOptions& o, ScaleMode quant, ScaleLayout layout) {
+  c.m_max = m_max_option(o.ms, o.m_max, "rows");
+  c.n = o.n;
+  c.k = o.k;
+  c.quant = quant;
+  c.scale_layout = layout;  // a layout the quant has not is refused by the op's validate, by name
+  c.chunks = o.chunks;
+  c.exact_own = o.exact_own;
+  c.mx_route = mx_route_option(o.mx_route, quant);
+}
 
 // The config of `o` for a world of `world` ranks; throws Error(kInvalidArgument) naming the
 // option of every rule broken (an unknown name, an M above --m-max, a GemmAllReduce::validate rule).

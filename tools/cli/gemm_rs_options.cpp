@@ -60,15 +60,8 @@ GemmReduceScatterConfig gemm_rs_config(const GemmRsOptions& o, int world) {
   const bool ar_only = parse_gemm_all_reduce_mode(o.mode).has_value();  // decode, fused-rs, fused-ce
   WEAVE_EXPECT_ARG(mode.has_value(), "--mode '" << o.mode << "': expected auto, gemm-only, split-nccl, split-lsa, split-ce or fused"
                                                 << (ar_only ? " (" + o.mode + " is a gemm-ar mode)" : ""));
-  c.m_max = m_max_option(o.ms, o.m_max, "rows");
-  c.n = o.n;
-  c.k = o.k;
-  c.quant = quant;
-  c.scale_layout = layout;  // a layout the quant has not is refused below, by name
+  fill_row_parallel_config(c, o, quant, layout);
   c.mode = *mode;
-  c.chunks = o.chunks;
-  c.exact_own = o.exact_own;
-  c.mx_route = mx_route_option(o.mx_route, quant);
   // Before validate (whose m_max >= world rule would name --m-max for -m 1 at world 2); a world
   // out of range is left to validate, which names --world.
   if (world >= 1 && world <= kMaxWorld) m_multiple_of_world_option(o.ms, world);

@@ -73,7 +73,8 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
   // Every rank must build the same op: N, K_r, m_max, quant, mode, hooks, the kernels it will use
   // and the calibration's contents (auto's per-call choices must agree).
   std::ostringstream id;
-  id << (rs ? "weave.gemm_reduce_scatter.v1|" : "weave.gemm_all_reduce.v1|") << cfg.n << "|" << cfg.k << "|" << cfg.m_max << "|" << static_cast<int>(cfg.quant)
+  id << (rs ? "weave.gemm_reduce_scatter.v1|" : "weave.gemm_all_reduce.v1|") << cfg.n << "|" << cfg.k << "|"
+     << cfg.m_max << "|" << static_cast<int>(cfg.quant)
      << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.mode) << "|"
      << static_cast<int>(caps.split) << "|" << caps.fused << "|" << cfg.exact_own << "|" << cfg.chunks << "|"
      << hooks.flow_control << "|" << hooks.skip_arrival_wait << "|" << hooks.skip_partial_wait << "|"
@@ -117,12 +118,14 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
         cfg.m_max, cfg.n, cfg.k);
   }
   if ((caps.split == GemmAllReduceMode::kSplitLsa || caps.split == GemmAllReduceMode::kSplitCe) && w > 1) {
+    // The collective the window layout sized (fused::gar_split_shape: its op and capacity).
+    const comm::OpShape shape = fused::gar_split_shape(cfg, w, 1, leg);
     CollectiveConfig cc;
-    cc.op = rs ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+    cc.op = shape.op;
     cc.dtype = DType::kBF16;
     cc.transport = caps.split == GemmAllReduceMode::kSplitCe ? Transport::kCe : Transport::kLsa;
     cc.algorithm = Algorithm::kAuto;
-    cc.max_count = static_cast<size_t>(rs ? cfg.m_max / w : cfg.m_max) * static_cast<size_t>(cfg.n);
+    cc.max_count = shape.max_count;
     split = std::make_unique<Collective::Impl>(g, cc, fused::split_collective_hooks(hooks, cfg.max_sms, g));
   }
 }
@@ -207,7 +210,7 @@ int64_t GemmAllReduce::Impl::out_rows(int64_t m) const {
 
 TensorView GemmAllReduce::Impl::output(int64_t m) const {
   WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, op_name() << "::output: m must be in 1.." << cfg.m_max << ", got " << m);
-  WEAVE_EXPECT_ARG(m % (leg == fused::ArLeg::kAllReduce ? 1 : group->world_size()) == 0,
+  WEAVE_EXPECT_ARG(leg == fused::ArLeg::kAllReduce || m % group->world_size() == 0,
                    op_name() << "::output: m must be a multiple of the world (" << group->world_size() << "), got " << m);
   const size_t row_bytes = static_cast<size_t>(cfg.n) * 2;
   return TensorView::matrix(out_local() + static_cast<size_t>(out_row0(m)) * row_bytes, DType::kBF16, out_rows(m),

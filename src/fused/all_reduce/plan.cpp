@@ -137,15 +137,21 @@ comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max
   comm::OpShape s;
   const bool rs = leg == ArLeg::kReduceScatter;
   s.op = rs ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
-  const bool ce = gar_split_mode(cfg.mode) == GemmAllReduceMode::kSplitCe;
-  // As plan_collective resolves auto: the ce reduce-scatter is its push; the rest stay auto.
-  s.algorithm = rs && ce ? Algorithm::kPush : Algorithm::kAuto;
+  const Transport transport = gar_split_mode(cfg.mode) == GemmAllReduceMode::kSplitCe ? Transport::kCe : Transport::kLsa;
   s.world = world;
   s.elem_bytes = 2;
   // reduce-scatter: elements per rank's output (in place: its input is the whole partial, gar.out).
   s.max_count = static_cast<size_t>(rs ? cfg.m_max / world : cfg.m_max) * static_cast<size_t>(cfg.n);
+  // The algorithm the op's collective will resolve (it asks plan_collective the same), so the
+  // window sized before the op exists is the one it runs in (e.g. the ce reduce-scatter's push).
+  PlanInputs in;
+  in.op = s.op;
+  in.bytes = s.max_count * s.elem_bytes;
+  in.world = in.lsa_team_size = world;
+  in.transport = transport;
+  s.algorithm = plan_collective(in).algorithm;
   s.max_blocks = max_blocks;
-  s.ll_max_count = comm::ll_max_count_for(ce ? Transport::kCe : Transport::kLsa, s.algorithm, s.max_count, 2);
+  s.ll_max_count = comm::ll_max_count_for(transport, s.algorithm, s.max_count, 2);
   s.external_buffers = true;
   return s;
 }

@@ -99,10 +99,6 @@ class GemmArTrait final : public fused_bench::RowParallelSuiteTrait<GemmAllReduc
     WEAVE_CHECK_NCCL(ncclAllReduce(c, c, static_cast<size_t>(m) * static_cast<size_t>(base_.n), ncclBfloat16, ncclSum,
                                    g.nccl(), s));
   }
-  std::string world1_note() const override {
-    return "nothing reduced; gemm-only, split-lsa and split-ce are the same GEMM";
-  }
-  const char* verb() const override { return "reduced"; }
   double busbw_factor(int world) const override { return 2.0 * (world - 1) / world; }
   std::string checked_note(const SuiteArm& arm) const override {
     return arm.partial ? "this rank's partial against its reference GEMM (nothing is reduced)"
@@ -118,13 +114,9 @@ class GemmArTrait final : public fused_bench::RowParallelSuiteTrait<GemmAllReduc
         "rel_l2 (progress lines and JSON rel_l2_vs_reference): each arm's relative L2 error against the sum of the "
         "ranks' reference GEMMs of the same quantised operands (fp64-accumulated slices; gemm-only and cublaslt: "
         "against this rank's own reference)"};
-    if (base_.exact_own) lines.push_back("--exact-own: fused keeps its own term in fp32, so it is not compared bit for bit");
+    add_exact_own_note(lines);
     return lines;
   }
-  std::string world1_label() const override {
-    return "world 1: one rank on one GPU, nothing reduced (gemm-only, split-lsa and split-ce are the same GEMM)";
-  }
-
 };
 
 std::vector<SuiteArm> GemmArTrait::arms(int world, bool emulated, bool over_nccl, const std::vector<std::string>& wanted,

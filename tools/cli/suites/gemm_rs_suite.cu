@@ -96,10 +96,6 @@ class GemmRsTrait final : public fused_bench::RowParallelSuiteTrait<GemmReduceSc
     if (kind == ArmKind::kCublasLt) return;
     WEAVE_CHECK_NCCL(ncclReduceScatter(c, out, rows_elems(m / world_), ncclBfloat16, ncclSum, g.nccl(), s));
   }
-  std::string world1_note() const override {
-    return "nothing reduced; gemm-only, split-lsa and split-ce are the same GEMM";
-  }
-  const char* verb() const override { return "reduced"; }
   double busbw_factor(int world) const override { return double(world - 1) / world; }
   std::string checked_note(const SuiteArm& arm) const override {
     if (arm.kind == ArmKind::kCublasLt) return "this rank's whole partial GEMM against its reference (nothing is reduced)";
@@ -117,11 +113,8 @@ class GemmRsTrait final : public fused_bench::RowParallelSuiteTrait<GemmReduceSc
         "rel_l2 (progress lines and JSON rel_l2_vs_reference): each arm's relative L2 error against this rank's rows "
         "of the sum of the ranks' reference GEMMs of the same quantised operands (gemm-only and cublaslt: against "
         "this rank's own reference)"};
-    if (base_.exact_own) lines.push_back("--exact-own: fused keeps its own term in fp32, so it is not compared bit for bit");
+    add_exact_own_note(lines);
     return lines;
-  }
-  std::string world1_label() const override {
-    return "world 1: one rank on one GPU, nothing reduced (gemm-only, split-lsa and split-ce are the same GEMM)";
   }
 
  private:

@@ -60,7 +60,20 @@ class RowParallelSuiteTrait : public OpSuiteTrait<Op, Config> {
     x["exact_own"] = this->base_.exact_own;
   }
 
+  std::string world1_note() const override {
+    return "nothing reduced; gemm-only, split-lsa and split-ce are the same GEMM";
+  }
+  const char* verb() const override { return "reduced"; }
+  std::string world1_label() const override {
+    return "world 1: one rank on one GPU, nothing reduced (gemm-only, split-lsa and split-ce are the same GEMM)";
+  }
+
  protected:
+  void add_exact_own_note(std::vector<std::string>& lines) const {
+    if (this->base_.exact_own)
+      lines.push_back("--exact-own: fused keeps its own term in fp32, so it is not compared bit for bit");
+  }
+
   // The arms both operators open with, in this order: gemm-only (this rank's partial), cuBLASLt's
   // GEMM alone, cuBLASLt + NCCL on plain and on symmetric buffers (--devices), comm-only, split-lsa
   // and split-ce. Each trait then adds its own (decode, fused, auto, ...).
