@@ -84,9 +84,15 @@ def _communicator(comm, process_group) -> Communicator:
     return comm
 
 
-def _features(name: str, value, world: int) -> int:
+def _positive(name: str, value) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise arg_error(f"argument '{name}': must be a positive int (got {value!r})")
+    return value
+
+
+def _features(name: str, value, world: int) -> int:
+    """value / world (this rank's share); refuses a value the world does not divide."""
+    _positive(name, value)
     if value % world:
         raise arg_error(f"argument '{name}': {value} must be divisible by the world ({world}): each rank holds "
                         f"{name} / world of the weight")
@@ -130,8 +136,7 @@ class ColumnParallelLinear(_Weights):
                             "needs weave's AllGatherGemm, which is not built yet; gather with torch.distributed first")
         comm = _communicator(comm, process_group)
         n_r = _features("out_features", out_features, comm.world_size)
-        if not isinstance(in_features, int) or isinstance(in_features, bool) or in_features < 1:
-            raise arg_error(f"argument 'in_features': must be a positive int (got {in_features!r})")
+        _positive("in_features", in_features)
         device = torch.device("cuda", comm.device)
         self.comm = comm
         self._init_weights(n_r, in_features, quant, device)
@@ -173,8 +178,7 @@ class RowParallelLinear(_Weights):
         quant = _quant(quant)
         comm = _communicator(comm, process_group)
         k_r = _features("in_features", in_features, comm.world_size)
-        if not isinstance(out_features, int) or isinstance(out_features, bool) or out_features < 1:
-            raise arg_error(f"argument 'out_features': must be a positive int (got {out_features!r})")
+        _positive("out_features", out_features)
         device = torch.device("cuda", comm.device)
         self.comm, self.sequence_parallel = comm, bool(sequence_parallel)
         self._init_weights(out_features, k_r, quant, device)

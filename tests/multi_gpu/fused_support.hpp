@@ -18,6 +18,19 @@
 
 namespace weave::test {
 
+// A fused op's config: N, K (K_r for the reducing ops), m_max, quant and mode; the rest defaults
+// (bf16 output, raw scales).
+template <class Config>
+Config fused_op_config(ScaleMode quant, decltype(Config::mode) mode, int64_t n, int64_t k, int64_t m_max) {
+  Config c;
+  c.n = n;
+  c.k = k;
+  c.m_max = m_max;
+  c.quant = quant;
+  c.mode = mode;
+  return c;
+}
+
 // Builds an op, or returns null with the reason when its mode cannot run at this world (every rank
 // alike: the constructor's resolution is collective).
 template <class Op, class Config>

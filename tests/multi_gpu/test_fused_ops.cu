@@ -45,26 +45,8 @@ namespace {
 
 const ScaleMode kQuants[] = {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale, ScaleMode::kMxfp8};
 
-GemmAllReduceConfig ar_config(ScaleMode quant, GemmAllReduceMode mode, int64_t n, int64_t k, int64_t m_max) {
-  GemmAllReduceConfig c;
-  c.n = n;
-  c.k = k;
-  c.m_max = m_max;
-  c.quant = quant;
-  c.mode = mode;
-  return c;
-}
-
-GemmAllGatherConfig ag_config(ScaleMode quant, GemmAllGatherMode mode, int64_t n, int64_t k, int64_t m_max) {
-  GemmAllGatherConfig c;
-  c.n = n;
-  c.k = k;
-  c.m_max = m_max;
-  c.quant = quant;
-  c.out_dtype = DType::kBF16;
-  c.mode = mode;
-  return c;
-}
+constexpr auto ar_config = &fused_op_config<GemmAllReduceConfig>;
+constexpr auto ag_config = &fused_op_config<GemmAllGatherConfig>;  // bf16 output
 
 }  // namespace
 

@@ -39,15 +39,7 @@ namespace {
 
 const ScaleMode kQuants[] = {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale, ScaleMode::kMxfp8};
 
-GemmReduceScatterConfig rs_config(ScaleMode quant, Mode mode, int64_t n, int64_t k, int64_t m_max) {
-  GemmReduceScatterConfig c;
-  c.n = n;
-  c.k = k;
-  c.m_max = m_max;
-  c.quant = quant;
-  c.mode = mode;
-  return c;
-}
+constexpr auto rs_config = &fused_op_config<GemmReduceScatterConfig>;
 
 // M a mode runs at world w: fused's bands are whole tiles (multiples of w x 128).
 std::vector<int64_t> ms_for(Mode mode, int w) {

@@ -346,6 +346,28 @@ def test_one_rank_collectives(seed):
         c.run(x[:, 0], x[:, 1])
 
 
+def _world_one_call_and_replay(op, gen, n, k, m=257):
+    """One call of a reducing op at world 1 (its output: the rank's own GEMM, [m, n] bf16) against
+    torch's matmul, check(), then a graph of the call replayed with changed inputs; returns B."""
+    a = torch.randn(m, k, device=DEV, generator=gen).to(torch.bfloat16)
+    b = torch.randn(n, k, device=DEV, generator=gen).to(torch.bfloat16)
+    out = op.run(a, b)
+    torch.cuda.synchronize()
+    ref = a.float() @ b.float().t()
+    assert out.shape == (m, n) and out.dtype == torch.bfloat16
+    assert torch.allclose(out.float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item()), op.describe()
+    op.check()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        op.run(a, b)
+    a.copy_(torch.randn(m, k, device=DEV, generator=gen).to(torch.bfloat16))
+    graph.replay()
+    torch.cuda.synchronize()
+    ref = a.float() @ b.float().t()
+    assert torch.allclose(op.output(m).float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+    return b
+
+
 def test_one_rank_fused_ops(seed):
     """GemmAllReduce, GemmReduceScatter and GemmAllGather over a one-rank communicator: every mode
     that runs at world 1 (nothing to reduce or gather: the output is the rank's own GEMM, all of its
@@ -357,44 +379,14 @@ def test_one_rank_fused_ops(seed):
     for mode in ("auto", "gemm-only", "split-lsa", "fused", "fused-rs", "fused-ce"):
         ar = weave.GemmAllReduce(comm, n=n, k=k, m_max=m_max, mode=mode)
         assert ar.self_test(200)["ok"], ar.describe()
-        a = torch.randn(257, k, device=DEV, generator=gen).to(torch.bfloat16)
-        b = torch.randn(n, k, device=DEV, generator=gen).to(torch.bfloat16)
-        out = ar.run(a, b)
-        torch.cuda.synchronize()
-        ref = (a.float() @ b.float().t())
-        assert out.shape == (257, n) and out.dtype == torch.bfloat16
-        assert torch.allclose(out.float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item()), ar.describe()
-        ar.check()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            ar.run(a, b)
-        a.copy_(torch.randn(257, k, device=DEV, generator=gen).to(torch.bfloat16))
-        graph.replay()
-        torch.cuda.synchronize()
-        ref = (a.float() @ b.float().t())
-        assert torch.allclose(ar.output(257).float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+        _world_one_call_and_replay(ar, gen, n, k)
         assert ar.plan(257)["mode"] in ("gemm-only", "split-lsa", "fused", "fused-rs")
     # GemmReduceScatter: at world 1 rank 0 owns every row, so the output is [m, n], the rank's own GEMM.
     for mode in ("auto", "gemm-only", "split-lsa", "fused"):
         rs = weave.GemmReduceScatter(comm, n=n, k=k, m_max=m_max, mode=mode)
         assert rs.self_test(200)["ok"], rs.describe()
-        a = torch.randn(257, k, device=DEV, generator=gen).to(torch.bfloat16)
-        b = torch.randn(n, k, device=DEV, generator=gen).to(torch.bfloat16)
-        out = rs.run(a, b)
-        torch.cuda.synchronize()
-        ref = a.float() @ b.float().t()
-        assert out.shape == (257, n) and out.dtype == torch.bfloat16
-        assert torch.allclose(out.float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item()), rs.describe()
+        b = _world_one_call_and_replay(rs, gen, n, k)
         assert rs.last_mode == rs.plan(257)["mode"] != "auto", rs.describe()
-        rs.check()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            rs.run(a, b)
-        a.copy_(torch.randn(257, k, device=DEV, generator=gen).to(torch.bfloat16))
-        graph.replay()
-        torch.cuda.synchronize()
-        ref = a.float() @ b.float().t()
-        assert torch.allclose(rs.output(257).float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
         assert rs.plan(257)["mode"] in ("gemm-only", "split-lsa", "fused") and "bytes_ag" not in rs.plan(257)
     with pytest.raises(weave.ArgumentError, match="m_max"):
         rs.run(torch.zeros(m_max + 1, k, device=DEV, dtype=torch.bfloat16), b)

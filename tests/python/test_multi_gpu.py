@@ -61,7 +61,9 @@ def _rank(rank, world, init_file, seed, errors):
         raise
 
 
-def test_collectives_across_processes(seed):
+def _spawn_ranks(target, seed):
+    """`target(rank, world, init_file, seed, errors)` in one spawned process per visible GPU (up to
+    8); the first error a rank reported fails the test."""
     import torch.multiprocessing as mp
 
     world = min(NGPU, 8)
@@ -69,8 +71,12 @@ def test_collectives_across_processes(seed):
     errors = ctx.SimpleQueue()
     with tempfile.TemporaryDirectory() as d:
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-        mp.spawn(_rank, args=(world, os.path.join(d, "init"), seed, errors), nprocs=world, join=True)
+        mp.spawn(target, args=(world, os.path.join(d, "init"), seed, errors), nprocs=world, join=True)
     assert errors.empty(), errors.get()
+
+
+def test_collectives_across_processes(seed):
+    _spawn_ranks(_rank, seed)
 
 
 def _fused_rank(rank, world, init_file, seed, errors):
@@ -142,12 +148,4 @@ def _fused_rank(rank, world, init_file, seed, errors):
 
 
 def test_fused_ops_across_processes(seed):
-    import torch.multiprocessing as mp
-
-    world = min(NGPU, 8)
-    ctx = mp.get_context("spawn")
-    errors = ctx.SimpleQueue()
-    with tempfile.TemporaryDirectory() as d:
-        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-        mp.spawn(_fused_rank, args=(world, os.path.join(d, "init"), seed, errors), nprocs=world, join=True)
-    assert errors.empty(), errors.get()
+    _spawn_ranks(_fused_rank, seed)
