@@ -1,6 +1,8 @@
-// weave's three fused operators over every visible Hopper GPU from ONE process, one host thread per
+// weave's four fused operators over every visible Hopper GPU from ONE process, one host thread per
 // GPU: GEMM + all-reduce (the row-parallel linear layer), GEMM + reduce-scatter (the same layer
-// under sequence parallelism) and GEMM + all-gather (each rank's rows gathered to every rank).
+// under sequence parallelism), all-gather + GEMM (the column-parallel layer under sequence
+// parallelism: the activations gathered into the GEMM) and GEMM + all-gather (each rank's rows
+// gathered to every rank).
 //
 //   comms = Communicator::create_local(devices)   one ncclCommInitAll for all ranks
 //   GemmAllReduce op(comm, config)                 collective: every rank constructs it, in the same order
@@ -10,11 +12,12 @@
 //   all-reduce      A_r = 1, B_r = r + 1       -> every element K (1 + ... + W)
 //   reduce-scatter  the same                   -> rank r's m / W rows, every element K (1 + ... + W)
 //   all-gather      A_r = r + 1, B = 1         -> rows of source s: K (s + 1)
+//   gather + GEMM   the same                   -> the same rows (the activations move, not the output)
 // Each op also runs its self_test() (known values through the real path, every element checked).
 // Without a Hopper GPU the example prints what weave would run for each op at TP 2 (pure CPU),
 // says why the GPU part is skipped, and exits 77. Exit 1: a wrong element or a failed self-test;
 // 2: bad arguments or an error.
-//   ./fused_ops [m]      (rows: all ranks' for the reductions, per rank for the all-gather;
+//   ./fused_ops [m]      (rows: all ranks' for the reductions, per rank for the gathers;
 //                         a multiple of the GPU count; default 4096)
 #include <cuda_runtime.h>
 
@@ -143,8 +146,12 @@ int main(int argc, char** argv) try {
   ag.n = kN;
   ag.k = kK;
   ag.m_max = m;
+  weave::AllGatherGemmConfig agm;
+  agm.n = kN;
+  agm.k = kK;
+  agm.m_max = m;
   for (const std::string& bad : {weave::GemmAllReduce::validate(ar, world), weave::GemmReduceScatter::validate(rs, world),
-                                 weave::GemmAllGather::validate(ag, world)})
+                                 weave::GemmAllGather::validate(ag, world), weave::AllGatherGemm::validate(agm, world)})
     if (!bad.empty()) {
       std::fprintf(stderr, "config: %s\n", bad.c_str());
       return 2;
@@ -155,9 +162,11 @@ int main(int argc, char** argv) try {
   const weave::GemmAllReducePlan p_ar = weave::gemm_all_reduce_plan(ar, world, m);
   const weave::GemmReduceScatterPlan p_rs = weave::gemm_reduce_scatter_plan(rs, world, m);
   const weave::GemmAllGatherPlan p_ag = weave::gemm_all_gather_plan(ag, world, m);
+  const weave::AllGatherGemmPlan p_agm = weave::all_gather_gemm_plan(agm, world, m);
   std::printf("  + all-reduce:     %s (%s)\n", std::string(weave::to_string(p_ar.mode)).c_str(), p_ar.reason.c_str());
   std::printf("  + reduce-scatter: %s (%s)\n", std::string(weave::to_string(p_rs.mode)).c_str(), p_rs.reason.c_str());
   std::printf("  + all-gather:     %s (%s)\n", std::string(weave::to_string(p_ag.mode)).c_str(), p_ag.reason.c_str());
+  std::printf("  gather + GEMM:    %s (%s)\n", std::string(weave::to_string(p_agm.mode)).c_str(), p_agm.reason.c_str());
   if (devices.empty()) {
     const std::string why = weave::no_gpu_reason();
     std::printf("GPU part skipped: needs a Hopper GPU%s%s\n", why.empty() ? "" : ": ", why.c_str());
@@ -166,22 +175,25 @@ int main(int argc, char** argv) try {
 
   auto comms = weave::Communicator::create_local(devices);
   const float sum_ranks = static_cast<float>(kK * world * (world + 1) / 2);
-  std::vector<Outcome> outcomes(3 * comms.size());
+  constexpr int kOps = 4;
+  std::vector<Outcome> outcomes(kOps * comms.size());
   weave::run_per_rank(comms, [&](weave::Communicator& comm) {  // this thread's GPU is current
     const int r = comm.rank();
-    Outcome* mine = &outcomes[3 * static_cast<size_t>(r)];
+    Outcome* mine = &outcomes[kOps * static_cast<size_t>(r)];
     mine[0] = run_op<weave::GemmAllReduce>(comm, ar, m, 1, r + 1, [&](std::int64_t) { return sum_ranks; });
     mine[1] = run_op<weave::GemmReduceScatter>(comm, rs, m, 1, r + 1, [&](std::int64_t) { return sum_ranks; });
     // The gather's rows of source s (m per source) hold K (s + 1); B is the same on every rank.
-    mine[2] = run_op<weave::GemmAllGather>(comm, ag, m, r + 1, 1,
-                                           [&](std::int64_t row) { return static_cast<float>(kK * (row / m + 1)); });
+    auto gathered = [&](std::int64_t row) { return static_cast<float>(kK * (row / m + 1)); };
+    mine[2] = run_op<weave::GemmAllGather>(comm, ag, m, r + 1, 1, gathered);
+    // The same rows, computed after the activations were gathered.
+    mine[3] = run_op<weave::AllGatherGemm>(comm, agm, m, r + 1, 1, gathered);
   });
-  const char* names[] = {"all-reduce", "reduce-scatter", "all-gather"};
+  const char* names[] = {"GEMM + all-reduce", "GEMM + reduce-scatter", "GEMM + all-gather", "all-gather + GEMM"};
   long long failures = 0;
   for (size_t r = 0; r < comms.size(); ++r)
-    for (int i = 0; i < 3; ++i) {
-      const Outcome& o = outcomes[3 * r + static_cast<size_t>(i)];
-      std::printf("rank %zu, GEMM + %s: self-test %s, %lld wrong elements\n", r, names[i],
+    for (int i = 0; i < kOps; ++i) {
+      const Outcome& o = outcomes[kOps * r + static_cast<size_t>(i)];
+      std::printf("rank %zu, %s: self-test %s, %lld wrong elements\n", r, names[i],
                   o.self_test ? "passed" : "FAILED", o.wrong);
       failures += o.wrong + (o.self_test ? 0 : 1);
     }

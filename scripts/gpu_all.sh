@@ -6,23 +6,28 @@
 # quick: tests + the default (short) bench suites; tests / bench: only that half; gemm: the GPU
 # tests and the gemm suite only; comm: the multi-GPU tests and the comm suite only; fused: the
 # GPU and multi-GPU tests, then the emulated fused tests repeated and the gemm-ag / gemm-ar /
-# gemm-rs suites in the emulated world; multi: the run for a machine of 2+ GPUs (below); default: all.
+# gemm-rs / ag-gemm suites in the emulated world; multi: the run for a machine of 2+ GPUs (below);
+# default: all.
 # multi: every multi-GPU test (tests/multi_gpu, one rank per GPU over real NCCL: the collectives and
 # both fused operators, every mode, bitwise against split and against an NCCL-reduced reference;
 # fused-ce once more with CUDA_DEVICE_MAX_CONNECTIONS=1, in a process of its own),
 # `weave bench comm` over every GPU, the fused suites over every model preset with --devices = every
 # GPU (each mode against cuBLASLt + NCCL on plain and on symmetric buffers; gemm-rs over the gemm-ar
-# presets, the row-parallel layers), and with PY=1 the Python package's install and pytest suite
+# presets, the row-parallel layers), ag-gemm (no presets: the table has no column-parallel layer) at
+# its default shape in bf16 and ptpc (against ncclAllGather + cuBLASLt), and with PY=1 the Python
+# package's install and pytest suite
 # (scripts/device_python.sh: torchrun multi-GPU parts included; needs .deps). Expected on 2 H200s,
 # prebuilt binaries: about 9 minutes without PY=1 (tests about 1, comm about 1, ten presets about 4,
-# the seven row-parallel ones as gemm-rs about 3; estimated, not yet run), plus 5-8 with it.
+# the seven row-parallel ones as gemm-rs about 3, ag-gemm about 1; estimated, not yet run), plus 5-8
+# with it.
 # GTEST_FILTER (GoogleTest reads it) narrows the tests. SANITIZE=1 adds compute-sanitizer memcheck
 # and racecheck over GemmSanitizer.* after them.
 # To save GPU-machine time, build here instead (scripts/pack_prebuilt.sh fills carry/), copy
 # carry/ along and set WEAVE_PREBUILT=carry: the build step is then skipped.
 # Bench arguments: COPY_ARGS, GEMM_ARGS (and a second gemm run GEMM_ARGS2), COMM_ARGS, GEMM_AG_ARGS,
-# GEMM_AR_MS (the gemm-ar suites' M list), GEMM_AR_ARGS (their other options) and GEMM_RS_ARGS
-# (gemm-rs's; its M is the total rows, so every M must be a multiple of the GPU count).
+# GEMM_AR_MS (the gemm-ar suites' M list), GEMM_AR_ARGS (their other options), GEMM_RS_ARGS
+# (gemm-rs's; its M is the total rows, so every M must be a multiple of the GPU count) and
+# AG_GEMM_ARGS (ag-gemm's; its m is rows per rank).
 # Tests run as their GoogleTest binaries (one process per label: much faster than one per case).
 # Exit status: 0 when every step passed; 1 when a build, a test binary, a repeat, a sanitizer or a
 # bench failed or a negative control passed; the summary's RESULT lines say which
@@ -154,6 +159,10 @@ elif [ "$mode" = multi ]; then
       bench "${op//-/_}_$p" "$op" --preset "$p" ${DEVICES:+--devices "$DEVICES"} $args
     done
   done
+  # ag-gemm (AllGatherGemm) takes no preset: its default shape, bf16 and ptpc (whose scales travel too).
+  for q in bf16 ptpc; do
+    bench "ag_gemm_$q" ag-gemm --quant $q ${DEVICES:+--devices "$DEVICES"} ${AG_GEMM_ARGS:--m 128,1024,4096 -i 5}
+  done
   if [ "${PY:-0}" = 1 ]; then
     OUT="$LOGS/python" bash scripts/device_python.sh >"$LOGS/python.log" 2>&1
     rc=$?
@@ -200,4 +209,5 @@ if [ "$mode" = fused ] || [ "$mode" = full ]; then
   bench gemm_ar_emu2_bs gemm-ar --emulate-world 2 --quant blockscale -m "$ar_ms" ${GEMM_AR_ARGS:--i 5}
   bench gemm_ar_emu4 gemm-ar --emulate-world 4 -m 4096 ${GEMM_AR_ARGS:--i 5}
   bench gemm_rs_emu2 gemm-rs --emulate-world 2 ${GEMM_RS_ARGS:--m 1024,4096 -i 5}
+  bench ag_gemm_emu2 ag-gemm --emulate-world 2 ${AG_GEMM_ARGS:--m 1024,4096 -i 5}
 fi

@@ -9,6 +9,7 @@
 #include "weave/error.hpp"
 #include "weave/fused_plan.hpp"
 #include "weave/gemm.hpp"
+#include "weave/all_gather_gemm.hpp"
 #include "weave/gemm_all_gather.hpp"
 #include "weave/gemm_all_reduce.hpp"
 #include "weave/gemm_reduce_scatter.hpp"

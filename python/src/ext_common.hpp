@@ -35,7 +35,8 @@ void bind_gemm(nanobind::module_& m);
 void bind_comm(nanobind::module_& m);
 // GPUs, transports, DLPack descriptions (device_ext.cpp).
 void bind_device(nanobind::module_& m);
-// weave::GemmAllGather, weave::GemmAllReduce and weave::GemmReduceScatter (fused_ext.cpp).
+// weave::GemmAllGather, weave::GemmAllReduce, weave::GemmReduceScatter and weave::AllGatherGemm
+// (fused_ext.cpp).
 void bind_fused(nanobind::module_& m);
 // weave::create_sharing_window (shared_ext.cpp).
 void bind_shared(nanobind::module_& m);

@@ -1,7 +1,8 @@
 // weave._weave bindings of the fused operators (include/weave/gemm_all_gather.hpp,
-// gemm_all_reduce.hpp, gemm_reduce_scatter.hpp): configs, plans, validation, window sizes and the
-// ops. GemmReduceScatter's config and plan are GemmAllReduce's less the decode mode and the gather
-// leg, so the two share their binding code (bind_config, bind_ar_plan below). The Python layer
+// gemm_all_reduce.hpp, gemm_reduce_scatter.hpp, all_gather_gemm.hpp): configs, plans, validation,
+// window sizes and the ops. GemmReduceScatter's config and plan are GemmAllReduce's less the decode
+// mode and the gather leg, so the two share their binding code (bind_config, bind_ar_plan below);
+// AllGatherGemm's config is GemmAllGather's less the calibration. The Python layer
 // (python/weave/_fused.py) turns tensors into TensorViews and checks arguments first.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
@@ -10,6 +11,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "ext_common.hpp"
+#include "weave/all_gather_gemm.hpp"
 #include "weave/gemm_all_gather.hpp"
 #include "weave/gemm_all_reduce.hpp"
 #include "weave/gemm_reduce_scatter.hpp"
@@ -50,7 +52,7 @@ void bind_op_common(nb::class_<Op>& c) {
 }
 
 // The fields every fused config has (GemmAllGatherConfig, GemmAllReduceConfig,
-// GemmReduceScatterConfig); the caller binds the rest on the returned class.
+// GemmReduceScatterConfig, AllGatherGemmConfig); the caller binds the rest on the returned class.
 template <class Config>
 nb::class_<Config> bind_config(nb::module_& m, const char* name) {
   nb::class_<Config> c(m, name);
@@ -67,15 +69,17 @@ nb::class_<Config> bind_config(nb::module_& m, const char* name) {
           [](Config& cfg, int r) {
             if (r < 0 || r > 2) throw nb::value_error("mx_route must be 0 (auto), 1 (native) or 2 (bf16)");
             cfg.mx_route = static_cast<weave::MxRoute>(r);
-          })
-      .def_rw("calibration", &Config::calibration);
+          });
   return c;
 }
 
 // GemmAllReduce's and GemmReduceScatter's config fields past bind_config's.
 template <class Config>
 void bind_ar_config(nb::module_& m, const char* name) {
-  bind_config<Config>(m, name).def_rw("exact_own", &Config::exact_own).def_rw("chunks", &Config::chunks);
+  bind_config<Config>(m, name)
+      .def_rw("calibration", &Config::calibration)
+      .def_rw("exact_own", &Config::exact_own)
+      .def_rw("chunks", &Config::chunks);
 }
 
 // The fields GemmAllReducePlan and GemmReduceScatterPlan share (all but GemmAllReducePlan's
@@ -145,15 +149,26 @@ void bind_fused(nb::module_& m) {
       .value("FUSED_CE", weave::GemmAllGatherMode::kFusedCe);
   m.def("parse_gemm_all_reduce_mode", [](std::string_view s) { return weave::parse_gemm_all_reduce_mode(s); });
   m.def("parse_gemm_reduce_scatter_mode", [](std::string_view s) { return weave::parse_gemm_reduce_scatter_mode(s); });
+  nb::enum_<weave::AllGatherGemmMode>(m, "AllGatherGemmMode")
+      .value("AUTO", weave::AllGatherGemmMode::kAuto)
+      .value("GEMM_ONLY", weave::AllGatherGemmMode::kGemmOnly)
+      .value("SPLIT_NCCL", weave::AllGatherGemmMode::kSplitNccl)
+      .value("SPLIT_LSA", weave::AllGatherGemmMode::kSplitLsa)
+      .value("SPLIT_CE", weave::AllGatherGemmMode::kSplitCe);
   m.def("parse_gemm_all_gather_mode", [](std::string_view s) { return weave::parse_gemm_all_gather_mode(s); });
+  m.def("parse_all_gather_gemm_mode", [](std::string_view s) { return weave::parse_all_gather_gemm_mode(s); });
   m.def("name", [](weave::GemmAllReduceMode v) { return std::string(weave::to_string(v)); });
   m.def("name", [](weave::GemmReduceScatterMode v) { return std::string(weave::to_string(v)); });
   m.def("name", [](weave::GemmAllGatherMode v) { return std::string(weave::to_string(v)); });
+  m.def("name", [](weave::AllGatherGemmMode v) { return std::string(weave::to_string(v)); });
 
   bind_ar_config<weave::GemmAllReduceConfig>(m, "GemmAllReduceConfig");
   bind_ar_config<weave::GemmReduceScatterConfig>(m, "GemmReduceScatterConfig");
   bind_config<weave::GemmAllGatherConfig>(m, "GemmAllGatherConfig")
+      .def_rw("calibration", &weave::GemmAllGatherConfig::calibration)
       .def_rw("out_dtype", &weave::GemmAllGatherConfig::out_dtype);
+  bind_config<weave::AllGatherGemmConfig>(m, "AllGatherGemmConfig")
+      .def_rw("out_dtype", &weave::AllGatherGemmConfig::out_dtype);
 
   bind_ar_plan<weave::GemmAllReducePlan>(m, "GemmAllReducePlan")
       .def_ro("bytes_ag", &weave::GemmAllReducePlan::bytes_ag);
@@ -173,16 +188,33 @@ void bind_fused(nb::module_& m) {
       .def_ro("model_split_us", &weave::GemmAllGatherPlan::model_split_us)
       .def_ro("model_fused_us", &weave::GemmAllGatherPlan::model_fused_us)
       .def_ro("reason", &weave::GemmAllGatherPlan::reason);
+  nb::class_<weave::AllGatherGemmPlan>(m, "AllGatherGemmPlan")
+      .def_ro("mode", &weave::AllGatherGemmPlan::mode)
+      .def_ro("block_m", &weave::AllGatherGemmPlan::block_m)
+      .def_ro("block_n", &weave::AllGatherGemmPlan::block_n)
+      .def_ro("rows", &weave::AllGatherGemmPlan::rows)
+      .def_ro("tiles", &weave::AllGatherGemmPlan::tiles)
+      .def_ro("waves", &weave::AllGatherGemmPlan::waves)
+      .def_ro("grid", &weave::AllGatherGemmPlan::grid)
+      .def_ro("bytes_per_peer", &weave::AllGatherGemmPlan::bytes_per_peer)
+      .def_ro("window_bytes", &weave::AllGatherGemmPlan::window_bytes)
+      .def_ro("model_gemm_us", &weave::AllGatherGemmPlan::model_gemm_us)
+      .def_ro("model_comm_us", &weave::AllGatherGemmPlan::model_comm_us)
+      .def_ro("model_split_us", &weave::AllGatherGemmPlan::model_split_us)
+      .def_ro("reason", &weave::AllGatherGemmPlan::reason);
 
   m.def("gemm_all_reduce_validate", &weave::GemmAllReduce::validate, "config"_a, "world"_a);
   m.def("gemm_reduce_scatter_validate", &weave::GemmReduceScatter::validate, "config"_a, "world"_a);
   m.def("gemm_all_gather_validate", &weave::GemmAllGather::validate, "config"_a, "world"_a);
+  m.def("all_gather_gemm_validate", &weave::AllGatherGemm::validate, "config"_a, "world"_a);
   m.def("gemm_all_reduce_window_bytes", &weave::gemm_all_reduce_window_bytes, "config"_a, "world"_a);
   m.def("gemm_reduce_scatter_window_bytes", &weave::gemm_reduce_scatter_window_bytes, "config"_a, "world"_a);
   m.def("gemm_all_gather_window_bytes", &weave::gemm_all_gather_window_bytes, "config"_a, "world"_a);
+  m.def("all_gather_gemm_window_bytes", &weave::all_gather_gemm_window_bytes, "config"_a, "world"_a);
   bind_planner(m, "gemm_all_reduce_plan", &weave::gemm_all_reduce_plan);
   bind_planner(m, "gemm_reduce_scatter_plan", &weave::gemm_reduce_scatter_plan);
   bind_planner(m, "gemm_all_gather_plan", &weave::gemm_all_gather_plan);
+  bind_planner(m, "all_gather_gemm_plan", &weave::all_gather_gemm_plan);
 
   nb::class_<weave::GemmAllReduce> ar(m, "GemmAllReduce");
   bind_op_common<weave::GemmAllReduce, weave::GemmAllReduceConfig>(ar);
@@ -195,6 +227,14 @@ void bind_fused(nb::module_& m) {
            return op.self_test(m, b, sb);
          },
          "m"_a, "b"_a, "scale_b"_a, nb::call_guard<nb::gil_scoped_release>());
+  // AllGatherGemm's views into its window past output(m): the gathered A and its scales, and this
+  // rank's slot of them (the zero-copy input). An empty view (bf16's scales) has ptr 0.
+  nb::class_<weave::AllGatherGemm> agm(m, "AllGatherGemm");
+  bind_op_common<weave::AllGatherGemm, weave::AllGatherGemmConfig>(agm);
+  agm.def("gathered_a", &weave::AllGatherGemm::gathered_a, "m"_a)
+      .def("gathered_scale_a", &weave::AllGatherGemm::gathered_scale_a, "m"_a)
+      .def("input", &weave::AllGatherGemm::input, "m"_a)
+      .def("input_scales", &weave::AllGatherGemm::input_scales, "m"_a);
 }
 
 }  // namespace weave_py

@@ -104,6 +104,15 @@ void bind_types(nb::module_& m) {
            "ptr"_a, "dtype"_a, "shape"_a, "strides"_a, "device"_a)
       .def_prop_ro("ptr", [](const weave::TensorView& v) { return reinterpret_cast<std::uintptr_t>(v.data); })
       .def_prop_ro("device", [](const weave::TensorView& v) { return v.device; })
+      .def_prop_ro("dtype", [](const weave::TensorView& v) { return v.dtype; })
+      .def_prop_ro("shape",
+                   [](const weave::TensorView& v) {
+                     return std::vector<int64_t>(v.shape.begin(), v.shape.begin() + v.rank);
+                   })
+      .def_prop_ro("strides",
+                   [](const weave::TensorView& v) {
+                     return std::vector<int64_t>(v.strides.begin(), v.strides.begin() + v.rank);
+                   })
       .def("describe", &weave::TensorView::describe);
 }
 

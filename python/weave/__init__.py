@@ -20,8 +20,8 @@ _loader.preload()
 from . import _weave  # noqa: E402
 from ._comm import Algorithm, Collective, CollectiveOp, Communicator, Transport  # noqa: E402
 from ._errors import ArgumentError, Error, Status  # noqa: E402
-from ._fused import (GemmAllGather, GemmAllGatherMode, GemmAllReduce, GemmAllReduceMode,  # noqa: E402
-                     GemmReduceScatter, GemmReduceScatterMode)
+from ._fused import (AllGatherGemm, AllGatherGemmMode, GemmAllGather, GemmAllGatherMode,  # noqa: E402
+                     GemmAllReduce, GemmAllReduceMode, GemmReduceScatter, GemmReduceScatterMode)
 from ._shared import SharedWindowOps, create_sharing_window  # noqa: E402
 from ._gemm import Gemm, GemmPlan, ScaleLayout, ScaleMode, gemm, plan_gemm, validate_gemm  # noqa: E402
 from ._presets import Preset, PresetShard, preset, presets  # noqa: E402
@@ -30,9 +30,9 @@ from ._tensors import DType  # noqa: E402
 __version__ = "0.1.0"
 nccl_build_version: str = _weave.nccl_build_version
 
-__all__ = ["Algorithm", "ArgumentError", "Collective", "CollectiveOp", "Communicator", "DType", "Error", "Gemm",
-           "GemmAllGather", "GemmAllGatherMode", "GemmAllReduce", "GemmAllReduceMode", "GemmPlan",
-           "GemmReduceScatter", "GemmReduceScatterMode", "ScaleLayout",
+__all__ = ["Algorithm", "AllGatherGemm", "AllGatherGemmMode", "ArgumentError", "Collective", "CollectiveOp",
+           "Communicator", "DType", "Error", "Gemm", "GemmAllGather", "GemmAllGatherMode", "GemmAllReduce",
+           "GemmAllReduceMode", "GemmPlan", "GemmReduceScatter", "GemmReduceScatterMode", "ScaleLayout",
            "ScaleMode", "SharedWindowOps", "Status", "Transport", "create_sharing_window", "devices", "gemm",
            "nccl_versions", "no_gpu_reason",
            "pack_mxfp8_scales", "plan_gemm", "Preset", "PresetShard", "preset", "presets", "validate_gemm"]

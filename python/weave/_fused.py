@@ -1,5 +1,6 @@
-"""weave.GemmAllReduce, weave.GemmReduceScatter and weave.GemmAllGather, the fused operators
-(include/weave/gemm_all_reduce.hpp, gemm_reduce_scatter.hpp, gemm_all_gather.hpp; docs/fused.md).
+"""weave.GemmAllReduce, weave.GemmReduceScatter, weave.GemmAllGather and weave.AllGatherGemm, the
+fused operators (include/weave/gemm_all_reduce.hpp, gemm_reduce_scatter.hpp, gemm_all_gather.hpp,
+all_gather_gemm.hpp; docs/fused.md).
 
     comm = weave.Communicator.from_process_group()
     ar = weave.GemmAllReduce(comm, n=7168, k=2048, m_max=8192, quant="blockscale")   # collective
@@ -7,13 +8,17 @@
     ar.run(a, b, scale_a=sa, scale_b=sb, out=y)  # the same, copied into y (returns y)
     rs = weave.GemmReduceScatter(comm, n=7168, k=2048, m_max=8192)   # collective
     part = rs.run(a, b)   # [m / world, 7168] bf16: this rank's rows of sum over ranks of a_r @ b_r.T
+    agm = weave.AllGatherGemm(comm, n=2048, k=7168, m_max=1024, quant="ptpc")   # collective
+    y = agm.run(a, b, scale_a=sa, scale_b=sb)  # [world * m, 2048] bf16 = [a_0; ...; a_{W-1}] @ b.T
+    x = agm.gathered_a(m)                      # [world * m, 7168] e4m3: every rank's a (window view)
 
 Construction is collective (every rank the same config, in the same order as its other collective
 calls) and allocates the op's window at m_max; run() only enqueues (graph-capturable); its result
 is a view into the op's window, valid until the next run() of the op, or, with out=, a copy in the
-caller's tensor (stream-ordered after the call). The
+caller's tensor (stream-ordered after the call; AllGatherGemm's GEMM stores into it directly). The
 operands are those of weave.Gemm in the op's quant: A [m, K] (GemmAllReduce, GemmReduceScatter: this
-rank's K shard; GemmReduceScatter: m a multiple of the world), B [N, K], and the quant's scales.
+rank's K shard; GemmReduceScatter: m a multiple of the world; GemmAllGather, AllGatherGemm: this
+rank's rows), B [N, K], and the quant's scales.
 """
 from __future__ import annotations
 
@@ -28,10 +33,12 @@ from ._tensors import DType, describe, resolve_stream
 GemmAllReduceMode = _weave.GemmAllReduceMode
 GemmReduceScatterMode = _weave.GemmReduceScatterMode
 GemmAllGatherMode = _weave.GemmAllGatherMode
+AllGatherGemmMode = _weave.AllGatherGemmMode
 
 _AR_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fused, fused-rs, fused-ce)"
 _RS_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused)"
 _AG_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused-lsa, fused-ce)"
+_AGM_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce)"
 # GemmAllReduce's and GemmReduceScatter's configs have the same fields, their modes aside:
 # (config type, mode parser, mode choices, mode enum) of each.
 _AR_KIND = (_weave.GemmAllReduceConfig, _weave.parse_gemm_all_reduce_mode, _AR_MODES, GemmAllReduceMode)
@@ -86,6 +93,17 @@ def _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration=""
     return c
 
 
+def _agm_config(n, k, m_max, quant, scale_layout, out_dtype, mode, mx_route="auto", max_sms=0):
+    """AllGatherGemm's config: GemmAllGather's fields less the calibration (no measured table yet)."""
+    c = _weave.AllGatherGemmConfig()
+    c.n, c.k, c.m_max = _int("n", n), _int("k", k), _int("m_max", m_max)
+    c.quant, c.scale_layout, c.out_dtype = _mode_of(quant), _layout_of(scale_layout), _out_dtype_of(out_dtype)
+    c.mode = _enum(mode, _weave.parse_all_gather_gemm_mode, _AGM_MODES, "mode", AllGatherGemmMode)
+    c.mx_route = _mx_route(mx_route)
+    c.max_sms = _int("max_sms", max_sms, 0, 1024)
+    return c
+
+
 _AR_PLAN_FIELDS = ("block_m", "block_n", "tiles", "waves", "grid", "band_blocks", "chunks", "chunk_blocks", "rounds",
                    "bytes_rs", "bytes_ag", "window_bytes", "model_gemm_us", "model_comm_us", "model_split_us",
                    "model_fused_us", "reason")
@@ -94,12 +112,30 @@ _RS_PLAN_FIELDS = tuple(f for f in _AR_PLAN_FIELDS if f != "bytes_ag")  # no gat
 _RS_FUSED_BLOCK_M = 128
 _AG_PLAN_FIELDS = ("block_m", "block_n", "tiles", "waves", "grid", "chunks", "bytes_per_peer", "window_bytes",
                    "model_gemm_us", "model_comm_us", "model_split_us", "model_fused_us", "reason")
+_AGM_PLAN_FIELDS = ("block_m", "block_n", "rows", "tiles", "waves", "grid", "bytes_per_peer", "window_bytes",
+                    "model_gemm_us", "model_comm_us", "model_split_us", "reason")
 
 
 def _plan_dict(p, fields) -> dict:
     d = {f: getattr(p, f) for f in fields}
     d["mode"] = _weave.name(p.mode)
     return d
+
+
+def _window_tensor(view, owner):
+    """A C++ view into an op's window as a torch tensor of its dtype, shape and strides on its GPU,
+    holding `owner` (the op) alive; None for an empty view (bf16 has no scales)."""
+    import torch
+
+    if view.ptr == 0:
+        return None
+    dtype = {DType.BF16: torch.bfloat16, DType.F32: torch.float32, DType.E4M3: torch.float8_e4m3fn,
+             DType.UE8M0: getattr(torch, "float8_e8m0fnu", torch.uint8)}[view.dtype]
+    shape, strides = list(view.shape), list(view.strides)
+    span = 1 + sum((size - 1) * stride for size, stride in zip(shape, strides))  # elements addressed
+    size = torch.empty((), dtype=dtype).element_size()
+    raw = torch.as_tensor(_CudaBuffer(view.ptr, (span * size,), "|u1", owner), device=f"cuda:{view.device}")
+    return raw.view(dtype).as_strided(shape, strides)
 
 
 class _FusedOp:
@@ -387,6 +423,105 @@ class GemmAllGather(_FusedOp):
         return _plan_dict(_weave.gemm_all_gather_plan(cfg, _int("world", world), _int("m", m),
                                                       _int("num_sms", num_sms), bool(nvlink_domain), bool(nccl)),
                           _AG_PLAN_FIELDS)
+
+    def _out_spec(self, m: int):
+        """The output of m rows per rank: (rows, cols, weave dtype)."""
+        return self.comm.world_size * m, self._cfg.n, self._cfg.out_dtype
+
+
+class AllGatherGemm(_FusedOp):
+    """The column-parallel linear layer of sequence parallelism: every rank r passes its rows of the
+    activations A_r [m, K] (the same m on every rank) and the column shard B [N, K] (the same on
+    every rank); every rank gets [A_0; ...; A_{W-1}] @ B.T, [world * m, N] with rank s's rows at
+    [s*m, (s+1)*m) (bf16 or fp32 out for bf16 inputs, bf16 for fp8). A travels as the GEMM reads it
+    (e4m3 with its per-row scales in the fp8 modes: half bf16's bytes), and gathered_a(m) /
+    gathered_scale_a(m) keep the gathered activations (for the backward pass or the next layer).
+    Modes: auto (default), gemm-only, split-nccl, split-lsa, split-ce. A's scales travel with their
+    rows, so the scale layout is raw (ptpc fp32 [m]; blockscale fp32 [m, K/128]; mxfp8 ue8m0
+    [m, K/32])."""
+
+    _kind = "AllGatherGemm"
+    _validate = staticmethod(_weave.all_gather_gemm_validate)
+    _op = _weave.AllGatherGemm
+
+    def __init__(self, comm: Communicator, *, n: int, k: int, m_max: int, quant="bf16", scale_layout="raw",
+                 out_dtype="bf16", mode="auto", mx_route="auto", max_sms: int = 0):
+        """m_max: the largest m per rank (the window holds world x m_max rows of A and of the output).
+        mx_route (mxfp8): as GemmAllGather's. max_sms: CTAs per rank at most (0: every SM), every rank
+        the same value."""
+        super().__init__(comm, _agm_config(n, k, m_max, quant, scale_layout, out_dtype, mode, mx_route, max_sms))
+
+    def run(self, a, b, *, scale_a=None, scale_b=None, stream=None, out=None):
+        """Enqueues one call with this rank's rows a [m, K] (1 <= m <= m_max; every rank the same m)
+        and B [N, K] on `stream` (default: torch's current stream when torch is loaded) and returns
+        the output [world * m, N]: a view into the op's window, valid until the next run(). With
+        `out` (a tensor of that shape and the op's out dtype on this rank's GPU, outside the op's
+        window, rows may be strided with a row stride of a multiple of 16 bytes), the GEMM stores
+        straight into it (no copy; output(m) then holds nothing of this call) and run() returns it.
+        a (and scale_a) may be input(m) (and input_scales(m)) written beforehand on the op's stream:
+        then nothing is copied into the window first. Everything is checked before any GPU work."""
+        return super().run(a, b, scale_a=scale_a, scale_b=scale_b, stream=stream, out=out)
+
+    __call__ = run
+
+    def _m(self, m) -> int:
+        return _int("m", m, 1, self._cfg.m_max)
+
+    def gathered_a(self, m: int):
+        """Every rank's A of the last run of m rows per rank, [world * m, K] (bf16, or e4m3 as
+        torch.float8_e4m3fn), as a torch tensor viewing the op's window, valid until the next run()
+        (gemm-only: only this rank's rows are there)."""
+        m = self._m(m)
+        return _window_tensor(self._impl.gathered_a(m), self)
+
+    def gathered_scale_a(self, m: int):
+        """Their scales, viewing the op's window: ptpc fp32 [world * m], blockscale fp32
+        [world * m, K/128], mxfp8 ue8m0 [world * m, K/32]; None for bf16."""
+        m = self._m(m)
+        return _window_tensor(self._impl.gathered_scale_a(m), self)
+
+    def input(self, m: int):
+        """This rank's slot of the gathered A for a call of m rows, [m, K] in the op's window: write
+        A there (on the op's stream, after the previous call was enqueued) and pass it as `a` to
+        save the copy."""
+        m = self._m(m)
+        return _window_tensor(self._impl.input(m), self)
+
+    def input_scales(self, m: int):
+        """This rank's slot of the gathered scales for a call of m rows (pass it as `scale_a`);
+        None for bf16."""
+        m = self._m(m)
+        return _window_tensor(self._impl.input_scales(m), self)
+
+    @staticmethod
+    def validate(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", out_dtype="bf16",
+                 mode="auto") -> str:
+        """'' if the op can run in a world of `world` ranks, else every rule it breaks. CPU only."""
+        return _weave.all_gather_gemm_validate(_agm_config(n, k, m_max, quant, scale_layout, out_dtype, mode),
+                                               _int("world", world, *INT32))
+
+    @staticmethod
+    def window_bytes(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", out_dtype="bf16",
+                     mode="auto") -> int:
+        """Bytes of the op's window per rank (size before allocating). CPU only."""
+        return _weave.all_gather_gemm_window_bytes(_agm_config(n, k, m_max, quant, scale_layout, out_dtype, mode),
+                                                   _int("world", world, *INT32))
+
+    def plan(self, m: int) -> dict:
+        """What a call of m rows per rank runs and why: rows of the GEMM, tiles, waves, bytes per
+        peer, the model."""
+        return _plan_dict(self._impl.plan(_int("m", m)), _AGM_PLAN_FIELDS)
+
+    @staticmethod
+    def plan_for(m: int, *, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw",
+                 out_dtype="bf16", mode="auto", num_sms: int = 132, nvlink_domain: bool = True,
+                 nccl: bool = True) -> dict:
+        """What an op of this configuration would run for m rows per rank, and why, without an op or a
+        GPU (the planner behind plan(m)). CPU only."""
+        cfg = _agm_config(n, k, m_max, quant, scale_layout, out_dtype, mode)
+        return _plan_dict(_weave.all_gather_gemm_plan(cfg, _int("world", world), _int("m", m),
+                                                      _int("num_sms", num_sms), bool(nvlink_domain), bool(nccl)),
+                          _AGM_PLAN_FIELDS)
 
     def _out_spec(self, m: int):
         """The output of m rows per rank: (rows, cols, weave dtype)."""

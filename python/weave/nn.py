@@ -2,7 +2,9 @@
 torch.ops.weave.* custom ops (weave.ops), so torch.compile(fullgraph=True) traces them whole and
 CUDA graphs capture them. quant="bf16" (weights and activations bf16) or "ptpc" (e4m3 weights with
 one fp32 scale per output feature, activations quantised per token in forward: amax / 448);
-blockscale and mxfp8 layers are not built yet.
+blockscale and mxfp8 layers are not built yet. Forward only (inference): weave's custom ops have no
+backward, so the layers' weights and biases are Parameters with requires_grad=False, and a block of
+them compiles and runs under grad mode too; an input that requires grad is refused by autograd.
 
     comm = weave.Communicator.from_process_group()
     up = weave.nn.ColumnParallelLinear.from_linear(mlp.up_proj, comm=comm)          # [tokens, 4h / W]
@@ -13,7 +15,16 @@ Sharding (Megatron's): a column-parallel layer holds out_features / W rows of th
 gives each rank its slice of the features (no communication); a row-parallel layer holds
 in_features / W columns, takes the matching slice of its input, and sums the ranks' partial
 outputs with weave.GemmAllReduce (every rank gets every token), or with sequence_parallel=True
-weave.GemmReduceScatter (each rank keeps tokens / W of them: its rows [r T/W, (r+1) T/W)).
+weave.GemmReduceScatter (each rank keeps tokens / W of them: its rows [r T/W, (r+1) T/W)). With
+sequence_parallel=True the column-parallel layer takes those tokens / W rows and gathers every
+rank's with weave.AllGatherGemm (GEMM and all-gather in one op; ptpc gathers the e4m3 rows with
+their scales), so a block of the two passes tokens / W rows between layers:
+
+    up = weave.nn.ColumnParallelLinear.from_linear(mlp.up_proj, comm=comm, sequence_parallel=True,
+                                                   max_tokens=8192)                 # [T, 4h / W]
+    down = weave.nn.RowParallelLinear.from_linear(mlp.down_proj, comm=comm, sequence_parallel=True,
+                                                  max_tokens=8192)                  # [T / W, h]
+    y = down(torch.nn.functional.gelu(up(x_rows)))  # x_rows: this rank's [T / W, h]
 """
 from __future__ import annotations
 
@@ -22,7 +33,7 @@ import torch
 from . import ops as _ops
 from ._comm import Communicator
 from ._errors import arg_error
-from ._fused import GemmAllReduce, GemmReduceScatter
+from ._fused import AllGatherGemm, GemmAllReduce, GemmReduceScatter
 
 __all__ = ["ColumnParallelLinear", "RowParallelLinear"]
 
@@ -52,11 +63,17 @@ class _Weights(torch.nn.Module):
     def _init_weights(self, rows: int, cols: int, quant: str, device):
         self.quant = quant
         if quant == "bf16":
-            self.weight = torch.nn.Parameter(torch.empty(rows, cols, device=device, dtype=torch.bfloat16))
+            self.weight = torch.nn.Parameter(torch.empty(rows, cols, device=device, dtype=torch.bfloat16),
+                                             requires_grad=False)
             self.weight_scale = None
         else:
             self.register_buffer("weight", torch.zeros(rows, cols, device=device, dtype=torch.float8_e4m3fn))
             self.register_buffer("weight_scale", torch.ones(rows, device=device, dtype=torch.float32))
+
+    def _init_bias(self, rows: int, bias: bool, device):
+        # Forward only, as the weight: no gradient is ever asked of weave's ops.
+        self.bias = (torch.nn.Parameter(torch.zeros(rows, device=device, dtype=torch.bfloat16), requires_grad=False)
+                     if bias else None)
 
     def _load_weights(self, w: torch.Tensor):
         with torch.no_grad():
@@ -99,6 +116,19 @@ def _features(name: str, value, world: int) -> int:
     return value // world
 
 
+def _tokens_per_rank(max_tokens, world: int) -> int:
+    """A sequence-parallel column layer's m_max: max_tokens (all ranks' tokens of one call, as
+    RowParallelLinear's) / world."""
+    if max_tokens is None:
+        raise arg_error("argument 'max_tokens': sequence_parallel needs it (the largest tokens per call, all ranks' "
+                        "together: it sizes weave.AllGatherGemm's window)")
+    _positive("max_tokens", max_tokens)
+    if max_tokens % world:
+        raise arg_error(f"argument 'max_tokens': {max_tokens} must be divisible by the world ({world}): each rank "
+                        f"passes tokens / world of them")
+    return max_tokens // world
+
+
 def _input_2d(x: torch.Tensor, k: int, layer: str) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise arg_error(f"argument 'x': must be a torch.Tensor (got {type(x).__name__})")
@@ -124,31 +154,41 @@ def _shard_of(linear: torch.nn.Linear, dim: int, world: int, rank: int, device) 
 
 class ColumnParallelLinear(_Weights):
     """y[..., out_features / W] = x[..., in_features] @ W_r^T (+ b_r): this rank's rows of the weight
-    (and of the bias); no communication. sequence_parallel (gathering the tokens first) needs weave's
-    AllGatherGemm, not built yet."""
+    (and of the bias); no communication. With sequence_parallel, weave.AllGatherGemm: the input is
+    this rank's tokens [tokens / W, in_features] (the same count on every rank) and each rank gets
+    [tokens, out_features / W], every rank's tokens (rank s's at rows [s T/W, (s+1) T/W)) times its
+    rows of the weight. max_tokens sizes the op's window: the largest tokens per call, all ranks'
+    together (as RowParallelLinear's), a multiple of W; required with sequence_parallel, unused
+    without."""
 
     def __init__(self, in_features: int, out_features: int, *, comm: Communicator | None = None, process_group=None,
-                 bias: bool = True, sequence_parallel: bool = False, quant: str = "bf16"):
+                 bias: bool = True, sequence_parallel: bool = False, quant: str = "bf16",
+                 max_tokens: int | None = None):
         super().__init__()
         quant = _quant(quant)
-        if sequence_parallel:
-            raise arg_error("argument 'sequence_parallel': a column-parallel layer that gathers its input tokens "
-                            "needs weave's AllGatherGemm, which is not built yet; gather with torch.distributed first")
         comm = _communicator(comm, process_group)
         n_r = _features("out_features", out_features, comm.world_size)
         _positive("in_features", in_features)
+        if sequence_parallel:
+            m_max = _tokens_per_rank(max_tokens, comm.world_size)
+        elif max_tokens is not None:
+            _positive("max_tokens", max_tokens)
         device = torch.device("cuda", comm.device)
-        self.comm = comm
+        self.comm, self.sequence_parallel = comm, bool(sequence_parallel)
         self._init_weights(n_r, in_features, quant, device)
-        self.bias = torch.nn.Parameter(torch.zeros(n_r, device=device, dtype=torch.bfloat16)) if bias else None
+        self._init_bias(n_r, bias, device)
+        if sequence_parallel:
+            self.op = AllGatherGemm(comm, n=n_r, k=in_features, m_max=m_max, quant=quant)
+            self._handle = _ops.handle(self.op)
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear, *, comm: Communicator | None = None, process_group=None,
-                    quant: str = "bf16"):
+                    sequence_parallel: bool = False, quant: str = "bf16", max_tokens: int | None = None):
         """This rank's layer of `linear` (the whole layer, the same on every rank); ptpc quantises
         its weight shard per output feature."""
         layer = cls(linear.in_features, linear.out_features, comm=comm, process_group=process_group,
-                    bias=linear.bias is not None, quant=quant)
+                    bias=linear.bias is not None, sequence_parallel=sequence_parallel, quant=quant,
+                    max_tokens=max_tokens)
         w, per = _shard_of(linear, 0, layer.comm.world_size, layer.comm.rank, layer.weight.device)
         layer._load_weights(w)
         with torch.no_grad():
@@ -159,10 +199,13 @@ class ColumnParallelLinear(_Weights):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = _input_2d(x, self.weight.shape[1], "ColumnParallelLinear")
         a, b, sa, sb = self._operands(x2)
-        y = torch.ops.weave.gemm(a, b, sa, sb, mode=self.quant)
+        if self.sequence_parallel:
+            y = torch.ops.weave.all_gather_gemm(self._handle, a, b, sa, sb)  # [W x rows of x2, out_features / W]
+        else:
+            y = torch.ops.weave.gemm(a, b, sa, sb, mode=self.quant)
         if self.bias is not None:
             y = y + self.bias
-        return y.reshape(*x.shape[:-1], self.weight.shape[0])
+        return y if self.sequence_parallel else y.reshape(*x.shape[:-1], self.weight.shape[0])
 
 
 class RowParallelLinear(_Weights):
@@ -183,7 +226,7 @@ class RowParallelLinear(_Weights):
         self.comm, self.sequence_parallel = comm, bool(sequence_parallel)
         self._init_weights(out_features, k_r, quant, device)
         # The bias is added once, after the sum (every rank holds all of it).
-        self.bias = torch.nn.Parameter(torch.zeros(out_features, device=device, dtype=torch.bfloat16)) if bias else None
+        self._init_bias(out_features, bias, device)
         op = GemmReduceScatter if sequence_parallel else GemmAllReduce
         self.op = op(comm, n=out_features, k=k_r, m_max=max_tokens, quant=quant)
         self._handle = _ops.handle(self.op)

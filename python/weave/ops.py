@@ -7,6 +7,8 @@ through them (no graph break) and CUDA graphs capture them. Importing this modul
     ar = weave.GemmAllReduce(comm, n=7168, k=2048, m_max=8192)       # built eagerly, as always
     h = weave.ops.handle(ar)                                          # an int the compiled graph carries
     y = torch.ops.weave.gemm_all_reduce(h, x, w_shard)                # a fresh [m, 7168] bf16 tensor
+    agm = weave.AllGatherGemm(comm, n=2048, k=7168, m_max=1024)      # sequence parallel: rows per rank
+    u = torch.ops.weave.all_gather_gemm(weave.ops.handle(agm), x_rows, w_cols)  # [world x m, 2048] bf16
     ag = weave.Collective(comm, "all-gather", max_count=1 << 24)
     z = torch.ops.weave.collective(weave.ops.handle(ag), t)            # every rank's t stacked along dim 0
 
@@ -17,10 +19,11 @@ graph that uses its handle; ``release(h)`` forgets it (a later call with it is a
 
 Every custom op here returns a new tensor (no argument is mutated or aliased): the fused ops copy
 their result out of the op's window into it (``run(..., out=)``: one device copy, stream-ordered,
-graph-capturable). Their fake (meta) implementations give the exact output shape and dtype, so
-torch.compile and torch.export can trace them without a GPU. Like every weave call, each op
-enqueues on torch's current stream and must be called in the same order on every rank (the
-compiled graph keeps the program's order of these calls on every rank alike).
+graph-capturable; AllGatherGemm's GEMM stores into it directly). Their fake (meta)
+implementations give the exact output shape and dtype, so torch.compile and torch.export can
+trace them without a GPU. Like every weave call, each op enqueues on torch's current stream and
+must be called in the same order on every rank (the compiled graph keeps the program's order of
+these calls on every rank alike).
 """
 from __future__ import annotations
 
@@ -32,17 +35,18 @@ import torch
 from . import _weave
 from ._errors import arg_error
 from ._comm import Collective, CollectiveOp
-from ._fused import GemmAllGather, GemmAllReduce, GemmReduceScatter
+from ._fused import AllGatherGemm, GemmAllGather, GemmAllReduce, GemmReduceScatter
 from ._gemm import gemm as _gemm
 from ._tensors import DType
 
-__all__ = ["collective", "gemm_all_gather", "gemm_all_reduce", "gemm_reduce_scatter", "handle", "release"]
+__all__ = ["all_gather_gemm", "collective", "gemm_all_gather", "gemm_all_reduce", "gemm_reduce_scatter", "handle",
+           "release"]
 
 # torch's op registry holds the functions below until after nanobind's exit-time check, which would
 # report weave's module objects they reach as leaks: the report is off once these ops exist.
 _weave._set_leak_warnings(False)
 
-_FUSED = (GemmAllReduce, GemmReduceScatter, GemmAllGather)
+_FUSED = (GemmAllReduce, GemmReduceScatter, GemmAllGather, AllGatherGemm)
 _HELD = _FUSED + (Collective,)
 _lock = threading.Lock()
 _ids = itertools.count(1)
@@ -51,10 +55,10 @@ _live: dict = {}  # handle -> op (kept alive until release)
 
 def handle(op) -> int:
     """The integer handle a custom op takes for `op` (a GemmAllReduce, GemmReduceScatter,
-    GemmAllGather or Collective); the same handle each time for the same op."""
+    GemmAllGather, AllGatherGemm or Collective); the same handle each time for the same op."""
     if not isinstance(op, _HELD):
-        raise arg_error(f"argument 'op': must be a weave.GemmAllReduce, GemmReduceScatter, GemmAllGather or "
-                        f"Collective (got {type(op).__name__})")
+        raise arg_error(f"argument 'op': must be a weave.GemmAllReduce, GemmReduceScatter, GemmAllGather, "
+                        f"AllGatherGemm or Collective (got {type(op).__name__})")
     with _lock:
         for h, o in _live.items():
             if o is op:
@@ -139,6 +143,9 @@ gemm_reduce_scatter = _register_fused("gemm_reduce_scatter", GemmReduceScatter,
                                       "weave.GemmReduceScatter: [m / world, N] bf16, this rank's rows of the sum.")
 gemm_all_gather = _register_fused("gemm_all_gather", GemmAllGather,
                                   "weave.GemmAllGather: [world x m, N] of the op's out dtype, every rank's rows.")
+all_gather_gemm = _register_fused("all_gather_gemm", AllGatherGemm,
+                                  "weave.AllGatherGemm: [world x m, N] of the op's out dtype, every rank's A rows "
+                                  "gathered, times B^T (the GEMM stores into the new tensor).")
 
 
 # --- the collectives (op by handle) ---------------------------------------------------------------

@@ -13,6 +13,7 @@ const char* to_string(FlagKind kind) noexcept {
     case FlagKind::kLine: return "ll data line";
     case FlagKind::kZeroCopyOffset: return "zero-copy buffer offset";
     case FlagKind::kCallRows: return "call rows (m)";
+    case FlagKind::kLineBytes: return "ll line byte count";
     case FlagKind::kCopyLanded: return "copy-engine landed word";
   }
   return "unknown flag";
@@ -46,7 +47,9 @@ LineState classify_ll_line(uint32_t expected_flag, uint32_t seen_flag) {
 
 Status error_status(const DeviceErrorRecord& r) noexcept {
   const FlagKind kind = static_cast<FlagKind>(r.flag_kind);
-  return kind == FlagKind::kZeroCopyOffset || kind == FlagKind::kCallRows ? Status::kMismatch : Status::kTimeout;
+  return kind == FlagKind::kZeroCopyOffset || kind == FlagKind::kCallRows || kind == FlagKind::kLineBytes
+             ? Status::kMismatch
+             : Status::kTimeout;
 }
 
 std::string describe(const DeviceErrorRecord& r) {
@@ -63,6 +66,13 @@ std::string describe(const DeviceErrorRecord& r) {
     os << "rank " << r.rank << " called with m = " << r.own_offset << " but peer " << r.peer << " with m = "
        << r.peer_offset << " in the same call (epoch " << r.expected
        << "); every rank of a fused call must pass the same m. Nothing more was stored into a peer";
+    return os.str();
+  }
+  if (static_cast<FlagKind>(r.flag_kind) == FlagKind::kLineBytes) {
+    os << "rank " << r.rank << "'s low-latency call moves " << r.own_offset << " bytes per peer but peer " << r.peer
+       << "'s moves " << r.peer_offset << " in the same call (line flag " << r.expected
+       << "); every rank must make the same call with the same count (e.g. the same m). Nothing was read from "
+          "the peer's lines";
     return os.str();
   }
   if (static_cast<FlagKind>(r.flag_kind) == FlagKind::kCopyLanded && r.followed_peer == 0) {

@@ -28,6 +28,9 @@ enum class FlagKind : uint32_t {
   // fused-ce: waiting for this rank's own copy stream to land a chunk pulled from the peer (a
   // local word the copy sets to 1 after its copy; never an epoch).
   kCopyLanded = 8,
+  // Not a wait: a peer's LL line of this call carries another payload byte count (own_offset /
+  // peer_offset hold both counts, expected the line flag); found while polling the line.
+  kLineBytes = 9,
 };
 const char* to_string(FlagKind kind) noexcept;
 
@@ -52,7 +55,7 @@ struct DeviceErrorRecord {
 // "rank 1 timed out after 2.00 s waiting for peer 0's arrival flag (phase 0, block 3, window
 //  offset 4352): expected epoch >= 8, seen 7"
 std::string describe(const DeviceErrorRecord& r);
-// kMismatch for a zero-copy offset or call-rows mismatch, else kTimeout.
+// kMismatch for a zero-copy offset, call-rows or LL byte-count mismatch, else kTimeout.
 Status error_status(const DeviceErrorRecord& r) noexcept;
 
 // What an LL line with flag `seen_flag` is, for a receiver waiting for `expected_flag`: zeros, a

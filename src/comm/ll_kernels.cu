@@ -1,9 +1,10 @@
 // lsa low-latency (LL) protocol: one kernel per call, no fence and no separate flag.
 //
 //   rank r, call e, thread g of G (8-byte payload units u = g, g + G, ...):
-//     send:    for each peer q: line {d0, f, d1, f} of my payload for q, unit u
-//              -> q.ll[slot(e)][r][u]                       (f = ll_flag(e), one v4 store)
-//     receive: for each source q != r: poll my ll[slot(e)][q][u] until both flags == f
+//     send:    for each peer q: line {d0, f, d1, f ^ P} of my payload for q, unit u
+//              -> q.ll[slot(e)][r][u]    (f = ll_flag(e), P = payload bytes per peer; one v4 store)
+//     receive: for each source q != r: poll my ll[slot(e)][q][u] until the flags are {f, f ^ P}
+//              (a peer's line of this call with another P: a mismatch, "ll-flag-in-data")
 //              -> all-gather: out[q][u]; reductions: sum units of rank 0..w-1 in fp32 -> out[u]
 //     end:     last CTA stores the epoch (call_protocol.cuh end_call)
 // docs/memory_ordering.md "ll-flag-in-data" says why no fence is needed, and "ll-reuse" why two
@@ -56,29 +57,44 @@ __device__ __forceinline__ char* ll_line(const LlCall& c, int owner, uint32_t sl
          unit * kLLLineBytes;
 }
 
-__device__ __forceinline__ void send_line(char* line, Unit u, uint32_t f) {
-  ptx::st_volatile_v4_u32(line, u.lo, f, u.hi, f);
+// f: the call's flag; f2 = f ^ the payload's byte count (each 8-byte half self-validating with the
+// epoch, the second also carrying the count: ranks that disagree on it are found, not misread).
+__device__ __forceinline__ void send_line(char* line, Unit u, uint32_t f, uint32_t f2) {
+  ptx::st_volatile_v4_u32(line, u.lo, f, u.hi, f2);
 }
 
-// docs/memory_ordering.md "bounded-wait", for LL lines: polls until both halves carry `f`. On
-// timeout (or when another thread already timed out) records the diagnostic and returns false.
-__device__ inline bool receive_line(const LlCall& c, const char* line, uint32_t f, int src, Unit* out) {
+// docs/memory_ordering.md "bounded-wait", for LL lines: polls until the halves carry {f, f2}. On
+// timeout (or when another thread already timed out) records the diagnostic and returns false. A
+// line of this call (first half f) whose second half stays another f ^ P' over two checks 1024
+// polls apart (a torn read of the two 8-byte halves lasts nanoseconds) is the peer's call moving
+// P' bytes, not this rank's P: a mismatch naming both, recorded at once.
+__device__ inline bool receive_line(const LlCall& c, const char* line, uint32_t f, uint32_t f2, int src, Unit* out) {
   uint4 v = ptx::ld_volatile_v4_u32(line);
-  if (v.y == f && v.w == f) {
+  if (v.y == f && v.w == f2) {
     out->lo = v.x;
     out->hi = v.z;
     return true;
   }
   const uint64_t start = ptx::globaltimer_ns();
+  bool other_count = false;
   for (uint32_t it = 1;; ++it) {
     v = ptx::ld_volatile_v4_u32(line);
-    if (v.y == f && v.w == f) {
+    if (v.y == f && v.w == f2) {
       out->lo = v.x;
       out->hi = v.z;
       return true;
     }
     if ((it & 1023u) == 0) {
       if (aborted(c.p)) return false;
+      if (v.y == f && v.w != f2) {
+        if (other_count) {
+          record_mismatch(c.p, src, FlagKind::kLineBytes, f, f2 ^ f, 0u, v.w ^ f, 0u);
+          return false;
+        }
+        other_count = true;
+      } else {
+        other_count = false;
+      }
       const uint64_t waited = ptx::globaltimer_ns() - start;
       if (waited > c.p.timeout_ns) {
         const uint32_t seen = v.y != f ? v.y : v.w;
@@ -147,6 +163,7 @@ __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
   if (!ok_begin) return;
   const uint32_t e = call.e;
   const uint32_t f = ll_flag(e);
+  const uint32_t f2 = f ^ static_cast<uint32_t>(payload);  // payload <= ll_max_count: never 0 or >= 2^32
   const uint32_t slot = slot_of(e, c.slots);
 
   for (size_t u = first; u < units; u += step) {
@@ -155,11 +172,11 @@ __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
     if constexpr (kOp == CollectiveOp::kReduceScatter) {
       for (int s = 1; s < w; ++s) {
         const int q = peer_at(r, s, w);
-        send_line(ll_line(c, q, slot, r, u), load_unit(payload_for(q) + off, n), f);
+        send_line(ll_line(c, q, slot, r, u), load_unit(payload_for(q) + off, n), f, f2);
       }
     } else {
       const Unit mine = u == first ? first_unit : load_unit(c.in + off, n);
-      for (int s = 1; s < w; ++s) send_line(ll_line(c, peer_at(r, s, w), slot, r, u), mine, f);
+      for (int s = 1; s < w; ++s) send_line(ll_line(c, peer_at(r, s, w), slot, r, u), mine, f, f2);
     }
   }
   testing_delay(c.receive_delay_ns);
@@ -173,7 +190,7 @@ __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
       for (int s = 1; s < w && ok; ++s) {
         const int q = source_at(r, s, w);
         Unit got;
-        ok = receive_line(c, ll_line(c, r, slot, q, u), f, q, &got);
+        ok = receive_line(c, ll_line(c, r, slot, q, u), f, f2, q, &got);
         if (ok) store_unit(c.out + q * payload + off, n, got);
       }
     } else {
@@ -185,7 +202,7 @@ __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
       for (int q = 0; q < w && ok; ++q) {
         Unit got;
         if (q == r) got = kOp == CollectiveOp::kAllReduce && u == first ? first_unit : load_unit(payload_for(r) + off, n);
-        else ok = receive_line(c, ll_line(c, r, slot, q, u), f, q, &got);
+        else ok = receive_line(c, ll_line(c, r, slot, q, u), f, f2, q, &got);
         UnitElems<T>::unpack(got, v);
 #pragma unroll
         for (int k = 0; k < kN; ++k) acc[k] = q == 0 ? v[k] : acc[k] + v[k];

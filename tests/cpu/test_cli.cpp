@@ -264,6 +264,49 @@ std::vector<BadInput> bad_inputs() {
       {"BenchGemmRsGemmArArm", {"bench", "gemm-rs", "--arms", "split-lsa,decode"}, {"--arms: 'decode' is not one of"}},
       {"BenchGemmRsNNotMultipleOf8", {"bench", "gemm-rs", "--emulate-world", "2", "-n", "100"}, {"--n 100"}},
       {"BenchGemmRsJsonInMissingFolder", {"bench", "gemm-rs", "--json", nofolder}, {"--json '" + nofolder + "'"}},
+      // ag-gemm: AllGatherGemm::validate's rules named after the option; no fused mode, no calibration, no preset
+      {"PlanAgGemmNNotMultipleOf8", {"plan", "ag-gemm", "--n", "100"},
+       {"--n 100 --out bf16: the gathered GEMM [world x m_max, N, K] = [8192, 100, 8192]: n must be a multiple of 8"}},
+      {"PlanAgGemmKForBlockscale", {"plan", "ag-gemm", "--quant", "blockscale", "--k", "100"},
+       {"--k 100 --quant blockscale: the gathered GEMM", "k must be a multiple of 128 for blockscale"}},
+      {"PlanAgGemmMxfp8KNotMultipleOf128", {"plan", "ag-gemm", "--quant", "mxfp8", "--k", "2080"},
+       {"--quant mxfp8 --k 2080: mxfp8 needs k a multiple of 128"}},
+      {"PlanAgGemmPackedScales", {"plan", "ag-gemm", "--quant", "mxfp8", "--scale-layout", "packed"},
+       {"--scale-layout packed --quant mxfp8: scale_layout must be raw", "interleaves the rows of several ranks"}},
+      {"PlanAgGemmMnMajorScales", {"plan", "ag-gemm", "--quant", "blockscale", "--scale-layout", "mn-major"},
+       {"--scale-layout mn-major --quant blockscale: scale_layout must be raw"}},
+      {"PlanAgGemmFp8ToFp32", {"plan", "ag-gemm", "--quant", "ptpc", "--out", "fp32"},
+       {"--quant ptpc --out fp32: fp8 modes (ptpc) produce bf16 output"}},
+      {"PlanAgGemmBadOut", {"plan", "ag-gemm", "--out", "e4m3"}, {"--out 'e4m3': expected bf16 or fp32"}},
+      {"PlanAgGemmBadQuant", {"plan", "ag-gemm", "--quant", "fp4"}, {"--quant 'fp4'"}},
+      {"PlanAgGemmFusedMode", {"plan", "ag-gemm", "--mode", "fused-lsa"},
+       {"--mode 'fused-lsa': expected auto, gemm-only, split-nccl, split-lsa or split-ce (AllGatherGemm has no fused mode yet)"}},
+      {"PlanAgGemmGemmArMode", {"plan", "ag-gemm", "--mode", "decode"}, {"--mode 'decode': expected auto"}},
+      {"PlanAgGemmWorldNine", {"plan", "ag-gemm", "--world", "9"}, {"--world 9: world must be in 1..8"}},
+      {"PlanAgGemmMAboveMMax", {"plan", "ag-gemm", "-m", "128,4096", "--m-max", "1024"}, {"-m/--m 4096: above --m-max 1024"}},
+      {"PlanAgGemmZeroM", {"plan", "ag-gemm", "-m", "0"}, {"--m", "not in range"}},
+      {"PlanAgGemmEmptyMItem", {"plan", "ag-gemm", "-m", "128,,4096"}, {"-m/--m: '128,,4096' has an empty item"}},
+      {"PlanAgGemmMxRouteNotMxfp8", {"plan", "ag-gemm", "--mx-route", "native"}, {"--mx-route native: applies to --quant mxfp8 only"}},
+      {"PlanAgGemmPreset", {"plan", "ag-gemm", "--preset", "llama3-70b.o_proj"},
+       {"--preset llama3-70b.o_proj: ag-gemm takes no preset", "no column-parallel layer"}},
+      {"PlanAgGemmNoFusedFlag", {"plan", "ag-gemm", "--no-fused"}, {"--no-fused"}},
+      {"PlanAgGemmCalibration", {"plan", "ag-gemm", "--calibration", "table.txt"}, {"--calibration"}},
+      {"PlanAgGemmSmsZero", {"plan", "ag-gemm", "--sms", "0"}, {"--sms", "not in range 1 to 1024"}},
+      {"PlanAgGemmJsonInMissingFolder", {"plan", "ag-gemm", "--json", nofolder}, {"--json '" + nofolder + "'", "does not exist"}},
+      {"BenchAgGemmWorldNine", {"bench", "ag-gemm", "--emulate-world", "9"}, {"--emulate-world", "not in range 1 to 8"}},
+      {"BenchAgGemmDevicesAndEmulated", {"bench", "ag-gemm", "--devices", "0,1", "--emulate-world", "2"},
+       {"--emulate-world and --devices: one or the other"}},
+      {"BenchAgGemmOnlyNcclArmsEmulated", {"bench", "ag-gemm", "--emulate-world", "2", "--arms", "cublaslt+nccl-sym,split-nccl"},
+       {"--arms: none of the arms named runs at world 2", "needs --devices"}},
+      {"BenchAgGemmCommOnlyArm", {"bench", "ag-gemm", "--arms", "split-lsa,comm-only"}, {"--arms: 'comm-only' is not one of"}},
+      {"BenchAgGemmFusedArm", {"bench", "ag-gemm", "--arms", "fused-lsa"}, {"--arms: 'fused-lsa' is not one of"}},
+      {"BenchAgGemmNNotMultipleOf8", {"bench", "ag-gemm", "--emulate-world", "2", "-n", "100"}, {"--n 100"}},
+      {"BenchAgGemmMxfp8KNotMultipleOf128", {"bench", "ag-gemm", "--quant", "mxfp8", "-k", "2080"},
+       {"--quant mxfp8 --k 2080: mxfp8 needs k a multiple of 128"}},
+      {"BenchAgGemmFp8ToFp32", {"bench", "ag-gemm", "--quant", "blockscale", "--out", "fp32"}, {"--quant blockscale --out fp32"}},
+      {"BenchAgGemmPreset", {"bench", "ag-gemm", "--preset", "llama3-70b.o_proj"}, {"--preset llama3-70b.o_proj: ag-gemm takes no preset"}},
+      {"BenchAgGemmCalibrate", {"bench", "ag-gemm", "--calibrate", "table.txt"}, {"--calibrate"}},
+      {"BenchAgGemmJsonInMissingFolder", {"bench", "ag-gemm", "--json", nofolder}, {"--json '" + nofolder + "'"}},
       // unknown subcommands
       {"UnknownSubcommand", {"nosuchcmd"}, {"weave: unknown subcommand 'nosuchcmd' (expected one of: info, plan, bench)"}},
       {"UnknownPlanTopic", {"plan", "nosuch"}, {"weave plan: unknown subcommand 'nosuch' (expected one of: ", "gemm", "comm"}},
@@ -578,6 +621,79 @@ TEST(Cli, GemmRsHelpStatesTheMRule) {
   EXPECT_NE(bench.out.find("gemm-rs: GemmReduceScatter modes per M"), std::string::npos) << bench.out;
 }
 
+// `weave plan ag-gemm`: one row per m (rows per rank) with the gathered GEMM's rows, the bytes each
+// peer receives, the window and the planner's choice and reason; no fused mode (fused_us "-").
+TEST(Cli, PlanAgGemmPrintsOneRowPerM) {
+  CliRun r = run_weave({"plan", "ag-gemm", "--world", "2", "-m", "1,128,4096"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("ag-gemm: n=7168 k=8192 bf16 -> bf16, world 2, mode auto, sms 132, m_max 4096\n"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("fused mode: none ("), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("fused kernel:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("all-gather call"), std::string::npos) << r.out;
+  for (const char* col : {"tiles", "waves", "grid", "rows", "bytes/peer", "window", "gemm_us", "comm_us", "split_us",
+                          "fused_us", "mode", "reason"})
+    EXPECT_NE(r.out.find(col), std::string::npos) << col << " missing:\n" << r.out;
+  // m = 4096 at W = 2: 8192 gathered rows, 3584 tiles in 27 waves, 4096 x 8192 bf16 = 64 MiB to the peer.
+  EXPECT_NE(r.out.find("   4096 128x128   3584  27.15   132    8192    64.00 MiB "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("      1 128x128     56   0.42    56       2     16.0 KiB "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("        -  split-lsa  the gather of 67108864 bytes per peer, then the GEMM"), std::string::npos)
+      << r.out;
+  // fp8: A travels as e4m3 plus its scales (ptpc: 4 bytes a row); an explicit mode is planned as asked.
+  r = run_weave({"plan", "ag-gemm", "--world", "4", "--quant", "ptpc", "-m", "1000", "--mode", "split-ce"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("   1000 128x128   1792  13.58   132    4000     7.82 MiB "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("split-ce   mode split-ce requested"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("agm.sa (A's scales)"), std::string::npos) << r.out;
+  // World 1 gathers nothing.
+  r = run_weave({"plan", "ag-gemm", "-m", "1000", "--world", "1"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("gemm-only  world 1: nothing to gather"), std::string::npos) << r.out;
+}
+
+TEST(Cli, PlanAgGemmWritesJson) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("weave-plan-ag-gemm-" + std::to_string(::getpid()) + ".json")).string();
+  const CliRun r = run_weave({"plan", "ag-gemm", "-m", "128,4096", "--world", "2", "--quant", "blockscale", "--json", path});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good()) << "--json " << path << " was not written";
+  const std::string doc((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  for (const char* key : {"\"topic\": \"ag-gemm\"", "\"k\": 8192", "\"world\": 2", "\"quant\": \"blockscale\"",
+                          "\"rows\": 256", "\"rows\": 8192", "\"bytes_per_peer\"", "\"window_bytes\"",
+                          "\"fused_mode\": \"none: ", "\"model_split_us\"", "\"reason\""})
+    EXPECT_NE(doc.find(key), std::string::npos) << key << " missing:\n" << doc;
+  EXPECT_EQ(doc.find("model_fused_us"), std::string::npos) << "no fused mode, no fused time:\n" << doc;
+  EXPECT_EQ(std::count(doc.begin(), doc.end(), '{'), 4) << "the document, its rates and two rows:\n" << doc;
+  std::filesystem::remove(path);
+}
+
+// Both ag-gemm subcommands explain the op (the input gathered, then one GEMM), its modes, and that it
+// has no fused mode, calibration or preset; the bench lists its arms and baselines.
+TEST(Cli, AgGemmHelpExplainsTheOpModesAndArms) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"plan", "ag-gemm", "--help"}, {"bench", "ag-gemm", "--help"}}) {
+    const CliRun r = run_weave(args);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    for (const char* says : {"[A_0; ...; A_{W-1}] B^T", "[W m, N]", "gemm-only", "split-nccl", "split-lsa", "split-ce",
+                             "auto", "gemm-ag", "--preset", "column-parallel"})
+      EXPECT_NE(r.out.find(says), std::string::npos) << says << " missing:\n" << r.out;
+    for (const char* option : {"\n  --no-fused", "\n  --calibration", "\n  --calibrate"})
+      EXPECT_EQ(r.out.find(option), std::string::npos) << "an option of the ops with a fused mode:\n" << r.out;
+  }
+  const CliRun plan = run_weave({"plan", "ag-gemm", "--help"});
+  EXPECT_NE(plan.out.find("--scale-layout must be raw"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("No fused mode is built yet"), std::string::npos) << plan.out;
+  const CliRun bench = run_weave({"bench", "ag-gemm", "--help"});
+  for (const char* says : {"cublaslt ", "cublaslt+nccl ", "cublaslt+nccl-sym", "ncclAllGather", "NaN-poisoned",
+                           "No comm-only arm", "TFLOPS (2*W*m*N*K per rank / time)", "--emulate-world", "--devices"})
+    EXPECT_NE(bench.out.find(says), std::string::npos) << says << " missing:\n" << bench.out;
+  const CliRun all = run_weave({"bench", "--help"});
+  EXPECT_NE(all.out.find("ag-gemm: AllGatherGemm modes per m rows per rank"), std::string::npos) << all.out;
+  const CliRun topics = run_weave({"plan", "--help"});
+  EXPECT_NE(topics.out.find("ag-gemm"), std::string::npos) << topics.out;
+}
+
 TEST(Cli, ValidBenchInputReachesTheGpuProbe) {
   if (weave::no_gpu_reason().empty()) GTEST_SKIP() << "a Hopper GPU is visible: this would run the benchmark";
   for (const std::vector<std::string>& args :
@@ -586,7 +702,9 @@ TEST(Cli, ValidBenchInputReachesTheGpuProbe) {
         {"bench", "gemm-ag", "-m", "128"}, {"bench", "gemm-ag", "--emulate-world", "4", "-m", "1024,4096"},
         {"bench", "gemm-ar", "-m", "128"}, {"bench", "gemm-ar", "--emulate-world", "2", "-m", "1024", "--exact-own"},
         {"bench", "gemm-rs"}, {"bench", "gemm-rs", "--emulate-world", "4", "-m", "1000,4096"},
-        {"bench", "gemm-rs", "--emulate-world", "3"}}) {
+        {"bench", "gemm-rs", "--emulate-world", "3"}, {"bench", "ag-gemm"},
+        {"bench", "ag-gemm", "--emulate-world", "4", "-m", "1024,4096", "--quant", "ptpc"},
+        {"bench", "ag-gemm", "--devices", "0,1", "--arms", "split-nccl,cublaslt+nccl,cublaslt+nccl-sym"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_NE(r.out.find(weave::no_gpu_reason()), std::string::npos) << r.out;
@@ -621,7 +739,7 @@ TEST(Cli, HelpTextsExplainWithoutIssueNumbers) {
         {"plan", "comm", "--help"}, {"bench", "--help"}, {"bench", "copy", "--help"}, {"bench", "gemm", "--help"},
         {"bench", "comm", "--help"}, {"plan", "gemm-ag", "--help"}, {"bench", "gemm-ag", "--help"},
         {"plan", "gemm-ar", "--help"}, {"bench", "gemm-ar", "--help"}, {"plan", "gemm-rs", "--help"},
-        {"bench", "gemm-rs", "--help"}}) {
+        {"bench", "gemm-rs", "--help"}, {"plan", "ag-gemm", "--help"}, {"bench", "ag-gemm", "--help"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_GT(r.out.size(), 100u) << r.out;

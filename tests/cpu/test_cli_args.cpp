@@ -10,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "cli/ag_gemm_options.hpp"
 #include "cli/args.hpp"
 #include "cli/fused_options.hpp"
 #include "support/expect_error.hpp"
@@ -263,6 +264,78 @@ TEST(FusedOptions, MsRoundUpToAMultipleAscendingWithoutDuplicates) {
   EXPECT_EQ(round_up_ms(preset, 8), preset);
   EXPECT_EQ(round_up_ms(preset, 6), (std::vector<std::int64_t>{18, 132, 1026, 4098, 8196}));
   EXPECT_EQ(round_up_ms(std::vector<std::int64_t>{5, 1, 2, 4}, 4), (std::vector<std::int64_t>{4, 8}));
+}
+
+// ag-gemm (AllGatherGemm): the options turned into the op's config; every rule of its validate()
+// named after the options that set it, and what it has not (a fused mode, a preset) refused by name.
+TEST(AgGemmOptions, DefaultsAreAColumnParallelShardInBf16) {
+  const AgGemmOptions o;
+  const AllGatherGemmConfig c = ag_gemm_config(o, 8);
+  EXPECT_EQ(c.n, 7168);
+  EXPECT_EQ(c.k, 8192);
+  EXPECT_EQ(c.m_max, 4096);  // the largest default m
+  EXPECT_EQ(c.quant, ScaleMode::kBF16);
+  EXPECT_EQ(c.out_dtype, DType::kBF16);
+  EXPECT_EQ(c.mode, AllGatherGemmMode::kAuto);
+  EXPECT_EQ(c.scale_layout, ScaleLayout::kRaw);
+  EXPECT_EQ(ag_gemm_shapes(o, 2).size(), 1u);
+  AgGemmOptions fp8 = o;
+  fp8.quant = "mxfp8";
+  fp8.mode = "split-ce";
+  fp8.mx_route = "bf16";
+  fp8.m_max = 8192;
+  const AllGatherGemmConfig m = ag_gemm_config(fp8, 4);
+  EXPECT_EQ(m.mode, AllGatherGemmMode::kSplitCe);
+  EXPECT_EQ(m.mx_route, MxRoute::kBf16);
+  EXPECT_EQ(m.m_max, 8192);
+}
+
+TEST(AgGemmOptions, EveryBrokenRuleNamesItsOption) {
+  struct Case {
+    void (*tweak)(AgGemmOptions&);
+    int world;
+    const char* says;
+  };
+  const Case cases[] = {
+      {[](AgGemmOptions& o) { o.n = 100; }, 2,
+       "--n 100 --out bf16: the gathered GEMM [world x m_max, N, K] = [8192, 100, 8192]: n must be a multiple of 8"},
+      {[](AgGemmOptions& o) { o.k = 100, o.quant = "blockscale"; }, 2, "--k 100 --quant blockscale: the gathered GEMM"},
+      {[](AgGemmOptions& o) { o.k = 2080, o.quant = "mxfp8"; }, 2, "--quant mxfp8 --k 2080: mxfp8 needs k a multiple of 128"},
+      {[](AgGemmOptions& o) { o.quant = "blockscale", o.layout = "mn-major"; }, 2,
+       "--scale-layout mn-major --quant blockscale: scale_layout must be raw"},
+      {[](AgGemmOptions& o) { o.quant = "ptpc", o.out = "fp32"; }, 2, "--quant ptpc --out fp32: fp8 modes (ptpc) produce bf16"},
+      {[](AgGemmOptions& o) { o.out = "e4m3"; }, 2, "--out 'e4m3': expected bf16 or fp32"},
+      {[](AgGemmOptions& o) { o.mode = "fused-ce"; }, 2, "--mode 'fused-ce': expected auto, gemm-only, split-nccl, "
+                                                          "split-lsa or split-ce (AllGatherGemm has no fused mode yet)"},
+      {[](AgGemmOptions& o) { o.mx_route = "native"; }, 2, "--mx-route native: applies to --quant mxfp8 only"},
+      {[](AgGemmOptions& o) { o.ms = {128, 4096}, o.m_max = 1024; }, 2, "-m/--m 4096: above --m-max 1024"},
+      {[](AgGemmOptions& o) { o.preset = "llama3-70b.o_proj"; }, 2, "--preset llama3-70b.o_proj: ag-gemm takes no preset"},
+      {[](AgGemmOptions&) {}, 9, "--world 9: world must be in 1..8"},
+      {[](AgGemmOptions&) {}, 0, "--world 0: world must be in 1..8"},
+  };
+  for (const Case& c : cases) {
+    AgGemmOptions o;
+    c.tweak(o);
+    const std::string msg = error_of([&] { ag_gemm_config(o, c.world); });
+    EXPECT_NE(msg.find(c.says), std::string::npos) << "wanted '" << c.says << "' in: " << msg;
+    EXPECT_NE(error_of([&] { ag_gemm_shapes(o, c.world); }).find(c.says), std::string::npos) << c.says;
+  }
+}
+
+TEST(AgGemmOptions, RulesOfTheGatheredGemmNameWhatTheyAreAbout) {
+  AllGatherGemmConfig c;
+  c.n = 100;
+  c.k = 64;
+  c.m_max = 512;
+  EXPECT_EQ(name_ag_gemm_rules("", c, 2), "");
+  EXPECT_EQ(name_ag_gemm_rules("the gathered GEMM [world x m_max, N, K] = [1024, 100, 64]: k must be even", c, 2),
+            "--k 64 --quant bf16: the gathered GEMM [world x m_max, N, K] = [1024, 100, 64]: k must be even");
+  EXPECT_EQ(name_ag_gemm_rules("the gathered GEMM [world x m_max, N, K] = [1024, 100, 64]: m, n and k must each be < 2^31",
+                               c, 2),
+            "--world 2 --m-max 512 --n 100 --k 64 --quant bf16: the gathered GEMM [world x m_max, N, K] = [1024, 100, "
+            "64]: m, n and k must each be < 2^31");
+  EXPECT_EQ(name_ag_gemm_rules("the gathered A and the output (world x m_max rows) are over 1 TiB", c, 4),
+            "--world 4 --m-max 512 --n 100 --k 64: the gathered A and the output (world x m_max rows) are over 1 TiB");
 }
 
 // Errors carry the source location from the project root, not the build machine's folders.

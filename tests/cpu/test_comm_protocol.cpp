@@ -393,6 +393,24 @@ TEST(CommErrorRecord, CallRowsMismatchIsAMismatchNamingBothM) {
   EXPECT_STREQ(to_string(FlagKind::kCallRows), "call rows (m)");
 }
 
+TEST(CommErrorRecord, LlLineByteCountMismatchIsAMismatchNamingBothCounts) {
+  DeviceErrorRecord r{};
+  r.rank = 1;
+  r.peer = 0;
+  r.phase = -1;
+  r.flag_kind = static_cast<uint32_t>(FlagKind::kLineBytes);
+  r.expected = 5;
+  r.own_offset = 153600;
+  r.peer_offset = 307200;
+  EXPECT_EQ(error_status(r), weave::Status::kMismatch);
+  const std::string s = describe(r);
+  for (const char* part : {"rank 1's low-latency call moves 153600 bytes per peer", "peer 0's moves 307200",
+                           "same count (e.g. the same m)", "Nothing was read from the peer's lines"})
+    EXPECT_NE(s.find(part), std::string::npos) << part << " missing from: " << s;
+  EXPECT_EQ(s.find("timed out"), std::string::npos) << s;
+  EXPECT_STREQ(to_string(FlagKind::kLineBytes), "ll line byte count");
+}
+
 TEST(CommTimeout, EveryWaitIsBoundedSoNonFiniteOrHugeTimeoutsAreRefused) {
   unsetenv("WEAVE_COMM_TIMEOUT_S");
   EXPECT_EQ(resolve_timeout(0), 10.0);

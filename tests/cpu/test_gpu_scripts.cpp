@@ -84,7 +84,8 @@ TEST_F(GpuAllScript, ExitsZeroWhenEveryStepPassed) {
   EXPECT_NE(text.find("RESULT: ok"), std::string::npos) << text;
   // The fused part: every fused op's suite in the emulated world, gemm-rs short (its M a multiple of W x 128).
   for (const char* part : {"bench gemm_ag_emu2: exit 0", "bench gemm_ar_emu2: exit 0",
-                           "fake bench bench gemm-rs --emulate-world 2 -m 1024,4096 -i 5", "bench gemm_rs_emu2: exit 0"})
+                           "fake bench bench gemm-rs --emulate-world 2 -m 1024,4096 -i 5", "bench gemm_rs_emu2: exit 0",
+                           "fake bench bench ag-gemm --emulate-world 2 -m 1024,4096 -i 5", "bench ag_gemm_emu2: exit 0"})
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " missing:\n" << r.out;
 }
 
@@ -119,9 +120,13 @@ TEST_F(GpuAllScript, MultiRunsTheMultiGpuTestsCommAndEveryPreset) {
                            "fake bench bench gemm-ag --preset m.wkv --devices 0,1",
                            // gemm-rs over the row-parallel (gemm-ar) presets, with its own M list
                            "fake bench bench gemm-rs --preset m.o_proj --devices 0,1 -m 128,1000,4096,8192 -i 5",
-                           "fake bench bench gemm-rs --preset m.down --devices 0,1", "bench gemm_rs_m.down: exit 0"})
+                           "fake bench bench gemm-rs --preset m.down --devices 0,1", "bench gemm_rs_m.down: exit 0",
+                           // ag-gemm takes no preset: its default shape in bf16 and ptpc
+                           "fake bench bench ag-gemm --quant bf16 --devices 0,1 -m 128,1024,4096 -i 5",
+                           "fake bench bench ag-gemm --quant ptpc --devices 0,1", "bench ag_gemm_ptpc: exit 0"})
     EXPECT_NE(ok.out.find(part), std::string::npos) << part << " missing:\n" << ok.out;
   EXPECT_EQ(ok.out.find("gemm-rs --preset m.wkv"), std::string::npos) << "gemm-rs takes no gemm-ag layer:\n" << ok.out;
+  EXPECT_EQ(ok.out.find("ag-gemm --preset"), std::string::npos) << "ag-gemm takes no preset:\n" << ok.out;
   const ScriptRun rs_args = gpu_all("FAKE_BENCH=0 DEVICES=0,1 GEMM_RS_ARGS='-m 256 -i 3'", "multi");
   EXPECT_NE(rs_args.out.find("fake bench bench gemm-rs --preset m.o_proj --devices 0,1 -m 256 -i 3"), std::string::npos)
       << rs_args.out;

@@ -110,9 +110,10 @@ struct AllGatherTraits {
   static constexpr int64_t kGraphMs[2] = {512, 77};
   static constexpr Mode kGraphModes[] = {Mode::kFusedLsa, Mode::kSplitLsa, Mode::kFusedCe};
   // Rows of a call's output that a peer may still read after this rank's call ended (its copy
-  // engine pulling them in its own, slower call): fused-ce's own rows [r m, (r + 1) m). A test
-  // poisons them only after this rank's credit says every peer is done: never from the host.
-  static bool peers_read_own_rows(Mode mode) { return mode == Mode::kFusedCe; }
+  // engine pulling them in its own, slower call): fused-ce's own rows [r m, (r + 1) m).
+  static RowRange rows_peers_read(Mode mode, int, int64_t m, int rank) {
+    return mode == Mode::kFusedCe ? RowRange{rank * m, (rank + 1) * m} : RowRange{};
+  }
 
   // APeerThatNeverArrivesTimesOutNamingIt: one call of m = m_max.
   static constexpr OpShape kTimeoutShape{256, 256, 256};

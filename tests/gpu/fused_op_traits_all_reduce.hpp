@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -119,8 +120,13 @@ struct AllReduceTraits {
   static constexpr OpShape kGraphShape{256, 256, 1024};
   static constexpr int64_t kGraphMs[2] = {1024, 77};
   static constexpr Mode kGraphModes[] = {Mode::kFused, Mode::kSplitLsa};
-  // (As AllGatherTraits': fused-ce's peers pull this rank's rows, but it is not in kGraphModes.)
-  static bool peers_read_own_rows(Mode mode) { return mode == Mode::kFusedCe; }
+  // (As AllGatherTraits'.) fused-ce's peers pull this rank's band of final rows: row blocks
+  // [r band, (r + 1) band), band = ceil(ceil(m / 128) / world) (fused/all_reduce/schedule.hpp).
+  static RowRange rows_peers_read(Mode mode, int world, int64_t m, int rank) {
+    if (mode != Mode::kFusedCe) return {};
+    const int64_t band_rows = (((m + 127) / 128 + world - 1) / world) * 128;
+    return RowRange{std::min(m, rank * band_rows), std::min(m, (rank + 1) * band_rows)};
+  }
 
   // APeerThatNeverArrivesTimesOutNamingIt: one call of m = m_max.
   static constexpr OpShape kTimeoutShape{512, 256, 1024};

@@ -116,25 +116,20 @@ TYPED_TEST(EmulatedFusedOp, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
           cudaGraph_t graph;
           WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal));
           WEAVE_CHECK_CUDA(cudaMemcpyAsync(a_live.get(), a_var[index].get(), m * k * 2, cudaMemcpyDeviceToDevice, st.s));
-          // The output NaN-poisoned before every replay's call (bf16 0xFFFF): a replay whose call
-          // writes nothing reads as wrong, not as the previous replay's right answer. Before the
-          // kernel on this stream, so before this call's credit lets a peer store into it. Rows a
-          // slow peer may still be pulling from the previous call (fused-ce's own rows) are left
-          // alone: poisoning them races that peer's copy, not the op (seen as wrong elements at
-          // m 77 in 7 of 8 runs, 2026-12-05); they are the kernel's own stores, checked all the same.
-          {
-            char* out = static_cast<char*>(op->output(m).data);
-            const size_t row_bytes = static_cast<size_t>(n) * 2, rows = static_cast<size_t>(T::out_rows(world, m));
-            if (T::peers_read_own_rows(mode)) {
-              const size_t own0 = static_cast<size_t>(g.rank()) * static_cast<size_t>(m);
-              WEAVE_CHECK_CUDA(cudaMemsetAsync(out, 0xFF, own0 * row_bytes, st.s));
-              WEAVE_CHECK_CUDA(cudaMemsetAsync(out + (own0 + m) * row_bytes, 0xFF, (rows - own0 - m) * row_bytes, st.s));
-            } else {
-              WEAVE_CHECK_CUDA(cudaMemsetAsync(out, 0xFF, rows * row_bytes, st.s));
-            }
-          }
+          // The output NaN-poisoned around every replay's call (bf16 0xFFFF), so a replay whose call
+          // writes nothing reads as wrong, not as the previous replay's right answer: before the
+          // call (before its credit lets a peer store into it), or, where peers may still read
+          // rows after this rank's call (fused-ce's pulls of the own rows, under any earlier M),
+          // after the check, every row but those (poisoning them raced a slow peer's copy: wrong
+          // elements at m 77 in 4 of 8 runs, 2026-12-05). The first replay finds it poisoned below.
+          const RowRange keep = T::rows_peers_read(mode, world, m, g.rank());
+          char* out = static_cast<char*>(op->output(m).data);
+          const size_t row_bytes = static_cast<size_t>(n) * 2;
+          const int64_t rows = T::out_rows(world, m);
+          if (keep.empty()) poison_rows_except(out, row_bytes, rows, keep, st.s);
           op->run(m, TensorView::matrix(a_live.get(), DType::kBF16, m, k, g.device()), oh.b_view(g.device()), {}, st.s);
-          want[index]->count_wrong(op->output(m).data, false, wrong.as<unsigned long long>() + index, 64, st.s);
+          want[index]->count_wrong(out, false, wrong.as<unsigned long long>() + index, 64, st.s);
+          if (!keep.empty()) poison_rows_except(out, row_bytes, rows, keep, st.s);
           WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
           graphs.push_back(graph);
         }
@@ -145,6 +140,8 @@ TYPED_TEST(EmulatedFusedOp, GraphReplaysAcrossTheEpochWrapWithChangingInputs) {
         WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
         execs.push_back(exec);
       }
+      // Every row poisoned once before the first replay (no call in flight yet).
+      WEAVE_CHECK_CUDA(cudaMemset(op->output(m_max).data, 0xFF, static_cast<size_t>(T::out_rows(world, m_max) * n) * 2));
       g.barrier();
       std::mt19937 order(99);  // the same order on every rank (every rank must make the same calls)
       std::vector<int> launched(execs.size(), 0);
@@ -286,6 +283,8 @@ SoakCount soak_rank(comm::Group& g, const std::vector<typename T::Op*>& ops, con
   }
   SoakCount count;
   count.per_op.assign(ops.size(), 0);
+  for (typename T::Op* op : ops)  // every row poisoned once before the first call (none in flight yet)
+    WEAVE_CHECK_CUDA(cudaMemset(op->output(m_max).data, 0xFF, static_cast<size_t>(T::out_rows(world, m_max) * n) * 2));
   g.barrier();
   for (int i = 0; i < run.calls; ++i) {
     const int v = static_cast<int>(shared_rng() % kVariants);
@@ -296,8 +295,12 @@ SoakCount soak_rank(comm::Group& g, const std::vector<typename T::Op*>& ops, con
     const bool fp8 = op->config().quant == ScaleMode::kPtpc;
     // NaN (bf16 0xFFFF) before the call, on this rank's stream: after the previous call's check
     // read it, before this call's kernel (whose credit lets peers store into it), so a call that
-    // writes nothing, or leaves a peer's rows out, counts as wrong.
-    WEAVE_CHECK_CUDA(cudaMemsetAsync(op->output(m).data, 0xFF, T::out_rows(world, m) * n * 2, st.s));
+    // writes nothing, or leaves a peer's rows out, counts as wrong. Where peers may still read rows
+    // after this rank's call (fused-ce), after the check instead, every row but those (as the
+    // graph test; poisoning them raced a slow puller: 73M wrong elements in one run, 2026-12-05).
+    const RowRange keep = T::rows_peers_read(op->config().mode, world, m, g.rank());
+    const int64_t rows = T::out_rows(world, m);
+    if (keep.empty()) poison_rows_except(op->output(m).data, static_cast<size_t>(n) * 2, rows, keep, st.s);
     if (fp8)
       op->run(m, TensorView::matrix(a8_var[v].get(), DType::kE4M3, m, k, dev), pt.b_view(dev), pt.scales(m, dev), st.s);
     else
@@ -308,6 +311,7 @@ SoakCount soak_rank(comm::Group& g, const std::vector<typename T::Op*>& ops, con
     ++count.modes_taken[mode_name(op->last_mode())];
     g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues"); the GPU is not synchronised
     want[v]->count_wrong(op->output(m).data, fp8, wrong.as<unsigned long long>(), 32, st.s);
+    if (!keep.empty()) poison_rows_except(op->output(m).data, static_cast<size_t>(n) * 2, rows, keep, st.s);
     if (i % 256 == 255) comm::sync_stream_bounded(st.s, 60, "soak batch");
   }
   comm::sync_stream_bounded(st.s, 60, "soak");

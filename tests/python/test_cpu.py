@@ -122,6 +122,10 @@ def test_plan_argument_errors(kw, needle):
     (lambda: weave.GemmAllGather.window_bytes(n=2048, k=7168, m_max=2**63, world=2), "argument 'm_max': must be an int <="),
     (lambda: weave.GemmReduceScatter.validate(n=7168, k=2.5, m_max=128, world=2), "argument 'k': must be an int"),
     (lambda: weave.GemmReduceScatter.plan_for(True, n=7168, k=2048, m_max=128, world=2), "argument 'm': must be an int"),
+    (lambda: weave.AllGatherGemm.window_bytes(n=2048, k=7168, m_max=2**63, world=2),
+     "argument 'm_max': must be an int <="),
+    (lambda: weave.AllGatherGemm.validate(n=2048.0, k=7168, m_max=128, world=2), "argument 'n': must be an int"),
+    (lambda: weave.AllGatherGemm.plan_for(4, n=2048, k=7168, m_max=128, world=2, num_sms=1.5), "argument 'num_sms'"),
 ])
 def test_numeric_mistakes_are_argument_errors_not_type_errors(call, needle):
     with pytest.raises(weave.ArgumentError) as e:
@@ -360,6 +364,57 @@ def test_reduce_scatter_validate_window_and_argument_errors():
         assert needle in str(e.value), str(e.value)
 
 
+def test_all_gather_gemm_validate_window_and_argument_errors():
+    """AllGatherGemm: its rules (the gathered GEMM's, world x m_max rows; raw scales only, since A's
+    scales travel with their rows; fp8 gives bf16; mxfp8 needs k a multiple of 128; mx_route for
+    mxfp8 only), its modes (no fused mode yet), every argument error before any GPU work."""
+    from weave._fused import _agm_config
+
+    ok = dict(n=2048, k=7168, m_max=1024)
+    for quant in ("bf16", "ptpc", "blockscale", "mxfp8"):
+        assert weave.AllGatherGemm.validate(**ok, world=8, quant=quant) == "", quant
+    assert weave.AllGatherGemm.validate(**ok, world=2, out_dtype="fp32") == ""
+    for bad, needle in [(dict(quant="ptpc", out_dtype="fp32"), "fp8 modes (ptpc) produce bf16 output"),
+                        (dict(quant="blockscale", scale_layout="mn-major"),
+                         "scale_layout must be raw: A's scales travel with their rows, and mn-major interleaves"),
+                        (dict(quant="mxfp8", scale_layout="packed"), "packed interleaves the rows of several ranks"),
+                        (dict(quant="mxfp8", k=160), "mxfp8 needs k a multiple of 128"),
+                        (dict(n=2050), "n must be a multiple of 8"),
+                        (dict(world=9), "world must be in 1..8, got 9")]:
+        assert needle in weave.AllGatherGemm.validate(**{**ok, "world": 2, **bad}), (bad, needle)
+    c = _agm_config(256, 256, 256, "bf16", "raw", "bf16", "auto", "native")
+    assert "mx_route applies to quant mxfp8 only" in weave._weave.all_gather_gemm_validate(c, 2)
+    # The window: world x m_max rows of A (e4m3 and its scales in the fp8 modes) and of the output,
+    # plus the split gathers' words; it grows with the world.
+    w2, w8 = (weave.AllGatherGemm.window_bytes(**ok, world=w) for w in (2, 8))
+    assert w2 >= 2 * 1024 * (7168 * 2 + 2048 * 2) and w8 > w2
+    assert weave.AllGatherGemm.window_bytes(**ok, world=2, quant="ptpc") < w2  # e4m3 rows: half the bytes
+    for bad, needle in [(dict(mode="fused-lsa"), "argument 'mode': unknown mode 'fused-lsa' (one of: auto, gemm-only, "
+                                                 "split-nccl, split-lsa, split-ce)"),
+                        (dict(quant="fp4"), "unknown scale mode"),
+                        (dict(m_max=0), "argument 'm_max': must be an int >= 1"),
+                        (dict(out_dtype="fp16"), "argument 'out_dtype'")]:
+        with pytest.raises(weave.ArgumentError) as e:
+            weave.AllGatherGemm.validate(**{**ok, **bad}, world=2)
+        assert needle in str(e.value), str(e.value)
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.AllGatherGemm.window_bytes(n=2050, k=7168, m_max=1024, world=2)
+    assert "n must be a multiple of 8" in str(e.value)
+    assert [weave._weave.name(v) for v in (weave.AllGatherGemmMode.AUTO, weave.AllGatherGemmMode.GEMM_ONLY,
+                                           weave.AllGatherGemmMode.SPLIT_NCCL, weave.AllGatherGemmMode.SPLIT_LSA,
+                                           weave.AllGatherGemmMode.SPLIT_CE)] == [
+        "auto", "gemm-only", "split-nccl", "split-lsa", "split-ce"]
+    assert "AllGatherGemm" in weave.__all__ and "AllGatherGemmMode" in weave.__all__
+    c = _agm_config(256, 256, 256, "mxfp8", "raw", "bf16", "split-ce", "native", 66)
+    assert (c.mode, c.quant, c.mx_route, c.max_sms) == (weave.AllGatherGemmMode.SPLIT_CE, weave.ScaleMode.MXFP8, 1, 66)
+    for kw, needle in [(dict(comm=object()), "argument 'comm': must be a weave.Communicator"),
+                       (dict(mx_route="fp8"), "argument 'mx_route': must be one of auto, native, bf16"),
+                       (dict(max_sms=2000), "argument 'max_sms'"), (dict(mode="fused-ce"), "unknown mode 'fused-ce'")]:
+        with pytest.raises(weave.ArgumentError) as e:
+            weave.AllGatherGemm(**{"comm": object(), "n": 256, "k": 256, "m_max": 256, **kw})
+        assert needle in str(e.value), str(e.value)
+
+
 class _RecordingOp:
     """Stands in for the C++ op: records run() calls (none may happen when an argument is bad)."""
 
@@ -431,6 +486,51 @@ def test_fused_run_out_is_checked_before_any_gpu_work():
     assert ar._impl.calls[-1][-2] == 5  # the stream
     ar.output = lambda m: ("the window's view", m)  # (the real one needs torch and a GPU)
     assert ar.run(a, b) == ("the window's view", M) and ar._impl.calls[-1][-1] is None  # no out
+
+
+def test_all_gather_gemm_run_and_views_are_checked_before_any_gpu_work():
+    """AllGatherGemm.run: this rank's rows A [m, K] (1 <= m <= m_max), B, the quant's scales for m
+    rows and out [world x m, N] of the op's out dtype are checked before the op is called; a good
+    call reaches the op with all of them (A as e4m3 in ptpc, the view of out last) and returns out.
+    The window views refuse an m outside 1..m_max by argument before asking the op."""
+    from weave._fused import _agm_config
+
+    comm = types.SimpleNamespace(world_size=2, device=0)  # a two-rank communicator on cuda:0
+    op = weave.AllGatherGemm._wrap(comm, _agm_config(N, K, 256, "ptpc", "raw", "bf16", "auto"), _RecordingOp())
+    bf = weave.AllGatherGemm._wrap(comm, _agm_config(N, K, 256, "bf16", "raw", "fp32", "auto"), _RecordingOp())
+    a, b, sa, sb = Dev((M, K), U8), Dev((N, K), U8), Dev((M,), F32), Dev((N,), F32)
+    cases = [
+        (op, dict(a=Dev((2, M, K), U8)), f"argument 'A': must be a 2-D matrix (got rank 3: [2, {M}, {K}])"),
+        (op, dict(a=Dev((257, K), U8), scale_a=Dev((257,), F32)), "argument 'A': its rows m = 257 must be in "
+                                                                   "1..m_max = 256"),
+        (op, dict(scale_a=None), "argument 'scale_a': mode ptpc needs it (got None)"),
+        (op, dict(scale_a=Dev((M, 1), F32)), f"argument 'scale_a': ptpc takes fp32 [M] = [{M}], a 1-D vector"),
+        (op, dict(out=Dev((M, N), BF16)), f"argument 'out': shape must be [{2 * M}, {N}] (got [{M}, {N}])"),
+        (op, dict(out=Dev((2 * M, N), F32)), "argument 'out': dtype must be bf16, the op's output dtype (got <f4)"),
+        (op, dict(out=Dev((2 * M, N), BF16, device=1)), "argument 'out': must live in cuda:0, this rank's GPU"),
+        (bf, dict(a=Dev((M, K), BF16), b=Dev((N, K), BF16)), "mode bf16 takes no scales"),
+        (bf, dict(a=Dev((M, K), BF16), b=Dev((N, K), BF16), scale_a=None, scale_b=None, out=Dev((2 * M, N), BF16)),
+         "argument 'out': dtype must be fp32, the op's output dtype (got <V2)"),
+    ]
+    for target, over, needle in cases:
+        kw = {"a": a, "b": b, "scale_a": sa, "scale_b": sb, **over}
+        with pytest.raises(weave.ArgumentError) as e:
+            target.run(kw.pop("a"), kw.pop("b"), **kw)
+        assert needle in str(e.value), str(e.value)
+    assert op._impl.calls == [] and bf._impl.calls == []
+    out = Dev((2 * M, N), BF16, strides=(2 * (N + 64), 2))
+    assert op.run(a, b, scale_a=sa, scale_b=sb, out=out, stream=7) is out
+    m, ta, tb, tsa, tsb, stream, tout = op._impl.calls[-1]
+    assert m == M and stream == 7
+    assert ta.describe() == f"[{M}, {K}] e4m3 strides [{K}, 1] cuda:0"
+    assert tsa.describe() == f"[{M}] fp32 strides [1] cuda:0"
+    assert tout.describe() == f"[{2 * M}, {N}] bf16 strides [{N + 64}, 1] cuda:0"
+    for view in ("gathered_a", "gathered_scale_a", "input", "input_scales"):
+        for m_bad, needle in [(0, "argument 'm': must be an int >= 1"), (257, "argument 'm': must be an int <= 256"),
+                              (1.0, "argument 'm': must be an int")]:
+            with pytest.raises(weave.ArgumentError) as e:
+                getattr(op, view)(m_bad)
+            assert needle in str(e.value), (view, str(e.value))
 
 
 def test_create_sharing_window_checks_every_spec_before_gpu_work():

@@ -1,6 +1,6 @@
-"""The fused operators' pure planners from Python (GemmAllReduce.plan_for, GemmAllGather.plan_for):
-no op, no GPU. They give the plan `weave plan gemm-ar|gemm-ag` prints and refuse bad input naming
-the argument."""
+"""The fused operators' pure planners from Python (GemmAllReduce.plan_for, GemmAllGather.plan_for,
+GemmReduceScatter.plan_for, AllGatherGemm.plan_for): no op, no GPU. They give the plan
+`weave plan gemm-ar|gemm-ag|...` prints and refuse bad input naming the argument."""
 import pytest
 
 import weave
@@ -103,4 +103,73 @@ def test_reduce_scatter_plan_for_refuses_bad_input_naming_it(bad, needle):
     m = kw.pop("m")
     with pytest.raises(weave.ArgumentError) as e:
         weave.GemmReduceScatter.plan_for(m, **kw)
+    assert needle in str(e.value), str(e.value)
+
+
+# AllGatherGemm.plan_for: the gather of every rank's m rows of A (with their scales in the fp8
+# modes), then one GEMM of world x m rows. auto: gemm-only at world 1, split-lsa in one NVLink
+# domain, split-nccl across domains.
+@pytest.mark.parametrize("world", [1, 2, 4, 8])
+def test_all_gather_gemm_plan_for_at_every_world(world):
+    kw = dict(n=2048, k=7168, m_max=1024, world=world)
+    p = weave.AllGatherGemm.plan_for(1000, **kw)
+    rows = world * 1000
+    assert p["rows"] == rows and p["block_m"] == p["block_n"] == 128
+    assert p["tiles"] == -(-rows // 128) * (2048 // 128) and p["grid"] == min(132, p["tiles"])
+    assert p["bytes_per_peer"] == 1000 * 7168 * 2  # this rank's bf16 rows, no scales
+    assert p["window_bytes"] == weave.AllGatherGemm.window_bytes(**kw) > 0
+    assert p["model_split_us"] == pytest.approx(p["model_gemm_us"] + p["model_comm_us"])
+    if world == 1:
+        assert p["mode"] == "gemm-only" and "world 1" in p["reason"] and p["model_comm_us"] == 0, p
+    else:
+        assert p["mode"] == "split-lsa" and p["reason"] and p["model_comm_us"] > 0, p
+
+
+@pytest.mark.parametrize("quant, row_bytes", [("bf16", 2 * 7168), ("ptpc", 7168 + 4),
+                                              ("blockscale", 7168 + 4 * (7168 // 128)),
+                                              ("mxfp8", 7168 + 7168 // 32)])
+def test_all_gather_gemm_plan_for_moves_the_rows_as_the_gemm_reads_them(quant, row_bytes):
+    """fp8 rows travel as e4m3 with their scales (ptpc one fp32 per row, blockscale K/128 fp32,
+    mxfp8 K/32 ue8m0 bytes): about half bf16's bytes."""
+    p = weave.AllGatherGemm.plan_for(333, n=2048, k=7168, m_max=1024, world=4, quant=quant)
+    assert p["bytes_per_peer"] == 333 * row_bytes, p
+    # The window holds world x m_max rows of A (and of their scales) and of the output.
+    assert p["window_bytes"] >= 4 * 1024 * (row_bytes + 2048 * 2)
+
+
+def test_all_gather_gemm_plan_for_modes_and_the_machine():
+    kw = dict(n=2048, k=7168, m_max=1024, world=2)
+    for mode in ("gemm-only", "split-nccl", "split-lsa", "split-ce"):
+        p = weave.AllGatherGemm.plan_for(512, mode=mode, **kw)
+        assert p["mode"] == mode and f"mode {mode} requested" in p["reason"], p
+    assert weave.AllGatherGemm.plan_for(512, mode=weave.AllGatherGemmMode.SPLIT_CE, **kw)["mode"] == "split-ce"
+    assert weave.AllGatherGemm.plan_for(512, nvlink_domain=False, **kw)["mode"] == "split-nccl"
+    assert "no NCCL communicator" in weave.AllGatherGemm.plan_for(512, mode="split-nccl", nccl=False, **kw)["reason"]
+    assert weave.AllGatherGemm.plan_for(1024, num_sms=66, **kw)["grid"] == 66
+    # The GEMM is GemmAllGather's over world x m rows: the same tiles as GemmAllGather's of that many.
+    ag = weave.GemmAllGather.plan_for(1024, n=2048, k=7168, m_max=1024, world=1)
+    assert weave.AllGatherGemm.plan_for(512, **kw)["tiles"] == ag["tiles"]
+
+
+@pytest.mark.parametrize("bad, needle", [
+    (dict(m=0), "argument 'm': must be an int >= 1"),  # Python's own check, before the planner's
+    (dict(m=1025), "argument 'm' must be in 1..m_max (1024), got 1025"),
+    (dict(m=2.5), "argument 'm': must be an int"),
+    (dict(m=8, num_sms=0), "argument 'num_sms'"),
+    (dict(m=8, world=0), "argument 'world'"),
+    (dict(m=8, world=9), "world must be in 1..8, got 9"),
+    (dict(m=8, mode="fused-lsa"), "argument 'mode': unknown mode 'fused-lsa' (one of: auto, gemm-only, split-nccl, "
+                                  "split-lsa, split-ce)"),
+    (dict(m=8, quant="blockscale", scale_layout="mn-major"),
+     "scale_layout must be raw: A's scales travel with their rows"),
+    (dict(m=8, quant="mxfp8", scale_layout="packed"), "scale_layout must be raw"),
+    (dict(m=8, quant="ptpc", out_dtype="fp32"), "produce bf16 output"),
+    (dict(m=8, n=2050), "n must be a multiple of 8"),
+])
+def test_all_gather_gemm_plan_for_refuses_bad_input_naming_it(bad, needle):
+    kw = dict(n=2048, k=7168, m_max=1024, world=2)
+    kw.update(bad)
+    m = kw.pop("m")
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.AllGatherGemm.plan_for(m, **kw)
     assert needle in str(e.value), str(e.value)

@@ -32,6 +32,7 @@ def _stand_in(cls, config, world):
     ("gemm_all_reduce", "SymInt handle, Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None"),
     ("gemm_reduce_scatter", "SymInt handle, Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None"),
     ("gemm_all_gather", "SymInt handle, Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None"),
+    ("all_gather_gemm", "SymInt handle, Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None"),
     ("collective", "SymInt handle, Tensor inp"),
 ])
 def test_ops_are_registered_with_functional_schemas(name, args):
@@ -62,7 +63,15 @@ def test_fused_fakes_give_each_operators_output():
     assert y.shape == (250, 384) and y.dtype == torch.bfloat16, "this rank's m / world rows"
     y = torch.ops.weave.gemm_all_gather(weave.ops.handle(ag), a, b)
     assert y.shape == (4000, 384) and y.dtype == torch.float32, "world x m rows of the op's out dtype"
-    for op in (ar, rs, ag):
+    agm = _stand_in(weave.AllGatherGemm, _fused._agm_config(384, 256, 4096, "bf16", "raw", "fp32", "auto"), 4)
+    y = torch.ops.weave.all_gather_gemm(weave.ops.handle(agm), a, b)
+    assert y.shape == (4000, 384) and y.dtype == torch.float32, "every rank's m rows, of the op's out dtype"
+    fp8 = _stand_in(weave.AllGatherGemm, _fused._agm_config(384, 256, 4096, "ptpc", "raw", "bf16", "auto"), 8)
+    y = torch.ops.weave.all_gather_gemm(weave.ops.handle(fp8), _meta(33, 256, torch.float8_e4m3fn),
+                                        _meta(384, 256, torch.float8_e4m3fn), torch.empty(33, device="meta"),
+                                        torch.empty(384, device="meta"))
+    assert y.shape == (264, 384) and y.dtype == torch.bfloat16
+    for op in (ar, rs, ag, agm, fp8):
         weave.ops.release(weave.ops.handle(op))
 
 
@@ -72,6 +81,11 @@ def test_handles_are_stable_and_their_misuse_is_a_clear_error():
     assert weave.ops.handle(ar) == h, "one handle per op"
     with pytest.raises(weave.ArgumentError, match="takes a GemmReduceScatter"):
         torch.ops.weave.gemm_reduce_scatter(h, _meta(8, 128), _meta(128, 128))
+    # GemmAllGather and AllGatherGemm give outputs of one shape: the handle tells them apart.
+    ag = _stand_in(weave.GemmAllGather, _fused._ag_config(128, 128, 256, "bf16", "raw", "bf16", "auto"), 2)
+    with pytest.raises(weave.ArgumentError, match="is a GemmAllGather, this op takes a AllGatherGemm"):
+        torch.ops.weave.all_gather_gemm(weave.ops.handle(ag), _meta(8, 128), _meta(128, 128))
+    weave.ops.release(weave.ops.handle(ag))
     weave.ops.release(h)
     with pytest.raises(weave.ArgumentError, match="not a live weave.ops handle"):
         torch.ops.weave.gemm_all_reduce(h, _meta(8, 128), _meta(128, 128))
@@ -107,6 +121,29 @@ def test_compile_traces_a_tensor_parallel_block_without_a_graph_break():
     weave.ops.release(h_rs)
 
 
+def test_compile_traces_a_sequence_parallel_block_without_a_graph_break():
+    """The sequence-parallel MLP: every rank's tokens gathered into the up projection
+    (AllGatherGemm, [T / W, h] -> [T, f / W]), activation, the down projection reduce-scattered
+    back to [T / W, h] (GemmReduceScatter); one graph, fullgraph."""
+    world, h, f = 2, 512, 2048
+    agm = _stand_in(weave.AllGatherGemm, _fused._agm_config(f // world, h, 1024, "bf16", "raw", "bf16", "auto"), world)
+    rs = _stand_in(weave.GemmReduceScatter, _fused._rs_config(h, f // world, 2048, "bf16", "raw", "auto", False, 0),
+                   world)
+    h_agm, h_rs = weave.ops.handle(agm), weave.ops.handle(rs)
+
+    def block(x_rows, w_up, w_down):
+        hid = torch.nn.functional.gelu(torch.ops.weave.all_gather_gemm(h_agm, x_rows, w_up).float())
+        return torch.ops.weave.gemm_reduce_scatter(h_rs, hid.to(torch.bfloat16), w_down)
+
+    x_rows, w_up, w_down = _meta(300, h), _meta(f // world, h), _meta(h, f // world)
+    explained = torch._dynamo.explain(block)(x_rows, w_up, w_down)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons
+    y = torch.compile(block, fullgraph=True, backend="aot_eager")(x_rows, w_up, w_down)
+    assert y.shape == (300, h), "this rank's tokens back"
+    weave.ops.release(h_agm)
+    weave.ops.release(h_rs)
+
+
 def _stand_in_comm(world, rank=0):
     comm = object.__new__(weave.Communicator)
     comm._impl = types.SimpleNamespace(world_size=world, rank=rank, device=0)
@@ -116,7 +153,13 @@ def _stand_in_comm(world, rank=0):
 @pytest.mark.parametrize("make, needle", [
     (lambda c: weave.nn.RowParallelLinear(1001, 512, max_tokens=64, comm=c), "'in_features': 1001 must be divisible"),
     (lambda c: weave.nn.ColumnParallelLinear(512, 1001, comm=c), "'out_features': 1001 must be divisible"),
-    (lambda c: weave.nn.ColumnParallelLinear(512, 1024, comm=c, sequence_parallel=True), "AllGatherGemm"),
+    (lambda c: weave.nn.ColumnParallelLinear(512, 1024, comm=c, sequence_parallel=True),
+     "'max_tokens': sequence_parallel needs it"),
+    (lambda c: weave.nn.ColumnParallelLinear(512, 1024, comm=c, sequence_parallel=True, max_tokens=100),
+     r"'max_tokens': 100 must be divisible by the world \(8\)"),
+    (lambda c: weave.nn.ColumnParallelLinear(512, 1024, comm=c, sequence_parallel=True, max_tokens=0),
+     "'max_tokens': must be a positive int"),
+    (lambda c: weave.nn.ColumnParallelLinear(512, 1024, comm=c, max_tokens=-1), "'max_tokens': must be a positive int"),
     (lambda c: weave.nn.RowParallelLinear(1024, 512, max_tokens=64, comm=object()), "'comm': must be a weave.Communicator"),
     (lambda c: weave.nn.RowParallelLinear(1024, 512, max_tokens=64, comm=c, process_group=object()), "not both"),
     (lambda c: weave.nn.RowParallelLinear(1024, 0, max_tokens=64, comm=c), "'out_features': must be a positive int"),
@@ -170,3 +213,76 @@ def test_ptpc_layer_operands_dequantise_to_the_bf16_product():
     bf._init_weights(48, 256, "bf16", "cpu")
     bf._load_weights(w)
     assert bf.weight.dtype == torch.bfloat16 and bf._operands(x.to(torch.bfloat16))[2] is None
+
+
+def _meta_layer(cls, quant, rows, cols, world, op_cls, config):
+    """A weave.nn layer (weight [rows, cols]) on meta tensors whose op is a stand-in: its forward
+    dispatches to the fake implementations, so the layer's wiring (operands, op, bias, output
+    shape) is checked without a GPU."""
+    layer = object.__new__(cls)
+    torch.nn.Module.__init__(layer)
+    layer._init_weights(rows, cols, quant, "meta")
+    layer._init_bias(rows, True, "meta")  # both layers: the weight's rows
+    layer.comm, layer.sequence_parallel = types.SimpleNamespace(world_size=world, device=0), True
+    layer.op = _stand_in(op_cls, config, world)
+    layer._handle = weave.ops.handle(layer.op)
+    return layer
+
+
+@pytest.mark.parametrize("quant", ["bf16", "ptpc"])
+def test_sequence_parallel_layers_trace_to_the_gather_and_the_scatter(quant):
+    """weave.nn's sequence-parallel pair on meta tensors: ColumnParallelLinear(sequence_parallel)
+    takes this rank's [T / W, h] and gives [T, f / W] through torch.ops.weave.all_gather_gemm (ptpc:
+    the e4m3 activations and their per-token scales, quantised before the gather);
+    RowParallelLinear(sequence_parallel) takes that and gives [T / W, h]; compiled whole, in grad
+    mode too (the layers are forward only: nothing of theirs requires grad)."""
+    import weave.nn
+    world, h, f, tokens = 4, 256, 1024, 512
+    dt = torch.bfloat16
+    col = _meta_layer(weave.nn.ColumnParallelLinear, quant, f // world, h, world, weave.AllGatherGemm,
+                      _fused._agm_config(f // world, h, tokens // world, quant, "raw", "bf16", "auto"))
+    row = _meta_layer(weave.nn.RowParallelLinear, quant, h, f // world, world, weave.GemmReduceScatter,
+                      _fused._rs_config(h, f // world, tokens, quant, "raw", "auto", False, 0))
+    x_rows = torch.empty(tokens // world, h, device="meta", dtype=dt)
+    up = col(x_rows)
+    assert up.shape == (tokens, f // world) and up.dtype == dt
+    assert row(up).shape == (tokens // world, h)
+    block = torch.compile(lambda x: row(torch.nn.functional.gelu(col(x).float()).to(dt)), fullgraph=True,
+                          backend="aot_eager")
+    assert torch.is_grad_enabled()
+    assert block(x_rows).shape == (tokens // world, h)
+    assert not any(p.requires_grad for layer in (col, row) for p in layer.parameters())
+    for layer in (col, row):
+        weave.ops.release(layer._handle)
+
+
+def test_all_gather_gemm_window_views_are_torch_tensors_of_the_cpp_views(monkeypatch):
+    """AllGatherGemm's gathered_a / gathered_scale_a / input / input_scales: the C++ op's view
+    (pointer, dtype, shape, strides) becomes a torch tensor of that dtype, shape and strides (e4m3 as
+    float8_e4m3fn, ue8m0 as float8_e8m0fnu), and an empty view (bf16's scales) None. torch.as_tensor
+    stands in for the device memory here (the real views: tests/python/test_gpu.py)."""
+    seen = []
+
+    def as_tensor(buf, device=None):  # a host buffer of the bytes the view spans
+        seen.append((buf.__cuda_array_interface__["data"][0], device))
+        return torch.zeros(buf.__cuda_array_interface__["shape"], dtype=torch.uint8)
+
+    monkeypatch.setattr(torch, "as_tensor", as_tensor)
+    DT, view = weave.DType, weave._weave.TensorView
+    world, m, k = 4, 6, 512
+    views = {"gathered_a": view(1 << 20, DT.E4M3, [world * m, k], [k, 1], 0),
+             "gathered_scale_a": view(1 << 21, DT.UE8M0, [world * m, k // 32], [k // 32, 1], 0),
+             "input": view((1 << 20) + 2 * m * k, DT.E4M3, [m, k], [k, 1], 0),
+             "input_scales": view(0, DT.F32, [], [], -1)}
+    op = _stand_in(weave.AllGatherGemm, _fused._agm_config(256, k, 64, "mxfp8", "raw", "bf16", "auto"), world)
+    op._impl = types.SimpleNamespace(**{name: (lambda m, v=v: v) for name, v in views.items()})
+    a, sa, slot = op.gathered_a(m), op.gathered_scale_a(m), op.input(m)
+    assert (a.dtype, tuple(a.shape), a.stride()) == (torch.float8_e4m3fn, (world * m, k), (k, 1))
+    ue8m0 = getattr(torch, "float8_e8m0fnu", torch.uint8)  # bytes where torch has no e8m0 type
+    assert (sa.dtype, tuple(sa.shape), sa.stride()) == (ue8m0, (world * m, k // 32), (k // 32, 1))
+    assert (slot.dtype, tuple(slot.shape)) == (torch.float8_e4m3fn, (m, k)) and op.input_scales(m) is None
+    assert seen == [(1 << 20, "cuda:0"), (1 << 21, "cuda:0"), ((1 << 20) + 2 * m * k, "cuda:0")]
+    ptpc = view(1 << 22, DT.F32, [world * m], [1], 0)
+    op._impl = types.SimpleNamespace(gathered_scale_a=lambda m: ptpc)
+    s = op.gathered_scale_a(m)
+    assert (s.dtype, tuple(s.shape)) == (torch.float32, (world * m,))

@@ -480,6 +480,119 @@ def test_one_rank_fused_ops_copy_into_out(seed):
         op.check()
 
 
+@pytest.mark.parametrize("quant", ["bf16", "ptpc", "blockscale", "mxfp8"])
+def test_one_rank_all_gather_gemm(quant, seed):
+    """AllGatherGemm over a one-rank communicator (the gathered rows are this rank's own, so the
+    output is its GEMM): every mode that runs at world 1 bitwise equal to GemmAllGather split-lsa's
+    rows (the same 128x128 tile kernel) and within the reference; gathered_a and gathered_scale_a
+    bitwise this rank's operands; the zero-copy input (A written into input(m)); out= dense and
+    row-strided (the GEMM stores into it; the wide buffer's other columns untouched); a graph
+    replayed with changed inputs; the self-test; bad arguments refused before any GPU work."""
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    (comm,) = weave.Communicator.create_local([0])
+    m_max, n, k, m = 300, 256, 512, 257
+    mx = {"mx_route": "native"} if quant == "mxfp8" else {}  # one kernel in both ops: bitwise comparable
+    x, w = operands(m, n, k, gen)
+    a, b, sa, sb, ref = quantised(quant, x, w)
+    ag = weave.GemmAllGather(comm, n=n, k=k, m_max=m_max, quant=quant, mode="split-lsa", **mx)
+    want = ag.run(a, b, scale_a=sa, scale_b=sb).clone()
+    torch.cuda.synchronize()
+    assert_close(want, ref, quant, f"GemmAllGather split-lsa {quant}")
+
+    def bits(t):  # a dense tensor's bytes: fp8 values and ue8m0 scales compare as bytes
+        return t.view(torch.uint8)
+
+    for mode in ("auto", "gemm-only", "split-lsa", "split-ce"):
+        op = weave.AllGatherGemm(comm, n=n, k=k, m_max=m_max, quant=quant, mode=mode, **mx)
+        what = op.describe()
+        assert op.self_test(200)["ok"], what
+        out = op.run(a, b, scale_a=sa, scale_b=sb)
+        torch.cuda.synchronize()
+        assert out.shape == (m, n) and out.dtype == torch.bfloat16, what
+        assert torch.equal(out, want), f"{what}: differs from GemmAllGather split-lsa's rows"
+        assert op.last_mode == op.plan(m)["mode"] == ("gemm-only" if mode == "auto" else mode), what
+        assert op.gathered_a(m).shape == (m, k) and torch.equal(bits(op.gathered_a(m)), bits(a)), what
+        if sa is None:
+            assert op.gathered_scale_a(m) is None and op.input_scales(m) is None, what
+        else:
+            assert torch.equal(bits(op.gathered_scale_a(m)), bits(sa)), f"{what}: the gathered scales"
+        # Zero-copy: A and its scales written into this rank's slot, then passed as the operands.
+        op.output(m).fill_(NAN)
+        bits(op.input(m)).copy_(bits(a))
+        if sa is not None:
+            bits(op.input_scales(m)).copy_(bits(sa))
+        assert torch.equal(op.run(op.input(m), b, scale_a=op.input_scales(m), scale_b=sb), want), f"{what}: input(m)"
+        # out=: the GEMM stores into the caller's tensor, dense or the rows of a wider buffer.
+        wide = poisoned(m, n + 64, torch.bfloat16)
+        for dst in (poisoned(m, n, torch.bfloat16), wide[:, :n]):
+            assert op.run(a, b, scale_a=sa, scale_b=sb, out=dst) is dst
+            torch.cuda.synchronize()
+            assert torch.equal(dst, want), f"{what}: into out {tuple(dst.stride())}"
+        assert wide[:, n:].isnan().all(), f"{what}: the GEMM wrote outside out's columns"
+        # Captured: every replay computes from the operands' current values.
+        ga, gsa = a.clone(), None if sa is None else sa.clone()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            op.run(ga, b, scale_a=gsa, scale_b=sb)
+        for _ in range(2):
+            a2, _, sa2, _, ref2 = quantised(quant, torch.randn(m, k, device=DEV, generator=gen), w)
+            ga.copy_(a2)
+            if gsa is not None:
+                gsa.copy_(sa2)
+            op.output(m).fill_(NAN)
+            graph.replay()
+            torch.cuda.synchronize()
+            assert_close(op.output(m), ref2, quant, f"{what}: graph replay")
+            assert torch.equal(op.output(m), ag.run(ga, b, scale_a=gsa, scale_b=sb)), f"{what}: graph replay"
+        op.check()
+    # Bad arguments: nothing runs (the window's output keeps its poison).
+    op.output(m).fill_(NAN)
+    torch.cuda.synchronize()
+    bad = [(dict(a=torch.empty(m_max + 1, k, device=DEV, dtype=a.dtype)), "argument 'A': its rows m = 301"),
+           (dict(out=poisoned(m, n + 4, torch.bfloat16)[:, :n]), "argument 'out': the GEMM stores into it by TMA"),
+           (dict(out=op.output(m)), "argument 'out': overlaps the op's window"),
+           (dict(out=poisoned(m, n, torch.float32)), "argument 'out': dtype must be bf16")]
+    if quant == "bf16":  # inside the window but not this rank's slot: it may be a peer's landing rows
+        bad.append((dict(a=op.gathered_a(m)[1:]), "argument 'A': lies in the op's window but is not this rank's slot"))
+    else:
+        bad.append((dict(scale_a=None), "argument 'scale_a': mode"))
+    for over, needle in bad:
+        kw = {"a": a, "b": b, "scale_a": sa, "scale_b": sb, **over}
+        with pytest.raises(weave.ArgumentError) as e:
+            op.run(kw.pop("a"), kw.pop("b"), **kw)
+        assert needle in str(e.value), str(e.value)
+    with pytest.raises(weave.ArgumentError, match="argument 'm'"):
+        op.gathered_a(m_max + 1)
+    torch.cuda.synchronize()
+    assert op.output(m).isnan().all(), "a refused call ran"
+    if quant == "bf16":  # fp32 out (bf16 inputs only)
+        f32 = weave.AllGatherGemm(comm, n=n, k=k, m_max=m_max, out_dtype="fp32")
+        out = f32.run(a, b)
+        torch.cuda.synchronize()
+        assert out.shape == (m, n) and out.dtype == torch.float32
+        assert torch.allclose(out, ref, rtol=1e-3, atol=1e-3)
+
+
+def test_all_gather_gemm_custom_op_at_world_one(seed):
+    """torch.ops.weave.all_gather_gemm over a one-rank communicator: a new tensor (the GEMM stores
+    into it), bitwise the op's own run, eager and compiled with fullgraph=True, for bf16 and ptpc."""
+    import weave.ops
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    (comm,) = weave.Communicator.create_local([0])
+    n, k, m = 384, 512, 200
+    for mode in ("bf16", "ptpc"):
+        a, b, sa, sb, _ = quantised(mode, *operands(m, n, k, gen))
+        op = weave.AllGatherGemm(comm, n=n, k=k, m_max=m, quant=mode)
+        h = weave.ops.handle(op)
+        own = op.run(a, b, scale_a=sa, scale_b=sb).clone()
+        y = torch.ops.weave.all_gather_gemm(h, a, b, sa, sb)
+        compiled = torch.compile(lambda *t: torch.ops.weave.all_gather_gemm(h, *t), fullgraph=True)(a, b, sa, sb)
+        torch.cuda.synchronize()
+        assert y.data_ptr() != op.output(m).data_ptr() and y.shape == (m, n)
+        assert torch.equal(y, own) and torch.equal(compiled, own), mode
+        weave.ops.release(h)
+
+
 def test_one_rank_sharing_window(seed):
     """weave.create_sharing_window over a one-rank communicator: two GemmAllReduces, a GemmAllGather
     and an all-reduce Collective in one window, called interleaved on one stream; each output is
@@ -586,10 +699,12 @@ def test_torch_ops_compiled_block_equals_eager_and_replays_in_a_cuda_graph(seed)
 
 @pytest.mark.parametrize("quant", ["bf16", "ptpc"])
 def test_tensor_parallel_layers_at_world_one_match_torch_linear(seed, quant):
-    """weave.nn at world 1 (real ops): ColumnParallelLinear and RowParallelLinear (GemmAllReduce,
-    and GemmReduceScatter with sequence_parallel) made from torch.nn.Linear layers equal them
-    within bf16 rounding (ptpc: within e4m3's, relative L2 < 5%); the MLP block compiled with
-    fullgraph=True equals the eager block."""
+    """weave.nn at world 1 (real ops): ColumnParallelLinear (and AllGatherGemm with
+    sequence_parallel) and RowParallelLinear (GemmAllReduce, and GemmReduceScatter with
+    sequence_parallel) made from torch.nn.Linear layers equal them within bf16 rounding (ptpc:
+    within e4m3's, relative L2 < 5%); the MLP blocks compiled with fullgraph=True equal the eager
+    blocks (under no_grad: the layers are forward only, weave's custom ops have no autograd
+    formula)."""
     import weave.nn
     torch.manual_seed(seed)
     (comm,) = weave.Communicator.create_local([0])
@@ -601,6 +716,8 @@ def test_tensor_parallel_layers_at_world_one_match_torch_linear(seed, quant):
     row = weave.nn.RowParallelLinear.from_linear(down, comm=comm, max_tokens=tokens, quant=quant)
     row_sp = weave.nn.RowParallelLinear.from_linear(down, comm=comm, max_tokens=tokens, sequence_parallel=True,
                                                     quant=quant)
+    col_sp = weave.nn.ColumnParallelLinear.from_linear(up, comm=comm, max_tokens=tokens, sequence_parallel=True,
+                                                       quant=quant)
 
     def close(got, ref):
         assert got.shape == ref.shape, (got.shape, ref.shape)
@@ -614,11 +731,19 @@ def test_tensor_parallel_layers_at_world_one_match_torch_linear(seed, quant):
     hid = torch.nn.functional.gelu(up(x).float()).to(torch.bfloat16)
     close(row(hid), down(hid))
     close(row_sp(hid.reshape(tokens, f)), down(hid).reshape(tokens, h))  # world 1: every token is this rank's
+    close(col_sp(x.reshape(tokens, h)), up(x).reshape(tokens, f))  # world 1: the gathered tokens are this rank's
+    assert torch.equal(col_sp.op.gathered_a(tokens).view(torch.uint8),
+                       col_sp._operands(x.reshape(tokens, h))[0].view(torch.uint8)), "the gathered activations"
 
     def block(x):
         return row(torch.nn.functional.gelu(col(x).float()).to(torch.bfloat16))
 
-    close(torch.compile(block, fullgraph=True)(x), block(x))  # inductor's gelu may round otherwise: close, not equal
+    def block_sp(x_rows):
+        return row_sp(torch.nn.functional.gelu(col_sp(x_rows).float()).to(torch.bfloat16))
+
+    with torch.no_grad():  # inductor's gelu may round otherwise: close, not equal
+        close(torch.compile(block, fullgraph=True)(x), block(x))
+        close(torch.compile(block_sp, fullgraph=True)(x.reshape(tokens, h)), block_sp(x.reshape(tokens, h)))
     with pytest.raises(weave.ArgumentError, match="bf16 activations"):
         row(hid.float())
 

@@ -82,7 +82,10 @@ def test_collectives_across_processes(seed):
 def _fused_rank(rank, world, init_file, seed, errors):
     """Each fused operator across the processes, bf16 and ptpc (fp8), against torch: every rank's
     CUDA-core-independent reference (torch matmul of its dequantised operands in fp32) reduced,
-    reduce-scattered or gathered by torch.distributed, within bf16 rounding of the sums."""
+    reduce-scattered or gathered by torch.distributed, within bf16 rounding of the sums.
+    AllGatherGemm (every rank's rows of A gathered, then one GEMM with the common B) gives
+    GemmAllGather's output: bitwise its split-lsa rows, and its gathered A (and ptpc scales) bitwise
+    every rank's operands as torch.distributed gathers them."""
     import torch.distributed as dist
 
     import quant
@@ -133,12 +136,37 @@ def _fused_rank(rank, world, init_file, seed, errors):
             for op_mode in ("auto", "fused-lsa", "split-lsa", "split-nccl"):
                 ag = weave.GemmAllGather(comm, n=n, k=k, m_max=m // world, quant=mode, mode=op_mode)
                 close(ag.run(a, b, scale_a=sa, scale_b=sb), gathered, f"GemmAllGather {mode} {op_mode}")
+                if op_mode == "split-lsa":
+                    ag_rows = ag.output(m // world).clone()
+            # AllGatherGemm: the same rows, A gathered (e4m3 with its scales in ptpc) before one GEMM.
+            a_all = torch.empty(m, a.shape[1] * a.element_size(), device="cuda", dtype=torch.uint8)
+            dist.all_gather_into_tensor(a_all, a.view(torch.uint8).contiguous())
+            if sa is not None:
+                sa_all = torch.empty(m, device="cuda")
+                dist.all_gather_into_tensor(sa_all, sa.contiguous())
+            for op_mode in ("auto", "split-lsa", "split-ce", "split-nccl"):
+                agm = weave.AllGatherGemm(comm, n=n, k=k, m_max=m // world, quant=mode, mode=op_mode)
+                what = f"AllGatherGemm {mode} {op_mode}"
+                out = agm.run(a, b, scale_a=sa, scale_b=sb)
+                close(out, gathered, what)
+                assert torch.equal(out, ag_rows), f"rank {rank} {what}: differs from GemmAllGather split-lsa's rows"
+                assert torch.equal(agm.gathered_a(m // world).view(torch.uint8), a_all), f"rank {rank} {what}: A"
+                if sa is not None:
+                    assert torch.equal(agm.gathered_scale_a(m // world), sa_all), f"rank {rank} {what}: scales"
+                assert agm.self_test()["ok"], f"rank {rank} {what}: {agm.describe()}"
         # The compiled path: torch.ops.weave over the same communicator, one graph.
         a, b, _, _, partial = operands("bf16", m)
         dist.all_reduce(partial)
         h = weave.ops.handle(weave.GemmAllReduce(comm, n=n, k=k, m_max=m))
         close(torch.compile(lambda x, w: torch.ops.weave.gemm_all_reduce(h, x, w), fullgraph=True)(a, b), partial,
               "torch.ops.weave.gemm_all_reduce compiled")
+        rows = a[: m // world]  # this rank's rows; B the same everywhere (rank 0's)
+        dist.broadcast(b, 0)
+        want = torch.empty(m, n, device="cuda")
+        dist.all_gather_into_tensor(want, rows.float() @ b.float().T)
+        h_agm = weave.ops.handle(weave.AllGatherGemm(comm, n=n, k=k, m_max=m // world))
+        close(torch.compile(lambda x, w: torch.ops.weave.all_gather_gemm(h_agm, x, w), fullgraph=True)(rows, b), want,
+              "torch.ops.weave.all_gather_gemm compiled")
         torch.cuda.synchronize()
         dist.barrier()
         dist.destroy_process_group()

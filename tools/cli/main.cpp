@@ -17,9 +17,9 @@
 
 int main(int argc, char** argv) {
   using namespace weave::cli;
-  // `weave bench gemm-ag|gemm-ar|gemm-rs --emulate-world W` runs W ranks' streams on one GPU; they need
-  // their own hardware queues (testing/emulated_world.hpp), which CUDA reads from the environment
-  // when it starts. Nothing has touched CUDA yet here; a value the user set is kept.
+  // `weave bench gemm-ag|gemm-ar|gemm-rs|ag-gemm --emulate-world W` runs W ranks' streams on one GPU;
+  // they need their own hardware queues (testing/emulated_world.hpp), which CUDA reads from the
+  // environment when it starts. Nothing has touched CUDA yet here; a value the user set is kept.
   for (int i = 1; i < argc; ++i)
     if (std::string_view(argv[i]).rfind("--emulate-world", 0) == 0) {
       setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);

@@ -15,6 +15,12 @@
 namespace weave::cli::fused_plan {
 namespace {
 
+std::string fmt_us(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", us);
+  return buf;
+}
+
 void print_header(const FusedPlanTrait& t, const FusedPlanOptions& o) {
   const FusedPlanTrait::Shape& s = t.shape();
   if (!s.preset.empty()) {
@@ -28,9 +34,12 @@ void print_header(const FusedPlanTrait& t, const FusedPlanOptions& o) {
               scales.c_str(), std::string(to_string(s.out)).c_str(), o.world, s.mode.c_str(), o.sms,
               static_cast<long long>(s.m_max), t.header_tail().c_str());
   const char* fused = t.fused_kernel();
-  std::printf("fused kernel: %s\n", fused == nullptr ? "not in this build" :
-                                    o.no_fused ? (std::string(fused) + " (taken as unavailable: --no-fused)").c_str()
-                                               : fused);
+  if (const std::string none = t.no_fused_mode(); !none.empty())
+    std::printf("fused mode: none (%s)\n", none.c_str());
+  else
+    std::printf("fused kernel: %s\n", fused == nullptr ? "not in this build" :
+                                      o.no_fused ? (std::string(fused) + " (taken as unavailable: --no-fused)").c_str()
+                                                 : fused);
   const PlanRates rates = t.rates();
   std::printf("model (%s): GEMM %.0f TFLOP/s, links %.0f GB/s per direction, %s call %.0f us; "
               "an NCCL communicator is assumed (split-nccl available)\n",
@@ -38,7 +47,8 @@ void print_header(const FusedPlanTrait& t, const FusedPlanOptions& o) {
   std::printf("window per rank: %s (%s)\n", human_bytes(t.window_bytes()).c_str(), t.window_contents().c_str());
 }
 
-// The table's columns: m tile tiles waves grid, the trait's, then the modelled times, mode, reason.
+// The table's columns: m tile tiles waves grid, the trait's, then the modelled times (fused_us "-"
+// for an op without a fused mode), mode, reason.
 void print_column_heads(const FusedPlanTrait& t) {
   std::printf("%7s %-7s %6s %6s %5s ", "m", "tile", "tiles", "waves", "grid");
   for (const PlanColumn& c : t.columns()) std::printf("%*s ", c.width, c.header);
@@ -58,12 +68,14 @@ nlohmann::json print_row(const FusedPlanTrait& t, std::int64_t m, const PlanRow&
     std::printf("%*s ", columns[i].width, text.c_str());
     row[columns[i].key] = v;
   }
-  std::printf("%9.1f %9.1f %9.1f %9.1f  %-10s %s\n", p.model_gemm_us, p.model_comm_us, p.model_split_us,
-              p.model_fused_us, p.mode.c_str(), p.reason.c_str());
+  const bool fused_mode = t.no_fused_mode().empty();
+  const std::string fused_us = fused_mode ? fmt_us(p.model_fused_us) : "-";
+  std::printf("%9.1f %9.1f %9.1f %9s  %-10s %s\n", p.model_gemm_us, p.model_comm_us, p.model_split_us,
+              fused_us.c_str(), p.mode.c_str(), p.reason.c_str());
   row["model_gemm_us"] = p.model_gemm_us;
   row["model_comm_us"] = p.model_comm_us;
   row["model_split_us"] = p.model_split_us;
-  row["model_fused_us"] = p.model_fused_us;
+  if (fused_mode) row["model_fused_us"] = p.model_fused_us;
   row["mode"] = p.mode;
   row["reason"] = p.reason;
   return row;
@@ -89,6 +101,7 @@ void write_json(const FusedPlanTrait& t, const FusedPlanOptions& o, bool fused_a
                         {"rates", {{"gemm_tflops", rates.gemm_tflops}, {"link_gbps", rates.link_gbps},
                                    {"comm_latency_us", rates.comm_latency_us}}},
                         {"rows", std::move(rows)}};
+  if (const std::string none = t.no_fused_mode(); !none.empty()) doc["fused_mode"] = "none: " + none;
   t.add_doc_extras(doc);
   std::ofstream f(o.json_path);
   WEAVE_EXPECT_ARG(f.good(), "--json '" << o.json_path << "': cannot open for writing");
@@ -129,12 +142,14 @@ void add_fused_plan_options(CLI::App& app, FusedPlanOptions& o, const PlanHelp& 
   app.add_option("--world", o.world, "ranks (1..8)")->capture_default_str();
   app.add_option("--sms", o.sms, "CTAs per rank to plan for (" + help.sms_note + "H100/H200: 132 SMs)")
       ->check(int_range(1, gemm::kMaxSms))->capture_default_str();
-  app.add_flag("--no-fused", o.no_fused,
-               "plan as if the fused kernel were unavailable (auto then picks " + help.no_fused_auto + ")");
+  if (!help.no_fused_auto.empty())
+    app.add_flag("--no-fused", o.no_fused,
+                 "plan as if the fused kernel were unavailable (auto then picks " + help.no_fused_auto + ")");
   app.add_option("--json", o.json_path, "also write the rows as JSON to FILE (checked before planning)");
-  app.add_option("--calibration", o.calibration,
-                 "auto takes the mode measured fastest per M in FILE (written by `weave bench " + std::string(help.name) +
-                     " --calibrate`; must be for this " + help.calibration_match + ")");
+  if (!help.calibration_match.empty())
+    app.add_option("--calibration", o.calibration,
+                   "auto takes the mode measured fastest per M in FILE (written by `weave bench " + std::string(help.name) +
+                       " --calibrate`; must be for this " + help.calibration_match + ")");
   app.footer(help.footer);
 }
 

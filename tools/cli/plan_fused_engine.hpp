@@ -26,11 +26,13 @@ int run_fused_plan(const FusedPlanOptions& o, const std::function<std::unique_pt
 
 // What a fused plan's subcommand says besides its shape options: the one-line description, the
 // --sms note, what auto picks under --no-fused, what a --calibration table must match, the footer.
+// An empty no_fused_auto leaves --no-fused out (an op without a fused mode), an empty
+// calibration_match --calibration (an op whose config takes no table).
 struct PlanHelp {
   const char* name = "";
   std::string description, sms_note, no_fused_auto, calibration_match, footer;
 };
-// Adds --world, --sms, --no-fused, --json, --calibration and the footer.
+// Adds --world, --sms, --no-fused, --json, --calibration (as `help` says) and the footer.
 void add_fused_plan_options(CLI::App& app, FusedPlanOptions& o, const PlanHelp& help);
 
 // Adds `weave plan <help.name>`: Trait's shape options (Trait::add_shape_options), the shared

@@ -2,8 +2,9 @@
 // of the bench side's fused_suite_trait.hpp: the engine owns the options, the checks, the per-M
 // loop, the header, the table, the JSON and the exit status; an operator is one FusedPlanTrait
 // (its shape and config, how to call its public pure planner, its columns and its words).
-// `weave plan gemm-ag`, `gemm-ar` and `gemm-rs` are such traits (plan_gemm_ag.cpp, plan_gemm_ar.cpp,
-// plan_gemm_rs.cpp; the last two share plan_row_parallel_trait.hpp).
+// `weave plan gemm-ag`, `gemm-ar`, `gemm-rs` and `ag-gemm` are such traits (plan_gemm_ag.cpp,
+// plan_gemm_ar.cpp, plan_gemm_rs.cpp, plan_ag_gemm.cpp; gemm-ar and gemm-rs share
+// plan_row_parallel_trait.hpp). An op without a fused mode (ag-gemm) says so (no_fused_mode).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -47,13 +48,15 @@ struct PlanRow {
   double model_gemm_us = 0, model_comm_us = 0, model_split_us = 0, model_fused_us = 0;
   std::string mode, reason;
 };
-// The shared fields of a public plan (GemmAllGatherPlan, GemmAllReducePlan) and the trait's values.
+// The shared fields of a public plan (GemmAllGatherPlan, GemmAllReducePlan, AllGatherGemmPlan: no
+// fused time where the op has no fused mode) and the trait's values.
 template <class Plan>
 PlanRow plan_row(const Plan& p, std::vector<std::int64_t> extras) {
-  return PlanRow{.block_m = p.block_m, .block_n = p.block_n, .tiles = p.tiles, .waves = p.waves, .grid = p.grid,
-                 .extras = std::move(extras), .model_gemm_us = p.model_gemm_us, .model_comm_us = p.model_comm_us,
-                 .model_split_us = p.model_split_us, .model_fused_us = p.model_fused_us,
-                 .mode = std::string(to_string(p.mode)), .reason = p.reason};
+  PlanRow row{.block_m = p.block_m, .block_n = p.block_n, .tiles = p.tiles, .waves = p.waves, .grid = p.grid,
+              .extras = std::move(extras), .model_gemm_us = p.model_gemm_us, .model_comm_us = p.model_comm_us,
+              .model_split_us = p.model_split_us, .mode = std::string(to_string(p.mode)), .reason = p.reason};
+  if constexpr (requires { p.model_fused_us; }) row.model_fused_us = p.model_fused_us;
+  return row;
 }
 
 // What the planner's model assumes: the op's fused::*_rates (GagRates, GarRates) by plan_rates.
@@ -88,6 +91,9 @@ class FusedPlanTrait {
 
   // The fused kernel's name (nullptr where this build has none), the model's rates, the window.
   virtual const char* fused_kernel() const = 0;
+  // "" for an op with a fused mode; else why it has none (the header says so, the fused_us column
+  // shows "-", the JSON rows have no model_fused_us, and the subcommand has no --no-fused).
+  virtual std::string no_fused_mode() const { return ""; }
   virtual PlanRates rates() const = 0;
   virtual std::size_t window_bytes() const = 0;
   // The public pure planner at m (the calibration, if any, read by the planner itself).
@@ -111,8 +117,9 @@ class FusedPlanTrait {
 
 // What every operator's trait holds: the shape options with --preset filled in (shapes_of), the
 // op's config of them (config_of, which throws naming the option of every broken rule), the same
-// config with --calibration for the planner, the world, and the engine's Shape (out bf16 and no
-// mode needing the fused kernel until the operator's constructor says otherwise).
+// config with --calibration for the planner (where the config takes a table), the world, and the
+// engine's Shape (out bf16 and no mode needing the fused kernel until the operator's constructor
+// says otherwise).
 template <class Options, class Config>
 class OpPlanTrait : public FusedPlanTrait {
  public:
@@ -124,7 +131,8 @@ class OpPlanTrait : public FusedPlanTrait {
   using ConfigOf = Config (*)(const Options&, int world);
   OpPlanTrait(const Options& typed, const FusedPlanOptions& o, ShapesOf shapes_of, ConfigOf config_of)
       : world_(o.world), options_(shapes_of(typed, o.world).front()), cfg_(config_of(options_, o.world)), planned_(cfg_) {
-    planned_.calibration = o.calibration;  // the public planner loads the (already checked) calibration itself
+    // The public planner loads the (already checked) calibration itself.
+    if constexpr (requires { planned_.calibration; }) planned_.calibration = o.calibration;
     using Mode = decltype(Config::mode);
     shape_ = {.n = cfg_.n, .k = cfg_.k, .m_max = cfg_.m_max, .ms = options_.ms, .quant = cfg_.quant,
               .layout = cfg_.scale_layout, .preset = options_.preset, .mode = std::string(to_string(cfg_.mode)),

@@ -46,7 +46,7 @@ SelfTestReport GemmAllGather::self_test(std::int64_t m) {
   const cudaStream_t stream = owned_stream.s;
   SelfTestReport report;
   report.wrong_from_rank.assign(w, 0);
-  std::ostringstream detail;
+  std::string detail;
   const size_t ob = im.out_bytes, out_elems = static_cast<size_t>(w * m * n);
   {
     // One call guard over the poison and the call: no other thread's call of this op lands between.
@@ -54,28 +54,7 @@ SelfTestReport GemmAllGather::self_test(std::int64_t m) {
     const std::vector<uint8_t> got = fused::run_self_test_call(
         g, stream, im.out_local(), out_elems * ob, "GemmAllGather::self_test (" + im.describe() + ")",
         [&] { im.run_in(guard, m, a, b, scales, nullptr, stream); }, [&] { im.check(); });
-    for (int s = 0; s < w; ++s)
-      for (int64_t i = 0; i < m; ++i) {
-        const int64_t col = col_of(s, i);
-        for (int64_t j = 0; j < n; ++j) {
-          const size_t e = static_cast<size_t>((s * m + i) * n + j);
-          float v = 0;
-          if (ob == 4) {
-            std::memcpy(&v, &got[e * 4], 4);
-          } else {
-            uint16_t h = 0;
-            std::memcpy(&h, &got[e * 2], 2);
-            const uint32_t u = static_cast<uint32_t>(h) << 16;
-            std::memcpy(&v, &u, 4);
-          }
-          const float want = static_cast<float>(b_val(j, col));
-          if (!(v == want)) {
-            if (report.wrong_from_rank[s]++ == 0 && detail.tellp() == 0)
-              detail << "rank " << r << ": row " << i << " of source rank " << s << ", column " << j << ": got " << v
-                     << ", expected " << want;
-          }
-        }
-      }
+    fused::check_gathered_one_hot(got, ob, w, r, m, n, col_of, b_val, report.wrong_from_rank, detail);
   }
   bool ok = true;
   for (auto v : report.wrong_from_rank) ok &= v == 0;
@@ -86,7 +65,7 @@ SelfTestReport GemmAllGather::self_test(std::int64_t m) {
   std::ostringstream os;
   os << im.describe() << ": m = " << m << " rows per rank, mode " << to_string(im.last) << ": ";
   if (report.ok) os << "every source rank's rows arrived intact on every rank";
-  else os << "FAILED on rank(s) " << failed << (detail.tellp() ? "; " + detail.str() : std::string());
+  else os << "FAILED on rank(s) " << failed << (detail.empty() ? std::string() : "; " + detail);
   report.detail = os.str();
   return report;
 }

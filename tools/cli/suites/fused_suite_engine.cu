@@ -3,7 +3,8 @@
 //            reference); B_s per rank or one B (the trait); cold weights by default: every rank
 //            rotates through its own identical copies (together past 3 x L2);
 //   arms     the trait's, plus cuBLASLt's GEMM and, over NCCL, cuBLASLt + NCCL on plain and on
-//            symmetric buffers, timed alternating under CUDA graphs of --calls calls per rank,
+//            symmetric buffers (NCCL after the GEMM, or before it where the trait gathers the
+//            input: ag-gemm), timed alternating under CUDA graphs of --calls calls per rank,
 //            every rank barriered before every sample; per arm the per-rank maximum of medians;
 //   checks   before and after timing: NaN over the output, every rank barriered, one call
 //            (after timing: none; the output the timed replays left, poisoned before them),
@@ -109,7 +110,10 @@ void SuiteRun::make_arms() {
     WEAVE_CHECK_CUDA(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
     uint64_t mask = 0;
     const size_t ob = dtype_bytes(shape_.out);
-    const size_t own_max = static_cast<size_t>(shape_.m_max) * static_cast<size_t>(shape_.n) * ob;
+    const size_t own_max =
+        static_cast<size_t>(t_.gemm_rows(shape_.m_max, world_)) * static_cast<size_t>(shape_.n) * ob;
+    const FusedSuiteTrait::InputRow in_row = t_.gathered_input_row();
+    const size_t gathered_rows = static_cast<size_t>(world_) * static_cast<size_t>(shape_.m_max);
     for (size_t i = 0; i < arms_.size(); ++i) {
       RankArm arm;
       try {
@@ -119,6 +123,8 @@ void SuiteRun::make_arms() {
           WindowLayout layout;
           layout.add("c", RegionKind::kData, own_max);
           if (t_.out_of_place()) layout.add("out", RegionKind::kData, own_max * static_cast<size_t>(t_.blocks(world_)));
+          if (in_row.bytes > 0) layout.add("a", RegionKind::kData, round_up_4(gathered_rows * in_row.bytes));
+          if (in_row.scale_bytes > 0) layout.add("sa", RegionKind::kData, round_up_4(gathered_rows * in_row.scale_bytes));
           arm.sym = std::make_unique<SymmetricWindow>(ranks_->communicator(g.rank()), std::move(layout));
         } else if (arms_[i].kind == ArmKind::kCommOnly) {
           arm.coll = Collective::Impl::create(g, t_.comm_only_config());
@@ -235,14 +241,16 @@ void ArmList::add_over_nccl(std::vector<SuiteArm> arms, bool over_nccl, bool emu
 }
 
 void add_suite_help(CLI::App& app, FusedSuiteOptions& o, const SuiteHelp& help) {
-  app.add_option("--calibrate", o.calibrate,
-                 "after the run, write per M the fastest mode auto may take (" + help.auto_modes +
-                     "; split-lsa unless another is more than 3% faster, so noise does not pick) to FILE: a calibration "
-                     "table for " + help.config + "::calibration / weave plan " + help.name +
-                     " --calibration (checked before any GPU work)");
-  app.add_option("--calibration", o.calibration,
-                 "the auto arm takes the mode measured fastest per M in FILE (a --calibrate output of this shape, quant "
-                 "and world; checked before any GPU work): shows auto against the best split with its table");
+  if (!help.auto_modes.empty()) {
+    app.add_option("--calibrate", o.calibrate,
+                   "after the run, write per M the fastest mode auto may take (" + help.auto_modes +
+                       "; split-lsa unless another is more than 3% faster, so noise does not pick) to FILE: a calibration "
+                       "table for " + help.config + "::calibration / weave plan " + help.name +
+                       " --calibration (checked before any GPU work)");
+    app.add_option("--calibration", o.calibration,
+                   "the auto arm takes the mode measured fastest per M in FILE (a --calibrate output of this shape, quant "
+                   "and world; checked before any GPU work): shows auto against the best split with its table");
+  }
   app.footer(
       "Worlds:\n"
       "  default            " + help.world1 + "\n"

@@ -16,14 +16,18 @@
 
 namespace weave::cli::fused_bench {
 
+// bench::poison_nan fills multiples of 4 bytes: the buffers it poisons are sized so.
+inline size_t round_up_4(size_t bytes) { return (bytes + 3) / 4 * 4; }
+
 // One rank's object of one arm (made once; cuBLASLt's per M).
 struct RankArm {
   std::unique_ptr<SuiteOp> op;
   std::unique_ptr<Collective> coll;
   std::unique_ptr<bench::CublasLtGemm> lt;
   std::vector<bench::CublasLtScales> lt_scales;
-  bench::DeviceBuffer lt_c, lt_out;      // cuBLASLt's C [m, n]; out of place: the collective's output
-  std::unique_ptr<SymmetricWindow> sym;  // cublaslt+nccl-sym: "c" (and "out") in an NCCL symmetric window
+  bench::DeviceBuffer lt_c, lt_out;      // cuBLASLt's C [gemm_rows(m), n]; out of place: the collective's output
+  bench::DeviceBuffer lt_a, lt_sa;       // a trait that gathers the input: the gathered A [W m, k] and its scales
+  std::unique_ptr<SymmetricWindow> sym;  // cublaslt+nccl-sym: "c" (and "out", or "a" and "sa") in an NCCL symmetric window
   std::string unavailable;               // why the arm cannot run here (the same on every rank)
 };
 
@@ -66,6 +70,18 @@ class SuiteRun {
   // fused_suite_rank.cu
   void run_rank(comm::Group& g, int64_t m, const References& refs, std::vector<ArmResult>& res);
   void prepare_cublaslt(const RankCall& c);
+  // A trait that gathers the input (FusedSuiteTrait::gathered_input_row): cuBLASLt arm i's gathered
+  // A (its buffers or its window's regions) and what this rank sends; this rank's rows into slot r;
+  // the buffers set up for this M (zero, slot r seeded, over NCCL gathered once: blockscale's
+  // scales are converted for cuBLASLt from what that gather brought).
+  FusedSuiteTrait::GatheredInput gathered_input(const RankCall& c, size_t i) const;
+  void seed_own_rows(const RankCall& c, size_t i);
+  void prepare_gathered_input(const RankCall& c, size_t i);
+  // The A cuBLASLt's GEMM of arm i reads: A_r, or the gathered [W m, k] and its scales.
+  struct LtInput {
+    TensorView a, scale_a;
+  };
+  LtInput lt_input(const RankCall& c, size_t i) const;
   void enqueue(const RankCall& c, size_t i, cudaStream_t s, int call);
   char* output_of(const RankCall& c, size_t i) const;
   size_t output_bytes(size_t i, int64_t m) const;

@@ -16,11 +16,12 @@
 
 namespace weave::cli::fused_bench {
 
-// cuBLASLt: per M, since its descriptors and algorithm are per shape.
+// cuBLASLt: per M, since its descriptors and algorithm are per shape. Where the trait gathers the
+// input, its GEMM is of the W m gathered rows, set up first (its scales are what cuBLASLt converts).
 void SuiteRun::prepare_cublaslt(const RankCall& c) {
-  const GemmProblem prob = problem(c.m);
-  const size_t rows_bytes = static_cast<size_t>(c.m) * static_cast<size_t>(shape_.n) * dtype_bytes(shape_.out);
-  const int r = c.g.rank();
+  const int64_t lt_rows = t_.gemm_rows(c.m, world_);
+  const GemmProblem prob = problem(lt_rows);
+  const size_t rows_bytes = static_cast<size_t>(lt_rows) * static_cast<size_t>(shape_.n) * dtype_bytes(shape_.out);
   for (size_t i = 0; i < arms_.size(); ++i) {
     if (!is_cublaslt(arms_[i].kind)) continue;
     RankArm& a = c.st.arms[i];
@@ -35,12 +36,77 @@ void SuiteRun::prepare_cublaslt(const RankCall& c) {
       a.unavailable = e.message();
       continue;
     }
-    for (const auto& b : c.st.b)
-      a.lt_scales.push_back(a.lt->prepare_scales({c.refs.as[r].scale_view, b.scale_view}, c.st.stream));
-    if (a.sym) continue;
-    a.lt_c = bench::DeviceBuffer(rows_bytes);
-    if (t_.out_of_place()) a.lt_out = bench::DeviceBuffer(output_bytes(i, c.m));
+    if (!a.sym) {
+      a.lt_c = bench::DeviceBuffer(rows_bytes);
+      if (t_.out_of_place()) a.lt_out = bench::DeviceBuffer(output_bytes(i, c.m));
+    }
+    if (t_.gathers_input()) prepare_gathered_input(c, i);
+    const TensorView scale_a = lt_input(c, i).scale_a;
+    for (const auto& b : c.st.b) a.lt_scales.push_back(a.lt->prepare_scales({scale_a, b.scale_view}, c.st.stream));
   }
+}
+
+FusedSuiteTrait::GatheredInput SuiteRun::gathered_input(const RankCall& c, size_t i) const {
+  const RankArm& a = c.st.arms[i];
+  const FusedSuiteTrait::InputRow row = t_.gathered_input_row();
+  const int r = c.g.rank();
+  const bench::DeviceOperand& own = c.refs.as[r];
+  FusedSuiteTrait::GatheredInput in;
+  in.a = a.sym ? a.sym->region("a") : a.lt_a.as<char>();
+  if (row.scale_bytes > 0) in.sa = a.sym ? a.sym->region("sa") : a.lt_sa.as<char>();
+  // Symmetric buffers: in place (this rank's rows already in slot r, as a caller that writes A into
+  // the window has them); plain buffers: out of place from A_r as it is.
+  const size_t slot = static_cast<size_t>(r) * static_cast<size_t>(c.m);
+  in.own_a = a.sym ? static_cast<const void*>(in.a + slot * row.bytes) : own.values.get();
+  if (in.sa) in.own_sa = a.sym ? static_cast<const void*>(in.sa + slot * row.scale_bytes) : own.scales.get();
+  return in;
+}
+
+void SuiteRun::seed_own_rows(const RankCall& c, size_t i) {
+  const FusedSuiteTrait::InputRow row = t_.gathered_input_row();
+  const int r = c.g.rank();
+  const bench::DeviceOperand& own = c.refs.as[r];
+  const size_t a_bytes = static_cast<size_t>(c.m) * row.bytes, sa_bytes = static_cast<size_t>(c.m) * row.scale_bytes;
+  WEAVE_EXPECT(own.values.bytes() == a_bytes && own.scales.bytes() == sa_bytes, Status::kInternal,
+               name_ << ": A_r holds " << own.values.bytes() << " + " << own.scales.bytes()
+                     << " bytes of rows and scales; the trait's rows make " << a_bytes << " + " << sa_bytes);
+  const FusedSuiteTrait::GatheredInput in = gathered_input(c, i);
+  WEAVE_CHECK_CUDA(cudaMemcpyAsync(in.a + static_cast<size_t>(r) * a_bytes, own.values.get(), a_bytes,
+                                   cudaMemcpyDeviceToDevice, c.st.stream));
+  if (sa_bytes > 0)
+    WEAVE_CHECK_CUDA(cudaMemcpyAsync(in.sa + static_cast<size_t>(r) * sa_bytes, own.scales.get(), sa_bytes,
+                                     cudaMemcpyDeviceToDevice, c.st.stream));
+}
+
+void SuiteRun::prepare_gathered_input(const RankCall& c, size_t i) {
+  RankArm& a = c.st.arms[i];
+  const FusedSuiteTrait::InputRow row = t_.gathered_input_row();
+  const size_t rows = static_cast<size_t>(world_) * static_cast<size_t>(c.m);
+  if (!a.sym) {
+    a.lt_a = bench::DeviceBuffer(round_up_4(rows * row.bytes));
+    a.lt_sa = bench::DeviceBuffer(row.scale_bytes > 0 ? round_up_4(rows * row.scale_bytes) : 0);
+  }
+  const FusedSuiteTrait::GatheredInput in = gathered_input(c, i);
+  WEAVE_CHECK_CUDA(cudaMemsetAsync(in.a, 0, rows * row.bytes, c.st.stream));
+  if (in.sa) WEAVE_CHECK_CUDA(cudaMemsetAsync(in.sa, 0, rows * row.scale_bytes, c.st.stream));
+  seed_own_rows(c, i);
+  // Over NCCL, every rank's rows once, so the scales cuBLASLt converts below are every source's.
+  if (arms_[i].kind != ArmKind::kCublasLt) t_.before_cublaslt(arms_[i].kind, in, c.m, c.g, c.st.stream);
+  comm::sync_stream_bounded(c.st.stream, opt_.timeout_s,
+                            std::string(name_) + " " + arms_[i].name + ": the gathered input of cuBLASLt's GEMM");
+}
+
+SuiteRun::LtInput SuiteRun::lt_input(const RankCall& c, size_t i) const {
+  const bench::DeviceOperand& own = c.refs.as[c.g.rank()];
+  if (!t_.gathers_input()) return {own.view, own.scale_view};
+  const FusedSuiteTrait::GatheredInput in = gathered_input(c, i);
+  const int64_t rows = int64_t{world_} * c.m;
+  LtInput x{TensorView::matrix(in.a, own.view.dtype, rows, shape_.k, c.g.device()), own.scale_view};
+  if (x.scale_a.rank >= 1) {  // A_r's scale layout, W m rows (bf16: none)
+    x.scale_a.data = in.sa;
+    x.scale_a.shape[0] = rows;
+  }
+  return x;
 }
 
 void SuiteRun::enqueue(const RankCall& c, size_t i, cudaStream_t s, int call) {
@@ -60,8 +126,9 @@ void SuiteRun::enqueue(const RankCall& c, size_t i, cudaStream_t s, int call) {
     case ArmKind::kCublasLtNcclSym: {
       void* cbuf = a.sym ? static_cast<void*>(a.sym->region("c")) : a.lt_c.get();
       void* out = !t_.out_of_place() ? cbuf : a.sym ? static_cast<void*>(a.sym->region("out")) : a.lt_out.get();
-      a.lt->run(c.refs.as[r].view, b.view, a.lt_scales[copy], TensorView::matrix(cbuf, shape_.out, c.m, shape_.n, c.g.device()),
-                s);
+      if (t_.gathers_input()) t_.before_cublaslt(arms_[i].kind, gathered_input(c, i), c.m, c.g, s);
+      const TensorView cv = TensorView::matrix(cbuf, shape_.out, t_.gemm_rows(c.m, world_), shape_.n, c.g.device());
+      a.lt->run(lt_input(c, i).a, b.view, a.lt_scales[copy], cv, s);
       t_.after_cublaslt(arms_[i].kind, cbuf, out, c.m, c.g, s);
       break;
     }
@@ -78,16 +145,28 @@ char* SuiteRun::output_of(const RankCall& c, size_t i) const {
   return static_cast<char*>(t_.out_of_place() ? a.lt_out.get() : a.lt_c.get());
 }
 
-// cuBLASLt's own GEMM holds m rows; every other arm a rank's output: blocks x its own rows.
+// cuBLASLt's own GEMM holds its rows (m, or the W m gathered ones); every other arm a rank's
+// output: blocks x its own rows.
 size_t SuiteRun::output_bytes(size_t i, int64_t m) const {
-  const int64_t rows =
-      arms_[i].kind == ArmKind::kCublasLt ? m : t_.own_rows(m, 0, world_).rows * int64_t{t_.blocks(world_)};
+  const int64_t rows = arms_[i].kind == ArmKind::kCublasLt ? t_.gemm_rows(m, world_)
+                                                           : t_.own_rows(m, 0, world_).rows * int64_t{t_.blocks(world_)};
   return static_cast<size_t>(rows) * static_cast<size_t>(shape_.n) * dtype_bytes(shape_.out);
 }
 
-// NaN over the arm's output; comm-only's input (this rank's rows) seeded with its reference.
+// NaN over the arm's output; comm-only's input (this rank's rows) seeded with its reference; the
+// gathered input of a cuBLASLt + NCCL arm NaN too, but for this rank's rows (re-seeded), so the
+// gather must bring the peers' rows again.
 void SuiteRun::poison(const RankCall& c, size_t i) {
   bench::poison_nan(output_of(c, i), output_bytes(i, c.m), shape_.out, c.st.stream);
+  if (t_.gathers_input() && is_cublaslt(arms_[i].kind) && arms_[i].kind != ArmKind::kCublasLt) {
+    const FusedSuiteTrait::InputRow row = t_.gathered_input_row();
+    const FusedSuiteTrait::GatheredInput in = gathered_input(c, i);
+    const bench::DeviceOperand& own = c.refs.as[c.g.rank()];
+    const size_t rows = static_cast<size_t>(world_) * static_cast<size_t>(c.m);
+    bench::poison_nan(in.a, round_up_4(rows * row.bytes), own.view.dtype, c.st.stream);
+    if (in.sa) bench::poison_nan(in.sa, round_up_4(rows * row.scale_bytes), own.scale_view.dtype, c.st.stream);
+    seed_own_rows(c, i);
+  }
   if (arms_[i].kind == ArmKind::kCommOnly) {
     const int r = c.g.rank();
     bench::gpu_round_reference(c.refs.own[r].as<float>(), t_.comm_only_input(*c.st.arms[i].coll, c.m, r),

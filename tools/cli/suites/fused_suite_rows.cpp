@@ -1,7 +1,8 @@
 // The rows of a fused-suite run (fused_suite_engine.hpp): per arm the per-rank maximum of
 // medians, ratio = time / the best split arm at that M, vs_lt = time / cuBLASLt's arm, TFLOPS =
-// 2*M*N*K per rank / time, algbw = the full output's bytes / time (busbw: the trait's factor,
-// nccl-tests' convention), speedup against cuBLASLt + NCCL, overlap efficiency of the fused arms.
+// 2*rows*N*K per rank / time (rows: M, or W M where the input is gathered), algbw = what the
+// collective delivers to a rank / time (the full output, or the gathered input; busbw: the trait's
+// factor, nccl-tests' convention), speedup against cuBLASLt + NCCL, overlap efficiency of the fused arms.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -123,10 +124,10 @@ bench::Row SuiteRun::Rows::row_of(int64_t m, size_t i, const std::vector<std::ve
   if (!unavailable.empty() || timing.samples == 0) return row;
   row.time_us = timing.median_us;
   row.noise_pct = timing.noise_pct;
-  if (arm.kind != ArmKind::kCommOnly) row.tflops = 2.0 * double(m) * double(s.n) * double(s.k) / (row.time_us * 1e6);
+  if (arm.kind != ArmKind::kCommOnly)
+    row.tflops = 2.0 * double(t.gemm_rows(m, world)) * double(s.n) * double(s.k) / (row.time_us * 1e6);
   if (world > 1 && !arm.partial) {
-    const double full_bytes = double(m) * double(s.n) * double(dtype_bytes(s.out)) * double(t.blocks(world));
-    row.algbw_gbps = full_bytes / (row.time_us * 1e3);
+    row.algbw_gbps = t.algbw_bytes(m, world) / (row.time_us * 1e3);
     row.busbw_gbps = row.algbw_gbps * t.busbw_factor(world);
   }
   if (!std::isnan(base_.best_split)) {

@@ -1,7 +1,8 @@
 // What a fused operator tells the fused-suite engine (fused_suite_engine.cu), nccl-tests' shape:
 // the engine owns the per-M loop, operands, baseline arms, timing, checks and rows; an operator
 // is one FusedSuiteTrait (its arms, how to build its op, what its collective does to a rank's
-// partial, and the words of its rows). `weave bench gemm-ar`, `gemm-rs` and `gemm-ag` are such traits.
+// partial, and the words of its rows). `weave bench gemm-ar`, `gemm-rs`, `gemm-ag` and `ag-gemm` are
+// such traits (gemm-ar and gemm-rs share row_parallel_suite.hpp, gemm-ag and ag-gemm gathered_suite.hpp).
 #pragma once
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -19,6 +20,7 @@
 #include "comm/group.hpp"
 #include "testing/gemm_operands.hpp"
 #include "testing/gpu_reference.hpp"
+#include "common/check.hpp"
 #include "weave/collectives.hpp"
 #include "weave/gemm.hpp"
 
@@ -77,7 +79,8 @@ class SuiteOp {
   virtual std::string reason(int64_t m) const = 0;  // its plan's reason at m
 };
 
-// SuiteOp over a weave fused operator (GemmAllReduce, GemmAllGather: the same call surface).
+// SuiteOp over a weave fused operator (GemmAllReduce, GemmAllGather, GemmReduceScatter,
+// AllGatherGemm: the same call surface).
 template <class Op>
 class SuiteOpOf final : public SuiteOp {
  public:
@@ -97,7 +100,8 @@ class SuiteOpOf final : public SuiteOp {
 // An operator's part of a fused suite. Every rank r holds A_r [m, k] and B_r [n, k]; a rank's
 // output is `blocks(W)` blocks of own_rows(m) rows x n (all m rows, or its band), block b checked
 // against those rows of block b of its expected reference (fp32), which the trait builds from the
-// ranks' reference GEMMs.
+// ranks' reference GEMMs. The collective moves the GEMM's output (gemm-ar, gemm-rs, gemm-ag), or
+// its input (ag-gemm: A's rows and scales gathered first, then one GEMM of W m rows).
 class FusedSuiteTrait {
  public:
   virtual ~FusedSuiteTrait() = default;
@@ -120,7 +124,7 @@ class FusedSuiteTrait {
   virtual std::vector<SuiteArm> arms(int world, bool emulated, bool over_nccl, const std::vector<std::string>& wanted,
                                      std::vector<std::string>& notes) const = 0;
   virtual std::unique_ptr<SuiteOp> make_op(comm::Group& g, const SuiteArm& arm) const = 0;
-  virtual CollectiveConfig comm_only_config() const = 0;
+  virtual CollectiveConfig comm_only_config() const { no_comm_only(); }
   // Why an arm cannot run at m ("" when it can).
   virtual std::string unavailable_at(const SuiteArm&, int64_t) const { return ""; }
 
@@ -137,8 +141,41 @@ class FusedSuiteTrait {
     int64_t first = 0, rows = 0;
   };
   virtual OwnRows own_rows(int64_t m, int /*rank*/, int /*world*/) const { return {0, m}; }
-  // Whether the collective writes a separate output (gather) or works in place (all-reduce).
+  // Whether the collective writes a separate output (gather) or works in place (all-reduce), or,
+  // where it gathers the input, whether cuBLASLt's GEMM writes the output itself (false).
   virtual bool out_of_place() const = 0;
+
+  // Where the collective gathers the GEMM's input (ag-gemm): the bytes of one row of A and of its
+  // scales as they travel; {0, 0} (the default) where it moves the output. Then cuBLASLt's arms
+  // run the GEMM of gemm_rows(m) = W m rows from a gathered A the engine owns (per arm: buffers, or
+  // regions of its NCCL symmetric window), this rank's rows seeded in slot r once per M and the
+  // other slots zero; over NCCL before_cublaslt fills the slots, and the engine NaN-poisons them
+  // before every checked call (this rank's slot re-seeded), so a gather that moved nothing shows.
+  struct InputRow {
+    size_t bytes = 0, scale_bytes = 0;
+  };
+  virtual InputRow gathered_input_row() const { return {}; }
+  bool gathers_input() const { return gathered_input_row().bytes > 0; }
+  // The rows of one rank's GEMM at m (TFLOPS, cuBLASLt's problem).
+  int64_t gemm_rows(int64_t m, int world) const { return gathers_input() ? m * world : m; }
+  // algbw's bytes at m: what the collective delivers to a rank (nccl-tests' all-gather and
+  // reduce-scatter convention): the full output (blocks of m x n), or the gathered input.
+  double algbw_bytes(int64_t m, int world) const {
+    const InputRow row = gathered_input_row();
+    if (row.bytes > 0) return double(world) * double(m) * double(row.bytes + row.scale_bytes);
+    return double(m) * double(shape().n) * double(dtype_bytes(shape().out)) * double(blocks(world));
+  }
+  // One cuBLASLt arm's gathered input: W m rows at `a` (their scales at `sa`, null for bf16), and
+  // this rank's m rows to send: A_r as it is (plain buffers: out of place) or slot r (in place).
+  struct GatheredInput {
+    char* a = nullptr;
+    char* sa = nullptr;
+    const void* own_a = nullptr;
+    const void* own_sa = nullptr;
+  };
+  // Before cuBLASLt's GEMM (gathers_input() only): what the baseline does first (nothing for
+  // cuBLASLt's GEMM alone; NCCL's all-gather of the rows and scales into `in`).
+  virtual void before_cublaslt(ArmKind, const GatheredInput& /*in*/, int64_t /*m*/, comm::Group&, cudaStream_t) const {}
   // Whether expected outputs come with per-element magnitudes (sums whose terms may cancel).
   virtual bool magnitudes() const = 0;
 
@@ -156,9 +193,10 @@ class FusedSuiteTrait {
   virtual bool equal_to_split(const SuiteArm& arm, const std::string& ran_mode) const = 0;
 
   // comm-only: where this rank's input rows go (seeded with its reference before each check),
-  // and one call (its output: own_rows of each block).
-  virtual void* comm_only_input(Collective& coll, int64_t m, int rank) const = 0;
-  virtual void run_comm_only(Collective& coll, int64_t m, int rank, cudaStream_t s) const = 0;
+  // and one call (its output: own_rows of each block). An op without a comm-only arm keeps the
+  // defaults (never called: its arms() adds none).
+  virtual void* comm_only_input(Collective&, int64_t, int) const { no_comm_only(); }
+  virtual void run_comm_only(Collective&, int64_t, int, cudaStream_t) const { no_comm_only(); }
   // After cuBLASLt's GEMM of the own rows into `c`: what the baseline does next (nothing, a copy,
   // or NCCL's collective into `out`).
   virtual void after_cublaslt(ArmKind kind, void* c, void* out, int64_t m, comm::Group& g, cudaStream_t s) const = 0;
@@ -177,11 +215,16 @@ class FusedSuiteTrait {
   virtual void add_row_extras(nlohmann::json&) const {}
   virtual std::vector<std::string> table_notes(int iters, int calls) const = 0;
   virtual std::string world1_label() const = 0;
+
+ private:
+  [[noreturn]] void no_comm_only() const {
+    throw Error(Status::kInternal, "", "", std::string("weave bench ") + name() + ": no comm-only arm");
+  }
 };
 
 // What every operator's trait holds: the op's config of the run (mode set per arm), the
-// calibration table the auto arm reads, and the shape; its ops are built by Op::Impl::create
-// (instantiated where the op's impl.hpp is included).
+// calibration table the auto arm reads (where the config takes one), and the shape; its ops are
+// built by Op::Impl::create (instantiated where the op's impl.hpp is included).
 template <class Op, class Config>
 class OpSuiteTrait : public FusedSuiteTrait {
  public:
@@ -190,7 +233,8 @@ class OpSuiteTrait : public FusedSuiteTrait {
     using Mode = decltype(Config::mode);
     Config c = base_;
     c.mode = static_cast<Mode>(arm.mode);
-    if (c.mode == Mode::kAuto) c.calibration = calibration_;
+    if constexpr (requires { c.calibration; })
+      if (c.mode == Mode::kAuto) c.calibration = calibration_;
     return std::make_unique<SuiteOpOf<Op>>(Op::Impl::create(g, c));
   }
 
@@ -232,7 +276,8 @@ void check_suite_options(const BenchOptions& common, const FusedSuiteOptions& op
 int run_fused_suite(const BenchOptions& common, const FusedSuiteOptions& opt, const FusedSuiteTrait& trait);
 
 // What a fused suite's subcommand says: its one-paragraph description, the modes --calibrate
-// records and the config that reads the table, the world-1 line and the footer after "Worlds:"
+// records and the config that reads the table (auto_modes empty: an op whose auto has nothing to
+// choose, without --calibrate and --calibration), the world-1 line and the footer after "Worlds:"
 // (the arms and columns).
 struct SuiteHelp {
   const char* name = "";

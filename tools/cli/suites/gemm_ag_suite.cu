@@ -1,8 +1,8 @@
 // `weave bench gemm-ag`: weave::GemmAllGather's modes against each other and (--devices) against
 // cuBLASLt + NCCL, per M rows per rank. Every rank r holds A_r [M, K] and the same B [N, K]; every
 // rank receives [A_0; ...; A_{W-1}] B^T, [W M, N]. This file is the operator's trait of the
-// fused-suite engine (fused_suite_engine.cu: inputs, timing, checks, rows) and the subcommand's
-// help, which lists the arms and worlds.
+// fused-suite engine (fused_suite_engine.cu: inputs, timing, checks, rows; gathered_suite.hpp:
+// what it shares with ag-gemm) and the subcommand's help, which lists the arms and worlds.
 //
 // What is gemm-ag's own:
 //   arms      gemm-only, comm-only (lsa all-gather in place), split-lsa, split-ce, fused-lsa,
@@ -29,6 +29,7 @@
 #include "cli/gemm_ag_options.hpp"
 #include "cli/registry.hpp"
 #include "cli/suites/fused_suite_trait.hpp"
+#include "cli/suites/gathered_suite.hpp"
 #include "comm/collective_impl.hpp"
 #include "common/check.hpp"
 #include "fused/all_gather/impl.hpp"
@@ -52,11 +53,10 @@ struct GagBenchOptions : fused_bench::FusedSuiteOptions {
 const std::string kCommOnlyEmulatedNote = fused_bench::comm_only_emulated_note(
     "both ranks timed out at its first graph replay on the device, 2026-12-01");
 
-class GemmAgTrait final : public fused_bench::OpSuiteTrait<GemmAllGather, GemmAllGatherConfig> {
+class GemmAgTrait final : public fused_bench::GatheredSuiteTrait<GemmAllGather, GemmAllGatherConfig> {
  public:
   GemmAgTrait(const GagBenchOptions& opt, int world)
-      : OpSuiteTrait(gemm_ag_config(opt.shape, world), opt.calibration, opt.shape.ms, opt.shape.preset, DType::kBF16) {
-    shape_.out = base_.out_dtype;
+      : GatheredSuiteTrait(gemm_ag_config(opt.shape, world), opt.calibration, opt.shape.ms, opt.shape.preset) {
     // The table must be for this op shape (refused before any GPU work); only the auto arm reads it.
     calibration_option(opt.calibration, /*mode_is_auto=*/true, "gemm-ag", base_.quant, base_.scale_layout,
                        base_.out_dtype, base_.n, base_.k, world);
@@ -78,22 +78,7 @@ class GemmAgTrait final : public fused_bench::OpSuiteTrait<GemmAllGather, GemmAl
     cc.max_count = static_cast<size_t>(base_.m_max) * static_cast<size_t>(base_.n) * dtype_bytes(base_.out_dtype);
     return cc;
   }
-  bool distinct_weights() const override { return false; }
-  int blocks(int world) const override { return world; }
-  bool wrong_per_source() const override { return true; }
   bool out_of_place() const override { return true; }
-  bool magnitudes() const override { return false; }
-  void fold_reference(float* expected, float*, const float* ref_s, int s, size_t elems,
-                      cudaStream_t stream) const override {
-    WEAVE_CHECK_CUDA(cudaMemcpyAsync(expected + static_cast<size_t>(s) * elems, ref_s, elems * sizeof(float),
-                                     cudaMemcpyDeviceToDevice, stream));
-  }
-  void collect_reference(float* expected, float*, const float* own_ref, size_t elems, ncclComm_t comm,
-                         cudaStream_t stream) const override {
-    WEAVE_CHECK_NCCL(ncclAllGather(own_ref, expected, elems, ncclFloat32, comm, stream));
-  }
-  bench::Tolerance tolerance(bool, bool, int) const override { return bench::gemm_tolerance(base_.quant, base_.out_dtype); }
-  bool equal_to_split(const SuiteArm&, const std::string&) const override { return true; }
   void* comm_only_input(Collective& coll, int64_t m, int rank) const override {
     return static_cast<char*>(coll.window_output()) + static_cast<size_t>(rank) * rows_bytes(m);
   }
@@ -111,15 +96,7 @@ class GemmAgTrait final : public fused_bench::OpSuiteTrait<GemmAllGather, GemmAl
     WEAVE_CHECK_NCCL(ncclAllGather(c, out, static_cast<size_t>(m) * static_cast<size_t>(base_.n),
                                    base_.out_dtype == DType::kBF16 ? ncclBfloat16 : ncclFloat32, g.nccl(), s));
   }
-  std::string header_shape() const override {
-    return fused_bench::fmt("n=%lld k=%lld %s -> %s", static_cast<long long>(base_.n), static_cast<long long>(base_.k),
-                            std::string(to_string(base_.quant)).c_str(), std::string(to_string(base_.out_dtype)).c_str());
-  }
-  std::string world1_note() const override { return "nothing gathered"; }
-  const char* verb() const override { return "gathered"; }
-  const char* k_key() const override { return "k"; }
   const char* vs_lt_key() const override { return "ratio_vs_cublaslt_copy"; }
-  double busbw_factor(int world) const override { return double(world - 1) / world; }
   std::string checked_note(const SuiteArm& arm) const override {
     return arm.kind == ArmKind::kOp && arm.partial ? "own rows only (gemm-only moves nothing by design)" : "";
   }

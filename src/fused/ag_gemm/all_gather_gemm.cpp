@@ -1,0 +1,301 @@
+// weave::AllGatherGemm: construction (validate, resolve the mode, agree, window, the hosted
+// gathers) and run() for every mode (fused/ag_gemm/impl.hpp has a call's steps and ordering).
+#include "fused/ag_gemm/impl.hpp"
+
+#include <cuda_runtime.h>
+
+#include <sstream>
+
+#include "comm/protocol.hpp"
+#include "common/check.hpp"
+#include "common/log.hpp"
+#include "fused/caller_output.hpp"
+#include "fused/split_collective.hpp"
+
+namespace weave {
+
+namespace {
+
+// The gathered GEMM of m rows per rank.
+GemmProblem gathered_problem(const AllGatherGemmConfig& c, int world, int64_t m) {
+  return GemmProblem{.m = world * m, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout,
+                     .out_dtype = c.out_dtype};
+}
+
+// A's scales of `rows` rows at `p` as weave::Gemm takes them (ptpc [rows]; blockscale [rows, K/128];
+// mxfp8 raw [rows, K/32]); empty for bf16.
+TensorView scale_rows_view(const AllGatherGemmConfig& c, void* p, int64_t rows, int dev) {
+  switch (c.quant) {
+    case ScaleMode::kPtpc: return TensorView::vector(p, DType::kF32, rows, dev);
+    case ScaleMode::kBlockscale: return TensorView::matrix(p, DType::kF32, rows, c.k / 128, dev);
+    case ScaleMode::kMxfp8: return TensorView::matrix(p, DType::kUE8M0, rows, c.k / 32, dev);
+    default: return TensorView{};
+  }
+}
+
+// rows x row_bytes from `src` (row pitch src_pitch bytes) into the dense rows at `dst`, unless
+// they are those rows already (the caller wrote the slot: input(m)).
+void copy_rows(void* dst, const void* src, size_t src_pitch, size_t row_bytes, int64_t rows, cudaStream_t stream) {
+  if (dst == src && src_pitch == row_bytes) return;
+  WEAVE_CHECK_CUDA(cudaMemcpy2DAsync(dst, row_bytes, src, src_pitch, row_bytes, static_cast<size_t>(rows),
+                                     cudaMemcpyDeviceToDevice, stream));
+}
+
+}  // namespace
+
+AllGatherGemm::Impl::Impl(comm::Group& g, const AllGatherGemmConfig& config, const fused::AllGatherGemmHooks& hk)
+    : group(&g), cfg(config), hooks(hk) {
+  const int w = g.world_size();
+  const std::string bad = AllGatherGemm::validate(cfg, w);
+  WEAVE_EXPECT_ARG(bad.empty(), "AllGatherGemmConfig: " << bad);
+  out_bytes = cfg.out_dtype == DType::kF32 ? 4 : 2;
+  elem_bytes = static_cast<size_t>(fused::agm_elem_bytes(cfg));
+  scale_row_bytes = static_cast<size_t>(fused::agm_scale_row_bytes(cfg));
+  WEAVE_CHECK_CUDA(cudaSetDevice(g.device()));
+  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, g.device()));
+  grid_cap = fused::ctas_per_rank(comm::rank_sm_share(num_sms, g.ranks_per_device()), cfg.max_sms);
+  caps = fused::agm_capabilities(cfg, fused::placement_of(g, false));
+  WEAVE_EXPECT(caps.unavailable.empty(), Status::kUnavailable, caps.unavailable);
+  if (cfg.mode == AllGatherGemmMode::kAuto && caps.split == AllGatherGemmMode::kSplitNccl)
+    WEAVE_LOG(kWarn, "rank " << g.rank() << ": AllGatherGemm auto: ranks are not all in one NVLink domain ("
+                             << g.lsa_team_size() << " of " << w << "); every call runs split-nccl");
+  std::ostringstream id;
+  id << "weave.all_gather_gemm.v1|" << cfg.n << "|" << cfg.k << "|" << cfg.m_max << "|" << static_cast<int>(cfg.quant)
+     << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.out_dtype) << "|"
+     << static_cast<int>(cfg.mode) << "|" << static_cast<int>(caps.split) << "|" << static_cast<int>(cfg.mx_route)
+     << "|" << grid_cap << "|" << hooks.flow_control << "|" << hooks.initial_epoch << "|" << hooks.stale_slot_lag
+     << "|" << hooks.skip_scale_gather;
+  rt = std::make_unique<comm::OpRuntime>(g);
+  rt->agree_config(id.str(), "AllGatherGemm configuration (n, k, m_max, quant, out dtype, mode, mx_route, max_sms, "
+                             "testing hooks)");
+  local_kernel = gemm::find_gemm_instance(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kStoreLocal, fused::kAgmBlockM,
+                                          fused::kAgmBlockN, gemm::instance_scale_layout(cfg.quant, cfg.scale_layout));
+  WEAVE_EXPECT(local_kernel != nullptr, Status::kUnavailable,
+               "AllGatherGemm: no " << fused::kAgmBlockM << "x" << fused::kAgmBlockN << " GEMM kernel for "
+                                    << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype) << " in this build");
+  local_kernel->prepare();
+  if (caps.mx_bf16_route) {
+    local_bf16 = gemm::find_gemm_instance(ScaleMode::kBF16, DType::kBF16, gemm::EpilogueKind::kStoreLocal,
+                                          fused::kAgmBlockM, fused::kAgmBlockN);
+    mx = fused::make_mx_route("AllGatherGemmConfig", cfg.mx_route, "rank " + std::to_string(g.rank()) + ": AllGatherGemm",
+                              local_bf16 != nullptr, [&] { local_bf16->prepare(); }, int64_t(w) * cfg.m_max, cfg.n,
+                              cfg.k);
+  }
+  if (caps.hosted_split != AllGatherGemmMode::kAuto) {
+    const bool ce = caps.hosted_split == AllGatherGemmMode::kSplitCe;
+    auto make_gather = [&](size_t row_bytes) {
+      CollectiveConfig cc;
+      cc.op = CollectiveOp::kAllGather;
+      cc.transport = ce ? Transport::kCe : Transport::kLsa;
+      cc.algorithm = ce ? Algorithm::kPush : Algorithm::kAuto;
+      cc.max_count = static_cast<size_t>(cfg.m_max) * row_bytes;
+      return std::make_unique<Collective::Impl>(g, cc, fused::split_collective_hooks(hooks, cfg.max_sms, g));
+    };
+    gather_a = make_gather(static_cast<size_t>(cfg.k) * elem_bytes);
+    if (scale_row_bytes > 0) gather_sa = make_gather(scale_row_bytes);
+  }
+  WindowLayout layout;
+  gl = fused::add_agm_regions(layout, cfg, w, gather_a ? gather_a->max_blocks : 1);
+  // The hosted gathers' shapes must be the ones the layout reserved.
+  auto expect_shape = [&](const Collective::Impl& c, bool scales) {
+    comm::OpShape s = c.shape();
+    s.external_buffers = true;
+    const comm::OpShape want = fused::agm_split_shape(cfg, w, c.max_blocks, scales);
+    WEAVE_EXPECT(s.max_count == want.max_count && s.algorithm == want.algorithm && s.ll_max_count == want.ll_max_count,
+                 Status::kInternal, "AllGatherGemm: a hosted all-gather's shape differs from the window layout's");
+  };
+  if (gather_a) expect_shape(*gather_a, false);
+  if (gather_sa) expect_shape(*gather_sa, true);
+  std::shared_ptr<comm::OpWindow> window = g.make_window(std::move(layout));
+  const comm::ProtoRegions regions{.control = gl.control, .credits = gl.credits, .flags = gl.flags, .flag_blocks = 1};
+  rt->attach(window, regions, hooks.flow_control, hooks.initial_epoch, /*needs_peers=*/false, hooks.stale_slot_lag);
+  if (gather_a) gather_a->attach(window, gl.split_a);
+  if (gather_sa) gather_sa->attach(window, gl.split_sa);
+}
+
+std::unique_ptr<AllGatherGemm> AllGatherGemm::Impl::create(comm::Group& g, const AllGatherGemmConfig& config,
+                                                            const fused::AllGatherGemmHooks& hooks) {
+  return std::unique_ptr<AllGatherGemm>(new AllGatherGemm(std::make_unique<Impl>(g, config, hooks)));
+}
+
+AllGatherGemmPlan AllGatherGemm::Impl::plan(int64_t m) const {
+  AllGatherGemmConfig planned = cfg;
+  planned.mode = caps.plan_mode;
+  return fused::agm_plan(planned, group->world_size(), m, grid_cap, group->nccl() != nullptr, rt->window().bytes());
+}
+
+TensorView AllGatherGemm::Impl::gathered_a(int64_t m) const {
+  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "AllGatherGemm::gathered_a: m must be in 1.." << cfg.m_max << ", got " << m);
+  return TensorView::matrix(local(gl.a), gemm::gemm_input_dtype(cfg.quant), group->world_size() * m, cfg.k,
+                            group->device());
+}
+
+TensorView AllGatherGemm::Impl::gathered_scale_a(int64_t m) const {
+  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max,
+                   "AllGatherGemm::gathered_scale_a: m must be in 1.." << cfg.m_max << ", got " << m);
+  if (scale_row_bytes == 0) return TensorView{};
+  return scale_rows_view(cfg, local(gl.sa), group->world_size() * m, group->device());
+}
+
+TensorView AllGatherGemm::Impl::slot_a(int64_t m) const {
+  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "AllGatherGemm::input: m must be in 1.." << cfg.m_max << ", got " << m);
+  const size_t at = static_cast<size_t>(group->rank()) * static_cast<size_t>(m) * static_cast<size_t>(cfg.k) * elem_bytes;
+  return TensorView::matrix(local(gl.a) + at, gemm::gemm_input_dtype(cfg.quant), m, cfg.k, group->device());
+}
+
+TensorView AllGatherGemm::Impl::slot_scales(int64_t m) const {
+  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max,
+                   "AllGatherGemm::input_scales: m must be in 1.." << cfg.m_max << ", got " << m);
+  if (scale_row_bytes == 0) return TensorView{};
+  const size_t at = static_cast<size_t>(group->rank()) * static_cast<size_t>(m) * scale_row_bytes;
+  return scale_rows_view(cfg, local(gl.sa) + at, m, group->device());
+}
+
+TensorView AllGatherGemm::Impl::output(int64_t m) const {
+  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "AllGatherGemm::output: m must be in 1.." << cfg.m_max << ", got " << m);
+  return TensorView::matrix(local(gl.out), cfg.out_dtype, group->world_size() * m, cfg.n, group->device());
+}
+
+void AllGatherGemm::Impl::check() const {
+  rt->check("AllGatherGemm");
+  pipeline.check("AllGatherGemm");
+  if (gather_a) gather_a->check();
+  if (gather_sa) gather_sa->check();
+}
+
+void AllGatherGemm::Impl::run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
+                              const TensorView* out, cudaStream_t stream) {
+  comm::OpRuntime::CallGuard guard(*rt, "AllGatherGemm::run", stream);
+  run_in(guard, m, a, b, s, out, stream);
+}
+
+void AllGatherGemm::Impl::run_in(comm::OpRuntime::CallGuard& guard, int64_t m, const TensorView& a, const TensorView& b,
+                                 const GemmScales& s, const TensorView* out, cudaStream_t stream) {
+  check();
+  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "AllGatherGemm::run: m must be in 1.." << cfg.m_max << " (m_max), got " << m);
+  // This rank's operands as a GEMM of m rows (A's scales for its rows, B's whole).
+  const GemmProblem own{.m = m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
+                        .out_dtype = cfg.out_dtype};
+  gemm::check_gemm_inputs(own, a, b, s, group->device());
+  // A and its scales are copied into the window: from anywhere but the window, or from exactly
+  // this rank's slot (nothing copied); any other window bytes may be a peer's landing rows.
+  auto outside_or_slot = [&](const TensorView& v, const TensorView& slot, const char* name) {
+    const char* lo = local(0);
+    const char* p = static_cast<const char*>(v.data);
+    const bool inside = p + v.span_bytes() > lo && p < lo + rt->window().bytes();
+    WEAVE_EXPECT_ARG(!inside || (v.data == slot.data && v.ld() == slot.ld()),
+                     "argument '" << name << "': lies in the op's window but is not this rank's slot for m = " << m
+                                  << " (input(m) / input_scales(m)); got " << v.describe());
+  };
+  outside_or_slot(a, slot_a(m), "A");
+  if (scale_row_bytes) outside_or_slot(s.a, slot_scales(m), "scale_a");
+  if (out) {
+    fused::check_caller_output(*out, cfg.out_dtype, group->world_size() * m, cfg.n, group->device(),
+                               rt->window().handle());
+    WEAVE_EXPECT_ARG((out->ld() * static_cast<int64_t>(out_bytes)) % 16 == 0,
+                     "argument 'out': the GEMM stores into it by TMA, so its row stride must be a multiple of 16 "
+                     "bytes (got " << out->describe() << ")");
+  }
+  guard.enqueueing();
+  enqueue(m, a, b, s, out, stream);
+}
+
+void AllGatherGemm::Impl::enqueue(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
+                                  const TensorView* out, cudaStream_t stream) {
+  const int w = group->world_size(), r = group->rank(), dev = group->device();
+  const AllGatherGemmPlan p = plan(m);
+  last = p.mode;
+  WEAVE_CHECK_CUDA(cudaSetDevice(dev));
+  // 1. This rank's rows and scales into its slot.
+  const size_t row_bytes = static_cast<size_t>(cfg.k) * elem_bytes;
+  char* a_base = local(gl.a);
+  char* a_slot = a_base + static_cast<size_t>(r) * static_cast<size_t>(m) * row_bytes;
+  copy_rows(a_slot, a.data, static_cast<size_t>(a.ld()) * elem_bytes, row_bytes, m, stream);
+  char* sa_base = scale_row_bytes ? local(gl.sa) : nullptr;
+  char* sa_slot = scale_row_bytes ? sa_base + static_cast<size_t>(r) * static_cast<size_t>(m) * scale_row_bytes : nullptr;
+  if (scale_row_bytes) {
+    // ptpc's [m] is one dense row of m fp32 (check_gemm_inputs); the others are [m, K/g] with a row stride.
+    const bool vec = s.a.rank == 1;
+    const size_t pitch = vec ? scale_row_bytes : static_cast<size_t>(s.a.ld()) * dtype_bytes(s.a.dtype);
+    copy_rows(sa_slot, s.a.data, pitch, scale_row_bytes, m, stream);
+  }
+  // 2. The gathers, in place.
+  const size_t a_bytes = static_cast<size_t>(m) * row_bytes, sa_bytes = static_cast<size_t>(m) * scale_row_bytes;
+  if (w > 1 && p.mode == AllGatherGemmMode::kSplitNccl) {
+    WEAVE_EXPECT(group->nccl() != nullptr, Status::kUnavailable, "AllGatherGemm split-nccl: no NCCL communicator");
+    WEAVE_CHECK_NCCL(ncclGroupStart());
+    WEAVE_CHECK_NCCL(ncclAllGather(a_slot, a_base, a_bytes, ncclUint8, group->nccl(), stream));
+    if (sa_bytes && !hooks.skip_scale_gather)
+      WEAVE_CHECK_NCCL(ncclAllGather(sa_slot, sa_base, sa_bytes, ncclUint8, group->nccl(), stream));
+    WEAVE_CHECK_NCCL(ncclGroupEnd());
+  } else if (w > 1 && p.mode != AllGatherGemmMode::kGemmOnly) {
+    WEAVE_EXPECT(gather_a != nullptr, Status::kInternal, "AllGatherGemm: mode " << to_string(p.mode) << " has no all-gather");
+    gather_a->run(a_slot, a_base, a_bytes, stream);
+    if (gather_sa && !hooks.skip_scale_gather) gather_sa->run(sa_slot, sa_base, sa_bytes, stream);
+  }
+  // 3. The GEMM over the gathered rows.
+  const GemmProblem prob = gathered_problem(cfg, w, m);
+  const TensorView ga = gathered_a(m);
+  const GemmScales gs{.a = gathered_scale_a(m), .b = s.b};
+  const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kAgmBlockM, fused::kAgmBlockN, p.grid);
+  gemm::LocalKernelArgs args{};
+  args.main = gemm::make_mainloop_args(prob, gp, ga, b, gs);
+  args.main.timeout_record = pipeline.device();
+  void* c = out ? out->data : local(gl.out);
+  const int64_t ldc = out ? out->ld() : cfg.n;
+  args.epi.tma_c = gemm::make_epilogue_map("the output", c, cfg.out_dtype, 1, prob.m, cfg.n, ldc,
+                                           local_kernel->epi_box_bytes);
+  fused::MxBf16Route* route = nullptr;
+  fused::MxRouteCall rc;
+  if (mx && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms)) {
+    route = mx.get();
+    rc = fused::mx_route_call(prob, ga, b, gs, num_sms, fused::kAgmBlockM, fused::kAgmBlockN, gp.grid,
+                              hooks.mx_route_unguarded);
+  }
+  last_mx_bf16_route = route != nullptr;
+  fused::launch_either(*local_kernel, local_bf16, args, gp.grid, route, rc, stream);
+}
+
+std::string AllGatherGemm::Impl::describe() const {
+  std::ostringstream os;
+  os << "AllGatherGemm " << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype) << " N=" << cfg.n << " K=" << cfg.k
+     << " m_max=" << cfg.m_max << ", mode " << to_string(cfg.mode);
+  if (cfg.mode == AllGatherGemmMode::kAuto) os << " (split " << to_string(caps.split) << ")";
+  os << ", " << group->describe() << ", window " << rt->window().bytes() << " bytes, " << grid_cap << " CTAs per rank";
+  if (!hooks.flow_control) os << ", credits OFF (testing)";
+  if (hooks.skip_scale_gather) os << ", scale gather SKIPPED (testing)";
+  if (mx) os << ", mxfp8 bf16 route " << (cfg.mx_route == MxRoute::kBf16 ? "always" : "where modelled faster");
+  return os.str();
+}
+
+// --- public forwarding ---
+AllGatherGemm::AllGatherGemm(Communicator& comm, const AllGatherGemmConfig& config) {
+  std::shared_ptr<comm::Group> g = comm::nccl_group(comm);
+  impl_ = std::make_unique<Impl>(*g, config);
+  impl_->owned_group = std::move(g);
+}
+AllGatherGemm::AllGatherGemm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+AllGatherGemm::~AllGatherGemm() = default;
+const AllGatherGemmConfig& AllGatherGemm::config() const noexcept { return impl_->cfg; }
+AllGatherGemmPlan AllGatherGemm::plan(std::int64_t m) const {
+  WEAVE_EXPECT_ARG(m >= 1 && m <= impl_->cfg.m_max,
+                   "AllGatherGemm::plan: m must be in 1..m_max (" << impl_->cfg.m_max << "), got " << m);
+  return impl_->plan(m);
+}
+std::string AllGatherGemm::describe() const { return impl_->describe(); }
+void AllGatherGemm::run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, cudaStream_t stream) {
+  impl_->run(m, a, b, scales, nullptr, stream);
+}
+void AllGatherGemm::run(std::int64_t m, TensorView a, TensorView b, GemmScales scales, TensorView out,
+                        cudaStream_t stream) {
+  impl_->run(m, a, b, scales, &out, stream);
+}
+TensorView AllGatherGemm::output(std::int64_t m) const { return impl_->output(m); }
+TensorView AllGatherGemm::gathered_a(std::int64_t m) const { return impl_->gathered_a(m); }
+TensorView AllGatherGemm::gathered_scale_a(std::int64_t m) const { return impl_->gathered_scale_a(m); }
+TensorView AllGatherGemm::input(std::int64_t m) const { return impl_->slot_a(m); }
+TensorView AllGatherGemm::input_scales(std::int64_t m) const { return impl_->slot_scales(m); }
+AllGatherGemmMode AllGatherGemm::last_mode() const noexcept { return impl_->last; }
+void AllGatherGemm::check() const { impl_->check(); }
+
+}  // namespace weave

@@ -1,0 +1,85 @@
+// The state behind weave::AllGatherGemm (internal). Built on a comm::Group, so the same code runs
+// over an NCCL communicator and in the test-only emulated world (Impl::create). The window's
+// regions: fused/ag_gemm/plan.hpp. A call (rank r, m rows per rank):
+//   1. A_r and its scales -> rows [r m, (r + 1) m) of agm.a / agm.sa (skipped where the caller's
+//      views are that slot already: input(m));
+//   2. the gathers in place: split-lsa / split-ce weave's all-gather of agm.a, then of agm.sa;
+//      split-nccl both ncclAllGathers in one NCCL group; gemm-only none;
+//   3. the GEMM of [world m, K] x [N, K]^T from agm.a / agm.sa into agm.out or the caller's out.
+// Ordering (docs/memory_ordering.md "agm-split"): everything is on the caller's stream, so a call's
+// copy into its slot follows the previous call's GEMM, which read the slots the peers overwrite
+// next; the peers' stores into this rank's slots wait for this rank's credit of the same call,
+// which its gathers give only when they run, after the copy (the hosted collective's "credit").
+#pragma once
+#include <memory>
+
+#include "comm/collective_impl.hpp"
+#include "comm/group.hpp"
+#include "comm/op_runtime.hpp"
+#include "fused/ag_gemm/plan.hpp"
+#include "fused/mx_route.hpp"
+#include "fused/pipeline_record.hpp"
+#include "gemm/dispatch.hpp"
+#include "gemm/operands.hpp"
+#include "weave/all_gather_gemm.hpp"
+
+namespace weave {
+
+// The tests' controls (defaults everywhere else): the hosted gathers' protocol knobs, as the other
+// fused ops' hooks carry them (fused/split_collective.hpp).
+namespace fused {
+struct AllGatherGemmHooks {
+  bool flow_control = true;        // credits on (off: a negative control)
+  uint32_t initial_epoch = 0;      // the epoch wrap tests start near 2^32
+  uint32_t stale_slot_lag = 0;
+  bool skip_scale_gather = false;  // the scales' gather left out (the negative control of its wait)
+  bool mx_route_unguarded = false;
+};
+}  // namespace fused
+
+struct AllGatherGemm::Impl {
+  std::shared_ptr<comm::Group> owned_group;
+  comm::Group* group = nullptr;
+  AllGatherGemmConfig cfg;
+  fused::AllGatherGemmHooks hooks;
+  int num_sms = 0;
+  int grid_cap = 1;                 // CTAs per rank: SMs / ranks sharing the GPU (at most max_sms)
+  size_t out_bytes = 2;             // bytes per output element
+  size_t elem_bytes = 2;            // bytes per element of A
+  size_t scale_row_bytes = 0;       // bytes of one row of A's scales (0: bf16)
+  fused::AgmLayout gl;
+  std::unique_ptr<comm::OpRuntime> rt;
+  fused::PipelineRecord pipeline;   // the GEMM kernels' pipeline timeouts (check() reports them)
+  fused::AgmCapabilities caps;
+  std::unique_ptr<Collective::Impl> gather_a, gather_sa;  // split-lsa / split-ce
+  const gemm::GemmInstance* local_kernel = nullptr;       // GemmAllGather's split GEMM tile
+  std::unique_ptr<fused::MxBf16Route> mx;                 // mxfp8's bf16 route (fused/mx_route.hpp)
+  const gemm::GemmInstance* local_bf16 = nullptr;
+  bool last_mx_bf16_route = false;
+  AllGatherGemmMode last = AllGatherGemmMode::kAuto;
+  uint64_t self_test_seed = 0x5eed;
+
+  Impl(comm::Group& g, const AllGatherGemmConfig& config, const fused::AllGatherGemmHooks& hooks = {});
+  static Impl& of(AllGatherGemm& op) { return *op.impl_; }  // tests reach the state through it
+  static std::unique_ptr<AllGatherGemm> create(comm::Group& g, const AllGatherGemmConfig& config,
+                                               const fused::AllGatherGemmHooks& hooks = {});
+
+  AllGatherGemmPlan plan(int64_t m) const;
+  void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, const TensorView* out,
+           cudaStream_t stream);
+  // The same inside a call guard the caller holds (the self-test: its output poison is part of the call).
+  void run_in(comm::OpRuntime::CallGuard& guard, int64_t m, const TensorView& a, const TensorView& b,
+              const GemmScales& s, const TensorView* out, cudaStream_t stream);
+  void enqueue(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, const TensorView* out,
+               cudaStream_t stream);
+  char* local(uint64_t off) const { return rt->window().local() + off; }
+  TensorView gathered_a(int64_t m) const;
+  TensorView gathered_scale_a(int64_t m) const;
+  TensorView slot_a(int64_t m) const;
+  TensorView slot_scales(int64_t m) const;
+  TensorView output(int64_t m) const;
+  void check() const;
+  std::string describe() const;
+};
+
+}  // namespace weave

@@ -1,0 +1,230 @@
+#include "fused/ag_gemm/plan.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "comm/protocol.hpp"
+#include "common/check.hpp"
+#include "fused/model_rates.hpp"
+#include "gemm/planner.hpp"
+
+namespace weave {
+
+std::string_view to_string(AllGatherGemmMode m) noexcept {
+  switch (m) {
+    case AllGatherGemmMode::kAuto: return "auto";
+    case AllGatherGemmMode::kGemmOnly: return "gemm-only";
+    case AllGatherGemmMode::kSplitNccl: return "split-nccl";
+    case AllGatherGemmMode::kSplitLsa: return "split-lsa";
+    case AllGatherGemmMode::kSplitCe: return "split-ce";
+  }
+  return "?";
+}
+
+std::optional<AllGatherGemmMode> parse_all_gather_gemm_mode(std::string_view name) noexcept {
+  for (auto m : {AllGatherGemmMode::kAuto, AllGatherGemmMode::kGemmOnly, AllGatherGemmMode::kSplitNccl,
+                 AllGatherGemmMode::kSplitLsa, AllGatherGemmMode::kSplitCe})
+    if (name == to_string(m)) return m;
+  return std::nullopt;
+}
+
+std::string AllGatherGemm::validate(const AllGatherGemmConfig& c, int world) {
+  std::ostringstream os;
+  auto rule = [&](bool ok, const std::string& why) {
+    if (!ok) os << (os.tellp() > 0 ? "; " : "") << why;
+  };
+  rule(world >= 1 && world <= kMaxWorld, "world must be in 1.." + std::to_string(kMaxWorld) + ", got " + std::to_string(world));
+  rule(c.m_max >= 1 && c.m_max <= (int64_t(1) << 20), "m_max must be in 1..1048576, got " + std::to_string(c.m_max));
+  rule(c.max_sms >= 0 && c.max_sms <= 1024, "max_sms must be in 0..1024 (0: every SM), got " + std::to_string(c.max_sms));
+  rule(c.out_dtype == DType::kBF16 || c.out_dtype == DType::kF32,
+       "out_dtype must be bf16 or fp32, got " + std::string(to_string(c.out_dtype)));
+  rule(c.quant == ScaleMode::kBF16 || c.out_dtype == DType::kBF16,
+       "fp8 modes (" + std::string(to_string(c.quant)) + ") produce bf16 output, got out_dtype " +
+           std::string(to_string(c.out_dtype)));
+  rule(c.scale_layout == ScaleLayout::kRaw,
+       "scale_layout must be raw: A's scales travel with their rows, and " + std::string(to_string(c.scale_layout)) +
+           " interleaves the rows of several ranks (got " + std::string(to_string(c.scale_layout)) + ")");
+  rule(c.quant == ScaleMode::kMxfp8 || c.mx_route == MxRoute::kAuto, "mx_route applies to quant mxfp8 only");
+  if (c.n >= 1 && c.k >= 1 && c.m_max >= 1 && world >= 1 && world <= kMaxWorld) {
+    GemmProblem p{.m = world * c.m_max, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout,
+                  .out_dtype = c.out_dtype};
+    for (const std::string& g : gemm::gemm_problem_violations(p))
+      rule(false, "the gathered GEMM [world x m_max, N, K] = [" + std::to_string(p.m) + ", " + std::to_string(c.n) +
+                      ", " + std::to_string(c.k) + "]: " + g);
+  } else {
+    rule(c.n >= 1, "n must be >= 1, got " + std::to_string(c.n));
+    rule(c.k >= 1, "k must be >= 1, got " + std::to_string(c.k));
+  }
+  // Rank s's scale rows start at s m (K/32) bytes, and the mxfp8 kernels read them 4 bytes at a time.
+  rule(c.quant != ScaleMode::kMxfp8 || c.k % 128 == 0,
+       "mxfp8 needs k a multiple of 128 (every rank's scale rows, K/32 bytes each, start 4-byte aligned in the "
+       "gathered scales), got " + std::to_string(c.k));
+  const double bytes = double(world) * double(c.m_max) *
+                       (double(c.n) * (c.out_dtype == DType::kF32 ? 4 : 2) + double(c.k) * (c.quant == ScaleMode::kBF16 ? 2 : 1));
+  rule(bytes <= double(int64_t(1) << 40), "the gathered A and the output (world x m_max rows) are over 1 TiB");
+  return os.str();
+}
+
+}  // namespace weave
+
+namespace weave::fused {
+
+std::int64_t agm_elem_bytes(const AllGatherGemmConfig& cfg) { return cfg.quant == ScaleMode::kBF16 ? 2 : 1; }
+
+std::int64_t agm_scale_row_bytes(const AllGatherGemmConfig& cfg) {
+  switch (cfg.quant) {
+    case ScaleMode::kPtpc: return 4;
+    case ScaleMode::kBlockscale: return 4 * (cfg.k / 128);
+    case ScaleMode::kMxfp8: return cfg.k / 32;
+    default: return 0;
+  }
+}
+
+namespace {
+AllGatherGemmMode hosted_split_of(AllGatherGemmMode mode) {
+  switch (mode) {
+    case AllGatherGemmMode::kAuto:
+    case AllGatherGemmMode::kSplitLsa: return AllGatherGemmMode::kSplitLsa;
+    case AllGatherGemmMode::kSplitCe: return AllGatherGemmMode::kSplitCe;
+    default: return AllGatherGemmMode::kAuto;  // none hosted
+  }
+}
+}  // namespace
+
+AgmCapabilities agm_capabilities(const AllGatherGemmConfig& cfg, const Placement& at) {
+  AgmCapabilities c;
+  const int w = at.world;
+  c.hosted_split = w > 1 ? hosted_split_of(cfg.mode) : AllGatherGemmMode::kAuto;
+  c.mx_bf16_route = cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route != MxRoute::kNative;
+  c.split = hosted_split_of(cfg.mode);
+  c.plan_mode = cfg.mode;
+  if (cfg.mode == AllGatherGemmMode::kAuto && !at.nvlink_domain && w > 1) {
+    c.split = AllGatherGemmMode::kSplitNccl;  // every call: the ranks share no NVLink domain
+    c.plan_mode = AllGatherGemmMode::kSplitNccl;
+  }
+  std::ostringstream why;
+  const std::string mode = "AllGatherGemm: mode " + std::string(to_string(cfg.mode));
+  switch (cfg.mode) {
+    case AllGatherGemmMode::kSplitLsa:
+    case AllGatherGemmMode::kSplitCe:
+      if (!at.nvlink_domain) why << mode << " needs every rank in one NVLink domain (" << domain_ranks_phrase(at) << ")";
+      break;
+    case AllGatherGemmMode::kSplitNccl:
+      if (!at.nccl) why << "AllGatherGemm: mode split-nccl needs an NCCL communicator; " << at.group << " has none";
+      break;
+    case AllGatherGemmMode::kAuto:
+      if (!at.nvlink_domain && !at.nccl)
+        why << "AllGatherGemm: ranks are not in one NVLink domain and there is no NCCL communicator";
+      break;
+    case AllGatherGemmMode::kGemmOnly: break;
+  }
+  c.unavailable = why.str();
+  return c;
+}
+
+comm::OpShape agm_split_shape(const AllGatherGemmConfig& cfg, int world, int max_blocks, bool scales) {
+  comm::OpShape s;
+  s.op = CollectiveOp::kAllGather;
+  const bool ce = hosted_split_of(cfg.mode) == AllGatherGemmMode::kSplitCe;
+  s.algorithm = ce ? Algorithm::kPush : Algorithm::kAuto;
+  s.world = world;
+  s.elem_bytes = 1;
+  const int64_t row_bytes = scales ? agm_scale_row_bytes(cfg) : cfg.k * agm_elem_bytes(cfg);
+  s.max_count = static_cast<size_t>(cfg.m_max) * static_cast<size_t>(row_bytes);
+  s.max_blocks = max_blocks;
+  s.ll_max_count = comm::ll_max_count_for(ce ? Transport::kCe : Transport::kLsa, s.algorithm, s.max_count, 1);
+  s.external_buffers = true;
+  return s;
+}
+
+AgmLayout add_agm_regions(WindowLayout& layout, const AllGatherGemmConfig& cfg, int world, int split_max_blocks,
+                          const std::string& prefix) {
+  AgmLayout g;
+  const uint64_t rows = static_cast<uint64_t>(world) * static_cast<uint64_t>(cfg.m_max);
+  g.control = layout.add(prefix + ".control", RegionKind::kControl, comm::kControlBytes).offset;
+  g.credits = layout.add(prefix + ".credits", RegionKind::kCredits, 4 * size_t(world)).offset;
+  g.flags = layout.add(prefix + ".flags", RegionKind::kFlags, 4 * size_t(comm::kFlagPhases) * world).offset;
+  g.a = layout.add(prefix + ".a", RegionKind::kData, rows * static_cast<uint64_t>(cfg.k * agm_elem_bytes(cfg))).offset;
+  const int64_t srb = agm_scale_row_bytes(cfg);
+  if (srb > 0) g.sa = layout.add(prefix + ".sa", RegionKind::kData, rows * static_cast<uint64_t>(srb)).offset;
+  g.out = layout.add(prefix + ".out", RegionKind::kData,
+                     rows * static_cast<uint64_t>(cfg.n) * (cfg.out_dtype == DType::kF32 ? 4 : 2)).offset;
+  if (agm_capabilities(cfg, world_only(world)).hosted_split != AllGatherGemmMode::kAuto) {  // mode-only part
+    g.split_a = comm::add_op_regions(layout, prefix + ".split.a", agm_split_shape(cfg, world, split_max_blocks, false));
+    g.has_split = true;
+    if (srb > 0) {
+      g.split_sa = comm::add_op_regions(layout, prefix + ".split.sa", agm_split_shape(cfg, world, split_max_blocks, true));
+      g.has_split_scales = true;
+    }
+  }
+  return g;
+}
+
+AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas, bool nccl_available,
+                           uint64_t window_bytes) {
+  AllGatherGemmPlan p;
+  p.block_m = kAgmBlockM;
+  p.block_n = kAgmBlockN;
+  p.rows = int64_t(world) * m;
+  p.tiles = ((p.rows + kAgmBlockM - 1) / kAgmBlockM) * ((cfg.n + kAgmBlockN - 1) / kAgmBlockN);
+  p.grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctas, p.tiles)));
+  p.waves = double(p.tiles) / std::max(1, ctas);
+  const int64_t srb = agm_scale_row_bytes(cfg);
+  p.bytes_per_peer = m * (cfg.k * agm_elem_bytes(cfg) + srb);
+  p.window_bytes = static_cast<int64_t>(window_bytes);
+  p.model_gemm_us = 2.0 * double(p.rows) * double(cfg.n) * double(cfg.k) / (modelled_gemm_tflops(cfg.quant) * 1e6);
+  // Two gathers where A has scales (rows, then scales), each with its fixed cost.
+  constexpr double kGatherLatencyUs = 12;  // one weave all-gather call (as GemmAllGather's model)
+  p.model_comm_us = world > 1 ? double(world - 1) * double(p.bytes_per_peer) / (kModelledLinkGbps * 1e3) +
+                                    kGatherLatencyUs * (srb > 0 ? 2 : 1)
+                              : 0;
+  p.model_split_us = p.model_gemm_us + p.model_comm_us;
+  std::ostringstream why;
+  switch (cfg.mode) {
+    case AllGatherGemmMode::kAuto:
+      if (world == 1) {
+        p.mode = AllGatherGemmMode::kGemmOnly;
+        why << "world 1: nothing to gather";
+      } else {
+        p.mode = AllGatherGemmMode::kSplitLsa;
+        why << "the gather of " << p.bytes_per_peer << " bytes per peer, then the GEMM (no fused mode is built yet)";
+      }
+      break;
+    default:
+      p.mode = cfg.mode;
+      why << "mode " << to_string(cfg.mode) << " requested";
+      if (cfg.mode == AllGatherGemmMode::kSplitNccl && !nccl_available) why << " (unavailable: no NCCL communicator)";
+      break;
+  }
+  p.reason = why.str();
+  return p;
+}
+
+}  // namespace weave::fused
+
+namespace weave {
+
+std::size_t all_gather_gemm_window_bytes(const AllGatherGemmConfig& config, int world) {
+  const std::string bad = AllGatherGemm::validate(config, world);
+  WEAVE_EXPECT_ARG(bad.empty(), "all_gather_gemm_window_bytes: " << bad);
+  WindowLayout layout;
+  fused::add_agm_regions(layout, config, world, fused::kAgmBoundSplitBlocks);
+  return layout.total_bytes();
+}
+
+AllGatherGemmPlan all_gather_gemm_plan(const AllGatherGemmConfig& config, int world, std::int64_t m,
+                                       const FusedPlanMachine& machine) {
+  const std::string bad = AllGatherGemm::validate(config, world);
+  WEAVE_EXPECT_ARG(bad.empty(), "all_gather_gemm_plan: " << bad);
+  WEAVE_EXPECT_ARG(m >= 1 && m <= config.m_max,
+                   "all_gather_gemm_plan: argument 'm' must be in 1..m_max (" << config.m_max << "), got " << m);
+  WEAVE_EXPECT_ARG(machine.num_sms >= 1,
+                   "all_gather_gemm_plan: FusedPlanMachine.num_sms must be >= 1, got " << machine.num_sms);
+  const fused::AgmCapabilities caps = fused::agm_capabilities(config, fused::placement_of(machine, world, false));
+  AllGatherGemmConfig planned = config;
+  planned.mode = caps.plan_mode;
+  return fused::agm_plan(planned, world, m, fused::ctas_per_rank(machine.num_sms, config.max_sms), machine.nccl,
+                         all_gather_gemm_window_bytes(config, world));
+}
+
+}  // namespace weave

@@ -1,0 +1,55 @@
+// AllGatherGemm's pure planning: validation, what an op can run where, the window layout at
+// capacity and the per-call model that auto and `weave plan ag-gemm` use. CPU only.
+//
+// Window (prefix "agm.", every region at capacity, offsets independent of m):
+//   agm.control / agm.credits / agm.flags   the op's protocol words (OpRuntime: the error record,
+//                                           the call order; the split modes' gathers have their own)
+//   agm.a      [world * m_max, K] A's elements; a call of m rows gathers into the first world * m
+//              rows, rank s's at [s m, (s + 1) m)
+//   agm.sa     A's scales, [world * m_max] rows of scale_row_bytes (none for bf16), laid out as agm.a
+//   agm.out    [world * m_max, N] out_dtype: the output of a call without the caller's `out`
+//   agm.split.a / agm.split.sa   the split modes' all-gathers of agm.a and agm.sa in place
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "comm/op_layout.hpp"
+#include "fused/capabilities.hpp"
+#include "weave/all_gather_gemm.hpp"
+#include "weave/window_layout.hpp"
+
+namespace weave::fused {
+
+inline constexpr int kAgmBlockM = 128, kAgmBlockN = 128;  // GemmAllGather's split GEMM tile
+// The gathers' flag words depend on their grid cap: sizes reported before an op exists assume the
+// most an H100/H200 gives (as kGagBoundSplitBlocks).
+inline constexpr int kAgmBoundSplitBlocks = 264;
+
+// Bytes of one row of A's scales as they travel: fp32 for ptpc, K/128 fp32 for blockscale, K/32
+// ue8m0 for mxfp8, none for bf16.
+std::int64_t agm_scale_row_bytes(const AllGatherGemmConfig& cfg);
+// Bytes of one element of A (2 for bf16, 1 for e4m3).
+std::int64_t agm_elem_bytes(const AllGatherGemmConfig& cfg);
+
+using AgmCapabilities = Capabilities<AllGatherGemmMode>;
+// What an op of `cfg` can run at `at`; `unavailable` names the rule the requested mode breaks.
+AgmCapabilities agm_capabilities(const AllGatherGemmConfig& cfg, const Placement& at);
+
+struct AgmLayout {
+  uint64_t control = 0, credits = 0, flags = 0;
+  uint64_t a = 0, sa = 0, out = 0;  // offsets of agm.a, agm.sa, agm.out
+  comm::OpOffsets split_a, split_sa;
+  bool has_split = false, has_split_scales = false;
+};
+
+// The hosted gathers' shapes (external buffers: they gather agm.a / agm.sa in place).
+comm::OpShape agm_split_shape(const AllGatherGemmConfig& cfg, int world, int max_blocks, bool scales);
+AgmLayout add_agm_regions(WindowLayout& layout, const AllGatherGemmConfig& cfg, int world, int split_max_blocks,
+                          const std::string& prefix = "agm");
+
+// The plan of one call of m rows per rank on `ctas` CTAs per rank; nccl_available: the group has
+// an NCCL communicator (as the other fused planners).
+AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas, bool nccl_available,
+                           uint64_t window_bytes);
+
+}  // namespace weave::fused

@@ -1,0 +1,505 @@
+// AllGatherGemm in the emulated world (testing/emulated_world.hpp: W ranks as threads on one GPU,
+// the same op code and kernels as over NCCL). Its output is GemmAllGather's, [A_0; ...; A_{W-1}]
+// B^T with one B, so the one-hot operands, closed forms and references are GemmAllGather's
+// (fused_op_traits_all_gather.hpp). Here: self-tests in every mode, quant and world (gemm-only and
+// a skipped scale gather failing them); the split modes bitwise equal to each other and to
+// GemmAllGather split-lsa's rows, the gathered A bitwise the ranks' A, within the reference;
+// the caller's out and the zero-copy input; back-to-back calls of changing m with a late rank;
+// graph replays across the epoch wrap; a peer that never arrives; ranks that disagree on m; a
+// randomised soak; bad inputs. Over NCCL on 2+ GPUs: tests/multi_gpu/test_ag_gemm.cu.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "comm/timeout.hpp"
+#include "common/check.hpp"
+#include "common/hash.hpp"
+#include "fused/ag_gemm/impl.hpp"
+#include "fused/all_gather/impl.hpp"
+#include "fused_op_traits_all_gather.hpp"
+#include "fused_test_support.hpp"
+#include "support/expect_error.hpp"
+#include "support/gpu.hpp"
+#include "testing/emulated_world.hpp"
+#include "testing/gemm_operands.hpp"
+#include "testing/spin_delay.hpp"
+
+using namespace weave;
+using test::fits_queues;
+using test::mode_name;
+using test::Stream;
+using AgTraits = test::AllGatherTraits;  // quants, one-hot operands and references of the all-gather
+using Mode = AllGatherGemmMode;
+
+namespace {
+
+// The quants AllGatherGemm runs: GemmAllGather's with raw scale layouts (A's scales travel with
+// their rows).
+std::vector<test::QuantCase> agm_quants() {
+  std::vector<test::QuantCase> qs;
+  for (const test::QuantCase& q : AgTraits::kQuants)
+    if (q.layout == ScaleLayout::kRaw) qs.push_back(q);
+  return qs;
+}
+
+AllGatherGemmConfig agm_config(const test::QuantCase& q, Mode mode, int64_t n, int64_t k, int64_t m_max) {
+  return test::fused_config<AllGatherGemmConfig, Mode>(q, mode, n, k, m_max);
+}
+
+std::unique_ptr<AllGatherGemm> make(comm::Group& g, const AllGatherGemmConfig& c,
+                                    const fused::AllGatherGemmHooks& h = {}) {
+  return AllGatherGemm::Impl::create(g, c, h);
+}
+
+template <class T>
+std::vector<T> download(const void* p, size_t count) {
+  std::vector<T> h(count);
+  WEAVE_CHECK_CUDA(cudaMemcpy(h.data(), p, count * sizeof(T), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+// A's operand of every rank, and this rank's scales, for the op (B's from `b`).
+GemmScales scales_of(const bench::DeviceOperand& a, const bench::DeviceOperand& b) {
+  return GemmScales{a.scale_view, b.scale_view};
+}
+
+}  // namespace
+
+// Every mode x quant at W = 2 and 4 (W = 3 and 8: bf16 and ptpc), M of one row, a partial tile, one
+// tile and many: every source rank's rows right on every rank. gemm-only (nothing moves) fails with
+// only the peers' rows wrong; so does a call whose scale gather is left out (ptpc, the peers' rows
+// under stale scales) — the scales' own negative control.
+TEST(EmulatedAllGatherGemm, SelfTestEveryModeQuantAndWorld) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 512, m_max = 1100;
+  int passed = 0;
+  for (int world : {2, 4, 3, 8}) {
+    bench::EmulatedWorld ew(world, 0, 20);
+    for (const test::QuantCase& q : agm_quants()) {
+      if ((world == 3 || world == 8) && q.quant != ScaleMode::kBF16 && q.quant != ScaleMode::kPtpc) continue;
+      SCOPED_TRACE(std::string(q.name) + " W" + std::to_string(world));
+      for (Mode mode : {Mode::kSplitLsa, Mode::kSplitCe, Mode::kAuto}) {
+        if (!fits_queues(mode, world)) {
+          test::print_not_run(mode_name(mode) + " " + q.name, world, test::not_run_reason(mode, world));
+          continue;
+        }
+        ew.run([&](comm::Group& g) {
+          auto op = make(g, agm_config(q, mode, n, k, m_max));
+          for (int64_t m : {1, 7, 128, 1000}) {
+            const SelfTestReport rep = op->self_test(m);
+            EXPECT_TRUE(rep.ok) << mode_name(mode) << " m " << m << ": " << rep.detail;
+            EXPECT_EQ(op->last_mode(), mode == Mode::kAuto ? Mode::kSplitLsa : mode);
+            if (g.rank() == 0 && rep.ok) ++passed;
+          }
+        });
+      }
+      ew.run([&](comm::Group& g) {  // the negative control: nothing moves
+        auto op = make(g, agm_config(q, Mode::kGemmOnly, n, k, m_max));
+        const SelfTestReport rep = op->self_test(100);
+        EXPECT_FALSE(rep.ok) << "gemm-only moves nothing and must fail: " << rep.detail;
+        for (int s = 0; s < world; ++s)
+          if (s == g.rank()) EXPECT_EQ(rep.wrong_from_rank[s], 0) << "own rows are gathered locally: " << rep.detail;
+          else EXPECT_GT(rep.wrong_from_rank[s], 0) << "peer " << s << "'s rows never came: " << rep.detail;
+      });
+    }
+  }
+  // The scale gather's control: ptpc's self-test scales every row by its own power of two, so a
+  // peer's row under another call's (or no) scale is wrong.
+  bench::EmulatedWorld ew(2, 0, 20);
+  ew.run([&](comm::Group& g) {
+    fused::AllGatherGemmHooks hooks;
+    hooks.skip_scale_gather = true;
+    auto op = make(g, agm_config(agm_quants()[2], Mode::kSplitLsa, n, k, m_max), hooks);
+    ASSERT_EQ(op->config().quant, ScaleMode::kPtpc);
+    const SelfTestReport rep = op->self_test(1000);
+    EXPECT_FALSE(rep.ok) << "without the scale gather the peers' rows must be wrong: " << rep.detail;
+    EXPECT_EQ(rep.wrong_from_rank[g.rank()], 0) << rep.detail;
+    EXPECT_GT(rep.wrong_from_rank[1 - g.rank()], 0) << rep.detail;
+  });
+  std::printf("  all-gather-gemm self-tests passed: %d (rank 0 counted)\n", passed);
+}
+
+// Random operands, W = 2 and 4, every quant, M from one row to many tiles: split-lsa, split-ce (W =
+// 2) and auto give the same bytes, GemmAllGather split-lsa's rows (the same tile kernel per row;
+// mxfp8 pinned to native in both, whose route choice depends on the GEMM's M), identical on every
+// rank, within the per-source reference (gpu_reference_gemm on CUDA cores) and its relative-L2
+// bound; the gathered A and its scales are bitwise every rank's; the caller's `out` (a column
+// slice of a wider buffer) and the zero-copy input give the same bytes.
+TEST(EmulatedAllGatherGemm, SplitModesEqualGemmAllGatherBitwiseAndMatchReference) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 512, k = 1024, m_max = 2048;
+  for (int world : {2, 4}) {
+    bench::EmulatedWorld ew(world, 0, 20);
+    for (const test::QuantCase& q : agm_quants()) {
+      SCOPED_TRACE(std::string(q.name) + " W" + std::to_string(world));
+      ew.run([&](comm::Group& g) {
+        const int dev = g.device(), r = g.rank();
+        auto pin = [&](auto c) {
+          if (q.quant == ScaleMode::kMxfp8) c.mx_route = MxRoute::kNative;
+          return c;
+        };
+        std::vector<std::unique_ptr<AllGatherGemm>> ops;
+        for (Mode mode : {Mode::kSplitLsa, Mode::kSplitCe, Mode::kAuto})
+          if (fits_queues(mode, world)) ops.push_back(make(g, pin(agm_config(q, mode, n, k, m_max))));
+        auto gag = GemmAllGather::Impl::create(g, pin(AgTraits::config(q, GemmAllGatherMode::kSplitLsa, n, k, m_max)));
+        std::vector<bench::DeviceOperand> bs;
+        bs.push_back(bench::upload_operand(
+            bench::quantize_parallel(bench::random_operand(77, n, k), n, k, q.quant, ref::Operand::kB), dev));
+        Stream st;
+        const size_t ob = dtype_bytes(q.out);
+        for (int64_t m : {int64_t(1), int64_t(77), int64_t(128), int64_t(1000), m_max}) {
+          const std::vector<bench::DeviceOperand> as = test::upload_every_a(world, 900, m, k, q.quant, dev);
+          const GemmScales sc = scales_of(as[r], bs[0]);
+          const size_t bytes = static_cast<size_t>(world * m * n) * ob;
+          std::vector<std::vector<uint8_t>> outs;
+          for (auto& op : ops) outs.push_back(test::poisoned_call(g, *op, m, as[r].view, bs[0].view, sc, bytes, st.s));
+          for (size_t i = 1; i < outs.size(); ++i)
+            EXPECT_EQ(outs[i], outs[0]) << "m " << m << ": " << mode_name(ops[i]->config().mode) << " differs from "
+                                        << mode_name(ops[0]->config().mode);
+          const std::vector<uint8_t> ag = test::poisoned_call(g, *gag, m, as[r].view, bs[0].view, sc, bytes, st.s);
+          EXPECT_EQ(ag, outs[0]) << "m " << m << ": differs from GemmAllGather split-lsa's rows";
+          const auto hashes = g.all_gather(fnv1a64(outs[0].data(), bytes), "the output hash");
+          for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
+          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = q.out};
+          AgTraits::Reference(q, p, as, bs, r, dev, st.s).expect_close(outs[0], "split-lsa");
+          // The gathered A (and scales) of the last op's call: every rank's, bitwise.
+          const AllGatherGemm& last = *ops.back();
+          const size_t row_bytes = static_cast<size_t>(k) * (q.quant == ScaleMode::kBF16 ? 2 : 1);
+          const auto ga = download<uint8_t>(last.gathered_a(m).data, static_cast<size_t>(world * m) * row_bytes);
+          for (int s = 0; s < world; ++s) {
+            const auto want = download<uint8_t>(as[s].values.get(), static_cast<size_t>(m) * row_bytes);
+            EXPECT_EQ(0, std::memcmp(ga.data() + s * m * row_bytes, want.data(), want.size())) << "m " << m << " A of " << s;
+            if (q.quant == ScaleMode::kBF16) continue;
+            const size_t sb = as[s].scales.bytes();
+            const auto gs = download<uint8_t>(static_cast<const char*>(last.gathered_scale_a(m).data) + s * sb, sb);
+            EXPECT_EQ(gs, download<uint8_t>(as[s].scales.get(), sb)) << "m " << m << " scales of " << s;
+          }
+          // The caller's out (ld 2N) and the zero-copy input: the same bytes.
+          test::CallerOut out(q.out, world * m, n, 2 * n, dev);
+          const TensorView slot = ops[0]->input(m), slot_s = ops[0]->input_scales(m);
+          WEAVE_CHECK_CUDA(cudaMemcpyAsync(slot.data, as[r].values.get(), static_cast<size_t>(m) * row_bytes,
+                                           cudaMemcpyDeviceToDevice, st.s));
+          if (q.quant != ScaleMode::kBF16)
+            WEAVE_CHECK_CUDA(cudaMemcpyAsync(slot_s.data, as[r].scales.get(), as[r].scales.bytes(),
+                                             cudaMemcpyDeviceToDevice, st.s));
+          out.poison(st.s);
+          g.barrier();
+          ops[0]->run(m, slot, bs[0].view, GemmScales{slot_s, bs[0].scale_view}, out.view, st.s);
+          comm::sync_stream_bounded(st.s, 2 * g.timeout_s() + 5, "the zero-copy call into the caller's out");
+          ops[0]->check();
+          EXPECT_EQ(out.rows(), outs[0]) << "m " << m << ": the zero-copy call into the caller's out differs";
+          g.barrier();
+        }
+      });
+    }
+  }
+}
+
+// Back-to-back calls of changing m, a different rank 2 ms late before each, without host syncs:
+// each call's output snapshot (stream-ordered after it) is right. W = 4 (split-lsa, auto) and W = 2
+// (split-ce).
+TEST(EmulatedAllGatherGemm, BackToBackCallsOfChangingMWithALateRank) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 512, m_max = 1100;
+  const std::vector<int64_t> ms = {1000, 7, 128, 1, 640, 1100, 300};
+  for (Mode mode : {Mode::kSplitLsa, Mode::kAuto, Mode::kSplitCe}) {
+    const int world = mode == Mode::kSplitCe ? 2 : 4;
+    if (!fits_queues(mode, world)) {
+      test::print_not_run(mode_name(mode), world, test::not_run_reason(mode, world));
+      continue;
+    }
+    SCOPED_TRACE(mode_name(mode));
+    bench::EmulatedWorld ew(world, 0, 20);
+    ew.run([&](comm::Group& g) {
+      auto op = make(g, agm_config(AgTraits::kQuants[0], mode, n, k, m_max));
+      test::AgOneHot oh(m_max, n, k, g.rank());
+      Stream st;
+      std::vector<bench::DeviceBuffer> as, snaps;
+      for (size_t c = 0; c < ms.size(); ++c) {
+        const auto h = oh.host_a(100 + c, ms[c]);
+        as.emplace_back(m_max * k * 2);
+        as.back().upload(h.data(), h.size() * 2);
+        snaps.emplace_back(world * ms[c] * n * 2);
+      }
+      g.barrier();
+      for (size_t c = 0; c < ms.size(); ++c) {
+        if (g.rank() == static_cast<int>(c % world)) bench::spin_delay(2'000'000, st.s);  // a late rank
+        op->run(ms[c], TensorView::matrix(as[c].get(), DType::kBF16, ms[c], k, g.device()), oh.b_view(g.device()), {},
+                st.s);
+        g.barrier();  // lockstep enqueue
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(snaps[c].get(), op->output(ms[c]).data, snaps[c].bytes(),
+                                         cudaMemcpyDeviceToDevice, st.s));
+      }
+      comm::sync_stream_bounded(st.s, 20, "back-to-back calls");
+      op->check();
+      for (size_t c = 0; c < ms.size(); ++c) {
+        const auto h = download<uint16_t>(snaps[c].get(), snaps[c].bytes() / 2);
+        const std::vector<int64_t> wrong = oh.wrong(h, 100 + c, world, ms[c]);
+        for (int s = 0; s < world; ++s)
+          EXPECT_EQ(wrong[s], 0) << "rank " << g.rank() << " call " << c << " (m " << ms[c] << "), source " << s;
+      }
+      g.barrier();
+    });
+  }
+}
+
+// Graph replays: each rank captures, per variant, [A variant copy -> output NaN poison -> run ->
+// device count of wrong elements] for two M on one op (ptpc: the scales travel too), then replays
+// them 600 times in an interleaved order from 40 calls before the 2^32 epoch wrap; 0 wrong.
+TEST(EmulatedAllGatherGemm, GraphReplaysAcrossTheEpochWrap) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int world = 2;
+  const int64_t n = 256, k = 256, m_max = 512;
+  const int64_t ms[2] = {512, 77};
+  for (Mode mode : {Mode::kSplitLsa, Mode::kSplitCe}) {
+    if (!fits_queues(mode, world)) {
+      test::print_not_run(mode_name(mode), world, test::not_run_reason(mode, world));
+      continue;
+    }
+    SCOPED_TRACE(mode_name(mode));
+    bench::EmulatedWorld ew(world, 0, 20);
+    ew.run([&](comm::Group& g) {
+      fused::AllGatherGemmHooks hooks;
+      hooks.initial_epoch = 0xFFFFFFFFu - 40;
+      auto op = make(g, agm_config(AgTraits::kQuants[0], mode, n, k, m_max), hooks);
+      test::AgOneHot oh(m_max, n, k, g.rank());
+      Stream st;
+      bench::DeviceBuffer wrong(8);
+      WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
+      std::vector<bench::DeviceBuffer> variants;
+      std::vector<std::unique_ptr<test::AgDeviceExpect>> want;
+      for (int v = 0; v < 2; ++v) {
+        const auto h = oh.host_a(40 + v, ms[v]);
+        variants.emplace_back(m_max * k * 2);
+        variants.back().upload(h.data(), h.size() * 2);
+        want.push_back(std::make_unique<test::AgDeviceExpect>(oh, 40 + v, world, ms[v], false));
+      }
+      g.barrier();  // set-up, captures and instantiations apart (a peer's allocation can invalidate a capture)
+      std::vector<cudaGraph_t> graphs;
+      for (int v = 0; v < 2; ++v) {
+        const int64_t m = ms[v];
+        const TensorView out = op->output(m);
+        cudaGraph_t graph;
+        WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeThreadLocal));
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(oh.a.get(), variants[v].get(), m * k * 2, cudaMemcpyDeviceToDevice, st.s));
+        WEAVE_CHECK_CUDA(cudaMemsetAsync(out.data, 0xFF, world * m * n * 2, st.s));
+        op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+        want[v]->count_wrong(out.data, false, wrong.as<unsigned long long>(), 64, st.s);
+        WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
+        graphs.push_back(graph);
+      }
+      g.barrier();
+      std::vector<cudaGraphExec_t> execs;
+      for (cudaGraph_t graph : graphs) {
+        cudaGraphExec_t exec;
+        WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+        WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
+        execs.push_back(exec);
+      }
+      g.barrier();  // every rank set up before any replay waits for it
+      std::mt19937 order(7);  // the same order on every rank
+      int launched[2] = {0, 0};
+      for (int i = 0; i < 600; ++i) {
+        const int e = static_cast<int>(order() % 2);
+        WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[e], st.s));
+        ++launched[e];
+        g.barrier();  // lockstep enqueue
+      }
+      EXPECT_GT(launched[0], 0);
+      EXPECT_GT(launched[1], 0);
+      comm::sync_stream_bounded(st.s, 60, "graph replays");
+      op->check();
+      unsigned long long bad = 0;
+      wrong.download(&bad, 8);
+      EXPECT_EQ(bad, 0u) << mode_name(mode) << ", rank " << g.rank();
+      if (g.rank() == 0)
+        std::printf("  %s: 600 replays (%d and %d of the two M), %llu wrong\n", mode_name(mode).c_str(), launched[0],
+                    launched[1], bad);
+      for (cudaGraphExec_t e : execs) WEAVE_CHECK_CUDA(cudaGraphExecDestroy(e));
+      g.barrier();
+    });
+  }
+}
+
+// A peer that never arrives: rank 0's call times out (1 s) naming rank, peer, flag, expected and
+// seen, and the op refuses further calls. Ranks that call with m = 300 and 600: kMismatch on every
+// rank, not misplaced rows.
+TEST(EmulatedAllGatherGemm, APeerThatNeverArrivesAndRanksThatDisagreeOnM) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 256, m_max = 600;
+  {
+    bench::EmulatedWorld ew(2, 0, 1.0);
+    ew.run([&](comm::Group& g) {
+      auto op = make(g, agm_config(AgTraits::kQuants[0], Mode::kSplitLsa, n, k, m_max));
+      test::AgOneHot oh(m_max, n, k, g.rank());
+      oh.set_a(1, m_max);
+      g.barrier();
+      if (g.rank() == 0) {
+        Stream st;
+        op->run(m_max, oh.a_view(m_max, g.device()), oh.b_view(g.device()), {}, st.s);
+        comm::sync_stream_bounded(st.s, 10, "the call whose peer never arrives");
+        const std::string msg = test::error_of([&] { op->check(); }, Status::kTimeout);
+        test::expect_first_call_timeout_names_everything(msg, 0, 1);
+        std::printf("  split-lsa: %s\n", msg.c_str());
+        EXPECT_FALSE(
+            test::error_of([&] { op->run(m_max, oh.a_view(m_max, g.device()), oh.b_view(g.device()), {}, st.s); },
+                           Status::kTimeout)
+                .empty());
+      }
+    });
+  }
+  // Ranks that call with m = 300 and 600: at K 256 (150 and 300 KB per rank) the gathers run the LL
+  // protocol, whose lines carry the byte count ("ll-flag-in-data"); at K 4096 (2.4 and 4.8 MB) the
+  // push, whose zero-copy key holds the block stride. Either way kMismatch on every rank.
+  for (int64_t kk : {int64_t(256), int64_t(4096)}) {
+    bench::EmulatedWorld ew(2, 0, 2.0);
+    ew.run([&](comm::Group& g) {
+      auto op = make(g, agm_config(AgTraits::kQuants[0], Mode::kSplitLsa, n, kk, m_max));
+      const int64_t m = 300 * (1 + g.rank());
+      test::AgOneHot oh(m_max, n, kk, g.rank());
+      oh.set_a(3, m);
+      Stream st;
+      g.barrier();
+      op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+      g.barrier();
+      comm::sync_stream_bounded(st.s, 20, "the call of disagreeing m");
+      const std::string msg = test::error_of([&] { op->check(); }, Status::kMismatch);
+      EXPECT_TRUE(msg.find("same count (e.g. the same m)") != std::string::npos ||
+                  msg.find("must sit at the same offset on every rank") != std::string::npos)
+          << msg;
+      if (g.rank() == 0) std::printf("  split-lsa, K %lld, m 300 vs 600: %s\n", static_cast<long long>(kk), msg.c_str());
+      g.barrier();
+    });
+  }
+}
+
+// A randomised soak at a model layer's width (N 7168, K 2048): 10,000 calls at W = 2 over split-lsa
+// and auto ops (bf16) and a ptpc split-lsa op, picked at random per call (the same sequence on
+// every rank), m random from 16 variants up to 1024 rows per rank, a late rank now and then; each
+// output NaN-poisoned before its call and counted on the device after it.
+TEST(EmulatedAllGatherGemm, RandomisedSoak) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int world = 2;
+  const int64_t n = 7168, k = 2048, m_max = 1024;
+  const int calls = 10000;
+  bench::EmulatedWorld ew(world, 0, 20);
+  unsigned long long total_wrong = 0;
+  ew.run([&](comm::Group& g) {
+    const int dev = g.device();
+    struct SoakOp {
+      std::unique_ptr<AllGatherGemm> op;
+      bool ptpc;
+    };
+    std::vector<SoakOp> ops;
+    ops.push_back({make(g, agm_config(AgTraits::kQuants[0], Mode::kSplitLsa, n, k, m_max)), false});
+    ops.push_back({make(g, agm_config(AgTraits::kQuants[0], Mode::kAuto, n, k, m_max)), false});
+    ops.push_back({make(g, agm_config(agm_quants()[2], Mode::kSplitLsa, n, k, m_max)), true});
+    test::AgOneHot oh(m_max, n, k, g.rank());
+    Stream st;
+    bench::DeviceBuffer wrong(8);
+    WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
+    constexpr int kVariants = 16;
+    std::mt19937_64 shared(2026);
+    std::vector<int64_t> var_m;
+    std::vector<bench::DeviceBuffer> a_bf16, a_e4m3;
+    std::vector<std::unique_ptr<test::AgDeviceExpect>> want;
+    const test::PtpcOneHot pt(g.rank(), m_max, n, k, [&](int64_t r, int64_t c) { return oh.b_value(r, c); });
+    for (int v = 0; v < kVariants; ++v) {
+      const int64_t m = 1 + static_cast<int64_t>(shared() % m_max);
+      var_m.push_back(m);
+      const auto h = oh.host_a(500 + v, m);
+      a_bf16.emplace_back(m_max * k * 2);
+      a_bf16.back().upload(h.data(), h.size() * 2);
+      const auto h8 = test::PtpcOneHot::host_a(h);
+      a_e4m3.emplace_back(m_max * k);
+      a_e4m3.back().upload(h8.data(), h8.size());
+      want.push_back(std::make_unique<test::AgDeviceExpect>(oh, 500 + v, world, m, true));
+    }
+    g.barrier();  // every rank set up before any call waits for it
+    for (int c = 0; c < calls; ++c) {
+      const int v = static_cast<int>(shared() % kVariants);
+      const int o = static_cast<int>(shared() % ops.size());
+      const int64_t m = var_m[v];
+      if (shared() % 64 == 0 && g.rank() == static_cast<int>(shared() % world)) bench::spin_delay(500'000, st.s);
+      SoakOp& so = ops[static_cast<size_t>(o)];
+      const TensorView out = so.op->output(m);
+      WEAVE_CHECK_CUDA(cudaMemsetAsync(out.data, 0xFF, world * m * n * 2, st.s));
+      if (so.ptpc)
+        so.op->run(m, TensorView::matrix(a_e4m3[v].get(), DType::kE4M3, m, k, dev), pt.b_view(dev), pt.scales(m, dev),
+                   st.s);
+      else
+        so.op->run(m, TensorView::matrix(a_bf16[v].get(), DType::kBF16, m, k, dev), oh.b_view(dev), {}, st.s);
+      g.barrier();  // lockstep enqueue
+      want[v]->count_wrong(out.data, so.ptpc, wrong.as<unsigned long long>(), 64, st.s);
+      if (c % 500 == 499) comm::sync_stream_bounded(st.s, 60, "soak batch");
+    }
+    comm::sync_stream_bounded(st.s, 60, "the soak");
+    for (auto& so : ops) so.op->check();
+    unsigned long long bad = 0;
+    wrong.download(&bad, 8);
+    EXPECT_EQ(bad, 0u) << "rank " << g.rank();
+    if (g.rank() == 0) total_wrong = bad;
+    g.barrier();
+  });
+  std::printf("  soak: %d calls per rank at W = 2, N %lld, K %lld, %llu wrong on rank 0\n", calls,
+              static_cast<long long>(n), static_cast<long long>(k), total_wrong);
+}
+
+// Bad inputs: every argument rule named before any GPU work, the op usable after each.
+TEST(EmulatedAllGatherGemm, BadInputsAreClearErrors) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 256, k = 256, m_max = 512;
+  bench::EmulatedWorld ew(2, 0, 20);
+  ew.run([&](comm::Group& g) {
+    const int dev = g.device();
+    // What cannot be built: a layout whose scales interleave ranks, split-nccl without NCCL.
+    AllGatherGemmConfig mn = agm_config(AgTraits::kQuants[0], Mode::kSplitLsa, n, k, m_max);
+    mn.quant = ScaleMode::kBlockscale;
+    mn.scale_layout = ScaleLayout::kMnMajor;
+    EXPECT_NE(test::error_of([&] { make(g, mn); }).find("scale_layout must be raw"), std::string::npos);
+    EXPECT_NE(test::error_of([&] { make(g, agm_config(AgTraits::kQuants[0], Mode::kSplitNccl, n, k, m_max)); },
+                             Status::kUnavailable)
+                  .find("split-nccl needs an NCCL communicator"),
+              std::string::npos);
+    auto op = make(g, agm_config(AgTraits::kQuants[0], Mode::kSplitLsa, n, k, m_max));
+    test::AgOneHot oh(m_max, n, k, g.rank());
+    oh.set_a(9, m_max);
+    Stream st;
+    const TensorView a = oh.a_view(100, dev), b = oh.b_view(dev);
+    struct Bad {
+      std::function<void()> call;
+      const char* needle;
+    };
+    bench::DeviceBuffer narrow(2 * 100 * n * 2);
+    const std::vector<Bad> bads = {
+        {[&] { op->run(0, a, b, {}, st.s); }, "m must be in 1..512"},
+        {[&] { op->run(513, a, b, {}, st.s); }, "m must be in 1..512"},
+        {[&] { op->run(100, oh.a_view(99, dev), b, {}, st.s); }, "argument 'A'"},
+        {[&] { op->run(100, a, TensorView::matrix(oh.b.get(), DType::kBF16, n - 8, k, dev), {}, st.s); }, "argument 'B'"},
+        {[&] { op->run(100, a, b, {}, TensorView::matrix(narrow.get(), DType::kBF16, 2 * 100, n - 8, dev), st.s); },
+         "argument 'out'"},
+        {[&] { op->run(100, a, b, {}, op->output(100), st.s); }, "argument 'out'"},
+        {[&] { op->run(100, TensorView::matrix(op->output(100).data, DType::kBF16, 100, k, dev), b, {}, st.s); },
+         "argument 'A': lies in the op's window"},
+        {[&] {
+           const TensorView shifted = TensorView::matrix(static_cast<char*>(op->input(100).data) + k * 2, DType::kBF16,
+                                                         100, k, dev);
+           op->run(100, shifted, b, {}, st.s);
+         },
+         "argument 'A': lies in the op's window"},
+    };
+    for (const Bad& bad : bads) {
+      const std::string msg = test::error_of(bad.call);
+      EXPECT_NE(msg.find(bad.needle), std::string::npos) << "wanted '" << bad.needle << "' in: " << msg;
+    }
+    // The op is usable after every refusal (nothing was enqueued).
+    const SelfTestReport rep = op->self_test(100);
+    EXPECT_TRUE(rep.ok) << rep.detail;
+  });
+}

@@ -1,0 +1,97 @@
+// `weave plan ag-gemm`: what weave::AllGatherGemm would run for each m rows per rank, and why: the
+// same public planner the op runs per call (weave::all_gather_gemm_plan, with --sms CTAs per rank,
+// one rank per GPU in one NVLink domain, an NCCL communicator assumed), plus the window it would
+// allocate. The op has no fused mode yet, so there is no --no-fused, no --calibration and no fused
+// time. This file is the operator's trait; the fused-plan engine (plan_fused_engine.hpp) does the rest.
+#include <string>
+#include <vector>
+
+#include "cli/ag_gemm_options.hpp"
+#include "cli/plan_fused_engine.hpp"
+#include "cli/registry.hpp"
+#include "fused/ag_gemm/plan.hpp"
+#include "fused/all_gather/plan.hpp"
+
+namespace weave::cli::fused_plan {
+namespace {
+
+class AgGemmPlanTrait final : public OpPlanTrait<AgGemmOptions, AllGatherGemmConfig> {
+ public:
+  static void add_shape_options(CLI::App& app, AgGemmOptions& o) {
+    add_ag_gemm_options(app, o, /*with_layout=*/true, /*with_mode=*/true);
+  }
+  AgGemmPlanTrait(const AgGemmOptions& options, const FusedPlanOptions& o)
+      : OpPlanTrait(options, o, ag_gemm_shapes, ag_gemm_config) {
+    shape_.out = cfg_.out_dtype;
+  }
+
+  const char* name() const override { return "ag-gemm"; }
+  const char* fused_kernel() const override { return nullptr; }
+  std::string no_fused_mode() const override {
+    return "AllGatherGemm runs its gathers, then the GEMM; the fused mode is planned, not built";
+  }
+  // The op's model takes GemmAllGather's rates: one gather call's fixed cost per operand (rows, and
+  // scales where A has them).
+  PlanRates rates() const override { return plan_rates(fused::gag_rates(cfg_.quant)); }
+  std::size_t window_bytes() const override { return all_gather_gemm_window_bytes(cfg_, world_); }
+  PlanRow plan(std::int64_t m, const FusedPlanMachine& machine) const override {
+    const AllGatherGemmPlan p = all_gather_gemm_plan(cfg_, world_, m, machine);
+    return plan_row(p, {p.rows, p.bytes_per_peer, p.window_bytes});
+  }
+  const std::vector<PlanColumn>& columns() const override {
+    static const std::vector<PlanColumn> kColumns = {
+        {.header = "rows", .width = 7, .key = "rows"},
+        {.header = "bytes/peer", .width = 12, .key = "bytes_per_peer", .bytes = true},
+        {.header = "window", .width = 12, .key = "window_bytes", .bytes = true}};
+    return kColumns;
+  }
+
+  const char* rates_source() const override { return "fused::gag_rates"; }
+  const char* collective() const override { return "all-gather"; }
+  std::string window_contents() const override {
+    const bool scales = fused::agm_scale_row_bytes(cfg_) > 0;
+    const bool split = world_ > 1 && (cfg_.mode == AllGatherGemmMode::kAuto || cfg_.mode == AllGatherGemmMode::kSplitLsa ||
+                                      cfg_.mode == AllGatherGemmMode::kSplitCe);
+    return std::string("agm.a [world * m_max, K]") + (scales ? ", agm.sa (A's scales)" : "") +
+           ", agm.out [world * m_max, N] and protocol words" +
+           (!split ? "" : scales ? ", the split all-gathers' regions (rows, scales)" : ", the split all-gather's regions");
+  }
+  std::string no_kernel_reason() const override { return "no fused mode"; }
+  std::vector<std::string> table_notes() const override {
+    return {"# rows: the gathered GEMM's rows (world x m); bytes/peer: this rank's m rows of A and their scales, sent "
+            "to each peer (e4m3 plus scales in the fp8 modes, bf16 in bf16); fused_us: - (no fused mode)"};
+  }
+};
+
+void add_plan_ag_gemm(CLI::App& plan) {
+  add_fused_plan<AgGemmPlanTrait>(
+      plan,
+      PlanHelp{
+          .name = "ag-gemm",
+          .description = "AllGatherGemm per m rows per rank: tile, waves, gathered rows, bytes per peer, window, "
+                         "modelled times, the mode auto picks and why",
+          .sms_note = "one rank per GPU; ",
+          .no_fused_auto = "",       // no fused mode: no --no-fused
+          .calibration_match = "",   // auto has nothing to choose: no --calibration
+          .footer =
+              "Every rank r holds A_r [m, K] (the same m on every rank) and the column shard B [N, K]; every rank\n"
+              "computes [A_0; ...; A_{W-1}] B^T, [W m, N] (sequence parallelism's column-parallel layer): the\n"
+              "activations are all-gathered first, as the GEMM consumes them (e4m3 plus their scales in the fp8\n"
+              "modes, bf16 in bf16), then one GEMM of W m rows (GemmAllGather's split GEMM, 128x128 tiles).\n"
+              "Not gemm-ag (GemmAllGather): that one computes its own rows first and gathers the output.\n"
+              "Modes: gemm-only (the GEMM over the gathered region with only this rank's rows put there; nothing\n"
+              "moves), split-nccl (ncclAllGather of A's rows and scales in one NCCL group, then the GEMM),\n"
+              "split-lsa / split-ce (weave's lsa / copy-engine all-gather of the rows and of the scales, in place\n"
+              "in the op's window, then the GEMM), auto (split-lsa; split-nccl across NVLink domains; gemm-only at\n"
+              "world 1). No fused mode is built yet, so there is no --no-fused or --calibration.\n"
+              "A's scales travel with their rows: --scale-layout must be raw; mxfp8 needs K a multiple of 128.\n"
+              "--preset is refused: the preset table has no column-parallel layers (give -n and -k).\n"
+              "Times are the planner's model (GemmAllGather's rates, fused::gag_rates; two gather calls where A\n"
+              "has scales), not measurements."});
+}
+
+// A name with a hyphen, so not through WEAVE_REGISTER_PLAN_TOPIC (which pastes it into an identifier).
+[[maybe_unused]] const bool kRegistered = register_plan_topic("ag-gemm", add_plan_ag_gemm);
+
+}  // namespace
+}  // namespace weave::cli::fused_plan
