@@ -16,8 +16,9 @@
 //   split-ce    the same with weave's ce all-gather
 //   auto        split-lsa (split-nccl when the ranks are not all in one NVLink domain, gemm-only at
 //               world 1); the choice and the reason: plan(m)
-// The GEMM is GemmAllGather's split GEMM (the same 128x128 tile and kernels), so out's rows from
-// source s are bitwise the rows GemmAllGather gives for A_s in its split modes. A fused mode (the
+// The GEMM is weave::Gemm's for [world m, N, K] as its planner chooses it (tile, grid, the mxfp8
+// and blockscale routes, the decode GEMV at world x m <= 32; no K split), planned for this rank's
+// share of the SMs, so out is bitwise weave::Gemm's output over the gathered A. A fused mode (the
 // GEMM consuming row chunks as copy engines land them) is planned in docs/fused.md and not built.
 // A mode that cannot run here raises kUnavailable naming the reason.
 //
@@ -67,16 +68,18 @@ struct AllGatherGemmConfig {
   ScaleLayout scale_layout = ScaleLayout::kRaw;  // raw only (A's scales travel with their rows)
   DType out_dtype = DType::kBF16;                // bf16 or fp32 (fp32 only for bf16 inputs)
   AllGatherGemmMode mode = AllGatherGemmMode::kAuto;
-  MxRoute mx_route = MxRoute::kAuto;             // mxfp8: as GemmAllGatherConfig::mx_route
+  MxRoute mx_route = MxRoute::kAuto;             // mxfp8: as GemmPlanOverrides::mx_route (weave::Gemm's routes)
   int max_sms = 0;                               // CTAs per rank at most (the gathers' and the GEMM's)
 };
 
 // What one call of m rows per rank runs and why (pure; `weave plan ag-gemm` prints it).
 struct AllGatherGemmPlan {
   AllGatherGemmMode mode = AllGatherGemmMode::kSplitLsa;  // resolved (never kAuto)
-  int block_m = 128, block_n = 128;
+  std::string gemm_kernel;        // the GEMM's kernel (weave::Gemm's planner: an instance, or "gemv")
+  std::string gemm_reason;        // why the planner chose it
+  int block_m = 0, block_n = 0;   // its tile (0 for the decode GEMV)
   std::int64_t rows = 0;          // rows of the GEMM: world x m
-  std::int64_t tiles = 0;         // output tiles per rank
+  std::int64_t tiles = 0;         // output tiles per rank (0 for the decode GEMV)
   double waves = 0;               // tiles / CTAs
   int grid = 0;                   // CTAs per rank
   std::int64_t bytes_per_peer = 0;  // this rank's rows and scales (m x (K x element + scale bytes)) sent to each peer

@@ -86,11 +86,49 @@ TEST(AgGemmPlan, WhatTravelsIsRowsAndTheirScales) {
     const AllGatherGemmPlan p = all_gather_gemm_plan(c, 4, m);
     EXPECT_EQ(p.bytes_per_peer, m * w.per_row) << to_string(w.q);
     EXPECT_EQ(p.rows, 4 * m);
-    EXPECT_EQ(p.tiles, ((4 * m + 127) / 128) * (7168 / 128));
+    // The GEMM is weave::Gemm's plan of the gathered rows (no K split).
+    GemmPlanOverrides no_split;
+    no_split.split_k = 1;
+    const GemmPlan gp = gemm_plan(GemmProblem{.m = 4 * m, .n = 7168, .k = k, .mode = w.q}, 132, no_split);
+    EXPECT_EQ(p.gemm_kernel, gp.kernel) << to_string(w.q);
+    EXPECT_EQ(p.tiles, ((4 * m + p.block_m - 1) / p.block_m) * ((7168 + p.block_n - 1) / p.block_n)) << to_string(w.q);
+    EXPECT_NE(p.reason.find("GEMM " + gp.kernel), std::string::npos) << p.reason;
     EXPECT_EQ(p.mode, AllGatherGemmMode::kSplitLsa);
     EXPECT_GT(p.model_comm_us, 0);
     EXPECT_DOUBLE_EQ(p.model_split_us, p.model_gemm_us + p.model_comm_us);
     EXPECT_EQ(fused::agm_scale_row_bytes(c) + k * fused::agm_elem_bytes(c), w.per_row) << to_string(w.q);
+  }
+}
+
+TEST(AgGemmPlan, TheGemmIsTheStandalonePlannersForTheRanksSmsAndRunsAsPlanned) {
+  const AllGatherGemmConfig c = agm_config(AllGatherGemmMode::kSplitLsa, ScaleMode::kBlockscale);
+  // Decode: world x m <= 32 rows run the GEMV, with nothing forced.
+  const fused::AgmGemm decode = fused::agm_gemm(c, 4, 8, 132);
+  EXPECT_TRUE(decode.plan.gemv);
+  EXPECT_EQ(decode.overrides.block_m, 0);
+  EXPECT_EQ(decode.overrides.split_k, 1);
+  // Tiled: planned for the rank's share of the SMs (here 65 of an emulated world's), then pinned
+  // (tile, grid, tile order, the A-scale route) so a weave::Gemm on a whole GPU runs the same.
+  const fused::AgmGemm tiled = fused::agm_gemm(c, 2, 2048, 65);
+  EXPECT_FALSE(tiled.plan.gemv);
+  EXPECT_LE(tiled.plan.grid, 65);
+  EXPECT_EQ(tiled.overrides.block_m, tiled.plan.block_m);
+  EXPECT_EQ(tiled.overrides.block_n, tiled.plan.block_n);
+  EXPECT_EQ(tiled.overrides.grid, tiled.plan.grid);
+  EXPECT_EQ(tiled.overrides.scale_a_route,
+            tiled.plan.scale_a_mn_copy ? ScaleARoute::kMnMajorCopy : ScaleARoute::kAsGiven);
+  const GemmPlan again = gemm_plan(tiled.problem, 132, tiled.overrides);
+  EXPECT_EQ(again.kernel, tiled.plan.kernel);
+  EXPECT_EQ(again.grid, tiled.plan.grid);
+  EXPECT_EQ(again.scale_a_mn_copy, tiled.plan.scale_a_mn_copy);
+  // The workspace sized at construction holds every route of every call (the largest m's).
+  for (ScaleMode q : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale, ScaleMode::kMxfp8}) {
+    AllGatherGemmConfig cq = agm_config(AllGatherGemmMode::kSplitLsa, q);
+    const std::size_t bound = fused::agm_gemm_workspace_bytes(cq, 2);
+    for (int64_t m : {int64_t(1), int64_t(100), int64_t(1000), cq.m_max}) {
+      const fused::AgmGemm g = fused::agm_gemm(cq, 2, m, 132);
+      EXPECT_LE(gemm_workspace_bytes(g.problem, g.plan), bound) << to_string(q) << " m " << m;
+    }
   }
 }
 

@@ -634,9 +634,10 @@ TEST(Cli, PlanAgGemmPrintsOneRowPerM) {
   for (const char* col : {"tiles", "waves", "grid", "rows", "bytes/peer", "window", "gemm_us", "comm_us", "split_us",
                           "fused_us", "mode", "reason"})
     EXPECT_NE(r.out.find(col), std::string::npos) << col << " missing:\n" << r.out;
-  // m = 4096 at W = 2: 8192 gathered rows, 3584 tiles in 27 waves, 4096 x 8192 bf16 = 64 MiB to the peer.
-  EXPECT_NE(r.out.find("   4096 128x128   3584  27.15   132    8192    64.00 MiB "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("      1 128x128     56   0.42    56       2     16.0 KiB "), std::string::npos) << r.out;
+  // m = 4096 at W = 2: 8192 gathered rows, weave::Gemm's 128x256 tiles (1792 in 13.6 waves), 4096 x 8192
+  // bf16 = 64 MiB to the peer; m = 1: 2 rows, the decode GEMV.
+  EXPECT_NE(r.out.find("   4096 128x256   1792  13.58   132    8192    64.00 MiB "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("      1 gemv         0   0.00   224       2     16.0 KiB "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("        -  split-lsa  the gather of 67108864 bytes per peer, then the GEMM"), std::string::npos)
       << r.out;
   // fp8: A travels as e4m3 plus its scales (ptpc: 4 bytes a row); an explicit mode is planned as asked.

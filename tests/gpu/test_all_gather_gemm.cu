@@ -3,7 +3,7 @@
 // B^T with one B, so the one-hot operands, closed forms and references are GemmAllGather's
 // (fused_op_traits_all_gather.hpp). Here: self-tests in every mode, quant and world (gemm-only and
 // a skipped scale gather failing them); the split modes bitwise equal to each other and to
-// GemmAllGather split-lsa's rows, the gathered A bitwise the ranks' A, within the reference;
+// weave::Gemm over the ranks' A stacked, the gathered A bitwise the ranks' A, within the reference;
 // the caller's out and the zero-copy input; back-to-back calls of changing m with a late rank;
 // graph replays across the epoch wrap; a peer that never arrives; ranks that disagree on m; a
 // randomised soak; bad inputs. Over NCCL on 2+ GPUs: tests/multi_gpu/test_ag_gemm.cu.
@@ -21,7 +21,6 @@
 #include "common/check.hpp"
 #include "common/hash.hpp"
 #include "fused/ag_gemm/impl.hpp"
-#include "fused/all_gather/impl.hpp"
 #include "fused_op_traits_all_gather.hpp"
 #include "fused_test_support.hpp"
 #include "support/expect_error.hpp"
@@ -67,6 +66,40 @@ std::vector<T> download(const void* p, size_t count) {
 // A's operand of every rank, and this rank's scales, for the op (B's from `b`).
 GemmScales scales_of(const bench::DeviceOperand& a, const bench::DeviceOperand& b) {
   return GemmScales{a.scale_view, b.scale_view};
+}
+
+// weave::Gemm over every rank's A stacked ([world m, K] and its scales, copied here) with the plan
+// the op makes for its share of the SMs: the op's output, bitwise, if the gathers move the right
+// bytes to the right rows.
+std::vector<uint8_t> stacked_gemm(AllGatherGemm& op, const std::vector<bench::DeviceOperand>& as,
+                                  const bench::DeviceOperand& b, int64_t m, cudaStream_t st) {
+  const AllGatherGemmConfig& c = op.config();
+  const int world = static_cast<int>(as.size()), dev = b.view.device;
+  const fused::AgmGemm g = fused::agm_gemm(c, world, m, AllGatherGemm::Impl::of(op).grid_cap);
+  const size_t a_bytes = as[0].values.bytes(), s_bytes = as[0].scales.bytes();
+  bench::DeviceBuffer a(world * a_bytes), sa(world * s_bytes + 16),
+      out(static_cast<size_t>(world * m * c.n) * dtype_bytes(c.out_dtype));
+  for (int s = 0; s < world; ++s) {
+    WEAVE_CHECK_CUDA(cudaMemcpy(static_cast<char*>(a.get()) + s * a_bytes, as[s].values.get(), a_bytes,
+                                cudaMemcpyDeviceToDevice));
+    if (s_bytes)
+      WEAVE_CHECK_CUDA(cudaMemcpy(static_cast<char*>(sa.get()) + s * s_bytes, as[s].scales.get(), s_bytes,
+                                  cudaMemcpyDeviceToDevice));
+  }
+  TensorView sa_view = as[0].scale_view;  // the same layout, world x the rows
+  sa_view.data = sa.get();
+  sa_view.shape[0] *= world;
+  const TensorView a_view = TensorView::matrix(a.get(), as[0].view.dtype, world * m, c.k, dev);
+  const TensorView out_view = TensorView::matrix(out.get(), c.out_dtype, world * m, c.n, dev);
+  Gemm gemm(g.problem, a_view, b.view,
+            GemmScales{c.quant == ScaleMode::kBF16 ? TensorView{} : sa_view, b.scale_view}, out_view, g.overrides);
+  bench::DeviceBuffer ws(gemm.workspace_bytes() + 16);
+  if (gemm.workspace_bytes() > 0) gemm.set_workspace(ws.get(), gemm.workspace_bytes());
+  gemm.run(st);
+  WEAVE_CHECK_CUDA(cudaStreamSynchronize(st));
+  std::vector<uint8_t> h(out.bytes());
+  out.download(h.data(), h.size());
+  return h;
 }
 
 }  // namespace
@@ -125,13 +158,13 @@ TEST(EmulatedAllGatherGemm, SelfTestEveryModeQuantAndWorld) {
   std::printf("  all-gather-gemm self-tests passed: %d (rank 0 counted)\n", passed);
 }
 
-// Random operands, W = 2 and 4, every quant, M from one row to many tiles: split-lsa, split-ce (W =
-// 2) and auto give the same bytes, GemmAllGather split-lsa's rows (the same tile kernel per row;
-// mxfp8 pinned to native in both, whose route choice depends on the GEMM's M), identical on every
-// rank, within the per-source reference (gpu_reference_gemm on CUDA cores) and its relative-L2
-// bound; the gathered A and its scales are bitwise every rank's; the caller's `out` (a column
-// slice of a wider buffer) and the zero-copy input give the same bytes.
-TEST(EmulatedAllGatherGemm, SplitModesEqualGemmAllGatherBitwiseAndMatchReference) {
+// Random operands, W = 2 and 4, every quant, M from one row (the decode GEMV) to many tiles:
+// split-lsa, split-ce (W = 2) and auto give the same bytes, weave::Gemm's over every rank's A
+// stacked (this rank's copy, with the plan fused::agm_gemm makes), identical on every rank, within
+// the per-source reference (gpu_reference_gemm on CUDA cores) and its relative-L2 bound; the
+// gathered A and its scales are bitwise every rank's; the caller's `out` (a column slice of a
+// wider buffer) and the zero-copy input give the same bytes.
+TEST(EmulatedAllGatherGemm, SplitModesEqualTheGemmOfTheStackedRowsBitwiseAndMatchReference) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 512, k = 1024, m_max = 2048;
   for (int world : {2, 4}) {
@@ -140,14 +173,9 @@ TEST(EmulatedAllGatherGemm, SplitModesEqualGemmAllGatherBitwiseAndMatchReference
       SCOPED_TRACE(std::string(q.name) + " W" + std::to_string(world));
       ew.run([&](comm::Group& g) {
         const int dev = g.device(), r = g.rank();
-        auto pin = [&](auto c) {
-          if (q.quant == ScaleMode::kMxfp8) c.mx_route = MxRoute::kNative;
-          return c;
-        };
         std::vector<std::unique_ptr<AllGatherGemm>> ops;
         for (Mode mode : {Mode::kSplitLsa, Mode::kSplitCe, Mode::kAuto})
-          if (fits_queues(mode, world)) ops.push_back(make(g, pin(agm_config(q, mode, n, k, m_max))));
-        auto gag = GemmAllGather::Impl::create(g, pin(AgTraits::config(q, GemmAllGatherMode::kSplitLsa, n, k, m_max)));
+          if (fits_queues(mode, world)) ops.push_back(make(g, agm_config(q, mode, n, k, m_max)));
         std::vector<bench::DeviceOperand> bs;
         bs.push_back(bench::upload_operand(
             bench::quantize_parallel(bench::random_operand(77, n, k), n, k, q.quant, ref::Operand::kB), dev));
@@ -162,8 +190,8 @@ TEST(EmulatedAllGatherGemm, SplitModesEqualGemmAllGatherBitwiseAndMatchReference
           for (size_t i = 1; i < outs.size(); ++i)
             EXPECT_EQ(outs[i], outs[0]) << "m " << m << ": " << mode_name(ops[i]->config().mode) << " differs from "
                                         << mode_name(ops[0]->config().mode);
-          const std::vector<uint8_t> ag = test::poisoned_call(g, *gag, m, as[r].view, bs[0].view, sc, bytes, st.s);
-          EXPECT_EQ(ag, outs[0]) << "m " << m << ": differs from GemmAllGather split-lsa's rows";
+          EXPECT_EQ(stacked_gemm(*ops[0], as, bs[0], m, st.s), outs[0])
+              << "m " << m << ": differs from weave::Gemm over the stacked rows";
           const auto hashes = g.all_gather(fnv1a64(outs[0].data(), bytes), "the output hash");
           for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
           const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = q.out};

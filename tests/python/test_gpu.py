@@ -483,8 +483,8 @@ def test_one_rank_fused_ops_copy_into_out(seed):
 @pytest.mark.parametrize("quant", ["bf16", "ptpc", "blockscale", "mxfp8"])
 def test_one_rank_all_gather_gemm(quant, seed):
     """AllGatherGemm over a one-rank communicator (the gathered rows are this rank's own, so the
-    output is its GEMM): every mode that runs at world 1 bitwise equal to GemmAllGather split-lsa's
-    rows (the same 128x128 tile kernel) and within the reference; gathered_a and gathered_scale_a
+    output is its GEMM): every mode that runs at world 1 bitwise equal to weave.Gemm of the same
+    operands without a K split (the op runs weave::Gemm's plan) and within the reference; gathered_a and gathered_scale_a
     bitwise this rank's operands; the zero-copy input (A written into input(m)); out= dense and
     row-strided (the GEMM stores into it; the wide buffer's other columns untouched); a graph
     replayed with changed inputs; the self-test; bad arguments refused before any GPU work."""
@@ -494,10 +494,15 @@ def test_one_rank_all_gather_gemm(quant, seed):
     mx = {"mx_route": "native"} if quant == "mxfp8" else {}  # one kernel in both ops: bitwise comparable
     x, w = operands(m, n, k, gen)
     a, b, sa, sb, ref = quantised(quant, x, w)
-    ag = weave.GemmAllGather(comm, n=n, k=k, m_max=m_max, quant=quant, mode="split-lsa", **mx)
-    want = ag.run(a, b, scale_a=sa, scale_b=sb).clone()
-    torch.cuda.synchronize()
-    assert_close(want, ref, quant, f"GemmAllGather split-lsa {quant}")
+
+    def gemm_of(a_, sa_):  # weave.Gemm of this rank's operands as the op plans them (no K split)
+        out_ = torch.empty(m, n, device=DEV, dtype=torch.bfloat16)
+        weave.Gemm(a_, b, out_, scale_a=sa_, scale_b=sb, mode=quant, split_k=1, **mx).run()
+        torch.cuda.synchronize()
+        return out_
+
+    want = gemm_of(a, sa)
+    assert_close(want, ref, quant, f"weave.Gemm {quant}")
 
     def bits(t):  # a dense tensor's bytes: fp8 values and ue8m0 scales compare as bytes
         return t.view(torch.uint8)
@@ -509,7 +514,7 @@ def test_one_rank_all_gather_gemm(quant, seed):
         out = op.run(a, b, scale_a=sa, scale_b=sb)
         torch.cuda.synchronize()
         assert out.shape == (m, n) and out.dtype == torch.bfloat16, what
-        assert torch.equal(out, want), f"{what}: differs from GemmAllGather split-lsa's rows"
+        assert torch.equal(out, want), f"{what}: differs from weave.Gemm's output"
         assert op.last_mode == op.plan(m)["mode"] == ("gemm-only" if mode == "auto" else mode), what
         assert op.gathered_a(m).shape == (m, k) and torch.equal(bits(op.gathered_a(m)), bits(a)), what
         if sa is None:
@@ -543,7 +548,7 @@ def test_one_rank_all_gather_gemm(quant, seed):
             graph.replay()
             torch.cuda.synchronize()
             assert_close(op.output(m), ref2, quant, f"{what}: graph replay")
-            assert torch.equal(op.output(m), ag.run(ga, b, scale_a=gsa, scale_b=sb)), f"{what}: graph replay"
+            assert torch.equal(op.output(m), gemm_of(ga, gsa)), f"{what}: graph replay"
         op.check()
     # Bad arguments: nothing runs (the window's output keeps its poison).
     op.output(m).fill_(NAN)

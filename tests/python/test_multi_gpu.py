@@ -84,8 +84,8 @@ def _fused_rank(rank, world, init_file, seed, errors):
     CUDA-core-independent reference (torch matmul of its dequantised operands in fp32) reduced,
     reduce-scattered or gathered by torch.distributed, within bf16 rounding of the sums.
     AllGatherGemm (every rank's rows of A gathered, then one GEMM with the common B) gives
-    GemmAllGather's output: bitwise its split-lsa rows, and its gathered A (and ptpc scales) bitwise
-    every rank's operands as torch.distributed gathers them."""
+    GemmAllGather's output, bitwise weave.Gemm of the rows torch.distributed gathers (every mode the
+    same bytes), and its gathered A (and ptpc scales) bitwise those rows."""
     import torch.distributed as dist
 
     import quant
@@ -136,20 +136,23 @@ def _fused_rank(rank, world, init_file, seed, errors):
             for op_mode in ("auto", "fused-lsa", "split-lsa", "split-nccl"):
                 ag = weave.GemmAllGather(comm, n=n, k=k, m_max=m // world, quant=mode, mode=op_mode)
                 close(ag.run(a, b, scale_a=sa, scale_b=sb), gathered, f"GemmAllGather {mode} {op_mode}")
-                if op_mode == "split-lsa":
-                    ag_rows = ag.output(m // world).clone()
             # AllGatherGemm: the same rows, A gathered (e4m3 with its scales in ptpc) before one GEMM.
             a_all = torch.empty(m, a.shape[1] * a.element_size(), device="cuda", dtype=torch.uint8)
             dist.all_gather_into_tensor(a_all, a.view(torch.uint8).contiguous())
+            sa_all = None
             if sa is not None:
                 sa_all = torch.empty(m, device="cuda")
                 dist.all_gather_into_tensor(sa_all, sa.contiguous())
+            # weave.Gemm of the gathered rows, without a K split: what the op's GEMM computes. (Its plan
+            # is for this rank's SMs, as a one-process-per-GPU op has them all.)
+            stacked = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            weave.Gemm(a_all.view(a.dtype), b, stacked, scale_a=sa_all, scale_b=sb, mode=mode, split_k=1).run()
             for op_mode in ("auto", "split-lsa", "split-ce", "split-nccl"):
                 agm = weave.AllGatherGemm(comm, n=n, k=k, m_max=m // world, quant=mode, mode=op_mode)
                 what = f"AllGatherGemm {mode} {op_mode}"
                 out = agm.run(a, b, scale_a=sa, scale_b=sb)
                 close(out, gathered, what)
-                assert torch.equal(out, ag_rows), f"rank {rank} {what}: differs from GemmAllGather split-lsa's rows"
+                assert torch.equal(out, stacked), f"rank {rank} {what}: differs from weave.Gemm of the gathered rows"
                 assert torch.equal(agm.gathered_a(m // world).view(torch.uint8), a_all), f"rank {rank} {what}: A"
                 if sa is not None:
                     assert torch.equal(agm.gathered_scale_a(m // world), sa_all), f"rank {rank} {what}: scales"

@@ -56,7 +56,7 @@ void print_column_heads(const FusedPlanTrait& t) {
 }
 
 nlohmann::json print_row(const FusedPlanTrait& t, std::int64_t m, const PlanRow& p) {
-  const std::string tile = std::to_string(p.block_m) + "x" + std::to_string(p.block_n);
+  const std::string tile = p.block_m == 0 ? std::string("gemv") : std::to_string(p.block_m) + "x" + std::to_string(p.block_n);
   std::printf("%7lld %-7s %6lld %6.2f %5d ", static_cast<long long>(m), tile.c_str(), static_cast<long long>(p.tiles),
               p.waves, p.grid);
   nlohmann::json row = {{"m", m}, {"block_m", p.block_m}, {"block_n", p.block_n}, {"tiles", p.tiles},

@@ -11,16 +11,11 @@
 #include "common/log.hpp"
 #include "fused/caller_output.hpp"
 #include "fused/split_collective.hpp"
+#include "hopper/wait_record.hpp"
 
 namespace weave {
 
 namespace {
-
-// The gathered GEMM of m rows per rank.
-GemmProblem gathered_problem(const AllGatherGemmConfig& c, int world, int64_t m) {
-  return GemmProblem{.m = world * m, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout,
-                     .out_dtype = c.out_dtype};
-}
 
 // A's scales of `rows` rows at `p` as weave::Gemm takes them (ptpc [rows]; blockscale [rows, K/128];
 // mxfp8 raw [rows, K/32]); empty for bf16.
@@ -68,19 +63,9 @@ AllGatherGemm::Impl::Impl(comm::Group& g, const AllGatherGemmConfig& config, con
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(), "AllGatherGemm configuration (n, k, m_max, quant, out dtype, mode, mx_route, max_sms, "
                              "testing hooks)");
-  local_kernel = gemm::find_gemm_instance(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kStoreLocal, fused::kAgmBlockM,
-                                          fused::kAgmBlockN, gemm::instance_scale_layout(cfg.quant, cfg.scale_layout));
-  WEAVE_EXPECT(local_kernel != nullptr, Status::kUnavailable,
-               "AllGatherGemm: no " << fused::kAgmBlockM << "x" << fused::kAgmBlockN << " GEMM kernel for "
-                                    << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype) << " in this build");
-  local_kernel->prepare();
-  if (caps.mx_bf16_route) {
-    local_bf16 = gemm::find_gemm_instance(ScaleMode::kBF16, DType::kBF16, gemm::EpilogueKind::kStoreLocal,
-                                          fused::kAgmBlockM, fused::kAgmBlockN);
-    mx = fused::make_mx_route("AllGatherGemmConfig", cfg.mx_route, "rank " + std::to_string(g.rank()) + ": AllGatherGemm",
-                              local_bf16 != nullptr, [&] { local_bf16->prepare(); }, int64_t(w) * cfg.m_max, cfg.n,
-                              cfg.k);
-  }
+  // The GEMMs' workspace (their mxfp8 and blockscale routes at the largest call), once.
+  workspace_bytes = fused::agm_gemm_workspace_bytes(cfg, w);
+  if (workspace_bytes > 0) workspace = std::make_unique<OwnedDeviceMemory>(workspace_bytes);
   if (caps.hosted_split != AllGatherGemmMode::kAuto) {
     const bool ce = caps.hosted_split == AllGatherGemmMode::kSplitCe;
     auto make_gather = [&](size_t row_bytes) {
@@ -158,7 +143,9 @@ TensorView AllGatherGemm::Impl::output(int64_t m) const {
 
 void AllGatherGemm::Impl::check() const {
   rt->check("AllGatherGemm");
-  pipeline.check("AllGatherGemm");
+  // A GEMM pipeline wait that timed out (weave::Gemm's process-wide record, as Gemm::check).
+  const std::string stalled = hopper::take_wait_timeout_report();
+  WEAVE_EXPECT(stalled.empty(), Status::kTimeout, "AllGatherGemm: " << stalled << " (that call's output is incomplete)");
   if (gather_a) gather_a->check();
   if (gather_sa) gather_sa->check();
 }
@@ -196,12 +183,33 @@ void AllGatherGemm::Impl::run_in(comm::OpRuntime::CallGuard& guard, int64_t m, c
                      "argument 'out': the GEMM stores into it by TMA, so its row stride must be a multiple of 16 "
                      "bytes (got " << out->describe() << ")");
   }
+  const TensorView c = out ? *out : output(m);
+  Gemm& gemm = gemm_for(m, b, s, c);
   guard.enqueueing();
-  enqueue(m, a, b, s, out, stream);
+  enqueue(m, a, s, gemm, stream);
 }
 
-void AllGatherGemm::Impl::enqueue(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
-                                  const TensorView* out, cudaStream_t stream) {
+Gemm& AllGatherGemm::Impl::gemm_for(int64_t m, const TensorView& b, const GemmScales& s, const TensorView& c) {
+  const GemmScales gs{.a = gathered_scale_a(m), .b = s.b};
+  auto it = gemms.find(m);
+  if (it == gemms.end()) {
+    if (gemms.size() >= 64) gemms.clear();  // a bound on the host memory; a dropped m is re-planned
+    const fused::AgmGemm g = fused::agm_gemm(cfg, group->world_size(), m, grid_cap);
+    auto made = std::make_unique<Gemm>(g.problem, gathered_a(m), b, gs, c, g.overrides);
+    WEAVE_EXPECT(made->workspace_bytes() <= workspace_bytes, Status::kInternal,
+                 "AllGatherGemm: the GEMM of m = " << m << " needs " << made->workspace_bytes()
+                                                   << " bytes of workspace, more than the " << workspace_bytes
+                                                   << " sized at construction");
+    if (made->workspace_bytes() > 0) made->set_workspace(workspace->p, workspace_bytes);
+    it = gemms.emplace(m, std::move(made)).first;
+  } else {
+    it->second->set_operands(gathered_a(m), b, gs, c);
+  }
+  return *it->second;
+}
+
+void AllGatherGemm::Impl::enqueue(int64_t m, const TensorView& a, const GemmScales& s, Gemm& gemm,
+                                  cudaStream_t stream) {
   const int w = group->world_size(), r = group->rank(), dev = group->device();
   const AllGatherGemmPlan p = plan(m);
   last = p.mode;
@@ -233,27 +241,8 @@ void AllGatherGemm::Impl::enqueue(int64_t m, const TensorView& a, const TensorVi
     gather_a->run(a_slot, a_base, a_bytes, stream);
     if (gather_sa && !hooks.skip_scale_gather) gather_sa->run(sa_slot, sa_base, sa_bytes, stream);
   }
-  // 3. The GEMM over the gathered rows.
-  const GemmProblem prob = gathered_problem(cfg, w, m);
-  const TensorView ga = gathered_a(m);
-  const GemmScales gs{.a = gathered_scale_a(m), .b = s.b};
-  const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kAgmBlockM, fused::kAgmBlockN, p.grid);
-  gemm::LocalKernelArgs args{};
-  args.main = gemm::make_mainloop_args(prob, gp, ga, b, gs);
-  args.main.timeout_record = pipeline.device();
-  void* c = out ? out->data : local(gl.out);
-  const int64_t ldc = out ? out->ld() : cfg.n;
-  args.epi.tma_c = gemm::make_epilogue_map("the output", c, cfg.out_dtype, 1, prob.m, cfg.n, ldc,
-                                           local_kernel->epi_box_bytes);
-  fused::MxBf16Route* route = nullptr;
-  fused::MxRouteCall rc;
-  if (mx && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms)) {
-    route = mx.get();
-    rc = fused::mx_route_call(prob, ga, b, gs, num_sms, fused::kAgmBlockM, fused::kAgmBlockN, gp.grid,
-                              hooks.mx_route_unguarded);
-  }
-  last_mx_bf16_route = route != nullptr;
-  fused::launch_either(*local_kernel, local_bf16, args, gp.grid, route, rc, stream);
+  // 3. The GEMM over the gathered rows (its operands set by gemm_for).
+  gemm.run(stream);
 }
 
 std::string AllGatherGemm::Impl::describe() const {
@@ -264,7 +253,7 @@ std::string AllGatherGemm::Impl::describe() const {
   os << ", " << group->describe() << ", window " << rt->window().bytes() << " bytes, " << grid_cap << " CTAs per rank";
   if (!hooks.flow_control) os << ", credits OFF (testing)";
   if (hooks.skip_scale_gather) os << ", scale gather SKIPPED (testing)";
-  if (mx) os << ", mxfp8 bf16 route " << (cfg.mx_route == MxRoute::kBf16 ? "always" : "where modelled faster");
+  if (workspace_bytes > 0) os << ", GEMM workspace " << workspace_bytes << " bytes";
   return os.str();
 }
 

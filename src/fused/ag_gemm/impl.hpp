@@ -5,22 +5,23 @@
 //      views are that slot already: input(m));
 //   2. the gathers in place: split-lsa / split-ce weave's all-gather of agm.a, then of agm.sa;
 //      split-nccl both ncclAllGathers in one NCCL group; gemm-only none;
-//   3. the GEMM of [world m, K] x [N, K]^T from agm.a / agm.sa into agm.out or the caller's out.
+//   3. the GEMM of [world m, K] x [N, K]^T from agm.a / agm.sa into agm.out or the caller's out:
+//      weave::Gemm with the plan fused::agm_gemm makes for this rank's share of the SMs.
 // Ordering (docs/memory_ordering.md "agm-split"): everything is on the caller's stream, so a call's
 // copy into its slot follows the previous call's GEMM, which read the slots the peers overwrite
 // next; the peers' stores into this rank's slots wait for this rank's credit of the same call,
 // which its gathers give only when they run, after the copy (the hosted collective's "credit").
 #pragma once
+#include <map>
 #include <memory>
 
 #include "comm/collective_impl.hpp"
 #include "comm/group.hpp"
 #include "comm/op_runtime.hpp"
 #include "fused/ag_gemm/plan.hpp"
-#include "fused/mx_route.hpp"
-#include "fused/pipeline_record.hpp"
-#include "gemm/dispatch.hpp"
+#include "common/cuda_owned.hpp"
 #include "gemm/operands.hpp"
+#include "weave/gemm.hpp"
 #include "weave/all_gather_gemm.hpp"
 
 namespace weave {
@@ -33,7 +34,6 @@ struct AllGatherGemmHooks {
   uint32_t initial_epoch = 0;      // the epoch wrap tests start near 2^32
   uint32_t stale_slot_lag = 0;
   bool skip_scale_gather = false;  // the scales' gather left out (the negative control of its wait)
-  bool mx_route_unguarded = false;
 };
 }  // namespace fused
 
@@ -49,13 +49,14 @@ struct AllGatherGemm::Impl {
   size_t scale_row_bytes = 0;       // bytes of one row of A's scales (0: bf16)
   fused::AgmLayout gl;
   std::unique_ptr<comm::OpRuntime> rt;
-  fused::PipelineRecord pipeline;   // the GEMM kernels' pipeline timeouts (check() reports them)
   fused::AgmCapabilities caps;
   std::unique_ptr<Collective::Impl> gather_a, gather_sa;  // split-lsa / split-ce
-  const gemm::GemmInstance* local_kernel = nullptr;       // GemmAllGather's split GEMM tile
-  std::unique_ptr<fused::MxBf16Route> mx;                 // mxfp8's bf16 route (fused/mx_route.hpp)
-  const gemm::GemmInstance* local_bf16 = nullptr;
-  bool last_mx_bf16_route = false;
+  // The GEMM of each m met so far (weave::Gemm on the window's gathered rows, planned by
+  // fused::agm_gemm), re-pointed per call to the call's B, scales and output; one workspace, sized
+  // at construction for the largest call's routes.
+  std::map<int64_t, std::unique_ptr<Gemm>> gemms;
+  std::unique_ptr<OwnedDeviceMemory> workspace;
+  std::size_t workspace_bytes = 0;
   AllGatherGemmMode last = AllGatherGemmMode::kAuto;
   uint64_t self_test_seed = 0x5eed;
 
@@ -70,8 +71,9 @@ struct AllGatherGemm::Impl {
   // The same inside a call guard the caller holds (the self-test: its output poison is part of the call).
   void run_in(comm::OpRuntime::CallGuard& guard, int64_t m, const TensorView& a, const TensorView& b,
               const GemmScales& s, const TensorView* out, cudaStream_t stream);
-  void enqueue(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, const TensorView* out,
-               cudaStream_t stream);
+  // The call's GEMM, re-pointed at b, the scales and `c` (checked by weave::Gemm: before any GPU work).
+  Gemm& gemm_for(int64_t m, const TensorView& b, const GemmScales& s, const TensorView& c);
+  void enqueue(int64_t m, const TensorView& a, const GemmScales& s, Gemm& gemm, cudaStream_t stream);
   char* local(uint64_t off) const { return rt->window().local() + off; }
   TensorView gathered_a(int64_t m) const;
   TensorView gathered_scale_a(int64_t m) const;

@@ -160,14 +160,52 @@ AgmLayout add_agm_regions(WindowLayout& layout, const AllGatherGemmConfig& cfg, 
   return g;
 }
 
+AgmGemm agm_gemm(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas) {
+  AgmGemm g;
+  g.problem = GemmProblem{.m = world * m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
+                          .out_dtype = cfg.out_dtype};
+  GemmPlanOverrides base;
+  base.split_k = 1;
+  base.mx_route = cfg.mx_route;
+  g.plan = gemm_plan(g.problem, ctas, base);
+  if (g.plan.gemv) {  // the decode GEMV: its own launch shape, no tile to force
+    g.overrides = base;
+    return g;
+  }
+  // The tiled plan for `ctas` SMs, pinned, so a weave::Gemm on a device of more SMs runs it as planned.
+  g.overrides = base;
+  g.overrides.block_m = g.plan.block_m;
+  g.overrides.block_n = g.plan.block_n;
+  g.overrides.grid = g.plan.grid;
+  g.overrides.group_rows = g.plan.group_rows;
+  if (cfg.quant == ScaleMode::kMxfp8) g.overrides.mx_route = g.plan.mx_dequant ? MxRoute::kBf16 : MxRoute::kNative;
+  if (cfg.quant == ScaleMode::kBlockscale)
+    g.overrides.scale_a_route = g.plan.scale_a_mn_copy ? ScaleARoute::kMnMajorCopy : ScaleARoute::kAsGiven;
+  return g;
+}
+
+std::size_t agm_gemm_workspace_bytes(const AllGatherGemmConfig& cfg, int world) {
+  // Every route a call may take, at the largest call (the layout grows with M).
+  GemmPlan all;
+  all.mx_dequant = cfg.quant == ScaleMode::kMxfp8;
+  all.scale_a_mn_copy = cfg.quant == ScaleMode::kBlockscale;
+  all.split_k = 1;
+  const GemmProblem p{.m = world * cfg.m_max, .n = cfg.n, .k = cfg.k, .mode = cfg.quant,
+                      .scale_layout = cfg.scale_layout, .out_dtype = cfg.out_dtype};
+  return gemm_workspace_bytes(p, all);
+}
+
 AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas, bool nccl_available,
                            uint64_t window_bytes) {
   AllGatherGemmPlan p;
-  p.block_m = kAgmBlockM;
-  p.block_n = kAgmBlockN;
+  const AgmGemm g = agm_gemm(cfg, world, m, ctas);
+  p.gemm_kernel = g.plan.kernel;
+  p.gemm_reason = g.plan.reason;
+  p.block_m = g.plan.gemv ? 0 : g.plan.block_m;
+  p.block_n = g.plan.gemv ? 0 : g.plan.block_n;
   p.rows = int64_t(world) * m;
-  p.tiles = ((p.rows + kAgmBlockM - 1) / kAgmBlockM) * ((cfg.n + kAgmBlockN - 1) / kAgmBlockN);
-  p.grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctas, p.tiles)));
+  p.tiles = g.plan.gemv ? 0 : g.plan.tiles;
+  p.grid = g.plan.grid;
   p.waves = double(p.tiles) / std::max(1, ctas);
   const int64_t srb = agm_scale_row_bytes(cfg);
   p.bytes_per_peer = m * (cfg.k * agm_elem_bytes(cfg) + srb);
@@ -196,6 +234,7 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
       if (cfg.mode == AllGatherGemmMode::kSplitNccl && !nccl_available) why << " (unavailable: no NCCL communicator)";
       break;
   }
+  why << "; GEMM " << p.gemm_kernel;
   p.reason = why.str();
   return p;
 }

@@ -16,11 +16,11 @@
 #include "comm/op_layout.hpp"
 #include "fused/capabilities.hpp"
 #include "weave/all_gather_gemm.hpp"
+#include "weave/gemm.hpp"
 #include "weave/window_layout.hpp"
 
 namespace weave::fused {
 
-inline constexpr int kAgmBlockM = 128, kAgmBlockN = 128;  // GemmAllGather's split GEMM tile
 // The gathers' flag words depend on their grid cap: sizes reported before an op exists assume the
 // most an H100/H200 gives (as kGagBoundSplitBlocks).
 inline constexpr int kAgmBoundSplitBlocks = 264;
@@ -46,6 +46,18 @@ struct AgmLayout {
 comm::OpShape agm_split_shape(const AllGatherGemmConfig& cfg, int world, int max_blocks, bool scales);
 AgmLayout add_agm_regions(WindowLayout& layout, const AllGatherGemmConfig& cfg, int world, int split_max_blocks,
                           const std::string& prefix = "agm");
+
+// The GEMM of a call of m rows per rank on `ctas` SMs: weave::Gemm's planner for [world m, N, K]
+// (tile, grid, routes, the decode GEMV at world m <= 32), without a K split (its partials would
+// need a workspace sized by the call); the overrides that make a weave::Gemm run exactly it.
+struct AgmGemm {
+  GemmProblem problem;
+  GemmPlan plan;
+  GemmPlanOverrides overrides;
+};
+AgmGemm agm_gemm(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas);
+// The workspace every call's GEMM fits in: its routes' buffers at world x m_max rows.
+std::size_t agm_gemm_workspace_bytes(const AllGatherGemmConfig& cfg, int world);
 
 // The plan of one call of m rows per rank on `ctas` CTAs per rank; nccl_available: the group has
 // an NCCL communicator (as the other fused planners).
