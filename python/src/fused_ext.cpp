@@ -190,6 +190,8 @@ void bind_fused(nb::module_& m) {
       .def_ro("reason", &weave::GemmAllGatherPlan::reason);
   nb::class_<weave::AllGatherGemmPlan>(m, "AllGatherGemmPlan")
       .def_ro("mode", &weave::AllGatherGemmPlan::mode)
+      .def_ro("gemm_kernel", &weave::AllGatherGemmPlan::gemm_kernel)
+      .def_ro("gemm_reason", &weave::AllGatherGemmPlan::gemm_reason)
       .def_ro("block_m", &weave::AllGatherGemmPlan::block_m)
       .def_ro("block_n", &weave::AllGatherGemmPlan::block_n)
       .def_ro("rows", &weave::AllGatherGemmPlan::rows)

@@ -114,8 +114,11 @@ def test_all_gather_gemm_plan_for_at_every_world(world):
     kw = dict(n=2048, k=7168, m_max=1024, world=world)
     p = weave.AllGatherGemm.plan_for(1000, **kw)
     rows = world * 1000
-    assert p["rows"] == rows and p["block_m"] == p["block_n"] == 128
-    assert p["tiles"] == -(-rows // 128) * (2048 // 128) and p["grid"] == min(132, p["tiles"])
+    # The GEMM is weave::Gemm's plan of the gathered rows (a tiled kernel at these sizes).
+    assert p["rows"] == rows and p["gemm_kernel"].startswith("sm90_gemm_bf16") and p["gemm_reason"], p
+    bm, bn = p["block_m"], p["block_n"]
+    assert p["tiles"] == -(-rows // bm) * -(-2048 // bn) and 1 <= p["grid"] <= min(132, p["tiles"]), p
+    assert p["reason"].endswith("GEMM " + p["gemm_kernel"]), p
     assert p["bytes_per_peer"] == 1000 * 7168 * 2  # this rank's bf16 rows, no scales
     assert p["window_bytes"] == weave.AllGatherGemm.window_bytes(**kw) > 0
     assert p["model_split_us"] == pytest.approx(p["model_gemm_us"] + p["model_comm_us"])
