@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <sstream>
 #include <vector>
 
 #include "comm/timeout.hpp"
@@ -153,35 +152,6 @@ std::vector<uint8_t> run_self_test_call(const comm::Group& g, cudaStream_t strea
   std::vector<uint8_t> got(bytes);
   WEAVE_CHECK_CUDA(cudaMemcpy(got.data(), out, bytes, cudaMemcpyDeviceToHost));
   return got;
-}
-
-void check_gathered_one_hot(const std::vector<uint8_t>& got, size_t out_bytes, int world, int rank, int64_t m,
-                            int64_t n, const std::function<int64_t(int, int64_t)>& a_col,
-                            const std::function<int(int64_t, int64_t)>& b_val, std::vector<int64_t>& wrong_from_rank,
-                            std::string& detail) {
-  for (int s = 0; s < world; ++s)
-    for (int64_t i = 0; i < m; ++i) {
-      const int64_t col = a_col(s, i);
-      for (int64_t j = 0; j < n; ++j) {
-        const size_t e = static_cast<size_t>((s * m + i) * n + j);
-        float v = 0;
-        if (out_bytes == 4) {
-          std::memcpy(&v, &got[e * 4], 4);
-        } else {
-          uint16_t h = 0;
-          std::memcpy(&h, &got[e * 2], 2);
-          const uint32_t u = static_cast<uint32_t>(h) << 16;
-          std::memcpy(&v, &u, 4);
-        }
-        const float want = static_cast<float>(b_val(j, col));
-        if (!(v == want) && wrong_from_rank[s]++ == 0 && detail.empty()) {
-          std::ostringstream os;
-          os << "rank " << rank << ": row " << i << " of source rank " << s << ", column " << j << ": got " << v
-             << ", expected " << want;
-          detail = os.str();
-        }
-      }
-    }
 }
 
 }  // namespace weave::fused

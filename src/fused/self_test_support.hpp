@@ -52,13 +52,4 @@ std::vector<uint8_t> run_self_test_call(const comm::Group& g, cudaStream_t strea
                                         const std::string& what, const std::function<void()>& call,
                                         const std::function<void()>& check);
 
-// The check of a gathered output (GemmAllGather, AllGatherGemm): `got` holds out [world * m, n] of
-// `out_bytes` per element (bf16 or fp32), where out[s m + i, j] must be b_val(j, a_col(s, i))
-// exactly. Adds the wrong elements per source rank to `wrong_from_rank` and names the first in
-// `detail` (left as it is when it already holds text), from rank `rank`'s view.
-void check_gathered_one_hot(const std::vector<uint8_t>& got, size_t out_bytes, int world, int rank, int64_t m,
-                            int64_t n, const std::function<int64_t(int, int64_t)>& a_col,
-                            const std::function<int(int64_t, int64_t)>& b_val, std::vector<int64_t>& wrong_from_rank,
-                            std::string& detail);
-
 }  // namespace weave::fused

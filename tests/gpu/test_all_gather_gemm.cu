@@ -323,25 +323,9 @@ TEST(EmulatedAllGatherGemm, GraphReplaysAcrossTheEpochWrap) {
         graphs.push_back(graph);
       }
       g.barrier();
-      std::vector<cudaGraphExec_t> execs;
-      for (cudaGraph_t graph : graphs) {
-        cudaGraphExec_t exec;
-        WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-        WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
-        execs.push_back(exec);
-      }
-      g.barrier();  // every rank set up before any replay waits for it
-      std::mt19937 order(7);  // the same order on every rank
-      int launched[2] = {0, 0};
-      for (int i = 0; i < 600; ++i) {
-        const int e = static_cast<int>(order() % 2);
-        WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[e], st.s));
-        ++launched[e];
-        g.barrier();  // lockstep enqueue
-      }
+      const std::vector<int> launched = test::replay_graphs_in_lockstep(g, graphs, 600, 7, st.s);
       EXPECT_GT(launched[0], 0);
       EXPECT_GT(launched[1], 0);
-      comm::sync_stream_bounded(st.s, 60, "graph replays");
       op->check();
       unsigned long long bad = 0;
       wrong.download(&bad, 8);
@@ -349,7 +333,6 @@ TEST(EmulatedAllGatherGemm, GraphReplaysAcrossTheEpochWrap) {
       if (g.rank() == 0)
         std::printf("  %s: 600 replays (%d and %d of the two M), %llu wrong\n", mode_name(mode).c_str(), launched[0],
                     launched[1], bad);
-      for (cudaGraphExec_t e : execs) WEAVE_CHECK_CUDA(cudaGraphExecDestroy(e));
       g.barrier();
     });
   }
