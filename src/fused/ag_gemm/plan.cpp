@@ -5,6 +5,7 @@
 
 #include "comm/protocol.hpp"
 #include "common/check.hpp"
+#include "fused/config_rules.hpp"
 #include "fused/model_rates.hpp"
 #include "gemm/planner.hpp"
 
@@ -29,18 +30,10 @@ std::optional<AllGatherGemmMode> parse_all_gather_gemm_mode(std::string_view nam
 }
 
 std::string AllGatherGemm::validate(const AllGatherGemmConfig& c, int world) {
-  std::ostringstream os;
-  auto rule = [&](bool ok, const std::string& why) {
-    if (!ok) os << (os.tellp() > 0 ? "; " : "") << why;
-  };
-  rule(world >= 1 && world <= kMaxWorld, "world must be in 1.." + std::to_string(kMaxWorld) + ", got " + std::to_string(world));
-  rule(c.m_max >= 1 && c.m_max <= (int64_t(1) << 20), "m_max must be in 1..1048576, got " + std::to_string(c.m_max));
-  rule(c.max_sms >= 0 && c.max_sms <= 1024, "max_sms must be in 0..1024 (0: every SM), got " + std::to_string(c.max_sms));
-  rule(c.out_dtype == DType::kBF16 || c.out_dtype == DType::kF32,
-       "out_dtype must be bf16 or fp32, got " + std::string(to_string(c.out_dtype)));
-  rule(c.quant == ScaleMode::kBF16 || c.out_dtype == DType::kBF16,
-       "fp8 modes (" + std::string(to_string(c.quant)) + ") produce bf16 output, got out_dtype " +
-           std::string(to_string(c.out_dtype)));
+  fused::ConfigRules rules;
+  auto rule = [&](bool ok, const std::string& why) { rules.rule(ok, why); };
+  rules.world_and_sizes(world, c.m_max, c.max_sms);
+  rules.out_dtype(c.quant, c.out_dtype);
   rule(c.scale_layout == ScaleLayout::kRaw,
        "scale_layout must be raw: A's scales travel with their rows, and " + std::string(to_string(c.scale_layout)) +
            " interleaves the rows of several ranks (got " + std::string(to_string(c.scale_layout)) + ")");
@@ -62,7 +55,7 @@ std::string AllGatherGemm::validate(const AllGatherGemmConfig& c, int world) {
   const double bytes = double(world) * double(c.m_max) *
                        (double(c.n) * (c.out_dtype == DType::kF32 ? 4 : 2) + double(c.k) * (c.quant == ScaleMode::kBF16 ? 2 : 1));
   rule(bytes <= double(int64_t(1) << 40), "the gathered A and the output (world x m_max rows) are over 1 TiB");
-  return os.str();
+  return rules.str();
 }
 
 }  // namespace weave

@@ -7,6 +7,7 @@
 
 #include "comm/protocol.hpp"
 #include "common/check.hpp"
+#include "fused/config_rules.hpp"
 #include "fused/model_rates.hpp"
 #include "fused/all_gather/schedule.hpp"
 #include "gemm/planner.hpp"
@@ -36,18 +37,10 @@ std::optional<GemmAllGatherMode> parse_gemm_all_gather_mode(std::string_view nam
 }
 
 std::string GemmAllGather::validate(const GemmAllGatherConfig& c, int world) {
-  std::ostringstream os;
-  auto rule = [&](bool ok, const std::string& why) {
-    if (!ok) os << (os.tellp() > 0 ? "; " : "") << why;
-  };
-  rule(world >= 1 && world <= kMaxWorld, "world must be in 1.." + std::to_string(kMaxWorld) + ", got " + std::to_string(world));
-  rule(c.m_max >= 1 && c.m_max <= (int64_t(1) << 20), "m_max must be in 1..1048576, got " + std::to_string(c.m_max));
-  rule(c.max_sms >= 0 && c.max_sms <= 1024, "max_sms must be in 0..1024 (0: every SM), got " + std::to_string(c.max_sms));
-  rule(c.out_dtype == DType::kBF16 || c.out_dtype == DType::kF32,
-       "out_dtype must be bf16 or fp32, got " + std::string(to_string(c.out_dtype)));
-  rule(c.quant == ScaleMode::kBF16 || c.out_dtype == DType::kBF16,
-       "fp8 modes (" + std::string(to_string(c.quant)) + ") produce bf16 output, got out_dtype " +
-           std::string(to_string(c.out_dtype)));
+  fused::ConfigRules rules;
+  auto rule = [&](bool ok, const std::string& why) { rules.rule(ok, why); };
+  rules.world_and_sizes(world, c.m_max, c.max_sms);
+  rules.out_dtype(c.quant, c.out_dtype);
   if (c.n >= 1 && c.k >= 1 && c.m_max >= 1) {
     GemmProblem p{.m = c.m_max, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout, .out_dtype = c.out_dtype};
     const std::string g = gemm_validate_problem(p);
@@ -62,7 +55,7 @@ std::string GemmAllGather::validate(const GemmAllGatherConfig& c, int world) {
                          std::to_string(c.n));
   const double bytes = double(world) * double(c.m_max) * double(c.n) * (c.out_dtype == DType::kF32 ? 4 : 2);
   rule(bytes <= double(int64_t(1) << 40), "the output world * m_max * N is over 1 TiB");
-  return os.str();
+  return rules.str();
 }
 
 }  // namespace weave

@@ -7,6 +7,7 @@
 
 #include "comm/protocol.hpp"
 #include "common/check.hpp"
+#include "fused/config_rules.hpp"
 #include "fused/all_reduce/pull.hpp"
 #include "fused/model_rates.hpp"
 #include "gemv/gemv.hpp"
@@ -38,13 +39,9 @@ std::optional<GemmAllReduceMode> parse_gemm_all_reduce_mode(std::string_view nam
 }
 
 std::string GemmAllReduce::validate(const GemmAllReduceConfig& c, int world) {
-  std::ostringstream os;
-  auto rule = [&](bool ok, const std::string& why) {
-    if (!ok) os << (os.tellp() > 0 ? "; " : "") << why;
-  };
-  rule(world >= 1 && world <= kMaxWorld, "world must be in 1.." + std::to_string(kMaxWorld) + ", got " + std::to_string(world));
-  rule(c.m_max >= 1 && c.m_max <= (int64_t(1) << 20), "m_max must be in 1..1048576, got " + std::to_string(c.m_max));
-  rule(c.max_sms >= 0 && c.max_sms <= 1024, "max_sms must be in 0..1024 (0: every SM), got " + std::to_string(c.max_sms));
+  fused::ConfigRules rules;
+  auto rule = [&](bool ok, const std::string& why) { rules.rule(ok, why); };
+  rules.world_and_sizes(world, c.m_max, c.max_sms);
   rule(c.chunks >= 0 && c.chunks <= comm::kMaxChunks,
        "chunks must be in 0.." + std::to_string(comm::kMaxChunks) + " (0: the planner's), got " + std::to_string(c.chunks));
   if (c.n >= 1 && c.k >= 1 && c.m_max >= 1) {
@@ -61,7 +58,7 @@ std::string GemmAllReduce::validate(const GemmAllReduceConfig& c, int world) {
                          std::to_string(c.n));
   const double bytes = double(c.m_max) * double(c.n) * 2;
   rule(bytes <= double(int64_t(1) << 40), "the output m_max * N is over 1 TiB");
-  return os.str();
+  return rules.str();
 }
 
 }  // namespace weave
