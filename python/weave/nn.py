@@ -1,8 +1,10 @@
 """Tensor-parallel linear layers on weave's operators, as torch.nn.Modules whose forward is
 torch.ops.weave.* custom ops (weave.ops), so torch.compile(fullgraph=True) traces them whole and
-CUDA graphs capture them. quant="bf16" (weights and activations bf16) or "ptpc" (e4m3 weights with
-one fp32 scale per output feature, activations quantised per token in forward: amax / 448);
-blockscale and mxfp8 layers are not built yet. Forward only (inference): weave's custom ops have no
+CUDA graphs capture them. quant="bf16" (weights and activations bf16), "ptpc" (e4m3 weights with
+one fp32 scale per output feature, activations quantised per token in forward: amax / 448) or
+"blockscale" (DeepSeek's: e4m3 weights with one fp32 scale per 128 x 128 block, activations
+quantised per token and 128-wide group of input features in forward; the input features of the
+layer's GEMM, K, a multiple of 128); mxfp8 layers are not built yet. Forward only (inference): weave's custom ops have no
 backward, so the layers' weights and biases are Parameters with requires_grad=False, and a block of
 them compiles and runs under grad mode too; an input that requires grad is refused by autograd.
 
@@ -38,12 +40,13 @@ from ._fused import AllGatherGemm, GemmAllReduce, GemmReduceScatter
 __all__ = ["ColumnParallelLinear", "RowParallelLinear"]
 
 _E4M3_MAX = 448.0
-_QUANTS = ("bf16", "ptpc")
+_QUANTS = ("bf16", "ptpc", "blockscale")
+_BLOCK = 128  # blockscale: the K group of every scale, and the rows of a weight block
 
 
 def _quant(quant) -> str:
     if quant not in _QUANTS:
-        more = " (blockscale and mxfp8 layers are not built yet)" if quant in ("blockscale", "mxfp8") else ""
+        more = " (mxfp8 layers are not built yet)" if quant == "mxfp8" else ""
         raise arg_error(f"argument 'quant': must be one of {', '.join(_QUANTS)} (got {quant!r}){more}")
     return quant
 
@@ -56,13 +59,34 @@ def _per_row_e4m3(x: torch.Tensor):
     return (x.float() / scale[:, None]).clamp(-_E4M3_MAX, _E4M3_MAX).to(torch.float8_e4m3fn), scale
 
 
+def _per_block_e4m3(x: torch.Tensor, rows_per_block: int):
+    """(e4m3 x / s, s) with s = amax / 448 in fp32 over each block of rows_per_block rows x 128
+    columns (1 for an all-zero block): weave's blockscale operands, A's scales [rows, K/128]
+    (rows_per_block 1) and B's [ceil(rows/128), K/128] (128, the last block partial)."""
+    rows, cols = x.shape
+    blocks = -(-rows // rows_per_block)
+    padded = torch.nn.functional.pad(x.float(), (0, 0, 0, blocks * rows_per_block - rows))
+    grouped = padded.view(blocks, rows_per_block, cols // _BLOCK, _BLOCK)
+    amax = grouped.abs().amax(dim=(1, 3))
+    scale = torch.where(amax > 0, amax / _E4M3_MAX, torch.ones_like(amax))
+    q = (grouped / scale[:, None, :, None]).clamp(-_E4M3_MAX, _E4M3_MAX)
+    return q.view(blocks * rows_per_block, cols)[:rows].to(torch.float8_e4m3fn), scale
+
+
 class _Weights(torch.nn.Module):
     """A layer's weight shard [rows, cols]: a bf16 Parameter, or (ptpc) an e4m3 buffer with its fp32
     per-row scales; operands(x2) gives the op's (a, b, scale_a, scale_b) for activations x2."""
 
-    def _init_weights(self, rows: int, cols: int, quant: str, device):
+    def _init_weights(self, rows: int, cols: int, quant: str, device, cols_name: str = "in_features"):
         self.quant = quant
-        if quant == "bf16":
+        if quant == "blockscale" and cols % _BLOCK:
+            raise arg_error(f"argument '{cols_name}': quant blockscale needs the layer's GEMM K, {cols}, to be a "
+                            f"multiple of {_BLOCK} (one scale per 128-wide group of input features)")
+        if quant == "blockscale":
+            self.register_buffer("weight", torch.zeros(rows, cols, device=device, dtype=torch.float8_e4m3fn))
+            self.register_buffer("weight_scale", torch.ones(-(-rows // _BLOCK), cols // _BLOCK, device=device,
+                                                            dtype=torch.float32))
+        elif quant == "bf16":
             self.weight = torch.nn.Parameter(torch.empty(rows, cols, device=device, dtype=torch.bfloat16),
                                              requires_grad=False)
             self.weight_scale = None
@@ -80,14 +104,14 @@ class _Weights(torch.nn.Module):
             if self.quant == "bf16":
                 self.weight.copy_(w)
             else:
-                q, s = _per_row_e4m3(w.float())
+                q, s = _per_row_e4m3(w.float()) if self.quant == "ptpc" else _per_block_e4m3(w.float(), _BLOCK)
                 self.weight.copy_(q)
                 self.weight_scale.copy_(s)
 
     def _operands(self, x2: torch.Tensor):
         if self.quant == "bf16":
             return x2, self.weight, None, None
-        a, sa = _per_row_e4m3(x2)
+        a, sa = _per_row_e4m3(x2) if self.quant == "ptpc" else _per_block_e4m3(x2, 1)
         return a, self.weight, sa, self.weight_scale
 
 
@@ -185,7 +209,7 @@ class ColumnParallelLinear(_Weights):
     def from_linear(cls, linear: torch.nn.Linear, *, comm: Communicator | None = None, process_group=None,
                     sequence_parallel: bool = False, quant: str = "bf16", max_tokens: int | None = None):
         """This rank's layer of `linear` (the whole layer, the same on every rank); ptpc quantises
-        its weight shard per output feature."""
+        its weight shard per output feature, blockscale per 128 x 128 block."""
         layer = cls(linear.in_features, linear.out_features, comm=comm, process_group=process_group,
                     bias=linear.bias is not None, sequence_parallel=sequence_parallel, quant=quant,
                     max_tokens=max_tokens)
@@ -224,7 +248,7 @@ class RowParallelLinear(_Weights):
         _positive("out_features", out_features)
         device = torch.device("cuda", comm.device)
         self.comm, self.sequence_parallel = comm, bool(sequence_parallel)
-        self._init_weights(out_features, k_r, quant, device)
+        self._init_weights(out_features, k_r, quant, device, cols_name="in_features / world")
         # The bias is added once, after the sum (every rank holds all of it).
         self._init_bias(out_features, bias, device)
         op = GemmReduceScatter if sequence_parallel else GemmAllReduce
@@ -235,7 +259,7 @@ class RowParallelLinear(_Weights):
     def from_linear(cls, linear: torch.nn.Linear, *, max_tokens: int, comm: Communicator | None = None,
                     process_group=None, sequence_parallel: bool = False, quant: str = "bf16"):
         """This rank's layer of `linear` (the whole layer, the same on every rank); ptpc quantises
-        its weight shard per output feature."""
+        its weight shard per output feature, blockscale per 128 x 128 block."""
         layer = cls(linear.in_features, linear.out_features, max_tokens=max_tokens, comm=comm,
                     process_group=process_group, bias=linear.bias is not None, sequence_parallel=sequence_parallel,
                     quant=quant)

@@ -163,8 +163,13 @@ def _stand_in_comm(world, rank=0):
     (lambda c: weave.nn.RowParallelLinear(1024, 512, max_tokens=64, comm=object()), "'comm': must be a weave.Communicator"),
     (lambda c: weave.nn.RowParallelLinear(1024, 512, max_tokens=64, comm=c, process_group=object()), "not both"),
     (lambda c: weave.nn.RowParallelLinear(1024, 0, max_tokens=64, comm=c), "'out_features': must be a positive int"),
-    (lambda c: weave.nn.RowParallelLinear(1024, 512, max_tokens=64, comm=c, quant="blockscale"), "not built yet"),
-    (lambda c: weave.nn.ColumnParallelLinear(512, 1024, comm=c, quant="fp4"), "'quant': must be one of bf16, ptpc"),
+    (lambda c: weave.nn.RowParallelLinear(1024, 512, max_tokens=64, comm=c, quant="mxfp8"), "not built yet"),
+    (lambda c: weave.nn.RowParallelLinear(1088, 512, max_tokens=64, comm=c, quant="blockscale"),
+     r"'in_features / world': quant blockscale needs the layer's GEMM K, 136, to be a multiple of 128"),
+    (lambda c: weave.nn.ColumnParallelLinear(520, 1024, comm=c, quant="blockscale"),
+     r"'in_features': quant blockscale needs the layer's GEMM K, 520"),
+    (lambda c: weave.nn.ColumnParallelLinear(512, 1024, comm=c, quant="fp4"),
+     "'quant': must be one of bf16, ptpc, blockscale"),
 ])
 def test_layers_refuse_a_wrong_world_or_argument_before_any_gpu_work(make, needle):
     import weave.nn  # noqa: F401
@@ -215,6 +220,30 @@ def test_ptpc_layer_operands_dequantise_to_the_bf16_product():
     assert bf.weight.dtype == torch.bfloat16 and bf._operands(x.to(torch.bfloat16))[2] is None
 
 
+def test_blockscale_layer_operands_dequantise_to_the_bf16_product():
+    """A layer's blockscale operands on the CPU (weights per 128 x 128 block, the last block of rows
+    partial; activations per token and 128-wide group): e4m3 values with fp32 scales [300 / 128
+    rounded up, K / 128] and [tokens, K / 128], whose dequantised product is within e4m3's rounding
+    (relative L2 < 5%) of the unquantised one; an all-zero group stays zero with scale 1."""
+    import weave.nn
+    torch.manual_seed(1)
+    w, x = torch.randn(300, 256) * 0.05, torch.randn(20, 256)
+    x[3, 128:] = 0
+    layer = weave.nn._Weights()
+    layer._init_weights(300, 256, "blockscale", "cpu")
+    layer._load_weights(w)
+    a, b, sa, sb = layer._operands(x)
+    assert a.dtype == b.dtype == torch.float8_e4m3fn and a.shape == (20, 256) and b.shape == (300, 256)
+    assert sa.shape == (20, 2) and sb.shape == (3, 2) and sa.dtype == sb.dtype == torch.float32
+    assert sa[3, 1] == 1 and not a[3, 128:].float().any() and sa[3, 0] != 1
+    deq_a = a.float() * sa.repeat_interleave(128, dim=1)
+    deq_b = b.float() * sb.repeat_interleave(128, dim=0)[:300].repeat_interleave(128, dim=1)
+    ref = x @ w.T
+    assert ((deq_a @ deq_b.T - ref).norm() / ref.norm()).item() < 5e-2
+    # A group's scale is its amax / 448: its largest element lands on e4m3's largest (448).
+    assert (a[0, :128].float().abs().max() == 448).item()
+
+
 def _meta_layer(cls, quant, rows, cols, world, op_cls, config):
     """A weave.nn layer (weight [rows, cols]) on meta tensors whose op is a stand-in: its forward
     dispatches to the fake implementations, so the layer's wiring (operands, op, bias, output
@@ -229,7 +258,7 @@ def _meta_layer(cls, quant, rows, cols, world, op_cls, config):
     return layer
 
 
-@pytest.mark.parametrize("quant", ["bf16", "ptpc"])
+@pytest.mark.parametrize("quant", ["bf16", "ptpc", "blockscale"])
 def test_sequence_parallel_layers_trace_to_the_gather_and_the_scatter(quant):
     """weave.nn's sequence-parallel pair on meta tensors: ColumnParallelLinear(sequence_parallel)
     takes this rank's [T / W, h] and gives [T, f / W] through torch.ops.weave.all_gather_gemm (ptpc:
