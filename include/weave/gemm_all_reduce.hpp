@@ -117,6 +117,10 @@ struct GemmAllReduceConfig {
   // that must run beside it (another communicator's collectives on the same GPUs, header above).
   // Every rank must pass the same value (kMismatch).
   int max_sms = 0;
+  // Mode decode (and auto where it takes decode): the GEMV launched with programmatic dependent
+  // launch, under weave::Gemm::set_allow_pdl's contract (no kernel right before the call on its
+  // stream writes B). This rank's launch only: ranks need not agree. Off by default.
+  bool allow_pdl = false;
   // (Testing hooks, the negative controls among them, live in an internal header, not here.)
 };
 

@@ -86,6 +86,8 @@ void bind_gemm(nb::module_& m) {
            })
       .def_prop_ro("workspace_bytes", &weave::Gemm::workspace_bytes)
       .def_prop_ro("workspace_purpose", &weave::Gemm::workspace_purpose)
+      .def("set_allow_pdl", &weave::Gemm::set_allow_pdl, "allow"_a)
+      .def_prop_ro("allow_pdl", &weave::Gemm::allow_pdl)
       .def("set_workspace", [](weave::Gemm& g, std::uintptr_t p, std::size_t bytes) {
         g.set_workspace(reinterpret_cast<void*>(p), bytes);
       })

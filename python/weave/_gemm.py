@@ -181,11 +181,18 @@ class Gemm:
     row-major A scales) gets it here: the `workspace` given (any device buffer of at least
     workspace_bytes), or one allocated with torch. Without torch and without a workspace, mxfp8
     with mx_route="auto" stays on the native kernel and blockscale with scale_a_route="auto" reads
-    its row-major A scales as given."""
+    its row-major A scales as given.
+    allow_pdl (off by default; weave::Gemm::set_allow_pdl): where the plan is the decode GEMV, run()
+    launches it with programmatic dependent launch, so it starts loading B while the kernel before
+    it on the stream finishes. The promise it needs: no kernel right before it writes B (weights
+    never change between layers' calls); a kernel launched after it with programmatic serialization
+    must wait for it before reading out."""
 
     def __init__(self, a, b, out, *, scale_a=None, scale_b=None, mode=None, scale_layout="raw", workspace=None,
                  block_m: int = 0, block_n: int = 0, grid: int = 0, split_k: int = 0, group_rows: int = 0,
-                 mx_route: str = "auto", scale_a_route: str = "auto"):
+                 mx_route: str = "auto", scale_a_route: str = "auto", allow_pdl: bool = False):
+        if not isinstance(allow_pdl, bool):
+            raise arg_error(f"argument 'allow_pdl': must be a bool (got {allow_pdl!r})")
         ta, tb, tc = describe(a, "A"), describe(b, "B"), describe(out, "out")
         for t in (ta, tb, tc):
             if t.ndim != 2:
@@ -212,11 +219,16 @@ class Gemm:
         if self._impl.plan.scale_a_mn_copy and scale_a_route == "auto" and workspace is None and not self._torch:
             # Nothing to allocate the scales' copy with: the kernel reading them as given needs none.
             self._impl = build(mx_route, "as-given")
+        self._impl.set_allow_pdl(allow_pdl)
         self.plan = GemmPlan._of(self._impl.plan)
         self.out = out
         self._keep = (a, b, scale_a, scale_b, out)
         self.workspace = None
         self._set_workspace(workspace)
+
+    @property
+    def allow_pdl(self) -> bool:
+        return self._impl.allow_pdl
 
     @property
     def workspace_bytes(self) -> int:

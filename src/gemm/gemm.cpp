@@ -95,6 +95,7 @@ struct Gemm::Impl {
   const gemm::GemmInstance* instance = nullptr;  // null on the GEMV path
   gemm::LocalKernelArgs args{};
   detail::GemvArgs gemv{};
+  bool allow_pdl = false;  // set_allow_pdl: the GEMV launched with programmatic stream serialization
   gemm::MainloopDebug debug;  // debug-only knobs (environment at construction)
   bool skip_mx_rerun = false;  // debug negative control (WEAVE_GEMM_DEBUG_SKIP_MX_RERUN)
   WorkspaceLayout ws_layout;   // what this plan needs where (fixed at construction)
@@ -310,6 +311,9 @@ void Gemm::set_workspace(void* workspace, std::size_t bytes) {
   }
 }
 
+void Gemm::set_allow_pdl(bool allow) noexcept { impl_->allow_pdl = allow; }
+bool Gemm::allow_pdl() const noexcept { return impl_->allow_pdl; }
+
 std::string Gemm::workspace_purpose() const {
   const auto& im = *impl_;
   std::string out;
@@ -331,7 +335,9 @@ void Gemm::run(cudaStream_t stream) const {
   check();
   const auto& im = *impl_;
   if (im.plan.gemv) {
-    detail::gemv_launch(im.gemv, im.num_sms, stream);
+    detail::GemvArgs args = im.gemv;
+    args.pdl = im.allow_pdl;
+    detail::gemv_launch(args, im.num_sms, stream);
     return;
   }
   const bool needs_workspace = im.plan.split_k > 1 || im.plan.mx_dequant || im.plan.scale_a_mn_copy;

@@ -240,6 +240,12 @@ def test_valid_operands_without_gpu_raise_not_crash(mode):
     assert e.value.status in (weave.Status.CUDA_ERROR, weave.Status.NO_DEVICE), str(e.value)
 
 
+@pytest.mark.parametrize("value", [1, "yes", None])
+def test_allow_pdl_must_be_a_bool_before_any_gpu_work(value):
+    with pytest.raises(weave.ArgumentError, match="argument 'allow_pdl': must be a bool"):
+        build("bf16", allow_pdl=value)
+
+
 def test_host_memory_is_refused():
     np = pytest.importorskip("numpy")
     a = np.zeros((M, K), dtype=np.float32)

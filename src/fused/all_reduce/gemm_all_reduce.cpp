@@ -426,7 +426,9 @@ void GemmAllReduce::Impl::enqueue_pulls(int64_t m, const fused::ArSchedule& sche
 // split all-reduce sums the ranks' partials in place (its auto algorithm: LL at decode sizes).
 void GemmAllReduce::Impl::run_decode(const GemmProblem& prob, const TensorView& a, const TensorView& b,
                                      const GemmScales& s, cudaStream_t stream) {
-  detail::gemv_launch(gemm::make_gemv_args(prob, a, b, s, out_local(), cfg.n), num_sms, stream);
+  detail::GemvArgs gemv = gemm::make_gemv_args(prob, a, b, s, out_local(), cfg.n);
+  gemv.pdl = cfg.allow_pdl;  // the all-reduce after it waits for it (its lsa kernels: "pdl")
+  detail::gemv_launch(gemv, num_sms, stream);
   if (group->world_size() == 1) return;
   WEAVE_EXPECT(split != nullptr, Status::kInternal, "GemmAllReduce: mode decode has no all-reduce");
   split->run(out_local(), out_local(), static_cast<size_t>(prob.m) * static_cast<size_t>(cfg.n), stream);
@@ -441,6 +443,7 @@ std::string GemmAllReduce::Impl::describe() const {
   os << ", " << group->describe() << ", window " << rt->window().bytes() << " bytes, " << grid_cap
      << " CTAs per rank";
   if (split) os << ", split all-reduce credits " << (hooks.flow_control ? "on" : "OFF (testing)");
+  if (cfg.allow_pdl) os << ", decode GEMV with PDL";
   if (cfg.exact_own) os << ", exact own term";
   if (mx) os << ", mxfp8 bf16 route " << (cfg.mx_route == MxRoute::kBf16 ? "always" : "where modelled faster") << " ("
              << mx->bytes() << " bytes of bf16 copies)";

@@ -1,0 +1,148 @@
+// weave::Gemm::set_allow_pdl (the decode GEMV launched with programmatic dependent launch), checked
+// across kernel boundaries on one stream, per call:
+//   producer (writes A after a 20 us spin; lets dependents launch at once) -> GEMV (PDL) ->
+//   consumer (launched with PDL itself; griddepcontrol.wait, then copies C).
+// The GEMV starts under the producer's spin, yet its C is bitwise the C of the same GEMV run on
+// settled operands (the expected output of each A variant, computed first), and the consumer sees
+// it complete: the contract's two directions. Negative controls, each expected to be caught:
+//   - a producer that writes B instead (the contract broken): the GEMV streams its first K slices
+//     of B before its wait, so some calls compute with the old B;
+//   - a consumer that does not wait: it copies C before the GEMV wrote it.
+// And the default (allow_pdl off) with the B-writing producer: 0 wrong (nothing overlaps).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/check.hpp"
+#include "common/cuda_owned.hpp"
+#include "hopper/ptx/griddepcontrol.cuh"
+#include "hopper/ptx/misc.cuh"
+#include "support/gpu.hpp"
+#include "testing/gemm_operands.hpp"
+#include "testing/reduce_reference.hpp"
+#include "weave/gemm.hpp"
+
+using namespace weave;
+
+namespace {
+
+// Lets the next kernel launch (PDL), spins `ns`, then copies `bytes` from src to dst.
+__global__ void late_copy(const uint4* src, uint4* dst, size_t n16, uint64_t ns) {
+  ptx::griddepcontrol_launch_dependents();
+  const uint64_t t0 = ptx::globaltimer_ns();
+  while (ptx::globaltimer_ns() - t0 < ns) {
+  }
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += size_t(gridDim.x) * blockDim.x) dst[i] = src[i];
+}
+
+// Copies C into `snap`, after waiting for the grid before it (or not: the control).
+__global__ void consume(const uint4* c, uint4* snap, size_t n16, int wait) {
+  if (wait) ptx::griddepcontrol_wait();
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += size_t(gridDim.x) * blockDim.x) snap[i] = c[i];
+}
+
+void launch_consumer(const void* c, void* snap, size_t bytes, bool wait, cudaStream_t st) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(32);
+  cfg.blockDim = dim3(256);
+  cfg.stream = st;
+  cudaLaunchAttribute attr[1] = {};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&cfg, consume, static_cast<const uint4*>(c), static_cast<uint4*>(snap),
+                                      bytes / 16, wait ? 1 : 0));
+}
+
+enum class Case { kPdlRight, kPdlProducerWritesB, kPdlConsumerDoesNotWait, kNoPdlProducerWritesB };
+
+// Wrong elements over `calls` calls of one case (M = 8: the decode GEMV).
+long long wrong_elements(ScaleMode q, Case what, int calls) {
+  const int64_t m = 8, n = 4096, k = 4096;
+  const int dev = 0;
+  const GemmProblem p{.m = m, .n = n, .k = k, .mode = q, .out_dtype = DType::kBF16};
+  constexpr int kVariants = 4;
+  std::vector<bench::DeviceOperand> as, bs;
+  for (int v = 0; v < kVariants; ++v) {
+    as.push_back(bench::upload_operand(
+        bench::quantize_parallel(bench::random_operand(100 + v, m, k), m, k, q, ref::Operand::kA), dev));
+    bs.push_back(bench::upload_operand(
+        bench::quantize_parallel(bench::random_operand(200 + v, n, k), n, k, q, ref::Operand::kB), dev));
+  }
+  // The live operands the GEMM reads (copies of variant 0), C and the snapshots.
+  bench::DeviceOperand a = bench::upload_operand(
+      bench::quantize_parallel(bench::random_operand(100, m, k), m, k, q, ref::Operand::kA), dev);
+  bench::DeviceOperand b = bench::upload_operand(
+      bench::quantize_parallel(bench::random_operand(200, n, k), n, k, q, ref::Operand::kB), dev);
+  const size_t c_bytes = static_cast<size_t>(m * n) * 2;
+  bench::DeviceBuffer c(c_bytes), snaps(c_bytes * calls), want(c_bytes * kVariants);
+  const TensorView cv = TensorView::matrix(c.get(), DType::kBF16, m, n, dev);
+  Gemm gemm(p, a.view, b.view, GemmScales{a.scale_view, b.scale_view}, cv);
+  EXPECT_TRUE(gemm.plan().gemv) << gemm.plan().kernel;
+  OwnedStream st;
+  const bool writes_b = what == Case::kPdlProducerWritesB || what == Case::kNoPdlProducerWritesB;
+  // The expected C of every variant, on settled operands (A's or B's variant v, the other variant 0).
+  for (int v = 0; v < kVariants; ++v) {
+    const bench::DeviceOperand& src = writes_b ? bs[v] : as[v];
+    bench::DeviceOperand& dst = writes_b ? b : a;
+    WEAVE_CHECK_CUDA(cudaMemcpy(dst.values.get(), src.values.get(), src.values.bytes(), cudaMemcpyDeviceToDevice));
+    if (src.scales.bytes())
+      WEAVE_CHECK_CUDA(cudaMemcpy(dst.scales.get(), src.scales.get(), src.scales.bytes(), cudaMemcpyDeviceToDevice));
+    gemm.run(st.s);
+    WEAVE_CHECK_CUDA(cudaMemcpyAsync(static_cast<char*>(want.get()) + v * c_bytes, c.get(), c_bytes,
+                                     cudaMemcpyDeviceToDevice, st.s));
+  }
+  WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+  gemm.set_allow_pdl(what != Case::kNoPdlProducerWritesB);
+  for (int i = 0; i < calls; ++i) {
+    const int v = (i + 1) % kVariants;  // never the variant already in place
+    const bench::DeviceOperand& src = writes_b ? bs[v] : as[v];
+    bench::DeviceOperand& dst = writes_b ? b : a;
+    // Scales first (small, settled by the time the spin ends), then the values after the spin.
+    if (src.scales.bytes())
+      WEAVE_CHECK_CUDA(cudaMemcpyAsync(dst.scales.get(), src.scales.get(), src.scales.bytes(),
+                                       cudaMemcpyDeviceToDevice, st.s));
+    WEAVE_CHECK_CUDA(cudaMemsetAsync(c.get(), 0xFF, c_bytes, st.s));  // NaN: a C never written shows
+    late_copy<<<64, 256, 0, st.s>>>(static_cast<const uint4*>(src.values.get()), static_cast<uint4*>(dst.values.get()),
+                                    src.values.bytes() / 16, 20'000);
+    WEAVE_CHECK_LAUNCH();
+    gemm.run(st.s);
+    launch_consumer(c.get(), static_cast<char*>(snaps.get()) + i * c_bytes, c_bytes,
+                    what != Case::kPdlConsumerDoesNotWait, st.s);
+  }
+  WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+  gemm.check();
+  long long wrong = 0;
+  for (int i = 0; i < calls; ++i) {
+    const int v = (i + 1) % kVariants;
+    wrong += bench::gpu_count_differing(static_cast<char*>(snaps.get()) + i * c_bytes,
+                                        static_cast<char*>(want.get()) + v * c_bytes, static_cast<size_t>(m * n),
+                                        DType::kBF16, st.s);
+  }
+  return wrong;
+}
+
+}  // namespace
+
+TEST(GemmPdl, AProducerOfAAndAWaitingConsumerOfCAroundAPdlGemvAreRightAndTheControlsAreCaught) {
+  WEAVE_REQUIRE_GPUS(1);
+  constexpr int kCalls = 50;
+  for (ScaleMode q : {ScaleMode::kBF16, ScaleMode::kPtpc}) {
+    SCOPED_TRACE(std::string(to_string(q)));
+    const long long right = wrong_elements(q, Case::kPdlRight, kCalls);
+    const long long b_written = wrong_elements(q, Case::kPdlProducerWritesB, kCalls);
+    const long long no_wait = wrong_elements(q, Case::kPdlConsumerDoesNotWait, kCalls);
+    const long long no_pdl = wrong_elements(q, Case::kNoPdlProducerWritesB, kCalls);
+    EXPECT_EQ(right, 0) << "PDL with the producer writing A and a waiting consumer must be right";
+    EXPECT_EQ(no_pdl, 0) << "without PDL nothing overlaps: a producer of B is fine";
+    EXPECT_GT(b_written, 0) << "a producer of B under PDL breaks the contract: the GEMV's first B loads are stale";
+    EXPECT_GT(no_wait, 0) << "a consumer that does not wait reads C before the GEMV wrote it";
+    std::printf("  %s, %d calls of M 8 x N 4096 x K 4096: PDL right %lld wrong; controls: producer of B %lld, "
+                "consumer without wait %lld; PDL off with a producer of B %lld\n",
+                std::string(to_string(q)).c_str(), kCalls, right, b_written, no_wait, no_pdl);
+  }
+}
