@@ -36,8 +36,9 @@
 // allocates the window at capacity; run() only enqueues (graph-capturable); output(m) and
 // gathered_a(m) view the window until the next run(); check() raises a recorded timeout or
 // mismatch; self_test() moves known values through the real path. Ranks that disagree on m are
-// found by the lsa and ce gathers (the gathered slots sit at other window offsets: kMismatch on
-// every rank); over NCCL (split-nccl) the counts must agree, as for any NCCL collective.
+// found by the lsa and ce gathers (the gathered slots sit at other window offsets, and the LL
+// protocol's lines carry the byte count: kMismatch on every rank); over NCCL (split-nccl) the
+// counts must agree, as for any NCCL collective.
 #pragma once
 #include <cstdint>
 #include <memory>
