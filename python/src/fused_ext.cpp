@@ -75,11 +75,10 @@ nb::class_<Config> bind_config(nb::module_& m, const char* name) {
 
 // GemmAllReduce's and GemmReduceScatter's config fields past bind_config's.
 template <class Config>
-void bind_ar_config(nb::module_& m, const char* name) {
-  bind_config<Config>(m, name)
-      .def_rw("calibration", &Config::calibration)
-      .def_rw("exact_own", &Config::exact_own)
-      .def_rw("chunks", &Config::chunks);
+nb::class_<Config> bind_ar_config(nb::module_& m, const char* name) {
+  auto c = bind_config<Config>(m, name);
+  c.def_rw("calibration", &Config::calibration).def_rw("exact_own", &Config::exact_own).def_rw("chunks", &Config::chunks);
+  return c;
 }
 
 // The fields GemmAllReducePlan and GemmReduceScatterPlan share (all but GemmAllReducePlan's
@@ -162,7 +161,8 @@ void bind_fused(nb::module_& m) {
   m.def("name", [](weave::GemmAllGatherMode v) { return std::string(weave::to_string(v)); });
   m.def("name", [](weave::AllGatherGemmMode v) { return std::string(weave::to_string(v)); });
 
-  bind_ar_config<weave::GemmAllReduceConfig>(m, "GemmAllReduceConfig");
+  bind_ar_config<weave::GemmAllReduceConfig>(m, "GemmAllReduceConfig").def_rw("allow_pdl",
+                                                                             &weave::GemmAllReduceConfig::allow_pdl);
   bind_ar_config<weave::GemmReduceScatterConfig>(m, "GemmReduceScatterConfig");
   bind_config<weave::GemmAllGatherConfig>(m, "GemmAllGatherConfig")
       .def_rw("calibration", &weave::GemmAllGatherConfig::calibration)

@@ -56,9 +56,14 @@ def _mx_route(mx_route) -> int:
 
 
 def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration="", mx_route="auto", max_sms=0,
-               *, kind=_AR_KIND):
+               allow_pdl=False, *, kind=_AR_KIND):
     """GemmAllReduce's config (kind=_RS_KIND: GemmReduceScatter's, _rs_config)."""
     config_type, parse, choices, mode_enum = kind
+    if not isinstance(allow_pdl, bool):
+        raise arg_error(f"argument 'allow_pdl': must be a bool (got {allow_pdl!r})")
+    if allow_pdl and kind is not _AR_KIND:
+        raise arg_error("argument 'allow_pdl': GemmReduceScatter has no decode mode (allow_pdl applies to "
+                        "GemmAllReduce's decode GEMV)")
     c = config_type()
     c.n, c.k, c.m_max = _int("n", n), _int("k", k), _int("m_max", m_max)
     c.quant, c.scale_layout = _mode_of(quant), _layout_of(scale_layout)
@@ -68,6 +73,8 @@ def _ar_config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibr
     c.calibration = _calibration_path(calibration)
     c.mx_route = _mx_route(mx_route)
     c.max_sms = _int("max_sms", max_sms, 0, 1024)
+    if allow_pdl:
+        c.allow_pdl = True
     return c
 
 
@@ -264,7 +271,7 @@ class _ReducingOp(_FusedOp):
 
     def __init__(self, comm: Communicator, *, n: int, k: int, m_max: int, quant="bf16", scale_layout="raw",
                  mode="auto", exact_own: bool = False, chunks: int = 0, calibration: str = "", mx_route="auto",
-                 max_sms: int = 0):
+                 max_sms: int = 0, allow_pdl: bool = False):
         """calibration: a `weave bench gemm-ar --calibrate` table (GemmReduceScatter: `gemm-rs`); auto
         then takes the mode measured fastest per M on this machine (the table must be for this quant,
         n, k and world).
@@ -274,9 +281,12 @@ class _ReducingOp(_FusedOp):
         of A (m_max x k) and B (n x k) unless "native".
         max_sms: CTAs per rank at most (0: every SM); leaves SMs free for kernels that must run beside
         the op's persistent kernel (another communicator's collectives on the same GPUs). Every rank
-        must pass the same value."""
+        must pass the same value.
+        allow_pdl (GemmAllReduce): mode decode's GEMV launched with programmatic dependent launch,
+        under weave.Gemm's allow_pdl contract (no kernel right before the call writes B); this
+        rank's launch only."""
         super().__init__(comm, self._config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration,
-                                            mx_route, max_sms))
+                                            mx_route, max_sms, allow_pdl))
 
     @classmethod
     def validate(cls, *, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", mode="auto",

@@ -246,6 +246,15 @@ def test_allow_pdl_must_be_a_bool_before_any_gpu_work(value):
         build("bf16", allow_pdl=value)
 
 
+def test_fused_allow_pdl_is_a_bool_and_only_for_the_all_reduces_decode():
+    with pytest.raises(weave.ArgumentError, match="argument 'allow_pdl': must be a bool"):
+        weave.GemmAllReduce(None, n=256, k=256, m_max=64, allow_pdl=1)
+    with pytest.raises(weave.ArgumentError, match="GemmReduceScatter has no decode mode"):
+        weave.GemmReduceScatter(None, n=256, k=256, m_max=64, allow_pdl=True)
+    cfg = weave._weave.GemmAllReduceConfig()
+    assert cfg.allow_pdl is False  # off unless asked
+
+
 def test_host_memory_is_refused():
     np = pytest.importorskip("numpy")
     a = np.zeros((M, K), dtype=np.float32)
