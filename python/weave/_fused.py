@@ -457,8 +457,8 @@ class AllGatherGemm(_FusedOp):
     def __init__(self, comm: Communicator, *, n: int, k: int, m_max: int, quant="bf16", scale_layout="raw",
                  out_dtype="bf16", mode="auto", mx_route="auto", max_sms: int = 0):
         """m_max: the largest m per rank (the window holds world x m_max rows of A and of the output).
-        mx_route (mxfp8): as GemmAllGather's. max_sms: CTAs per rank at most (0: every SM), every rank
-        the same value."""
+        mx_route (mxfp8): the GEMM's route as weave.Gemm's (auto, native, bf16). max_sms: CTAs per rank
+        at most (0: every SM), every rank the same value."""
         super().__init__(comm, _agm_config(n, k, m_max, quant, scale_layout, out_dtype, mode, mx_route, max_sms))
 
     def run(self, a, b, *, scale_a=None, scale_b=None, stream=None, out=None):

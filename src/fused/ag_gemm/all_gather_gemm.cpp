@@ -210,10 +210,10 @@ Gemm& AllGatherGemm::Impl::gemm_for(int64_t m, const TensorView& b, const GemmSc
 
 void AllGatherGemm::Impl::enqueue(int64_t m, const TensorView& a, const GemmScales& s, Gemm& gemm,
                                   cudaStream_t stream) {
-  const int w = group->world_size(), r = group->rank(), dev = group->device();
-  const AllGatherGemmPlan p = plan(m);
-  last = p.mode;
-  WEAVE_CHECK_CUDA(cudaSetDevice(dev));
+  const int w = group->world_size(), r = group->rank();
+  const AllGatherGemmMode mode = fused::agm_mode(caps.plan_mode, w);  // no planning on the call's path
+  last = mode;
+  WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   // 1. This rank's rows and scales into its slot.
   const size_t row_bytes = static_cast<size_t>(cfg.k) * elem_bytes;
   char* a_base = local(gl.a);
@@ -229,15 +229,15 @@ void AllGatherGemm::Impl::enqueue(int64_t m, const TensorView& a, const GemmScal
   }
   // 2. The gathers, in place.
   const size_t a_bytes = static_cast<size_t>(m) * row_bytes, sa_bytes = static_cast<size_t>(m) * scale_row_bytes;
-  if (w > 1 && p.mode == AllGatherGemmMode::kSplitNccl) {
+  if (w > 1 && mode == AllGatherGemmMode::kSplitNccl) {
     WEAVE_EXPECT(group->nccl() != nullptr, Status::kUnavailable, "AllGatherGemm split-nccl: no NCCL communicator");
     WEAVE_CHECK_NCCL(ncclGroupStart());
     WEAVE_CHECK_NCCL(ncclAllGather(a_slot, a_base, a_bytes, ncclUint8, group->nccl(), stream));
     if (sa_bytes && !hooks.skip_scale_gather)
       WEAVE_CHECK_NCCL(ncclAllGather(sa_slot, sa_base, sa_bytes, ncclUint8, group->nccl(), stream));
     WEAVE_CHECK_NCCL(ncclGroupEnd());
-  } else if (w > 1 && p.mode != AllGatherGemmMode::kGemmOnly) {
-    WEAVE_EXPECT(gather_a != nullptr, Status::kInternal, "AllGatherGemm: mode " << to_string(p.mode) << " has no all-gather");
+  } else if (w > 1 && mode != AllGatherGemmMode::kGemmOnly) {
+    WEAVE_EXPECT(gather_a != nullptr, Status::kInternal, "AllGatherGemm: mode " << to_string(mode) << " has no all-gather");
     gather_a->run(a_slot, a_base, a_bytes, stream);
     if (gather_sa && !hooks.skip_scale_gather) gather_sa->run(sa_slot, sa_base, sa_bytes, stream);
   }

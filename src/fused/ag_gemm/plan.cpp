@@ -188,6 +188,11 @@ std::size_t agm_gemm_workspace_bytes(const AllGatherGemmConfig& cfg, int world) 
   return gemm_workspace_bytes(p, all);
 }
 
+AllGatherGemmMode agm_mode(AllGatherGemmMode plan_mode, int world) {
+  if (plan_mode != AllGatherGemmMode::kAuto) return plan_mode;
+  return world == 1 ? AllGatherGemmMode::kGemmOnly : AllGatherGemmMode::kSplitLsa;
+}
+
 AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas, bool nccl_available,
                            uint64_t window_bytes) {
   AllGatherGemmPlan p;
@@ -211,21 +216,14 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
                               : 0;
   p.model_split_us = p.model_gemm_us + p.model_comm_us;
   std::ostringstream why;
-  switch (cfg.mode) {
-    case AllGatherGemmMode::kAuto:
-      if (world == 1) {
-        p.mode = AllGatherGemmMode::kGemmOnly;
-        why << "world 1: nothing to gather";
-      } else {
-        p.mode = AllGatherGemmMode::kSplitLsa;
-        why << "the gather of " << p.bytes_per_peer << " bytes per peer, then the GEMM (no fused mode is built yet)";
-      }
-      break;
-    default:
-      p.mode = cfg.mode;
-      why << "mode " << to_string(cfg.mode) << " requested";
-      if (cfg.mode == AllGatherGemmMode::kSplitNccl && !nccl_available) why << " (unavailable: no NCCL communicator)";
-      break;
+  p.mode = agm_mode(cfg.mode, world);
+  if (cfg.mode != AllGatherGemmMode::kAuto) {
+    why << "mode " << to_string(cfg.mode) << " requested";
+    if (cfg.mode == AllGatherGemmMode::kSplitNccl && !nccl_available) why << " (unavailable: no NCCL communicator)";
+  } else if (world == 1) {
+    why << "world 1: nothing to gather";
+  } else {
+    why << "the gather of " << p.bytes_per_peer << " bytes per peer, then the GEMM (no fused mode is built yet)";
   }
   why << "; GEMM " << p.gemm_kernel;
   p.reason = why.str();

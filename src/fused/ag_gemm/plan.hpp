@@ -59,6 +59,11 @@ AgmGemm agm_gemm(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas)
 // The workspace every call's GEMM fits in: its routes' buffers at world x m_max rows.
 std::size_t agm_gemm_workspace_bytes(const AllGatherGemmConfig& cfg, int world);
 
+// The mode every call of an op runs (it does not depend on m until a fused mode exists): the
+// capabilities' plan mode (split-nccl for auto across NVLink domains), auto's split-lsa, or
+// gemm-only at world 1.
+AllGatherGemmMode agm_mode(AllGatherGemmMode plan_mode, int world);
+
 // The plan of one call of m rows per rank on `ctas` CTAs per rank; nccl_available: the group has
 // an NCCL communicator (as the other fused planners).
 AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas, bool nccl_available,

@@ -2,32 +2,14 @@
 // source rank's output rows checked on every rank (fused/gathered_self_test.hpp; the values are
 // GemmAllGather's, whose output this op's equals): rows whose A (or scales) never arrived hold
 // another call's values, or the poison.
-#include "common/check.hpp"
 #include "fused/ag_gemm/impl.hpp"
 #include "fused/gathered_self_test.hpp"
 
 namespace weave {
 
 SelfTestReport AllGatherGemm::self_test(std::int64_t m) {
-  Impl& im = *impl_;
-  const AllGatherGemmConfig& c = im.cfg;
-  if (m == 0) m = std::min<int64_t>(c.m_max, 200);  // not a multiple of the tile: partial tiles too
-  WEAVE_EXPECT_ARG(m >= 1 && m <= c.m_max, "AllGatherGemm::self_test: m must be in 1..m_max (" << c.m_max << ")");
-  fused::GatheredSelfTest t;
-  t.op = "AllGatherGemm";
-  t.quant = c.quant;
-  t.scale_layout = c.scale_layout;
-  t.n = c.n;
-  t.k = c.k;
-  t.out = im.local(im.gl.out);
-  t.out_bytes = im.out_bytes;
-  t.ok_phrase = "every source rank's rows were gathered and multiplied right on every rank";
-  t.describe = [&] { return im.describe(); };
-  t.call = [&](comm::OpRuntime::CallGuard& guard, const TensorView& a, const TensorView& b, const GemmScales& s,
-               cudaStream_t stream) { im.run_in(guard, m, a, b, s, nullptr, stream); };
-  t.check = [&] { im.check(); };
-  t.last_mode = [&] { return std::string(to_string(im.last)); };
-  return fused::run_gathered_self_test(*im.group, *im.rt, im.self_test_seed++, m, t);
+  return fused::gathered_self_test_of(*impl_, "AllGatherGemm", impl_->local(impl_->gl.out),
+                                      "every source rank's rows were gathered and multiplied right on every rank", m);
 }
 
 }  // namespace weave
