@@ -2,13 +2,19 @@
 // an op or learning why its mode cannot run at this world, the "not run" line, random operands,
 // and one NaN-poisoned call.
 #pragma once
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
+#include "comm_support.hpp"
+#include "support/expect_error.hpp"
 #include "testing/gemm_operands.hpp"
 #include "testing/poison_nan.hpp"
 #include "weave/communicator.hpp"
@@ -69,6 +75,32 @@ std::vector<uint8_t> poisoned_call(Communicator& c, Op& op, int64_t m, size_t by
   WEAVE_CHECK_CUDA(cudaMemcpy(h.data(), op.output(m).data, bytes, cudaMemcpyDeviceToHost));
   c.barrier();
   return h;
+}
+
+// A peer that never makes the call (W >= 2): rank 0 enqueues `call(stream)` alone; its waits end
+// after the communicator's timeout, check() raises kTimeout naming a peer, and the op refuses a
+// further call (printed as "  <what>: <message>"). The other ranks wait for rank 0 on `rank0_done`
+// (a barrier would time out first; bounded at 120 s), then every rank destroys its op (window
+// deregistration is collective).
+template <class Op>
+void expect_rank0_alone_times_out(Communicator& c, Op& op, std::atomic<bool>& rank0_done, const std::string& what,
+                                  const std::function<void(cudaStream_t)>& call) {
+  c.barrier();
+  if (c.rank() == 0) {
+    StreamHolder st;
+    call(st.s);
+    comm::sync_stream_bounded(st.s, 2 * c.timeout_s() + 5, "the call whose peer never arrives");
+    const std::string msg = error_of([&] { op.check(); }, Status::kTimeout);
+    EXPECT_NE(msg.find("peer"), std::string::npos) << msg;
+    EXPECT_FALSE(error_of([&] { call(st.s); }, Status::kTimeout).empty());
+    std::printf("  %s: %s\n", what.c_str(), msg.c_str());
+    rank0_done.store(true);
+  } else {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!rank0_done.load() && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_TRUE(rank0_done.load()) << "rank 0's call did not end within 120 s";
+  }
 }
 
 }  // namespace weave::test

@@ -199,21 +199,7 @@ TEST(MultiGpuAllGatherGemm, APeerThatNeverArrivesTimesOutNamingIt) {
     AllGatherGemm op(c, agm_config(ScaleMode::kBF16, Mode::kSplitLsa, 512, 256, m));
     const bench::DeviceOperand a = operand(5 + c.rank(), m, 256, ScaleMode::kBF16, ref::Operand::kA, c.device());
     const bench::DeviceOperand b = operand(9, 512, 256, ScaleMode::kBF16, ref::Operand::kB, c.device());
-    c.barrier();
-    if (c.rank() == 0) {
-      StreamHolder st;
-      op.run(m, a.view, b.view, {}, st.s);
-      comm::sync_stream_bounded(st.s, 2 * c.timeout_s() + 5, "the call whose peer never arrives");
-      const std::string msg = error_of([&] { op.check(); }, Status::kTimeout);
-      EXPECT_NE(msg.find("peer"), std::string::npos) << msg;
-      EXPECT_FALSE(error_of([&] { op.run(m, a.view, b.view, {}, st.s); }, Status::kTimeout).empty());
-      std::printf("  split-lsa: %s\n", msg.c_str());
-      rank0_done.store(true);
-    } else {
-      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-      while (!rank0_done.load() && std::chrono::steady_clock::now() < give_up)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      EXPECT_TRUE(rank0_done.load()) << "rank 0's call did not end within 120 s";
-    }
+    expect_rank0_alone_times_out(c, op, rank0_done, "split-lsa",
+                                 [&](cudaStream_t s) { op.run(m, a.view, b.view, {}, s); });
   });
 }

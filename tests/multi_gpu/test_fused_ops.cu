@@ -335,22 +335,8 @@ TEST(MultiGpuGemmAllReduce, APeerThatNeverArrivesTimesOutNamingIt) {
       GemmAllReduce op(c, ar_config(ScaleMode::kBF16, mode, 512, 256, 1024));
       const bench::DeviceOperand a = operand(5 + c.rank(), 1024, 256, ScaleMode::kBF16, ref::Operand::kA, c.device());
       const bench::DeviceOperand b = operand(9 + c.rank(), 512, 256, ScaleMode::kBF16, ref::Operand::kB, c.device());
-      c.barrier();
-      if (c.rank() == 0) {
-        StreamHolder st;
-        op.run(1024, a.view, b.view, {}, st.s);
-        comm::sync_stream_bounded(st.s, 2 * c.timeout_s() + 5, "the call whose peer never arrives");
-        const std::string msg = error_of([&] { op.check(); }, Status::kTimeout);
-        EXPECT_NE(msg.find("peer"), std::string::npos) << msg;
-        EXPECT_FALSE(error_of([&] { op.run(1024, a.view, b.view, {}, st.s); }, Status::kTimeout).empty());
-        std::printf("  %s: %s\n", std::string(to_string(mode)).c_str(), msg.c_str());
-        rank0_done.store(true);
-      } else {
-        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-        while (!rank0_done.load() && std::chrono::steady_clock::now() < give_up)
-          std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        EXPECT_TRUE(rank0_done.load()) << "rank 0's call did not end within 120 s";
-      }
+      expect_rank0_alone_times_out(c, op, rank0_done, std::string(to_string(mode)),
+                                   [&](cudaStream_t s) { op.run(1024, a.view, b.view, {}, s); });
     });
   }
 }
