@@ -108,11 +108,7 @@ std::vector<SuiteArm> AgGemmTrait::arms(int world, bool emulated, bool over_nccl
   const std::string ce_why = emulated ? bench::EmulatedWorld::copy_engine_unsupported_reason(world) : "";
   fused_bench::add_split_arms(list, Mode::kSplitLsa, Mode::kSplitCe, ce_why);
   list.add(op_arm("auto", Mode::kAuto));
-  SuiteArm split_nccl = op_arm("split-nccl", Mode::kSplitNccl);
-  split_nccl.split = true;
-  list.add_over_nccl({split_nccl, {.name = "cublaslt+nccl", .kind = ArmKind::kCublasLtNccl},
-                      {.name = "cublaslt+nccl-sym", .kind = ArmKind::kCublasLtNcclSym}},
-                     over_nccl, emulated);
+  fused_bench::add_over_nccl_arms(list, Mode::kSplitNccl, /*gather_baselines=*/true, over_nccl, emulated);
   return list.take();
 }
 

@@ -261,6 +261,21 @@ void add_split_arms(ArmList& list, Mode lsa, Mode ce, const std::string& ce_why)
   list.add_unless(split_ce, ce_why);
 }
 
+// The arms over real NCCL communicators: split-nccl (a split arm) and, with `gather_baselines`,
+// cuBLASLt + ncclAllGather on plain and on NCCL symmetric buffers (the gathering suites'; the
+// reducing suites add their NCCL baselines with their opening arms). Said "not run" elsewhere.
+template <class Mode>
+void add_over_nccl_arms(ArmList& list, Mode split_nccl_mode, bool gather_baselines, bool over_nccl, bool emulated) {
+  SuiteArm split_nccl = op_arm("split-nccl", split_nccl_mode);
+  split_nccl.split = true;
+  std::vector<SuiteArm> arms{split_nccl};
+  if (gather_baselines) {
+    arms.push_back({.name = "cublaslt+nccl", .kind = ArmKind::kCublasLtNccl});
+    arms.push_back({.name = "cublaslt+nccl-sym", .kind = ArmKind::kCublasLtNcclSym});
+  }
+  list.add_over_nccl(arms, over_nccl, emulated);
+}
+
 // The suite options every fused suite has besides its shape.
 struct FusedSuiteOptions : WorldOptions {
   std::string calibrate;    // write the fastest auto-takeable mode per M to this file

@@ -136,11 +136,7 @@ std::vector<SuiteArm> GemmAgTrait::arms(int world, bool emulated, bool over_nccl
   list.add_unless({.name = "cublaslt+copy", .kind = ArmKind::kCublasLt, .partial = true},
                   world == 1 ? "" : "world 1 only (with W > 1 ranks the GEMM-then-gather arms are split-lsa and, over NCCL, "
                                     "cublaslt+nccl)");
-  SuiteArm split_nccl = op_arm("split-nccl", Mode::kSplitNccl);
-  split_nccl.split = true;
-  list.add_over_nccl({split_nccl, {.name = "cublaslt+nccl", .kind = ArmKind::kCublasLtNccl},
-                      {.name = "cublaslt+nccl-sym", .kind = ArmKind::kCublasLtNcclSym}},
-                     over_nccl, emulated);
+  fused_bench::add_over_nccl_arms(list, Mode::kSplitNccl, /*gather_baselines=*/true, over_nccl, emulated);
   return list.take();
 }
 

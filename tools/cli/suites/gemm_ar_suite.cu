@@ -145,9 +145,7 @@ std::vector<SuiteArm> GemmArTrait::arms(int world, bool emulated, bool over_nccl
                                "EmulatedGemmAllReduce.FusedCe*, timed on 2+ GPUs"
                              : "");
   list.add(op_arm("auto", Mode::kAuto));
-  SuiteArm split_nccl = op_arm("split-nccl", Mode::kSplitNccl);
-  split_nccl.split = true;
-  list.add_over_nccl({split_nccl}, over_nccl, emulated);
+  fused_bench::add_over_nccl_arms(list, Mode::kSplitNccl, /*gather_baselines=*/false, over_nccl, emulated);
   return list.take();
 }
 

@@ -138,9 +138,7 @@ std::vector<SuiteArm> GemmRsTrait::arms(int world, bool emulated, bool over_nccl
                                    ": fused runs only M that are multiples of it)"
                              : "");
   list.add(op_arm("auto", Mode::kAuto));
-  SuiteArm split_nccl = op_arm("split-nccl", Mode::kSplitNccl);
-  split_nccl.split = true;
-  list.add_over_nccl({split_nccl}, over_nccl, emulated);
+  fused_bench::add_over_nccl_arms(list, Mode::kSplitNccl, /*gather_baselines=*/false, over_nccl, emulated);
   return list.take();
 }
 
