@@ -4,7 +4,7 @@
 # copied to $OUT (few files: a remote run may bring back only a handful).
 #   on the GPU machine, with .deps/ copied along:  bash scripts/gpu_all.sh [quick|tests|bench|gemm|comm|fused|multi]
 # quick: tests + the default (short) bench suites; tests / bench: only that half; gemm: the GPU
-# tests and the gemm suite only; comm: the multi-GPU tests and the comm suite only; fused: the
+# tests and the gemm and decode suites only; comm: the multi-GPU tests and the comm suite only; fused: the
 # GPU and multi-GPU tests, then the emulated fused tests repeated and the gemm-ag / gemm-ar /
 # gemm-rs / ag-gemm suites in the emulated world; multi: the run for a machine of 2+ GPUs (below);
 # default: all.
@@ -27,7 +27,8 @@
 # Bench arguments: COPY_ARGS, GEMM_ARGS (and a second gemm run GEMM_ARGS2), COMM_ARGS, GEMM_AG_ARGS,
 # GEMM_AR_MS (the gemm-ar suites' M list), GEMM_AR_ARGS (their other options), GEMM_RS_ARGS
 # (gemm-rs's; its M is the total rows, so every M must be a multiple of the GPU count) and
-# AG_GEMM_ARGS (ag-gemm's; its m is rows per rank).
+# AG_GEMM_ARGS (ag-gemm's; its m is rows per rank) and DECODE_ARGS (the decode suite's: every layer
+# preset at tp 8 in its default quant unless given, e.g. "--tp 2,8 --quant bf16,ptpc,blockscale").
 # Tests run as their GoogleTest binaries (one process per label: much faster than one per case).
 # Exit status: 0 when every step passed; 1 when a build, a test binary, a repeat, a sanitizer or a
 # bench failed or a negative control passed; the summary's RESULT lines say which
@@ -180,6 +181,7 @@ elif [ "$mode" != tests ] && [ "$mode" != fused ]; then
   if [ "$mode" != comm ]; then
     bench gemm gemm ${GEMM_ARGS:-}
     [ -n "${GEMM_ARGS2:-}" ] && bench gemm2 gemm ${GEMM_ARGS2}
+    bench decode decode ${DECODE_ARGS:-}
   fi
   [ "$mode" != gemm ] && bench comm comm ${COMM_ARGS:-}
 fi

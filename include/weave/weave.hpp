@@ -13,6 +13,7 @@
 #include "weave/gemm_all_gather.hpp"
 #include "weave/gemm_all_reduce.hpp"
 #include "weave/gemm_reduce_scatter.hpp"
+#include "weave/layer_presets.hpp"
 #include "weave/presets.hpp"
 #include "weave/quant.hpp"
 #include "weave/reference.hpp"

@@ -21,6 +21,7 @@
 
 #include "cli/gemm_targets.hpp"
 #include "weave/device.hpp"
+#include "weave/layer_presets.hpp"
 #include "weave/presets.hpp"
 #include "weave/version.hpp"
 
@@ -307,6 +308,18 @@ std::vector<BadInput> bad_inputs() {
       {"BenchAgGemmPreset", {"bench", "ag-gemm", "--preset", "llama3-70b.o_proj"}, {"--preset llama3-70b.o_proj: ag-gemm takes no preset"}},
       {"BenchAgGemmCalibrate", {"bench", "ag-gemm", "--calibrate", "table.txt"}, {"--calibrate"}},
       {"BenchAgGemmJsonInMissingFolder", {"bench", "ag-gemm", "--json", nofolder}, {"--json '" + nofolder + "'"}},
+      // decode: the layer presets, worlds, quants and M, and one GPU
+      {"PlanDecodeUnknownPreset", {"plan", "decode", "--preset", "llama3-8b"},
+       {"--preset llama3-8b: no such layer (known: llama3-70b, qwen3-32b, deepseek-v3)"}},
+      {"PlanDecodeWorldThree", {"plan", "decode", "--preset", "llama3-70b", "--tp", "3"},
+       {"--tp 3: llama3-70b.qkv_proj at world 3: 8 units"}},
+      {"PlanDecodeTpNine", {"plan", "decode", "--tp", "9"}, {"--tp", "not in range 1 to 8"}},
+      {"BenchDecodeUnshippedQuant", {"bench", "decode", "--preset", "llama3-70b", "--quant", "blockscale"},
+       {"--quant blockscale: no chosen preset ships it", "--preset llama3-70b: ships none of --quant's modes"}},
+      {"BenchDecodeMAbove256", {"bench", "decode", "-m", "1,512"}, {"--m", "not in range 1 to 256"}},
+      {"BenchDecodeTwoDevices", {"bench", "decode", "--devices", "0,1"},
+       {"--devices: the decode bench runs on one GPU"}},
+      {"BenchDecodeJsonInMissingFolder", {"bench", "decode", "--json", nofolder}, {"--json '" + nofolder + "'"}},
       // unknown subcommands
       {"UnknownSubcommand", {"nosuchcmd"}, {"weave: unknown subcommand 'nosuchcmd' (expected one of: info, plan, bench)"}},
       {"UnknownPlanTopic", {"plan", "nosuch"}, {"weave plan: unknown subcommand 'nosuch' (expected one of: ", "gemm", "comm"}},
@@ -705,11 +718,34 @@ TEST(Cli, ValidBenchInputReachesTheGpuProbe) {
         {"bench", "gemm-rs"}, {"bench", "gemm-rs", "--emulate-world", "4", "-m", "1000,4096"},
         {"bench", "gemm-rs", "--emulate-world", "3"}, {"bench", "ag-gemm"},
         {"bench", "ag-gemm", "--emulate-world", "4", "-m", "1024,4096", "--quant", "ptpc"},
-        {"bench", "ag-gemm", "--devices", "0,1", "--arms", "split-nccl,cublaslt+nccl,cublaslt+nccl-sym"}}) {
+        {"bench", "ag-gemm", "--devices", "0,1", "--arms", "split-nccl,cublaslt+nccl,cublaslt+nccl-sym"},
+        {"bench", "decode"}, {"bench", "decode", "--preset", "deepseek-v3", "--tp", "1,8", "-m", "1,64"},
+        {"bench", "decode", "--quant", "ptpc", "--devices", "0"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_NE(r.out.find(weave::no_gpu_reason()), std::string::npos) << r.out;
   }
+}
+
+// `weave plan decode`: every GEMM of the layer with its shard, the HBM floor, and a plan per M.
+TEST(Cli, PlanDecodePrintsEveryGemmOfTheLayerPerM) {
+  const CliRun r = run_weave({"plan", "decode", "--preset", "llama3-70b", "--tp", "8", "-m", "1,32", "--hbm-gbps", "3000"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("llama3-70b at tp 8, bf16"), std::string::npos) << r.out;
+  for (const char* g : {"qkv_proj       column          1280x8192", "o_proj         row             8192x1024",
+                        "gate_up_proj   column          7168x8192", "down_proj      row             8192x3584"})
+    EXPECT_NE(r.out.find(g), std::string::npos) << g << "\n" << r.out;
+  // 2 x (1280 + 7168) x 8192 + 2 x 8192 x 4608 bytes = 213.9 MB; at 3000 GB/s 71.3 us.
+  EXPECT_NE(r.out.find("213.9 MB of weights per step"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("HBM floor at 3000 GB/s: 71.3 us per step"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n      1  qkv_proj gemv split"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n     32  qkv_proj "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\n      2  "), std::string::npos) << "only the M given:\n" << r.out;
+  // deepseek-v3 names the GEMM it leaves out.
+  const CliRun ds = run_weave({"plan", "decode", "--preset", "deepseek-v3"});
+  EXPECT_EQ(ds.rc, 0) << ds.out;
+  EXPECT_NE(ds.out.find("not in the chain: kv_b_proj"), std::string::npos) << ds.out;
+  EXPECT_NE(ds.out.find("deepseek-v3 at tp 8, blockscale"), std::string::npos) << ds.out;
 }
 
 // --help shows the limits the options enforce (the kernels' and the planner's), not the type's.
@@ -740,7 +776,8 @@ TEST(Cli, HelpTextsExplainWithoutIssueNumbers) {
         {"plan", "comm", "--help"}, {"bench", "--help"}, {"bench", "copy", "--help"}, {"bench", "gemm", "--help"},
         {"bench", "comm", "--help"}, {"plan", "gemm-ag", "--help"}, {"bench", "gemm-ag", "--help"},
         {"plan", "gemm-ar", "--help"}, {"bench", "gemm-ar", "--help"}, {"plan", "gemm-rs", "--help"},
-        {"bench", "gemm-rs", "--help"}, {"plan", "ag-gemm", "--help"}, {"bench", "ag-gemm", "--help"}}) {
+        {"bench", "gemm-rs", "--help"}, {"plan", "ag-gemm", "--help"}, {"bench", "ag-gemm", "--help"},
+        {"plan", "decode", "--help"}, {"bench", "decode", "--help"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_GT(r.out.size(), 100u) << r.out;
@@ -886,6 +923,12 @@ TEST(CliPresets, PlanPresetsListsEveryPresetWithItsPerRankShapes) {
     EXPECT_NE(r.out.find(std::string(p.source)), std::string::npos) << name << "'s source missing:\n" << r.out;
   }
   EXPECT_NE(r.out.find("# gemm-rs takes the gemm-ar layers"), std::string::npos) << r.out;
+  // The decoder layers of `weave plan|bench decode`, each GEMM with its split and tp-8 shard.
+  for (const weave::LayerPreset& l : weave::layer_presets()) {
+    EXPECT_NE(r.out.find(std::string(l.name) + ": " + std::string(l.summary)), std::string::npos) << l.name << r.out;
+    for (const weave::LayerGemm& g : l.gemms) EXPECT_NE(r.out.find(std::string(g.source)), std::string::npos) << g.name;
+  }
+  EXPECT_NE(r.out.find("    qkv_proj       column      10240x8192   tp8 1280x8192"), std::string::npos) << r.out;
   // A flag of `weave plan`, not a topic: `weave plan` alone still asks for a topic.
   const CliRun bare = run_weave({"plan"});
   EXPECT_EQ(bare.rc, 2) << bare.out;

@@ -30,6 +30,7 @@
 
 #include "bench/cublaslt.hpp"
 #include "bench/harness.hpp"
+#include "bench/stream_read.hpp"
 #include "common/check.hpp"
 #include "gemv/gemv.hpp"
 #include "support/gpu.hpp"
@@ -42,32 +43,6 @@
 using namespace weave;
 
 namespace {
-
-// Reads n16 16-byte words, four independent loads in flight per thread per iteration; the xor
-// of everything read goes to `sink` only if it equals a magic value, so the loads stay alive.
-__global__ void read_kernel(const uint4* __restrict__ p, size_t n16, uint32_t* sink) {
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  uint32_t x = 0;
-  size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  for (; i + 3 * stride < n16; i += 4 * stride) {
-    const uint4 a = __ldg(p + i), b = __ldg(p + i + stride), c = __ldg(p + i + 2 * stride),
-                d = __ldg(p + i + 3 * stride);
-    x ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
-  }
-  for (; i < n16; i += stride) {
-    const uint4 a = __ldg(p + i);
-    x ^= a.x ^ a.y ^ a.z ^ a.w;
-  }
-  if (x == 0x9E3779B9u) *sink = x;
-}
-
-void launch_read(const void* p, size_t bytes, uint32_t* sink, int num_sms, cudaStream_t stream) {
-  const size_t n16 = bytes / 16;
-  const size_t want = (n16 + 4 * 256 - 1) / (4 * 256);
-  const int blocks = static_cast<int>(std::max<size_t>(1, std::min<size_t>(want, size_t(num_sms) * 8)));
-  read_kernel<<<blocks, 256, 0, stream>>>(static_cast<const uint4*>(p), n16, sink);
-  WEAVE_CHECK_LAUNCH();
-}
 
 struct Shape {
   int64_t n, k;
@@ -94,21 +69,8 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
   }
 
   // HBM read ceiling: 1 GiB, far past the L2.
-  double hbm_gbps = 0;
-  {
-    const size_t bytes = size_t(1) << 30;
-    bench::DeviceBuffer big(bytes);
-    WEAVE_CHECK_CUDA(cudaMemset(big.get(), 1, bytes));
-    bench::TimingConfig cfg;
-    cfg.calls_per_graph = 4;
-    cfg.samples = 9;
-    const auto t = bench::time_alternating(
-        {{"read 1 GiB", [&](cudaStream_t s, int) { launch_read(big.get(), bytes, sink.as<uint32_t>(), num_sms, s); }}},
-        cfg, stream);
-    hbm_gbps = bytes / (t[0].median_us * 1e3);
-    std::printf("HBM read ceiling: 1 GiB in %.1f us = %.0f GB/s (noise %.1f%%)\n", t[0].median_us, hbm_gbps,
-                t[0].noise_pct);
-  }
+  const double hbm_gbps = bench::measure_hbm_read_gbps(num_sms, stream);
+  std::printf("HBM read ceiling: 1 GiB read at %.0f GB/s\n", hbm_gbps);
 
   const Shape shapes[] = {{8192, 1280}, {5120, 2048}, {7168, 2048}};
   const ScaleMode modes[] = {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale, ScaleMode::kMxfp8};
@@ -166,7 +128,7 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
         std::vector<bench::Arm> arms;
         arms.push_back({"read", [&](cudaStream_t s, int call) {
                           const bench::DeviceOperand& b = copies[call % copies.size()];
-                          launch_read(b.values.get(), b.values.bytes(), sink.as<uint32_t>(), num_sms, s);
+                          bench::launch_stream_read(b.values.get(), b.values.bytes(), sink.as<uint32_t>(), num_sms, s);
                         }});
         arms.push_back(gemv_arm("gemv", 0, false));
         arms.push_back(gemv_arm("gemv+pdl", 0, true));

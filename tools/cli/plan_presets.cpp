@@ -17,8 +17,8 @@ void add_plan_presets_flag(CLI::App& plan) {
             throw CLI::Success();  // ends parsing as --help does: nothing else runs
           },
           "list the model presets (gemm-ar / gemm-ag layers of DeepSeek, Llama, Qwen; gemm-rs takes the gemm-ar ones) "
-          "with their per-rank shapes at world 1, 2, 4, 8, then exit; `weave plan gemm-ar|gemm-rs|gemm-ag --preset "
-          "NAME` plans one")
+          "with their per-rank shapes at world 1, 2, 4, 8, and the decoder layers of `weave plan|bench decode`, then "
+          "exit; `weave plan gemm-ar|gemm-rs|gemm-ag --preset NAME` plans one")
       ->trigger_on_parse();
 }
 

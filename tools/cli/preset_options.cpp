@@ -1,6 +1,7 @@
 #include "cli/preset_options.hpp"
 
 #include <cstdio>
+#include <vector>
 
 #include "common/check.hpp"
 #include "weave/error.hpp"
@@ -92,6 +93,31 @@ std::string presets_listing() {
        "# `weave plan gemm-ar|gemm-rs|gemm-ag --preset NAME --world W` plans one; -m, --m-max and --quant (a\n"
        "# shipped one) may still be given, -n, -k and --out not.\n";
   for (const std::string& n : notes) s += "# does not shard: " + n + "\n";
+  s += layer_presets_listing();
+  return s;
+}
+
+std::string layer_presets_listing() {
+  std::string s = "\n# decoder layers (`weave plan|bench decode --preset NAME --tp W`): every GEMM of one layer's decode "
+                  "step, N x K whole and per rank at tp 8\n";
+  char buf[512];
+  for (const LayerPreset& l : layer_presets()) {
+    std::string quants;
+    for (const ScaleMode q : l.quants) quants += (quants.empty() ? "" : ",") + std::string(to_string(q));
+    s += std::string(l.name) + ": " + std::string(l.summary) + " (quants " + quants + ")\n";
+    const std::string why = layer_shard_violation(l, 8, l.quants.front());
+    const std::vector<LayerGemmShard> tp8 = why.empty() ? shard_layer_preset(l, 8, l.quants.front()) : std::vector<LayerGemmShard>{};
+    for (size_t i = 0; i < l.gemms.size(); ++i) {
+      const LayerGemm& g = l.gemms[i];
+      const std::string rank = tp8.empty() ? "-" : std::to_string(tp8[i].n) + "x" + std::to_string(tp8[i].k);
+      std::snprintf(buf, sizeof(buf), "    %-14s %-10s %6lldx%-6lld tp8 %-12s %s\n", std::string(g.name).c_str(),
+                    std::string(to_string(g.split)).c_str(), static_cast<long long>(g.n), static_cast<long long>(g.k),
+                    rank.c_str(), std::string(g.source).c_str());
+      s += buf;
+    }
+    if (!why.empty()) s += "    # does not shard at tp 8: " + why + "\n";
+    if (!l.left_out.empty()) s += "    not in the chain: " + std::string(l.left_out) + "\n";
+  }
   return s;
 }
 

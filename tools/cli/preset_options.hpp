@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "weave/layer_presets.hpp"
 #include "weave/presets.hpp"
 
 namespace weave::cli {
@@ -40,5 +41,8 @@ std::string preset_line(const ModelPreset& preset, const PresetShard& shard);
 // `weave plan --presets`: the table, one block per preset (name, op, shape, quants, output, the
 // per-rank shape at world 1, 2, 4, 8 or why not, summary and source).
 std::string presets_listing();
+// Its second part: the decoder layers of weave/layer_presets.hpp (`weave plan|bench decode`), each
+// GEMM with its split, whole shape and tp-8 shard.
+std::string layer_presets_listing();
 
 }  // namespace weave::cli
