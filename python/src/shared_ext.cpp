@@ -31,17 +31,25 @@ void bind_shared(nb::module_& m) {
       "create_sharing_window",
       [](PyCommunicator& py_comm, const std::vector<weave::CollectiveConfig>& collectives,
          const std::vector<weave::GemmAllGatherConfig>& all_gathers,
-         const std::vector<weave::GemmAllReduceConfig>& all_reduces) {
+         const std::vector<weave::GemmAllReduceConfig>& all_reduces,
+         const std::vector<weave::GemmReduceScatterConfig>& reduce_scatters,
+         const std::vector<weave::AllGatherGemmConfig>& all_gather_gemms) {
         weave::Communicator& comm = py_comm.get();
+        weave::SharedWindowConfigs configs;
+        configs.collectives = collectives;
+        configs.all_gathers = all_gathers;
+        configs.all_reduces = all_reduces;
+        configs.reduce_scatters = reduce_scatters;
+        configs.all_gather_gemms = all_gather_gemms;
         weave::SharedWindowOps ops;
         {
           nb::gil_scoped_release release;  // collective: blocks until every rank arrives
-          ops = weave::create_sharing_window(comm, collectives, all_gathers, all_reduces);
+          ops = weave::create_sharing_window(comm, configs);
         }
-        return nb::make_tuple(to_python(ops.collectives), to_python(ops.all_gathers),
-                              to_python(ops.all_reduces));
+        return nb::make_tuple(to_python(ops.collectives), to_python(ops.all_gathers), to_python(ops.all_reduces),
+                              to_python(ops.reduce_scatters), to_python(ops.all_gather_gemms));
       },
-      "comm"_a, "collectives"_a, "all_gathers"_a, "all_reduces"_a);
+      "comm"_a, "collectives"_a, "all_gathers"_a, "all_reduces"_a, "reduce_scatters"_a, "all_gather_gemms"_a);
   // Keeps `comm` alive while `op` is (nanobind's keep_alive policy, applied to an existing object).
   m.def("_tie", [](nb::handle, nb::handle) {}, "op"_a, "comm"_a, nb::keep_alive<1, 2>());
 }

@@ -7,8 +7,6 @@
 
 namespace weave::fused {
 
-SharedWindowOps create_sharing(comm::Group& g, const std::vector<CollectiveConfig>& collectives,
-                               const std::vector<GemmAllGatherConfig>& all_gathers,
-                               const std::vector<GemmAllReduceConfig>& all_reduces);
+SharedWindowOps create_sharing(comm::Group& g, const SharedWindowConfigs& configs);
 
 }  // namespace weave::fused

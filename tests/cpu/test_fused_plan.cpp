@@ -6,6 +6,7 @@
 #include <random>
 
 #include "comm/group.hpp"
+#include "fused/ag_gemm/plan.hpp"
 #include "fused/all_gather/schedule.hpp"
 #include "fused/all_gather/plan.hpp"
 #include "fused/all_reduce/plan.hpp"
@@ -90,6 +91,20 @@ TEST(FusedSharedWindow, EveryOpsRegionsUnderItsPrefixNeverOverlap) {
   ar.k = 2048;
   ar.m_max = 4096;
   const auto ar0 = fused::add_gar_regions(layout, ar, 4, 132, "ar0");
+  // The sequence-parallel pair (create_sharing_window's "rs<i>" and "agm<i>" lists).
+  GemmAllReduceConfig rs_cfg = ar;  // GemmReduceScatter runs GemmAllReduce's Impl with the reduce-scatter leg
+  rs_cfg.mode = GemmAllReduceMode::kAuto;
+  const auto rs0 = fused::add_gar_regions(layout, rs_cfg, 4, 132, "rs0", fused::ArLeg::kReduceScatter);
+  AllGatherGemmConfig agm;
+  agm.n = 7168;
+  agm.k = 8192;
+  agm.m_max = 1024;
+  agm.quant = ScaleMode::kPtpc;
+  const auto agm0 = fused::add_agm_regions(layout, agm, 4, 132, "agm0");
+  EXPECT_NE(layout.find("rs0.staging"), nullptr);
+  EXPECT_NE(layout.find("agm0.sa"), nullptr);
+  EXPECT_NE(layout.find("agm0.split.a.control"), nullptr) << "auto hosts its gathers under its own prefix";
+  EXPECT_TRUE(rs0.control != ar0.control && agm0.a != ag0.out && agm0.control != rs0.control);
   EXPECT_NE(layout.find("ag0.out"), nullptr);
   EXPECT_NE(layout.find("ag1.control"), nullptr);
   EXPECT_NE(layout.find("ar0.staging"), nullptr);

@@ -563,6 +563,13 @@ def test_create_sharing_window_checks_every_spec_before_gpu_work():
         (dict(all_reduces=ok_ar), "argument 'all_reduces': must be a list of dicts (got dict)"),
         (dict(all_reduces="fused"), "argument 'all_reduces': must be a list of dicts (got str)"),
         (dict(all_reduces=[ok_ar]), "argument 'comm': must be a weave.Communicator"),
+        (dict(reduce_scatters=[dict(ok_ar, allow_pdl=True)]), "argument 'reduce_scatters[0]': argument 'allow_pdl'"),
+        (dict(reduce_scatters=[dict(ok_ar, mode="fused-ce")]), "argument 'reduce_scatters[0]': argument 'mode'"),
+        (dict(all_gather_gemms=[dict(n=512, k=512, m_max=256, calibration="t.txt")]),
+         "argument 'all_gather_gemms[0]': got an unexpected keyword argument 'calibration'"),
+        (dict(all_gather_gemms=[dict(n=512, k=512, m_max=256, mode="fused")]),
+         "argument 'all_gather_gemms[0]': argument 'mode'"),
+        (dict(all_gather_gemms=[dict(n=512, k=512, m_max=256)]), "argument 'comm': must be a weave.Communicator"),
     ]
     for kw, needle in cases:
         with pytest.raises(weave.ArgumentError) as e:

@@ -83,3 +83,51 @@ def test_the_cli_lists_the_same_table():
     out = subprocess.run([cli, "plan", "--presets"], capture_output=True, text=True, check=True).stdout
     for p in weave.presets():
         assert p.name in out and p.source in out
+
+
+# Decoder layers: (GEMM, split, N, K) from the same configs, in decode order.
+LAYERS = {
+    "llama3-70b": [("qkv_proj", "column", (64 + 2 * 8) * 128, 8192), ("o_proj", "row", 8192, 64 * 128),
+                   ("gate_up_proj", "column", 2 * 28672, 8192), ("down_proj", "row", 8192, 28672)],
+    "qwen3-32b": [("qkv_proj", "column", (64 + 2 * 8) * 128, 5120), ("o_proj", "row", 5120, 64 * 128),
+                  ("gate_up_proj", "column", 2 * 25600, 5120), ("down_proj", "row", 5120, 25600)],
+    "deepseek-v3": [("qkv_a_proj", "replicated", 1536 + 512 + 64, 7168), ("q_b_proj", "column", 128 * 192, 1536),
+                    ("o_proj", "row", 7168, 128 * 128), ("gate_up_proj", "column", 2 * 18432, 7168),
+                    ("down_proj", "row", 7168, 18432)],
+}
+
+
+def test_layer_presets_are_the_models_decoder_layers():
+    layers = weave.layer_presets()
+    assert [lp.name for lp in layers] == list(LAYERS)
+    for lp in layers:
+        assert isinstance(lp, weave.LayerPreset)
+        assert [(g.name, g.split, g.n, g.k) for g in lp.gemms] == LAYERS[lp.name]
+        assert lp.quants and lp.ms == (1, 2, 4, 8, 16, 32) and lp.summary
+        assert all(g.source for g in lp.gemms)
+    assert "kv_b_proj" in layers[2].left_out
+
+
+@pytest.mark.parametrize("world", [1, 2, 4, 8])
+def test_every_layer_shards_by_its_splits(world):
+    for lp in weave.layer_presets():
+        for q in lp.quants:
+            s = weave.layer_preset(lp.name, world=world, quant=q)
+            assert (s.world, s.quant, s.preset) == (world, q, lp)
+            for whole, shard in zip(lp.gemms, s.gemms):
+                n = whole.n // world if whole.split == "column" else whole.n
+                k = whole.k // world if whole.split == "row" else whole.k
+                assert (shard.name, shard.split, shard.n, shard.k) == (whole.name, whole.split, n, k)
+
+
+def test_a_layer_that_does_not_shard_names_the_gemm_the_world_and_the_rule():
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.layer_preset("llama3-70b", world=3)
+    assert "llama3-70b.qkv_proj at world 3: 8 units" in str(e.value)
+    with pytest.raises(weave.ArgumentError, match=r"quant blockscale is not one the model ships \(bf16, ptpc\)"):
+        weave.layer_preset("llama3-70b", world=2, quant="blockscale")
+    with pytest.raises(weave.ArgumentError, match="layer preset 'llama3-8b': no such layer"):
+        weave.layer_preset("llama3-8b")
+    with pytest.raises(weave.ArgumentError, match="world"):
+        weave.layer_preset("llama3-70b", world=2.0)
+    assert weave.layer_preset("deepseek-v3", world=8).quant == "blockscale"  # the model's first

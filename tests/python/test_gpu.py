@@ -599,8 +599,9 @@ def test_all_gather_gemm_custom_op_at_world_one(seed):
 
 
 def test_one_rank_sharing_window(seed):
-    """weave.create_sharing_window over a one-rank communicator: two GemmAllReduces, a GemmAllGather
-    and an all-reduce Collective in one window, called interleaved on one stream; each output is
+    """weave.create_sharing_window over a one-rank communicator: two GemmAllReduces, a GemmAllGather,
+    a GemmReduceScatter, an AllGatherGemm and an all-reduce Collective in one window, called
+    interleaved on one stream; each output is
     checked against torch, so an op writing over another's regions shows as a wrong result; then the
     ops outlive every Python name of the window's spec lists and the communicator."""
     gen = torch.Generator(device=DEV).manual_seed(seed)
@@ -609,11 +610,12 @@ def test_one_rank_sharing_window(seed):
     ops = weave.create_sharing_window(
         comm, collectives=[dict(op="all-reduce", max_count=4096, dtype="fp32")],
         all_gathers=[dict(n=n, k=k, m_max=128, out_dtype="fp32")],
-        all_reduces=[dict(n=n, k=k, m_max=300, mode="fused"), dict(n=n, k=k, m_max=300, mode="split-lsa")])
-    cols, ags, ars = ops
-    assert [type(o).__name__ for o in cols + ags + ars] == ["Collective", "GemmAllGather", "GemmAllReduce",
-                                                            "GemmAllReduce"]
-    for op in ags + ars:
+        all_reduces=[dict(n=n, k=k, m_max=300, mode="fused"), dict(n=n, k=k, m_max=300, mode="split-lsa")],
+        reduce_scatters=[dict(n=n, k=k, m_max=256)], all_gather_gemms=[dict(n=n, k=k, m_max=128)])
+    cols, ags, ars, rss, agms = ops
+    assert [type(o).__name__ for o in cols + ags + ars + rss + agms] == [
+        "Collective", "GemmAllGather", "GemmAllReduce", "GemmAllReduce", "GemmReduceScatter", "AllGatherGemm"]
+    for op in ags + ars + rss + agms:
         assert op.self_test(100)["ok"], op.describe()
     del ops, comm
     a = [torch.randn(200, k, device=DEV, generator=gen).to(torch.bfloat16) for _ in range(3)]
@@ -624,14 +626,19 @@ def test_one_rank_sharing_window(seed):
         out0 = ars[0].run(a[0], b[0])
         out1 = ars[1].run(a[1], b[1])
         outg = ags[0].run(a[2][:100], b[2])
+        outrs = rss[0].run(a[0][:128], b[1])
+        outagm = agms[0].run(a[1][:64], b[2])
         cols[0].run(x, y)
         torch.cuda.synchronize()
         for out, (ai, bi) in ((out0, (a[0], b[0])), (out1, (a[1], b[1]))):
             ref = ai.float() @ bi.float().t()
             assert torch.allclose(out.float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
         assert torch.allclose(outg, a[2][:100].float() @ b[2].float().t(), rtol=1e-3, atol=1e-3)
+        for out, (ai, bi) in ((outrs, (a[0][:128], b[1])), (outagm, (a[1][:64], b[2]))):  # world 1: the whole GEMM
+            ref = ai.float() @ bi.float().t()
+            assert torch.allclose(out.float(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
         assert torch.equal(y, x)
-        for op in cols + ags + ars:
+        for op in cols + ags + ars + rss + agms:
             op.check()
     assert ars[0].last_mode == "fused" and ars[1].last_mode == "split-lsa"
 

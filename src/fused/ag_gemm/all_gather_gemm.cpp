@@ -79,8 +79,11 @@ AllGatherGemm::Impl::Impl(comm::Group& g, const AllGatherGemmConfig& config, con
     gather_a = make_gather(static_cast<size_t>(cfg.k) * elem_bytes);
     if (scale_row_bytes > 0) gather_sa = make_gather(scale_row_bytes);
   }
-  WindowLayout layout;
-  gl = fused::add_agm_regions(layout, cfg, w, gather_a ? gather_a->max_blocks : 1);
+}
+
+void AllGatherGemm::Impl::lay_out(WindowLayout& layout, const std::string& prefix) {
+  const int w = group->world_size();
+  gl = fused::add_agm_regions(layout, cfg, w, gather_a ? gather_a->max_blocks : 1, prefix);
   // The hosted gathers' shapes must be the ones the layout reserved.
   auto expect_shape = [&](const Collective::Impl& c, bool scales) {
     comm::OpShape s = c.shape();
@@ -91,16 +94,31 @@ AllGatherGemm::Impl::Impl(comm::Group& g, const AllGatherGemmConfig& config, con
   };
   if (gather_a) expect_shape(*gather_a, false);
   if (gather_sa) expect_shape(*gather_sa, true);
-  std::shared_ptr<comm::OpWindow> window = g.make_window(std::move(layout));
+}
+
+void AllGatherGemm::Impl::attach(const std::shared_ptr<comm::OpWindow>& window) {
   const comm::ProtoRegions regions{.control = gl.control, .credits = gl.credits, .flags = gl.flags, .flag_blocks = 1};
   rt->attach(window, regions, hooks.flow_control, hooks.initial_epoch, /*needs_peers=*/false, hooks.stale_slot_lag);
   if (gather_a) gather_a->attach(window, gl.split_a);
   if (gather_sa) gather_sa->attach(window, gl.split_sa);
 }
 
+std::unique_ptr<AllGatherGemm::Impl> AllGatherGemm::Impl::create_impl(comm::Group& g, const AllGatherGemmConfig& config,
+                                                                       const fused::AllGatherGemmHooks& hooks) {
+  auto im = std::make_unique<Impl>(g, config, hooks);
+  WindowLayout layout;
+  im->lay_out(layout, "agm");
+  im->attach(g.make_window(std::move(layout)));
+  return im;
+}
+
+std::unique_ptr<AllGatherGemm> AllGatherGemm::Impl::wrap(std::unique_ptr<Impl> im) {
+  return std::unique_ptr<AllGatherGemm>(new AllGatherGemm(std::move(im)));
+}
+
 std::unique_ptr<AllGatherGemm> AllGatherGemm::Impl::create(comm::Group& g, const AllGatherGemmConfig& config,
                                                             const fused::AllGatherGemmHooks& hooks) {
-  return std::unique_ptr<AllGatherGemm>(new AllGatherGemm(std::make_unique<Impl>(g, config, hooks)));
+  return wrap(create_impl(g, config, hooks));
 }
 
 AllGatherGemmPlan AllGatherGemm::Impl::plan(int64_t m) const {
@@ -260,7 +278,7 @@ std::string AllGatherGemm::Impl::describe() const {
 // --- public forwarding ---
 AllGatherGemm::AllGatherGemm(Communicator& comm, const AllGatherGemmConfig& config) {
   std::shared_ptr<comm::Group> g = comm::nccl_group(comm);
-  impl_ = std::make_unique<Impl>(*g, config);
+  impl_ = Impl::create_impl(*g, config);
   impl_->owned_group = std::move(g);
 }
 AllGatherGemm::AllGatherGemm(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

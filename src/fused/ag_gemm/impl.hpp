@@ -60,10 +60,19 @@ struct AllGatherGemm::Impl {
   AllGatherGemmMode last = AllGatherGemmMode::kAuto;
   uint64_t self_test_seed = 0x5eed;
 
+  // Validates, agrees with the other ranks and builds the hosted gathers; no window yet: lay_out
+  // adds the op's regions under `prefix` (its own window: "agm"; a shared one: "agm<i>"), then
+  // attach takes the window made from the whole layout.
   Impl(comm::Group& g, const AllGatherGemmConfig& config, const fused::AllGatherGemmHooks& hooks = {});
+  void lay_out(WindowLayout& layout, const std::string& prefix);
+  void attach(const std::shared_ptr<comm::OpWindow>& window);
   static Impl& of(AllGatherGemm& op) { return *op.impl_; }  // tests reach the state through it
+  // The op in a window of its own (the public constructor's path), over any group.
+  static std::unique_ptr<Impl> create_impl(comm::Group& g, const AllGatherGemmConfig& config,
+                                           const fused::AllGatherGemmHooks& hooks = {});
   static std::unique_ptr<AllGatherGemm> create(comm::Group& g, const AllGatherGemmConfig& config,
                                                const fused::AllGatherGemmHooks& hooks = {});
+  static std::unique_ptr<AllGatherGemm> wrap(std::unique_ptr<Impl> im);
 
   AllGatherGemmPlan plan(int64_t m) const;
   void run(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, const TensorView* out,

@@ -145,6 +145,10 @@ std::unique_ptr<GemmReduceScatter> GemmReduceScatter::Impl::create(comm::Group& 
   auto im = std::make_unique<Impl>();
   im->cfg = config;
   im->ar = GemmAllReduce::Impl::create_impl(g, fused::grs_ar_config(config), hooks, fused::ArLeg::kReduceScatter);
+  return wrap(std::move(im));
+}
+
+std::unique_ptr<GemmReduceScatter> GemmReduceScatter::Impl::wrap(std::unique_ptr<Impl> im) {
   return std::unique_ptr<GemmReduceScatter>(new GemmReduceScatter(std::move(im)));
 }
 

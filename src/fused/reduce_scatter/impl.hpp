@@ -32,6 +32,7 @@ struct GemmReduceScatter::Impl {
   // Collective (as GemmReduceScatter's constructor) over any group; hooks: the tests' controls.
   static std::unique_ptr<GemmReduceScatter> create(comm::Group& g, const GemmReduceScatterConfig& config,
                                                    const fused::GemmAllReduceHooks& hooks = {});
+  static std::unique_ptr<GemmReduceScatter> wrap(std::unique_ptr<Impl> im);
 };
 
 }  // namespace weave
