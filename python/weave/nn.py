@@ -1,10 +1,13 @@
 """Tensor-parallel linear layers on weave's operators, as torch.nn.Modules whose forward is
 torch.ops.weave.* custom ops (weave.ops), so torch.compile(fullgraph=True) traces them whole and
 CUDA graphs capture them. quant="bf16" (weights and activations bf16), "ptpc" (e4m3 weights with
-one fp32 scale per output feature, activations quantised per token in forward: amax / 448) or
+one fp32 scale per output feature, activations quantised per token in forward: amax / 448),
 "blockscale" (DeepSeek's: e4m3 weights with one fp32 scale per 128 x 128 block, activations
 quantised per token and 128-wide group of input features in forward; the input features of the
-layer's GEMM, K, a multiple of 128); mxfp8 layers are not built yet. Forward only (inference): weave's custom ops have no
+layer's GEMM, K, a multiple of 128) or "mxfp8" (OCP MX: e4m3 with power-of-two ue8m0 scales, kept
+as uint8 bytes, one per 32 x 32 block of the weight and per token and 32-wide group of the
+activations, include/weave/quant.hpp's rule; K a multiple of 32, and of 128 where AllGatherGemm
+gathers the activations' scales). Forward only (inference): weave's custom ops have no
 backward, so the layers' weights and biases are Parameters with requires_grad=False, and a block of
 them compiles and runs under grad mode too; an input that requires grad is refused by autograd.
 
@@ -19,8 +22,8 @@ in_features / W columns, takes the matching slice of its input, and sums the ran
 outputs with weave.GemmAllReduce (every rank gets every token), or with sequence_parallel=True
 weave.GemmReduceScatter (each rank keeps tokens / W of them: its rows [r T/W, (r+1) T/W)). With
 sequence_parallel=True the column-parallel layer takes those tokens / W rows and gathers every
-rank's with weave.AllGatherGemm (GEMM and all-gather in one op; ptpc gathers the e4m3 rows with
-their scales), so a block of the two passes tokens / W rows between layers:
+rank's with weave.AllGatherGemm (GEMM and all-gather in one op; the fp8 quants gather the e4m3 rows
+with their scales), so a block of the two passes tokens / W rows between layers:
 
     up = weave.nn.ColumnParallelLinear.from_linear(mlp.up_proj, comm=comm, sequence_parallel=True,
                                                    max_tokens=8192)                 # [T, 4h / W]
@@ -40,15 +43,32 @@ from ._fused import AllGatherGemm, GemmAllReduce, GemmReduceScatter
 __all__ = ["ColumnParallelLinear", "RowParallelLinear"]
 
 _E4M3_MAX = 448.0
-_QUANTS = ("bf16", "ptpc", "blockscale")
+_QUANTS = ("bf16", "ptpc", "blockscale", "mxfp8")
 _BLOCK = 128  # blockscale: the K group of every scale, and the rows of a weight block
+_MX_GROUP = 32  # mxfp8: the K group of every ue8m0 scale, and the rows of a weight block
+# AllGatherGemm with mxfp8: every rank's scale rows (K/32 bytes) start 4-byte aligned in the gathered scales.
+_MX_GATHER_K = 128
 
 
 def _quant(quant) -> str:
     if quant not in _QUANTS:
-        more = " (mxfp8 layers are not built yet)" if quant == "mxfp8" else ""
-        raise arg_error(f"argument 'quant': must be one of {', '.join(_QUANTS)} (got {quant!r}){more}")
+        raise arg_error(f"argument 'quant': must be one of {', '.join(_QUANTS)} (got {quant!r})")
     return quant
+
+
+def _check_k(quant: str, k: int, name: str, gathered: bool = False) -> None:
+    """Refuses a GEMM K (the layer's argument `name`) the quant's scales cannot tile; gathered: the
+    activations' scales travel through weave.AllGatherGemm."""
+    if quant == "blockscale" and k % _BLOCK:
+        raise arg_error(f"argument '{name}': quant blockscale needs the layer's GEMM K, {k}, to be a "
+                        f"multiple of {_BLOCK} (one scale per 128-wide group of input features)")
+    if quant == "mxfp8" and gathered and k % _MX_GATHER_K:
+        raise arg_error(f"argument '{name}': quant mxfp8 with sequence_parallel needs the layer's GEMM K, {k}, to be "
+                        f"a multiple of {_MX_GATHER_K} (weave.AllGatherGemm gathers every token's K/32 scale "
+                        f"bytes, and each token's must start 4-byte aligned)")
+    if quant == "mxfp8" and k % _MX_GROUP:
+        raise arg_error(f"argument '{name}': quant mxfp8 needs the layer's GEMM K, {k}, to be a multiple of "
+                        f"{_MX_GROUP} (one ue8m0 scale per 32-wide group of input features)")
 
 
 def _per_row_e4m3(x: torch.Tensor):
@@ -73,16 +93,44 @@ def _per_block_e4m3(x: torch.Tensor, rows_per_block: int):
     return q.view(blocks * rows_per_block, cols)[:rows].to(torch.float8_e4m3fn), scale
 
 
+def _per_block_mx(x: torch.Tensor, rows_per_block: int):
+    """(e4m3 x / 2^e, ue8m0 bytes e + 127 as uint8) over each block of rows_per_block rows x 32
+    columns, OCP MX's rule as include/weave/quant.hpp states it: e = floor(log2(amax)) - 8 clamped
+    to [-127, 127] (an all-zero block: byte 0), elements x / 2^e exactly, then rounded to nearest
+    even and saturated to e4m3; a block holding NaN or Inf gets byte 255 (NaN), its elements scaled
+    by its finite ones' exponent. weave's mxfp8 raw operands: A's scales [rows, K/32]
+    (rows_per_block 1) and B's [ceil(rows/32), K/32] (32, the last block partial)."""
+    rows, cols = x.shape
+    blocks = -(-rows // rows_per_block)
+    padded = torch.nn.functional.pad(x.float(), (0, 0, 0, blocks * rows_per_block - rows))
+    grouped = padded.view(blocks, rows_per_block, cols // _MX_GROUP, _MX_GROUP)
+    mag = grouped.abs()
+    amax = mag.amax(dim=(1, 3))  # NaN and Inf propagate: they mark the block
+    finite_amax = torch.where(torch.isfinite(mag), mag, 0.0).amax(dim=(1, 3))
+    # floor(log2(amax)) + 127 is amax's biased fp32 exponent (0 for zero and subnormals, whose e
+    # clamps to -127 anyway), so the byte is max(biased - 8, 0): exact, no log2's rounding.
+    byte = ((finite_amax.view(torch.int32) >> 23) - 8).clamp(min=0)
+    # 2^-e as fp32 bits: biased exponent 127 - e = 254 - byte, in [8, 254] (a normal number), so
+    # the product is exact (but for fp32 subnormal results, far below e4m3's smallest value).
+    inv_scale = ((254 - byte) << 23).view(torch.float32)
+    q = (grouped * inv_scale[:, None, :, None]).clamp(-_E4M3_MAX, _E4M3_MAX)
+    byte = torch.where(torch.isfinite(amax), byte, 255).to(torch.uint8)
+    return q.view(blocks * rows_per_block, cols)[:rows].to(torch.float8_e4m3fn), byte
+
+
 class _Weights(torch.nn.Module):
-    """A layer's weight shard [rows, cols]: a bf16 Parameter, or (ptpc) an e4m3 buffer with its fp32
-    per-row scales; operands(x2) gives the op's (a, b, scale_a, scale_b) for activations x2."""
+    """A layer's weight shard [rows, cols]: a bf16 Parameter, or an e4m3 buffer with its scales
+    (ptpc: fp32 per row; blockscale: fp32 per 128 x 128 block; mxfp8: ue8m0 bytes per 32 x 32
+    block); operands(x2) gives the op's (a, b, scale_a, scale_b) for activations x2."""
 
     def _init_weights(self, rows: int, cols: int, quant: str, device, cols_name: str = "in_features"):
         self.quant = quant
-        if quant == "blockscale" and cols % _BLOCK:
-            raise arg_error(f"argument '{cols_name}': quant blockscale needs the layer's GEMM K, {cols}, to be a "
-                            f"multiple of {_BLOCK} (one scale per 128-wide group of input features)")
-        if quant == "blockscale":
+        _check_k(quant, cols, cols_name)
+        if quant == "mxfp8":
+            self.register_buffer("weight", torch.zeros(rows, cols, device=device, dtype=torch.float8_e4m3fn))
+            self.register_buffer("weight_scale", torch.full((-(-rows // _MX_GROUP), cols // _MX_GROUP), 127,
+                                                            device=device, dtype=torch.uint8))  # 2^0
+        elif quant == "blockscale":
             self.register_buffer("weight", torch.zeros(rows, cols, device=device, dtype=torch.float8_e4m3fn))
             self.register_buffer("weight_scale", torch.ones(-(-rows // _BLOCK), cols // _BLOCK, device=device,
                                                             dtype=torch.float32))
@@ -104,15 +152,23 @@ class _Weights(torch.nn.Module):
             if self.quant == "bf16":
                 self.weight.copy_(w)
             else:
-                q, s = _per_row_e4m3(w.float()) if self.quant == "ptpc" else _per_block_e4m3(w.float(), _BLOCK)
+                q, s = _QUANTISE_WEIGHTS[self.quant](w.float())
                 self.weight.copy_(q)
                 self.weight_scale.copy_(s)
 
     def _operands(self, x2: torch.Tensor):
         if self.quant == "bf16":
             return x2, self.weight, None, None
-        a, sa = _per_row_e4m3(x2) if self.quant == "ptpc" else _per_block_e4m3(x2, 1)
+        a, sa = _QUANTISE_ACTIVATIONS[self.quant](x2)
         return a, self.weight, sa, self.weight_scale
+
+
+# Per quant: the weights' quantiser (per output feature or per block of them) and the activations'
+# (per token, or per token and K group).
+_QUANTISE_WEIGHTS = {"ptpc": _per_row_e4m3, "blockscale": lambda w: _per_block_e4m3(w, _BLOCK),
+                     "mxfp8": lambda w: _per_block_mx(w, _MX_GROUP)}
+_QUANTISE_ACTIVATIONS = {"ptpc": _per_row_e4m3, "blockscale": lambda x: _per_block_e4m3(x, 1),
+                         "mxfp8": lambda x: _per_block_mx(x, 1)}
 
 
 def _communicator(comm, process_group) -> Communicator:
@@ -197,6 +253,7 @@ class ColumnParallelLinear(_Weights):
             m_max = _tokens_per_rank(max_tokens, comm.world_size)
         elif max_tokens is not None:
             _positive("max_tokens", max_tokens)
+        _check_k(quant, in_features, "in_features", gathered=bool(sequence_parallel))
         device = torch.device("cuda", comm.device)
         self.comm, self.sequence_parallel = comm, bool(sequence_parallel)
         self._init_weights(n_r, in_features, quant, device)
@@ -209,7 +266,7 @@ class ColumnParallelLinear(_Weights):
     def from_linear(cls, linear: torch.nn.Linear, *, comm: Communicator | None = None, process_group=None,
                     sequence_parallel: bool = False, quant: str = "bf16", max_tokens: int | None = None):
         """This rank's layer of `linear` (the whole layer, the same on every rank); ptpc quantises
-        its weight shard per output feature, blockscale per 128 x 128 block."""
+        its weight shard per output feature, blockscale per 128 x 128 block, mxfp8 per 32 x 32."""
         layer = cls(linear.in_features, linear.out_features, comm=comm, process_group=process_group,
                     bias=linear.bias is not None, sequence_parallel=sequence_parallel, quant=quant,
                     max_tokens=max_tokens)
@@ -259,7 +316,7 @@ class RowParallelLinear(_Weights):
     def from_linear(cls, linear: torch.nn.Linear, *, max_tokens: int, comm: Communicator | None = None,
                     process_group=None, sequence_parallel: bool = False, quant: str = "bf16"):
         """This rank's layer of `linear` (the whole layer, the same on every rank); ptpc quantises
-        its weight shard per output feature, blockscale per 128 x 128 block."""
+        its weight shard per output feature, blockscale per 128 x 128 block, mxfp8 per 32 x 32."""
         layer = cls(linear.in_features, linear.out_features, max_tokens=max_tokens, comm=comm,
                     process_group=process_group, bias=linear.bias is not None, sequence_parallel=sequence_parallel,
                     quant=quant)

@@ -163,13 +163,12 @@ def _stand_in_comm(world, rank=0):
     (lambda c: weave.nn.RowParallelLinear(1024, 512, max_tokens=64, comm=object()), "'comm': must be a weave.Communicator"),
     (lambda c: weave.nn.RowParallelLinear(1024, 512, max_tokens=64, comm=c, process_group=object()), "not both"),
     (lambda c: weave.nn.RowParallelLinear(1024, 0, max_tokens=64, comm=c), "'out_features': must be a positive int"),
-    (lambda c: weave.nn.RowParallelLinear(1024, 512, max_tokens=64, comm=c, quant="mxfp8"), "not built yet"),
     (lambda c: weave.nn.RowParallelLinear(1088, 512, max_tokens=64, comm=c, quant="blockscale"),
      r"'in_features / world': quant blockscale needs the layer's GEMM K, 136, to be a multiple of 128"),
     (lambda c: weave.nn.ColumnParallelLinear(520, 1024, comm=c, quant="blockscale"),
      r"'in_features': quant blockscale needs the layer's GEMM K, 520"),
     (lambda c: weave.nn.ColumnParallelLinear(512, 1024, comm=c, quant="fp4"),
-     "'quant': must be one of bf16, ptpc, blockscale"),
+     "'quant': must be one of bf16, ptpc, blockscale, mxfp8"),
 ])
 def test_layers_refuse_a_wrong_world_or_argument_before_any_gpu_work(make, needle):
     import weave.nn  # noqa: F401
@@ -258,10 +257,10 @@ def _meta_layer(cls, quant, rows, cols, world, op_cls, config):
     return layer
 
 
-@pytest.mark.parametrize("quant", ["bf16", "ptpc", "blockscale"])
+@pytest.mark.parametrize("quant", ["bf16", "ptpc", "blockscale", "mxfp8"])
 def test_sequence_parallel_layers_trace_to_the_gather_and_the_scatter(quant):
     """weave.nn's sequence-parallel pair on meta tensors: ColumnParallelLinear(sequence_parallel)
-    takes this rank's [T / W, h] and gives [T, f / W] through torch.ops.weave.all_gather_gemm (ptpc:
+    takes this rank's [T / W, h] and gives [T, f / W] through torch.ops.weave.all_gather_gemm (fp8:
     the e4m3 activations and their per-token scales, quantised before the gather);
     RowParallelLinear(sequence_parallel) takes that and gives [T / W, h]; compiled whole, in grad
     mode too (the layers are forward only: nothing of theirs requires grad)."""

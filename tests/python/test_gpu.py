@@ -709,13 +709,13 @@ def test_torch_ops_compiled_block_equals_eager_and_replays_in_a_cuda_graph(seed)
     weave.ops.release(h)
 
 
-@pytest.mark.parametrize("quant", ["bf16", "ptpc", "blockscale"])
+@pytest.mark.parametrize("quant", ["bf16", "ptpc", "blockscale", "mxfp8"])
 def test_tensor_parallel_layers_at_world_one_match_torch_linear(seed, quant):
     """weave.nn at world 1 (real ops): ColumnParallelLinear (and AllGatherGemm with
     sequence_parallel) and RowParallelLinear (GemmAllReduce, and GemmReduceScatter with
-    sequence_parallel) made from torch.nn.Linear layers equal them within bf16 rounding (ptpc and
-    blockscale: within e4m3's, relative L2 < 5%); the MLP blocks compiled with fullgraph=True equal
-    the eager blocks."""
+    sequence_parallel) made from torch.nn.Linear layers equal them within bf16 rounding (ptpc,
+    blockscale and mxfp8: within e4m3's, relative L2 < 5%); the MLP blocks compiled with
+    fullgraph=True equal the eager blocks."""
     import weave.nn
     torch.manual_seed(seed)
     (comm,) = weave.Communicator.create_local([0])
@@ -745,6 +745,9 @@ def test_tensor_parallel_layers_at_world_one_match_torch_linear(seed, quant):
     close(col_sp(x.reshape(tokens, h)), up(x).reshape(tokens, f))  # world 1: the gathered tokens are this rank's
     assert torch.equal(col_sp.op.gathered_a(tokens).view(torch.uint8),
                        col_sp._operands(x.reshape(tokens, h))[0].view(torch.uint8)), "the gathered activations"
+    if quant == "mxfp8":  # the ue8m0 bytes travelled with their rows
+        assert torch.equal(col_sp.op.gathered_scale_a(tokens).view(torch.uint8),
+                           col_sp._operands(x.reshape(tokens, h))[2]), "the gathered scales"
 
     def block(x):
         return row(torch.nn.functional.gelu(col(x).float()).to(torch.bfloat16))
