@@ -69,4 +69,21 @@ std::string layer_shard_violation(const LayerPreset& layer, int world, ScaleMode
 // The shards in the layer's order; throws Error(kInvalidArgument) with layer_shard_violation's text.
 std::vector<LayerGemmShard> shard_layer_preset(const LayerPreset& layer, int world, ScaleMode quant);
 
+// One GEMM of a layer by its full name "<layer>.<gemm>" ("llama3-70b.gate_up_proj"): what
+// `weave plan|bench ag-gemm --preset` takes (the column-parallel and replicated GEMMs are the
+// inputs of sequence parallelism's all-gather).
+struct LayerGemmRef {
+  const LayerPreset* layer = nullptr;
+  const LayerGemm* gemm = nullptr;
+  std::string name() const;  // "<layer>.<gemm>"
+};
+// The GEMM called `name`, or {nullptr, nullptr}.
+LayerGemmRef find_layer_gemm(std::string_view name) noexcept;
+// Every GEMM of every layer, in table order.
+std::vector<LayerGemmRef> layer_gemms();
+// layer_shard_violation's rules for one GEMM of the layer ("" if it shards).
+std::string layer_gemm_shard_violation(const LayerGemmRef& ref, int world, ScaleMode quant);
+// Its shard; throws Error(kInvalidArgument) with that text.
+LayerGemmShard shard_layer_gemm(const LayerGemmRef& ref, int world, ScaleMode quant);
+
 }  // namespace weave

@@ -112,25 +112,30 @@ const LayerPreset& layer_preset(std::string_view name) {
   return kLayers[0];  // not reached
 }
 
-std::string layer_shard_violation(const LayerPreset& layer, int world, ScaleMode quant) {
+namespace {
+
+// The rules of layer_shard_violation for the layer itself (world, quant) and, if `only` is not
+// null, for that GEMM alone, else for every GEMM.
+std::string shard_violation(const LayerPreset& layer, const LayerGemm* only, int world, ScaleMode quant) {
   std::ostringstream why;
   auto rule = [&](bool ok, std::string_view gemm, const std::string& text) {
     if (ok) return;
     why << (why.tellp() > 0 ? "; " : "") << layer.name << (gemm.empty() ? "" : ".") << gemm << " at world " << world
         << ": " << text;
   };
-  rule(world >= 1 && world <= kMaxWorld, "", "world must be in 1.." + std::to_string(kMaxWorld));
+  const std::string_view whole = only == nullptr ? std::string_view{} : only->name;
+  rule(world >= 1 && world <= kMaxWorld, whole, "world must be in 1.." + std::to_string(kMaxWorld));
   bool shipped = false;
   std::string quants;
   for (const ScaleMode q : layer.quants) {
     shipped = shipped || q == quant;
     quants += (quants.empty() ? "" : ", ") + std::string(to_string(q));
   }
-  rule(shipped, "", "quant " + std::string(to_string(quant)) + " is not one the model ships (" + quants + ")");
+  rule(shipped, whole, "quant " + std::string(to_string(quant)) + " is not one the model ships (" + quants + ")");
   if (world < 1 || world > kMaxWorld) return why.str();
   const int block = weight_block(quant);
   for (const LayerGemm& g : layer.gemms) {
-    if (g.split == kReplicated) continue;
+    if (g.split == kReplicated || (only != nullptr && &g != only)) continue;
     const bool column = g.split == kColumn;
     const std::int64_t dim = column ? g.n : g.k;
     const char* dim_name = column ? "N" : "K";
@@ -149,17 +154,56 @@ std::string layer_shard_violation(const LayerPreset& layer, int world, ScaleMode
   return why.str();
 }
 
+LayerGemmShard shard_of(const LayerGemm& g, int world) {
+  LayerGemmShard s{.name = g.name, .n = g.n, .k = g.k, .split = g.split};
+  if (g.split == kColumn) s.n /= world;
+  if (g.split == kRow) s.k /= world;
+  return s;
+}
+
+}  // namespace
+
+std::string layer_shard_violation(const LayerPreset& layer, int world, ScaleMode quant) {
+  return shard_violation(layer, nullptr, world, quant);
+}
+
 std::vector<LayerGemmShard> shard_layer_preset(const LayerPreset& layer, int world, ScaleMode quant) {
   const std::string bad = layer_shard_violation(layer, world, quant);
   WEAVE_EXPECT_ARG(bad.empty(), bad);
   std::vector<LayerGemmShard> out;
-  for (const LayerGemm& g : layer.gemms) {
-    LayerGemmShard s{.name = g.name, .n = g.n, .k = g.k, .split = g.split};
-    if (g.split == kColumn) s.n /= world;
-    if (g.split == kRow) s.k /= world;
-    out.push_back(s);
-  }
+  for (const LayerGemm& g : layer.gemms) out.push_back(shard_of(g, world));
   return out;
+}
+
+std::string LayerGemmRef::name() const {
+  return layer == nullptr || gemm == nullptr ? std::string() : std::string(layer->name) + "." + std::string(gemm->name);
+}
+
+LayerGemmRef find_layer_gemm(std::string_view name) noexcept {
+  const size_t dot = name.find('.');
+  if (dot == std::string_view::npos) return {};
+  const LayerPreset* l = find_layer_preset(name.substr(0, dot));
+  if (l == nullptr) return {};
+  for (const LayerGemm& g : l->gemms)
+    if (g.name == name.substr(dot + 1)) return {l, &g};
+  return {};
+}
+
+std::vector<LayerGemmRef> layer_gemms() {
+  std::vector<LayerGemmRef> out;
+  for (const LayerPreset& l : kLayers)
+    for (const LayerGemm& g : l.gemms) out.push_back({&l, &g});
+  return out;
+}
+
+std::string layer_gemm_shard_violation(const LayerGemmRef& ref, int world, ScaleMode quant) {
+  return shard_violation(*ref.layer, ref.gemm, world, quant);
+}
+
+LayerGemmShard shard_layer_gemm(const LayerGemmRef& ref, int world, ScaleMode quant) {
+  const std::string bad = layer_gemm_shard_violation(ref, world, quant);
+  WEAVE_EXPECT_ARG(bad.empty(), bad);
+  return shard_of(*ref.gemm, world);
 }
 
 }  // namespace weave

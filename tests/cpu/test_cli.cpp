@@ -288,8 +288,22 @@ std::vector<BadInput> bad_inputs() {
       {"PlanAgGemmZeroM", {"plan", "ag-gemm", "-m", "0"}, {"--m", "not in range"}},
       {"PlanAgGemmEmptyMItem", {"plan", "ag-gemm", "-m", "128,,4096"}, {"-m/--m: '128,,4096' has an empty item"}},
       {"PlanAgGemmMxRouteNotMxfp8", {"plan", "ag-gemm", "--mx-route", "native"}, {"--mx-route native: applies to --quant mxfp8 only"}},
-      {"PlanAgGemmPreset", {"plan", "ag-gemm", "--preset", "llama3-70b.o_proj"},
-       {"--preset llama3-70b.o_proj: ag-gemm takes no preset", "no column-parallel layer"}},
+      {"PlanAgGemmRowParallelPreset", {"plan", "ag-gemm", "--preset", "llama3-70b.o_proj"},
+       {"--preset llama3-70b.o_proj: a row-parallel GEMM", "`gemm-rs --preset llama3-70b.o_proj`"}},
+      {"PlanAgGemmUnknownPreset", {"plan", "ag-gemm", "--preset", "llama3-70b.wq"},
+       {"--preset llama3-70b.wq: no column-parallel or replicated GEMM of that name", "llama3-70b.gate_up_proj"}},
+      {"PlanAgGemmModelPreset", {"plan", "ag-gemm", "--preset", "deepseek-v3.wkv_a"},
+       {"(a model preset of `gemm-ar|gemm-rs|gemm-ag --preset`)"}},
+      {"PlanAgGemmPresetAndN", {"plan", "ag-gemm", "--preset", "llama3-70b.qkv_proj", "-n", "1024"},
+       {"-n/--n: --preset llama3-70b.qkv_proj sets N (the column shard) and K"}},
+      {"PlanAgGemmPresetAndOut", {"plan", "ag-gemm", "--preset", "llama3-70b.qkv_proj", "--out", "fp32"},
+       {"--out: --preset llama3-70b.qkv_proj sets the output dtype (bf16)"}},
+      {"PlanAgGemmPresetUnshippedQuant", {"plan", "ag-gemm", "--preset", "llama3-70b.qkv_proj", "--quant", "blockscale"},
+       {"llama3-70b.qkv_proj at world 2: quant blockscale is not one the model ships (bf16, ptpc)"}},
+      {"PlanAgGemmPresetWorldThree", {"plan", "ag-gemm", "--preset", "llama3-70b.qkv_proj", "--world", "3"},
+       {"llama3-70b.qkv_proj at world 3: 8 units"}},
+      {"PlanAgGemmTwoPresets", {"plan", "ag-gemm", "--preset", "llama3-70b.qkv_proj,qwen3-32b.qkv_proj"},
+       {"one preset per plan"}},
       {"PlanAgGemmNoFusedFlag", {"plan", "ag-gemm", "--no-fused"}, {"--no-fused"}},
       {"PlanAgGemmCalibration", {"plan", "ag-gemm", "--calibration", "table.txt"}, {"--calibration"}},
       {"PlanAgGemmSmsZero", {"plan", "ag-gemm", "--sms", "0"}, {"--sms", "not in range 1 to 1024"}},
@@ -305,7 +319,10 @@ std::vector<BadInput> bad_inputs() {
       {"BenchAgGemmMxfp8KNotMultipleOf128", {"bench", "ag-gemm", "--quant", "mxfp8", "-k", "2080"},
        {"--quant mxfp8 --k 2080: mxfp8 needs k a multiple of 128"}},
       {"BenchAgGemmFp8ToFp32", {"bench", "ag-gemm", "--quant", "blockscale", "--out", "fp32"}, {"--quant blockscale --out fp32"}},
-      {"BenchAgGemmPreset", {"bench", "ag-gemm", "--preset", "llama3-70b.o_proj"}, {"--preset llama3-70b.o_proj: ag-gemm takes no preset"}},
+      {"BenchAgGemmRowParallelPreset", {"bench", "ag-gemm", "--preset", "qwen3-32b.qkv_proj,qwen3-32b.down_proj"},
+       {"--preset qwen3-32b.down_proj: a row-parallel GEMM"}},
+      {"BenchAgGemmPresetsAndJson", {"bench", "ag-gemm", "--preset", "llama3-70b.qkv_proj,qwen3-32b.qkv_proj", "--json", "x.json"},
+       {"--json: one preset per run"}},
       {"BenchAgGemmCalibrate", {"bench", "ag-gemm", "--calibrate", "table.txt"}, {"--calibrate"}},
       {"BenchAgGemmJsonInMissingFolder", {"bench", "ag-gemm", "--json", nofolder}, {"--json '" + nofolder + "'"}},
       // decode: the layer presets, worlds, quants and M, and one GPU
@@ -719,12 +736,32 @@ TEST(Cli, ValidBenchInputReachesTheGpuProbe) {
         {"bench", "gemm-rs", "--emulate-world", "3"}, {"bench", "ag-gemm"},
         {"bench", "ag-gemm", "--emulate-world", "4", "-m", "1024,4096", "--quant", "ptpc"},
         {"bench", "ag-gemm", "--devices", "0,1", "--arms", "split-nccl,cublaslt+nccl,cublaslt+nccl-sym"},
+        {"bench", "ag-gemm", "--preset", "llama3-70b.qkv_proj,deepseek-v3.qkv_a_proj", "--emulate-world", "2"},
         {"bench", "decode"}, {"bench", "decode", "--preset", "deepseek-v3", "--tp", "1,8", "-m", "1,64"},
         {"bench", "decode", "--quant", "ptpc", "--devices", "0"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_NE(r.out.find(weave::no_gpu_reason()), std::string::npos) << r.out;
   }
+}
+
+// `weave plan ag-gemm --preset LAYER.GEMM`: the column shard of a decoder layer's GEMM (replicated:
+// whole), the model's default quant, bf16 out, the default m list.
+TEST(Cli, PlanAgGemmTakesTheColumnGemmsOfTheLayerTable) {
+  CliRun r = run_weave({"plan", "ag-gemm", "--preset", "llama3-70b.gate_up_proj", "--world", "8"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("preset llama3-70b.gate_up_proj (column GEMM of one decoder layer of Llama-3-70B"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("at world 8 per rank M x 7168 x 8192"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ag-gemm: n=7168 k=8192"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" bf16 -> bf16, world 8"), std::string::npos) << r.out;
+  r = run_weave({"plan", "ag-gemm", "--preset", "deepseek-v3.qkv_a_proj", "--world", "8", "-m", "512"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("ag-gemm: n=2112 k=7168"), std::string::npos) << "replicated: N whole\n" << r.out;
+  EXPECT_NE(r.out.find("blockscale"), std::string::npos) << "the model's first quant\n" << r.out;
+  r = run_weave({"plan", "ag-gemm", "--preset", "qwen3-32b.qkv_proj", "--world", "4", "--quant", "ptpc"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("ag-gemm: n=2560 k=5120"), std::string::npos) << r.out;
 }
 
 // `weave plan decode`: every GEMM of the layer with its shard, the HBM floor, and a plan per M.

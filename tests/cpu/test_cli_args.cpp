@@ -309,7 +309,6 @@ TEST(AgGemmOptions, EveryBrokenRuleNamesItsOption) {
                                                           "split-lsa or split-ce (AllGatherGemm has no fused mode yet)"},
       {[](AgGemmOptions& o) { o.mx_route = "native"; }, 2, "--mx-route native: applies to --quant mxfp8 only"},
       {[](AgGemmOptions& o) { o.ms = {128, 4096}, o.m_max = 1024; }, 2, "-m/--m 4096: above --m-max 1024"},
-      {[](AgGemmOptions& o) { o.preset = "llama3-70b.o_proj"; }, 2, "--preset llama3-70b.o_proj: ag-gemm takes no preset"},
       {[](AgGemmOptions&) {}, 9, "--world 9: world must be in 1..8"},
       {[](AgGemmOptions&) {}, 0, "--world 0: world must be in 1..8"},
   };
@@ -320,6 +319,42 @@ TEST(AgGemmOptions, EveryBrokenRuleNamesItsOption) {
     EXPECT_NE(msg.find(c.says), std::string::npos) << "wanted '" << c.says << "' in: " << msg;
     EXPECT_NE(error_of([&] { ag_gemm_shapes(o, c.world); }).find(c.says), std::string::npos) << c.says;
   }
+}
+
+// --preset: the column-parallel and replicated GEMMs of the decoder layer table, sharded by world.
+TEST(AgGemmOptions, APresetIsAColumnOrReplicatedGemmOfTheLayerTable) {
+  AgGemmOptions o;
+  o.preset = "llama3-70b.gate_up_proj,deepseek-v3.qkv_a_proj";
+  o.many_presets = true;
+  const std::vector<AgGemmOptions> shapes = ag_gemm_shapes(o, 8);
+  ASSERT_EQ(shapes.size(), 2u);
+  EXPECT_EQ(shapes[0].n, 2 * 28672 / 8);
+  EXPECT_EQ(shapes[0].k, 8192);
+  EXPECT_EQ(shapes[0].quant, "bf16");
+  EXPECT_EQ(shapes[0].out, "bf16");
+  EXPECT_EQ(shapes[0].preset, "llama3-70b.gate_up_proj");
+  EXPECT_EQ(shapes[0].ms, o.ms) << "the default m list (rows per rank) stays";
+  EXPECT_EQ(shapes[1].n, 1536 + 512 + 64) << "replicated: every rank the whole N";
+  EXPECT_EQ(shapes[1].quant, "blockscale");
+  EXPECT_EQ(ag_gemm_config(shapes[1], 8).quant, ScaleMode::kBlockscale);
+
+  AgGemmOptions row;
+  row.preset = "llama3-70b.down_proj";
+  const std::string r = error_of([&] { ag_gemm_shapes(row, 2); });
+  EXPECT_NE(r.find("--preset llama3-70b.down_proj: a row-parallel GEMM"), std::string::npos) << r;
+  EXPECT_NE(r.find("`gemm-rs --preset llama3-70b.down_proj`"), std::string::npos) << r;
+  AgGemmOptions unknown;
+  unknown.preset = "llama3-70b";
+  EXPECT_NE(error_of([&] { ag_gemm_shapes(unknown, 2); }).find("no column-parallel or replicated GEMM"), std::string::npos);
+  AgGemmOptions two;
+  two.preset = "llama3-70b.qkv_proj,qwen3-32b.qkv_proj";  // a plan takes one
+  EXPECT_NE(error_of([&] { ag_gemm_shapes(two, 2); }).find("one preset per plan"), std::string::npos);
+  AgGemmOptions unshipped;
+  unshipped.preset = "qwen3-32b.gate_up_proj";
+  unshipped.quant = "mxfp8";
+  // Without CLI11 parsing nothing is "typed": the quant is the model's default; the refusal of a
+  // typed --quant the model does not ship is CliBadInput's PlanAgGemmPresetUnshippedQuant.
+  EXPECT_EQ(ag_gemm_shapes(unshipped, 2)[0].quant, "bf16");
 }
 
 TEST(AgGemmOptions, RulesOfTheGatheredGemmNameWhatTheyAreAbout) {

@@ -4,32 +4,40 @@
 #include "cli/fused_options.hpp"
 #include "common/check.hpp"
 #include "weave/error.hpp"
+#include "weave/layer_presets.hpp"
+#include "weave/presets.hpp"
 
 namespace weave::cli {
 
-void add_ag_gemm_options(CLI::App& app, AgGemmOptions& o, bool with_layout, bool with_mode) {
+void add_ag_gemm_options(CLI::App& app, AgGemmOptions& o, bool with_layout, bool with_mode, bool many) {
   const auto dim = int_range(std::int64_t{1}, (std::int64_t{1} << 31) - 1);
-  add_list_option(app, "-m,--m", o.ms,
-                  "rows per rank, comma-separated (every rank holds A_r [m, K]; the GEMM runs W x m rows)",
-                  int_range(1, std::int64_t{1} << 20));
-  app.add_option("-n,--n", o.n, "output columns: rows of this rank's column shard B [N, K]")->check(dim)->capture_default_str();
-  app.add_option("-k,--k", o.k, "reduction length (A's row length: what travels per row)")->check(dim)->capture_default_str();
+  o.typed.m = add_list_option(app, "-m,--m", o.ms,
+                              "rows per rank, comma-separated (every rank holds A_r [m, K]; the GEMM runs W x m rows)",
+                              int_range(1, std::int64_t{1} << 20));
+  o.typed.n = app.add_option("-n,--n", o.n, "output columns: rows of this rank's column shard B [N, K]")
+                  ->check(dim)->capture_default_str();
+  o.typed.k = app.add_option("-k,--k", o.k, "reduction length (A's row length: what travels per row)")
+                  ->check(dim)->capture_default_str();
   app.add_option("--m-max", o.m_max, "largest m per rank the op is built for (sizes its window; 0: the largest -m)")
       ->check(int_range(std::int64_t{0}, std::int64_t{1} << 20))->capture_default_str();
-  app.add_option("--quant", o.quant, "bf16 | ptpc | blockscale | mxfp8 (fp8: A travels as e4m3 plus its scales)")
+  o.typed.quant = app.add_option("--quant", o.quant, "bf16 | ptpc | blockscale | mxfp8 (fp8: A travels as e4m3 plus its scales)")
       ->capture_default_str();
   if (with_layout)
     app.add_option("--scale-layout", o.layout,
                    "A's scale layout: raw only (A's scales travel with their rows; packed and mn-major interleave "
                    "the rows of several ranks and are refused)")
         ->capture_default_str();
-  app.add_option("--out", o.out, "output dtype: bf16 | fp32 (fp32 only for bf16 inputs)")->capture_default_str();
+  o.typed.out = app.add_option("--out", o.out, "output dtype: bf16 | fp32 (fp32 only for bf16 inputs)")->capture_default_str();
   if (with_mode)
     app.add_option("--mode", o.mode, "auto | gemm-only | split-nccl | split-lsa | split-ce (no fused mode yet)")
         ->capture_default_str();
+  o.many_presets = many;
   app.add_option("--preset", o.preset,
-                 "not available: the preset table holds no column-parallel layer (its layers are gemm-ar's and "
-                 "gemm-ag's); give -n and -k");
+                 std::string(many ? "LAYER.GEMM[,LAYER.GEMM...]: GEMMs of the decoder layer table, each run in turn"
+                                  : "LAYER.GEMM: a GEMM of the decoder layer table") +
+                     ", column-parallel or replicated (e.g. llama3-70b.gate_up_proj, deepseek-v3.qkv_a_proj; `weave "
+                     "plan --presets` lists them): sets N (this rank's column shard), K, the default --quant and bf16 "
+                     "out; -n, -k and --out are then refused");
   app.add_option("--mx-route", o.mx_route,
                  "mxfp8: auto (the planner's model per call) | native (the fp8 kernel) | bf16 (convert A and B "
                  "exactly to bf16, then the bf16 kernel; the native kernel where a scale cannot be carried)")
@@ -63,9 +71,6 @@ std::string name_ag_gemm_rules(const std::string& why, const AllGatherGemmConfig
 }
 
 AllGatherGemmConfig ag_gemm_config(const AgGemmOptions& o, int world) {
-  WEAVE_EXPECT_ARG(o.preset.empty(), "--preset " << o.preset << ": ag-gemm takes no preset: the preset table holds "
-                                                 "no column-parallel layer (its layers are gemm-ar's and gemm-ag's); give "
-                                                 "-n (this rank's columns) and -k");
   AllGatherGemmConfig c;
   const ScaleMode quant = quant_option(o.quant);
   const ScaleLayout layout = scale_layout_option(o.layout);
@@ -87,9 +92,59 @@ AllGatherGemmConfig ag_gemm_config(const AgGemmOptions& o, int world) {
   return c;
 }
 
+namespace {
+
+bool typed(const CLI::Option* o) { return o != nullptr && o->count() > 0; }
+
+// The GEMM of the layer table called `name`, for ag-gemm: column-parallel or replicated.
+LayerGemmRef ag_gemm_preset(const std::string& name) {
+  const LayerGemmRef ref = find_layer_gemm(name);
+  if (ref.gemm == nullptr) {
+    std::string known;
+    for (const LayerGemmRef& r : layer_gemms())
+      if (r.gemm->split != LayerSplit::kRow) known += (known.empty() ? "" : ", ") + r.name();
+    const std::string other = find_model_preset(name) != nullptr ? " (a model preset of `gemm-ar|gemm-rs|gemm-ag --preset`)" : "";
+    WEAVE_EXPECT_ARG(false, "--preset " << name << ": no column-parallel or replicated GEMM of that name" << other
+                                        << " (known: " << known << ")");
+  }
+  WEAVE_EXPECT_ARG(ref.gemm->split != LayerSplit::kRow,
+                   "--preset " << name << ": a row-parallel GEMM (K split over the ranks): its input is not gathered; "
+                               << "sequence parallelism runs it as `gemm-rs`"
+                               << (find_model_preset(name) != nullptr ? " (`gemm-rs --preset " + name + "`)" : ""));
+  return ref;
+}
+
+}  // namespace
+
 std::vector<AgGemmOptions> ag_gemm_shapes(const AgGemmOptions& o, int world) {
-  ag_gemm_config(o, world);
-  return {o};
+  const std::vector<std::string> names = preset_names(o.preset, o.many_presets);
+  if (names.empty()) {
+    ag_gemm_config(o, world);
+    return {o};
+  }
+  std::vector<AgGemmOptions> shapes;
+  for (const std::string& name : names) {
+    const LayerGemmRef ref = ag_gemm_preset(name);
+    const char* sets = "N (the column shard) and K";
+    WEAVE_EXPECT_ARG(!typed(o.typed.n), "-n/--n: --preset " << name << " sets " << sets << "; give one or the other");
+    WEAVE_EXPECT_ARG(!typed(o.typed.k), "-k/--k: --preset " << name << " sets " << sets << "; give one or the other");
+    WEAVE_EXPECT_ARG(!typed(o.typed.out), "--out: --preset " << name << " sets the output dtype (bf16); give one or the other");
+    AgGemmOptions s = o;
+    if (!typed(o.typed.quant)) s.quant = std::string(to_string(ref.layer->quants.front()));
+    const LayerGemmShard shard = shard_layer_gemm(ref, world, quant_option(s.quant));
+    s.preset = name;
+    s.n = shard.n;
+    s.k = shard.k;
+    s.out = "bf16";
+    try {
+      ag_gemm_config(s, world);
+    } catch (const Error& e) {
+      WEAVE_EXPECT_ARG(false, "--preset " << name << " at world " << world << " (N = " << s.n << ", K = " << s.k
+                                          << ", " << s.quant << "): " << e.message());
+    }
+    shapes.push_back(std::move(s));
+  }
+  return shapes;
 }
 
 }  // namespace weave::cli

@@ -86,7 +86,9 @@ void add_plan_ag_gemm(CLI::App& plan) {
               "in the op's window, then the GEMM), auto (split-lsa; split-nccl across NVLink domains; gemm-only at\n"
               "world 1). No fused mode is built yet, so there is no --no-fused or --calibration.\n"
               "A's scales travel with their rows: --scale-layout must be raw; mxfp8 needs K a multiple of 128.\n"
-              "--preset is refused: the preset table has no column-parallel layers (give -n and -k).\n"
+              "--preset LAYER.GEMM: a column-parallel or replicated GEMM of the decoder layer table (`weave plan\n"
+              "--presets`: llama3-70b.qkv_proj, llama3-70b.gate_up_proj, deepseek-v3.qkv_a_proj, ...) sets N (the\n"
+              "rank's column shard), K, the default --quant and bf16 out.\n"
               "Times are the planner's model (GemmAllGather's rates, fused::gag_rates; two gather calls where A\n"
               "has scales), not measurements."});
 }

@@ -24,8 +24,7 @@ std::string fmt_us(double us) {
 void print_header(const FusedPlanTrait& t, const FusedPlanOptions& o) {
   const FusedPlanTrait::Shape& s = t.shape();
   if (!s.preset.empty()) {
-    const ModelPreset& preset = model_preset(s.preset);
-    std::printf("%s\n", preset_line(preset, shard_model_preset(preset, o.world, s.quant)).c_str());
+    std::printf("%s\n", preset_header(s.preset, o.world, s.quant).c_str());
   }
   const bool scaled = s.quant == ScaleMode::kMxfp8 || s.quant == ScaleMode::kBlockscale;
   const std::string scales = scaled ? " (" + std::string(to_string(s.layout)) + " scales)" : "";

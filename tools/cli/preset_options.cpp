@@ -57,6 +57,17 @@ std::string preset_line(const ModelPreset& p, const PresetShard& s) {
          " (" + std::string(p.source) + ")";
 }
 
+std::string preset_header(const std::string& name, int world, ScaleMode quant) {
+  if (const ModelPreset* p = find_model_preset(name)) return preset_line(*p, shard_model_preset(*p, world, quant));
+  const LayerGemmRef ref = find_layer_gemm(name);
+  WEAVE_EXPECT_ARG(ref.gemm != nullptr, "--preset " << name << ": no such preset");
+  const LayerGemmShard s = shard_layer_gemm(ref, world, quant);
+  return "preset " + name + " (" + std::string(to_string(ref.gemm->split)) + " GEMM of " +
+         std::string(ref.layer->summary) + "): N = " + std::to_string(ref.gemm->n) + ", K = " +
+         std::to_string(ref.gemm->k) + "; at world " + std::to_string(world) + " per rank M x " + std::to_string(s.n) +
+         " x " + std::to_string(s.k) + " (" + std::string(ref.gemm->source) + ")";
+}
+
 std::string presets_listing() {
   const int worlds[] = {1, 2, 4, 8};
   std::string s;
@@ -99,7 +110,8 @@ std::string presets_listing() {
 
 std::string layer_presets_listing() {
   std::string s = "\n# decoder layers (`weave plan|bench decode --preset NAME --tp W`): every GEMM of one layer's decode "
-                  "step, N x K whole and per rank at tp 8\n";
+                  "step, N x K whole and per rank at tp 8;\n# the column and replicated GEMMs by full name are "
+                  "ag-gemm's presets (`weave plan|bench ag-gemm --preset llama3-70b.gate_up_proj`)\n";
   char buf[512];
   for (const LayerPreset& l : layer_presets()) {
     std::string quants;

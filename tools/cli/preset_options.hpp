@@ -37,6 +37,9 @@ const ModelPreset& preset_for_op(const std::string& name, PresetOp op, const Pre
 
 // "--preset NAME at world W: N = .., K = .. -> per rank .." (a header line for plans and benches).
 std::string preset_line(const ModelPreset& preset, const PresetShard& shard);
+// The header line of --preset `name` at `world` in `quant`, whichever table holds it (a model
+// preset, or a GEMM of the decoder layer table as ag-gemm takes them).
+std::string preset_header(const std::string& name, int world, ScaleMode quant);
 
 // `weave plan --presets`: the table, one block per preset (name, op, shape, quants, output, the
 // per-rank shape at world 1, 2, 4, 8 or why not, summary and source).

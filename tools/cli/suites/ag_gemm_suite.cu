@@ -153,8 +153,8 @@ void add_ag_gemm_suite(CLI::App& bench, BenchOptions& common) {
       "              a gather that brings nothing shows; blockscale: cuBLASLt reads its own scale layout,\n"
       "              converted once from a gather before timing (as the cuBLASLt baselines do everywhere)\n"
       "No comm-only arm and no overlap line: there is no fused mode yet (split-lsa minus gemm-only is the\n"
-      "gather's cost); no --calibrate: auto has nothing to choose. --preset is refused: the preset table has\n"
-      "no column-parallel layers (give -n and -k).\n"
+      "gather's cost); no --calibrate: auto has nothing to choose. --preset LAYER.GEMM[,...] takes the\n"
+      "column-parallel and replicated GEMMs of the decoder layer table (`weave plan --presets`), each run in turn.\n"
       "Columns: m (rows per rank) n k quant out mode time_us ratio (time / best split arm, same run) vs_lt\n"
       "(time / cublaslt) TFLOPS (2*W*m*N*K per rank / time) noise% #wrong (elements outside the GEMM tolerance\n"
       "against a CUDA-core reference GEMM of each source rank's A, after NaN poison, before and after\n"
@@ -163,7 +163,7 @@ void add_ag_gemm_suite(CLI::App& bench, BenchOptions& common) {
       "(W, or W-emu). JSON rows: algbw = the gathered A and scales (W m rows) / time, busbw = algbw (W-1)/W.\n";
   fused_bench::add_fused_suite<AgGemmTrait>(
       bench, common, options, help,
-      [](CLI::App& app, AgGemmOptions& shape) { add_ag_gemm_options(app, shape, /*with_layout=*/false, /*with_mode=*/false); },
+      [](CLI::App& app, AgGemmOptions& shape) { add_ag_gemm_options(app, shape, /*with_layout=*/false, /*with_mode=*/false, /*many=*/true); },
       ag_gemm_shapes);
 }
 

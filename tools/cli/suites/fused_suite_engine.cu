@@ -273,8 +273,7 @@ int run_fused_suite(const BenchOptions& common, const FusedSuiteOptions& opt, co
 int SuiteRun::run() {
   const SuiteDevice gpu(common_, name_);
   if (!shape_.preset.empty()) {  // which layer this run is (after every check and the GPU probe)
-    const ModelPreset& preset = model_preset(shape_.preset);
-    std::printf("# %s\n", preset_line(preset, shard_model_preset(preset, world_, shape_.quant)).c_str());
+    std::printf("# %s\n", preset_header(shape_.preset, world_, shape_.quant).c_str());
   }
   print_header(gpu.device);
   // The world first: the ranks' ops point into it, so it must outlive them (freed after the states).
