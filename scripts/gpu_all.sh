@@ -16,9 +16,11 @@
 # presets, the row-parallel layers), ag-gemm (no presets: the table has no column-parallel layer) at
 # its default shape in bf16 and ptpc (against ncclAllGather + cuBLASLt), and with PY=1 the Python
 # package's install and pytest suite
-# (scripts/device_python.sh: torchrun multi-GPU parts included; needs .deps). Expected on 2 H200s,
+# (scripts/device_python.sh: torchrun multi-GPU parts included; needs .deps), then
+# examples/python/llama_on_weave.py under torchrun over every GPU in bf16, ptpc, blockscale and mxfp8
+# (PY_EXAMPLE_TIMEOUT, default 300 s each). Expected on 2 H200s,
 # prebuilt binaries: about 9 minutes without PY=1 (tests about 1, comm about 1, ten presets about 4,
-# the seven row-parallel ones as gemm-rs about 3, ag-gemm about 1; estimated, not yet run), plus 5-8
+# the seven row-parallel ones as gemm-rs about 3, ag-gemm about 1; estimated, not yet run), plus 6-10
 # with it.
 # GTEST_FILTER (GoogleTest reads it) narrows the tests. SANITIZE=1 adds compute-sanitizer memcheck
 # and racecheck over GemmSanitizer.* after them.
@@ -169,6 +171,17 @@ elif [ "$mode" = multi ]; then
     rc=$?
     verdict_pass "python (scripts/device_python.sh)" $rc
     note "python: exit $rc ($(grep -E '[0-9]+ passed' "$LOGS/python.log" | tail -1))"
+    # A Hugging Face Llama on weave (examples/python/llama_on_weave.py) at TP = every GPU, each quant:
+    # exit 0 when its logits are within weave.hf.TOLERANCE of the unmodified model; its times noted.
+    ngpu=$(echo "${DEVICES:-0}" | tr ',' '\n' | wc -l)
+    for q in bf16 ptpc blockscale mxfp8; do
+      env ${DEVICES:+CUDA_VISIBLE_DEVICES=$DEVICES} timeout ${PY_EXAMPLE_TIMEOUT:-300} ${PYTHON:-python3} \
+        -m torch.distributed.run --nproc_per_node="$ngpu" examples/python/llama_on_weave.py --quant $q \
+        >"$LOGS/llama_on_weave_$q.log" 2>&1
+      rc=$?
+      verdict_pass "llama_on_weave.py --quant $q (TP $ngpu)" $rc
+      note "llama_on_weave $q, TP $ngpu: exit $rc; $(grep -E '^  (prefill|decode)' "$LOGS/llama_on_weave_$q.log" | tr -s ' ' | paste -sd ';')"
+    done
   fi
 elif [ "$mode" != tests ] && [ "$mode" != fused ]; then
   if [ "$mode" != gemm ] && [ "$mode" != comm ]; then

@@ -61,12 +61,12 @@ def _rank(rank, world, init_file, seed, errors):
         raise
 
 
-def _spawn_ranks(target, seed):
+def _spawn_ranks(target, seed, world=None):
     """`target(rank, world, init_file, seed, errors)` in one spawned process per visible GPU (up to
-    8); the first error a rank reported fails the test."""
+    8; or `world` of them); the first error a rank reported fails the test."""
     import torch.multiprocessing as mp
 
-    world = min(NGPU, 8)
+    world = world or min(NGPU, 8)
     ctx = mp.get_context("spawn")
     errors = ctx.SimpleQueue()
     with tempfile.TemporaryDirectory() as d:
@@ -180,3 +180,51 @@ def _fused_rank(rank, world, init_file, seed, errors):
 
 def test_fused_ops_across_processes(seed):
     _spawn_ranks(_fused_rank, seed)
+
+
+def _llama_rank(rank, world, init_file, seed, errors):
+    """A small transformers Llama (small_llama.py), rank 0's random weights on
+    every rank, its projections swapped onto weave at this world (bf16, ptpc, blockscale, mxfp8): each
+    rank's prefill and greedy decode logits within weave.hf.TOLERANCE of the unmodified model run
+    whole on the rank's GPU, bitwise the same on every rank, with this rank's heads in its config."""
+    import copy
+
+    import torch.distributed as dist
+
+    import weave
+    import weave.hf
+    from small_llama import BATCH, CONFIG, PROMPT, prefill_and_decode, small_llama
+
+    try:
+        torch.cuda.set_device(rank)
+        dist.init_process_group("nccl", init_method=f"file://{init_file}", rank=rank, world_size=world)
+        comm = weave.Communicator.from_process_group()
+        for quant in ("bf16", "ptpc", "blockscale", "mxfp8"):
+            ref = small_llama(seed)
+            for t in list(ref.parameters()) + list(ref.buffers()):
+                dist.broadcast(t.data, 0)
+            model = copy.deepcopy(ref)
+            plan = weave.hf.swap_to_weave(model, comm=comm, quant=quant, max_tokens=BATCH * PROMPT)
+            assert (model.config.num_attention_heads, model.config.num_key_value_heads) == \
+                (CONFIG["num_attention_heads"] // world, CONFIG["num_key_value_heads"] // world), plan.describe()
+            ids = torch.randint(0, CONFIG["vocab_size"], (BATCH, PROMPT), device="cuda")
+            dist.broadcast(ids, 0)
+            want, tokens = prefill_and_decode(ref, ids)
+            got, _ = prefill_and_decode(model, ids, tokens)
+            for i, (g, w) in enumerate(zip(got, want)):
+                agree = weave.hf.logits_agreement(g, w)
+                assert weave.hf.within_tolerance(agree, quant), f"rank {rank} {quant} call {i}: {agree}"
+                first = g.clone()
+                dist.broadcast(first, 0)
+                assert torch.equal(g, first), f"rank {rank} {quant} call {i}: logits differ from rank 0's"
+        torch.cuda.synchronize()
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        errors.put(f"rank {rank}: {type(e).__name__}: {e}")
+        raise
+
+
+def test_a_llama_on_weave_at_world_two(seed):
+    pytest.importorskip("transformers")
+    _spawn_ranks(_llama_rank, seed, world=2)
