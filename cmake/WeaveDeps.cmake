@@ -46,9 +46,17 @@ endif()
 if(NOT EXISTS ${NCCL_INCLUDE_DIR}/nccl_device.h)
   message(FATAL_ERROR "weave: ${NCCL_INCLUDE_DIR} lacks nccl_device.h (the NCCL device API).")
 endif()
+math(EXPR NCCL_VERSION_CODE "${NCCL_VERSION_MAJOR} * 10000 + ${NCCL_VERSION_MINOR} * 100 + ${NCCL_VERSION_PATCH}")
 add_library(weave_nccl INTERFACE)
 target_include_directories(weave_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR})
 target_link_libraries(weave_nccl INTERFACE ${NCCL_LIBRARY})
+# The nccl.h every file includes must be this one: a CUDA toolkit that ships its own nccl.h (its
+# include folder comes with CUDA::cudart, also -isystem) would otherwise win when it comes first
+# on the command line, and weave would compile against that release while linking this one. So
+# the NCCL folder goes before every other include folder of every target, and
+# src/common/nccl_header_check.hpp stops the build if a file still saw another nccl.h.
+include_directories(BEFORE SYSTEM ${NCCL_INCLUDE_DIR})
+target_compile_definitions(weave_nccl INTERFACE WEAVE_NCCL_HEADER_VERSION_CODE=${NCCL_VERSION_CODE})
 message(STATUS "weave: NCCL ${NCCL_VERSION} (${NCCL_LIBRARY})")
 
 # --- header-only CLI libraries: CLI11 (arguments), nlohmann_json (JSON); the tools only ---

@@ -8,7 +8,7 @@
 //     NVLink's memory model.
 // Every op (Collective, the fused operators) is built on a Group, so both kinds run the same code.
 #pragma once
-#include <nccl.h>
+#include "common/nccl_header_check.hpp"
 
 #include <cstdint>
 #include <memory>

@@ -1,7 +1,7 @@
 #include "comm/nccl_version.hpp"
 
 #include <dlfcn.h>
-#include <nccl.h>
+#include "common/nccl_header_check.hpp"
 
 #include "common/check.hpp"
 

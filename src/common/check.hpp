@@ -4,7 +4,7 @@
 #include <cublasLt.h>
 #include <cuda.h>  // types only: CUresult. libcuda is reached through driver_api.hpp.
 #include <cuda_runtime.h>
-#include <nccl.h>
+#include "common/nccl_header_check.hpp"  // nccl.h, the release CMake found
 
 #include <sstream>
 #include <string>
