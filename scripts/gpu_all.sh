@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One run on a GPU machine: build, run the GPU and multi-GPU tests, then the benchmarks, and print a
 # short summary last. Full logs are packed into $OUT/logs.tgz, JSON results and the summary are
-# copied to $OUT (few files: a remote run may bring back only a handful).
+# copied to $OUT (few files: a remote run may bring back only a handful); multi also renders its
+# bench JSON into PNGs ($OUT/plots/, or $OUT/plots.tgz past four).
 #   on the GPU machine, with .deps/ copied along:  bash scripts/gpu_all.sh [quick|tests|bench|gemm|comm|fused|multi]
 # quick: tests + the default (short) bench suites; tests / bench: only that half; gemm: the GPU
 # tests and the gemm and decode suites only; comm: the multi-GPU tests and the comm suite only; fused: the
@@ -9,17 +10,21 @@
 # gemm-rs / ag-gemm suites in the emulated world; multi: the run for a machine of 2+ GPUs (below);
 # default: all.
 # multi: every multi-GPU test (tests/multi_gpu, one rank per GPU over real NCCL: the collectives and
-# both fused operators, every mode, bitwise against split and against an NCCL-reduced reference;
-# fused-ce once more with CUDA_DEVICE_MAX_CONNECTIONS=1, in a process of its own),
+# the four fused operators, every mode, bitwise against split and against an NCCL-reduced
+# reference, graph replays across the epoch wrap, a delayed rank, a PDL consumer, the soaks, a peer
+# that never arrives, the negative controls; the fused-ce tests once more with
+# CUDA_DEVICE_MAX_CONNECTIONS=1, in a process of their own),
 # `weave bench comm` over every GPU, the fused suites over every model preset with --devices = every
 # GPU (each mode against cuBLASLt + NCCL on plain and on symmetric buffers; gemm-rs over the gemm-ar
 # presets, the row-parallel layers), ag-gemm (no presets: the table has no column-parallel layer) at
-# its default shape in bf16 and ptpc (against ncclAllGather + cuBLASLt), and with PY=1 the Python
+# its default shape in bf16 and ptpc (against ncclAllGather + cuBLASLt), the PNGs of those benches
+# (scripts/plot_bench.py with the system python3's matplotlib, PLOT_PYTHON overrides the
+# interpreter; a plot that fails is a RESULT line of its own), and with PY=1 the Python
 # package's install and pytest suite
 # (scripts/device_python.sh: torchrun multi-GPU parts included; needs .deps), then
 # examples/python/llama_on_weave.py under torchrun over every GPU in bf16, ptpc, blockscale and mxfp8
 # (PY_EXAMPLE_TIMEOUT, default 300 s each). Expected on 2 H200s,
-# prebuilt binaries: about 9 minutes without PY=1 (tests about 1, comm about 1, ten presets about 4,
+# prebuilt binaries: about 11 minutes without PY=1 (tests about 3, comm about 1, ten presets about 4,
 # the seven row-parallel ones as gemm-rs about 3, ag-gemm about 1; estimated, not yet run), plus 6-10
 # with it.
 # GTEST_FILTER (GoogleTest reads it) narrows the tests. SANITIZE=1 adds compute-sanitizer memcheck
@@ -32,8 +37,8 @@
 # AG_GEMM_ARGS (ag-gemm's; its m is rows per rank) and DECODE_ARGS (the decode suite's: every layer
 # preset at tp 8 in its default quant unless given, e.g. "--tp 2,8 --quant bf16,ptpc,blockscale").
 # Tests run as their GoogleTest binaries (one process per label: much faster than one per case).
-# Exit status: 0 when every step passed; 1 when a build, a test binary, a repeat, a sanitizer or a
-# bench failed or a negative control passed; the summary's RESULT lines say which
+# Exit status: 0 when every step passed; 1 when a build, a test binary, a repeat, a sanitizer, a
+# bench or a plot failed or a negative control passed; the summary's RESULT lines say which
 # (scripts/gpu_verdict.sh decides).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -88,18 +93,21 @@ if [ "$mode" != bench ]; then
   for label in $labels; do
     t1=$(date +%s)
     # The GPU binary took 208 s on an H100 (2026-12-05) before GemmReduceScatter's tests: 480 s leaves room.
-    timeout ${TEST_TIMEOUT:-480} "$TBIN/weave_tests_$label" --gtest_brief=1 >"$LOGS/tests_$label.log" 2>&1
+    # The multi-GPU one holds the fused ops' soaks, graph replays, timeouts and controls: 900 s (not yet run).
+    limit=480; [ "$label" = multi_gpu ] && limit=900
+    timeout ${TEST_TIMEOUT:-$limit} "$TBIN/weave_tests_$label" --gtest_brief=1 >"$LOGS/tests_$label.log" 2>&1
     rc=$?
     verdict_pass "tests $label" $rc
     note "tests $label (exit $rc, $(( $(date +%s) - t1 )) s): $(grep -E '^\[  PASSED  \]' "$LOGS/tests_$label.log" | tail -1) $(grep -E '^\[  SKIPPED \] [0-9]' "$LOGS/tests_$label.log" | tail -1) $(grep -E '^\[  FAILED  \] [0-9]' "$LOGS/tests_$label.log" | tail -1)"
     grep -E '^\[  FAILED  \] [A-Z]' "$LOGS/tests_$label.log" | head -20
   done
   # fused-ce with every stream on one hardware queue (Megatron-style CUDA_DEVICE_MAX_CONNECTIONS=1):
-  # the variable must be set before CUDA starts, so its test runs in a process of its own.
+  # the variable must be set before CUDA starts, so these tests (GemmAllReduce's and GemmAllGather's)
+  # run in a process of their own.
   if [ "$mode" = multi ]; then
     t1=$(date +%s)
     CUDA_DEVICE_MAX_CONNECTIONS=1 timeout ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_multi_gpu" --gtest_brief=1 \
-      --gtest_filter='MultiGpuGemmAllReduce.FusedCeOnOneHardwareQueue*' >"$LOGS/tests_one_queue.log" 2>&1
+      --gtest_filter='MultiGpu*.FusedCeOnOneHardwareQueue*' >"$LOGS/tests_one_queue.log" 2>&1
     rc=$?
     verdict_pass "tests multi_gpu, one hardware queue" $rc
     note "tests multi_gpu with CUDA_DEVICE_MAX_CONNECTIONS=1 (exit $rc, $(( $(date +%s) - t1 )) s): $(grep -E '^\[  (PASSED|SKIPPED|FAILED) +\] [0-9]' "$LOGS/tests_one_queue.log" | tr '\n' ' ')"
@@ -132,6 +140,30 @@ bench() {  # bench <name> <weave bench args...>
   verdict_pass "bench $name" $rc
   note "bench $name: exit $rc"
   cat "$LOGS/bench_$name.txt"; tail -3 "$LOGS/bench_$name.err"
+}
+# Every bench JSON of this run rendered into PNGs by scripts/plot_bench.py (the GPU machine's system
+# python3 has matplotlib; PLOT_PYTHON overrides the interpreter): to $OUT/plots/, or packed into
+# $OUT/plots.tgz past four (a remote run brings back a handful of files). A plot that fails is a
+# RESULT line of its own and leaves every test and bench verdict as it was.
+plot_benches() {
+  local jsons=("$LOGS"/bench_*.json)
+  if [ ! -e "${jsons[0]}" ]; then
+    note "plots: no bench JSON to render"
+    return
+  fi
+  mkdir -p "$LOGS/plots"
+  ${PLOT_PYTHON:-python3} scripts/plot_bench.py "${jsons[@]}" --out "$LOGS/plots" >"$LOGS/plots.log" 2>&1
+  local rc=$?
+  verdict_pass "plots (scripts/plot_bench.py)" $rc
+  local pngs=() f
+  for f in "$LOGS"/plots/*.png; do [ -e "$f" ] && pngs+=("$f"); done
+  if [ ${#pngs[@]} -gt 4 ]; then
+    tar -czf "$OUT/plots.tgz" -C "$LOGS/plots" $(cd "$LOGS/plots" && ls *.png) 2>/dev/null
+  elif [ ${#pngs[@]} -gt 0 ]; then
+    mkdir -p "$OUT/plots" && cp "${pngs[@]}" "$OUT/plots/"
+  fi
+  note "plots: exit $rc, ${#pngs[@]} PNG(s) from ${#jsons[@]} bench JSON file(s)"
+  [ "$rc" = 0 ] || tail -5 "$LOGS/plots.log"
 }
 if [ "$mode" = quick ]; then
   bench default
@@ -166,6 +198,7 @@ elif [ "$mode" = multi ]; then
   for q in bf16 ptpc; do
     bench "ag_gemm_$q" ag-gemm --quant $q ${DEVICES:+--devices "$DEVICES"} ${AG_GEMM_ARGS:--m 128,1024,4096 -i 5}
   done
+  plot_benches
   if [ "${PY:-0}" = 1 ]; then
     OUT="$LOGS/python" bash scripts/device_python.sh >"$LOGS/python.log" 2>&1
     rc=$?

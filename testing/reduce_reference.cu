@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include "common/check.hpp"
+#include "testing/count_differing.hpp"
 
 namespace weave::bench {
 
@@ -21,14 +22,6 @@ __global__ void add_term_kernel(float* sum, float* magnitude, const float* term,
     sum[i] += term[i];
     magnitude[i] += fabsf(term[i]);
   }
-}
-
-template <typename Word>
-__global__ void count_differing_kernel(const Word* a, const Word* b, size_t elems, unsigned long long* count) {
-  unsigned long long n = 0;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < elems; i += size_t(gridDim.x) * blockDim.x)
-    n += a[i] != b[i];
-  if (n) atomicAdd(count, n);
 }
 
 }  // namespace
@@ -61,13 +54,7 @@ std::int64_t gpu_count_differing(const void* a, const void* b, std::size_t elems
     ~Free() { cudaFreeAsync(p, s); }
   } free_count{count, stream};
   WEAVE_CHECK_CUDA(cudaMemsetAsync(count, 0, sizeof(*count), stream));
-  if (bytes == 2)
-    count_differing_kernel<<<512, 256, 0, stream>>>(static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b),
-                                                    elems, count);
-  else
-    count_differing_kernel<<<512, 256, 0, stream>>>(static_cast<const uint32_t*>(a), static_cast<const uint32_t*>(b),
-                                                    elems, count);
-  WEAVE_CHECK_LAUNCH();
+  gpu_add_differing(a, b, elems, dtype, count, stream);
   unsigned long long h = 0;
   WEAVE_CHECK_CUDA(cudaMemcpyAsync(&h, count, sizeof(h), cudaMemcpyDeviceToHost, stream));
   WEAVE_CHECK_CUDA(cudaStreamSynchronize(stream));

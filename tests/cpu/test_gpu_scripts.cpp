@@ -1,7 +1,8 @@
 // The GPU-machine scripts' pass/fail decision, run on the CPU: scripts/gpu_all.sh with stand-ins
 // for the weave binary and the GPU test binaries (WEAVE_PREBUILT), each exiting as a case says.
-// The run must exit non-zero when any test binary fails, a repeat fails, a bench fails or a
-// negative control passes, and its summary must say which; every script must parse (bash -n).
+// The run must exit non-zero when any test binary fails, a repeat fails, a bench fails, a plot
+// fails or a negative control passes, and its summary must say which (a failed plot beside the
+// tests' and benches' own verdicts, never instead of them); every script must parse (bash -n).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -43,14 +44,26 @@ class GpuAllScript : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("weave-gpu-all-" + std::to_string(::getpid()));
     fs::create_directories(dir_ / "bin");
     // weave: `info` and `plan` succeed; the copy negative control exits FAKE_NEGATIVE (it must
-    // exit 1: the injected fault caught); every other bench exits FAKE_BENCH.
+    // exit 1: the injected fault caught); every other bench writes its --json file and exits FAKE_BENCH.
     // `plan --presets` lists one preset per fused op (the table's name and op columns).
     write_script(dir_ / "bin" / "weave", R"(case "$1" in
   plan) [ "$2" = --presets ] && printf 'preset op N K\nm.o_proj gemm-ar 7168 2048\nm.down gemm-ar 7168 4096\nm.wkv gemm-ag 576 7168\n'; exit 0 ;;
   info) exit 0 ;;
 esac
-for a in "$@"; do [ "$a" = --inject-skip ] && exit "${FAKE_NEGATIVE:-1}"; done
+prev=
+for a in "$@"; do
+  [ "$a" = --inject-skip ] && exit "${FAKE_NEGATIVE:-1}"
+  [ "$prev" = --json ] && echo '{"suite": "fake", "rows": []}' >"$a"
+  prev=$a
+done
 echo "fake bench $*"; exit "${FAKE_BENCH:-0}"
+)");
+    // The plots' interpreter (PLOT_PYTHON): `plot_bench.py FILE... --out DIR` writes one PNG per
+    // file into DIR and exits FAKE_PLOT.
+    write_script(dir_ / "bin" / "fake_python", R"(echo "fake plot $*"; shift; out=.; files=()
+while [ $# -gt 0 ]; do case $1 in --out) out=$2; shift 2 ;; *) files+=("$1"); shift ;; esac; done
+for f in "${files[@]}"; do : >"$out/$(basename "$f" .json).png"; done
+exit "${FAKE_PLOT:-0}"
 )");
     // The GPU test binaries: a repeated run prints FAKE_REPEAT_FAILS failed case runs.
     write_script(dir_ / "bin" / "weave_tests_gpu", R"(for a in "$@"; do
@@ -67,8 +80,8 @@ echo "[  PASSED  ] 3 tests."; exit "${FAKE_GPU:-0}"
 
   ScriptRun gpu_all(const std::string& env, const std::string& mode = "full") {
     return run_shell("cd " + std::string(WEAVE_TEST_SOURCE_DIR) + " && env " + env + " TMPDIR=" + dir_.string() +
-                     " WEAVE_PREBUILT=" +
-                     (dir_ / "bin").string() + " OUT=" + (dir_ / "out").string() +
+                     " WEAVE_PREBUILT=" + (dir_ / "bin").string() +
+                     " PLOT_PYTHON=" + (dir_ / "bin" / "fake_python").string() + " OUT=" + (dir_ / "out").string() +
                      " TEST_TIMEOUT=30 BENCH_TIMEOUT=30 bash scripts/gpu_all.sh " + mode);
   }
 
@@ -137,6 +150,42 @@ TEST_F(GpuAllScript, MultiRunsTheMultiGpuTestsCommAndEveryPreset) {
   const ScriptRun bench = gpu_all("FAKE_BENCH=1", "multi");
   EXPECT_EQ(bench.rc, 1) << bench.out;
   EXPECT_NE(bench.out.find("bench gemm_ar_m.o_proj: exit 1, must exit 0"), std::string::npos) << bench.out;
+}
+
+// multi renders its benches' JSON after them (one PNG per file here: eight, so packed into
+// plots.tgz); a plot that fails is a RESULT line of its own: the run fails naming it, and the
+// tests' and benches' verdicts stay as they were (a failing test binary is still named, passing
+// steps are not).
+TEST_F(GpuAllScript, MultiPlotsItsBenchesAndAPlotFailureIsALineOfItsOwn) {
+  const ScriptRun ok = gpu_all("FAKE_BENCH=0 DEVICES=0,1", "multi");
+  EXPECT_EQ(ok.rc, 0) << ok.out;
+  // The interpreter's command line, from the plot log packed with the others.
+  const ScriptRun log = run_shell("tar -xzOf " + (dir_ / "out" / "logs.tgz").string() + " ./plots.log");
+  EXPECT_NE(log.out.find("fake plot scripts/plot_bench.py "), std::string::npos) << log.out;
+  for (const char* json : {"bench_comm.json", "bench_gemm_ar_m.down.json", "bench_gemm_ag_m.wkv.json",
+                           "bench_gemm_rs_m.o_proj.json", "bench_ag_gemm_ptpc.json", " --out "})
+    EXPECT_NE(log.out.find(json), std::string::npos) << json << " not passed to the plots:\n" << log.out;
+  EXPECT_NE(ok.out.find("plots: exit 0, 8 PNG(s) from 8 bench JSON file(s)"), std::string::npos) << ok.out;
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "plots.tgz")) << ok.out;
+  EXPECT_NE(ok.out.find("RESULT: ok"), std::string::npos) << ok.out;
+
+  const ScriptRun plot = gpu_all("FAKE_BENCH=0 FAKE_PLOT=1", "multi");
+  EXPECT_EQ(plot.rc, 1) << plot.out;
+  EXPECT_NE(plot.out.find("RESULT: FAILED (1)"), std::string::npos) << "the plot alone:\n" << plot.out;
+  EXPECT_NE(plot.out.find("plots (scripts/plot_bench.py): exit 1, must exit 0"), std::string::npos) << plot.out;
+  EXPECT_NE(plot.out.find("tests multi_gpu (exit 0"), std::string::npos) << plot.out;
+
+  const ScriptRun both = gpu_all("FAKE_BENCH=0 FAKE_PLOT=1 FAKE_MULTI=1", "multi");
+  EXPECT_EQ(both.rc, 1) << both.out;
+  EXPECT_NE(both.out.find("RESULT: FAILED"), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("tests multi_gpu: exit 1, must exit 0"), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("plots (scripts/plot_bench.py): exit 1, must exit 0"), std::string::npos) << both.out;
+
+  // No JSON (every bench failed before writing one): nothing to plot, said, not a plot failure.
+  write_script(dir_ / "bin" / "weave", "case \"$1\" in plan|info) exit 0 ;; esac; exit 1\n");
+  const ScriptRun none = gpu_all("", "multi");
+  EXPECT_NE(none.out.find("plots: no bench JSON to render"), std::string::npos) << none.out;
+  EXPECT_EQ(none.out.find("plots (scripts/plot_bench.py)"), std::string::npos) << none.out;
 }
 
 TEST(GpuScripts, EveryScriptParses) {

@@ -35,6 +35,7 @@
 
 #include "common/check.hpp"
 #include "common/hash.hpp"
+#include "support/fused_output_rows.hpp"  // RowRange, poison_rows_except
 #include "testing/gemm_operands.hpp"
 #include "weave/error.hpp"
 #include "weave/gemm.hpp"
@@ -115,28 +116,6 @@ struct OneHotOperands {
   TensorView a_view(int64_t m, int dev) const { return TensorView::matrix(a.get(), DType::kBF16, m, k, dev); }
   TensorView b_view(int dev) const { return TensorView::matrix(b.get(), DType::kBF16, n, k, dev); }
 };
-
-// Rows [begin, end) of a call's output that peers may still read after this rank's call ended
-// (fused-ce: their copy engines pull them in their own, later calls); empty for every other mode.
-struct RowRange {
-  int64_t begin = 0, end = 0;
-  bool empty() const { return end <= begin; }
-};
-
-// NaN (0xFF bytes) into a call's output rows [0, rows) of `row_bytes` each, on `st`, except
-// `keep` (rows a peer may still read: poisoning them races that peer's copy, not the op). Where
-// `keep` is not empty the tests poison AFTER checking the call (only this rank writes the other
-// rows then), else before the call.
-inline void poison_rows_except(void* out, size_t row_bytes, int64_t rows, RowRange keep, cudaStream_t st) {
-  char* o = static_cast<char*>(out);
-  const int64_t b = std::min(keep.begin, rows), e = std::min(std::max(keep.end, b), rows);
-  if (keep.empty()) {
-    WEAVE_CHECK_CUDA(cudaMemsetAsync(o, 0xFF, static_cast<size_t>(rows) * row_bytes, st));
-    return;
-  }
-  if (b > 0) WEAVE_CHECK_CUDA(cudaMemsetAsync(o, 0xFF, static_cast<size_t>(b) * row_bytes, st));
-  if (e < rows) WEAVE_CHECK_CUDA(cudaMemsetAsync(o + e * row_bytes, 0xFF, static_cast<size_t>(rows - e) * row_bytes, st));
-}
 
 // An op shape for a test: N, K, and the capacity m_max.
 struct OpShape {

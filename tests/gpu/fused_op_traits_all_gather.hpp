@@ -112,7 +112,7 @@ struct AllGatherTraits {
   // Rows of a call's output that a peer may still read after this rank's call ended (its copy
   // engine pulling them in its own, slower call): fused-ce's own rows [r m, (r + 1) m).
   static RowRange rows_peers_read(Mode mode, int, int64_t m, int rank) {
-    return mode == Mode::kFusedCe ? RowRange{rank * m, (rank + 1) * m} : RowRange{};
+    return gemm_all_gather_rows_peers_read(mode, m, rank);
   }
 
   // APeerThatNeverArrivesTimesOutNamingIt: one call of m = m_max.

@@ -12,6 +12,7 @@
 #include "common/hash.hpp"
 #include "fused/all_reduce/impl.hpp"
 #include "fused_test_support.hpp"
+#include "testing/count_differing.hpp"
 #include "testing/gpu_reference.hpp"
 #include "testing/reduce_reference.hpp"
 
@@ -55,22 +56,9 @@ void ArOneHot::expect_right(const std::vector<uint8_t>& out, DType dt, uint64_t 
   EXPECT_EQ(wrong(h, seed, world, m), 0) << what;
 }
 
-namespace {
-
-__global__ void count_diff_kernel(const uint16_t* out, const uint16_t* want, int64_t elems, unsigned long long* wrong) {
-  unsigned long long bad = 0;
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < elems; e += int64_t(gridDim.x) * blockDim.x)
-    bad += out[e] != want[e];
-  if (bad) atomicAdd(wrong, bad);
-}
-
-}  // namespace
-
 void ar_count_diff(const void* out, const void* want, int64_t elems, unsigned long long* wrong, int blocks,
                    cudaStream_t st) {
-  count_diff_kernel<<<blocks, 256, 0, st>>>(static_cast<const uint16_t*>(out), static_cast<const uint16_t*>(want),
-                                            elems, wrong);
-  WEAVE_CHECK_LAUNCH();
+  bench::gpu_add_differing(out, want, static_cast<size_t>(elems), DType::kBF16, wrong, st, blocks);
 }
 
 namespace {

@@ -123,9 +123,7 @@ struct AllReduceTraits {
   // (As AllGatherTraits'.) fused-ce's peers pull this rank's band of final rows: row blocks
   // [r band, (r + 1) band), band = ceil(ceil(m / 128) / world) (fused/all_reduce/schedule.hpp).
   static RowRange rows_peers_read(Mode mode, int world, int64_t m, int rank) {
-    if (mode != Mode::kFusedCe) return {};
-    const int64_t band_rows = (((m + 127) / 128 + world - 1) / world) * 128;
-    return RowRange{std::min(m, rank * band_rows), std::min(m, (rank + 1) * band_rows)};
+    return gemm_all_reduce_rows_peers_read(mode, world, m, rank);
   }
 
   // APeerThatNeverArrivesTimesOutNamingIt: one call of m = m_max.

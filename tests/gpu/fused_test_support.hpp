@@ -18,6 +18,7 @@
 #include "common/check.hpp"
 #include "common/cuda_owned.hpp"
 #include "support/expect_error.hpp"
+#include "support/graph_replay.hpp"
 #include "testing/emulated_world.hpp"
 #include "testing/gemm_operands.hpp"
 #include "weave/gemm.hpp"
@@ -162,28 +163,11 @@ std::vector<uint8_t> poisoned_call(comm::Group& g, Op& op, int64_t m, const Tens
 // an order drawn from `seed` (the same on every rank: every rank makes the same calls), one barrier
 // after each launch (lockstep enqueue: a replay ends in a check that waits for the call,
 // testing/emulated_world.hpp "Queues"), waits (bounded) and destroys the executables. Returns how
-// often each graph was replayed.
+// often each graph was replayed (support/graph_replay.hpp, shared with the multi-GPU tests).
 inline std::vector<int> replay_graphs_in_lockstep(comm::Group& g, const std::vector<cudaGraph_t>& graphs, int replays,
                                                   uint32_t seed, cudaStream_t st) {
-  std::vector<cudaGraphExec_t> execs;
-  for (cudaGraph_t graph : graphs) {
-    cudaGraphExec_t exec;
-    WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
-    execs.push_back(exec);
-  }
-  g.barrier();  // every rank set up before any replay waits for it
-  std::mt19937 order(seed);
-  std::vector<int> launched(execs.size(), 0);
-  for (int i = 0; i < replays; ++i) {
-    const size_t e = order() % execs.size();
-    WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[e], st));
-    ++launched[e];
-    g.barrier();
-  }
-  comm::sync_stream_bounded(st, 60, "graph replays");
-  for (cudaGraphExec_t e : execs) WEAVE_CHECK_CUDA(cudaGraphExecDestroy(e));
-  return launched;
+  const auto barrier = [&g] { g.barrier(); };
+  return replay_graphs(graphs, replays, seed, st, barrier, barrier);
 }
 
 // A caller's `out` for run(..., out, stream): [rows, cols] of `dtype` with row stride `ld` (> cols:

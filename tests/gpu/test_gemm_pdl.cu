@@ -22,6 +22,7 @@
 #include "hopper/ptx/misc.cuh"
 #include "support/gpu.hpp"
 #include "testing/gemm_operands.hpp"
+#include "testing/pdl_copy.hpp"
 #include "testing/reduce_reference.hpp"
 #include "weave/gemm.hpp"
 
@@ -36,26 +37,6 @@ __global__ void late_copy(const uint4* src, uint4* dst, size_t n16, uint64_t ns)
   while (ptx::globaltimer_ns() - t0 < ns) {
   }
   for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += size_t(gridDim.x) * blockDim.x) dst[i] = src[i];
-}
-
-// Copies C into `snap`, after waiting for the grid before it (or not: the control).
-__global__ void consume(const uint4* c, uint4* snap, size_t n16, int wait) {
-  if (wait) ptx::griddepcontrol_wait();
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += size_t(gridDim.x) * blockDim.x) snap[i] = c[i];
-}
-
-void launch_consumer(const void* c, void* snap, size_t bytes, bool wait, cudaStream_t st) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(32);
-  cfg.blockDim = dim3(256);
-  cfg.stream = st;
-  cudaLaunchAttribute attr[1] = {};
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&cfg, consume, static_cast<const uint4*>(c), static_cast<uint4*>(snap),
-                                      bytes / 16, wait ? 1 : 0));
 }
 
 enum class Case { kPdlRight, kPdlProducerWritesB, kPdlConsumerDoesNotWait, kNoPdlProducerWritesB };
@@ -111,8 +92,8 @@ long long wrong_elements(ScaleMode q, Case what, int calls) {
                                     src.values.bytes() / 16, 20'000);
     WEAVE_CHECK_LAUNCH();
     gemm.run(st.s);
-    launch_consumer(c.get(), static_cast<char*>(snaps.get()) + i * c_bytes, c_bytes,
-                    what != Case::kPdlConsumerDoesNotWait, st.s);
+    bench::launch_pdl_copy(c.get(), static_cast<char*>(snaps.get()) + i * c_bytes, c_bytes,
+                           what != Case::kPdlConsumerDoesNotWait, st.s);
   }
   WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
   gemm.check();

@@ -13,9 +13,12 @@ namespace weave::test {
 namespace {
 
 struct CommEnv : ::testing::Environment {
-  std::vector<std::unique_ptr<Communicator>> comms;
+  std::vector<std::unique_ptr<Communicator>> comms, short_timeout;
   std::mutex mutex;
-  void TearDown() override { comms.clear(); }
+  void TearDown() override {
+    short_timeout.clear();
+    comms.clear();
+  }
 };
 CommEnv* env() {
   static CommEnv* e = static_cast<CommEnv*>(::testing::AddGlobalTestEnvironment(new CommEnv));
@@ -29,22 +32,38 @@ __global__ void spin_kernel(uint64_t ns) {
   }
 }
 
+// One rank per visible Hopper GPU, up to 8.
+std::vector<int> local_devices() {
+  std::vector<int> devices;
+  for (int d = 0; d < std::min(hopper_gpu_count(), 8); ++d) devices.push_back(d);
+  return devices;
+}
+
 }  // namespace
 
 const std::vector<std::unique_ptr<Communicator>>& local_comms() {
   CommEnv* e = env();
   std::lock_guard<std::mutex> lock(e->mutex);
-  if (e->comms.empty()) {
-    std::vector<int> devices;
-    for (int d = 0; d < std::min(hopper_gpu_count(), 8); ++d) devices.push_back(d);
-    e->comms = Communicator::create_local(devices);
-  }
+  if (e->comms.empty()) e->comms = Communicator::create_local(local_devices());
   return e->comms;
 }
 
 int local_world() { return static_cast<int>(local_comms().size()); }
 
 void for_each_rank(const std::function<void(Communicator&)>& fn) { run_per_rank(local_comms(), fn); }
+
+void for_each_rank_short_timeout(const std::function<void(Communicator&)>& fn) {
+  CommEnv* e = env();
+  {
+    std::lock_guard<std::mutex> lock(e->mutex);
+    if (e->short_timeout.empty()) {
+      CommOptions o;
+      o.timeout_s = kShortTimeoutS;
+      e->short_timeout = Communicator::create_local(local_devices(), o);
+    }
+  }
+  run_per_rank(e->short_timeout, fn);
+}
 
 void spin_delay(uint64_t ns, cudaStream_t stream) { spin_kernel<<<1, 1, 0, stream>>>(ns); }
 

@@ -1,5 +1,6 @@
 // Shared pieces of the multi-GPU communication tests: one set of communicators for the whole test
-// process (one rank per visible Hopper GPU, up to 8; created on first use, destroyed at the end),
+// process (one rank per visible Hopper GPU, up to 8; created on first use, destroyed at the end;
+// a second set with a short timeout for the tests of a peer that never arrives),
 // per-rank threads, a spin-delay kernel for "slow rank" tests, and device buffers.
 #pragma once
 #include <cuda_runtime.h>
@@ -20,6 +21,11 @@ const std::vector<std::unique_ptr<Communicator>>& local_comms();
 int local_world();
 // run_per_rank over local_comms().
 void for_each_rank(const std::function<void(Communicator&)>& fn);
+// The same ranks over a second set of communicators whose bounded waits give up after
+// kShortTimeoutS (created on first use): tests of a peer that never arrives wait that long per
+// case instead of the default 10 s.
+inline constexpr double kShortTimeoutS = 3;
+void for_each_rank_short_timeout(const std::function<void(Communicator&)>& fn);
 
 // Enqueues a kernel that spins for `ns` nanoseconds (a deliberately slow rank).
 void spin_delay(uint64_t ns, cudaStream_t stream);

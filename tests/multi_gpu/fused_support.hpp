@@ -1,6 +1,7 @@
-// What the fused operators' multi-GPU tests share (test_fused_ops.cu, test_fused_rs.cu): building
+// What the fused operators' multi-GPU tests share (test_fused_*.cu, test_ag_gemm.cu): building
 // an op or learning why its mode cannot run at this world, the "not run" line, random operands,
-// and one NaN-poisoned call.
+// one NaN-poisoned call, and rank 0 alone timing out. (The tests that treat every operator alike
+// build on fused_op_world.hpp and fused_calls.hpp.)
 #pragma once
 #include <atomic>
 #include <chrono>

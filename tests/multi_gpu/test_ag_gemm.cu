@@ -6,23 +6,26 @@
 //     split-lsa (a gather moves bytes; split-nccl too), identical on every rank, within the bound of
 //     an independent reference per source rank (CUDA-core GEMMs of every rank's A, made here);
 //   - a soak of 10,000 calls against split-lsa's bits; a peer that never arrives.
+// Elsewhere over NCCL: graph replays (test_fused_graphs.cu), a delayed rank
+// (test_fused_delayed_rank.cu), a PDL consumer (test_fused_pdl.cu), the scale gather's control
+// (test_fused_controls_self_test.cu).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "comm/timeout.hpp"
 #include "comm_support.hpp"
 #include "common/check.hpp"
 #include "common/hash.hpp"
+#include "fused_op_world.hpp"
+#include "fused_peer_timeout.hpp"
+#include "fused_soak.hpp"
 #include "fused_support.hpp"
 #include "support/expect_error.hpp"
 #include "testing/gemm_operands.hpp"
@@ -131,75 +134,19 @@ TEST(MultiGpuAllGatherGemm, EveryModeEqualsSplitBitwiseAndTheReferenceAtModelSiz
   }
 }
 
-// 10,000 calls of random m over split-ce, split-nccl and auto (the same pick on every rank), each
-// output NaN-poisoned first and compared bit for bit with split-lsa's output of the same inputs;
-// now and then one rank is late.
+// 10,000 calls of random m over every mode, each output NaN-poisoned first and compared bit for bit
+// with split-lsa's output of the same inputs (fused_soak.hpp); now and then one rank is late.
 TEST(MultiGpuAllGatherGemm, RandomisedSoakAgainstSplit) {
   WEAVE_REQUIRE_GPUS(1);
-  const int w = local_world();
-  const int64_t n = 256, k = 256, m_max = 512;
-  constexpr int kCalls = 10000, kVariants = 8;
-  std::vector<long long> differing(w, 0), calls_made(w, 0);
-  for_each_rank([&](Communicator& c) {
-    const int r = c.rank(), dev = c.device();
-    StreamHolder st;
-    AllGatherGemm split(c, agm_config(ScaleMode::kBF16, Mode::kSplitLsa, n, k, m_max));
-    std::vector<std::unique_ptr<AllGatherGemm>> ops;
-    for (Mode mode : {Mode::kSplitCe, Mode::kSplitNccl, Mode::kAuto}) {
-      std::string why;
-      auto op = make_or_reason<AllGatherGemm>(c, agm_config(ScaleMode::kBF16, mode, n, k, m_max), why);
-      if (op) ops.push_back(std::move(op));
-    }
-    ASSERT_FALSE(ops.empty());
-    const bench::DeviceOperand b = operand(91, n, k, ScaleMode::kBF16, ref::Operand::kB, dev);
-    std::mt19937_64 shared(20261205);
-    std::vector<bench::DeviceOperand> as;
-    std::vector<int64_t> ms;
-    std::vector<bench::DeviceBuffer> want;
-    for (int v = 0; v < kVariants; ++v) {
-      const int64_t m = 1 + static_cast<int64_t>(shared() % m_max);
-      ms.push_back(m);
-      as.push_back(operand(5000 + 97 * v + r, m, k, ScaleMode::kBF16, ref::Operand::kA, dev));
-      const size_t bytes = static_cast<size_t>(w * m * n) * 2;
-      (void)poisoned_call(c, split, m, bytes, as.back(), b, st.s);
-      want.emplace_back(bytes);
-      WEAVE_CHECK_CUDA(cudaMemcpy(want.back().get(), split.output(m).data, bytes, cudaMemcpyDeviceToDevice));
-    }
-    c.barrier();
-    for (int i = 0; i < kCalls; ++i) {
-      const int v = static_cast<int>(shared() % kVariants);
-      AllGatherGemm& op = *ops[shared() % ops.size()];
-      const int64_t m = ms[v];
-      const bool late = static_cast<int>(shared() % w) == r && i % 7 == 0;
-      const size_t elems = static_cast<size_t>(w * m * n);
-      bench::poison_nan(op.output(m).data, elems * 2, DType::kBF16, st.s);
-      if (late) spin_delay(20'000, st.s);
-      op.run(m, as[v].view, b.view, {}, st.s);
-      ++calls_made[r];
-      differing[r] += bench::gpu_count_differing(op.output(m).data, want[v].get(), elems, DType::kBF16, st.s);
-      op.check();
-    }
-    c.barrier();
-  });
-  for (int r = 0; r < w; ++r) {
-    EXPECT_EQ(calls_made[r], kCalls) << "rank " << r;
-    EXPECT_EQ(differing[r], 0) << "rank " << r << ": elements that differ from split-lsa";
-  }
-  std::printf("  soak: %d calls at W%d over split-ce / split-nccl / auto, every output compared: %lld differing\n",
-              kCalls, w, differing[0]);
+  randomised_soak_against_split<AgmWorld>({Mode::kSplitLsa, Mode::kSplitCe, Mode::kSplitNccl, Mode::kAuto}, 256, 256,
+                                          512, [](std::mt19937_64& shared, int, int) {
+                                            return 1 + static_cast<int64_t>(shared() % 512);
+                                          });
 }
 
 // A peer that never makes the call (W >= 2): rank 0's waits end after the timeout naming the peer;
-// the op refuses further calls; the others wait on a host flag, then every rank destroys its op.
+// the op refuses further calls (fused_peer_timeout.hpp).
 TEST(MultiGpuAllGatherGemm, APeerThatNeverArrivesTimesOutNamingIt) {
   WEAVE_REQUIRE_GPUS(2);
-  std::atomic<bool> rank0_done{false};
-  for_each_rank([&](Communicator& c) {
-    const int64_t m = 1024;
-    AllGatherGemm op(c, agm_config(ScaleMode::kBF16, Mode::kSplitLsa, 512, 256, m));
-    const bench::DeviceOperand a = operand(5 + c.rank(), m, 256, ScaleMode::kBF16, ref::Operand::kA, c.device());
-    const bench::DeviceOperand b = operand(9, 512, 256, ScaleMode::kBF16, ref::Operand::kB, c.device());
-    expect_rank0_alone_times_out(c, op, rank0_done, "split-lsa",
-                                 [&](cudaStream_t s) { op.run(m, a.view, b.view, {}, s); });
-  });
+  a_peer_that_never_arrives_times_out_naming_it<AgmWorld>({Mode::kSplitLsa, Mode::kSplitCe}, 512, 256, 1024);
 }

@@ -4,28 +4,35 @@
 //   - every mode x quant through self_test (known per-rank values, every element checked on every
 //     rank); gemm-only, which moves nothing, must fail it at W >= 2 (the self-test's teeth);
 //   - at model sizes (N 7168, K_r 2048, M 1 / 128 / 1000 / 8192, random operands per rank), every
-//     reducing mode bitwise equal to split-lsa's output of the same inputs and within the bound of
-//     an independent reference: each rank's CUDA-core GEMM of its own shard, summed over ranks by
-//     NCCL (all-reduce) or gathered by NCCL (all-gather), not by weave. Outputs NaN-poisoned before
-//     every call.
+//     mode bitwise equal to split-lsa's output of the same inputs (those that sum in another order,
+//     decode's GEMV and split-nccl's ring past two ranks, within the bound instead) and within the
+//     bound of an independent reference: each rank's CUDA-core GEMM of its own shard, summed over
+//     ranks by NCCL (all-reduce) or gathered by NCCL (all-gather), not by weave. Outputs
+//     NaN-poisoned before every call;
+//   - a randomised soak of 10,000 calls over every mode (fused_soak.hpp), a peer that never arrives
+//     (fused_peer_timeout.hpp) and fused-ce with every stream on one hardware queue
+//     (fused_one_queue.hpp).
+// Elsewhere over NCCL: graph replays (test_fused_graphs.cu), a delayed rank
+// (test_fused_delayed_rank.cu), a PDL consumer (test_fused_pdl.cu), the negative controls
+// (test_fused_controls_*.cu).
 // A mode that cannot run at this world (kUnavailable, e.g. the copy-engine modes without peers) is
 // printed with its reason, never silently passed.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "comm_support.hpp"
+#include "fused_one_queue.hpp"
+#include "fused_op_world.hpp"
+#include "fused_peer_timeout.hpp"
+#include "fused_soak.hpp"
 #include "fused_support.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
@@ -144,7 +151,13 @@ TEST(MultiGpuGemmAllReduce, EveryModeEqualsSplitBitwiseAndTheReferenceAtModelSiz
           if (!ops[i]) continue;
           const std::vector<uint8_t> got = poisoned_call(c, *ops[i], m, bytes, a, b, st.s);
           const GemmAllReduceMode ran = ops[i]->last_mode();
-          if (ran == GemmAllReduceMode::kDecode) continue;  // the GEMV sums K in another order (bound below)
+          if (!ArWorld::bitwise_to_split(ran, w)) {  // decode's GEMV, or NCCL's ring past 2 ranks: the bound
+            const ref::Comparison other =
+                bench::gpu_compare(ops[i]->output(m), sum.as<float>(), tol, st.s, mag.as<float>());
+            EXPECT_EQ(other.wrong, 0) << "m " << m << ": " << to_string(modes[i]) << " (ran " << to_string(ran)
+                                      << "): " << other.wrong << " of " << other.count << " beyond the bound";
+            continue;
+          }
           const bool native_kernel = q == ScaleMode::kMxfp8;
           EXPECT_EQ(std::memcmp(got.data(), (native_kernel ? want_native : want_bits).data(), bytes), 0)
               << "m " << m << ": " << to_string(modes[i]) << " (ran " << to_string(ran) << ") differs from split-lsa";
@@ -246,144 +259,69 @@ TEST(MultiGpuGemmAllGather, EveryModeEqualsSplitBitwiseAndTheReferenceAtModelSiz
   }
 }
 
-// A randomised soak over real communicators: >= 10,000 calls (a call = every rank's run() of one
-// op), each of a random M and a random op among fused, fused-rs, fused-ce and auto (the same pick
-// on every rank), its output NaN-poisoned first and compared bit for bit with split-lsa's output of
-// the same inputs (split-lsa checked against the NCCL-summed reference once per variant); now and
-// then one rank is late (a spin before its call). World 1 here; at W >= 2 the NVLink protocol.
+namespace {
+
+// The soak's M: two variants of a decode batch (decode, and auto, take them), the rest up to m_max.
+SoakDraw small_then_any(int64_t m_max) {
+  return [m_max](std::mt19937_64& shared, int v, int) {
+    return 1 + static_cast<int64_t>(shared() % (v < 2 ? 32 : m_max));
+  };
+}
+
+}  // namespace
+
+// >= 10,000 calls over every mode (split-nccl and decode included), each output compared bit for
+// bit with the mode's quiet output of its variant, held to split-lsa's (fused_soak.hpp); now and
+// then one rank is late. World 1 here; at W >= 2 the NVLink protocol.
 TEST(MultiGpuGemmAllReduce, RandomisedSoakAgainstSplit) {
   WEAVE_REQUIRE_GPUS(1);
-  const int w = local_world();
-  const int64_t n = 256, k = 256, m_max = 600;
-  constexpr int kCalls = 10000, kVariants = 8;
-  std::vector<long long> differing(w, 0), calls_made(w, 0);
-  for_each_rank([&](Communicator& c) {
-    const int r = c.rank(), dev = c.device();
-    StreamHolder st;
-    GemmAllReduce split(c, ar_config(ScaleMode::kBF16, GemmAllReduceMode::kSplitLsa, n, k, m_max));
-    std::vector<std::unique_ptr<GemmAllReduce>> ops;
-    for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kFusedRs, GemmAllReduceMode::kFusedCe,
-                                   GemmAllReduceMode::kAuto}) {
-      std::string why;
-      auto op = make_or_reason<GemmAllReduce>(c, ar_config(ScaleMode::kBF16, mode, n, k, m_max), why);
-      if (op) ops.push_back(std::move(op));
-    }
-    ASSERT_FALSE(ops.empty());
-    const bench::DeviceOperand b = operand(91 + r, n, k, ScaleMode::kBF16, ref::Operand::kB, dev);
-    std::mt19937_64 shared(20261205);  // the same sequence on every rank
-    std::vector<bench::DeviceOperand> as;
-    std::vector<int64_t> ms;
-    std::vector<bench::DeviceBuffer> want;  // split-lsa's output of each variant
-    for (int v = 0; v < kVariants; ++v) {
-      const int64_t m = 1 + static_cast<int64_t>(shared() % m_max);
-      ms.push_back(m);
-      as.push_back(operand(5000 + 97 * v + r, m, k, ScaleMode::kBF16, ref::Operand::kA, dev));
-      const size_t elems = static_cast<size_t>(m * n);
-      (void)poisoned_call(c, split, m, elems * 2, as.back(), b, st.s);
-      bench::DeviceBuffer sum(elems * 4), mag(elems * 4), own(elems * 4);
-      const GemmProblem p{.m = m, .n = n, .k = k, .mode = ScaleMode::kBF16, .out_dtype = DType::kBF16};
-      bench::gpu_reference_gemm(p, as.back().view, b.view, {}, own.as<float>(), st.s);
-      WEAVE_CHECK_CUDA(cudaMemsetAsync(sum.get(), 0, sum.bytes(), st.s));
-      WEAVE_CHECK_CUDA(cudaMemsetAsync(mag.get(), 0, mag.bytes(), st.s));
-      bench::gpu_add_term(sum.as<float>(), mag.as<float>(), own.as<float>(), static_cast<int64_t>(elems), st.s);
-      WEAVE_CHECK_NCCL(ncclAllReduce(sum.get(), sum.get(), elems, ncclFloat32, ncclSum, c.nccl(), st.s));
-      WEAVE_CHECK_NCCL(ncclAllReduce(mag.get(), mag.get(), elems, ncclFloat32, ncclSum, c.nccl(), st.s));
-      const ref::Comparison cmp = bench::gpu_compare(split.output(m), sum.as<float>(),
-                                                     bench::reduced_gemm_tolerance(ScaleMode::kBF16, w), st.s,
-                                                     mag.as<float>());
-      ASSERT_EQ(cmp.wrong, 0) << "variant " << v << " m " << m << ": split-lsa against the reference";
-      want.emplace_back(elems * 2);
-      WEAVE_CHECK_CUDA(cudaMemcpy(want.back().get(), split.output(m).data, elems * 2, cudaMemcpyDeviceToDevice));
-    }
-    c.barrier();
-    for (int i = 0; i < kCalls; ++i) {
-      const int v = static_cast<int>(shared() % kVariants);
-      GemmAllReduce& op = *ops[shared() % ops.size()];
-      const bool late = static_cast<int>(shared() % w) == r && i % 7 == 0;
-      const int64_t m = ms[v];
-      const size_t elems = static_cast<size_t>(m * n);
-      bench::poison_nan(op.output(m).data, elems * 2, DType::kBF16, st.s);
-      if (late) spin_delay(20'000, st.s);
-      op.run(m, as[v].view, b.view, {}, st.s);
-      ++calls_made[r];
-      // Synchronises: every output of every call is compared before the next call overwrites it.
-      // (auto's decode route sums K in the GEMV's order, not the tile's: its calls are counted, not compared.)
-      const int64_t d = bench::gpu_count_differing(op.output(m).data, want[v].get(), elems, DType::kBF16, st.s);
-      if (op.last_mode() != GemmAllReduceMode::kDecode) differing[r] += d;
-      op.check();
-    }
-    c.barrier();
-  });
-  for (int r = 0; r < w; ++r) {
-    EXPECT_EQ(calls_made[r], kCalls) << "rank " << r;
-    EXPECT_EQ(differing[r], 0) << "rank " << r << ": elements that differ from split-lsa";
-  }
-  std::printf("  soak: %d calls at W%d over fused / fused-rs / fused-ce / auto, every output compared: %lld differing\n",
-              kCalls, w, differing[0]);
+  using Mode = GemmAllReduceMode;
+  randomised_soak_against_split<ArWorld>({Mode::kSplitLsa, Mode::kFused, Mode::kFusedRs, Mode::kFusedCe,
+                                          Mode::kSplitCe, Mode::kSplitNccl, Mode::kDecode, Mode::kAuto},
+                                         256, 256, 600, small_then_any(600));
+}
+
+TEST(MultiGpuGemmAllGather, RandomisedSoakAgainstSplit) {
+  WEAVE_REQUIRE_GPUS(1);
+  using Mode = GemmAllGatherMode;
+  randomised_soak_against_split<AgWorld>(
+      {Mode::kSplitLsa, Mode::kFusedLsa, Mode::kFusedCe, Mode::kSplitCe, Mode::kSplitNccl, Mode::kAuto}, 256, 256, 512,
+      small_then_any(512));
 }
 
 // A peer that never makes the call (W >= 2): rank 0's waits end after the communicator's timeout
-// with an error naming the peer, the kernel completes, and the op refuses further calls. The other
-// ranks wait for rank 0 on a host flag (a barrier would time out first), then every rank destroys
-// its op (window deregistration is collective).
+// with an error naming the peer, the kernel completes, and the op refuses further calls
+// (fused_peer_timeout.hpp). Every bounded mode; decode at a decode batch.
 TEST(MultiGpuGemmAllReduce, APeerThatNeverArrivesTimesOutNamingIt) {
   WEAVE_REQUIRE_GPUS(2);
-  for (GemmAllReduceMode mode : {GemmAllReduceMode::kFused, GemmAllReduceMode::kFusedCe, GemmAllReduceMode::kSplitLsa}) {
-    SCOPED_TRACE(std::string(to_string(mode)));
-    std::atomic<bool> rank0_done{false};
-    for_each_rank([&](Communicator& c) {
-      GemmAllReduce op(c, ar_config(ScaleMode::kBF16, mode, 512, 256, 1024));
-      const bench::DeviceOperand a = operand(5 + c.rank(), 1024, 256, ScaleMode::kBF16, ref::Operand::kA, c.device());
-      const bench::DeviceOperand b = operand(9 + c.rank(), 512, 256, ScaleMode::kBF16, ref::Operand::kB, c.device());
-      expect_rank0_alone_times_out(c, op, rank0_done, std::string(to_string(mode)),
-                                   [&](cudaStream_t s) { op.run(1024, a.view, b.view, {}, s); });
-    });
-  }
+  using Mode = GemmAllReduceMode;
+  a_peer_that_never_arrives_times_out_naming_it<ArWorld>(
+      {Mode::kFused, Mode::kFusedRs, Mode::kFusedCe, Mode::kSplitLsa, Mode::kSplitCe}, 512, 256, 1024);
+  a_peer_that_never_arrives_times_out_naming_it<ArWorld>({Mode::kDecode}, 512, 256, 16);
 }
 
-// Issue 36 item 4 on separate GPUs: GemmAllReduce fused-ce at W >= 3 with every stream of a process
-// on one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1, as Megatron-style overlap sets it). Its
+TEST(MultiGpuGemmAllGather, APeerThatNeverArrivesTimesOutNamingIt) {
+  WEAVE_REQUIRE_GPUS(2);
+  using Mode = GemmAllGatherMode;
+  a_peer_that_never_arrives_times_out_naming_it<AgWorld>(
+      {Mode::kFusedLsa, Mode::kFusedCe, Mode::kSplitLsa, Mode::kSplitCe}, 256, 256, 256);
+}
+
+// Issue 36 item 4 on separate GPUs: fused-ce at W >= 3 with every stream of a process on one
+// hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1, as Megatron-style overlap sets it). GemmAllReduce's
 // pulls are enqueued round by round, so a copy that waits for a peer's chunk never sits ahead of
 // one that chunk needs; enqueued stream by stream, the calls deadlocked until the timeout (the CPU
-// pull simulation's merged-queue mode shows both: FusedArPull.*). 50 back-to-back calls of
-// changing M, each bitwise equal to split-lsa's. The variable must be set before CUDA starts, so
-// scripts/gpu_all.sh (multi) runs this test in a process of its own with it; elsewhere it skips.
+// pull simulation's merged-queue mode shows both: FusedArPull.*). fused_one_queue.hpp: 50 calls of
+// changing M, each bitwise equal to split-lsa's; scripts/gpu_all.sh (multi) runs these in a process
+// of their own with the variable set; elsewhere they skip.
 TEST(MultiGpuGemmAllReduce, FusedCeOnOneHardwareQueueFinishesAndEqualsSplit) {
   WEAVE_REQUIRE_GPUS(3);
-  const char* conn = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  if (conn == nullptr || std::string(conn) != "1")
-    GTEST_SKIP() << "needs CUDA_DEVICE_MAX_CONNECTIONS=1 set before the process starts (scripts/gpu_all.sh multi "
-                    "runs it so)";
-  const int w = local_world();
-  const int64_t n = 2048, k = 1024, m_max = 2048;
-  std::string reason;
-  int calls_checked = 0;
-  for_each_rank([&](Communicator& c) {
-    const int r = c.rank(), dev = c.device();
-    StreamHolder st;
-    std::string why;
-    auto ce = make_or_reason<GemmAllReduce>(c, ar_config(ScaleMode::kBF16, GemmAllReduceMode::kFusedCe, n, k, m_max), why);
-    if (!ce) {
-      if (r == 0) reason = why;
-      return;
-    }
-    GemmAllReduce split(c, ar_config(ScaleMode::kBF16, GemmAllReduceMode::kSplitLsa, n, k, m_max));
-    const bench::DeviceOperand b = operand(501 + r, n, k, ScaleMode::kBF16, ref::Operand::kB, dev);
-    std::mt19937_64 rng(2024);  // the same M sequence on every rank
-    for (int call = 0; call < 50; ++call) {
-      const int64_t m = 1 + static_cast<int64_t>(rng() % m_max);
-      const bench::DeviceOperand a = operand(9000 + 31 * call + r, m, k, ScaleMode::kBF16, ref::Operand::kA, dev);
-      const size_t bytes = static_cast<size_t>(m * n) * 2;
-      const std::vector<uint8_t> want = poisoned_call(c, split, m, bytes, a, b, st.s);
-      const std::vector<uint8_t> got = poisoned_call(c, *ce, m, bytes, a, b, st.s);
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), bytes), 0) << "call " << call << " m " << m;
-      if (r == 0) ++calls_checked;
-    }
-  });
-  if (!reason.empty()) {
-    print_not_run("gemm-ar", ScaleMode::kBF16, GemmAllReduceMode::kFusedCe, w, reason);
-    return;
-  }
-  EXPECT_EQ(calls_checked, 50);
-  std::printf("  fused-ce W%d, one hardware queue: %d calls finished, each equal to split-lsa\n", w, calls_checked);
+  if (const std::string why = one_hardware_queue_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  fused_ce_on_one_hardware_queue<ArWorld>(GemmAllReduceMode::kFusedCe, 2048, 1024, 2048);
+}
+
+TEST(MultiGpuGemmAllGather, FusedCeOnOneHardwareQueueFinishesAndEqualsSplit) {
+  WEAVE_REQUIRE_GPUS(3);
+  if (const std::string why = one_hardware_queue_skip_reason(); !why.empty()) GTEST_SKIP() << why;
+  fused_ce_on_one_hardware_queue<AgWorld>(GemmAllGatherMode::kFusedCe, 2048, 1024, 1024);
 }

@@ -6,23 +6,26 @@
 //     equal to split-lsa, every reducing mode (split-nccl too: NCCL's own order) within the bound of
 //     an independent reference: each rank's CUDA-core GEMM, reduce-scattered by NCCL in fp32;
 //   - a soak of 10,000 calls against split-lsa's bits; a peer that never arrives.
+// Elsewhere over NCCL: graph replays (test_fused_graphs.cu), a delayed rank
+// (test_fused_delayed_rank.cu), a PDL consumer (test_fused_pdl.cu), the negative controls
+// (test_fused_controls_reduce.cu).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "comm/timeout.hpp"
 #include "comm_support.hpp"
 #include "common/check.hpp"
+#include "fused_op_world.hpp"
+#include "fused_peer_timeout.hpp"
+#include "fused_soak.hpp"
 #include "fused_support.hpp"
 #include "support/expect_error.hpp"
 #include "testing/gemm_operands.hpp"
@@ -147,81 +150,25 @@ TEST(MultiGpuGemmReduceScatter, EveryModeEqualsSplitBitwiseAndTheReferenceAtMode
   }
 }
 
-// 10,000 calls of random M (multiples of W; some of W x 128) over fused, split-ce and auto (the same
-// pick on every rank; fused only where its bands are whole tiles), each band NaN-poisoned first and
-// compared bit for bit with split-lsa's output of the same inputs; now and then one rank is late.
+// 10,000 calls of random M (multiples of W; half the variants of W x 128: whole-tile bands) over
+// every mode (fused only where its bands are whole tiles; split-nccl's NCCL order held to the
+// reference's bound and then to its own bits), each band NaN-poisoned first and compared bit for
+// bit with the mode's quiet output of its variant (fused_soak.hpp); now and then one rank is late.
 TEST(MultiGpuGemmReduceScatter, RandomisedSoakAgainstSplit) {
   WEAVE_REQUIRE_GPUS(1);
-  const int w = local_world();
-  const int64_t n = 256, k = 256, m_max = 1024 / w * w;
-  constexpr int kCalls = 10000, kVariants = 8;
-  std::vector<long long> differing(w, 0), calls_made(w, 0);
-  for_each_rank([&](Communicator& c) {
-    const int r = c.rank(), dev = c.device();
-    StreamHolder st;
-    GemmReduceScatter split(c, rs_config(ScaleMode::kBF16, Mode::kSplitLsa, n, k, m_max));
-    std::vector<std::unique_ptr<GemmReduceScatter>> ops;
-    for (Mode mode : {Mode::kFused, Mode::kSplitCe, Mode::kAuto}) {
-      std::string why;
-      auto op = make_or_reason<GemmReduceScatter>(c, rs_config(ScaleMode::kBF16, mode, n, k, m_max), why);
-      if (op) ops.push_back(std::move(op));
-    }
-    ASSERT_FALSE(ops.empty());
-    const bench::DeviceOperand b = operand(91 + r, n, k, ScaleMode::kBF16, ref::Operand::kB, dev);
-    std::mt19937_64 shared(20261205);
-    std::vector<bench::DeviceOperand> as;
-    std::vector<int64_t> ms;
-    std::vector<bench::DeviceBuffer> want;
-    for (int v = 0; v < kVariants; ++v) {
-      const int64_t unit = v % 2 == 0 ? int64_t(128) * w : w;
-      const int64_t m = unit * (1 + static_cast<int64_t>(shared() % (m_max / unit)));
-      ms.push_back(m);
-      as.push_back(operand(5000 + 97 * v + r, m, k, ScaleMode::kBF16, ref::Operand::kA, dev));
-      const size_t bytes = static_cast<size_t>(m / w * n) * 2;
-      (void)poisoned_call(c, split, m, bytes, as.back(), b, st.s);
-      want.emplace_back(bytes);
-      WEAVE_CHECK_CUDA(cudaMemcpy(want.back().get(), split.output(m).data, bytes, cudaMemcpyDeviceToDevice));
-    }
-    c.barrier();
-    for (int i = 0; i < kCalls; ++i) {
-      const int v = static_cast<int>(shared() % kVariants);
-      size_t o = shared() % ops.size();
-      const int64_t m = ms[v];
-      if (ops[o]->config().mode == Mode::kFused && m % (128 * w) != 0) o = (o + 1) % ops.size();
-      GemmReduceScatter& op = *ops[o];
-      const bool late = static_cast<int>(shared() % w) == r && i % 7 == 0;
-      const size_t elems = static_cast<size_t>(m / w * n);
-      bench::poison_nan(op.output(m).data, elems * 2, DType::kBF16, st.s);
-      if (late) spin_delay(20'000, st.s);
-      op.run(m, as[v].view, b.view, {}, st.s);
-      ++calls_made[r];
-      differing[r] += bench::gpu_count_differing(op.output(m).data, want[v].get(), elems, DType::kBF16, st.s);
-      op.check();
-    }
-    c.barrier();
-  });
-  for (int r = 0; r < w; ++r) {
-    EXPECT_EQ(calls_made[r], kCalls) << "rank " << r;
-    EXPECT_EQ(differing[r], 0) << "rank " << r << ": elements that differ from split-lsa";
-  }
-  std::printf("  soak: %d calls at W%d over fused / split-ce / auto, every band compared: %lld differing\n", kCalls, w,
-              differing[0]);
+  const int64_t m_max = 1024 / local_world() * local_world();
+  randomised_soak_against_split<RsWorld>(
+      {Mode::kSplitLsa, Mode::kFused, Mode::kSplitCe, Mode::kSplitNccl, Mode::kAuto}, 256, 256, m_max,
+      [m_max](std::mt19937_64& shared, int v, int w) {
+        const int64_t unit = v % 2 == 0 ? int64_t(128) * w : w;
+        return unit * (1 + static_cast<int64_t>(shared() % (m_max / unit)));
+      });
 }
 
 // A peer that never makes the call (W >= 2): rank 0's waits end after the timeout naming the peer;
-// the op refuses further calls; the others wait on a host flag, then every rank destroys its op.
+// the op refuses further calls (fused_peer_timeout.hpp).
 TEST(MultiGpuGemmReduceScatter, APeerThatNeverArrivesTimesOutNamingIt) {
   WEAVE_REQUIRE_GPUS(2);
-  for (Mode mode : {Mode::kFused, Mode::kSplitLsa}) {
-    SCOPED_TRACE(std::string(to_string(mode)));
-    std::atomic<bool> rank0_done{false};
-    for_each_rank([&](Communicator& c) {
-      const int64_t m = 1024 * c.world_size();
-      GemmReduceScatter op(c, rs_config(ScaleMode::kBF16, mode, 512, 256, m));
-      const bench::DeviceOperand a = operand(5 + c.rank(), m, 256, ScaleMode::kBF16, ref::Operand::kA, c.device());
-      const bench::DeviceOperand b = operand(9 + c.rank(), 512, 256, ScaleMode::kBF16, ref::Operand::kB, c.device());
-      expect_rank0_alone_times_out(c, op, rank0_done, std::string(to_string(mode)),
-                                   [&](cudaStream_t s) { op.run(m, a.view, b.view, {}, s); });
-    });
-  }
+  a_peer_that_never_arrives_times_out_naming_it<RsWorld>({Mode::kFused, Mode::kSplitLsa, Mode::kSplitCe}, 512, 256,
+                                                         1024 * local_world());
 }
