@@ -16,14 +16,16 @@
 # CUDA_DEVICE_MAX_CONNECTIONS=1, in a process of their own),
 # `weave bench comm` over every GPU, the fused suites over every model preset with --devices = every
 # GPU (each mode against cuBLASLt + NCCL on plain and on symmetric buffers; gemm-rs over the gemm-ar
-# presets, the row-parallel layers), ag-gemm (no presets: the table has no column-parallel layer) at
-# its default shape in bf16 and ptpc (against ncclAllGather + cuBLASLt), the PNGs of those benches
+# presets, the row-parallel layers), ag-gemm over llama3-70b.gate_up_proj's column shard in bf16
+# and ptpc (against ncclAllGather + cuBLASLt), the PNGs of those benches
 # (scripts/plot_bench.py with the system python3's matplotlib, PLOT_PYTHON overrides the
 # interpreter; a plot that fails is a RESULT line of its own), and with PY=1 the Python
 # package's install and pytest suite
 # (scripts/device_python.sh: torchrun multi-GPU parts included; needs .deps), then
-# examples/python/llama_on_weave.py under torchrun over every GPU in bf16, ptpc, blockscale and mxfp8
-# (PY_EXAMPLE_TIMEOUT, default 300 s each). Expected on 2 H200s,
+# scripts/bench_torch_async_tp.py (the sequence-parallel pair against PyTorch's async-TP operators)
+# and examples/python/llama_on_weave.py under torchrun over every GPU in bf16, ptpc, blockscale and
+# mxfp8 (PY_EXAMPLE_TIMEOUT, default 300 s each). MULTI_PART=tests or bench runs one half, for two
+# device calls where the whole would pass one call's 10 minutes. Expected on 2 H200s,
 # prebuilt binaries: about 11 minutes without PY=1 (tests about 3, comm about 1, ten presets about 4,
 # the seven row-parallel ones as gemm-rs about 3, ag-gemm about 1; estimated, not yet run), plus 6-10
 # with it.
@@ -46,6 +48,9 @@ source scripts/gpu_verdict.sh
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
 LOGS=$(mktemp -d "${TMPDIR:-/tmp}/weave_logs.XXXX")
 mode=${1:-full}
+# MULTI_PART=tests / bench: only that half of `multi` (two device calls where one would pass 10 minutes).
+multi_part=${MULTI_PART:-all}
+case $multi_part in all|tests|bench) ;; *) echo "gpu_all: MULTI_PART='$multi_part': expected all, tests or bench" >&2; exit 2 ;; esac
 t0=$(date +%s)
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
@@ -88,7 +93,7 @@ fi
 verdict_pass "weave info" $?
 cat "$LOGS/info.txt"
 
-if [ "$mode" != bench ]; then
+if [ "$mode" != bench ] && ! { [ "$mode" = multi ] && [ "$multi_part" = bench ]; }; then
   labels="gpu multi_gpu"; [ "$mode" = gemm ] && labels=gpu; { [ "$mode" = comm ] || [ "$mode" = multi ]; } && labels=multi_gpu
   for label in $labels; do
     t1=$(date +%s)
@@ -167,6 +172,8 @@ plot_benches() {
 }
 if [ "$mode" = quick ]; then
   bench default
+elif [ "$mode" = multi ] && [ "$multi_part" = tests ]; then
+  note "multi: tests only (MULTI_PART=tests)"
 elif [ "$mode" = multi ]; then
   nvidia-smi -L >"$LOGS/gpus.txt" 2>&1
   # Every GPU, one rank each (DEVICES overrides: a comma-separated list of ordinals).
@@ -194,9 +201,11 @@ elif [ "$mode" = multi ]; then
       bench "${op//-/_}_$p" "$op" --preset "$p" ${DEVICES:+--devices "$DEVICES"} $args
     done
   done
-  # ag-gemm (AllGatherGemm) takes no preset: its default shape, bf16 and ptpc (whose scales travel too).
+  # ag-gemm (AllGatherGemm) over Llama-3-70B's gate_up_proj column shard (the decoder layer table's),
+  # bf16 and ptpc (whose scales travel too); AG_GEMM_PRESET picks another column GEMM.
   for q in bf16 ptpc; do
-    bench "ag_gemm_$q" ag-gemm --quant $q ${DEVICES:+--devices "$DEVICES"} ${AG_GEMM_ARGS:--m 128,1024,4096 -i 5}
+    bench "ag_gemm_$q" ag-gemm --preset ${AG_GEMM_PRESET:-llama3-70b.gate_up_proj} --quant $q \
+      ${DEVICES:+--devices "$DEVICES"} ${AG_GEMM_ARGS:--m 128,1024,4096 -i 5}
   done
   plot_benches
   if [ "${PY:-0}" = 1 ]; then
@@ -207,6 +216,13 @@ elif [ "$mode" = multi ]; then
     # A Hugging Face Llama on weave (examples/python/llama_on_weave.py) at TP = every GPU, each quant:
     # exit 0 when its logits are within weave.hf.TOLERANCE of the unmodified model; its times noted.
     ngpu=$(echo "${DEVICES:-0}" | tr ',' '\n' | wc -l)
+    # The sequence-parallel pair against PyTorch's async-TP operators and torch's GEMM + NCCL.
+    env ${DEVICES:+CUDA_VISIBLE_DEVICES=$DEVICES} timeout ${PY_EXAMPLE_TIMEOUT:-300} ${PYTHON:-python3} \
+      -m torch.distributed.run --nproc_per_node="$ngpu" scripts/bench_torch_async_tp.py \
+      --json "$LOGS/bench_torch_async_tp.json" >"$LOGS/bench_torch_async_tp.txt" 2>&1
+    rc=$?
+    verdict_pass "bench_torch_async_tp.py (TP $ngpu)" $rc
+    note "bench_torch_async_tp (TP $ngpu): exit $rc"; cat "$LOGS/bench_torch_async_tp.txt" | tail -20
     for q in bf16 ptpc blockscale mxfp8; do
       env ${DEVICES:+CUDA_VISIBLE_DEVICES=$DEVICES} timeout ${PY_EXAMPLE_TIMEOUT:-300} ${PYTHON:-python3} \
         -m torch.distributed.run --nproc_per_node="$ngpu" examples/python/llama_on_weave.py --quant $q \

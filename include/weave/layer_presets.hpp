@@ -35,7 +35,7 @@ struct LayerGemm {
   // The split dimension stacks this many equal matrices (gate_up_proj: 2, gate then up); each
   // rank takes its share of every one, so block-scaled weights need each share block-aligned.
   int parts = 1;
-  std::string_view source;     // where N and K come from (config.json fields)
+  std::string_view source = {};  // where N and K come from (config.json fields)
 };
 
 struct LayerPreset {
@@ -43,8 +43,8 @@ struct LayerPreset {
   std::span<const LayerGemm> gemms;  // in the order a decode step runs them
   std::span<const ScaleMode> quants; // what the model ships in; the first is the default
   std::span<const std::int64_t> ms;  // default M list (tokens per step): decode batches
-  std::string_view summary;          // one line: which layer
-  std::string_view left_out;         // GEMM-like work of the layer not in `gemms`, and why ("" if none)
+  std::string_view summary = {};     // one line: which layer
+  std::string_view left_out = {};    // GEMM-like work of the layer not in `gemms`, and why ("" if none)
 };
 
 // Every layer preset, in a fixed order.

@@ -134,12 +134,13 @@ TEST_F(GpuAllScript, MultiRunsTheMultiGpuTestsCommAndEveryPreset) {
                            // gemm-rs over the row-parallel (gemm-ar) presets, with its own M list
                            "fake bench bench gemm-rs --preset m.o_proj --devices 0,1 -m 128,1000,4096,8192 -i 5",
                            "fake bench bench gemm-rs --preset m.down --devices 0,1", "bench gemm_rs_m.down: exit 0",
-                           // ag-gemm takes no preset: its default shape in bf16 and ptpc
-                           "fake bench bench ag-gemm --quant bf16 --devices 0,1 -m 128,1024,4096 -i 5",
-                           "fake bench bench ag-gemm --quant ptpc --devices 0,1", "bench ag_gemm_ptpc: exit 0"})
+                           // ag-gemm over a column GEMM of the decoder layer table, bf16 and ptpc
+                           "fake bench bench ag-gemm --preset llama3-70b.gate_up_proj --quant bf16 --devices 0,1 "
+                           "-m 128,1024,4096 -i 5",
+                           "fake bench bench ag-gemm --preset llama3-70b.gate_up_proj --quant ptpc --devices 0,1",
+                           "bench ag_gemm_ptpc: exit 0"})
     EXPECT_NE(ok.out.find(part), std::string::npos) << part << " missing:\n" << ok.out;
   EXPECT_EQ(ok.out.find("gemm-rs --preset m.wkv"), std::string::npos) << "gemm-rs takes no gemm-ag layer:\n" << ok.out;
-  EXPECT_EQ(ok.out.find("ag-gemm --preset"), std::string::npos) << "ag-gemm takes no preset:\n" << ok.out;
   const ScriptRun rs_args = gpu_all("FAKE_BENCH=0 DEVICES=0,1 GEMM_RS_ARGS='-m 256 -i 3'", "multi");
   EXPECT_NE(rs_args.out.find("fake bench bench gemm-rs --preset m.o_proj --devices 0,1 -m 256 -i 3"), std::string::npos)
       << rs_args.out;
@@ -150,6 +151,18 @@ TEST_F(GpuAllScript, MultiRunsTheMultiGpuTestsCommAndEveryPreset) {
   const ScriptRun bench = gpu_all("FAKE_BENCH=1", "multi");
   EXPECT_EQ(bench.rc, 1) << bench.out;
   EXPECT_NE(bench.out.find("bench gemm_ar_m.o_proj: exit 1, must exit 0"), std::string::npos) << bench.out;
+  // MULTI_PART: one half per device call.
+  const ScriptRun tests_only = gpu_all("FAKE_BENCH=1 MULTI_PART=tests", "multi");
+  EXPECT_EQ(tests_only.rc, 0) << "no bench runs, so the failing fake bench is not reached:\n" << tests_only.out;
+  EXPECT_NE(tests_only.out.find("tests multi_gpu (exit 0"), std::string::npos) << tests_only.out;
+  EXPECT_EQ(tests_only.out.find("fake bench"), std::string::npos) << tests_only.out;
+  const ScriptRun bench_only = gpu_all("FAKE_BENCH=0 FAKE_MULTI=1 MULTI_PART=bench DEVICES=0,1", "multi");
+  EXPECT_EQ(bench_only.rc, 0) << "no test binary runs, so the failing fake one is not reached:\n" << bench_only.out;
+  EXPECT_EQ(bench_only.out.find("tests multi_gpu"), std::string::npos) << bench_only.out;
+  EXPECT_NE(bench_only.out.find("bench comm: exit 0"), std::string::npos) << bench_only.out;
+  const ScriptRun wrong = gpu_all("MULTI_PART=half", "multi");
+  EXPECT_EQ(wrong.rc, 2) << wrong.out;
+  EXPECT_NE(wrong.out.find("MULTI_PART='half': expected all, tests or bench"), std::string::npos) << wrong.out;
 }
 
 // multi renders its benches' JSON after them (one PNG per file here: eight, so packed into

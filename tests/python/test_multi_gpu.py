@@ -3,12 +3,10 @@ torch.distributed (NCCL) creates the process group, weave.Communicator.from_proc
 broadcasts the NCCL unique id over it. Each rank's all-reduce / all-gather / reduce-scatter is
 checked against the exact sum of every rank's input in rank order (fp32, as weave sums), gathered
 with torch.distributed. Skipped, with the reason, where fewer than 2 GPUs are visible."""
-import os
-import tempfile
-
 import pytest
 
 from conftest import GPU_SKIP
+from spawn_ranks import spawn_ranks
 
 if GPU_SKIP:
     pytest.skip(GPU_SKIP, allow_module_level=True)
@@ -64,15 +62,7 @@ def _rank(rank, world, init_file, seed, errors):
 def _spawn_ranks(target, seed, world=None):
     """`target(rank, world, init_file, seed, errors)` in one spawned process per visible GPU (up to
     8; or `world` of them); the first error a rank reported fails the test."""
-    import torch.multiprocessing as mp
-
-    world = world or min(NGPU, 8)
-    ctx = mp.get_context("spawn")
-    errors = ctx.SimpleQueue()
-    with tempfile.TemporaryDirectory() as d:
-        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-        mp.spawn(target, args=(world, os.path.join(d, "init"), seed, errors), nprocs=world, join=True)
-    assert errors.empty(), errors.get()
+    spawn_ranks(target, seed, world or min(NGPU, 8))
 
 
 def test_collectives_across_processes(seed):
