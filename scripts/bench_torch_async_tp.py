@@ -162,7 +162,6 @@ def main(argv=None) -> int:
                     print(f"{name}.{g.name:13s} {row['op']:8s} tokens {tokens:6d} n {g.n:6d} k {g.k:6d}  "
                           + "  ".join(f"{a} {t:9.1f}" for a, t in times.items())
                           + f"  ratio {row['ratio']:.3f}" + (f"  WRONG {sorted(wrong)}" if wrong else ""), flush=True)
-                del op
     if rank == 0:
         print("# ratio = weave / the faster torch arm (< 1: weave faster); times: median us per call, max over ranks")
         if args.json:

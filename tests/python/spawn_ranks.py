@@ -1,6 +1,7 @@
 """One spawned process per GPU for the torch.distributed tests (test_multi_gpu*.py)."""
 import os
 import tempfile
+from contextlib import contextmanager
 
 
 def spawn_ranks(target, seed, world):
@@ -14,3 +15,22 @@ def spawn_ranks(target, seed, world):
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
         mp.spawn(target, args=(world, os.path.join(d, "init"), seed, errors), nprocs=world, join=True)
     assert errors.empty(), errors.get()
+
+
+@contextmanager
+def rank_process(rank, world, init_file, errors):
+    """The body of a rank: this process's GPU and an NCCL process group over `init_file`, torn down
+    after a barrier; an error is put on `errors` (the parent's report) and raised again."""
+    import torch
+    import torch.distributed as dist
+
+    try:
+        torch.cuda.set_device(rank)
+        dist.init_process_group("nccl", init_method=f"file://{init_file}", rank=rank, world_size=world)
+        yield
+        torch.cuda.synchronize()
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        errors.put(f"rank {rank}: {type(e).__name__}: {e}")
+        raise

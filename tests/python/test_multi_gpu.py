@@ -6,7 +6,7 @@ with torch.distributed. Skipped, with the reason, where fewer than 2 GPUs are vi
 import pytest
 
 from conftest import GPU_SKIP
-from spawn_ranks import spawn_ranks
+from spawn_ranks import rank_process, spawn_ranks
 
 if GPU_SKIP:
     pytest.skip(GPU_SKIP, allow_module_level=True)
@@ -21,9 +21,7 @@ def _rank(rank, world, init_file, seed, errors):
 
     import weave
 
-    try:
-        torch.cuda.set_device(rank)
-        dist.init_process_group("nccl", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    with rank_process(rank, world, init_file, errors):
         comm = weave.Communicator.from_process_group()
         assert (comm.rank, comm.world_size, comm.device) == (rank, world, rank)
         gen = torch.Generator(device="cuda").manual_seed(seed + rank)
@@ -52,11 +50,6 @@ def _rank(rank, world, init_file, seed, errors):
         torch.cuda.synchronize()
         assert torch.equal(out, torch.cat(parts)), f"rank {rank}: {ag.describe()}"
         assert ag.self_test()["ok"]
-        dist.barrier()
-        dist.destroy_process_group()
-    except BaseException as e:  # noqa: BLE001 - reported to the parent
-        errors.put(f"rank {rank}: {type(e).__name__}: {e}")
-        raise
 
 
 def _spawn_ranks(target, seed, world=None):
@@ -82,9 +75,7 @@ def _fused_rank(rank, world, init_file, seed, errors):
     import weave
     import weave.ops
 
-    try:
-        torch.cuda.set_device(rank)
-        dist.init_process_group("nccl", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    with rank_process(rank, world, init_file, errors):
         comm = weave.Communicator.from_process_group()
         gen = torch.Generator(device="cuda").manual_seed(seed + rank)
         n, k, m = 1024, 512, 256 * world  # m: a multiple of world x 128, so reduce-scatter's fused mode runs too
@@ -160,12 +151,6 @@ def _fused_rank(rank, world, init_file, seed, errors):
         h_agm = weave.ops.handle(weave.AllGatherGemm(comm, n=n, k=k, m_max=m // world))
         close(torch.compile(lambda x, w: torch.ops.weave.all_gather_gemm(h_agm, x, w), fullgraph=True)(rows, b), want,
               "torch.ops.weave.all_gather_gemm compiled")
-        torch.cuda.synchronize()
-        dist.barrier()
-        dist.destroy_process_group()
-    except BaseException as e:  # noqa: BLE001 - reported to the parent
-        errors.put(f"rank {rank}: {type(e).__name__}: {e}")
-        raise
 
 
 def test_fused_ops_across_processes(seed):
@@ -185,9 +170,7 @@ def _llama_rank(rank, world, init_file, seed, errors):
     import weave.hf
     from small_llama import BATCH, CONFIG, PROMPT, prefill_and_decode, small_llama
 
-    try:
-        torch.cuda.set_device(rank)
-        dist.init_process_group("nccl", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    with rank_process(rank, world, init_file, errors):
         comm = weave.Communicator.from_process_group()
         for quant in ("bf16", "ptpc", "blockscale", "mxfp8"):
             ref = small_llama(seed)
@@ -207,12 +190,6 @@ def _llama_rank(rank, world, init_file, seed, errors):
                 first = g.clone()
                 dist.broadcast(first, 0)
                 assert torch.equal(g, first), f"rank {rank} {quant} call {i}: logits differ from rank 0's"
-        torch.cuda.synchronize()
-        dist.barrier()
-        dist.destroy_process_group()
-    except BaseException as e:  # noqa: BLE001 - reported to the parent
-        errors.put(f"rank {rank}: {type(e).__name__}: {e}")
-        raise
 
 
 def test_a_llama_on_weave_at_world_two(seed):

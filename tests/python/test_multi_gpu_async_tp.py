@@ -9,7 +9,7 @@ are visible or torch has no symmetric-memory operators."""
 import pytest
 
 from conftest import GPU_SKIP
-from spawn_ranks import spawn_ranks
+from spawn_ranks import rank_process, spawn_ranks
 
 if GPU_SKIP:
     pytest.skip(GPU_SKIP, allow_module_level=True)
@@ -42,9 +42,7 @@ def _rank(rank, world, init_file, seed, errors):
 
     import weave
 
-    try:
-        torch.cuda.set_device(rank)
-        dist.init_process_group("nccl", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    with rank_process(rank, world, init_file, errors):
         group_name = dist.group.WORLD.group_name
         if hasattr(symm_mem, "enable_symm_mem_for_group"):  # a no-op or gone in newer torch
             symm_mem.enable_symm_mem_for_group(group_name)
@@ -89,13 +87,6 @@ def _rank(rank, world, init_file, seed, errors):
         band = grs.run(a_r, b_r)
         torch.cuda.synchronize()
         _close(band, rs_torch, "GemmReduceScatter bf16 vs fused_matmul_reduce_scatter", rank)
-
-        torch.cuda.synchronize()
-        dist.barrier()
-        dist.destroy_process_group()
-    except BaseException as e:  # noqa: BLE001 - reported to the parent
-        errors.put(f"rank {rank}: {type(e).__name__}: {e}")
-        raise
 
 
 def test_sequence_parallel_pair_matches_torch_async_tp(seed):
