@@ -77,6 +77,7 @@ class TensorParallelPlan:
     world: int
     quant: str
     max_tokens: int
+    share_ops: bool
     decoder_layers: tuple
     heads: int
     kv_heads: int
@@ -85,13 +86,21 @@ class TensorParallelPlan:
 
     heads_per_rank = property(lambda self: self.heads // self.world)
     kv_heads_per_rank = property(lambda self: self.kv_heads // self.world)
-    window_bytes = property(lambda self: sum(s.window_bytes for s in self.linears))
+
+    @property
+    def window_bytes(self) -> int:
+        """The row-parallel ops' windows per rank: one per projection, or with share_ops one per
+        distinct shape (a model's decoder layers share their o_proj's and down_proj's ops)."""
+        if not self.share_ops:
+            return sum(s.window_bytes for s in self.linears)
+        return sum({(s.parallel, s.shard_shape): s.window_bytes for s in self.linears}.values())
 
     def describe(self) -> str:
         return (f"{len(self.decoder_layers)} decoder layers at world {self.world}, {self.quant}: "
                 f"{sum(s.parallel == 'column' for s in self.linears)} column-parallel, "
                 f"{sum(s.parallel == 'row' for s in self.linears)} row-parallel (GemmAllReduce, max_tokens "
-                f"{self.max_tokens}, windows {self.window_bytes / 2**20:.1f} MiB per rank); heads "
+                f"{self.max_tokens}, windows {self.window_bytes / 2**20:.1f} MiB per rank"
+                f"{', one op per shape' if self.share_ops else ''}); heads "
                 f"{self.heads_per_rank} of {self.heads}, KV heads {self.kv_heads_per_rank} of {self.kv_heads} per rank")
 
 
@@ -178,11 +187,13 @@ def _plan_linear(name: str, linear, parallel: str, world: int, quant: str, max_t
     return ShardedLinear(name, parallel, k, n, shard, window)
 
 
-def plan_tensor_parallel(model, world: int, *, quant: str = "bf16",
-                         max_tokens: int = DEFAULT_MAX_TOKENS) -> TensorParallelPlan:
+def plan_tensor_parallel(model, world: int, *, quant: str = "bf16", max_tokens: int = DEFAULT_MAX_TOKENS,
+                         share_ops: bool = True) -> TensorParallelPlan:
     """What swap_to_weave would do to `model` at `world` ranks, checked against every rule
     (structure, heads, divisibility, weave's per-op rules) before any GPU work. CPU only."""
     quant = _nn._quant(quant)
+    if not isinstance(share_ops, bool):
+        raise arg_error(f"argument 'share_ops': must be a bool (got {share_ops!r})")
     _positive("world", world)
     _positive("max_tokens", max_tokens)
     if not isinstance(model, torch.nn.Module):
@@ -195,7 +206,7 @@ def plan_tensor_parallel(model, world: int, *, quant: str = "bf16",
         for path, parallel in _PROJECTIONS:
             linears.append(_plan_linear(f"{name}.{path}", layer.get_submodule(path), parallel, world, quant,
                                         max_tokens))
-    return TensorParallelPlan(world, quant, max_tokens, tuple(n for n, _ in layers), heads, kv, head_dim,
+    return TensorParallelPlan(world, quant, max_tokens, share_ops, tuple(n for n, _ in layers), heads, kv, head_dim,
                               tuple(linears))
 
 
@@ -244,13 +255,17 @@ def _check_on_device(model, plan: TensorParallelPlan, device: int) -> None:
 
 
 def swap_to_weave(model, *, comm: Communicator | None = None, process_group=None, quant: str = "bf16",
-                  max_tokens: int = DEFAULT_MAX_TOKENS) -> TensorParallelPlan:
+                  max_tokens: int = DEFAULT_MAX_TOKENS, share_ops: bool = True) -> TensorParallelPlan:
     """Swaps `model`'s projections for weave.nn layers in place (the plan says which) and returns
     the plan. Collective: every rank of `comm` (default: a communicator made once from
     `process_group`, torch.distributed's world by default) passes the same whole model, bf16 on
     its GPU. quant: "bf16", "ptpc", "blockscale" or "mxfp8" (weave.nn's). max_tokens: the largest batch x
-    sequence of one forward call. Every rule is checked before any GPU work (plan_tensor_parallel)."""
-    plan = plan_tensor_parallel(model, _world_of(comm, process_group), quant=quant, max_tokens=max_tokens)
+    sequence of one forward call. share_ops: the projections of one shape share one op and window
+    (weave.nn's share_op: the decoder layers run one after another, so their o_proj's share one
+    GemmAllReduce, their down_proj's another); False gives every projection its own. Every rule is
+    checked before any GPU work (plan_tensor_parallel)."""
+    plan = plan_tensor_parallel(model, _world_of(comm, process_group), quant=quant, max_tokens=max_tokens,
+                                share_ops=share_ops)
     if comm is None:
         comm = Communicator.from_process_group(process_group)
     _check_on_device(model, plan, comm.device)
@@ -258,7 +273,8 @@ def swap_to_weave(model, *, comm: Communicator | None = None, process_group=None
     def build(entry: ShardedLinear, linear):
         if entry.parallel == "column":
             return _nn.ColumnParallelLinear.from_linear(linear, comm=comm, quant=quant)
-        return _nn.RowParallelLinear.from_linear(linear, comm=comm, quant=quant, max_tokens=max_tokens)
+        return _nn.RowParallelLinear.from_linear(linear, comm=comm, quant=quant, max_tokens=max_tokens,
+                                                 share_op=plan.share_ops)
 
     _swap(model, plan, build)
     return plan

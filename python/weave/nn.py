@@ -30,6 +30,12 @@ with their scales), so a block of the two passes tokens / W rows between layers:
     down = weave.nn.RowParallelLinear.from_linear(mlp.down_proj, comm=comm, sequence_parallel=True,
                                                   max_tokens=8192)                  # [T / W, h]
     y = down(torch.nn.functional.gelu(up(x_rows)))  # x_rows: this rank's [T / W, h]
+
+share_op=True: layers of one shape and quant on one communicator share one op (one window, one
+registration) instead of one each, as a model's decoder layers can: every call writes a fresh
+output tensor, so layers that run one after another on a stream (a model's forward) may share; layers
+that run at the same time on different streams must not (their calls would interleave in one
+window). weave.hf.swap_to_weave shares by default.
 """
 from __future__ import annotations
 
@@ -41,6 +47,27 @@ from ._errors import arg_error
 from ._fused import AllGatherGemm, GemmAllReduce, GemmReduceScatter
 
 __all__ = ["ColumnParallelLinear", "RowParallelLinear"]
+
+# The ops layers share (share_op=True), per communicator: {(op class, its config): op}. Kept on the
+# communicator itself, so they go with it (the ops hold it too: a cycle the collector frees).
+_SHARED_OPS_ATTR = "_weave_nn_shared_ops"
+
+
+def _share_op(share_op) -> bool:
+    if not isinstance(share_op, bool):
+        raise arg_error(f"argument 'share_op': must be a bool (got {share_op!r})")
+    return share_op
+
+
+def _op_for(cls, comm, share: bool, **config):
+    """`cls(comm, **config)`, or with `share` the one op of that class and config on `comm`."""
+    if not share:
+        return cls(comm, **config)
+    shared = comm.__dict__.setdefault(_SHARED_OPS_ATTR, {})
+    key = (cls, tuple(sorted(config.items())))
+    if key not in shared:
+        shared[key] = cls(comm, **config)
+    return shared[key]
 
 _E4M3_MAX = 448.0
 _QUANTS = ("bf16", "ptpc", "blockscale", "mxfp8")
@@ -243,8 +270,9 @@ class ColumnParallelLinear(_Weights):
 
     def __init__(self, in_features: int, out_features: int, *, comm: Communicator | None = None, process_group=None,
                  bias: bool = True, sequence_parallel: bool = False, quant: str = "bf16",
-                 max_tokens: int | None = None):
+                 max_tokens: int | None = None, share_op: bool = False):
         super().__init__()
+        share_op = _share_op(share_op)
         quant = _quant(quant)
         comm = _communicator(comm, process_group)
         n_r = _features("out_features", out_features, comm.world_size)
@@ -259,17 +287,18 @@ class ColumnParallelLinear(_Weights):
         self._init_weights(n_r, in_features, quant, device)
         self._init_bias(n_r, bias, device)
         if sequence_parallel:
-            self.op = AllGatherGemm(comm, n=n_r, k=in_features, m_max=m_max, quant=quant)
+            self.op = _op_for(AllGatherGemm, comm, share_op, n=n_r, k=in_features, m_max=m_max, quant=quant)
             self._handle = _ops.handle(self.op)
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear, *, comm: Communicator | None = None, process_group=None,
-                    sequence_parallel: bool = False, quant: str = "bf16", max_tokens: int | None = None):
+                    sequence_parallel: bool = False, quant: str = "bf16", max_tokens: int | None = None,
+                    share_op: bool = False):
         """This rank's layer of `linear` (the whole layer, the same on every rank); ptpc quantises
         its weight shard per output feature, blockscale per 128 x 128 block, mxfp8 per 32 x 32."""
         layer = cls(linear.in_features, linear.out_features, comm=comm, process_group=process_group,
                     bias=linear.bias is not None, sequence_parallel=sequence_parallel, quant=quant,
-                    max_tokens=max_tokens)
+                    max_tokens=max_tokens, share_op=share_op)
         w, per = _shard_of(linear, 0, layer.comm.world_size, layer.comm.rank, layer.weight.device)
         layer._load_weights(w)
         with torch.no_grad():
@@ -297,8 +326,10 @@ class RowParallelLinear(_Weights):
     the op's window (the largest tokens per call)."""
 
     def __init__(self, in_features: int, out_features: int, *, max_tokens: int, comm: Communicator | None = None,
-                 process_group=None, bias: bool = True, sequence_parallel: bool = False, quant: str = "bf16"):
+                 process_group=None, bias: bool = True, sequence_parallel: bool = False, quant: str = "bf16",
+                 share_op: bool = False):
         super().__init__()
+        share_op = _share_op(share_op)
         quant = _quant(quant)
         comm = _communicator(comm, process_group)
         k_r = _features("in_features", in_features, comm.world_size)
@@ -309,17 +340,18 @@ class RowParallelLinear(_Weights):
         # The bias is added once, after the sum (every rank holds all of it).
         self._init_bias(out_features, bias, device)
         op = GemmReduceScatter if sequence_parallel else GemmAllReduce
-        self.op = op(comm, n=out_features, k=k_r, m_max=max_tokens, quant=quant)
+        self.op = _op_for(op, comm, share_op, n=out_features, k=k_r, m_max=max_tokens, quant=quant)
         self._handle = _ops.handle(self.op)
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear, *, max_tokens: int, comm: Communicator | None = None,
-                    process_group=None, sequence_parallel: bool = False, quant: str = "bf16"):
+                    process_group=None, sequence_parallel: bool = False, quant: str = "bf16",
+                    share_op: bool = False):
         """This rank's layer of `linear` (the whole layer, the same on every rank); ptpc quantises
         its weight shard per output feature, blockscale per 128 x 128 block, mxfp8 per 32 x 32."""
         layer = cls(linear.in_features, linear.out_features, max_tokens=max_tokens, comm=comm,
                     process_group=process_group, bias=linear.bias is not None, sequence_parallel=sequence_parallel,
-                    quant=quant)
+                    quant=quant, share_op=share_op)
         w, _ = _shard_of(linear, 1, layer.comm.world_size, layer.comm.rank, layer.weight.device)
         layer._load_weights(w)
         with torch.no_grad():

@@ -32,6 +32,29 @@ def tiny_model(seed=0, dtype=torch.float32, **config):
     return transformers.LlamaForCausalLM(transformers.LlamaConfig(**kw)).to(dtype).eval()
 
 
+def test_layers_of_one_shape_share_one_op_on_a_communicator():
+    """weave.nn's share_op: one op per (op class, config) on a communicator; other shapes, other
+    communicators and share_op=False get their own (the cache alone, with a stand-in op class)."""
+    from weave import nn as wnn
+
+    class Op:
+        def __init__(self, comm, **config):
+            self.comm, self.config = comm, config
+
+    class Comm:
+        pass
+
+    a, b = Comm(), Comm()
+    one = wnn._op_for(Op, a, True, n=256, k=128, m_max=300, quant="bf16")
+    assert wnn._op_for(Op, a, True, k=128, n=256, m_max=300, quant="bf16") is one  # keyword order aside
+    assert wnn._op_for(Op, a, True, n=256, k=128, m_max=600, quant="bf16") is not one
+    assert wnn._op_for(Op, a, True, n=256, k=128, m_max=300, quant="ptpc") is not one
+    assert wnn._op_for(Op, b, True, n=256, k=128, m_max=300, quant="bf16") is not one
+    assert wnn._op_for(Op, a, False, n=256, k=128, m_max=300, quant="bf16") is not one
+    with pytest.raises(weave.ArgumentError, match="argument 'share_op': must be a bool"):
+        wnn._share_op(1)
+
+
 def test_the_plan_maps_each_projection_to_its_layer_and_shard():
     model = tiny_model()
     plan = weave.hf.plan_tensor_parallel(model, 2, quant="ptpc", max_tokens=300)
@@ -53,7 +76,16 @@ def test_the_plan_maps_each_projection_to_its_layer_and_shard():
         assert s.window_bytes == want_window and (want_window > 0) == row, s.name
     assert (plan.heads, plan.kv_heads, plan.head_dim) == (8, 4, 32)
     assert (plan.heads_per_rank, plan.kv_heads_per_rank) == (4, 2)
-    assert plan.window_bytes == sum(s.window_bytes for s in plan.linears)
+    # By default the decoder layers' projections of one shape share one op: one window per shape
+    # (o_proj's and down_proj's here), not one per projection.
+    assert plan.share_ops
+    assert plan.window_bytes == sum({s.shard_shape: s.window_bytes for s in plan.linears if s.parallel == "row"}.values())
+    assert 2 * plan.window_bytes == sum(s.window_bytes for s in plan.linears)  # two decoder layers
+    assert "one op per shape" in plan.describe()
+    own = weave.hf.plan_tensor_parallel(model, 2, quant="ptpc", max_tokens=300, share_ops=False)
+    assert own.window_bytes == sum(s.window_bytes for s in plan.linears) and "one op per shape" not in own.describe()
+    with pytest.raises(weave.ArgumentError, match="argument 'share_ops': must be a bool"):
+        weave.hf.plan_tensor_parallel(model, 2, share_ops="yes")
     assert "10 column-parallel, 4 row-parallel" in plan.describe() and "heads 4 of 8" in plan.describe()
     one = weave.hf.plan_tensor_parallel(model, 1)
     assert [s.shard_shape for s in one.linears] == [(s.out_features, s.in_features) for s in one.linears]

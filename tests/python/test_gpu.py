@@ -709,6 +709,30 @@ def test_torch_ops_compiled_block_equals_eager_and_replays_in_a_cuda_graph(seed)
     weave.ops.release(h)
 
 
+def test_layers_of_one_shape_share_one_op(seed):
+    """weave.nn share_op=True: two row-parallel layers of one shape (two decoder layers' down_proj)
+    share one GemmAllReduce, and calls alternating between them each give their own layer's result
+    (every call writes a fresh output, so the shared window is only ever the op's scratch); another
+    shape, or share_op=False, gets its own op."""
+    import weave.nn
+    torch.manual_seed(seed)
+    (comm,) = weave.Communicator.create_local([0])
+    downs = [torch.nn.Linear(1024, 512).to(DEV, torch.bfloat16) for _ in range(2)]
+    rows = [weave.nn.RowParallelLinear.from_linear(d, comm=comm, max_tokens=256, share_op=True) for d in downs]
+    assert rows[0].op is rows[1].op
+    other = weave.nn.RowParallelLinear(1024, 384, comm=comm, max_tokens=256, share_op=True)
+    own = weave.nn.RowParallelLinear.from_linear(downs[0], comm=comm, max_tokens=256)
+    assert other.op is not rows[0].op and own.op is not rows[0].op
+    xs = [torch.randn(200, 1024, device=DEV).to(torch.bfloat16) for _ in range(2)]
+    outs = []
+    for _ in range(3):  # alternating, not synchronised in between
+        outs += [rows[0](xs[0]), rows[1](xs[1])]
+    torch.cuda.synchronize()
+    for i, y in enumerate(outs):
+        ref = downs[i % 2](xs[i % 2])
+        assert torch.allclose(y.float(), ref.float(), rtol=2e-2, atol=2e-2 * ref.float().abs().max().item()), i
+
+
 @pytest.mark.parametrize("quant", ["bf16", "ptpc", "blockscale", "mxfp8"])
 def test_tensor_parallel_layers_at_world_one_match_torch_linear(seed, quant):
     """weave.nn at world 1 (real ops): ColumnParallelLinear (and AllGatherGemm with
