@@ -3,6 +3,7 @@
 // the weight bytes a layer streams, and the decode targets.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -122,4 +123,16 @@ TEST(DecodeOptions, TargetsFollowTheIssue) {
   EXPECT_DOUBLE_EQ(decode_target(32).max_ratio, 0.8);
   EXPECT_DOUBLE_EQ(decode_target(33).min_hbm_fraction, 0);
   EXPECT_DOUBLE_EQ(decode_target(256).max_ratio, 1.0);
+}
+
+TEST(DecodeOptions, AJudgementNamesEveryMissAndANaNIsAMiss) {
+  EXPECT_TRUE(judge_decode(4, 0.80, 0.75).met);
+  EXPECT_EQ(judge_decode(4, 0.80, 0.75).text, "met");
+  EXPECT_EQ(judge_decode(4, 0.62, 0.75).text, "HBM 62% < 75%");
+  EXPECT_EQ(judge_decode(16, 0.62, 0.91).text, "0.91x cuBLASLt > 0.80x");  // 60% suffices from M 9
+  EXPECT_EQ(judge_decode(1, 0.5, 0.9).text, "HBM 50% < 75%, 0.90x cuBLASLt > 0.80x");
+  EXPECT_FALSE(judge_decode(2, 0.9, std::nan("")).met) << "no cuBLASLt chain: the relative target cannot be met";
+  EXPECT_FALSE(judge_decode(2, std::nan(""), 0.5).met);
+  EXPECT_TRUE(judge_decode(64, 0.1, 0.99).met) << "above 32: no HBM target";
+  EXPECT_FALSE(judge_decode(64, 0.9, 1.01).met);
 }

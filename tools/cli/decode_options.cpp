@@ -1,5 +1,6 @@
 #include "cli/decode_options.hpp"
 
+#include <cstdio>
 #include <set>
 #include <sstream>
 
@@ -166,6 +167,24 @@ DecodeTarget decode_target(std::int64_t m) {
   if (m <= 8) return {.min_hbm_fraction = 0.75, .max_ratio = 0.8};
   if (m <= 32) return {.min_hbm_fraction = 0.60, .max_ratio = 0.8};
   return {.min_hbm_fraction = 0, .max_ratio = 1.0};
+}
+
+DecodeJudgement judge_decode(std::int64_t m, double hbm_fraction, double ratio) {
+  const DecodeTarget t = decode_target(m);
+  DecodeJudgement j;
+  char buf[160];
+  if (t.min_hbm_fraction > 0 && !(hbm_fraction >= t.min_hbm_fraction)) {
+    std::snprintf(buf, sizeof buf, "HBM %.0f%% < %.0f%%", 100 * hbm_fraction, 100 * t.min_hbm_fraction);
+    j.text += buf;
+    j.met = false;
+  }
+  if (!(ratio <= t.max_ratio)) {  // a NaN ratio (no baseline) is a miss: the target is relative
+    std::snprintf(buf, sizeof buf, "%s%.2fx cuBLASLt > %.2fx", j.text.empty() ? "" : ", ", ratio, t.max_ratio);
+    j.text += buf;
+    j.met = false;
+  }
+  if (j.met) j.text = "met";
+  return j;
 }
 
 std::string decode_row_name(const DecodeRun& run, std::int64_t m) {

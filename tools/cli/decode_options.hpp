@@ -59,6 +59,14 @@ struct DecodeTarget {
 };
 DecodeTarget decode_target(std::int64_t m);
 
+// A row's verdict against decode_target(m): met, or what was missed ("HBM 62% < 75%, 0.91x
+// cuBLASLt > 0.80x"). A NaN fraction or ratio (an arm that did not run) is a miss.
+struct DecodeJudgement {
+  bool met = true;
+  std::string text;  // "met" or what was missed
+};
+DecodeJudgement judge_decode(std::int64_t m, double hbm_fraction, double ratio);
+
 // "llama3-70b tp8 m4": a row's name.
 std::string decode_row_name(const DecodeRun& run, std::int64_t m);
 

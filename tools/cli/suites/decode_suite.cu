@@ -211,29 +211,6 @@ void check(ChainArm& arm, const DecodeRun& run, int device, cudaStream_t stream)
   }
 }
 
-struct Judged {
-  bool met = true;
-  std::string text;  // "met" or what was missed
-};
-
-Judged judge(std::int64_t m, double hbm_fraction, double ratio) {
-  const DecodeTarget t = decode_target(m);
-  Judged j;
-  char buf[160];
-  if (t.min_hbm_fraction > 0 && !(hbm_fraction >= t.min_hbm_fraction)) {
-    std::snprintf(buf, sizeof buf, "HBM %.0f%% < %.0f%%", 100 * hbm_fraction, 100 * t.min_hbm_fraction);
-    j.text += buf;
-    j.met = false;
-  }
-  if (!(ratio <= t.max_ratio)) {  // a NaN ratio (no baseline) is a miss: the target is relative
-    std::snprintf(buf, sizeof buf, "%s%.2fx cuBLASLt > %.2fx", j.text.empty() ? "" : ", ", ratio, t.max_ratio);
-    j.text += buf;
-    j.met = false;
-  }
-  if (j.met) j.text = "met";
-  return j;
-}
-
 int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) {
   // Every option first: nothing below may probe a GPU before the input is known good.
   check_bench_options(common);
@@ -365,8 +342,8 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
         if (a->name.rfind("weave", 0) == 0 && a->runnable() && a->timing.samples > 0 &&
             (!best || a->timing.median_us < best->timing.median_us))
           best = a.get();
-      Judged judged{.met = false, .text = "no weave arm ran"};
-      if (best) judged = judge(m, hbm_fraction(best->timing.median_us), best->timing.median_us / lt_us);
+      DecodeJudgement judged{.met = false, .text = "no weave arm ran"};
+      if (best) judged = judge_decode(m, hbm_fraction(best->timing.median_us), best->timing.median_us / lt_us);
       targets_met = targets_met && judged.met;
       std::int64_t flops_per_step = 0;
       for (const LayerGemmShard& g : run.gemms) flops_per_step += 2 * m * g.n * g.k;
