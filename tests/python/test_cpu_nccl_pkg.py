@@ -82,6 +82,21 @@ def test_python_examples_skip_cleanly_without_gpu(example):
     assert r.stderr == "", r.stderr
 
 
+@pytest.mark.skipif(not GPU_SKIP, reason="checks the no-GPU path")
+def test_the_async_tp_bench_skips_cleanly_and_checks_its_arguments_first():
+    # scripts/bench_torch_async_tp.py: exit 77 with the reason where it cannot run (no torch, no
+    # GPUs, not under torchrun), exit 2 naming the option for a bad argument, before anything else.
+    script = os.path.join(ROOT, "scripts", "bench_torch_async_tp.py")
+    r = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 77, r.stdout + r.stderr
+    assert r.stdout.startswith("bench_torch_async_tp: skipped: "), r.stdout
+    for bad, says in ((["--quant", "fp4"], "--quant fp4: expected bf16 and/or ptpc"),
+                      (["--tokens", "1k"], "--tokens '1k': expected integers"),
+                      (["--iters", "0"], "--iters must be >= 1")):
+        r = subprocess.run([sys.executable, script, *bad], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and says in r.stderr, (bad, r.stdout + r.stderr)
+
+
 def test_package_metadata_names_the_license():
     from importlib import metadata
 
