@@ -94,8 +94,6 @@ AllGatherGemmConfig ag_gemm_config(const AgGemmOptions& o, int world) {
 
 namespace {
 
-bool typed(const CLI::Option* o) { return o != nullptr && o->count() > 0; }
-
 // The GEMM of the layer table called `name`, for ag-gemm: column-parallel or replicated.
 LayerGemmRef ag_gemm_preset(const std::string& name) {
   const LayerGemmRef ref = find_layer_gemm(name);
@@ -125,10 +123,7 @@ std::vector<AgGemmOptions> ag_gemm_shapes(const AgGemmOptions& o, int world) {
   std::vector<AgGemmOptions> shapes;
   for (const std::string& name : names) {
     const LayerGemmRef ref = ag_gemm_preset(name);
-    const char* sets = "N (the column shard) and K";
-    WEAVE_EXPECT_ARG(!typed(o.typed.n), "-n/--n: --preset " << name << " sets " << sets << "; give one or the other");
-    WEAVE_EXPECT_ARG(!typed(o.typed.k), "-k/--k: --preset " << name << " sets " << sets << "; give one or the other");
-    WEAVE_EXPECT_ARG(!typed(o.typed.out), "--out: --preset " << name << " sets the output dtype (bf16); give one or the other");
+    refuse_preset_shape_options(o.typed, name, "N (the column shard) and K", "bf16");
     AgGemmOptions s = o;
     if (!typed(o.typed.quant)) s.quant = std::string(to_string(ref.layer->quants.front()));
     const LayerGemmShard shard = shard_layer_gemm(ref, world, quant_option(s.quant));

@@ -6,23 +6,12 @@
 
 #include "cli/args.hpp"
 #include "cli/fused_options.hpp"
+#include "cli/preset_options.hpp"
 #include "common/check.hpp"
 #include "weave/error.hpp"
 
 namespace weave::cli {
 namespace {
-
-std::vector<std::string> comma_split(const std::string& text) {
-  std::vector<std::string> out;
-  if (text.empty()) return out;
-  for (size_t at = 0;;) {
-    const size_t comma = text.find(',', at);
-    out.push_back(text.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
-    if (comma == std::string::npos) break;
-    at = comma + 1;
-  }
-  return out;
-}
 
 bool ships(const LayerPreset& l, ScaleMode q) {
   for (const ScaleMode s : l.quants)
@@ -65,11 +54,7 @@ std::vector<DecodeRun> resolve_decode_runs(const DecodeOptions& o) {
     for (const LayerPreset& l : layer_presets()) layers.push_back(&l);
   } else {
     std::set<std::string> seen;
-    for (const std::string& name : comma_split(o.presets)) {
-      if (name.empty()) {
-        why.push_back("--preset '" + o.presets + "': an empty name");
-        continue;
-      }
+    for (const std::string& name : preset_names(o.presets, /*many=*/true)) {  // refuses an empty name
       if (!seen.insert(name).second) {
         why.push_back("--preset " + name + ": given twice");
         continue;

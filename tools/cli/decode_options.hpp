@@ -42,7 +42,7 @@ void add_decode_options(CLI::App& app, DecodeOptions& o);
 // Every (preset, tp, quant) to run, in preset, tp, quant order. A quant runs for the presets that
 // ship it; one that no chosen preset ships, a preset named by --preset that ships none of them, an
 // unknown preset, a world a layer does not shard to (the layer's rule, named after --tp) or an M
-// outside 1..kDecodeMaxM are refused, all of them in one error.
+// outside 1..kDecodeMaxM are refused, all of them in one error (an empty --preset name at once).
 std::vector<DecodeRun> resolve_decode_runs(const DecodeOptions& o);
 
 // Bytes of one weight B [n, k] in `quant` with its scales (what a decode GEMM must stream).

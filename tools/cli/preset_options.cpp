@@ -9,8 +9,6 @@
 namespace weave::cli {
 namespace {
 
-bool typed(const CLI::Option* o) { return o != nullptr && o->count() > 0; }
-
 std::string per_rank(const ModelPreset& p, const PresetShard& s) {
   if (p.op == PresetOp::kGemmAllReduce) return "K_r " + std::to_string(s.k);
   return "M x " + std::to_string(s.n) + " x " + std::to_string(s.k);
@@ -33,6 +31,15 @@ std::vector<std::string> preset_names(const std::string& text, bool many) {
   return names;
 }
 
+bool typed(const CLI::Option* o) { return o != nullptr && o->count() > 0; }
+
+void refuse_preset_shape_options(const PresetTyped& t, const std::string& name, const char* sets, std::string_view out) {
+  WEAVE_EXPECT_ARG(!typed(t.n), "-n/--n: --preset " << name << " sets " << sets << "; give one or the other");
+  WEAVE_EXPECT_ARG(!typed(t.k), "-k/--k: --preset " << name << " sets " << sets << "; give one or the other");
+  WEAVE_EXPECT_ARG(!typed(t.out), "--out: --preset " << name << " sets the output dtype (" << out
+                                                     << "); give one or the other");
+}
+
 const ModelPreset& preset_for_op(const std::string& name, PresetOp op, const PresetTyped& t, std::string& quant,
                                  std::string_view subcommand) {
   const ModelPreset* p = find_model_preset(name);
@@ -42,11 +49,8 @@ const ModelPreset& preset_for_op(const std::string& name, PresetOp op, const Pre
     WEAVE_EXPECT_ARG(p->op == op, "--preset " << name << ": a " << to_string(p->op) << " layer; " << subcommand
                                               << " takes the " << to_string(op) << " layers" << use);
   WEAVE_EXPECT_ARG(p->op == op, "--preset " << name << ": a " << to_string(p->op) << " layer, not " << to_string(op) << use);
-  const char* sets = p->op == PresetOp::kGemmAllReduce ? "N and K (K_r = K / world)" : "N and K";
-  WEAVE_EXPECT_ARG(!typed(t.n), "-n/--n: --preset " << name << " sets " << sets << "; give one or the other");
-  WEAVE_EXPECT_ARG(!typed(t.k), "-k/--k: --preset " << name << " sets " << sets << "; give one or the other");
-  WEAVE_EXPECT_ARG(!typed(t.out), "--out: --preset " << name << " sets the output dtype ("
-                                                     << to_string(p->out) << "); give one or the other");
+  refuse_preset_shape_options(t, name, p->op == PresetOp::kGemmAllReduce ? "N and K (K_r = K / world)" : "N and K",
+                              to_string(p->out));
   if (!typed(t.quant)) quant = std::string(to_string(p->quants.front()));
   return *p;
 }

@@ -28,6 +28,12 @@ struct PresetTyped {
 // --preset's value split at commas; "" gives none. `many` false: more than one name is refused.
 std::vector<std::string> preset_names(const std::string& text, bool many);
 
+// Whether the user typed option `o` (registered; null: not registered).
+bool typed(const CLI::Option* o);
+// Refuses -n, -k and --out where the user typed them beside --preset `name`, which sets `sets`
+// ("N and K (K_r = K / world)") and the output dtype `out` (kInvalidArgument naming the option).
+void refuse_preset_shape_options(const PresetTyped& t, const std::string& name, const char* sets, std::string_view out);
+
 // The preset `name` for the op `op` ("--preset NAME: ... is a gemm-ag layer" otherwise), with
 // every option in `typed` that the preset sets refused by name. Returns the preset; `quant` is
 // --quant's value when typed, else the preset's default. `subcommand`: the command that takes
