@@ -127,35 +127,37 @@ AllGatherGemmPlan AllGatherGemm::Impl::plan(int64_t m) const {
   return fused::agm_plan(planned, group->world_size(), m, grid_cap, group->nccl() != nullptr, rt->window().bytes());
 }
 
+void AllGatherGemm::Impl::check_view_m(const char* view, int64_t m) const {
+  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "AllGatherGemm::" << view << ": m must be in 1.." << cfg.m_max << ", got " << m);
+}
+
 TensorView AllGatherGemm::Impl::gathered_a(int64_t m) const {
-  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "AllGatherGemm::gathered_a: m must be in 1.." << cfg.m_max << ", got " << m);
+  check_view_m("gathered_a", m);
   return TensorView::matrix(local(gl.a), gemm::gemm_input_dtype(cfg.quant), group->world_size() * m, cfg.k,
                             group->device());
 }
 
 TensorView AllGatherGemm::Impl::gathered_scale_a(int64_t m) const {
-  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max,
-                   "AllGatherGemm::gathered_scale_a: m must be in 1.." << cfg.m_max << ", got " << m);
+  check_view_m("gathered_scale_a", m);
   if (scale_row_bytes == 0) return TensorView{};
   return scale_rows_view(cfg, local(gl.sa), group->world_size() * m, group->device());
 }
 
 TensorView AllGatherGemm::Impl::slot_a(int64_t m) const {
-  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "AllGatherGemm::input: m must be in 1.." << cfg.m_max << ", got " << m);
+  check_view_m("input", m);
   const size_t at = static_cast<size_t>(group->rank()) * static_cast<size_t>(m) * static_cast<size_t>(cfg.k) * elem_bytes;
   return TensorView::matrix(local(gl.a) + at, gemm::gemm_input_dtype(cfg.quant), m, cfg.k, group->device());
 }
 
 TensorView AllGatherGemm::Impl::slot_scales(int64_t m) const {
-  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max,
-                   "AllGatherGemm::input_scales: m must be in 1.." << cfg.m_max << ", got " << m);
+  check_view_m("input_scales", m);
   if (scale_row_bytes == 0) return TensorView{};
   const size_t at = static_cast<size_t>(group->rank()) * static_cast<size_t>(m) * scale_row_bytes;
   return scale_rows_view(cfg, local(gl.sa) + at, m, group->device());
 }
 
 TensorView AllGatherGemm::Impl::output(int64_t m) const {
-  WEAVE_EXPECT_ARG(m >= 1 && m <= cfg.m_max, "AllGatherGemm::output: m must be in 1.." << cfg.m_max << ", got " << m);
+  check_view_m("output", m);
   return TensorView::matrix(local(gl.out), cfg.out_dtype, group->world_size() * m, cfg.n, group->device());
 }
 

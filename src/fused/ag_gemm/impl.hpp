@@ -84,6 +84,8 @@ struct AllGatherGemm::Impl {
   Gemm& gemm_for(int64_t m, const TensorView& b, const GemmScales& s, const TensorView& c);
   void enqueue(int64_t m, const TensorView& a, const GemmScales& s, Gemm& gemm, cudaStream_t stream);
   char* local(uint64_t off) const { return rt->window().local() + off; }
+  // The views' rule for m ("AllGatherGemm::<view>: m must be in 1..m_max, got m").
+  void check_view_m(const char* view, int64_t m) const;
   TensorView gathered_a(int64_t m) const;
   TensorView gathered_scale_a(int64_t m) const;
   TensorView slot_a(int64_t m) const;
