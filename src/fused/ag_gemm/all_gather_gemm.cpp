@@ -209,6 +209,15 @@ void AllGatherGemm::Impl::run_in(comm::OpRuntime::CallGuard& guard, int64_t m, c
   enqueue(m, a, s, gemm, stream);
 }
 
+namespace {
+
+bool same_view(const TensorView& x, const TensorView& y) {
+  return x.data == y.data && x.dtype == y.dtype && x.rank == y.rank && x.shape == y.shape && x.strides == y.strides &&
+         x.device == y.device;
+}
+
+}  // namespace
+
 Gemm& AllGatherGemm::Impl::gemm_for(int64_t m, const TensorView& b, const GemmScales& s, const TensorView& c) {
   const GemmScales gs{.a = gathered_scale_a(m), .b = s.b};
   auto it = gemms.find(m);
@@ -221,11 +230,13 @@ Gemm& AllGatherGemm::Impl::gemm_for(int64_t m, const TensorView& b, const GemmSc
                                                    << " bytes of workspace, more than the " << workspace_bytes
                                                    << " sized at construction");
     if (made->workspace_bytes() > 0) made->set_workspace(workspace->p, workspace_bytes);
-    it = gemms.emplace(m, std::move(made)).first;
-  } else {
-    it->second->set_operands(gathered_a(m), b, gs, c);
+    it = gemms.emplace(m, CachedGemm{std::move(made), b, s.b, c}).first;
+  } else if (!same_view(it->second.b, b) || !same_view(it->second.scale_b, s.b) || !same_view(it->second.c, c)) {
+    // A's views (the window's gathered rows and scales) are fixed per m.
+    it->second.gemm->set_operands(gathered_a(m), b, gs, c);
+    it->second.b = b, it->second.scale_b = s.b, it->second.c = c;
   }
-  return *it->second;
+  return *it->second.gemm;
 }
 
 void AllGatherGemm::Impl::enqueue(int64_t m, const TensorView& a, const GemmScales& s, Gemm& gemm,

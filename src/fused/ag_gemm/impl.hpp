@@ -54,7 +54,13 @@ struct AllGatherGemm::Impl {
   // The GEMM of each m met so far (weave::Gemm on the window's gathered rows, planned by
   // fused::agm_gemm), re-pointed per call to the call's B, scales and output; one workspace, sized
   // at construction for the largest call's routes.
-  std::map<int64_t, std::unique_ptr<Gemm>> gemms;
+  // The views each was last pointed at: a call with the same B, scales and output (the usual
+  // case: one layer's weights, the window's output) skips set_operands' descriptor encoding.
+  struct CachedGemm {
+    std::unique_ptr<Gemm> gemm;
+    TensorView b, scale_b, c;
+  };
+  std::map<int64_t, CachedGemm> gemms;
   std::unique_ptr<OwnedDeviceMemory> workspace;
   std::size_t workspace_bytes = 0;
   AllGatherGemmMode last = AllGatherGemmMode::kAuto;
