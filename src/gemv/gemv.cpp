@@ -5,7 +5,10 @@
 #include <sstream>
 
 #include "common/check.hpp"
+#include "common/env.hpp"
 #include "gemv/gemv_params.hpp"
+#include "hopper/tma_descriptor.hpp"
+#include "hopper/wait_record.hpp"
 
 namespace weave::detail {
 
@@ -33,10 +36,12 @@ int scale_groups_for(ScaleMode mode, int64_t k_slice) {
 }
 
 struct Layout {
-  int a_stride = 0, region0 = 0, scale_groups = 0, smem = 0;
+  int a_stride = 0, region0 = 0, scale_groups = 0, ring_offset = 0, smem = 0;
 };
 
-Layout layout_for(ScaleMode mode, int tiles, int64_t k_slice) {
+int smem_limit(WeightPath path) { return path == WeightPath::kTma ? gemv::kMaxSmemBytesTma : kMaxSmemBytes; }
+
+Layout layout_for(ScaleMode mode, int tiles, int64_t k_slice, WeightPath path) {
   Layout l;
   const int tokens = 8 * tiles;
   l.a_stride = a_stride_for(k_slice);
@@ -47,6 +52,10 @@ Layout layout_for(ScaleMode mode, int tiles, int64_t k_slice) {
   if (mode == ScaleMode::kBlockscale) scale_bytes = l.scale_groups * tokens * 4;
   if (mode == ScaleMode::kMxfp8) scale_bytes = l.scale_groups * (tokens + 4) * 4;
   l.smem = l.region0 + scale_bytes;
+  if (path == WeightPath::kTma) {
+    l.ring_offset = (l.smem + 127) / 128 * 128;
+    l.smem = l.ring_offset + gemv::kTmaRingBytes;
+  }
   return l;
 }
 
@@ -54,9 +63,11 @@ int64_t k_slice_for(int64_t k_bytes, int split) { return ceil_div(ceil_div(k_byt
 
 }  // namespace
 
+const char* to_string(WeightPath path) { return path == WeightPath::kTma ? "tma" : "registers"; }
+
 std::string GemvConfig::describe() const {
   std::ostringstream os;
-  os << "gemv tiles " << tiles << " split " << split << " k_slice " << k_slice_bytes << " B grid "
+  os << "gemv " << to_string(path) << " tiles " << tiles << " split " << split << " k_slice " << k_slice_bytes << " B grid "
      << split << "x" << n_blocks << " smem " << (smem_bytes + 1023) / 1024 << " KB";
   return os.str();
 }
@@ -81,8 +92,9 @@ std::string gemv_unsupported_reason(const GemmProblem& problem) {
   } else if (problem.mode == ScaleMode::kMxfp8 && problem.k % 32 != 0) {
     why << "K = " << problem.k << ": mxfp8 needs K to be a multiple of 32";
   } else {
+    // The registers path has the larger A budget: the GEMV runs wherever it fits.
     const int64_t k_slice = k_slice_for(problem.k * elem_bytes(problem.mode), kGemvMaxSplit);
-    const Layout l = layout_for(problem.mode, tiles_for(problem.m), k_slice);
+    const Layout l = layout_for(problem.mode, tiles_for(problem.m), k_slice, WeightPath::kRegisters);
     if (l.smem > kMaxSmemBytes)
       why << "K = " << problem.k << " at M = " << problem.m << ": the A slice of a " << kGemvMaxSplit
           << "-way K split needs " << l.smem << " B of shared memory (limit " << kMaxSmemBytes << ")";
@@ -90,7 +102,51 @@ std::string gemv_unsupported_reason(const GemmProblem& problem) {
   return why.str();
 }
 
-GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override) {
+namespace {
+
+// The K split on `path`: the override, else the planner's rule. Split K until a CTA's slice is
+// about 640 K elements (320 for bf16 at M <= 8), but keep the grid within ~2.5 CTAs per SM (two
+// are resident); then raise it until the path's shared memory fits. Calibrated on H200 with
+// tests/gpu/test_gemv_bandwidth.cu, which times every split (registers path: the fastest splits
+// it measured on H200 for 8192x1280, 5120x2048 and 7168x2048; on H100 often not the fastest, see
+// docs/perf/gemm.md).
+int split_for(const GemmProblem& problem, const GemvConfig& cfg, int num_sms, int split_override, WeightPath path) {
+  if (split_override != 0) return split_override;
+  const int64_t k_bytes = problem.k * elem_bytes(problem.mode);
+  const int64_t target_k = (problem.mode == ScaleMode::kBF16 && cfg.tiles == 1) ? 320 : 640;
+  int split = 1;
+  while (split < kGemvMaxSplit && ceil_div(problem.k, split) > target_k &&
+         (split < 8 || cfg.n_blocks * split < num_sms))
+    split *= 2;
+  while (split > 1 && 2 * cfg.n_blocks * split > 5 * int64_t(num_sms)) split /= 2;
+  while (split < kGemvMaxSplit &&
+         layout_for(problem.mode, cfg.tiles, k_slice_for(k_bytes, split), path).smem > smem_limit(path))
+    split *= 2;
+  return split;
+}
+
+}  // namespace
+
+GemvArgs::Path gemv_path_from_env() {
+  const std::string v = env::get_string("WEAVE_GEMV_PATH", "");
+  if (v.empty() || v == "auto") return GemvArgs::Path::kAuto;
+  if (v == "registers") return GemvArgs::Path::kRegisters;
+  if (v == "tma") return GemvArgs::Path::kTma;
+  WEAVE_EXPECT_ARG(false, "WEAVE_GEMV_PATH='" << v << "': expected auto, registers or tma");
+  return GemvArgs::Path::kAuto;
+}
+
+namespace {
+
+// Read once per process (a diagnostic set before start-up, not per call).
+GemvArgs::Path auto_path_from_env() {
+  static const GemvArgs::Path path = gemv_path_from_env();
+  return path == GemvArgs::Path::kTma ? GemvArgs::Path::kTma : GemvArgs::Path::kRegisters;
+}
+
+}  // namespace
+
+GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override, GemvArgs::Path path) {
   const std::string why = gemv_unsupported_reason(problem);
   WEAVE_EXPECT_ARG(why.empty(), "gemv: " << why);
   WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1, got " << num_sms);
@@ -102,29 +158,27 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
   cfg.tiles = tiles_for(problem.m);
   cfg.n_blocks = ceil_div(problem.n, kRowsPerCta);
   const int64_t k_bytes = problem.k * elem_bytes(problem.mode);
-  int split = split_override;
-  if (split == 0) {
-    // Split K until a CTA's slice is about 640 K elements (320 for bf16 at M <= 8), but keep the
-    // grid within ~2.5 CTAs per SM (two are resident). Calibrated on H200 with
-    // tests/gpu/test_gemv_bandwidth.cu, which times every split: these are the fastest splits
-    // it measured for 8192x1280, 5120x2048 and 7168x2048 at every M and mode.
-    const int64_t target_k = (problem.mode == ScaleMode::kBF16 && cfg.tiles == 1) ? 320 : 640;
-    split = 1;
-    while (split < kGemvMaxSplit && ceil_div(problem.k, split) > target_k &&
-           (split < 8 || cfg.n_blocks * split < num_sms))
-      split *= 2;
-    while (split > 1 && 2 * cfg.n_blocks * split > 5 * int64_t(num_sms)) split /= 2;
-    while (split < kGemvMaxSplit &&
-           layout_for(problem.mode, cfg.tiles, k_slice_for(k_bytes, split)).smem > kMaxSmemBytes)
-      split *= 2;
-  }
+  auto fits = [&](WeightPath wp, int split) {
+    return layout_for(problem.mode, cfg.tiles, k_slice_for(k_bytes, split), wp).smem <= smem_limit(wp);
+  };
+  // Auto: the registers path (measured no slower than the TMA ring, docs/perf/gemm.md), unless
+  // WEAVE_GEMV_PATH asks for the ring (a diagnostic: either path from one build); the ring falls
+  // back to registers where its shared memory does not fit beside A.
+  const bool planned = path == GemvArgs::Path::kAuto;
+  if (planned) path = auto_path_from_env();
+  cfg.path = path == GemvArgs::Path::kTma ? WeightPath::kTma : WeightPath::kRegisters;
+  if (planned && cfg.path == WeightPath::kTma &&
+      !fits(WeightPath::kTma, split_for(problem, cfg, num_sms, split_override, WeightPath::kTma)))
+    cfg.path = WeightPath::kRegisters;
+  const int split = split_for(problem, cfg, num_sms, split_override, cfg.path);
   cfg.split = split;
   cfg.k_slice_bytes = k_slice_for(k_bytes, split);
-  const Layout l = layout_for(problem.mode, cfg.tiles, cfg.k_slice_bytes);
-  WEAVE_EXPECT_ARG(l.smem <= kMaxSmemBytes, "argument 'split': " << split << " leaves a K slice of "
-                                                                 << cfg.k_slice_bytes << " B that needs "
-                                                                 << l.smem << " B of shared memory (limit "
-                                                                 << kMaxSmemBytes << ")");
+  const Layout l = layout_for(problem.mode, cfg.tiles, cfg.k_slice_bytes, cfg.path);
+  WEAVE_EXPECT_ARG(l.smem <= smem_limit(cfg.path), "argument 'split': " << split << " leaves a K slice of "
+                                                                        << cfg.k_slice_bytes << " B that needs "
+                                                                        << l.smem << " B of shared memory on the "
+                                                                        << to_string(cfg.path) << " path (limit "
+                                                                        << smem_limit(cfg.path) << ")");
   cfg.smem_bytes = l.smem;
   return cfg;
 }
@@ -135,7 +189,7 @@ void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
   problem.mode = args.mode;
   problem.scale_layout = ScaleLayout::kRaw;
   problem.out_dtype = args.out_dtype;
-  const GemvConfig cfg = gemv_config(problem, num_sms, args.split);
+  const GemvConfig cfg = gemv_config(problem, num_sms, args.split, args.path);
 
   const int64_t eb = elem_bytes(args.mode);
   const int64_t ob = args.out_dtype == DType::kF32 ? 4 : 2;
@@ -157,7 +211,7 @@ void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
                          reinterpret_cast<uintptr_t>(args.scale_b) % 4 == 0,
                      "gemv: fp32 scales must be 4-byte aligned");
 
-  const Layout l = layout_for(args.mode, cfg.tiles, cfg.k_slice_bytes);
+  const Layout l = layout_for(args.mode, cfg.tiles, cfg.k_slice_bytes, cfg.path);
   gemv::KernelParams p;
   p.a = static_cast<const uint8_t*>(args.a);
   p.b = static_cast<const uint8_t*>(args.b);
@@ -179,11 +233,20 @@ void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
   p.region0_bytes = l.region0;
   p.scale_groups = l.scale_groups;
   p.out_f32 = args.out_dtype == DType::kF32;
+  CUtensorMap b_map{};  // the tma path's [N, K] view of B in one warp step's [16 rows, 64 B] boxes
+  if (cfg.path == WeightPath::kTma) {
+    p.ring_offset = l.ring_offset;
+    p.record = hopper::wait_timeout_record();
+    const DType b_dtype = args.mode == ScaleMode::kBF16 ? DType::kBF16 : DType::kE4M3;
+    b_map = hopper::make_tma_2d("B", args.b, b_dtype, args.n, args.k, args.ldb, gemv::kRowsPerWarp,
+                                static_cast<int>(kStepBytes / eb), hopper::TmaSwizzle::kNone);
+  }
+  const gemv::Launch launch{cfg, cfg.path, args.pdl, stream};
   switch (args.mode) {
-    case ScaleMode::kBF16: gemv::launch_bf16(p, cfg, args.pdl, stream); break;
-    case ScaleMode::kPtpc: gemv::launch_ptpc(p, cfg, args.pdl, stream); break;
-    case ScaleMode::kBlockscale: gemv::launch_blockscale(p, cfg, args.pdl, stream); break;
-    case ScaleMode::kMxfp8: gemv::launch_mxfp8(p, cfg, args.pdl, stream); break;
+    case ScaleMode::kBF16: gemv::launch_bf16(p, b_map, launch); break;
+    case ScaleMode::kPtpc: gemv::launch_ptpc(p, b_map, launch); break;
+    case ScaleMode::kBlockscale: gemv::launch_blockscale(p, b_map, launch); break;
+    case ScaleMode::kMxfp8: gemv::launch_mxfp8(p, b_map, launch); break;
   }
 }
 

@@ -22,6 +22,11 @@
 namespace weave::detail {
 
 inline constexpr int64_t kGemvMaxM = 32;
+
+// How the weights reach the tensor cores (gemv_kernel.cuh, "Weight stream"): each lane's own
+// 16-byte loads into registers, or a per-warp TMA ring in shared memory (more bytes in flight).
+enum class WeightPath { kRegisters, kTma };
+const char* to_string(WeightPath path);
 inline constexpr int kGemvMaxSplit = 16;  // cluster size; > 8 uses a non-portable cluster
 
 struct GemvArgs {
@@ -41,6 +46,8 @@ struct GemvArgs {
   // the stream has finished (A, the scales and C are touched only after griddepcontrol.wait).
   // Only for weights B that no preceding kernel writes.
   bool pdl = false;
+  // The planner's path when it fits (kAuto), or one forced (tests and benches compare them).
+  enum class Path { kAuto, kRegisters, kTma } path = Path::kAuto;
 };
 
 // The launch shape the GEMV uses for a problem (a pure function; tests and benches print it).
@@ -50,13 +57,20 @@ struct GemvConfig {
   int64_t k_slice_bytes = 0;  // K bytes per CTA (multiple of 64)
   int64_t n_blocks = 0;       // 128-row bands of B
   int smem_bytes = 0;         // dynamic shared memory per CTA
-  std::string describe() const;  // "gemv tiles 4 split 8 k_slice 256 B grid 8x40 smem 17 KB"
+  WeightPath path = WeightPath::kTma;
+  std::string describe() const;  // "gemv tma tiles 4 split 8 k_slice 256 B grid 8x40 smem 82 KB"
 };
 
 // "" if the GEMV path implements this problem (M <= 32, mode, layout raw, out dtype), else why not.
 std::string gemv_unsupported_reason(const GemmProblem& problem);
 // Throws kInvalidArgument for a problem gemv_unsupported_reason refuses or a bad split.
-GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override = 0);
+// The path: `path` when forced (refused when its shared memory does not fit), else registers, or
+// the TMA ring where WEAVE_GEMV_PATH=tma and it fits.
+// WEAVE_GEMV_PATH (auto | registers | tma, default auto), parsed; throws kInvalidArgument naming
+// the variable for any other value. gemv_config reads it once per process.
+GemvArgs::Path gemv_path_from_env();
+GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override = 0,
+                       GemvArgs::Path path = GemvArgs::Path::kAuto);
 // Enqueues the GEMV on `stream`; no allocation, no sync, graph-capturable. Throws weave::Error
 // (kInvalidArgument) for arguments that break the rules above (shape, alignment, null pointers).
 void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream);

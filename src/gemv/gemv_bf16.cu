@@ -3,8 +3,8 @@
 
 namespace weave::detail::gemv {
 
-void launch_bf16(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream) {
-  launch_mode<ScaleMode::kBF16>(p, cfg, pdl, stream);
+void launch_bf16(const KernelParams& p, const CUtensorMap& b_map, const Launch& l) {
+  launch_mode<ScaleMode::kBF16>(p, b_map, l);
 }
 
 }  // namespace weave::detail::gemv

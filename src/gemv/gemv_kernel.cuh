@@ -12,11 +12,21 @@
 //   band 1      [CTA 0,1]   ...
 //
 // Weight stream
-//   A warp step covers 16 rows x 64 K bytes: lane (g = lane/4, t = lane%4) loads the 16 bytes
-//   [64 s + 16 t, +16) of rows g and g+8 (ld.global.nc, no L1 allocation). kInFlight steps (4 or
-//   8, see in_flight_steps) are in flight per warp at all times: a rolling register buffer whose
-//   step registers are refilled with the step kInFlight ahead as soon as they have been used.
-//   The first kInFlight steps are requested before the PDL wait and before A is staged.
+//   A warp step covers 16 rows x 64 K bytes: lane (g = lane/4, t = lane%4) uses the 16 bytes
+//   [64 s + 16 t, +16) of rows g and g+8. Two ways to bring them in (WeightPath):
+//   registers: each lane loads its 16-byte pieces itself (ld.global.nc, no L1 allocation);
+//     kInFlight steps (4 or 8, see in_flight_steps) are in flight per warp at all times, a rolling
+//     register buffer refilled with the step kInFlight ahead as soon as it has been used.
+//   tma: lane 0 of each warp keeps kTmaSlots steps of its 16 rows in flight through TMA (one
+//     [16 rows, 64 B] box per step into a per-warp ring slot with its own mbarrier, OOB rows and K
+//     zero-filled); lanes read their pieces from the slot (rows at a 64-byte pitch: the 8 lanes
+//     of a shared-memory phase cover 128 distinct-bank bytes). 8 KB per warp, 128 KB per SM in
+//     flight instead of the registers' 32-64 KB, without spending registers on it.
+//   Either way the first steps are requested before the PDL wait and before A is staged.
+//   Ring memory ordering: a slot's full barrier (expect_tx by lane 0, complete_tx by TMA) is
+//   acquired by every lane before it reads; the refill is issued by lane 0 after __syncwarp, once
+//   every lane's MMAs have consumed the slot (its shared loads are then complete), so the TMA write
+//   cannot overtake a read (the GEMM's ring does the same with an empty barrier across warps).
 //
 // Tensor-core mapping ("swap AB")
 //   mma.sync m16n8 with B's 16 rows as the row operand and up to 8 tokens of A as the column
@@ -49,7 +59,10 @@
 
 #include "common/ue8m0.cuh"
 #include "gemv/gemv_params.hpp"
+#include "hopper/pipeline.cuh"
+#include "hopper/ptx/fence.cuh"
 #include "hopper/ptx/sync_mma_ld.cuh"
+#include "hopper/ptx/tma.cuh"
 
 namespace weave::detail::gemv {
 
@@ -76,15 +89,35 @@ __device__ __forceinline__ void stage_batched(int count, Load load, Store store)
   }
 }
 
-template <ScaleMode kMode, int kTiles>
-__global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p) {
+// Waits for ring slot `bar`'s phase `parity`; false after kMbarrierTimeoutNs (a TMA that never
+// lands: recorded in p.record as a "full[slot]" wait, which weave::Gemm's check() reports, and the
+// warp stops streaming).
+__device__ __forceinline__ bool wait_weights(uint32_t bar, uint32_t parity, uint32_t slot, hopper::WaitTimeoutRecord* record) {
+  if (weave::ptx::mbarrier_try_wait_parity_acquire_cta(bar, parity)) return true;
+  const uint64_t start = weave::ptx::globaltimer_ns();
+  for (uint32_t spins = 1;; ++spins) {
+    if (weave::ptx::mbarrier_try_wait_parity_acquire_cta(bar, parity)) return true;
+    if ((spins & 255u) == 0) {
+      const uint64_t waited = weave::ptx::globaltimer_ns() - start;
+      if (waited > hopper::kMbarrierTimeoutNs) {
+        hopper::record_wait_timeout(record, hopper::WaitSite::kConsumerFull, slot, parity, waited);
+        return false;
+      }
+    }
+  }
+}
+
+template <ScaleMode kMode, int kTiles, WeightPath kPath>
+__global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p, const __grid_constant__ CUtensorMap b_map) {
   namespace cg = cooperative_groups;
   constexpr int kTokens = 8 * kTiles;
   constexpr bool kMx = kMode == ScaleMode::kMxfp8;
   constexpr bool kBlock = kMode == ScaleMode::kBlockscale;
   constexpr bool kBf16 = kMode == ScaleMode::kBF16;
-  constexpr int kInFlight = in_flight_steps(kMode, kTiles);
-  extern __shared__ __align__(16) uint8_t smem[];
+  constexpr bool kTma = kPath == WeightPath::kTma;
+  constexpr int kInFlight = kTma ? 1 : in_flight_steps(kMode, kTiles);  // register buffer depth
+  constexpr int kElemBytes = kBf16 ? 2 : 1;
+  extern __shared__ __align__(128) uint8_t smem[];
 
   const int rank = blockIdx.x;  // cluster rank along K (cluster dims (split, 1, 1))
   const int split = gridDim.x;
@@ -103,11 +136,34 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p)
   const uint8_t* src_b = p.b + (ok_b ? row_b : 0) * p.ldb_bytes + k0 + 16 * t;
   const int64_t lane_k = k0 + 16 * t;  // byte of K of this lane's chunk in step 0
   uint4 buf_a[kInFlight], buf_b[kInFlight];
+  // TMA ring of this warp: kTmaSlots slots of [16 rows, 64 B], then the slots' full barriers.
+  uint8_t* const ring = smem + p.ring_offset + warp * kTmaSlots * kTmaSlotBytes;
+  const uint32_t ring_u32 = weave::ptx::smem_addr(ring);
+  const uint32_t bars_u32 = weave::ptx::smem_addr(smem + p.ring_offset + kWarps * kTmaSlots * kTmaSlotBytes) +
+                            warp * kTmaSlots * 8;
+  const int32_t warp_row0 = band * kRowsPerCta + warp * kRowsPerWarp;
+  auto issue_step = [&](int s) {  // lane 0: slot s % kTmaSlots <- step s of the warp's 16 rows
+    const uint32_t slot = s % kTmaSlots;
+    weave::ptx::mbarrier_arrive_expect_tx_release_cta(bars_u32 + 8 * slot, kTmaSlotBytes);
+    weave::ptx::cp_async_bulk_tensor_2d_global_to_shared(ring_u32 + slot * kTmaSlotBytes, &b_map,
+                                                  static_cast<int32_t>((k0 + int64_t(kStepBytes) * s) / kElemBytes),
+                                                  warp_row0, bars_u32 + 8 * slot, weave::ptx::kL2EvictFirst);
+  };
+  if constexpr (kTma) {
+    if (lane == 0) {
+      weave::ptx::prefetch_tensormap(&b_map);
+      for (int u = 0; u < kTmaSlots; ++u) weave::ptx::mbarrier_init_shared_cta(bars_u32 + 8 * u, 1);
+      weave::ptx::fence_mbarrier_init_release_cluster();  // the inits are visible to the TMA unit
+      for (int u = 0; u < kTmaSlots && u < steps; ++u) issue_step(u);
+    }
+    __syncwarp();
+  } else {
 #pragma unroll
-  for (int u = 0; u < kInFlight; ++u) {
-    const bool in_k = u < steps && lane_k + kStepBytes * u < k1;
-    buf_a[u] = ptx::ld_global_nc_na_l2_256b_v4_pred(src_a + kStepBytes * u, in_k && ok_a);
-    buf_b[u] = ptx::ld_global_nc_na_l2_256b_v4_pred(src_b + kStepBytes * u, in_k && ok_b);
+    for (int u = 0; u < kInFlight; ++u) {
+      const bool in_k = u < steps && lane_k + kStepBytes * u < k1;
+      buf_a[u] = ptx::ld_global_nc_na_l2_256b_v4_pred(src_a + kStepBytes * u, in_k && ok_a);
+      buf_b[u] = ptx::ld_global_nc_na_l2_256b_v4_pred(src_b + kStepBytes * u, in_k && ok_b);
+    }
   }
 
   // Dependent grids may be scheduled now; A, the scales and C are touched only after the wait.
@@ -205,12 +261,25 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p)
     else ptx::mma_m16n8k32_row_col_f32_e4m3_e4m3_f32(d, a0, a1, a2, a3, b0, b1, c);
   };
 
-  for (int s0 = 0; s0 < steps; s0 += kInFlight) {
+  bool streaming = true;  // false once a TMA wait timed out (recorded): the warp stops
+  for (int s0 = 0; s0 < steps && streaming; s0 += kInFlight) {
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int s = s0 + u;
       if (s < steps) {
-        const uint4 ra = buf_a[u], rb = buf_b[u];
+        uint4 ra, rb;
+        if constexpr (kTma) {
+          const uint32_t slot = s % kTmaSlots;
+          if (!wait_weights(bars_u32 + 8 * slot, (s / kTmaSlots) & 1, slot, p.record)) {
+            streaming = false;
+            break;
+          }
+          const uint8_t* piece = ring + slot * kTmaSlotBytes + g * kStepBytes + 16 * t;
+          ra = *reinterpret_cast<const uint4*>(piece);
+          rb = *reinterpret_cast<const uint4*>(piece + 8 * kStepBytes);
+        } else {
+          ra = buf_a[u], rb = buf_b[u];
+        }
 
         if constexpr (!kMx) {
           // blockscale: the step's 128-wide K block (a step never straddles one)
@@ -268,11 +337,17 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p)
             acc[i][3] = fmaf(tmp[3], f11, acc[i][3]);
           }
         }
-        // Refill the consumed registers with the step kInFlight ahead.
-        const int s_next = s + kInFlight;
-        const bool in_k = s_next < steps && lane_k + int64_t(kStepBytes) * s_next < k1;
-        buf_a[u] = ptx::ld_global_nc_na_l2_256b_v4_pred(src_a + int64_t(kStepBytes) * s_next, in_k && ok_a);
-        buf_b[u] = ptx::ld_global_nc_na_l2_256b_v4_pred(src_b + int64_t(kStepBytes) * s_next, in_k && ok_b);
+        if constexpr (kTma) {
+          // Every lane's MMAs have consumed the slot: refill it with the step kTmaSlots ahead.
+          __syncwarp();
+          if (lane == 0 && s + kTmaSlots < steps) issue_step(s + kTmaSlots);
+        } else {
+          // Refill the consumed registers with the step kInFlight ahead.
+          const int s_next = s + kInFlight;
+          const bool in_k = s_next < steps && lane_k + int64_t(kStepBytes) * s_next < k1;
+          buf_a[u] = ptx::ld_global_nc_na_l2_256b_v4_pred(src_a + int64_t(kStepBytes) * s_next, in_k && ok_a);
+          buf_b[u] = ptx::ld_global_nc_na_l2_256b_v4_pred(src_b + int64_t(kStepBytes) * s_next, in_k && ok_b);
+        }
       }
     }
   }

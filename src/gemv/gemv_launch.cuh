@@ -9,15 +9,17 @@
 
 namespace weave::detail::gemv {
 
-template <ScaleMode kMode, int kTiles>
-void launch_tiles(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream) {
-  auto* kernel = gemv_kernel<kMode, kTiles>;
+template <ScaleMode kMode, int kTiles, WeightPath kPath>
+void launch_tiles(const KernelParams& p, const CUtensorMap& b_map, const Launch& l) {
+  auto* kernel = gemv_kernel<kMode, kTiles, kPath>;
+  const GemvConfig& cfg = l.cfg;
   // Function attributes are per device; setting them is idempotent, so a race only repeats it.
   static std::array<std::atomic<bool>, 64> configured{};
   int device = 0;
   WEAVE_CHECK_CUDA(cudaGetDevice(&device));
   if (device < 0 || device >= 64 || !configured[device].load(std::memory_order_acquire)) {
-    WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmemBytes));
+    WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          kPath == WeightPath::kTma ? kMaxSmemBytesTma : kMaxSmemBytes));
     WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     if (device >= 0 && device < 64) configured[device].store(true, std::memory_order_release);
   }
@@ -25,7 +27,7 @@ void launch_tiles(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaSt
   config.gridDim = dim3(static_cast<unsigned>(cfg.split), static_cast<unsigned>(cfg.n_blocks), 1);
   config.blockDim = dim3(kThreads, 1, 1);
   config.dynamicSmemBytes = static_cast<size_t>(cfg.smem_bytes);
-  config.stream = stream;
+  config.stream = l.stream;
   cudaLaunchAttribute attrs[2] = {};
   attrs[0].id = cudaLaunchAttributeClusterDimension;
   attrs[0].val.clusterDim.x = static_cast<unsigned>(cfg.split);
@@ -34,20 +36,26 @@ void launch_tiles(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaSt
   attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attrs[1].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attrs;
-  config.numAttrs = pdl ? 2 : 1;
-  WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, p));
+  config.numAttrs = l.pdl ? 2 : 1;
+  WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, p, b_map));
   WEAVE_CHECK_LAUNCH();
 }
 
-template <ScaleMode kMode>
-void launch_mode(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream) {
-  switch (cfg.tiles) {
-    case 1: launch_tiles<kMode, 1>(p, cfg, pdl, stream); break;
-    case 2: launch_tiles<kMode, 2>(p, cfg, pdl, stream); break;
-    case 4: launch_tiles<kMode, 4>(p, cfg, pdl, stream); break;
+template <ScaleMode kMode, WeightPath kPath>
+void launch_path(const KernelParams& p, const CUtensorMap& b_map, const Launch& l) {
+  switch (l.cfg.tiles) {
+    case 1: launch_tiles<kMode, 1, kPath>(p, b_map, l); break;
+    case 2: launch_tiles<kMode, 2, kPath>(p, b_map, l); break;
+    case 4: launch_tiles<kMode, 4, kPath>(p, b_map, l); break;
     default:
-      WEAVE_EXPECT(false, ::weave::Status::kInternal, "gemv: no kernel for " << cfg.tiles << " token tiles");
+      WEAVE_EXPECT(false, ::weave::Status::kInternal, "gemv: no kernel for " << l.cfg.tiles << " token tiles");
   }
+}
+
+template <ScaleMode kMode>
+void launch_mode(const KernelParams& p, const CUtensorMap& b_map, const Launch& l) {
+  if (l.path == WeightPath::kTma) launch_path<kMode, WeightPath::kTma>(p, b_map, l);
+  else launch_path<kMode, WeightPath::kRegisters>(p, b_map, l);
 }
 
 }  // namespace weave::detail::gemv

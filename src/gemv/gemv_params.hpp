@@ -2,12 +2,14 @@
 // builds of the four kernel families run in parallel). Host-side code fills KernelParams from
 // GemvArgs and GemvConfig (gemv.cpp); the kernels take it by value.
 #pragma once
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <type_traits>
 
 #include "gemv/gemv.hpp"
+#include "hopper/wait_record.hpp"
 
 namespace weave::detail::gemv {
 
@@ -17,7 +19,14 @@ inline constexpr int kRowsPerWarp = 16;                       // the m16 of mma.
 inline constexpr int kRowsPerCta = kWarps * kRowsPerWarp;     // one band of B rows
 inline constexpr int kStepBytes = 64;                         // K bytes per row per warp step
 inline constexpr int kPartStride = kRowsPerCta + 4;           // floats per token row of a partial
-inline constexpr int kMaxSmemBytes = 96 * 1024;               // keeps >= 2 CTAs per SM
+inline constexpr int kTmaSlots = 8;                           // TMA ring slots per warp
+inline constexpr int kTmaSlotBytes = kRowsPerWarp * kStepBytes;  // one [16 rows, 64 B] box
+// The TMA ring of a CTA (8 warps' slots, then their full barriers), after the A/scale regions.
+inline constexpr int kTmaRingBytes = kWarps * kTmaSlots * (kTmaSlotBytes + 8);
+// Dynamic shared memory per CTA of each path, both keeping 2 CTAs per SM (228 KB per SM, 1 KB
+// of it reserved per CTA): the registers path's A/scale region, or that region plus the ring.
+inline constexpr int kMaxSmemBytes = 96 * 1024;
+inline constexpr int kMaxSmemBytesTma = 112 * 1024;
 
 struct KernelParams {
   const uint8_t* a = nullptr;   // [M, K] bytes, row stride lda_bytes
@@ -35,13 +44,22 @@ struct KernelParams {
   int region0_bytes = 0;        // A slice, later aliased by the fp32 partial tile
   int scale_groups = 0;         // K groups per CTA held in shared memory (blockscale, mxfp8)
   int out_f32 = 0;              // 1: fp32 output, 0: bf16
+  int ring_offset = 0;          // tma path: shared-memory byte offset of the ring (128-aligned)
+  hopper::WaitTimeoutRecord* record = nullptr;  // tma path: where a ring wait that timed out is recorded
 };
 static_assert(std::is_trivially_copyable_v<KernelParams>);
 
-// Per-mode launchers: grid (split, n_blocks), cluster (split, 1, 1), kThreads threads.
-void launch_bf16(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream);
-void launch_ptpc(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream);
-void launch_blockscale(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream);
-void launch_mxfp8(const KernelParams& p, const GemvConfig& cfg, bool pdl, cudaStream_t stream);
+// Per-mode launchers: grid (split, n_blocks), cluster (split, 1, 1), kThreads threads. `b_map`
+// ([N, K] of B in [16, 64-byte] boxes) is read by the tma weight path only.
+struct Launch {
+  const GemvConfig& cfg;
+  WeightPath path;
+  bool pdl;
+  cudaStream_t stream;
+};
+void launch_bf16(const KernelParams& p, const CUtensorMap& b_map, const Launch& l);
+void launch_ptpc(const KernelParams& p, const CUtensorMap& b_map, const Launch& l);
+void launch_blockscale(const KernelParams& p, const CUtensorMap& b_map, const Launch& l);
+void launch_mxfp8(const KernelParams& p, const CUtensorMap& b_map, const Launch& l);
 
 }  // namespace weave::detail::gemv

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gemm/operands.hpp"
+#include "gemv/gemv.hpp"
 #include "weave/error.hpp"
 
 namespace weave {
@@ -63,6 +64,31 @@ TEST(GemmDebugKnobs, ValuesAreReadAndChecked) {
               std::string::npos)
         << bad;
   EXPECT_NE(refusal("WEAVE_GEMM_DEBUG_STALL_K_BLOCK", "two").find("WEAVE_GEMM_DEBUG_STALL_K_BLOCK"), std::string::npos);
+}
+
+// WEAVE_GEMV_PATH (the decode GEMV's weight path for planned calls): parsed, and anything else
+// refused naming the variable and the choices.
+TEST(GemmDebugKnobs, GemvPathIsParsedAndChecked) {
+  using Path = detail::GemvArgs::Path;
+  unsetenv("WEAVE_GEMV_PATH");
+  EXPECT_EQ(detail::gemv_path_from_env(), Path::kAuto);
+  const std::pair<const char*, Path> good[] = {{"auto", Path::kAuto}, {"registers", Path::kRegisters}, {"tma", Path::kTma}};
+  for (const auto& [value, want] : good) {
+    ScopedEnv e("WEAVE_GEMV_PATH", value);
+    EXPECT_EQ(detail::gemv_path_from_env(), want) << value;
+  }
+  for (const char* bad : {"TMA", "regs", " tma"}) {
+    ScopedEnv e("WEAVE_GEMV_PATH", bad);
+    try {
+      detail::gemv_path_from_env();
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& err) {
+      EXPECT_EQ(err.status(), Status::kInvalidArgument);
+      const std::string what = err.what();
+      EXPECT_NE(what.find("WEAVE_GEMV_PATH"), std::string::npos) << what;
+      EXPECT_NE(what.find("registers or tma"), std::string::npos) << what;
+    }
+  }
 }
 
 }  // namespace

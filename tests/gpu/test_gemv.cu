@@ -1,7 +1,8 @@
 // Decode GEMV (src/gemv) against the fp64 CPU reference (weave::ref): every mode x out dtype,
 // M = 1..32 (33 refused), K = 32 (mxfp8), 128, 640, 7168, N not a multiple of the 128-row band
 // (nor of 16), padded leading dimensions, NaN-poisoned outputs, >= 20 launches per case across
-// every valid K split with and without programmatic dependent launch, guard zones after every
+// every valid K split on each weight path (registers, TMA ring) with and without programmatic
+// dependent launch, guard zones after every
 // tensor (scales included) that must stay untouched and whose NaN contents would surface in C if
 // read, mxfp8 scale-exponent extremes and NaN propagation, bitwise-exact integer cases, a CUDA
 // graph capture, and a negative control showing the comparison catches a wrong scale.
@@ -162,15 +163,21 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
   WEAVE_CHECK_CUDA(cudaGetDevice(&device));
   WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
   GemmProblem problem{.m = m, .n = n, .k = k, .mode = mode, .scale_layout = ScaleLayout::kRaw, .out_dtype = out};
-  std::vector<int> splits = {0};
-  for (int s : {1, 2, 4, 8, 16}) {
-    try {
-      detail::gemv_config(problem, num_sms, s);
-      splits.push_back(s);
-    } catch (const weave::Error&) {
-      // this split leaves a K slice whose A tile does not fit shared memory: not a valid launch
+  // Every valid (K split, weight path): the planner's, then each forced one.
+  struct Launch {
+    int split;
+    GemvArgs::Path path;
+  };
+  std::vector<Launch> configs = {{0, GemvArgs::Path::kAuto}};
+  for (GemvArgs::Path path : {GemvArgs::Path::kRegisters, GemvArgs::Path::kTma})
+    for (int s : {0, 1, 2, 4, 8, 16}) {
+      try {
+        detail::gemv_config(problem, num_sms, s, path);
+        configs.push_back({s, path});
+      } catch (const weave::Error&) {
+        // this split leaves a K slice whose A tile (and ring) does not fit shared memory
+      }
     }
-  }
   cudaStream_t stream;
   WEAVE_CHECK_CUDA(cudaStreamCreate(&stream));
   const Tolerance tol = tolerance(mode, out);
@@ -190,7 +197,8 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
     args.scale_a = dsa.get(), args.scale_b = dsb.get();
     args.m = m, args.n = n, args.k = k, args.lda = lda, args.ldb = ldb, args.ldc = ldc;
     args.mode = mode, args.out_dtype = out;
-    args.split = splits[launch % splits.size()];
+    args.split = configs[launch % configs.size()].split;
+    args.path = configs[launch % configs.size()].path;
     args.pdl = launch % 2 == 1;
     poison(dc.get(), m * ldc, out);
     detail::gemv_launch(args, num_sms, stream);
@@ -216,7 +224,8 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
                                                    : ref::compare_bf16(got16.data(), ref_c.data(), m * n, rtol, atol);
     total_wrong += cmp.wrong;
     if (opt.expect_mismatch) continue;
-    EXPECT_EQ(cmp.wrong, 0) << "launch " << launch << " split " << args.split << " pdl " << args.pdl
+    EXPECT_EQ(cmp.wrong, 0) << "launch " << launch << " split " << args.split << " path "
+                            << static_cast<int>(args.path) << " pdl " << args.pdl
                             << ": first wrong at m=" << (cmp.first_wrong >= 0 ? cmp.first_wrong / n : -1)
                             << " n=" << (cmp.first_wrong >= 0 ? cmp.first_wrong % n : -1)
                             << " (nonfinite " << cmp.nonfinite << ", never written " << cmp.never_written

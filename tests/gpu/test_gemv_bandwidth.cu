@@ -9,7 +9,8 @@
 //             ceiling one kernel launch reaches at this size)
 //   gemv      the GEMV as weave::Gemm will launch it (planner's split, no PDL)
 //   gemv+pdl  the same with programmatic dependent launch between the back-to-back calls
-//   split=s   each other valid K split (does the planner pick well? every split's time is printed)
+//   r<s>/t<s> each other valid K split s on each weight path (registers, TMA ring): does the
+//             planner pick well? every one's time is printed
 //   cublaslt  cuBLASLt at the same M, when tools/bench/cublaslt supports the mode and shape
 // and, once per run, the HBM read ceiling: the read kernel over 1 GiB.
 // GB/s = bytes of B (values + scales) per call / time per call. Every arm that writes C (each
@@ -113,15 +114,16 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
           return outputs.emplace_back(Output{arm, bench::DeviceBuffer(size_t(m) * n * 2), tol}).c;
         };
 
-        auto gemv_arm = [&](const std::string& name, int split, bool pdl) {
+        auto gemv_arm = [&](const std::string& name, int split, bool pdl,
+                            detail::GemvArgs::Path path = detail::GemvArgs::Path::kAuto) {
           void* const c = new_output(name, gemv_tol).get();  // by value: the arm outlives this scope
-          return bench::Arm{name, [&, c, split, pdl](cudaStream_t s, int call) {
+          return bench::Arm{name, [&, c, split, pdl, path](cudaStream_t s, int call) {
             const bench::DeviceOperand& b = copies[call % copies.size()];
             detail::GemvArgs args;
             args.a = da.values.get(), args.b = b.values.get(), args.c = c;
             args.scale_a = da.scales.get(), args.scale_b = b.scales.get();
             args.m = m, args.n = n, args.k = k, args.lda = k, args.ldb = k, args.ldc = n;
-            args.mode = mode, args.out_dtype = out, args.split = split, args.pdl = pdl;
+            args.mode = mode, args.out_dtype = out, args.split = split, args.pdl = pdl, args.path = path;
             detail::gemv_launch(args, num_sms, s);
           }};
         };
@@ -132,14 +134,25 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
                         }});
         arms.push_back(gemv_arm("gemv", 0, false));
         arms.push_back(gemv_arm("gemv+pdl", 0, true));
-        std::vector<int> sweep;
-        for (int s : {1, 2, 4, 8, 16}) {
-          if (s == plan.split) continue;
-          try {
-            detail::gemv_config(problem, num_sms, s);
-            sweep.push_back(s);
-            arms.push_back(gemv_arm("split=" + std::to_string(s), s, false));
-          } catch (const weave::Error&) {
+        // Every other valid (weight path, K split): does the planner pick well? The planner's
+        // own launch is the "gemv" arm.
+        struct SweepPoint {
+          detail::WeightPath path;
+          int split;
+        };
+        std::vector<SweepPoint> sweep;
+        for (const detail::WeightPath path : {detail::WeightPath::kRegisters, detail::WeightPath::kTma}) {
+          const auto forced = path == detail::WeightPath::kTma ? detail::GemvArgs::Path::kTma
+                                                               : detail::GemvArgs::Path::kRegisters;
+          for (int s : {1, 2, 4, 8, 16}) {
+            if (path == plan.path && s == plan.split) continue;
+            try {
+              detail::gemv_config(problem, num_sms, s, forced);
+              sweep.push_back({path, s});
+              arms.push_back(gemv_arm(std::string(detail::to_string(path)) + " split=" + std::to_string(s), s,
+                                      false, forced));
+            } catch (const weave::Error&) {
+            }
           }
         }
         // cuBLASLt at the same M where the wrapper supports it (rotating the same copies).
@@ -188,19 +201,25 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
 
         const double mb = b_bytes / 1e6;
         auto gbps = [&](double us) { return b_bytes / (us * 1e3); };
-        // Every split's time, the planner's marked with '*': "1:9.8 2:8.0 *4:7.9 8:9.1".
-        std::vector<std::pair<int, double>> by_split = {{plan.split, t[1].median_us}};
-        for (size_t i = 0; i < sweep.size(); ++i) by_split.push_back({sweep[i], t[3 + i].median_us});
+        // Every (path, split)'s time, the planner's marked with '*': "r1:9.8 *r4:7.9 t4:6.1 t8:6.0".
+        std::vector<std::pair<std::pair<int, int>, double>> by_split = {
+            {{int(plan.path), plan.split}, t[1].median_us}};
+        for (size_t i = 0; i < sweep.size(); ++i)
+          by_split.push_back({{int(sweep[i].path), sweep[i].split}, t[3 + i].median_us});
         std::sort(by_split.begin(), by_split.end());
         std::string best;
-        for (const auto& [s, us] : by_split) {
+        for (const auto& [key, us] : by_split) {
+          const bool planned = key.first == int(plan.path) && key.second == plan.split;
           char item[32];
-          std::snprintf(item, sizeof item, "%s%d:%.1f ", s == plan.split ? "*" : "", s, us);
+          std::snprintf(item, sizeof item, "%s%c%d:%.1f ", planned ? "*" : "",
+                        key.first == int(detail::WeightPath::kTma) ? 't' : 'r', key.second, us);
           best += item;
         }
         std::printf("%5ldx%-5ld %-10s %3d %-28s %9.2f %8.2f %8.2f %8.2f %6.0f %6.1f %6.1f %8.0f %6.1f %6ld  %s\n",
                     long(n), long(k), std::string(to_string(mode)).c_str(), m,
-                    ("split " + std::to_string(plan.split) + " k_slice " + std::to_string(plan.k_slice_bytes)).c_str(),
+                    (std::string(detail::to_string(plan.path)) + " split " + std::to_string(plan.split) + " k_slice " +
+                     std::to_string(plan.k_slice_bytes))
+                        .c_str(),
                     mb, t[0].median_us, t[1].median_us, t[2].median_us, gbps(t[1].median_us),
                     100 * gbps(t[1].median_us) / hbm_gbps, 100 * t[0].median_us / t[1].median_us,
                     gbps(t[2].median_us), 100 * gbps(t[2].median_us) / hbm_gbps, long(row_wrong), best.c_str());
