@@ -2,6 +2,7 @@
 #include "gemv/gemv.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 #include "common/check.hpp"
@@ -39,9 +40,13 @@ struct Layout {
   int a_stride = 0, region0 = 0, scale_groups = 0, ring_offset = 0, smem = 0;
 };
 
-int smem_limit(WeightPath path) { return path == WeightPath::kTma ? gemv::kMaxSmemBytesTma : kMaxSmemBytes; }
+int smem_limit(WeightPath path, RingShape ring) {
+  if (path == WeightPath::kRegisters) return kMaxSmemBytes;
+  return gemv::tma_ring_bytes(ring) > gemv::tma_ring_bytes(RingShape{}) ? gemv::kMaxSmemBytesTmaWide
+                                                                         : gemv::kMaxSmemBytesTma;
+}
 
-Layout layout_for(ScaleMode mode, int tiles, int64_t k_slice, WeightPath path) {
+Layout layout_for(ScaleMode mode, int tiles, int64_t k_slice, WeightPath path, RingShape ring = {}) {
   Layout l;
   const int tokens = 8 * tiles;
   l.a_stride = a_stride_for(k_slice);
@@ -54,7 +59,7 @@ Layout layout_for(ScaleMode mode, int tiles, int64_t k_slice, WeightPath path) {
   l.smem = l.region0 + scale_bytes;
   if (path == WeightPath::kTma) {
     l.ring_offset = (l.smem + 127) / 128 * 128;
-    l.smem = l.ring_offset + gemv::kTmaRingBytes;
+    l.smem = l.ring_offset + gemv::tma_ring_bytes(ring);
   }
   return l;
 }
@@ -67,7 +72,9 @@ const char* to_string(WeightPath path) { return path == WeightPath::kTma ? "tma"
 
 std::string GemvConfig::describe() const {
   std::ostringstream os;
-  os << "gemv " << to_string(path) << " tiles " << tiles << " split " << split << " k_slice " << k_slice_bytes << " B grid "
+  os << "gemv " << to_string(path);
+  if (path == WeightPath::kTma && !(ring == RingShape{})) os << " ring " << ring.steps_per_slot << "x" << ring.slots;
+  os << " tiles " << tiles << " split " << split << " k_slice " << k_slice_bytes << " B grid "
      << split << "x" << n_blocks << " smem " << (smem_bytes + 1023) / 1024 << " KB";
   return os.str();
 }
@@ -110,7 +117,8 @@ namespace {
 // tests/gpu/test_gemv_bandwidth.cu, which times every split (registers path: the fastest splits
 // it measured on H200 for 8192x1280, 5120x2048 and 7168x2048; on H100 often not the fastest, see
 // docs/perf/gemm.md).
-int split_for(const GemmProblem& problem, const GemvConfig& cfg, int num_sms, int split_override, WeightPath path) {
+int split_for(const GemmProblem& problem, const GemvConfig& cfg, int num_sms, int split_override, WeightPath path,
+              RingShape ring) {
   if (split_override != 0) return split_override;
   const int64_t k_bytes = problem.k * elem_bytes(problem.mode);
   const int64_t target_k = (problem.mode == ScaleMode::kBF16 && cfg.tiles == 1) ? 320 : 640;
@@ -120,33 +128,54 @@ int split_for(const GemmProblem& problem, const GemvConfig& cfg, int num_sms, in
     split *= 2;
   while (split > 1 && 2 * cfg.n_blocks * split > 5 * int64_t(num_sms)) split /= 2;
   while (split < kGemvMaxSplit &&
-         layout_for(problem.mode, cfg.tiles, k_slice_for(k_bytes, split), path).smem > smem_limit(path))
+         layout_for(problem.mode, cfg.tiles, k_slice_for(k_bytes, split), path, ring).smem > smem_limit(path, ring))
     split *= 2;
   return split;
 }
 
 }  // namespace
 
-GemvArgs::Path gemv_path_from_env() {
+namespace {
+
+bool power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+GemvPathChoice gemv_path_from_env() {
   const std::string v = env::get_string("WEAVE_GEMV_PATH", "");
-  if (v.empty() || v == "auto") return GemvArgs::Path::kAuto;
-  if (v == "registers") return GemvArgs::Path::kRegisters;
-  if (v == "tma") return GemvArgs::Path::kTma;
-  WEAVE_EXPECT_ARG(false, "WEAVE_GEMV_PATH='" << v << "': expected auto, registers or tma");
-  return GemvArgs::Path::kAuto;
+  GemvPathChoice c;
+  if (v.empty() || v == "auto") return c;
+  if (v == "registers") {
+    c.path = GemvArgs::Path::kRegisters;
+    return c;
+  }
+  c.path = GemvArgs::Path::kTma;
+  if (v == "tma") return c;
+  int q = 0, slots = 0;
+  char tail = 0;
+  const bool parsed = v.rfind("tma:", 0) == 0 && std::sscanf(v.c_str() + 4, "%dx%d%c", &q, &slots, &tail) == 2;
+  WEAVE_EXPECT_ARG(parsed && power_of_two(q) && power_of_two(slots) && q * slots >= 2 && q * slots <= 16,
+                   "WEAVE_GEMV_PATH='" << v
+                                       << "': expected auto, registers, tma or tma:QxS (a ring of S slots of Q "
+                                          "steps, powers of two, 2 <= Q x S <= 16)");
+  c.ring = RingShape{q, slots};
+  return c;
 }
 
 namespace {
 
 // Read once per process (a diagnostic set before start-up, not per call).
-GemvArgs::Path auto_path_from_env() {
-  static const GemvArgs::Path path = gemv_path_from_env();
-  return path == GemvArgs::Path::kTma ? GemvArgs::Path::kTma : GemvArgs::Path::kRegisters;
+GemvPathChoice planned_path_from_env() {
+  static const GemvPathChoice choice = gemv_path_from_env();
+  GemvPathChoice c = choice;
+  if (c.path != GemvArgs::Path::kTma) c.path = GemvArgs::Path::kRegisters;
+  return c;
 }
 
 }  // namespace
 
-GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override, GemvArgs::Path path) {
+GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override, GemvArgs::Path path,
+                       RingShape ring) {
   const std::string why = gemv_unsupported_reason(problem);
   WEAVE_EXPECT_ARG(why.empty(), "gemv: " << why);
   WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1, got " << num_sms);
@@ -158,27 +187,36 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
   cfg.tiles = tiles_for(problem.m);
   cfg.n_blocks = ceil_div(problem.n, kRowsPerCta);
   const int64_t k_bytes = problem.k * elem_bytes(problem.mode);
+  WEAVE_EXPECT_ARG(power_of_two(ring.steps_per_slot) && power_of_two(ring.slots) &&
+                       ring.steps_per_slot * ring.slots >= 2 && ring.steps_per_slot * ring.slots <= 16,
+                   "argument 'ring': " << ring.steps_per_slot << "x" << ring.slots
+                                       << ": steps per slot and slots must be powers of two, 2 <= product <= 16");
   auto fits = [&](WeightPath wp, int split) {
-    return layout_for(problem.mode, cfg.tiles, k_slice_for(k_bytes, split), wp).smem <= smem_limit(wp);
+    return layout_for(problem.mode, cfg.tiles, k_slice_for(k_bytes, split), wp, ring).smem <= smem_limit(wp, ring);
   };
   // Auto: the registers path (measured no slower than the TMA ring, docs/perf/gemm.md), unless
   // WEAVE_GEMV_PATH asks for the ring (a diagnostic: either path from one build); the ring falls
   // back to registers where its shared memory does not fit beside A.
   const bool planned = path == GemvArgs::Path::kAuto;
-  if (planned) path = auto_path_from_env();
+  if (planned) {
+    const GemvPathChoice c = planned_path_from_env();
+    path = c.path;
+    ring = c.ring;
+  }
   cfg.path = path == GemvArgs::Path::kTma ? WeightPath::kTma : WeightPath::kRegisters;
   if (planned && cfg.path == WeightPath::kTma &&
-      !fits(WeightPath::kTma, split_for(problem, cfg, num_sms, split_override, WeightPath::kTma)))
+      !fits(WeightPath::kTma, split_for(problem, cfg, num_sms, split_override, WeightPath::kTma, ring)))
     cfg.path = WeightPath::kRegisters;
-  const int split = split_for(problem, cfg, num_sms, split_override, cfg.path);
+  cfg.ring = cfg.path == WeightPath::kTma ? ring : RingShape{};
+  const int split = split_for(problem, cfg, num_sms, split_override, cfg.path, cfg.ring);
   cfg.split = split;
   cfg.k_slice_bytes = k_slice_for(k_bytes, split);
-  const Layout l = layout_for(problem.mode, cfg.tiles, cfg.k_slice_bytes, cfg.path);
-  WEAVE_EXPECT_ARG(l.smem <= smem_limit(cfg.path), "argument 'split': " << split << " leaves a K slice of "
-                                                                        << cfg.k_slice_bytes << " B that needs "
-                                                                        << l.smem << " B of shared memory on the "
-                                                                        << to_string(cfg.path) << " path (limit "
-                                                                        << smem_limit(cfg.path) << ")");
+  const Layout l = layout_for(problem.mode, cfg.tiles, cfg.k_slice_bytes, cfg.path, cfg.ring);
+  const int limit = smem_limit(cfg.path, cfg.ring);
+  WEAVE_EXPECT_ARG(l.smem <= limit, "argument 'split': " << split << " leaves a K slice of " << cfg.k_slice_bytes
+                                                         << " B that needs " << l.smem
+                                                         << " B of shared memory on the " << to_string(cfg.path)
+                                                         << " path (limit " << limit << ")");
   cfg.smem_bytes = l.smem;
   return cfg;
 }
@@ -189,7 +227,7 @@ void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
   problem.mode = args.mode;
   problem.scale_layout = ScaleLayout::kRaw;
   problem.out_dtype = args.out_dtype;
-  const GemvConfig cfg = gemv_config(problem, num_sms, args.split, args.path);
+  const GemvConfig cfg = gemv_config(problem, num_sms, args.split, args.path, args.ring);
 
   const int64_t eb = elem_bytes(args.mode);
   const int64_t ob = args.out_dtype == DType::kF32 ? 4 : 2;
@@ -211,7 +249,7 @@ void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
                          reinterpret_cast<uintptr_t>(args.scale_b) % 4 == 0,
                      "gemv: fp32 scales must be 4-byte aligned");
 
-  const Layout l = layout_for(args.mode, cfg.tiles, cfg.k_slice_bytes, cfg.path);
+  const Layout l = layout_for(args.mode, cfg.tiles, cfg.k_slice_bytes, cfg.path, cfg.ring);
   gemv::KernelParams p;
   p.a = static_cast<const uint8_t*>(args.a);
   p.b = static_cast<const uint8_t*>(args.b);
@@ -236,6 +274,8 @@ void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
   CUtensorMap b_map{};  // the tma path's [N, K] view of B in one warp step's [16 rows, 64 B] boxes
   if (cfg.path == WeightPath::kTma) {
     p.ring_offset = l.ring_offset;
+    p.ring_steps_log2 = __builtin_ctz(static_cast<unsigned>(cfg.ring.steps_per_slot));
+    p.ring_slots_log2 = __builtin_ctz(static_cast<unsigned>(cfg.ring.slots));
     p.record = hopper::wait_timeout_record();
     const DType b_dtype = args.mode == ScaleMode::kBF16 ? DType::kBF16 : DType::kE4M3;
     b_map = hopper::make_tma_2d("B", args.b, b_dtype, args.n, args.k, args.ldb, gemv::kRowsPerWarp,

@@ -27,6 +27,13 @@ inline constexpr int64_t kGemvMaxM = 32;
 // 16-byte loads into registers, or a per-warp TMA ring in shared memory (more bytes in flight).
 enum class WeightPath { kRegisters, kTma };
 const char* to_string(WeightPath path);
+// The TMA ring of each warp: `slots` slots of `steps_per_slot` consecutive steps (a step: the
+// warp's 16 rows x 64 bytes of K), both powers of two. Default: 8 slots of 1 step (8 KB in flight).
+struct RingShape {
+  int steps_per_slot = 1;
+  int slots = 8;
+  friend bool operator==(const RingShape&, const RingShape&) = default;
+};
 inline constexpr int kGemvMaxSplit = 16;  // cluster size; > 8 uses a non-portable cluster
 
 struct GemvArgs {
@@ -48,6 +55,7 @@ struct GemvArgs {
   bool pdl = false;
   // The planner's path when it fits (kAuto), or one forced (tests and benches compare them).
   enum class Path { kAuto, kRegisters, kTma } path = Path::kAuto;
+  RingShape ring{};  // kTma (forced) only; planned calls take WEAVE_GEMV_PATH's ring or the default
 };
 
 // The launch shape the GEMV uses for a problem (a pure function; tests and benches print it).
@@ -57,7 +65,8 @@ struct GemvConfig {
   int64_t k_slice_bytes = 0;  // K bytes per CTA (multiple of 64)
   int64_t n_blocks = 0;       // 128-row bands of B
   int smem_bytes = 0;         // dynamic shared memory per CTA
-  WeightPath path = WeightPath::kTma;
+  WeightPath path = WeightPath::kRegisters;
+  RingShape ring{};           // tma path
   std::string describe() const;  // "gemv tma tiles 4 split 8 k_slice 256 B grid 8x40 smem 82 KB"
 };
 
@@ -66,11 +75,16 @@ std::string gemv_unsupported_reason(const GemmProblem& problem);
 // Throws kInvalidArgument for a problem gemv_unsupported_reason refuses or a bad split.
 // The path: `path` when forced (refused when its shared memory does not fit), else registers, or
 // the TMA ring where WEAVE_GEMV_PATH=tma and it fits.
-// WEAVE_GEMV_PATH (auto | registers | tma, default auto), parsed; throws kInvalidArgument naming
-// the variable for any other value. gemv_config reads it once per process.
-GemvArgs::Path gemv_path_from_env();
+// WEAVE_GEMV_PATH (auto | registers | tma | tma:QxS, default auto; QxS a ring of S slots of Q
+// steps, powers of two, Q x S <= 16), parsed; throws kInvalidArgument naming the variable and the
+// rule for any other value. gemv_config reads it once per process.
+struct GemvPathChoice {
+  GemvArgs::Path path = GemvArgs::Path::kAuto;
+  RingShape ring{};
+};
+GemvPathChoice gemv_path_from_env();
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override = 0,
-                       GemvArgs::Path path = GemvArgs::Path::kAuto);
+                       GemvArgs::Path path = GemvArgs::Path::kAuto, RingShape ring = {});
 // Enqueues the GEMV on `stream`; no allocation, no sync, graph-capturable. Throws weave::Error
 // (kInvalidArgument) for arguments that break the rules above (shape, alignment, null pointers).
 void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream);

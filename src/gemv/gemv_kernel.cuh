@@ -17,11 +17,13 @@
 //   registers: each lane loads its 16-byte pieces itself (ld.global.nc, no L1 allocation);
 //     kInFlight steps (4 or 8, see in_flight_steps) are in flight per warp at all times, a rolling
 //     register buffer refilled with the step kInFlight ahead as soon as it has been used.
-//   tma: lane 0 of each warp keeps kTmaSlots steps of its 16 rows in flight through TMA (one
-//     [16 rows, 64 B] box per step into a per-warp ring slot with its own mbarrier, OOB rows and K
-//     zero-filled); lanes read their pieces from the slot (rows at a 64-byte pitch: the 8 lanes
-//     of a shared-memory phase cover 128 distinct-bank bytes). 8 KB per warp, 128 KB per SM in
-//     flight instead of the registers' 32-64 KB, without spending registers on it.
+//   tma: lane 0 of each warp keeps a ring of S slots of q steps of its 16 rows in flight through
+//     TMA (one [16 rows, 64 B] box per step, a slot's q boxes requested together under one
+//     mbarrier, OOB rows and K zero-filled); lanes read their pieces from the slot (rows at a
+//     64-byte pitch: the 8 lanes of a shared-memory phase cover 128 distinct-bank bytes). The
+//     default ring, 8 slots of 1 step, keeps 8 KB per warp (128 KB per SM) in flight instead of
+//     the registers' 32-64 KB, without spending registers on it; longer slots request longer runs
+//     of each row at once (KernelParams ring_*: a diagnostic, WEAVE_GEMV_PATH=tma:QxS).
 //   Either way the first steps are requested before the PDL wait and before A is staged.
 //   Ring memory ordering: a slot's full barrier (expect_tx by lane 0, complete_tx by TMA) is
 //   acquired by every lane before it reads; the refill is issued by lane 0 after __syncwarp, once
@@ -136,25 +138,32 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
   const uint8_t* src_b = p.b + (ok_b ? row_b : 0) * p.ldb_bytes + k0 + 16 * t;
   const int64_t lane_k = k0 + 16 * t;  // byte of K of this lane's chunk in step 0
   uint4 buf_a[kInFlight], buf_b[kInFlight];
-  // TMA ring of this warp: kTmaSlots slots of [16 rows, 64 B], then the slots' full barriers.
-  uint8_t* const ring = smem + p.ring_offset + warp * kTmaSlots * kTmaSlotBytes;
+  // TMA ring of this warp: 2^slots_log2 slots of 2^steps_log2 [16 rows, 64 B] boxes (consecutive
+  // steps, requested together), then the slots' full barriers. Slot sequence j holds steps
+  // [j q, j q + q) and lives in slot j mod S; its wait parity is (j / S) mod 2.
+  const int q_log2 = p.ring_steps_log2, slots_log2 = p.ring_slots_log2;
+  const int slot_bytes = kTmaBoxBytes << q_log2;
+  uint8_t* const ring = smem + p.ring_offset + (warp << slots_log2) * slot_bytes;
   const uint32_t ring_u32 = weave::ptx::smem_addr(ring);
-  const uint32_t bars_u32 = weave::ptx::smem_addr(smem + p.ring_offset + kWarps * kTmaSlots * kTmaSlotBytes) +
-                            warp * kTmaSlots * 8;
+  const uint32_t bars_u32 = weave::ptx::smem_addr(smem + p.ring_offset + (kWarps << slots_log2) * slot_bytes) +
+                            (warp << slots_log2) * 8;
   const int32_t warp_row0 = band * kRowsPerCta + warp * kRowsPerWarp;
-  auto issue_step = [&](int s) {  // lane 0: slot s % kTmaSlots <- step s of the warp's 16 rows
-    const uint32_t slot = s % kTmaSlots;
-    weave::ptx::mbarrier_arrive_expect_tx_release_cta(bars_u32 + 8 * slot, kTmaSlotBytes);
-    weave::ptx::cp_async_bulk_tensor_2d_global_to_shared(ring_u32 + slot * kTmaSlotBytes, &b_map,
-                                                  static_cast<int32_t>((k0 + int64_t(kStepBytes) * s) / kElemBytes),
-                                                  warp_row0, bars_u32 + 8 * slot, weave::ptx::kL2EvictFirst);
+  auto issue_slot = [&](int j) {  // lane 0: slot sequence j <- its steps of the warp's 16 rows
+    const uint32_t slot = j & ((1 << slots_log2) - 1);
+    const int first = j << q_log2, count = min(1 << q_log2, steps - first);
+    weave::ptx::mbarrier_arrive_expect_tx_release_cta(bars_u32 + 8 * slot, count * kTmaBoxBytes);
+    for (int i = 0; i < count; ++i)
+      weave::ptx::cp_async_bulk_tensor_2d_global_to_shared(
+          ring_u32 + slot * slot_bytes + i * kTmaBoxBytes, &b_map,
+          static_cast<int32_t>((k0 + int64_t(kStepBytes) * (first + i)) / kElemBytes), warp_row0, bars_u32 + 8 * slot,
+          weave::ptx::kL2EvictFirst);
   };
   if constexpr (kTma) {
     if (lane == 0) {
       weave::ptx::prefetch_tensormap(&b_map);
-      for (int u = 0; u < kTmaSlots; ++u) weave::ptx::mbarrier_init_shared_cta(bars_u32 + 8 * u, 1);
+      for (int u = 0; u < (1 << slots_log2); ++u) weave::ptx::mbarrier_init_shared_cta(bars_u32 + 8 * u, 1);
       weave::ptx::fence_mbarrier_init_release_cluster();  // the inits are visible to the TMA unit
-      for (int u = 0; u < kTmaSlots && u < steps; ++u) issue_step(u);
+      for (int j = 0; j < (1 << slots_log2) && (j << q_log2) < steps; ++j) issue_slot(j);
     }
     __syncwarp();
   } else {
@@ -269,12 +278,13 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
       if (s < steps) {
         uint4 ra, rb;
         if constexpr (kTma) {
-          const uint32_t slot = s % kTmaSlots;
-          if (!wait_weights(bars_u32 + 8 * slot, (s / kTmaSlots) & 1, slot, p.record)) {
+          const int j = s >> q_log2, within = s & ((1 << q_log2) - 1);
+          const uint32_t slot = j & ((1 << slots_log2) - 1);
+          if (within == 0 && !wait_weights(bars_u32 + 8 * slot, (j >> slots_log2) & 1, slot, p.record)) {
             streaming = false;
             break;
           }
-          const uint8_t* piece = ring + slot * kTmaSlotBytes + g * kStepBytes + 16 * t;
+          const uint8_t* piece = ring + slot * slot_bytes + within * kTmaBoxBytes + g * kStepBytes + 16 * t;
           ra = *reinterpret_cast<const uint4*>(piece);
           rb = *reinterpret_cast<const uint4*>(piece + 8 * kStepBytes);
         } else {
@@ -338,9 +348,13 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
           }
         }
         if constexpr (kTma) {
-          // Every lane's MMAs have consumed the slot: refill it with the step kTmaSlots ahead.
-          __syncwarp();
-          if (lane == 0 && s + kTmaSlots < steps) issue_step(s + kTmaSlots);
+          // After a slot's last step every lane's MMAs have consumed it: refill it with the slot
+          // sequence S ahead.
+          const int j = s >> q_log2;
+          if (((s + 1) & ((1 << q_log2) - 1)) == 0 || s + 1 == steps) {
+            __syncwarp();
+            if (lane == 0 && ((j + (1 << slots_log2)) << q_log2) < steps) issue_slot(j + (1 << slots_log2));
+          }
         } else {
           // Refill the consumed registers with the step kInFlight ahead.
           const int s_next = s + kInFlight;

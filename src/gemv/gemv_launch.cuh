@@ -19,7 +19,7 @@ void launch_tiles(const KernelParams& p, const CUtensorMap& b_map, const Launch&
   WEAVE_CHECK_CUDA(cudaGetDevice(&device));
   if (device < 0 || device >= 64 || !configured[device].load(std::memory_order_acquire)) {
     WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          kPath == WeightPath::kTma ? kMaxSmemBytesTma : kMaxSmemBytes));
+                                          kPath == WeightPath::kTma ? kMaxSmemBytesTmaWide : kMaxSmemBytes));
     WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     if (device >= 0 && device < 64) configured[device].store(true, std::memory_order_release);
   }

@@ -19,14 +19,15 @@ inline constexpr int kRowsPerWarp = 16;                       // the m16 of mma.
 inline constexpr int kRowsPerCta = kWarps * kRowsPerWarp;     // one band of B rows
 inline constexpr int kStepBytes = 64;                         // K bytes per row per warp step
 inline constexpr int kPartStride = kRowsPerCta + 4;           // floats per token row of a partial
-inline constexpr int kTmaSlots = 8;                           // TMA ring slots per warp
-inline constexpr int kTmaSlotBytes = kRowsPerWarp * kStepBytes;  // one [16 rows, 64 B] box
-// The TMA ring of a CTA (8 warps' slots, then their full barriers), after the A/scale regions.
-inline constexpr int kTmaRingBytes = kWarps * kTmaSlots * (kTmaSlotBytes + 8);
-// Dynamic shared memory per CTA of each path, both keeping 2 CTAs per SM (228 KB per SM, 1 KB
-// of it reserved per CTA): the registers path's A/scale region, or that region plus the ring.
+inline constexpr int kTmaBoxBytes = kRowsPerWarp * kStepBytes;  // one [16 rows, 64 B] box: a step
+// The TMA ring of a CTA: 8 warps x S slots x q boxes, then the warps' S full barriers each.
+constexpr int tma_ring_bytes(RingShape r) { return kWarps * r.slots * (r.steps_per_slot * kTmaBoxBytes + 8); }
+// Dynamic shared memory per CTA: the registers path's A/scale region, or that region plus the
+// ring, within 112 KB (2 CTAs per SM: 228 KB per SM, 1 KB of it reserved per CTA); a ring of more
+// than 64 KB (a diagnostic) gets the whole SM's 227 KB.
 inline constexpr int kMaxSmemBytes = 96 * 1024;
 inline constexpr int kMaxSmemBytesTma = 112 * 1024;
+inline constexpr int kMaxSmemBytesTmaWide = 227 * 1024;
 
 struct KernelParams {
   const uint8_t* a = nullptr;   // [M, K] bytes, row stride lda_bytes
@@ -45,6 +46,7 @@ struct KernelParams {
   int scale_groups = 0;         // K groups per CTA held in shared memory (blockscale, mxfp8)
   int out_f32 = 0;              // 1: fp32 output, 0: bf16
   int ring_offset = 0;          // tma path: shared-memory byte offset of the ring (128-aligned)
+  int ring_steps_log2 = 0, ring_slots_log2 = 3;  // tma path: log2 of RingShape's q and S
   hopper::WaitTimeoutRecord* record = nullptr;  // tma path: where a ring wait that timed out is recorded
 };
 static_assert(std::is_trivially_copyable_v<KernelParams>);

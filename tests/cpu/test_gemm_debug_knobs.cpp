@@ -66,27 +66,36 @@ TEST(GemmDebugKnobs, ValuesAreReadAndChecked) {
   EXPECT_NE(refusal("WEAVE_GEMM_DEBUG_STALL_K_BLOCK", "two").find("WEAVE_GEMM_DEBUG_STALL_K_BLOCK"), std::string::npos);
 }
 
-// WEAVE_GEMV_PATH (the decode GEMV's weight path for planned calls): parsed, and anything else
-// refused naming the variable and the choices.
+// WEAVE_GEMV_PATH (the decode GEMV's weight path and TMA ring for planned calls): parsed, and
+// anything else refused naming the variable and the rule.
 TEST(GemmDebugKnobs, GemvPathIsParsedAndChecked) {
   using Path = detail::GemvArgs::Path;
   unsetenv("WEAVE_GEMV_PATH");
-  EXPECT_EQ(detail::gemv_path_from_env(), Path::kAuto);
-  const std::pair<const char*, Path> good[] = {{"auto", Path::kAuto}, {"registers", Path::kRegisters}, {"tma", Path::kTma}};
-  for (const auto& [value, want] : good) {
-    ScopedEnv e("WEAVE_GEMV_PATH", value);
-    EXPECT_EQ(detail::gemv_path_from_env(), want) << value;
+  EXPECT_EQ(detail::gemv_path_from_env().path, Path::kAuto);
+  struct Good {
+    const char* value;
+    Path path;
+    detail::RingShape ring;
+  };
+  const Good good[] = {{"auto", Path::kAuto, {}},        {"registers", Path::kRegisters, {}},
+                       {"tma", Path::kTma, {}},          {"tma:4x2", Path::kTma, {4, 2}},
+                       {"tma:1x2", Path::kTma, {1, 2}},  {"tma:16x1", Path::kTma, {16, 1}}};
+  for (const Good& g : good) {
+    ScopedEnv e("WEAVE_GEMV_PATH", g.value);
+    const detail::GemvPathChoice c = detail::gemv_path_from_env();
+    EXPECT_EQ(c.path, g.path) << g.value;
+    EXPECT_TRUE(c.ring == g.ring) << g.value;
   }
-  for (const char* bad : {"TMA", "regs", " tma"}) {
+  for (const char* bad : {"TMA", "regs", " tma", "tma:", "tma:3x2", "tma:4x8", "tma:1x1", "tma:4x2x", "tma:4x2 "}) {
     ScopedEnv e("WEAVE_GEMV_PATH", bad);
     try {
       detail::gemv_path_from_env();
-      ADD_FAILURE() << bad << " accepted";
+      ADD_FAILURE() << "'" << bad << "' accepted";
     } catch (const Error& err) {
       EXPECT_EQ(err.status(), Status::kInvalidArgument);
       const std::string what = err.what();
       EXPECT_NE(what.find("WEAVE_GEMV_PATH"), std::string::npos) << what;
-      EXPECT_NE(what.find("registers or tma"), std::string::npos) << what;
+      EXPECT_NE(what.find("tma:QxS"), std::string::npos) << what;
     }
   }
 }

@@ -67,12 +67,16 @@ long long wrong_elements(ScaleMode q, Case what, int calls) {
   OwnedStream st;
   const bool writes_b = what == Case::kPdlProducerWritesB || what == Case::kNoPdlProducerWritesB;
   // The expected C of every variant, on settled operands (A's or B's variant v, the other variant 0).
+  // The copies go on the GEMM's stream: a device-to-device cudaMemcpy returns before it is done and
+  // does not order a non-blocking stream, so the first run of this test raced its own references.
   for (int v = 0; v < kVariants; ++v) {
     const bench::DeviceOperand& src = writes_b ? bs[v] : as[v];
     bench::DeviceOperand& dst = writes_b ? b : a;
-    WEAVE_CHECK_CUDA(cudaMemcpy(dst.values.get(), src.values.get(), src.values.bytes(), cudaMemcpyDeviceToDevice));
+    WEAVE_CHECK_CUDA(cudaMemcpyAsync(dst.values.get(), src.values.get(), src.values.bytes(), cudaMemcpyDeviceToDevice,
+                                     st.s));
     if (src.scales.bytes())
-      WEAVE_CHECK_CUDA(cudaMemcpy(dst.scales.get(), src.scales.get(), src.scales.bytes(), cudaMemcpyDeviceToDevice));
+      WEAVE_CHECK_CUDA(cudaMemcpyAsync(dst.scales.get(), src.scales.get(), src.scales.bytes(),
+                                       cudaMemcpyDeviceToDevice, st.s));
     gemm.run(st.s);
     WEAVE_CHECK_CUDA(cudaMemcpyAsync(static_cast<char*>(want.get()) + v * c_bytes, c.get(), c_bytes,
                                      cudaMemcpyDeviceToDevice, st.s));

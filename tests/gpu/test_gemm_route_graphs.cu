@@ -38,7 +38,7 @@ struct RouteCase {
 };
 
 // Copies every device tensor of `from` into the same tensor of `to` (equal shapes), so a graph
-// captured over `to`'s buffers sees `from`'s values.
+// captured over `to`'s buffers sees `from`'s values; returns once the copies are done.
 void copy_values(const OperandSet& from, const OperandSet& to) {
   auto copy = [](const Guarded& src, const Guarded& dst) {
     if (dst.get() == nullptr) return;
@@ -52,6 +52,9 @@ void copy_values(const OperandSet& from, const OperandSet& to) {
   copy(from.sa_packed, to.sa_packed);
   copy(from.sb_packed, to.sb_packed);
   copy(from.sa_mn, to.sa_mn);
+  // A device-to-device cudaMemcpy may return before it is done and does not order a non-blocking
+  // stream: finish the copies before a graph on any stream reads them.
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 void check_route_in_graph(const RouteCase& rc, cudaStream_t stream) {

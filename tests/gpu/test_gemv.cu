@@ -30,6 +30,7 @@
 
 using namespace weave;
 using weave::detail::GemvArgs;
+using weave::detail::RingShape;
 
 namespace {
 
@@ -164,20 +165,27 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
   WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
   GemmProblem problem{.m = m, .n = n, .k = k, .mode = mode, .scale_layout = ScaleLayout::kRaw, .out_dtype = out};
   // Every valid (K split, weight path): the planner's, then each forced one.
+  // Every valid (K split, weight path), then the planner's split on other TMA ring shapes (one
+  // step per slot is the default; longer slots take other refill and parity paths).
   struct Launch {
     int split;
     GemvArgs::Path path;
+    RingShape ring;
   };
-  std::vector<Launch> configs = {{0, GemvArgs::Path::kAuto}};
+  std::vector<Launch> configs = {{0, GemvArgs::Path::kAuto, {}}};
+  std::vector<Launch> candidates;
   for (GemvArgs::Path path : {GemvArgs::Path::kRegisters, GemvArgs::Path::kTma})
-    for (int s : {0, 1, 2, 4, 8, 16}) {
-      try {
-        detail::gemv_config(problem, num_sms, s, path);
-        configs.push_back({s, path});
-      } catch (const weave::Error&) {
-        // this split leaves a K slice whose A tile (and ring) does not fit shared memory
-      }
+    for (int s : {0, 1, 2, 4, 8, 16}) candidates.push_back({s, path, {}});
+  for (const RingShape ring : {RingShape{4, 2}, RingShape{2, 8}, RingShape{8, 2}})
+    candidates.push_back({0, GemvArgs::Path::kTma, ring});
+  for (const Launch& c : candidates) {
+    try {
+      detail::gemv_config(problem, num_sms, c.split, c.path, c.ring);
+      configs.push_back(c);
+    } catch (const weave::Error&) {
+      // this split leaves a K slice whose A tile (and ring) does not fit shared memory
     }
+  }
   cudaStream_t stream;
   WEAVE_CHECK_CUDA(cudaStreamCreate(&stream));
   const Tolerance tol = tolerance(mode, out);
@@ -199,6 +207,7 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
     args.mode = mode, args.out_dtype = out;
     args.split = configs[launch % configs.size()].split;
     args.path = configs[launch % configs.size()].path;
+    args.ring = configs[launch % configs.size()].ring;
     args.pdl = launch % 2 == 1;
     poison(dc.get(), m * ldc, out);
     detail::gemv_launch(args, num_sms, stream);
@@ -225,7 +234,8 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
     total_wrong += cmp.wrong;
     if (opt.expect_mismatch) continue;
     EXPECT_EQ(cmp.wrong, 0) << "launch " << launch << " split " << args.split << " path "
-                            << static_cast<int>(args.path) << " pdl " << args.pdl
+                            << static_cast<int>(args.path) << " ring " << args.ring.steps_per_slot << "x"
+                            << args.ring.slots << " pdl " << args.pdl
                             << ": first wrong at m=" << (cmp.first_wrong >= 0 ? cmp.first_wrong / n : -1)
                             << " n=" << (cmp.first_wrong >= 0 ? cmp.first_wrong % n : -1)
                             << " (nonfinite " << cmp.nonfinite << ", never written " << cmp.never_written

@@ -115,15 +115,17 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
         };
 
         auto gemv_arm = [&](const std::string& name, int split, bool pdl,
-                            detail::GemvArgs::Path path = detail::GemvArgs::Path::kAuto) {
+                            detail::GemvArgs::Path path = detail::GemvArgs::Path::kAuto,
+                            detail::RingShape ring = {}) {
           void* const c = new_output(name, gemv_tol).get();  // by value: the arm outlives this scope
-          return bench::Arm{name, [&, c, split, pdl, path](cudaStream_t s, int call) {
+          return bench::Arm{name, [&, c, split, pdl, path, ring](cudaStream_t s, int call) {
             const bench::DeviceOperand& b = copies[call % copies.size()];
             detail::GemvArgs args;
             args.a = da.values.get(), args.b = b.values.get(), args.c = c;
             args.scale_a = da.scales.get(), args.scale_b = b.scales.get();
             args.m = m, args.n = n, args.k = k, args.lda = k, args.ldb = k, args.ldc = n;
             args.mode = mode, args.out_dtype = out, args.split = split, args.pdl = pdl, args.path = path;
+            args.ring = ring;
             detail::gemv_launch(args, num_sms, s);
           }};
         };
@@ -153,6 +155,20 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
                                       false, forced));
             } catch (const weave::Error&) {
             }
+          }
+        }
+        // Other TMA ring shapes at the TMA planner's split: longer slots request longer runs of
+        // each row at once (does DRAM locality limit the stream?).
+        std::vector<detail::RingShape> rings;
+        for (const detail::RingShape ring : {detail::RingShape{4, 2}, detail::RingShape{4, 4},
+                                             detail::RingShape{8, 2}, detail::RingShape{16, 1}}) {
+          try {
+            detail::gemv_config(problem, num_sms, 0, detail::GemvArgs::Path::kTma, ring);
+            rings.push_back(ring);
+            arms.push_back(gemv_arm("tma ring " + std::to_string(ring.steps_per_slot) + "x" +
+                                        std::to_string(ring.slots),
+                                    0, false, detail::GemvArgs::Path::kTma, ring));
+          } catch (const weave::Error&) {
           }
         }
         // cuBLASLt at the same M where the wrapper supports it (rotating the same copies).
@@ -207,6 +223,13 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
         for (size_t i = 0; i < sweep.size(); ++i)
           by_split.push_back({{int(sweep[i].path), sweep[i].split}, t[3 + i].median_us});
         std::sort(by_split.begin(), by_split.end());
+        std::string ring_times;
+        for (size_t i = 0; i < rings.size(); ++i) {
+          char item[48];
+          std::snprintf(item, sizeof item, "ring%dx%d:%.1f ", rings[i].steps_per_slot, rings[i].slots,
+                        t[3 + sweep.size() + i].median_us);
+          ring_times += item;
+        }
         std::string best;
         for (const auto& [key, us] : by_split) {
           const bool planned = key.first == int(plan.path) && key.second == plan.split;
@@ -222,7 +245,7 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
                         .c_str(),
                     mb, t[0].median_us, t[1].median_us, t[2].median_us, gbps(t[1].median_us),
                     100 * gbps(t[1].median_us) / hbm_gbps, 100 * t[0].median_us / t[1].median_us,
-                    gbps(t[2].median_us), 100 * gbps(t[2].median_us) / hbm_gbps, long(row_wrong), best.c_str());
+                    gbps(t[2].median_us), 100 * gbps(t[2].median_us) / hbm_gbps, long(row_wrong), (best + ring_times).c_str());
         char line[256];
         if (lt) {
           const bench::Timing& tl = t.back();
