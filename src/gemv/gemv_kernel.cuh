@@ -91,24 +91,6 @@ __device__ __forceinline__ void stage_batched(int count, Load load, Store store)
   }
 }
 
-// Waits for ring slot `bar`'s phase `parity`; false after kMbarrierTimeoutNs (a TMA that never
-// lands: recorded in p.record as a "full[slot]" wait, which weave::Gemm's check() reports, and the
-// warp stops streaming).
-__device__ __forceinline__ bool wait_weights(uint32_t bar, uint32_t parity, uint32_t slot, hopper::WaitTimeoutRecord* record) {
-  if (weave::ptx::mbarrier_try_wait_parity_acquire_cta(bar, parity)) return true;
-  const uint64_t start = weave::ptx::globaltimer_ns();
-  for (uint32_t spins = 1;; ++spins) {
-    if (weave::ptx::mbarrier_try_wait_parity_acquire_cta(bar, parity)) return true;
-    if ((spins & 255u) == 0) {
-      const uint64_t waited = weave::ptx::globaltimer_ns() - start;
-      if (waited > hopper::kMbarrierTimeoutNs) {
-        hopper::record_wait_timeout(record, hopper::WaitSite::kConsumerFull, slot, parity, waited);
-        return false;
-      }
-    }
-  }
-}
-
 template <ScaleMode kMode, int kTiles, WeightPath kPath>
 __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p, const __grid_constant__ CUtensorMap b_map) {
   namespace cg = cooperative_groups;
@@ -145,8 +127,11 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
   const int slot_bytes = kTmaBoxBytes << q_log2;
   uint8_t* const ring = smem + p.ring_offset + (warp << slots_log2) * slot_bytes;
   const uint32_t ring_u32 = weave::ptx::smem_addr(ring);
-  const uint32_t bars_u32 = weave::ptx::smem_addr(smem + p.ring_offset + (kWarps << slots_log2) * slot_bytes) +
-                            (warp << slots_log2) * 8;
+  const uint32_t bars_base_u32 = weave::ptx::smem_addr(smem + p.ring_offset + (kWarps << slots_log2) * slot_bytes);
+  const uint32_t bars_u32 = bars_base_u32 + (warp << slots_log2) * 8;
+  // The CTA's abort word (after every warp's barriers): a warp whose ring wait timed out sets it,
+  // and the other warps' waits then stop too (hopper::mbarrier_wait_or_abort).
+  const uint32_t abort_word_u32 = bars_base_u32 + (kWarps << slots_log2) * 8;
   const int32_t warp_row0 = band * kRowsPerCta + warp * kRowsPerWarp;
   auto issue_slot = [&](int j) {  // lane 0: slot sequence j <- its steps of the warp's 16 rows
     const uint32_t slot = j & ((1 << slots_log2) - 1);
@@ -159,6 +144,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
           weave::ptx::kL2EvictFirst);
   };
   if constexpr (kTma) {
+    if (tid == 0) weave::ptx::st_volatile_shared_u32(abort_word_u32, 0u);  // read after the staging barrier
     if (lane == 0) {
       weave::ptx::prefetch_tensormap(&b_map);
       for (int u = 0; u < (1 << slots_log2); ++u) weave::ptx::mbarrier_init_shared_cta(bars_u32 + 8 * u, 1);
@@ -280,7 +266,11 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
         if constexpr (kTma) {
           const int j = s >> q_log2, within = s & ((1 << q_log2) - 1);
           const uint32_t slot = j & ((1 << slots_log2) - 1);
-          if (within == 0 && !wait_weights(bars_u32 + 8 * slot, (j >> slots_log2) & 1, slot, p.record)) {
+          // Bounded: a TMA that never lands is recorded as a "full[slot]" wait in p.record, which
+          // weave::Gemm's check() reports, and every warp of the CTA stops streaming.
+          if (within == 0 && !hopper::mbarrier_wait_or_abort(bars_u32 + 8 * slot, (j >> slots_log2) & 1,
+                                                             hopper::WaitSite::kConsumerFull, slot, p.record,
+                                                             /*bound_ns=*/0, abort_word_u32)) {
             streaming = false;
             break;
           }

@@ -20,8 +20,9 @@ inline constexpr int kRowsPerCta = kWarps * kRowsPerWarp;     // one band of B r
 inline constexpr int kStepBytes = 64;                         // K bytes per row per warp step
 inline constexpr int kPartStride = kRowsPerCta + 4;           // floats per token row of a partial
 inline constexpr int kTmaBoxBytes = kRowsPerWarp * kStepBytes;  // one [16 rows, 64 B] box: a step
-// The TMA ring of a CTA: 8 warps x S slots x q boxes, then the warps' S full barriers each.
-constexpr int tma_ring_bytes(RingShape r) { return kWarps * r.slots * (r.steps_per_slot * kTmaBoxBytes + 8); }
+// The TMA ring of a CTA: 8 warps x S slots x q boxes, then the warps' S full barriers each, then
+// the CTA's abort word (8 bytes kept).
+constexpr int tma_ring_bytes(RingShape r) { return kWarps * r.slots * (r.steps_per_slot * kTmaBoxBytes + 8) + 8; }
 // Dynamic shared memory per CTA: the registers path's A/scale region, or that region plus the
 // ring, within 112 KB (2 CTAs per SM: 228 KB per SM, 1 KB of it reserved per CTA); a ring of more
 // than 64 KB (a diagnostic) gets the whole SM's 227 KB.

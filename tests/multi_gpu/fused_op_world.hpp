@@ -61,11 +61,22 @@ ref::Comparison reduce_scattered_reference(Communicator& c, const TensorView& ou
 ref::Comparison gathered_reference(Communicator& c, const TensorView& out, const GemmProblem& p,
                                    const bench::DeviceOperand& a, const bench::DeviceOperand& b, cudaStream_t st);
 
-struct ArWorld {
-  using Op = GemmAllReduce;
-  using Config = GemmAllReduceConfig;
-  using Mode = GemmAllReduceMode;
-  using Hooks = fused::GemmAllReduceHooks;
+// What every world's trait shares: the op's types, its bf16 config and its construction with hooks.
+template <class OpT, class ConfigT, class ModeT, class HooksT>
+struct FusedWorldBase {
+  using Op = OpT;
+  using Config = ConfigT;
+  using Mode = ModeT;
+  using Hooks = HooksT;
+  static Config config(Mode mode, int64_t n, int64_t k, int64_t m_max) {
+    return fused_op_config<Config>(ScaleMode::kBF16, mode, n, k, m_max);
+  }
+  static std::unique_ptr<Op> make(Communicator& c, const Config& cfg, const Hooks& h = {}) {
+    return make_with_hooks<Op>(c, cfg, h);
+  }
+};
+
+struct ArWorld : FusedWorldBase<GemmAllReduce, GemmAllReduceConfig, GemmAllReduceMode, fused::GemmAllReduceHooks> {
   static constexpr const char* kName = "GemmAllReduce";
   static constexpr const char* kShort = "gemm-ar";
   static constexpr bool kBPerRank = true;
@@ -81,23 +92,13 @@ struct ArWorld {
   static RowRange rows_peers_read(Mode mode, int w, int64_t m, int rank) {
     return gemm_all_reduce_rows_peers_read(mode, w, m, rank);
   }
-  static Config config(Mode mode, int64_t n, int64_t k, int64_t m_max) {
-    return fused_op_config<Config>(ScaleMode::kBF16, mode, n, k, m_max);
-  }
-  static std::unique_ptr<Op> make(Communicator& c, const Config& cfg, const Hooks& h = {}) {
-    return make_with_hooks<Op>(c, cfg, h);
-  }
   static ref::Comparison reference(Communicator& c, const TensorView& out, const GemmProblem& p,
                                    const bench::DeviceOperand& a, const bench::DeviceOperand& b, cudaStream_t st) {
     return all_reduced_reference(c, out, p, a, b, st);
   }
 };
 
-struct AgWorld {
-  using Op = GemmAllGather;
-  using Config = GemmAllGatherConfig;
-  using Mode = GemmAllGatherMode;
-  using Hooks = fused::GemmAllGatherHooks;
+struct AgWorld : FusedWorldBase<GemmAllGather, GemmAllGatherConfig, GemmAllGatherMode, fused::GemmAllGatherHooks> {
   static constexpr const char* kName = "GemmAllGather";
   static constexpr const char* kShort = "gemm-ag";
   static constexpr bool kBPerRank = false;
@@ -111,23 +112,13 @@ struct AgWorld {
   static RowRange rows_peers_read(Mode mode, int, int64_t m, int rank) {
     return gemm_all_gather_rows_peers_read(mode, m, rank);
   }
-  static Config config(Mode mode, int64_t n, int64_t k, int64_t m_max) {
-    return fused_op_config<Config>(ScaleMode::kBF16, mode, n, k, m_max);
-  }
-  static std::unique_ptr<Op> make(Communicator& c, const Config& cfg, const Hooks& h = {}) {
-    return make_with_hooks<Op>(c, cfg, h);
-  }
   static ref::Comparison reference(Communicator& c, const TensorView& out, const GemmProblem& p,
                                    const bench::DeviceOperand& a, const bench::DeviceOperand& b, cudaStream_t st) {
     return gathered_reference(c, out, p, a, b, st);
   }
 };
 
-struct RsWorld {
-  using Op = GemmReduceScatter;
-  using Config = GemmReduceScatterConfig;
-  using Mode = GemmReduceScatterMode;
-  using Hooks = fused::GemmAllReduceHooks;
+struct RsWorld : FusedWorldBase<GemmReduceScatter, GemmReduceScatterConfig, GemmReduceScatterMode, fused::GemmAllReduceHooks> {
   static constexpr const char* kName = "GemmReduceScatter";
   static constexpr const char* kShort = "gemm-rs";
   static constexpr bool kBPerRank = true;
@@ -142,23 +133,13 @@ struct RsWorld {
   static int64_t out_rows(int w, int64_t m) { return m / w; }
   static bool bitwise_to_split(Mode ran, int w) { return ran != Mode::kSplitNccl || w <= 2; }
   static RowRange rows_peers_read(Mode, int, int64_t, int) { return {}; }  // no copy-engine pulls
-  static Config config(Mode mode, int64_t n, int64_t k, int64_t m_max) {
-    return fused_op_config<Config>(ScaleMode::kBF16, mode, n, k, m_max);
-  }
-  static std::unique_ptr<Op> make(Communicator& c, const Config& cfg, const Hooks& h = {}) {
-    return make_with_hooks<Op>(c, cfg, h);
-  }
   static ref::Comparison reference(Communicator& c, const TensorView& out, const GemmProblem& p,
                                    const bench::DeviceOperand& a, const bench::DeviceOperand& b, cudaStream_t st) {
     return reduce_scattered_reference(c, out, p, a, b, st);
   }
 };
 
-struct AgmWorld {
-  using Op = AllGatherGemm;
-  using Config = AllGatherGemmConfig;
-  using Mode = AllGatherGemmMode;
-  using Hooks = fused::AllGatherGemmHooks;
+struct AgmWorld : FusedWorldBase<AllGatherGemm, AllGatherGemmConfig, AllGatherGemmMode, fused::AllGatherGemmHooks> {
   static constexpr const char* kName = "AllGatherGemm";
   static constexpr const char* kShort = "ag-gemm";
   static constexpr bool kBPerRank = false;
@@ -168,12 +149,6 @@ struct AgmWorld {
   static int64_t out_rows(int w, int64_t m) { return w * m; }
   static bool bitwise_to_split(Mode, int) { return true; }  // gathers move bytes, then one GEMM
   static RowRange rows_peers_read(Mode, int, int64_t, int) { return {}; }
-  static Config config(Mode mode, int64_t n, int64_t k, int64_t m_max) {
-    return fused_op_config<Config>(ScaleMode::kBF16, mode, n, k, m_max);
-  }
-  static std::unique_ptr<Op> make(Communicator& c, const Config& cfg, const Hooks& h = {}) {
-    return make_with_hooks<Op>(c, cfg, h);
-  }
   // The output is [A_0; ...; A_{W-1}] B^T: every rank's own GEMM, gathered.
   static ref::Comparison reference(Communicator& c, const TensorView& out, const GemmProblem& p,
                                    const bench::DeviceOperand& a, const bench::DeviceOperand& b, cudaStream_t st) {

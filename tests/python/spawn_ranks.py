@@ -4,6 +4,22 @@ import tempfile
 from contextlib import contextmanager
 
 
+def torch_with_gpus(count):
+    """torch and the visible GPU count, at a test module's import; the whole module is skipped,
+    with the reason, where there is no usable GPU, no torch or fewer than `count` GPUs."""
+    import pytest
+
+    from conftest import GPU_SKIP
+
+    if GPU_SKIP:
+        pytest.skip(GPU_SKIP, allow_module_level=True)
+    torch = pytest.importorskip("torch")
+    ngpu = torch.cuda.device_count()
+    if ngpu < count:
+        pytest.skip(f"needs {count} GPUs, {ngpu} visible", allow_module_level=True)
+    return torch, ngpu
+
+
 def spawn_ranks(target, seed, world):
     """`target(rank, world, init_file, seed, errors)` in `world` spawned processes, one per GPU; the
     first error a rank reported (put on `errors`) fails the calling test."""

@@ -5,15 +5,9 @@ checked against the exact sum of every rank's input in rank order (fp32, as weav
 with torch.distributed. Skipped, with the reason, where fewer than 2 GPUs are visible."""
 import pytest
 
-from conftest import GPU_SKIP
-from spawn_ranks import rank_process, spawn_ranks
+from spawn_ranks import rank_process, spawn_ranks, torch_with_gpus
 
-if GPU_SKIP:
-    pytest.skip(GPU_SKIP, allow_module_level=True)
-torch = pytest.importorskip("torch")
-NGPU = torch.cuda.device_count()
-if NGPU < 2:
-    pytest.skip(f"needs 2 GPUs, {NGPU} visible", allow_module_level=True)
+torch, NGPU = torch_with_gpus(2)
 
 
 def _rank(rank, world, init_file, seed, errors):

@@ -8,15 +8,9 @@ the check is that weave can replace it in place. Skipped, with the reason, where
 are visible or torch has no symmetric-memory operators."""
 import pytest
 
-from conftest import GPU_SKIP
-from spawn_ranks import rank_process, spawn_ranks
+from spawn_ranks import rank_process, spawn_ranks, torch_with_gpus
 
-if GPU_SKIP:
-    pytest.skip(GPU_SKIP, allow_module_level=True)
-torch = pytest.importorskip("torch")
-NGPU = torch.cuda.device_count()
-if NGPU < 2:
-    pytest.skip(f"needs 2 GPUs, {NGPU} visible", allow_module_level=True)
+torch, NGPU = torch_with_gpus(2)
 try:
     import torch.distributed._symmetric_memory  # noqa: F401  (defines torch.ops.symm_mem)
 
