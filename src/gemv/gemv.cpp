@@ -3,7 +3,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <optional>
+#include <mutex>
 #include <sstream>
+#include <tuple>
 
 #include "common/check.hpp"
 #include "common/env.hpp"
@@ -46,11 +50,13 @@ int smem_limit(WeightPath path, RingShape ring) {
                                                                          : gemv::kMaxSmemBytesTma;
 }
 
-Layout layout_for(ScaleMode mode, int tiles, int64_t k_slice, WeightPath path, RingShape ring = {}) {
+// `m` token rows of A are staged (the MMAs take zeros for the rest of the 8 x tiles); the region
+// is later the fp32 partial tile of all 8 x tiles tokens.
+Layout layout_for(ScaleMode mode, int64_t m, int64_t k_slice, WeightPath path, RingShape ring = {}) {
   Layout l;
-  const int tokens = 8 * tiles;
+  const int tokens = 8 * tiles_for(m);
   l.a_stride = a_stride_for(k_slice);
-  l.region0 = std::max(tokens * l.a_stride, tokens * kPartStride * 4);
+  l.region0 = std::max(static_cast<int>(m) * l.a_stride, tokens * kPartStride * 4);
   l.scale_groups = scale_groups_for(mode, k_slice);
   int scale_bytes = 0;
   if (mode == ScaleMode::kPtpc) scale_bytes = (tokens + kRowsPerCta) * 4;  // sa[token], sb[row]
@@ -75,7 +81,9 @@ std::string GemvConfig::describe() const {
   os << "gemv " << to_string(path);
   if (path == WeightPath::kTma && !(ring == RingShape{})) os << " ring " << ring.steps_per_slot << "x" << ring.slots;
   os << " tiles " << tiles << " split " << split << " k_slice " << k_slice_bytes << " B grid "
-     << split << "x" << n_blocks << " smem " << (smem_bytes + 1023) / 1024 << " KB";
+     << split << "x" << n_blocks << " smem " << (smem_bytes + 1023) / 1024 << " KB " << waves
+     << (waves == 1 ? " wave" : " waves") << " of <= " << clusters_per_wave << " clusters"
+     << (device_residency ? "" : " (modelled)");
   return os.str();
 }
 
@@ -101,7 +109,7 @@ std::string gemv_unsupported_reason(const GemmProblem& problem) {
   } else {
     // The registers path has the larger A budget: the GEMV runs wherever it fits.
     const int64_t k_slice = k_slice_for(problem.k * elem_bytes(problem.mode), kGemvMaxSplit);
-    const Layout l = layout_for(problem.mode, tiles_for(problem.m), k_slice, WeightPath::kRegisters);
+    const Layout l = layout_for(problem.mode, problem.m, k_slice, WeightPath::kRegisters);
     if (l.smem > kMaxSmemBytes)
       why << "K = " << problem.k << " at M = " << problem.m << ": the A slice of a " << kGemvMaxSplit
           << "-way K split needs " << l.smem << " B of shared memory (limit " << kMaxSmemBytes << ")";
@@ -111,26 +119,31 @@ std::string gemv_unsupported_reason(const GemmProblem& problem) {
 
 namespace {
 
-// The K split on `path`: the override, else the planner's rule. Split K until a CTA's slice is
-// about 640 K elements (320 for bf16 at M <= 8), but keep the grid within ~2.5 CTAs per SM (two
-// are resident); then raise it until the path's shared memory fits. Calibrated on H200 with
-// tests/gpu/test_gemv_bandwidth.cu, which times every split (registers path: the fastest splits
-// it measured on H200 for 8192x1280, 5120x2048 and 7168x2048; on H100 often not the fastest, see
-// docs/perf/gemm.md).
-int split_for(const GemmProblem& problem, const GemvConfig& cfg, int num_sms, int split_override, WeightPath path,
-              RingShape ring) {
-  if (split_override != 0) return split_override;
-  const int64_t k_bytes = problem.k * elem_bytes(problem.mode);
-  const int64_t target_k = (problem.mode == ScaleMode::kBF16 && cfg.tiles == 1) ? 320 : 640;
-  int split = 1;
-  while (split < kGemvMaxSplit && ceil_div(problem.k, split) > target_k &&
-         (split < 8 || cfg.n_blocks * split < num_sms))
-    split *= 2;
-  while (split > 1 && 2 * cfg.n_blocks * split > 5 * int64_t(num_sms)) split /= 2;
-  while (split < kGemvMaxSplit &&
-         layout_for(problem.mode, cfg.tiles, k_slice_for(k_bytes, split), path, ring).smem > smem_limit(path, ring))
-    split *= 2;
-  return split;
+// Shared memory per SM, and what the driver keeps per CTA, for the residency model.
+constexpr int64_t kSmemPerSm = 228 * 1024, kSmemReservedPerCta = 1024;
+// CTAs per SM the kernels' launch bounds promise (__launch_bounds__(kThreads, 2)).
+constexpr int kCtasPerSmByRegisters = 2;
+
+// Residency without a device: every SM holds as many CTAs of any cluster as registers and shared
+// memory allow. Real GPUs place a cluster inside one GPC and hold fewer (GemvResidency).
+int modelled_clusters(const GemvConfig& cfg, int num_sms) {
+  const int64_t per_sm = std::min<int64_t>(kCtasPerSmByRegisters, kSmemPerSm / (cfg.smem_bytes + kSmemReservedPerCta));
+  return static_cast<int>(std::max<int64_t>(1, num_sms * per_sm / cfg.split));
+}
+
+// Modelled time of one K split, in microseconds of a nominal 3.3 TB/s: each wave streams one CTA's
+// bytes at the rate that many CTAs reach (a wave of fewer CTAs than SMs is limited by each CTA's
+// bytes in flight: 32 KB per CTA on the registers path, about one SM's share of HBM), plus a fixed
+// cost per wave (the first loads' latency, staging A, the cluster reduction: ~2 us measured on
+// H100 as the GEMV's time at small N minus its bytes at the read rate).
+double modelled_us(const GemvConfig& cfg, int capacity, int num_sms) {
+  constexpr double kBytesPerUs = 3.3e6, kWaveUs = 2.0;
+  const double cta_bytes = double(kRowsPerCta) * double(cfg.k_slice_bytes);
+  const int64_t full = cfg.n_blocks / capacity, rest = cfg.n_blocks % capacity;
+  auto wave_us = [&](int64_t clusters) {
+    return cta_bytes * std::max<double>(double(clusters) * cfg.split, num_sms) / kBytesPerUs + kWaveUs;
+  };
+  return double(full) * wave_us(capacity) + (rest > 0 ? wave_us(rest) : 0.0);
 }
 
 }  // namespace
@@ -175,25 +188,17 @@ GemvPathChoice planned_path_from_env() {
 }  // namespace
 
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override, GemvArgs::Path path,
-                       RingShape ring) {
+                       RingShape ring, const GemvResidency& residency) {
   const std::string why = gemv_unsupported_reason(problem);
   WEAVE_EXPECT_ARG(why.empty(), "gemv: " << why);
   WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1, got " << num_sms);
-  const bool pow2 = split_override > 0 && (split_override & (split_override - 1)) == 0;
-  WEAVE_EXPECT_ARG(split_override == 0 || (pow2 && split_override <= kGemvMaxSplit),
-                   "argument 'split': must be 0 (planner) or a power of two <= " << kGemvMaxSplit
-                                                                                << ", got " << split_override);
-  GemvConfig cfg;
-  cfg.tiles = tiles_for(problem.m);
-  cfg.n_blocks = ceil_div(problem.n, kRowsPerCta);
-  const int64_t k_bytes = problem.k * elem_bytes(problem.mode);
+  WEAVE_EXPECT_ARG(split_override >= 0 && split_override <= kGemvMaxSplit,
+                   "argument 'split': must be 0 (planner) or 1.." << kGemvMaxSplit << ", got " << split_override);
   WEAVE_EXPECT_ARG(power_of_two(ring.steps_per_slot) && power_of_two(ring.slots) &&
                        ring.steps_per_slot * ring.slots >= 2 && ring.steps_per_slot * ring.slots <= 16,
                    "argument 'ring': " << ring.steps_per_slot << "x" << ring.slots
                                        << ": steps per slot and slots must be powers of two, 2 <= product <= 16");
-  auto fits = [&](WeightPath wp, int split) {
-    return layout_for(problem.mode, cfg.tiles, k_slice_for(k_bytes, split), wp, ring).smem <= smem_limit(wp, ring);
-  };
+  const int64_t k_bytes = problem.k * elem_bytes(problem.mode);
   // Auto: the registers path (measured no slower than the TMA ring, docs/perf/gemm.md), unless
   // WEAVE_GEMV_PATH asks for the ring (a diagnostic: either path from one build); the ring falls
   // back to registers where its shared memory does not fit beside A.
@@ -203,23 +208,116 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
     path = c.path;
     ring = c.ring;
   }
-  cfg.path = path == GemvArgs::Path::kTma ? WeightPath::kTma : WeightPath::kRegisters;
-  if (planned && cfg.path == WeightPath::kTma &&
-      !fits(WeightPath::kTma, split_for(problem, cfg, num_sms, split_override, WeightPath::kTma, ring)))
-    cfg.path = WeightPath::kRegisters;
-  cfg.ring = cfg.path == WeightPath::kTma ? ring : RingShape{};
-  const int split = split_for(problem, cfg, num_sms, split_override, cfg.path, cfg.ring);
-  cfg.split = split;
-  cfg.k_slice_bytes = k_slice_for(k_bytes, split);
-  const Layout l = layout_for(problem.mode, cfg.tiles, cfg.k_slice_bytes, cfg.path, cfg.ring);
-  const int limit = smem_limit(cfg.path, cfg.ring);
-  WEAVE_EXPECT_ARG(l.smem <= limit, "argument 'split': " << split << " leaves a K slice of " << cfg.k_slice_bytes
-                                                         << " B that needs " << l.smem
-                                                         << " B of shared memory on the " << to_string(cfg.path)
-                                                         << " path (limit " << limit << ")");
-  cfg.smem_bytes = l.smem;
+  auto shaped = [&](WeightPath wp, int split) {
+    GemvConfig c;
+    c.tiles = tiles_for(problem.m);
+    c.n_blocks = ceil_div(problem.n, kRowsPerCta);
+    c.path = wp;
+    c.ring = wp == WeightPath::kTma ? ring : RingShape{};
+    c.split = split;
+    c.k_slice_bytes = k_slice_for(k_bytes, split);
+    c.smem_bytes = layout_for(problem.mode, problem.m, c.k_slice_bytes, wp, c.ring).smem;
+    c.device_residency = static_cast<bool>(residency);
+    c.clusters_per_wave = residency ? std::max(1, residency(c)) : modelled_clusters(c, num_sms);
+    c.waves = ceil_div(c.n_blocks, c.clusters_per_wave);
+    return c;
+  };
+  auto fits = [&](const GemvConfig& c) { return c.smem_bytes <= smem_limit(c.path, c.ring); };
+  // The split: the override, else the one of least modelled time among those whose shared memory
+  // fits (any 1..16, none past one 64-byte step per CTA; ties to the smaller).
+  auto best_split = [&](WeightPath wp) -> std::optional<GemvConfig> {
+    std::optional<GemvConfig> best;
+    double best_us = 0;
+    const int max_split = static_cast<int>(std::min<int64_t>(kGemvMaxSplit, ceil_div(k_bytes, kStepBytes)));
+    for (int s = 1; s <= max_split; ++s) {
+      const GemvConfig c = shaped(wp, s);
+      if (!fits(c)) continue;
+      const double us = modelled_us(c, c.clusters_per_wave, num_sms);
+      if (!best || us < best_us * 0.995) best = c, best_us = us;
+    }
+    return best;
+  };
+  WeightPath wp = path == GemvArgs::Path::kTma ? WeightPath::kTma : WeightPath::kRegisters;
+  if (split_override != 0) {
+    GemvConfig c = shaped(wp, split_override);
+    if (planned && wp == WeightPath::kTma && !fits(c)) c = shaped(WeightPath::kRegisters, split_override);
+    const int limit = smem_limit(c.path, c.ring);
+    WEAVE_EXPECT_ARG(fits(c), "argument 'split': " << split_override << " leaves a K slice of " << c.k_slice_bytes
+                                                   << " B that needs " << c.smem_bytes
+                                                   << " B of shared memory on the " << to_string(c.path)
+                                                   << " path (limit " << limit << ")");
+    return c;
+  }
+  std::optional<GemvConfig> best = best_split(wp);
+  if (!best && planned && wp == WeightPath::kTma) best = best_split(WeightPath::kRegisters);
+  // gemv_unsupported_reason checked that the registers path fits at the largest split.
+  WEAVE_EXPECT_ARG(best.has_value(), "gemv: no K split of K = " << problem.k << " fits the shared memory of the "
+                                                               << to_string(wp) << " path at M = " << problem.m);
+  return *best;
+}
+
+namespace {
+
+// The cached device residency of one launch shape (cudaOccupancyMaxActiveClusters is a driver
+// query; gemv_config asks it for every candidate split of every call).
+int device_clusters(ScaleMode mode, const GemvConfig& cfg) {
+  int device = 0;
+  WEAVE_CHECK_CUDA(cudaGetDevice(&device));
+  using Key = std::tuple<int, int, int, int, int, int>;
+  static std::mutex mu;
+  static std::map<Key, int> cache;
+  const Key key{device, static_cast<int>(mode), cfg.tiles, static_cast<int>(cfg.path), cfg.split, cfg.smem_bytes};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  int clusters = 0;
+  const gemv::KernelParams p{};
+  const CUtensorMap b_map{};
+  const gemv::Launch launch{cfg, cfg.path, false, nullptr, &clusters};
+  switch (mode) {
+    case ScaleMode::kBF16: gemv::launch_bf16(p, b_map, launch); break;
+    case ScaleMode::kPtpc: gemv::launch_ptpc(p, b_map, launch); break;
+    case ScaleMode::kBlockscale: gemv::launch_blockscale(p, b_map, launch); break;
+    case ScaleMode::kMxfp8: gemv::launch_mxfp8(p, b_map, launch); break;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  cache[key] = clusters;
+  return clusters;
+}
+
+}  // namespace
+
+GemvResidency gemv_device_residency(ScaleMode mode) {
+  return [mode](const GemvConfig& cfg) { return device_clusters(mode, cfg); };
+}
+
+namespace {
+
+// gemv_config with the device's residency, cached per device and call shape: a decode step
+// launches the same few shapes over and over, and planning one weighs up to 16 splits.
+GemvConfig planned_config(const GemmProblem& problem, int num_sms, const GemvArgs& args) {
+  int device = 0;
+  WEAVE_CHECK_CUDA(cudaGetDevice(&device));
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int, int, int, int, int>;
+  const Key key{device, problem.m, problem.n, problem.k, static_cast<int>(problem.mode),
+                static_cast<int>(problem.out_dtype), num_sms, args.split, static_cast<int>(args.path),
+                args.ring.steps_per_slot, args.ring.slots};
+  static std::mutex mu;
+  static std::map<Key, GemvConfig> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  const GemvConfig cfg =
+      gemv_config(problem, num_sms, args.split, args.path, args.ring, gemv_device_residency(args.mode));
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() > 4096) cache.clear();  // bounded: a process sweeping shapes does not grow it forever
+  cache.emplace(key, cfg);
   return cfg;
 }
+
+}  // namespace
 
 void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
   GemmProblem problem;
@@ -227,7 +325,12 @@ void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
   problem.mode = args.mode;
   problem.scale_layout = ScaleLayout::kRaw;
   problem.out_dtype = args.out_dtype;
-  const GemvConfig cfg = gemv_config(problem, num_sms, args.split, args.path, args.ring);
+  // The rules first: a refused call never touches the device (planning asks it for residency).
+  const std::string why = gemv_unsupported_reason(problem);
+  WEAVE_EXPECT_ARG(why.empty(), "gemv: " << why);
+  WEAVE_EXPECT_ARG(args.split >= 0 && args.split <= kGemvMaxSplit,
+                   "argument 'split': must be 0 (planner) or 1.." << kGemvMaxSplit << ", got " << args.split);
+  WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1, got " << num_sms);
 
   const int64_t eb = elem_bytes(args.mode);
   const int64_t ob = args.out_dtype == DType::kF32 ? 4 : 2;
@@ -249,7 +352,8 @@ void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
                          reinterpret_cast<uintptr_t>(args.scale_b) % 4 == 0,
                      "gemv: fp32 scales must be 4-byte aligned");
 
-  const Layout l = layout_for(args.mode, cfg.tiles, cfg.k_slice_bytes, cfg.path, cfg.ring);
+  const GemvConfig cfg = planned_config(problem, num_sms, args);
+  const Layout l = layout_for(args.mode, args.m, cfg.k_slice_bytes, cfg.path, cfg.ring);
   gemv::KernelParams p;
   p.a = static_cast<const uint8_t*>(args.a);
   p.b = static_cast<const uint8_t*>(args.b);

@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "weave/gemm.hpp"
@@ -34,7 +35,7 @@ struct RingShape {
   int slots = 8;
   friend bool operator==(const RingShape&, const RingShape&) = default;
 };
-inline constexpr int kGemvMaxSplit = 16;  // cluster size; > 8 uses a non-portable cluster
+inline constexpr int kGemvMaxSplit = 16;  // cluster size (any 1..16); > 8 uses a non-portable cluster
 
 struct GemvArgs {
   const void* a = nullptr;        // [M, K] bf16 or e4m3, row stride lda (elements)
@@ -48,7 +49,7 @@ struct GemvArgs {
   int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0;
   ScaleMode mode = ScaleMode::kBF16;
   DType out_dtype = DType::kBF16;
-  int split = 0;     // K split (cluster size) 1, 2, 4, 8 or 16; 0 = planner's choice
+  int split = 0;     // K split (cluster size) 1..16; 0 = planner's choice
   // Programmatic dependent launch: the kernel starts streaming B before the preceding kernel on
   // the stream has finished (A, the scales and C are touched only after griddepcontrol.wait).
   // Only for weights B that no preceding kernel writes.
@@ -67,8 +68,20 @@ struct GemvConfig {
   int smem_bytes = 0;         // dynamic shared memory per CTA
   WeightPath path = WeightPath::kRegisters;
   RingShape ring{};           // tma path
-  std::string describe() const;  // "gemv tma tiles 4 split 8 k_slice 256 B grid 8x40 smem 82 KB"
+  int clusters_per_wave = 0;  // clusters of this shape resident at once (GemvResidency)
+  int64_t waves = 0;          // ceil(n_blocks / clusters_per_wave)
+  bool device_residency = false;  // clusters_per_wave came from the device, not the model
+  // "gemv tma tiles 4 split 8 k_slice 256 B grid 8x40 smem 82 KB 1 wave"
+  std::string describe() const;
 };
+
+// How many clusters of a launch shape (cfg.split, cfg.smem_bytes, kernel) the GPU holds at once.
+// The planner keeps a call within one wave of clusters where it can: on H100 a 64-band GEMV split 4
+// ways fitted 60 clusters, and the 4 left over doubled the time of their SMs (docs/perf/gemm.md).
+using GemvResidency = std::function<int(const GemvConfig& cfg)>;
+// The current device's answer (cudaOccupancyMaxActiveClusters for the mode's kernel), cached per
+// device and shape. gemv_launch plans with it.
+GemvResidency gemv_device_residency(ScaleMode mode);
 
 // "" if the GEMV path implements this problem (M <= 32, mode, layout raw, out dtype), else why not.
 std::string gemv_unsupported_reason(const GemmProblem& problem);
@@ -83,8 +96,11 @@ struct GemvPathChoice {
   RingShape ring{};
 };
 GemvPathChoice gemv_path_from_env();
+// `residency` empty: the model, every SM holding as many CTAs of any cluster as its registers and
+// shared memory allow (what weave::Gemm's plan describes without asking the device).
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override = 0,
-                       GemvArgs::Path path = GemvArgs::Path::kAuto, RingShape ring = {});
+                       GemvArgs::Path path = GemvArgs::Path::kAuto, RingShape ring = {},
+                       const GemvResidency& residency = {});
 // Enqueues the GEMV on `stream`; no allocation, no sync, graph-capturable. Throws weave::Error
 // (kInvalidArgument) for arguments that break the rules above (shape, alignment, null pointers).
 void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream);

@@ -165,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
   ptx::griddepcontrol_launch_dependents();
   ptx::griddepcontrol_wait();
 
-  // --- stage A [kTokens, 64 steps] (zero past M and past k1) and the scales of this K slice ---
+  // --- stage A [M, steps x 64 B] (zero past k1) and the scales of this K slice ---
   // A goes through cp.async (nothing waits on it until the barrier); the scale loads are issued
   // in batches before any of their shared-memory stores, so the whole staging costs about one
   // round trip to L2, overlapping the weight loads already in flight.
@@ -173,10 +173,11 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
   float* scale_smem = reinterpret_cast<float*>(smem + p.region0_bytes);
   {
     const uint32_t a_smem_u32 = static_cast<uint32_t>(__cvta_generic_to_shared(a_smem));
+    // Only the M real token rows are staged; the MMAs take zeros for the others (K loop).
     const int chunks_per_row = steps * 4;
-    for (int idx = tid; idx < kTokens * chunks_per_row; idx += kThreads) {
+    for (int idx = tid; idx < p.m * chunks_per_row; idx += kThreads) {
       const int r = idx / chunks_per_row, c = idx % chunks_per_row;
-      const uint8_t* row = p.a + (r < p.m ? r : 0) * p.lda_bytes + k0;
+      const uint8_t* row = p.a + r * p.lda_bytes + k0;
       const uint32_t dst = a_smem_u32 + r * p.a_stride + 16 * c;
       if constexpr (!kMx) {
         const bool ok = r < p.m && k0 + 16 * c < k1;
@@ -247,6 +248,11 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
 #pragma unroll
   for (int i = 0; i < kTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
   const uint8_t* a_lane = a_smem + g * p.a_stride + 16 * t;
+  // Token 8 i + g of this lane's column fragment is a real row of A (staged), else zero.
+  auto a_fragment = [&](int i, int s) {
+    return 8 * i + g < p.m ? *reinterpret_cast<const uint4*>(a_lane + 8 * i * p.a_stride + kStepBytes * s)
+                           : make_uint4(0u, 0u, 0u, 0u);
+  };
   const float* fb_warp = scale_smem + p.scale_groups * kTokens + (warp / 2) * p.scale_groups;
   const float zero4[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // the C operand of promoted MMAs
 
@@ -286,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
           const int kbl = kBlock ? static_cast<int>((k0 + int64_t(kStepBytes) * s) / 128 - k0 / 128) : 0;
 #pragma unroll
           for (int i = 0; i < kTiles; ++i) {
-            const uint4 av = *reinterpret_cast<const uint4*>(a_lane + 8 * i * p.a_stride + kStepBytes * s);
+            const uint4 av = a_fragment(i, s);
             if constexpr (kBf16) {
               mma(acc[i], ra.x, rb.x, ra.y, rb.y, av.x, av.y, acc[i]);
               mma(acc[i], ra.z, rb.z, ra.w, rb.w, av.z, av.w, acc[i]);
@@ -319,7 +325,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
           const float fb0 = fb_warp[gl], fb1 = fb_warp[gl + 1];
 #pragma unroll
           for (int i = 0; i < kTiles; ++i) {
-            const uint4 av = *reinterpret_cast<const uint4*>(a_lane + 8 * i * p.a_stride + kStepBytes * s);
+            const uint4 av = a_fragment(i, s);
             const float2 fa0 = *reinterpret_cast<const float2*>(scale_smem + gl * kTokens + 8 * i + 2 * t);
             const float2 fa1 = *reinterpret_cast<const float2*>(scale_smem + (gl + 1) * kTokens + 8 * i + 2 * t);
             float tmp[4];
@@ -373,8 +379,10 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // release/acquire at cluster scope: every rank's partial tile is visible
   {
-    const int rows_per_rank = kRowsPerCta / split;
-    const int r_begin = rank * rows_per_rank;
+    // Any split (a cluster of 3 CTAs is as valid as one of 4): rank r reduces rows
+    // [r 128 / split, (r + 1) 128 / split) of the band.
+    const int r_begin = rank * kRowsPerCta / split;
+    const int rows_per_rank = (rank + 1) * kRowsPerCta / split - r_begin;
     for (int idx = tid; idx < p.m * rows_per_rank; idx += kThreads) {
       const int tok = idx / rows_per_rank, rl = r_begin + idx % rows_per_rank;
       const int n = band * kRowsPerCta + rl;

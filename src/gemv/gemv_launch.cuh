@@ -1,5 +1,6 @@
 // The launcher shared by the per-mode translation units: picks the token-tile instantiation and
-// enqueues one cluster launch (optionally with programmatic dependent launch).
+// enqueues one cluster launch (optionally with programmatic dependent launch), or asks the device
+// how many such clusters it holds at once (Launch::max_active_clusters).
 #pragma once
 #include <array>
 #include <atomic>
@@ -28,6 +29,15 @@ void launch_tiles(const KernelParams& p, const CUtensorMap& b_map, const Launch&
   config.blockDim = dim3(kThreads, 1, 1);
   config.dynamicSmemBytes = static_cast<size_t>(cfg.smem_bytes);
   config.stream = l.stream;
+  if (l.max_active_clusters != nullptr) {  // a residency query, not a launch
+    cudaLaunchAttribute cluster = {};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim = {static_cast<unsigned>(cfg.split), 1, 1};
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    WEAVE_CHECK_CUDA(cudaOccupancyMaxActiveClusters(l.max_active_clusters, kernel, &config));
+    return;
+  }
   cudaLaunchAttribute attrs[2] = {};
   attrs[0].id = cudaLaunchAttributeClusterDimension;
   attrs[0].val.clusterDim.x = static_cast<unsigned>(cfg.split);

@@ -59,6 +59,9 @@ struct Launch {
   WeightPath path;
   bool pdl;
   cudaStream_t stream;
+  // When set, nothing is launched: the number of clusters of cfg's shape that the current device
+  // holds at once (cudaOccupancyMaxActiveClusters) is written here instead.
+  int* max_active_clusters = nullptr;
 };
 void launch_bf16(const KernelParams& p, const CUtensorMap& b_map, const Launch& l);
 void launch_ptpc(const KernelParams& p, const CUtensorMap& b_map, const Launch& l);

@@ -175,7 +175,7 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
   std::vector<Launch> configs = {{0, GemvArgs::Path::kAuto, {}}};
   std::vector<Launch> candidates;
   for (GemvArgs::Path path : {GemvArgs::Path::kRegisters, GemvArgs::Path::kTma})
-    for (int s : {0, 1, 2, 4, 8, 16}) candidates.push_back({s, path, {}});
+    for (int s : {0, 1, 2, 3, 4, 5, 8, 16}) candidates.push_back({s, path, {}});  // 3, 5: uneven row shares
   for (const RingShape ring : {RingShape{4, 2}, RingShape{2, 8}, RingShape{8, 2}})
     candidates.push_back({0, GemvArgs::Path::kTma, ring});
   for (const Launch& c : candidates) {
@@ -301,8 +301,14 @@ TEST(Gemv, RefusesWhatItDoesNotRun) {
     EXPECT_EQ(e.status(), Status::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("M = 33"), std::string::npos) << e.what();
   }
-  args.m = 4, args.split = 3;
-  EXPECT_THROW(detail::gemv_launch(args, 132, nullptr), weave::Error);
+  args.m = 4, args.split = 17;  // any 1..16 is a valid cluster; 17 is past the largest
+  try {
+    detail::gemv_launch(args, 132, nullptr);
+    ADD_FAILURE() << "split 17 was launched";
+  } catch (const weave::Error& e) {
+    EXPECT_EQ(e.status(), Status::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("argument 'split'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Gemv, EveryMFrom1To32EveryModeAndOutput) {
@@ -461,4 +467,36 @@ TEST(Gemv, CapturesIntoACudaGraph) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+// The planner asks the device how many clusters of each candidate split it holds at once and
+// keeps the decode shapes of the presets within one wave (on H100 a 64-band GEMV split 4 ways
+// left 4 of its 64 clusters to a second wave: 1.5x the time). Prints the residency it saw.
+TEST(Gemv, PlannedSplitKeepsDecodeShapesInOneWave) {
+  WEAVE_REQUIRE_GPUS(1);
+  int device = 0, num_sms = 0;
+  WEAVE_CHECK_CUDA(cudaGetDevice(&device));
+  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  auto problem = [](int64_t m, int64_t n, int64_t k, ScaleMode mode) {
+    return GemmProblem{.m = m, .n = n, .k = k, .mode = mode, .scale_layout = ScaleLayout::kRaw, .out_dtype = DType::kBF16};
+  };
+  std::printf("clusters resident at once (bf16, M = 1, 8192 x 14336, registers path), by K split:\n");
+  for (int s = 1; s <= 16; ++s) {
+    const detail::GemvConfig c = detail::gemv_config(problem(1, 8192, 14336, ScaleMode::kBF16), num_sms, s,
+                                             GemvArgs::Path::kRegisters, {}, detail::gemv_device_residency(ScaleMode::kBF16));
+    std::printf("  split %2d: %3d clusters = %3d CTAs (smem %d B)\n", s, c.clusters_per_wave, c.clusters_per_wave * s,
+                c.smem_bytes);
+    EXPECT_TRUE(c.device_residency);
+    EXPECT_GE(c.clusters_per_wave, 1);
+  }
+  for (ScaleMode mode : {ScaleMode::kBF16, ScaleMode::kPtpc})
+    for (int64_t m : {1, 8, 32})
+      for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+               {8192, 14336}, {8192, 1280}, {7168, 2048}, {1280, 8192}, {8192, 4096}, {7168, 8192}, {8192, 3584}}) {
+        const GemmProblem p = problem(m, n, k, mode);
+        const detail::GemvConfig c = detail::gemv_config(p, num_sms, 0, GemvArgs::Path::kRegisters, {},
+                                                 detail::gemv_device_residency(mode));
+        std::printf("  %s M %2ld %5ldx%-5ld %s\n", to_string(mode), long(m), long(n), long(k), c.describe().c_str());
+        EXPECT_EQ(c.waves, 1) << c.describe();
+      }
 }

@@ -49,10 +49,17 @@ struct Shape {
   int64_t n, k;
 };
 
-}  // namespace
+// What one run measures: the shapes, modes and M, the K splits swept on the registers path, and
+// whether the TMA ring (its splits and ring shapes) is swept too.
+struct Sweep {
+  std::vector<Shape> shapes;
+  std::vector<ScaleMode> modes;
+  std::vector<int> ms;
+  std::vector<int> splits;
+  bool tma = true;
+};
 
-TEST(GemvBandwidth, WeightReadVersusHbmRead) {
-  WEAVE_REQUIRE_GPUS(1);
+void measure(const Sweep& sweep_of) {
   int device = 0, num_sms = 0, l2_bytes = 0;
   WEAVE_CHECK_CUDA(cudaGetDevice(&device));
   WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
@@ -73,9 +80,9 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
   const double hbm_gbps = bench::measure_hbm_read_gbps(num_sms, stream);
   std::printf("HBM read ceiling: 1 GiB read at %.0f GB/s\n", hbm_gbps);
 
-  const Shape shapes[] = {{8192, 1280}, {5120, 2048}, {7168, 2048}};
-  const ScaleMode modes[] = {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale, ScaleMode::kMxfp8};
-  const int ms[] = {1, 2, 4, 8, 16, 32};
+  const std::vector<Shape>& shapes = sweep_of.shapes;
+  const std::vector<ScaleMode>& modes = sweep_of.modes;
+  const std::vector<int>& ms = sweep_of.ms;
   const DType out = DType::kBF16;
   std::printf("\n%-10s %-10s %3s %-28s %9s %8s %8s %8s %6s %6s %6s %8s %6s  %-16s %6s\n", "NxK", "mode", "M",
               "plan", "MB(B)", "read_us", "gemv_us", "pdl_us", "GB/s", "%HBM", "%read", "pdl_GB/s", "%HBM",
@@ -100,7 +107,9 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
         const bench::DeviceOperand da = bench::upload_operand(qa, device);
         bench::DeviceBuffer c_ref(size_t(m) * n * 4);
         const GemmProblem problem{.m = m, .n = n, .k = k, .mode = mode, .scale_layout = ScaleLayout::kRaw, .out_dtype = out};
-        const detail::GemvConfig plan = detail::gemv_config(problem, num_sms);
+        // The launch's own plan: the device's cluster residency, as gemv_launch plans.
+        const detail::GemvConfig plan =
+            detail::gemv_config(problem, num_sms, 0, detail::GemvArgs::Path::kAuto, {}, detail::gemv_device_residency(mode));
         // One output per writing arm (deque: buffers stay put while more are added), with the
         // arm's name and its tolerance.
         struct Output {
@@ -144,9 +153,10 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
         };
         std::vector<SweepPoint> sweep;
         for (const detail::WeightPath path : {detail::WeightPath::kRegisters, detail::WeightPath::kTma}) {
+          if (path == detail::WeightPath::kTma && !sweep_of.tma) continue;
           const auto forced = path == detail::WeightPath::kTma ? detail::GemvArgs::Path::kTma
                                                                : detail::GemvArgs::Path::kRegisters;
-          for (int s : {1, 2, 4, 8, 16}) {
+          for (int s : sweep_of.splits) {
             if (path == plan.path && s == plan.split) continue;
             try {
               detail::gemv_config(problem, num_sms, s, forced);
@@ -162,6 +172,7 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
         std::vector<detail::RingShape> rings;
         for (const detail::RingShape ring : {detail::RingShape{4, 2}, detail::RingShape{4, 4},
                                              detail::RingShape{8, 2}, detail::RingShape{16, 1}}) {
+          if (!sweep_of.tma) break;
           try {
             detail::gemv_config(problem, num_sms, 0, detail::GemvArgs::Path::kTma, ring);
             rings.push_back(ring);
@@ -241,7 +252,7 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
         std::printf("%5ldx%-5ld %-10s %3d %-28s %9.2f %8.2f %8.2f %8.2f %6.0f %6.1f %6.1f %8.0f %6.1f %6ld  %s\n",
                     long(n), long(k), std::string(to_string(mode)).c_str(), m,
                     (std::string(detail::to_string(plan.path)) + " split " + std::to_string(plan.split) + " k_slice " +
-                     std::to_string(plan.k_slice_bytes))
+                     std::to_string(plan.k_slice_bytes) + " " + std::to_string(plan.waves) + "w")
                         .c_str(),
                     mb, t[0].median_us, t[1].median_us, t[2].median_us, gbps(t[1].median_us),
                     100 * gbps(t[1].median_us) / hbm_gbps, 100 * t[0].median_us / t[1].median_us,
@@ -265,4 +276,25 @@ TEST(GemvBandwidth, WeightReadVersusHbmRead) {
               "GEMV time. total #wrong %ld\n",
               hbm_gbps, long(total_wrong));
   WEAVE_CHECK_CUDA(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+
+TEST(GemvBandwidth, WeightReadVersusHbmRead) {
+  WEAVE_REQUIRE_GPUS(1);
+  measure({.shapes = {{8192, 1280}, {5120, 2048}, {7168, 2048}},
+           .modes = {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale, ScaleMode::kMxfp8},
+           .ms = {1, 2, 4, 8, 16, 32},
+           .splits = {1, 2, 3, 4, 6, 8, 16}});
+}
+
+// The decode shapes of the presets' large layers at M = 1 and 8 on the registers path at every K
+// split 1..8: the data the planner's split model (src/gemv/gemv.cpp, modelled_us) is held to.
+TEST(GemvBandwidth, LayerShapesAtEverySplit) {
+  WEAVE_REQUIRE_GPUS(1);
+  measure({.shapes = {{8192, 14336}, {8192, 4096}, {1280, 8192}, {7168, 8192}, {8192, 3584}},
+           .modes = {ScaleMode::kBF16, ScaleMode::kPtpc},
+           .ms = {1, 8},
+           .splits = {1, 2, 3, 4, 5, 6, 7, 8},
+           .tma = false});
 }
