@@ -470,8 +470,9 @@ TEST(Gemv, CapturesIntoACudaGraph) {
 }
 
 // The planner asks the device how many clusters of each candidate split it holds at once and
-// keeps the decode shapes of the presets within one wave (on H100 a 64-band GEMV split 4 ways
-// left 4 of its 64 clusters to a second wave: 1.5x the time). Prints the residency it saw.
+// keeps the decode shapes of the presets within one wave wherever a split that fits shared memory
+// allows it (on H100 a 64-band GEMV split 4 ways left 4 of its 64 clusters to a second wave: 1.5x
+// the time). Prints the residency it saw. (The planner's model without a device: GemvPlan.*.)
 TEST(Gemv, PlannedSplitKeepsDecodeShapesInOneWave) {
   WEAVE_REQUIRE_GPUS(1);
   int device = 0, num_sms = 0;
@@ -497,6 +498,14 @@ TEST(Gemv, PlannedSplitKeepsDecodeShapesInOneWave) {
         const detail::GemvConfig c = detail::gemv_config(p, num_sms, 0, GemvArgs::Path::kRegisters, {},
                                                  detail::gemv_device_residency(mode));
         std::printf("  %s M %2ld %5ldx%-5ld %s\n", to_string(mode), long(m), long(n), long(k), c.describe().c_str());
-        EXPECT_EQ(c.waves, 1) << c.describe();
+        bool one_wave_exists = false;  // at some split whose A slice fits shared memory
+        for (int s = 1; s <= detail::kGemvMaxSplit && !one_wave_exists; ++s) {
+          try {
+            one_wave_exists = detail::gemv_config(p, num_sms, s, GemvArgs::Path::kRegisters, {},
+                                                  detail::gemv_device_residency(mode)).waves == 1;
+          } catch (const weave::Error&) {
+          }
+        }
+        if (one_wave_exists) EXPECT_EQ(c.waves, 1) << c.describe();
       }
 }

@@ -1,0 +1,120 @@
+// The decode GEMV's planner (detail::gemv_config) without a GPU: the K split it picks under a
+// cluster residency (the device's, here a stand-in with H100's GPC constraint), the splits it
+// accepts, and the shared memory of A's real rows.
+//
+// Catches: a split whose clusters spill into a second wave when a one-wave split exists (on H100
+// that cost 1.5x: docs/perf/gemm.md), a residency of 0 dividing by zero, a valid uneven split
+// (3, 5, ...) refused or an invalid one (17) accepted, and A staged for all 8 x tiles tokens
+// (forcing larger splits than the M real rows need).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gemv/gemv.hpp"
+#include "weave/error.hpp"
+
+namespace weave {
+namespace {
+
+using detail::GemvArgs;
+using detail::GemvConfig;
+
+GemmProblem problem(int64_t m, int64_t n, int64_t k, ScaleMode mode = ScaleMode::kBF16) {
+  return GemmProblem{.m = m, .n = n, .k = k, .mode = mode, .scale_layout = ScaleLayout::kRaw, .out_dtype = DType::kBF16};
+}
+
+// A stand-in for an H100's answer: 132 SMs in GPCs of these sizes, two CTAs per SM, a cluster's
+// CTAs on distinct SMs of one GPC. Clusters of 4 then fit 60 at once, not the 66 that 264 slots
+// suggest.
+int h100_like_clusters(const GemvConfig& cfg) {
+  const std::vector<int> gpc_sms = {18, 18, 18, 18, 16, 16, 14, 14};
+  int clusters = 0;
+  for (int sms : gpc_sms) clusters += 2 * (sms / cfg.split);
+  return clusters;
+}
+
+// Whether some split that fits shared memory holds every cluster in one wave.
+bool one_wave_exists(const GemmProblem& p) {
+  for (int s = 1; s <= detail::kGemvMaxSplit; ++s) {
+    try {
+      if (detail::gemv_config(p, 132, s, GemvArgs::Path::kRegisters, {}, h100_like_clusters).waves == 1) return true;
+    } catch (const Error&) {  // A's slice does not fit at this split
+    }
+  }
+  return false;
+}
+
+TEST(GemvPlan, KeepsTheClustersInOneWaveUnderTheDevicesResidency) {
+  // llama3-70b down_proj at tp 2: 64 bands of 128 rows.
+  const GemmProblem p = problem(1, 8192, 14336);
+  const GemvConfig four = detail::gemv_config(p, 132, 4, GemvArgs::Path::kRegisters, {}, h100_like_clusters);
+  EXPECT_EQ(four.clusters_per_wave, 60);
+  EXPECT_EQ(four.waves, 2) << four.describe();  // what the planner picked before residency was asked
+  const GemvConfig planned = detail::gemv_config(p, 132, 0, GemvArgs::Path::kRegisters, {}, h100_like_clusters);
+  EXPECT_EQ(planned.waves, 1) << planned.describe();
+  EXPECT_GE(planned.n_blocks * planned.split, 132) << "one wave, and at least one CTA per SM: " << planned.describe();
+  EXPECT_TRUE(planned.device_residency);
+  EXPECT_NE(planned.describe().find("1 wave of <= "), std::string::npos) << planned.describe();
+  EXPECT_EQ(planned.describe().find("(modelled)"), std::string::npos) << planned.describe();
+  // Every decode shape of the presets' large layers plans one wave under the same residency.
+  for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{
+           {8192, 1280}, {7168, 2048}, {1280, 8192}, {8192, 4096}, {7168, 8192}, {8192, 3584}})
+    for (int64_t m : {1, 8, 32})
+      for (ScaleMode mode : {ScaleMode::kBF16, ScaleMode::kPtpc}) {
+        const GemvConfig c = detail::gemv_config(problem(m, n, k, mode), 132, 0, GemvArgs::Path::kRegisters, {},
+                                                 h100_like_clusters);
+        if (one_wave_exists(problem(m, n, k, mode)))
+          EXPECT_EQ(c.waves, 1) << n << "x" << k << " M " << m << ": " << c.describe();
+        else  // e.g. 7168 x 8192 at M = 32: A's 32 rows need split >= 6, whose 56 clusters take 2 waves
+          EXPECT_EQ(c.n_blocks % c.clusters_per_wave, 0) << "whole waves where one wave cannot be: " << c.describe();
+      }
+  // 224 bands (a tp 1 gate_up_proj) cannot fit one wave at any split that fits shared memory
+  // (2 CTAs per SM at most): the planner still takes the split of fewest waves it models.
+  const GemvConfig big = detail::gemv_config(problem(8, 28672, 8192), 132, 0, GemvArgs::Path::kRegisters, {},
+                                             h100_like_clusters);
+  EXPECT_EQ(big.waves, 2) << big.describe();
+}
+
+TEST(GemvPlan, ModelWithoutADeviceAndAResidencyOfZero) {
+  const GemvConfig modelled = detail::gemv_config(problem(1, 8192, 14336), 132);
+  EXPECT_FALSE(modelled.device_residency);
+  EXPECT_NE(modelled.describe().find("(modelled)"), std::string::npos) << modelled.describe();
+  EXPECT_EQ(modelled.waves, 1) << modelled.describe();
+  // A device that reports no room at all is planned as one cluster at a time, not a division by 0.
+  const GemvConfig none =
+      detail::gemv_config(problem(1, 1024, 1024), 132, 0, GemvArgs::Path::kRegisters, {}, [](const GemvConfig&) { return 0; });
+  EXPECT_EQ(none.clusters_per_wave, 1);
+  EXPECT_EQ(none.waves, none.n_blocks);
+}
+
+TEST(GemvPlan, AcceptsEverySplitFrom1To16AndRefusesTheRest) {
+  const GemmProblem p = problem(4, 1024, 4096);
+  for (int s = 1; s <= detail::kGemvMaxSplit; ++s) {
+    const GemvConfig c = detail::gemv_config(p, 132, s, GemvArgs::Path::kRegisters);
+    EXPECT_EQ(c.split, s);
+    // 128 steps of 64 bytes shared out as evenly as whole steps allow (the last ranks may get less).
+    EXPECT_EQ(c.k_slice_bytes, (128 + s - 1) / s * 64) << "split " << s;
+  }
+  for (int bad : {-1, 17, 64}) {
+    try {
+      detail::gemv_config(p, 132, bad, GemvArgs::Path::kRegisters);
+      ADD_FAILURE() << "split " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("argument 'split'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(GemvPlan, StagesOnlyTheRealRowsOfA) {
+  // bf16, K = 14336: a whole row of A is 28 KB; 8 staged rows at split 1 would be 229 KB.
+  const GemvConfig one = detail::gemv_config(problem(1, 8192, 14336), 132, 1, GemvArgs::Path::kRegisters);
+  EXPECT_LT(one.smem_bytes, 32 * 1024) << one.describe();
+  const GemvConfig three = detail::gemv_config(problem(3, 8192, 14336), 132, 1, GemvArgs::Path::kRegisters);
+  EXPECT_GT(three.smem_bytes, 2 * one.smem_bytes) << three.describe();
+  EXPECT_THROW(detail::gemv_config(problem(8, 8192, 14336), 132, 1, GemvArgs::Path::kRegisters), Error);
+}
+
+}  // namespace
+}  // namespace weave
