@@ -26,9 +26,10 @@
 //     of each row at once (KernelParams ring_*: a diagnostic, WEAVE_GEMV_PATH=tma:QxS).
 //   Either way the first steps are requested before the PDL wait and before A is staged.
 //   Ring memory ordering: a slot's full barrier (expect_tx by lane 0, complete_tx by TMA) is
-//   acquired by every lane before it reads; the refill is issued by lane 0 after __syncwarp, once
-//   every lane's MMAs have consumed the slot (its shared loads are then complete), so the TMA write
-//   cannot overtake a read (the GEMM's ring does the same with an empty barrier across warps).
+//   acquired by every lane before it reads; the refill is issued by lane 0 after every lane's
+//   fence.proxy.async.shared::cta and a __syncwarp, so the TMA (async proxy) write cannot overtake
+//   a lane's generic read of the slot (a write after read across proxies; the GEMM's ring orders
+//   the same through an empty barrier across warps).
 //
 // Tensor-core mapping ("swap AB")
 //   mma.sync m16n8 with B's 16 rows as the row operand and up to 8 tokens of A as the column
@@ -40,6 +41,9 @@
 //   mxfp8 needs each k32 MMA to hold one 32-wide scale group, but a lane's 16 bytes are half a
 //   group: lanes t and t^2 swap their upper 8 bytes (two shuffles per row), so lane t holds 8
 //   bytes of each of the step's two groups, and A is staged in the matching permuted order.
+//   Every mode runs a step's MMA pair from a zero C and adds the result to fp32 accumulators with
+//   IEEE adds: MMAs accumulating in place truncate toward the accumulator's exponent, a bias that
+//   grows with the chain (docs/perf/gemm.md, twenty-seventh session).
 //
 // Scales (raw layouts, staged per CTA in shared memory)
 //   ptpc: fp32 per row of A and of B, applied once after the reduction (the e4m3 MMA pairs are
@@ -294,8 +298,17 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
           for (int i = 0; i < kTiles; ++i) {
             const uint4 av = a_fragment(i, s);
             if constexpr (kBf16) {
-              mma(acc[i], ra.x, rb.x, ra.y, rb.y, av.x, av.y, acc[i]);
-              mma(acc[i], ra.z, rb.z, ra.w, rb.w, av.z, av.w, acc[i]);
+              // The step's 32 products per row go through a zero-based temporary too, added to
+              // the fp32 accumulators with IEEE adds: a K-long chain of MMAs accumulating in
+              // place drifted past fp32's bound at split 1 over K = 7168 (the tensor cores' adds
+              // into C are not IEEE-rounded; measured on H100, docs/perf/gemm.md).
+              float tmp[4];
+              mma(tmp, ra.x, rb.x, ra.y, rb.y, av.x, av.y, zero4);
+              mma(tmp, ra.z, rb.z, ra.w, rb.w, av.z, av.w, tmp);
+              acc[i][0] += tmp[0];
+              acc[i][1] += tmp[1];
+              acc[i][2] += tmp[2];
+              acc[i][3] += tmp[3];
             } else {
               // e4m3: the step's 64 products go through a zero-based temporary and are added to
               // the fp32 accumulators here, because Hopper's fp8 MMA adds into its C operand with
@@ -348,6 +361,8 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
           // sequence S ahead.
           const int j = s >> q_log2;
           if (((s + 1) & ((1 << q_log2) - 1)) == 0 || s + 1 == steps) {
+            // Write after read across proxies (see "Ring memory ordering" above).
+            weave::ptx::fence_proxy_async_shared_cta();
             __syncwarp();
             if (lane == 0 && ((j + (1 << slots_log2)) << q_log2) < steps) issue_slot(j + (1 << slots_log2));
           }

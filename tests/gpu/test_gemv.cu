@@ -497,7 +497,8 @@ TEST(Gemv, PlannedSplitKeepsDecodeShapesInOneWave) {
         const GemmProblem p = problem(m, n, k, mode);
         const detail::GemvConfig c = detail::gemv_config(p, num_sms, 0, GemvArgs::Path::kRegisters, {},
                                                  detail::gemv_device_residency(mode));
-        std::printf("  %s M %2ld %5ldx%-5ld %s\n", to_string(mode), long(m), long(n), long(k), c.describe().c_str());
+        std::printf("  %s M %2ld %5ldx%-5ld %s\n", std::string(to_string(mode)).c_str(), long(m), long(n), long(k),
+                    c.describe().c_str());
         bool one_wave_exists = false;  // at some split whose A slice fits shared memory
         for (int s = 1; s <= detail::kGemvMaxSplit && !one_wave_exists; ++s) {
           try {
