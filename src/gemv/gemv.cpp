@@ -132,16 +132,18 @@ int modelled_clusters(const GemvConfig& cfg, int num_sms) {
 }
 
 // Modelled time of one K split, in microseconds of a nominal 3.3 TB/s: each wave streams one CTA's
-// bytes at the rate that many CTAs reach (a wave of fewer CTAs than SMs is limited by each CTA's
-// bytes in flight: 32 KB per CTA on the registers path, about one SM's share of HBM), plus a fixed
-// cost per wave (the first loads' latency, staging A, the cluster reduction: ~2 us measured on
-// H100 as the GEMV's time at small N minus its bytes at the read rate).
+// bytes at the rate that many CTAs reach, plus a fixed cost per wave (the first loads' latency,
+// staging A, the cluster reduction: ~2 us on H100, the GEMV's time at small N minus its bytes at
+// the read rate). A wave of fewer than ~1.1 CTAs per SM is limited by each CTA's 32 KB in flight:
+// on H100 one CTA per SM streamed 6-8% slower than 1.5 (split 2 against 3 over 64 bands,
+// docs/perf/gemv_layer_splits_h100.txt).
 double modelled_us(const GemvConfig& cfg, int capacity, int num_sms) {
-  constexpr double kBytesPerUs = 3.3e6, kWaveUs = 2.0;
+  constexpr double kBytesPerUs = 3.3e6, kWaveUs = 2.0, kFullRateCtasPerSm = 1.1;
   const double cta_bytes = double(kRowsPerCta) * double(cfg.k_slice_bytes);
   const int64_t full = cfg.n_blocks / capacity, rest = cfg.n_blocks % capacity;
   auto wave_us = [&](int64_t clusters) {
-    return cta_bytes * std::max<double>(double(clusters) * cfg.split, num_sms) / kBytesPerUs + kWaveUs;
+    const double rate_ctas = std::max<double>(double(clusters) * cfg.split, kFullRateCtasPerSm * num_sms);
+    return cta_bytes * rate_ctas / kBytesPerUs + kWaveUs;
   };
   return double(full) * wave_us(capacity) + (rest > 0 ? wave_us(rest) : 0.0);
 }
