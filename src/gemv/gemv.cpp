@@ -187,15 +187,21 @@ GemvPathChoice planned_path_from_env() {
   return c;
 }
 
+// The rules of a call that need no device: gemv_launch checks them before planning asks the
+// device for residency, so a refused call never touches it.
+void check_call(const GemmProblem& problem, int num_sms, int split) {
+  const std::string why = gemv_unsupported_reason(problem);
+  WEAVE_EXPECT_ARG(why.empty(), "gemv: " << why);
+  WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1, got " << num_sms);
+  WEAVE_EXPECT_ARG(split >= 0 && split <= kGemvMaxSplit,
+                   "argument 'split': must be 0 (planner) or 1.." << kGemvMaxSplit << ", got " << split);
+}
+
 }  // namespace
 
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override, GemvArgs::Path path,
                        RingShape ring, const GemvResidency& residency) {
-  const std::string why = gemv_unsupported_reason(problem);
-  WEAVE_EXPECT_ARG(why.empty(), "gemv: " << why);
-  WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1, got " << num_sms);
-  WEAVE_EXPECT_ARG(split_override >= 0 && split_override <= kGemvMaxSplit,
-                   "argument 'split': must be 0 (planner) or 1.." << kGemvMaxSplit << ", got " << split_override);
+  check_call(problem, num_sms, split_override);
   WEAVE_EXPECT_ARG(power_of_two(ring.steps_per_slot) && power_of_two(ring.slots) &&
                        ring.steps_per_slot * ring.slots >= 2 && ring.steps_per_slot * ring.slots <= 16,
                    "argument 'ring': " << ring.steps_per_slot << "x" << ring.slots
@@ -219,12 +225,16 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
     c.split = split;
     c.k_slice_bytes = k_slice_for(k_bytes, split);
     c.smem_bytes = layout_for(problem.mode, problem.m, c.k_slice_bytes, wp, c.ring).smem;
+    return c;
+  };
+  auto fits = [&](const GemvConfig& c) { return c.smem_bytes <= smem_limit(c.path, c.ring); };
+  // Residency is asked only of shapes that fit (a driver query per split and shape).
+  auto with_residency = [&](GemvConfig c) {
     c.device_residency = static_cast<bool>(residency);
     c.clusters_per_wave = residency ? std::max(1, residency(c)) : modelled_clusters(c, num_sms);
     c.waves = ceil_div(c.n_blocks, c.clusters_per_wave);
     return c;
   };
-  auto fits = [&](const GemvConfig& c) { return c.smem_bytes <= smem_limit(c.path, c.ring); };
   // The split: the override, else the one of least modelled time among those whose shared memory
   // fits (any 1..16, none past one 64-byte step per CTA; ties to the smaller).
   auto best_split = [&](WeightPath wp) -> std::optional<GemvConfig> {
@@ -232,8 +242,9 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
     double best_us = 0;
     const int max_split = static_cast<int>(std::min<int64_t>(kGemvMaxSplit, ceil_div(k_bytes, kStepBytes)));
     for (int s = 1; s <= max_split; ++s) {
-      const GemvConfig c = shaped(wp, s);
-      if (!fits(c)) continue;
+      const GemvConfig shape = shaped(wp, s);
+      if (!fits(shape)) continue;
+      const GemvConfig c = with_residency(shape);
       const double us = modelled_us(c, c.clusters_per_wave, num_sms);
       if (!best || us < best_us * 0.995) best = c, best_us = us;
     }
@@ -248,7 +259,7 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
                                                    << " B that needs " << c.smem_bytes
                                                    << " B of shared memory on the " << to_string(c.path)
                                                    << " path (limit " << limit << ")");
-    return c;
+    return with_residency(c);
   }
   std::optional<GemvConfig> best = best_split(wp);
   if (!best && planned && wp == WeightPath::kTma) best = best_split(WeightPath::kRegisters);
@@ -269,10 +280,8 @@ int device_clusters(ScaleMode mode, const GemvConfig& cfg) {
   static std::mutex mu;
   static std::map<Key, int> cache;
   const Key key{device, static_cast<int>(mode), cfg.tiles, static_cast<int>(cfg.path), cfg.split, cfg.smem_bytes};
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-  }
+  std::lock_guard<std::mutex> lock(mu);  // held over the query: it runs once per key
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
   int clusters = 0;
   const gemv::KernelParams p{};
   const CUtensorMap b_map{};
@@ -283,8 +292,7 @@ int device_clusters(ScaleMode mode, const GemvConfig& cfg) {
     case ScaleMode::kBlockscale: gemv::launch_blockscale(p, b_map, launch); break;
     case ScaleMode::kMxfp8: gemv::launch_mxfp8(p, b_map, launch); break;
   }
-  std::lock_guard<std::mutex> lock(mu);
-  cache[key] = clusters;
+  cache.emplace(key, clusters);
   return clusters;
 }
 
@@ -307,13 +315,10 @@ GemvConfig planned_config(const GemmProblem& problem, int num_sms, const GemvArg
                 args.ring.steps_per_slot, args.ring.slots};
   static std::mutex mu;
   static std::map<Key, GemvConfig> cache;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-  }
+  std::lock_guard<std::mutex> lock(mu);  // held over planning: it runs once per key
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
   const GemvConfig cfg =
       gemv_config(problem, num_sms, args.split, args.path, args.ring, gemv_device_residency(args.mode));
-  std::lock_guard<std::mutex> lock(mu);
   if (cache.size() > 4096) cache.clear();  // bounded: a process sweeping shapes does not grow it forever
   cache.emplace(key, cfg);
   return cfg;
@@ -327,12 +332,7 @@ void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
   problem.mode = args.mode;
   problem.scale_layout = ScaleLayout::kRaw;
   problem.out_dtype = args.out_dtype;
-  // The rules first: a refused call never touches the device (planning asks it for residency).
-  const std::string why = gemv_unsupported_reason(problem);
-  WEAVE_EXPECT_ARG(why.empty(), "gemv: " << why);
-  WEAVE_EXPECT_ARG(args.split >= 0 && args.split <= kGemvMaxSplit,
-                   "argument 'split': must be 0 (planner) or 1.." << kGemvMaxSplit << ", got " << args.split);
-  WEAVE_EXPECT_ARG(num_sms >= 1, "argument 'num_sms': must be >= 1, got " << num_sms);
+  check_call(problem, num_sms, args.split);  // before planning touches the device
 
   const int64_t eb = elem_bytes(args.mode);
   const int64_t ob = args.out_dtype == DType::kF32 ? 4 : 2;

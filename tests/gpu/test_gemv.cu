@@ -294,21 +294,19 @@ TEST(Gemv, RefusesWhatItDoesNotRun) {
   int dummy = 0;
   args.a = args.b = args.c = &dummy;
   args.m = 33, args.n = 64, args.k = 128, args.lda = args.ldb = 128, args.ldc = 64;
-  try {
-    detail::gemv_launch(args, 132, nullptr);
-    ADD_FAILURE() << "M = 33 was launched";
-  } catch (const weave::Error& e) {
-    EXPECT_EQ(e.status(), Status::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("M = 33"), std::string::npos) << e.what();
-  }
+  // Refused with kInvalidArgument and a message holding `rule`, before anything is enqueued.
+  auto expect_refused = [&](const char* what, const char* rule) {
+    try {
+      detail::gemv_launch(args, 132, nullptr);
+      ADD_FAILURE() << what << " was launched";
+    } catch (const weave::Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(rule), std::string::npos) << e.what();
+    }
+  };
+  expect_refused("M = 33", "M = 33");
   args.m = 4, args.split = 17;  // any 1..16 is a valid cluster; 17 is past the largest
-  try {
-    detail::gemv_launch(args, 132, nullptr);
-    ADD_FAILURE() << "split 17 was launched";
-  } catch (const weave::Error& e) {
-    EXPECT_EQ(e.status(), Status::kInvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("argument 'split'"), std::string::npos) << e.what();
-  }
+  expect_refused("split 17", "argument 'split'");
 }
 
 TEST(Gemv, EveryMFrom1To32EveryModeAndOutput) {
