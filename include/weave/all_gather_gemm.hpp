@@ -17,7 +17,7 @@
 //   auto        split-lsa (split-nccl when the ranks are not all in one NVLink domain, gemm-only at
 //               world 1); the choice and the reason: plan(m)
 // The GEMM is weave::Gemm's for [world m, N, K] as its planner chooses it (tile, grid, the mxfp8
-// and blockscale routes, the decode GEMV at world x m <= 32; no K split), planned for this rank's
+// and blockscale routes, its decode route at world x m <= 32; no K split), planned for this rank's
 // share of the SMs, so out is bitwise weave::Gemm's output over the gathered A. A fused mode (the
 // GEMM consuming row chunks as copy engines land them) is planned in docs/fused.md and not built.
 // A mode that cannot run here raises kUnavailable naming the reason.

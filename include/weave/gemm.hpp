@@ -71,6 +71,12 @@ enum class MxRoute : uint8_t { kAuto, kNative, kBf16 };
 // blockscale with scale_layout raw on the tiled kernels: the planner's choice, the kernel that
 // reads A's row-major scales as given, or A's scales copied into MN-major order first (above).
 enum class ScaleARoute : uint8_t { kAuto, kAsGiven, kMnMajorCopy };
+// m <= 32: the planner's choice (the decode GEMV where it was measured faster than the tiled
+// kernels: m <= 8, fp8 at m <= 16, mxfp8 at m <= 32; one route per m and mode, docs/gemm.md
+// "Decode GEMV"), the GEMV forced (refused where it cannot run the problem or with a tile
+// override), or the tiled kernels forced (refused where they cannot run it). Above m = 32 only
+// kAuto and kTiles.
+enum class DecodeRoute : uint8_t { kAuto, kGemv, kTiles };
 
 // Overrides for the planner (0 / empty = let the planner choose).
 struct GemmPlanOverrides {
@@ -80,6 +86,7 @@ struct GemmPlanOverrides {
   int group_rows = 0;            // row blocks per L2 group of the tile order
   MxRoute mx_route = MxRoute::kAuto;  // mxfp8 only
   ScaleARoute scale_a_route = ScaleARoute::kAuto;  // blockscale with scale_layout raw only
+  DecodeRoute decode_route = DecodeRoute::kAuto;   // m <= 32: the GEMV or the tiled kernels
 };
 
 struct GemmPlan {

@@ -27,7 +27,7 @@
 //               fork the copy streams from the kernel that runs). Never
 //               chosen by auto (the copy chains only pay where SMs matter more than ~10 us per
 //               chunk, docs/fused.md); at world 1 it runs (and reports) fused
-//   decode      M <= 32 only: weave's decode GEMV (weave::Gemm's M <= 32 route, memory-bound on
+//   decode      M <= 32 only: weave's decode GEMV forced (the GEMV kernels, memory-bound on
 //               B_r) into the window, then weave's lsa all-reduce in place (the low-latency LL
 //               protocol at these sizes). Not bitwise equal to split-lsa (the GEMV sums K in
 //               another order); bitwise identical on every rank. Needs dense scales (as the GEMV)

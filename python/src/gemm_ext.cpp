@@ -52,6 +52,12 @@ void bind_gemm(nb::module_& m) {
             if (r < 0 || r > 2)
               throw nb::value_error("scale_a_route must be 0 (auto), 1 (as-given) or 2 (mn-major-copy)");
             o.scale_a_route = static_cast<weave::ScaleARoute>(r);
+          })
+      .def_prop_rw(
+          "decode_route", [](const weave::GemmPlanOverrides& o) { return static_cast<int>(o.decode_route); },
+          [](weave::GemmPlanOverrides& o, int r) {
+            if (r < 0 || r > 2) throw nb::value_error("decode_route must be 0 (auto), 1 (gemv) or 2 (tiles)");
+            o.decode_route = static_cast<weave::DecodeRoute>(r);
           });
   nb::class_<weave::GemmPlan>(m, "GemmPlan")
       .def_ro("block_m", &weave::GemmPlan::block_m)

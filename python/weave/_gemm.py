@@ -94,9 +94,11 @@ def _problem(m, n, k, mode, layout, odt):
 
 _MX_ROUTES = {"auto": 0, "native": 1, "bf16": 2}
 _SCALE_A_ROUTES = {"auto": 0, "as-given": 1, "mn-major-copy": 2}
+_DECODE_ROUTES = {"auto": 0, "gemv": 1, "tiles": 2}
 
 
-def _overrides(block_m=0, block_n=0, grid=0, split_k=0, group_rows=0, mx_route="auto", scale_a_route="auto"):
+def _overrides(block_m=0, block_n=0, grid=0, split_k=0, group_rows=0, mx_route="auto", scale_a_route="auto",
+               decode_route="auto"):
     o = _weave.GemmPlanOverrides()
     o.block_m, o.block_n, o.grid, o.split_k, o.group_rows = (
         int_arg(name, v, *INT32) for name, v in (("block_m", block_m), ("block_n", block_n), ("grid", grid),
@@ -107,6 +109,9 @@ def _overrides(block_m=0, block_n=0, grid=0, split_k=0, group_rows=0, mx_route="
     if scale_a_route not in _SCALE_A_ROUTES:
         raise arg_error(f"argument 'scale_a_route': must be one of auto, as-given, mn-major-copy (got {scale_a_route!r})")
     o.scale_a_route = _SCALE_A_ROUTES[scale_a_route]
+    if decode_route not in _DECODE_ROUTES:
+        raise arg_error(f"argument 'decode_route': must be one of auto, gemv, tiles (got {decode_route!r})")
+    o.decode_route = _DECODE_ROUTES[decode_route]
     return o
 
 
@@ -117,17 +122,19 @@ def validate_gemm(m: int, n: int, k: int, mode="bf16", out_dtype="bf16", scale_l
 
 def plan_gemm(m: int, n: int, k: int, mode="bf16", out_dtype="bf16", scale_layout="raw", *, num_sms: int = 132,
               block_m: int = 0, block_n: int = 0, grid: int = 0, split_k: int = 0, group_rows: int = 0,
-              mx_route: str = "auto", scale_a_route: str = "auto") -> GemmPlan:
+              mx_route: str = "auto", scale_a_route: str = "auto", decode_route: str = "auto") -> GemmPlan:
     """The planner's choice for this problem on a GPU with `num_sms` SMs (H100/H200: 132). CPU
     only. Raises weave.ArgumentError naming the rule for an invalid problem or override.
     mx_route (mxfp8): "auto" (the planner's model), "native" (the fp8 kernel) or "bf16" (A and B
     converted to bf16 with their scales, then the bf16 kernel). scale_a_route (blockscale with
     scale_layout "raw"): "auto" (the planner's model), "as-given" (the kernel reads the row-major A
     scales) or "mn-major-copy" (A's scales copied to MN-major in the workspace first, then the
-    faster MN-major kernel; bitwise the same result)."""
+    faster MN-major kernel; bitwise the same result). decode_route (m <= 32): "auto" (the decode
+    GEMV where it was measured faster than the tiled kernels: m <= 8, fp8 at m <= 16, mxfp8 at
+    m <= 32), "gemv" or "tiles"."""
     p = _problem(m, n, k, mode, scale_layout, out_dtype)
     return GemmPlan._of(_weave.gemm_plan(p, int_arg("num_sms", num_sms, *INT32), _overrides(block_m, block_n, grid, split_k, group_rows,
-                                                                 mx_route, scale_a_route)))
+                                                                 mx_route, scale_a_route, decode_route)))
 
 
 def _infer_mode(a, scale_a) -> ScaleMode:
@@ -190,7 +197,8 @@ class Gemm:
 
     def __init__(self, a, b, out, *, scale_a=None, scale_b=None, mode=None, scale_layout="raw", workspace=None,
                  block_m: int = 0, block_n: int = 0, grid: int = 0, split_k: int = 0, group_rows: int = 0,
-                 mx_route: str = "auto", scale_a_route: str = "auto", allow_pdl: bool = False):
+                 mx_route: str = "auto", scale_a_route: str = "auto", decode_route: str = "auto",
+                 allow_pdl: bool = False):
         if not isinstance(allow_pdl, bool):
             raise arg_error(f"argument 'allow_pdl': must be a bool (got {allow_pdl!r})")
         ta, tb, tc = describe(a, "A"), describe(b, "B"), describe(out, "out")
@@ -210,7 +218,8 @@ class Gemm:
         sb = _scale_view(scale_b, "scale_b", self.mode, layout, self.n, "N")
         build = lambda route, sa_route: _weave.Gemm(self._problem, ta.view(want), tb.view(want), sa, sb,
                                                     tc.view(tc.dtype), _overrides(block_m, block_n, grid, split_k,
-                                                                                  group_rows, route, sa_route))
+                                                                                  group_rows, route, sa_route,
+                                                                                  decode_route))
         self._impl = build(mx_route, scale_a_route)
         self._torch = ta.is_torch
         if self._impl.plan.mx_dequant and mx_route == "auto" and workspace is None and not self._torch:

@@ -1,5 +1,6 @@
 // The GEMM planner's public verbs (weave/gemm.hpp): gemm_validate_problem, and gemm_plan, which
-// takes the decode GEMV where it fits, else a route (planner_routes.cpp) or the tile rule (planner_tiles.cpp).
+// takes the decode GEMV where it pays (planner_gemv_route.cpp), else a route (planner_routes.cpp) or the
+// tile rule (planner_tiles.cpp).
 #include <string>
 
 #include "common/check.hpp"
@@ -18,6 +19,16 @@ std::string gemm_validate_problem(const GemmProblem& problem) {
   return out;
 }
 
+namespace {
+
+GemmPlan tiled_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides, bool blockscale_raw) {
+  if (problem.mode == ScaleMode::kMxfp8) return gemm::plan_mxfp8_tiles(problem, num_sms, overrides);
+  if (blockscale_raw) return gemm::plan_blockscale_raw_tiles(problem, num_sms, overrides);
+  return gemm::gemm_plan_tiles(problem, num_sms, overrides, gemm::gemm_tile_candidates(problem));
+}
+
+}  // namespace
+
 GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides) {
   const std::string bad = gemm_validate_problem(problem);
   WEAVE_EXPECT_ARG(bad.empty(), "problem m=" << problem.m << " n=" << problem.n << " k=" << problem.k << " mode "
@@ -30,25 +41,44 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
                    "override 'scale_a_route': applies to mode blockscale with scale_layout raw only (mode "
                        << to_string(problem.mode) << ", scale_layout " << to_string(problem.scale_layout) << ")");
   // A forced tile, K split, mxfp8 route or A-scale route asks for the tiled kernels.
-  const bool tile_forced = overrides.block_m != 0 || overrides.block_n != 0 || overrides.split_k >= 2 ||
-                           overrides.mx_route != MxRoute::kAuto || overrides.scale_a_route != ScaleARoute::kAuto;
+  const bool tile_override = overrides.block_m != 0 || overrides.block_n != 0 || overrides.split_k >= 2 ||
+                             overrides.mx_route != MxRoute::kAuto || overrides.scale_a_route != ScaleARoute::kAuto;
+  const bool tile_forced = tile_override || overrides.decode_route == DecodeRoute::kTiles;
+  if (overrides.decode_route == DecodeRoute::kGemv) {
+    const std::string gemv_why = problem.m > detail::kGemvMaxM
+                                     ? "m = " + std::to_string(problem.m) + " > " + std::to_string(detail::kGemvMaxM)
+                                     : detail::gemv_unsupported_reason(problem);
+    WEAVE_EXPECT_ARG(gemv_why.empty(), "override 'decode_route' = gemv: the GEMV cannot run this problem: " << gemv_why);
+    WEAVE_EXPECT_ARG(!tile_override && overrides.grid == 0 && overrides.group_rows == 0,
+                     "override 'decode_route' = gemv: conflicts with a tiled-kernel override (block_m, block_n, "
+                     "grid, split_k, group_rows, mx_route, scale_a_route)");
+  }
+  if (overrides.decode_route == DecodeRoute::kTiles) {
+    const auto v = gemm::gemm_problem_violations(problem);
+    WEAVE_EXPECT_ARG(v.empty(), "override 'decode_route' = tiles: the tiled kernels cannot run this problem: " << v[0]);
+  }
+  // Decode: the GEMV or the tiles, by the measured rule of planner_gemv_route.cpp (or forced).
+  std::string tiles_because;
   if (problem.m <= detail::kGemvMaxM && !tile_forced) {
-    const std::string gemv_why = detail::gemv_unsupported_reason(problem);
-    if (gemv_why.empty()) {
+    gemm::GemvRoute route = gemm::gemv_route(problem, num_sms);
+    if (overrides.decode_route == DecodeRoute::kGemv && !route.gemv)
+      route = {true, "m = " + std::to_string(problem.m) + ": decode GEMV (override decode_route; the planner: " +
+                         route.reason + ")"};
+    if (route.gemv) {
       GemmPlan plan;
       plan.gemv = true;
       plan.kernel = "gemv";
       const detail::GemvConfig cfg = detail::gemv_config(problem, num_sms);
       plan.grid = static_cast<int>(cfg.n_blocks * cfg.split);
       plan.split_k = cfg.split;
-      plan.reason = "m = " + std::to_string(problem.m) + " <= " + std::to_string(detail::kGemvMaxM) +
-                    ": decode GEMV, memory-bound on B (" + cfg.describe() + ")";
+      plan.reason = route.reason + " (" + cfg.describe() + ")";
       return plan;
     }
+    tiles_because = "not the GEMV: " + route.reason + "; ";
   }
-  if (problem.mode == ScaleMode::kMxfp8) return gemm::plan_mxfp8_tiles(problem, num_sms, overrides);
-  if (blockscale_raw) return gemm::plan_blockscale_raw_tiles(problem, num_sms, overrides);
-  return gemm::gemm_plan_tiles(problem, num_sms, overrides, gemm::gemm_tile_candidates(problem));
+  GemmPlan plan = tiled_plan(problem, num_sms, overrides, blockscale_raw);
+  plan.reason = tiles_because + plan.reason;
+  return plan;
 }
 
 }  // namespace weave

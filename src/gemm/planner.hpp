@@ -69,4 +69,12 @@ ScaleACopyModel scale_a_copy_model(const GemmProblem& problem, int num_sms);
 // MN-major first (GemmPlan::scale_a_mn_copy), as the overrides name or the model prefers.
 GemmPlan plan_blockscale_raw_tiles(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides);
 
+// Whether weave::Gemm runs `problem` (m <= detail::kGemvMaxM) on the decode GEMV or the tiled
+// kernels, and the one-line reason (planner_gemv_route.cpp: the rule and the measurement behind it).
+struct GemvRoute {
+  bool gemv = false;
+  std::string reason;
+};
+GemvRoute gemv_route(const GemmProblem& problem, int num_sms);
+
 }  // namespace weave::gemm

@@ -102,8 +102,8 @@ TEST(AgGemmPlan, WhatTravelsIsRowsAndTheirScales) {
 
 TEST(AgGemmPlan, TheGemmIsTheStandalonePlannersForTheRanksSmsAndRunsAsPlanned) {
   const AllGatherGemmConfig c = agm_config(AllGatherGemmMode::kSplitLsa, ScaleMode::kBlockscale);
-  // Decode: world x m <= 32 rows run the GEMV, with nothing forced.
-  const fused::AgmGemm decode = fused::agm_gemm(c, 4, 8, 132);
+  // Decode: world x m <= 8 rows run the GEMV (weave::Gemm's decode route), with nothing forced.
+  const fused::AgmGemm decode = fused::agm_gemm(c, 4, 2, 132);
   EXPECT_TRUE(decode.plan.gemv);
   EXPECT_EQ(decode.overrides.block_m, 0);
   EXPECT_EQ(decode.overrides.split_k, 1);

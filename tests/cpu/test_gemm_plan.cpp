@@ -243,8 +243,8 @@ TEST(GemmPlan, GridAndSmCountAreCheckedAgainstTheSameLimitsAsTheCli) {
   EXPECT_NE(refusal(1000000, {}).find("'num_sms'"), std::string::npos);
   EXPECT_EQ(refusal(132, {.grid = 132}), "");
   EXPECT_EQ(refusal(gemm::kMaxSms, {.grid = gemm::kMaxSms}), "");
-  // The decode GEMV path checks them too (m = 16 skips the tiled planner).
-  p = problem(16, 4096, 4096);
+  // The decode GEMV path checks them too (m = 4 skips the tiled planner).
+  p = problem(4, 4096, 4096);
   EXPECT_NE(refusal(8, {.grid = 9}).find("override 'grid' = 9"), std::string::npos);
   // m, n, k: the rule's limit is the constant the CLI shows.
   EXPECT_TRUE(gemm::gemm_problem_violations(problem(gemm::kMaxDim, 128, 128)).empty());
@@ -329,8 +329,8 @@ TEST(GemmPlanInstances, PlanUsesBuiltKernelsAndGemvForDecode) {
             nullptr);
   EXPECT_NE(plan.kernel.find("ptpc"), std::string::npos);
 
-  // Decode: m <= 32 goes to the GEMV when it implements the problem, unless a tile is forced.
-  p = problem(16, 7168, 2048, ScaleMode::kBF16);
+  // Decode: m <= 8 goes to the GEMV when it implements the problem, unless a tile is forced.
+  p = problem(8, 7168, 2048, ScaleMode::kBF16);
   if (detail::gemv_unsupported_reason(p).empty()) {
     plan = gemm_plan(p, 132);
     EXPECT_TRUE(plan.gemv);
@@ -343,6 +343,61 @@ TEST(GemmPlanInstances, PlanUsesBuiltKernelsAndGemvForDecode) {
   }
   p = problem(33, 7168, 2048, ScaleMode::kBF16);
   EXPECT_FALSE(gemm_plan(p, 132).gemv);
+}
+
+// weave::Gemm's decode route (src/gemm/planner_gemv_route.cpp): the GEMV where it was measured
+// faster than the tiled kernels (H100, docs/perf/gemv_or_tiles_by_m_h100.txt), and the override.
+TEST(GemmPlanInstances, DecodeRouteFollowsTheMeasuredRule) {
+  if (gemm::gemm_tile_candidates(problem(64, 8192, 4096, ScaleMode::kPtpc)).empty() ||
+      gemm::gemm_tile_candidates(problem(64, 8192, 4096, ScaleMode::kBF16)).empty())
+    GTEST_SKIP() << "ptpc/bf16 instances not built";
+  struct Case {
+    int64_t m, n, k;
+    ScaleMode mode;
+    bool gemv;
+  };
+  const Case cases[] = {
+      {1, 8192, 14336, ScaleMode::kBF16, true},    // m <= 8: the GEMV in every mode
+      {8, 8192, 1024, ScaleMode::kBF16, true},     // whatever the shape (one route per m and mode)
+      {12, 8192, 14336, ScaleMode::kBF16, false},  // bf16 past 8
+      {16, 8192, 1024, ScaleMode::kPtpc, true},    // fp8 up to 16
+      {16, 7168, 8192, ScaleMode::kBlockscale, true},
+      {17, 8192, 14336, ScaleMode::kPtpc, false},  // fp8 past 16
+      {32, 8192, 3584, ScaleMode::kBlockscale, false},
+      {32, 4096, 4096, ScaleMode::kMxfp8, true},   // mxfp8 stays on the GEMV
+  };
+  for (const Case& c : cases) {
+    const GemmProblem p = problem(c.m, c.n, c.k, c.mode);
+    const GemmPlan plan = gemm_plan(p, 132);
+    EXPECT_EQ(plan.gemv, c.gemv) << "m " << c.m << " " << c.n << "x" << c.k << " " << to_string(c.mode) << ": "
+                                 << plan.reason;
+    EXPECT_EQ(gemm::gemv_route(p, 132).gemv, c.gemv);
+    if (!plan.gemv) EXPECT_NE(plan.reason.find("not the GEMV: "), std::string::npos) << plan.reason;
+  }
+  // The override: either route forced at m <= 32; the GEMV refused past 32 and beside a tile override.
+  GemmPlanOverrides gemv;
+  gemv.decode_route = DecodeRoute::kGemv;
+  EXPECT_TRUE(gemm_plan(problem(24, 8192, 14336, ScaleMode::kBF16), 132, gemv).gemv);
+  GemmPlanOverrides tiles;
+  tiles.decode_route = DecodeRoute::kTiles;
+  EXPECT_FALSE(gemm_plan(problem(1, 8192, 14336, ScaleMode::kBF16), 132, tiles).gemv);
+  auto expect_refused = [](const GemmProblem& p, const GemmPlanOverrides& o, const char* what) {
+    try {
+      gemm_plan(p, 132, o);
+      ADD_FAILURE() << what << " was planned";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("override 'decode_route'"), std::string::npos) << e.what();
+    }
+  };
+  expect_refused(problem(33, 8192, 4096, ScaleMode::kBF16), gemv, "the GEMV at m = 33");
+  GemmPlanOverrides both = gemv;
+  both.block_m = 128;
+  both.block_n = 128;
+  expect_refused(problem(4, 8192, 4096, ScaleMode::kBF16), both, "the GEMV with a forced tile");
+  expect_refused(problem(16, 100, 4096, ScaleMode::kBF16), tiles, "the tiles at N = 100 (rows of C not 16-byte)");
+  // The tiled kernels cannot run N = 100 (rows of C must be 16-byte multiples): the GEMV takes it.
+  EXPECT_TRUE(gemm_plan(problem(24, 100, 4096, ScaleMode::kBF16), 132).gemv);
 }
 
 namespace weave {

@@ -1,4 +1,7 @@
-// weave::Gemm's own decode-GEMV route (M <= 32), through the public API only. tests/gpu/test_gemv.cu
+// weave::Gemm's own decode-GEMV route (M <= 32), through the public API only. The planner takes
+// the tiled kernels past M = 8 in bf16 and past 16 in fp8 (src/gemm/planner_gemv_route.cpp,
+// CPU-tested in GemmPlanInstances.DecodeRouteFollowsTheMeasuredRule), so the route is forced here
+// with GemmPlanOverrides::decode_route = gemv: what is tested is the GEMV's wiring at every M. tests/gpu/test_gemv.cu
 // proves the GEMV kernels by calling detail::gemv_launch with hand-built GemvArgs; nothing there
 // covers how weave::Gemm chooses the route and fills those arguments (Gemm::fill_args: pointers,
 // lda/ldb/ldc, mode and out dtype, the scale tensors), what set_operands does on a GEMV plan, or
@@ -46,13 +49,15 @@ void expect_clean(const RepeatResult& r, const OperandSet& o, DType out, const s
   if (!o.exact) EXPECT_LT(r.worst_rel_l2, rel_l2_bound(o.p.mode, out)) << what;
 }
 
-// Runs `o` through weave::Gemm with default overrides: the planner must take the GEMV.
+const GemmPlanOverrides kGemv{.decode_route = DecodeRoute::kGemv};
+
+// Runs `o` through weave::Gemm with the GEMV route forced: the plan must be the GEMV.
 void check_gemv_route(const OperandSet& o, ScaleLayout layout, DType out, cudaStream_t stream) {
   GemmProblem p = o.p;
   p.out_dtype = out;
   p.scale_layout = layout;
   Guarded c(p.m * p.n * dtype_bytes(out));
-  Gemm g(p, o.va, o.vb, o.scales_for(layout), TensorView::matrix(c.get(), out, p.m, p.n, 0));
+  Gemm g(p, o.va, o.vb, o.scales_for(layout), TensorView::matrix(c.get(), out, p.m, p.n, 0), kGemv);
   const std::string what = describe(o, out) + " " + g.plan().reason;
   ASSERT_TRUE(g.plan().gemv) << what;
   ASSERT_EQ(g.plan().kernel, "gemv") << what;
@@ -113,9 +118,10 @@ TEST(GemmGemvRoute, EveryModeAtDecodeSizes) {
                    3);
     }
   }
-  // M = 33 is past the GEMV (pure planner: no GPU work).
+  // M = 33 is past the GEMV; 32 takes it only when forced (pure planner: no GPU work).
   EXPECT_FALSE(gemm_plan(GemmProblem{.m = 33, .n = 392, .k = 640, .mode = ScaleMode::kBF16}, 132).gemv);
-  EXPECT_TRUE(gemm_plan(GemmProblem{.m = 32, .n = 392, .k = 640, .mode = ScaleMode::kBF16}, 132).gemv);
+  EXPECT_FALSE(gemm_plan(GemmProblem{.m = 32, .n = 392, .k = 640, .mode = ScaleMode::kBF16}, 132).gemv);
+  EXPECT_TRUE(gemm_plan(GemmProblem{.m = 32, .n = 392, .k = 640, .mode = ScaleMode::kBF16}, 132, kGemv).gemv);
   cudaStreamDestroy(stream);
 }
 
@@ -127,7 +133,7 @@ TEST(GemmGemvRoute, SetOperandsRepointsTheGemv) {
     GemmProblem p = o1.p;
     p.out_dtype = DType::kF32;
     Guarded c1(p.m * p.n * 4), c2(p.m * p.n * 4);
-    Gemm g(p, o1.va, o1.vb, o1.scales, TensorView::matrix(c1.get(), DType::kF32, p.m, p.n, 0));
+    Gemm g(p, o1.va, o1.vb, o1.scales, TensorView::matrix(c1.get(), DType::kF32, p.m, p.n, 0), kGemv);
     ASSERT_TRUE(g.plan().gemv);
     expect_clean(run_repeated(g, o1, c1, DType::kF32, 3, nullptr), o1, DType::kF32,
                  describe(o1, DType::kF32) + " set 1", 3);
@@ -156,7 +162,7 @@ TEST(GemmGemvRoute, RefusesNonDenseScales) {
     const TensorView cv = TensorView::matrix(c.get(), DType::kF32, p.m, p.n, 0);
     const std::string mode_name(to_string(mode));
     if (mode == ScaleMode::kMxfp8) {
-      const std::string msg = error_of([&] { Gemm g(p, o.va, o.vb, GemmScales{pad_a, o.scales.b}, cv); });
+      const std::string msg = error_of([&] { Gemm g(p, o.va, o.vb, GemmScales{pad_a, o.scales.b}, cv, kGemv); });
       EXPECT_NE(msg.find("'scale_a'"), std::string::npos) << mode_name << ": " << msg;
       EXPECT_NE(msg.find("dense"), std::string::npos) << mode_name << ": " << msg;
       EXPECT_NE(msg.find("GEMV"), std::string::npos) << mode_name << ": " << msg;
@@ -171,18 +177,18 @@ TEST(GemmGemvRoute, RefusesNonDenseScales) {
                              static_cast<size_t>(cols) * 4, static_cast<size_t>(rows), cudaMemcpyDeviceToDevice),
                 cudaSuccess);
       const TensorView strided_a = TensorView::matrix(padded.get(), DType::kF32, rows, cols, ld, 0);
-      Gemm g(p, o.va, o.vb, GemmScales{strided_a, o.scales.b}, cv);
+      Gemm g(p, o.va, o.vb, GemmScales{strided_a, o.scales.b}, cv, kGemv);
       ASSERT_TRUE(g.plan().gemv) << mode_name;
       expect_clean(run_repeated(g, o, c, DType::kF32, 3, nullptr), o, DType::kF32,
                    mode_name + " GEMV, A scales with a padded row stride", 3);
     }
     {
-      const std::string msg = error_of([&] { Gemm g(p, o.va, o.vb, GemmScales{o.scales.a, pad_b}, cv); });
+      const std::string msg = error_of([&] { Gemm g(p, o.va, o.vb, GemmScales{o.scales.a, pad_b}, cv, kGemv); });
       EXPECT_NE(msg.find("'scale_b'"), std::string::npos) << mode_name << ": " << msg;
       EXPECT_NE(msg.find("dense"), std::string::npos) << mode_name << ": " << msg;
     }
     // set_operands on a GEMV plan refuses the same, and the plan keeps its previous operands.
-    Gemm g(p, o.va, o.vb, o.scales, cv);
+    Gemm g(p, o.va, o.vb, o.scales, cv, kGemv);
     ASSERT_TRUE(g.plan().gemv);
     const std::string msg = error_of([&] { g.set_operands(o.va, o.vb, GemmScales{o.scales.a, pad_b}, cv); });
     EXPECT_NE(msg.find("'scale_b'"), std::string::npos) << mode_name << ": " << msg;

@@ -148,6 +148,8 @@ void check_strided(const OperandSet& o, ScaleLayout layout, DType out, const Pad
   } else if (route.split > 0) {
     ov.split_k = route.split;
     ov.block_m = ov.block_n = 128;
+  } else {
+    ov.decode_route = DecodeRoute::kGemv;  // small shapes: the measured rule would take the tiles in bf16
   }
   Gemm g(p, s.va, s.vb, s.scales, TensorView::matrix(c.get(), out, p.m, p.n, ldc, 0), ov);
   const std::string what = describe(o, out) + " " + std::string(to_string(layout)) + " " + route.name + " " +

@@ -19,6 +19,8 @@
 // fails even when another arm ran after it (they used to share one buffer: only the last writer
 // was checked). cuBLASLt is held to bench::gemm_tolerance, as in `weave bench gemm`.
 //
+// GemvOrTilesByM adds the tile planner's plan (weave::Gemm pinned to it) as an arm.
+//
 // Run: ./weave_tests_gpu --gtest_filter='GemvBandwidth*'   (about 10 s on an H200)
 #include <gtest/gtest.h>
 
@@ -33,11 +35,13 @@
 #include "bench/harness.hpp"
 #include "bench/stream_read.hpp"
 #include "common/check.hpp"
+#include "gemm/planner.hpp"
 #include "gemv/gemv.hpp"
 #include "support/gpu.hpp"
 #include "testing/gemm_operands.hpp"
 #include "testing/gpu_reference.hpp"
 #include "testing/poison_nan.hpp"
+#include "weave/gemm.hpp"
 #include "weave/quant.hpp"
 #include "weave/reference.hpp"
 
@@ -57,7 +61,28 @@ struct Sweep {
   std::vector<int> ms;
   std::vector<int> splits;
   bool tma = true;
+  // Also time weave::Gemm's tiled plan at each M (M 33-64: is the GEMV faster than the tiles?).
+  bool tiles = false;
 };
+
+// The tile planner's own plan of `problem` (what weave::Gemm runs past the GEMV route), as
+// overrides that pin it at any M.
+GemmPlanOverrides tile_planner_overrides(const GemmProblem& problem, int num_sms) {
+  const bool blockscale_raw = problem.mode == ScaleMode::kBlockscale && problem.scale_layout == ScaleLayout::kRaw;
+  const GemmPlan plan = blockscale_raw ? gemm::plan_blockscale_raw_tiles(problem, num_sms, {})
+                                       : gemm::gemm_plan_tiles(problem, num_sms, {}, gemm::gemm_tile_candidates(problem));
+  GemmPlanOverrides o;
+  o.block_m = plan.block_m, o.block_n = plan.block_n, o.grid = plan.grid, o.split_k = plan.split_k;
+  if (blockscale_raw) o.scale_a_route = plan.scale_a_mn_copy ? ScaleARoute::kMnMajorCopy : ScaleARoute::kAsGiven;
+  return o;
+}
+
+// The least time among the swept (path, split) points.
+double by_split_best(const std::vector<std::pair<std::pair<int, int>, double>>& by_split) {
+  double best = 1e30;
+  for (const auto& item : by_split) best = std::min(best, item.second);
+  return best;
+}
 
 void measure(const Sweep& sweep_of) {
   int device = 0, num_sms = 0, l2_bytes = 0;
@@ -182,6 +207,27 @@ void measure(const Sweep& sweep_of) {
           } catch (const weave::Error&) {
           }
         }
+        // weave::Gemm's tiled plan (the tile planner's choice at this M, pinned by overrides so
+        // that M <= 32 does not take the GEMV route), re-pointed at each call's copy of B (host
+        // work, captured once into the graph).
+        std::unique_ptr<Gemm> tiled;
+        std::unique_ptr<bench::DeviceBuffer> tiled_workspace;
+        const size_t tiles_index = arms.size();
+        if (sweep_of.tiles) {
+          void* const c_tiles = new_output("tiles", bench::gemm_tolerance(mode, out)).get();
+          const TensorView c_view = TensorView::matrix(c_tiles, out, m, n, device);
+          tiled = std::make_unique<Gemm>(problem, da.view, copies[0].view, GemmScales{da.scale_view, copies[0].scale_view},
+                                         c_view, tile_planner_overrides(problem, num_sms));
+          if (tiled->workspace_bytes() > 0) {
+            tiled_workspace = std::make_unique<bench::DeviceBuffer>(tiled->workspace_bytes());
+            tiled->set_workspace(tiled_workspace->get(), tiled_workspace->bytes());
+          }
+          arms.push_back({"tiles", [&, c_view](cudaStream_t s, int call) {
+                            const bench::DeviceOperand& b = copies[call % copies.size()];
+                            tiled->set_operands(da.view, b.view, GemmScales{da.scale_view, b.scale_view}, c_view);
+                            tiled->run(s);
+                          }});
+        }
         // cuBLASLt at the same M where the wrapper supports it (rotating the same copies).
         std::unique_ptr<bench::CublasLtGemm> lt;
         std::vector<bench::CublasLtScales> lt_scales;
@@ -257,15 +303,21 @@ void measure(const Sweep& sweep_of) {
                     mb, t[0].median_us, t[1].median_us, t[2].median_us, gbps(t[1].median_us),
                     100 * gbps(t[1].median_us) / hbm_gbps, 100 * t[0].median_us / t[1].median_us,
                     gbps(t[2].median_us), 100 * gbps(t[2].median_us) / hbm_gbps, long(row_wrong), (best + ring_times).c_str());
-        char line[256];
+        char line[384];
+        char tiles_item[160] = "";
+        if (tiled) {
+          const double tiles_us = t[tiles_index].median_us, best_us = std::min(t[1].median_us, by_split_best(by_split));
+          std::snprintf(tiles_item, sizeof tiles_item, "  tiles %8.2f us (%s)  best gemv/tiles %.2f",
+                        tiles_us, tiled->plan().kernel.c_str(), best_us / tiles_us);
+        }
         if (lt) {
           const bench::Timing& tl = t.back();
-          std::snprintf(line, sizeof line, "%5ldx%-5ld %-10s M=%-3d cublaslt %8.2f us  gemv %8.2f us  gemv/cublaslt %.2f",
+          std::snprintf(line, sizeof line, "%5ldx%-5ld %-10s M=%-3d cublaslt %8.2f us  gemv %8.2f us  gemv/cublaslt %.2f%s",
                         long(n), long(k), std::string(to_string(mode)).c_str(), m, tl.median_us, t[1].median_us,
-                        t[1].median_us / tl.median_us);
+                        t[1].median_us / tl.median_us, tiles_item);
         } else {
-          std::snprintf(line, sizeof line, "%5ldx%-5ld %-10s M=%-3d cublaslt n/a: %.150s", long(n), long(k),
-                        std::string(to_string(mode)).c_str(), m, lt_note.c_str());
+          std::snprintf(line, sizeof line, "%5ldx%-5ld %-10s M=%-3d cublaslt n/a: %.150s%s", long(n), long(k),
+                        std::string(to_string(mode)).c_str(), m, lt_note.c_str(), tiles_item);
         }
         cublas_rows.push_back(line);
       }
@@ -297,4 +349,16 @@ TEST(GemvBandwidth, LayerShapesAtEverySplit) {
            .ms = {1, 8},
            .splits = {1, 2, 3, 4, 5, 6, 7, 8},
            .tma = false});
+}
+
+// Where the GEMV pays: the presets' decode shapes at M 1-32, the GEMV (its planned split) against
+// the tile planner's plan and cuBLASLt. The data behind weave::Gemm's GEMV route (docs/gemm.md).
+TEST(GemvBandwidth, GemvOrTilesByM) {
+  WEAVE_REQUIRE_GPUS(1);
+  measure({.shapes = {{8192, 14336}, {7168, 8192}, {1280, 8192}, {8192, 3584}, {8192, 1024}, {7168, 2048}},
+           .modes = {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale},
+           .ms = {1, 4, 8, 12, 16, 24, 32},
+           .splits = {},
+           .tma = false,
+           .tiles = true});
 }

@@ -50,6 +50,18 @@ def test_plan_gemm(mode, out, k):
     assert p.grid >= 1 and p.tiles >= 1 and p.reason and not p.gemv
     assert weave.validate_gemm(4096, 5120, k, mode, out) == ""
     assert weave.plan_gemm(1, 5120, k, mode, out).gemv  # decode shapes take the GEMV
+    assert weave.plan_gemm(1, 5120, k, mode, out, decode_route="gemv").gemv
+    assert not weave.plan_gemm(1, 5120, k, mode, out, decode_route="tiles").gemv
+    assert not weave.plan_gemm(24, 5120, k, mode, out).gemv  # past the GEMV's measured range
+
+
+def test_plan_decode_route_refusals():
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.plan_gemm(4, 4096, 4096, decode_route="fast")
+    assert "argument 'decode_route': must be one of auto, gemv, tiles" in str(e.value)
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.plan_gemm(33, 4096, 4096, decode_route="gemv")
+    assert "override 'decode_route' = gemv" in str(e.value) and "m = 33 > 32" in str(e.value)
 
 
 def test_plan_overrides_and_layouts():
@@ -148,7 +160,7 @@ def test_plan_limits_are_the_clis():
         weave.plan_gemm(4096, 4096, 4096, num_sms=10**6)
     assert "argument 'num_sms': must be 1 .. 1024" in str(e.value)
     with pytest.raises(weave.ArgumentError) as e:
-        weave.plan_gemm(16, 4096, 4096, num_sms=8, grid=9)  # the decode GEMV's path too
+        weave.plan_gemm(4, 4096, 4096, num_sms=8, grid=9)  # the decode GEMV's path too
     assert "override 'grid' = 9" in str(e.value)
     assert weave.plan_gemm(4096, 4096, 4096, grid=132).grid == 132
 

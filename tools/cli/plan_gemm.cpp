@@ -26,6 +26,7 @@ struct PlanGemmOptions {
   int split_k = 0;
   std::string mx_route = "auto";
   std::string scale_a_route = "auto";
+  std::string decode_route = "auto";
 };
 
 // The option a planner override error is about (its messages name the override field).
@@ -35,6 +36,7 @@ const char* override_option(const std::string& message) {
   if (message.find("'mx_route'") != std::string::npos) return "--mx-route";
   if (message.find("'scale_a_route'") != std::string::npos) return "--scale-a-route";
   if (message.find("'num_sms'") != std::string::npos) return "--sms";
+  if (message.find("'decode_route'") != std::string::npos) return "--decode-route";
   return "--tile";
 }
 
@@ -74,6 +76,10 @@ int run_plan_gemm(const PlanGemmOptions& o) {
     return usage_error("--scale-a-route '" + o.scale_a_route + "': expected auto, as-given or mn-major-copy");
   if (ov.scale_a_route != ScaleARoute::kAuto && (p.mode != ScaleMode::kBlockscale || p.scale_layout != ScaleLayout::kRaw))
     return usage_error("--scale-a-route " + o.scale_a_route + ": applies to --quant blockscale with --layout raw only");
+  if (o.decode_route == "gemv") ov.decode_route = DecodeRoute::kGemv;
+  else if (o.decode_route == "tiles") ov.decode_route = DecodeRoute::kTiles;
+  else if (o.decode_route != "auto")
+    return usage_error("--decode-route '" + o.decode_route + "': expected auto, gemv or tiles");
   // The tiles a forced tile is checked against: the bf16 kernels' on the mxfp8 bf16 route, the
   // MN-major kernels' where A's scales are copied to MN-major.
   GemmProblem tiles_of = p;
@@ -208,6 +214,10 @@ void add_plan_gemm(CLI::App& plan) {
                 "blockscale with --layout raw: auto (the planner's model) | as-given (the kernel gathers each "
                 "stage's row-major A scales) | mn-major-copy (A's scales copied to MN-major in the workspace "
                 "first, then the faster MN-major kernel; bitwise the same result)")
+      ->capture_default_str();
+  c->add_option("--decode-route", opts->decode_route,
+                "m <= 32: auto (the decode GEMV where it was measured faster than the tiled kernels: m <= 8, "
+                "fp8 at m <= 16, mxfp8 at m <= 32) | gemv | tiles")
       ->capture_default_str();
   c->callback([opts] { exit_code() = run_plan_gemm(*opts); });
 }
