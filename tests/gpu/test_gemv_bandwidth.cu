@@ -362,3 +362,128 @@ TEST(GemvBandwidth, GemvOrTilesByM) {
            .tma = false,
            .tiles = true});
 }
+
+// Diagnostic for the decode route's one-route-per-M rule (src/gemm/planner_gemv_route.cpp): a
+// decode layer that mixed GEMV and tiled kernels ran 10-20 us slower per step than the sum of its
+// GEMMs. Two GEMMs per call (X = 8192 x 1024, Y = 7168 x 8192, bf16, M = 1, cold), each on either
+// route (GemmPlanOverrides::decode_route), timed alone and as pairs in both orders: a pair's
+// excess over its two GEMMs alone is what a route switch costs. Reports; fails only on wrong
+// results (every output NaN-poisoned before the timed graphs and checked after them).
+TEST(GemvBandwidth, MixedRouteChains) {
+  WEAVE_REQUIRE_GPUS(1);
+  int device = 0, l2_bytes = 0;
+  WEAVE_CHECK_CUDA(cudaGetDevice(&device));
+  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
+  cudaStream_t stream;
+  WEAVE_CHECK_CUDA(cudaStreamCreate(&stream));
+  const int64_t m = 1;
+  struct Operand {
+    int64_t n = 0, k = 0;
+    std::vector<bench::DeviceOperand> copies;
+    bench::DeviceOperand a;
+    std::unique_ptr<bench::DeviceBuffer> c_ref;
+  };
+  std::deque<Operand> ops;
+  for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{{8192, 1024}, {7168, 8192}}) {
+    Operand& o = ops.emplace_back();
+    o.n = n, o.k = k;
+    ref::Random rng(99 + n + k);
+    const std::vector<float> bf = ref::random_normal(rng, n * k), af = ref::random_normal(rng, m * k);
+    o.copies.push_back(bench::upload_operand(ref::quantize(bf.data(), n, k, ScaleMode::kBF16, ref::Operand::kB), device));
+    o.a = bench::upload_operand(ref::quantize(af.data(), m, k, ScaleMode::kBF16, ref::Operand::kA), device);
+    o.c_ref = std::make_unique<bench::DeviceBuffer>(size_t(m) * n * 4);
+  }
+  const int copies = bench::cold_copies(ops[0].copies[0].bytes() + ops[1].copies[0].bytes(), l2_bytes);
+  for (Operand& o : ops) {
+    while (int(o.copies.size()) < copies) o.copies.push_back(bench::clone_operand(o.copies[0]));
+    const GemmProblem p{.m = m, .n = o.n, .k = o.k, .mode = ScaleMode::kBF16};
+    bench::gpu_reference_gemm(p, o.a.view, o.copies[0].view, {o.a.scale_view, o.copies[0].scale_view},
+                              o.c_ref->as<float>(), stream);
+  }
+  const DecodeRoute G = DecodeRoute::kGemv, T = DecodeRoute::kTiles;
+  struct Step {
+    int op;
+    DecodeRoute route;
+  };
+  struct ArmSpec {
+    std::string name;
+    std::vector<Step> steps;
+  };
+  const std::vector<ArmSpec> specs = {
+      {"X gemv", {{0, G}}},
+      {"X tiles", {{0, T}}},
+      {"Y gemv", {{1, G}}},
+      {"Y tiles", {{1, T}}},
+      {"X gemv, Y gemv", {{0, G}, {1, G}}},
+      {"X tiles, Y tiles", {{0, T}, {1, T}}},
+      {"X tiles, Y gemv", {{0, T}, {1, G}}},
+      {"X gemv, Y tiles", {{0, G}, {1, T}}},
+  };
+  // Per arm and step: its Gemm (its own output), re-pointed at each call's weight copy.
+  struct Bound {
+    std::unique_ptr<Gemm> gemm;
+    std::unique_ptr<bench::DeviceBuffer> c, workspace;
+    TensorView c_view;
+    int op = 0;
+  };
+  std::deque<std::vector<Bound>> bound;
+  std::vector<bench::Arm> arms;
+  for (const ArmSpec& spec : specs) {
+    std::vector<Bound>& steps = bound.emplace_back();
+    for (const Step& st : spec.steps) {
+      Operand& o = ops[st.op];
+      Bound b;
+      b.op = st.op;
+      b.c = std::make_unique<bench::DeviceBuffer>(size_t(m) * o.n * 2);
+      b.c_view = TensorView::matrix(b.c->get(), DType::kBF16, m, o.n, device);
+      GemmPlanOverrides ov;
+      ov.decode_route = st.route;
+      const GemmProblem p{.m = m, .n = o.n, .k = o.k, .mode = ScaleMode::kBF16};
+      b.gemm = std::make_unique<Gemm>(p, o.a.view, o.copies[0].view, GemmScales{o.a.scale_view, o.copies[0].scale_view},
+                                      b.c_view, ov);
+      ASSERT_EQ(b.gemm->plan().gemv, st.route == G) << spec.name;
+      if (b.gemm->workspace_bytes() > 0) {  // a tiled plan's split-K partials
+        b.workspace = std::make_unique<bench::DeviceBuffer>(b.gemm->workspace_bytes());
+        b.gemm->set_workspace(b.workspace->get(), b.workspace->bytes());
+      }
+      bench::poison_nan(b.c->get(), b.c->bytes(), DType::kBF16, stream);
+      steps.push_back(std::move(b));
+    }
+    std::vector<Bound>* arm_steps = &steps;
+    arms.push_back({spec.name, [&ops, arm_steps](cudaStream_t s, int call) {
+                      for (Bound& b : *arm_steps) {
+                        const Operand& o = ops[b.op];
+                        const bench::DeviceOperand& w = o.copies[call % o.copies.size()];
+                        b.gemm->set_operands(o.a.view, w.view, GemmScales{o.a.scale_view, w.scale_view}, b.c_view);
+                        b.gemm->run(s);
+                      }
+                    }});
+  }
+  bench::TimingConfig cfg;
+  cfg.calls_per_graph = 20;
+  cfg.samples = 15;
+  const std::vector<bench::Timing> t = bench::time_alternating(arms, cfg, stream);
+  std::printf("\nX = 8192 x 1024, Y = 7168 x 8192, bf16, M = 1, cold (%d weight copies), us per call:\n", copies);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::string plans;
+    for (const Bound& b : bound[i]) plans += " | " + b.gemm->plan().kernel + " split " + std::to_string(b.gemm->plan().split_k);
+    std::printf("  %-18s %8.2f %s\n", specs[i].name.c_str(), t[i].median_us, plans.c_str());
+  }
+  auto excess = [&](int pair, int x, int y) {
+    std::printf("  %-18s excess over its GEMMs alone: %+7.2f us\n", specs[pair].name.c_str(),
+                t[pair].median_us - t[x].median_us - t[y].median_us);
+  };
+  excess(4, 0, 2);
+  excess(5, 1, 3);
+  excess(6, 1, 2);
+  excess(7, 0, 3);
+  // Every output: the last call read copy (calls - 1) % copies, all equal to copy 0.
+  for (size_t a = 0; a < bound.size(); ++a)
+    for (const Bound& b : bound[a]) {
+      const Operand& o = ops[b.op];
+      const ref::Comparison cmp = bench::gpu_compare(b.c_view, o.c_ref->as<float>(),
+                                                     bench::gemm_tolerance(ScaleMode::kBF16, DType::kBF16), stream);
+      EXPECT_EQ(cmp.wrong, 0) << specs[a].name << " step " << b.op << ": rel_l2 " << cmp.rel_l2;
+    }
+  WEAVE_CHECK_CUDA(cudaStreamDestroy(stream));
+}
