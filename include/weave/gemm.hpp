@@ -20,6 +20,8 @@
 // (fp32 partials [split_k, M, N]) handed to set_workspace before run(); run() throws
 // kInvalidArgument naming set_workspace otherwise. The partials are summed in split order, so
 // results are bitwise reproducible. One run at a time may use a given workspace (stream order).
+// Decode sizes the planner gives to the tiled kernels (bf16 m 9-32, fp8 m 17-32: DecodeRoute)
+// may split K too: check workspace_bytes() at every m, or force the GEMV (no workspace).
 //
 // mxfp8 routes (m > 32, the tiled kernels): `native` runs the fp8 kernel, which promotes every
 // 32-wide K group with its two scales; `bf16` first converts A and B, scales folded in, to bf16

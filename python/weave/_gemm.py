@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 
 from . import _weave
-from ._errors import INT32, INT64, arg_error, int_arg
+from ._errors import INT32, INT64, ArgumentError, arg_error, int_arg
 from ._tensors import DType, HOST, describe, resolve_stream
 
 ScaleMode = _weave.ScaleMode
@@ -187,8 +187,10 @@ class Gemm:
     partials; the mxfp8 bf16 route's bf16 copies of A and B; blockscale's MN-major copy of
     row-major A scales) gets it here: the `workspace` given (any device buffer of at least
     workspace_bytes), or one allocated with torch. Without torch and without a workspace, mxfp8
-    with mx_route="auto" stays on the native kernel and blockscale with scale_a_route="auto" reads
-    its row-major A scales as given.
+    with mx_route="auto" stays on the native kernel, blockscale with scale_a_route="auto" reads
+    its row-major A scales as given, and a decode-size call (m <= 32) whose tiled plan would split K
+    takes the decode GEMV (needs no workspace). decode_route (m <= 32): "auto", "gemv" or "tiles"
+    (see plan_gemm).
     allow_pdl (off by default; weave::Gemm::set_allow_pdl): where the plan is the decode GEMV, run()
     launches it with programmatic dependent launch, so it starts loading B while the kernel before
     it on the stream finishes. The promise it needs: no kernel right before it writes B (weights
@@ -216,12 +218,20 @@ class Gemm:
         want = DType.BF16 if self.mode == ScaleMode.BF16 else DType.E4M3
         sa = _scale_view(scale_a, "scale_a", self.mode, layout, self.m, "M")
         sb = _scale_view(scale_b, "scale_b", self.mode, layout, self.n, "N")
-        build = lambda route, sa_route: _weave.Gemm(self._problem, ta.view(want), tb.view(want), sa, sb,
-                                                    tc.view(tc.dtype), _overrides(block_m, block_n, grid, split_k,
-                                                                                  group_rows, route, sa_route,
-                                                                                  decode_route))
+        build = lambda route, sa_route, dec=decode_route: _weave.Gemm(
+            self._problem, ta.view(want), tb.view(want), sa, sb, tc.view(tc.dtype),
+            _overrides(block_m, block_n, grid, split_k, group_rows, route, sa_route, dec))
         self._impl = build(mx_route, scale_a_route)
         self._torch = ta.is_torch
+        if (not self._impl.plan.gemv and self._impl.workspace_bytes > 0 and self.m <= 32 and decode_route == "auto"
+                and workspace is None and not self._torch
+                and (block_m, block_n, grid, split_k, group_rows) == (0, 0, 0, 0, 0)
+                and (mx_route, scale_a_route) == ("auto", "auto")):
+            # Nothing to allocate the tiled decode plan's split-K partials with: the GEMV needs none.
+            try:
+                self._impl = build(mx_route, scale_a_route, "gemv")
+            except ArgumentError:
+                pass  # the GEMV cannot run it either: the workspace error below names what is needed
         if self._impl.plan.mx_dequant and mx_route == "auto" and workspace is None and not self._torch:
             # Nothing to allocate the route's bf16 copies with: the native kernel needs none.
             self._impl = build("native", scale_a_route)
