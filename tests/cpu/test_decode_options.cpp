@@ -100,6 +100,25 @@ TEST(DecodeOptions, EveryRefusalIsNamedAfterItsOptionInOneError) {
   DecodeOptions no_tp;
   no_tp.tps = {};
   EXPECT_TRUE(contains(refusal(no_tp), "--tp: give at least one world"));
+
+  DecodeOptions bad_route;
+  bad_route.route = "fast";
+  EXPECT_TRUE(contains(refusal(bad_route), "--decode-route 'fast': expected auto, gemv or tiles")) << refusal(bad_route);
+  DecodeOptions gemv_past_32;
+  gemv_past_32.route = "gemv";
+  gemv_past_32.ms = {16, 64};
+  EXPECT_TRUE(contains(refusal(gemv_past_32), "--decode-route gemv: -m 64 is past the GEMV's 32 tokens"))
+      << refusal(gemv_past_32);
+}
+
+TEST(DecodeOptions, TheDecodeRouteReachesEveryRun) {
+  for (const auto& [text, want] : std::vector<std::pair<std::string, DecodeRoute>>{
+           {"auto", DecodeRoute::kAuto}, {"gemv", DecodeRoute::kGemv}, {"tiles", DecodeRoute::kTiles}}) {
+    DecodeOptions o;
+    o.route = text;
+    o.ms = {1, 16};
+    for (const DecodeRun& r : resolve_decode_runs(o)) EXPECT_EQ(r.route, want) << text;
+  }
 }
 
 TEST(DecodeOptions, WeightBytesCountValuesAndScales) {

@@ -45,6 +45,11 @@ void add_decode_options(CLI::App& app, DecodeOptions& o) {
   add_list_option(app, "--quant", o.quants,
                   "quantisations, comma-separated: each runs for the presets that ship it (default: each preset's "
                   "first: llama3-70b bf16, qwen3-32b bf16, deepseek-v3 blockscale)");
+  app.add_option("--decode-route", o.route,
+                 "weave's GEMMs at M <= 32: auto (the planner: the decode GEMV at M <= 8, fp8 16, the tiled "
+                 "kernels above) | gemv (every GEMM on the GEMV; M <= 32 only) | tiles (every GEMM on the tiled "
+                 "kernels)")
+      ->capture_default_str();
 }
 
 std::vector<DecodeRun> resolve_decode_runs(const DecodeOptions& o) {
@@ -94,6 +99,13 @@ std::vector<DecodeRun> resolve_decode_runs(const DecodeOptions& o) {
       why.push_back("-m " + std::to_string(m) + ": given twice");
   }
   WEAVE_EXPECT_ARG(!o.tps.empty(), "--tp: give at least one world");
+  DecodeRoute route = DecodeRoute::kAuto;
+  if (o.route == "gemv") route = DecodeRoute::kGemv;
+  else if (o.route == "tiles") route = DecodeRoute::kTiles;
+  else if (o.route != "auto") why.push_back("--decode-route '" + o.route + "': expected auto, gemv or tiles");
+  if (route == DecodeRoute::kGemv)
+    for (const std::int64_t m : ms_seen)
+      if (m > 32) why.push_back("--decode-route gemv: -m " + std::to_string(m) + " is past the GEMV's 32 tokens");
 
   std::vector<DecodeRun> runs;
   for (const LayerPreset* l : layers) {
@@ -115,7 +127,7 @@ std::vector<DecodeRun> resolve_decode_runs(const DecodeOptions& o) {
           why.push_back("--tp " + std::to_string(tp) + ": " + bad);
           continue;
         }
-        DecodeRun r{.layer = l, .tp = tp, .quant = q, .gemms = shard_layer_preset(*l, tp, q)};
+        DecodeRun r{.layer = l, .tp = tp, .quant = q, .gemms = shard_layer_preset(*l, tp, q), .route = route};
         if (o.ms.empty())
           r.ms.assign(l->ms.begin(), l->ms.end());
         else

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "weave/gemm.hpp"
 #include "weave/layer_presets.hpp"
 #include "weave/types.hpp"
 
@@ -25,6 +26,7 @@ struct DecodeOptions {
   std::vector<int> tps{8};           // --tp: tensor-parallel worlds (each rank's shards)
   std::vector<std::int64_t> ms;      // -m/--m: tokens per step (empty: each preset's list)
   std::vector<std::string> quants;   // --quant (empty: each preset's default)
+  std::string route = "auto";        // --decode-route: auto | gemv | tiles (weave's GEMMs)
 };
 
 // One layer at one world and quantisation: the shards in decode order, and the M list.
@@ -34,15 +36,17 @@ struct DecodeRun {
   ScaleMode quant = ScaleMode::kBF16;
   std::vector<LayerGemmShard> gemms;
   std::vector<std::int64_t> ms;
+  DecodeRoute route = DecodeRoute::kAuto;  // every weave GEMM of the chain (GemmPlanOverrides)
 };
 
-// Adds --preset, --tp, -m/--m and --quant to a plan or bench subcommand.
+// Adds --preset, --tp, -m/--m, --quant and --decode-route to a plan or bench subcommand.
 void add_decode_options(CLI::App& app, DecodeOptions& o);
 
 // Every (preset, tp, quant) to run, in preset, tp, quant order. A quant runs for the presets that
 // ship it; one that no chosen preset ships, a preset named by --preset that ships none of them, an
 // unknown preset, a world a layer does not shard to (the layer's rule, named after --tp) or an M
-// outside 1..kDecodeMaxM are refused, all of them in one error (an empty --preset name at once).
+// outside 1..kDecodeMaxM are refused, all of them in one error (an empty --preset name at once);
+// so are a --decode-route other than auto, gemv or tiles, and gemv with an M above 32.
 std::vector<DecodeRun> resolve_decode_runs(const DecodeOptions& o);
 
 // Bytes of one weight B [n, k] in `quant` with its scales (what a decode GEMM must stream).

@@ -11,6 +11,7 @@
 #include "cli/decode_options.hpp"
 #include "cli/registry.hpp"
 #include "gemm/planner.hpp"
+#include "weave/error.hpp"
 #include "weave/gemm.hpp"
 
 namespace weave::cli {
@@ -46,15 +47,23 @@ int run_plan_decode(const PlanDecodeOptions& o) {
     for (const std::int64_t m : run.ms) {
       std::string line;
       for (const LayerGemmShard& g : run.gemms) {
-        const GemmPlan p = gemm_plan(GemmProblem{.m = m, .n = g.n, .k = g.k, .mode = run.quant}, o.sms);
-        line += (line.empty() ? "" : " | ") + std::string(g.name) + " " + short_plan(p);
+        GemmPlanOverrides ov;
+        ov.decode_route = m <= 32 ? run.route : DecodeRoute::kAuto;
+        std::string plan;
+        try {
+          plan = short_plan(gemm_plan(GemmProblem{.m = m, .n = g.n, .k = g.k, .mode = run.quant}, o.sms, ov));
+        } catch (const Error& e) {
+          plan = "refused (" + e.message() + ")";
+        }
+        line += (line.empty() ? "" : " | ") + std::string(g.name) + " " + plan;
       }
       std::printf("  %5lld  %s\n", static_cast<long long>(m), line.c_str());
     }
     std::printf("\n");
   }
-  std::printf("# gemv split S: the decode GEMV, K split over a cluster of S blocks; BMxBN: a tiled kernel (the GEMV's\n"
-              "# shared A slice does not fit that K at that M). `weave bench decode` times the chain on a GPU.\n");
+  std::printf("# gemv split S: the decode GEMV, K split over a cluster of S blocks; BMxBN: a tiled kernel (the planner's\n"
+              "# decode route: the GEMV at M <= 8, fp8 16; --decode-route forces one). `weave bench decode` times the\n"
+              "# chain on a GPU.\n");
   return 0;
 }
 

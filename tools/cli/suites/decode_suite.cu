@@ -139,8 +139,10 @@ void build_weave_arm(ChainArm& arm, const DecodeRun& run, const LayerWeights& w,
     for (size_t g = 0; g < run.gemms.size(); ++g) {
       const bench::DeviceOperand& a = arm.in->a[g];
       const bench::DeviceOperand& b = w.b[g][c];
+      GemmPlanOverrides ov;
+      ov.decode_route = arm.in->m <= 32 ? run.route : DecodeRoute::kAuto;  // --decode-route (checked: M <= 32 for gemv)
       Gemm gemm(problem_of(run.gemms[g], arm.in->m, run.quant), a.view, b.view, {a.scale_view, b.scale_view},
-                out_view(arm, run, g, device));
+                out_view(arm, run, g, device), ov);
       gemm.set_allow_pdl(pdl);
       if (gemm.workspace_bytes() > 0) {
         arm.workspaces.emplace_back(gemm.workspace_bytes());
@@ -234,6 +236,9 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
 
   const double hbm_gbps = bench::measure_hbm_read_gbps(num_sms, stream);
   std::fprintf(stderr, "weave bench decode: HBM read ceiling %.0f GB/s (1 GiB streaming read)\n", hbm_gbps);
+  if (opt.decode.route != "auto")
+    std::fprintf(stderr, "weave bench decode: --decode-route %s: every weave GEMM at M <= 32 on that route\n",
+                 opt.decode.route.c_str());
   bench::DeviceBuffer sink(64);
 
   bench::Report report("decode");
