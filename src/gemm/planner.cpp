@@ -40,7 +40,7 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
   WEAVE_EXPECT_ARG(blockscale_raw || overrides.scale_a_route == ScaleARoute::kAuto,
                    "override 'scale_a_route': applies to mode blockscale with scale_layout raw only (mode "
                        << to_string(problem.mode) << ", scale_layout " << to_string(problem.scale_layout) << ")");
-  // A forced tile, K split, mxfp8 route or A-scale route asks for the tiled kernels.
+  // A forced tile, K split, mxfp8 route, A-scale route or decode_route = tiles asks for the tiled kernels.
   const bool tile_override = overrides.block_m != 0 || overrides.block_n != 0 || overrides.split_k >= 2 ||
                              overrides.mx_route != MxRoute::kAuto || overrides.scale_a_route != ScaleARoute::kAuto;
   const bool tile_forced = tile_override || overrides.decode_route == DecodeRoute::kTiles;
@@ -60,7 +60,7 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
   // Decode: the GEMV or the tiles, by the measured rule of planner_gemv_route.cpp (or forced).
   std::string tiles_because;
   if (problem.m <= detail::kGemvMaxM && !tile_forced) {
-    gemm::GemvRoute route = gemm::gemv_route(problem, num_sms);
+    gemm::GemvRoute route = gemm::gemv_route(problem);
     if (overrides.decode_route == DecodeRoute::kGemv && !route.gemv)
       route = {true, "m = " + std::to_string(problem.m) + ": decode GEMV (override decode_route; the planner: " +
                          route.reason + ")"};

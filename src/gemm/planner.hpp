@@ -75,6 +75,6 @@ struct GemvRoute {
   bool gemv = false;
   std::string reason;
 };
-GemvRoute gemv_route(const GemmProblem& problem, int num_sms);
+GemvRoute gemv_route(const GemmProblem& problem);
 
 }  // namespace weave::gemm

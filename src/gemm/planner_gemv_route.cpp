@@ -34,7 +34,7 @@ bool tiles_can_run(const GemmProblem& problem) {
 
 }  // namespace
 
-GemvRoute gemv_route(const GemmProblem& problem, int /*num_sms*/) {
+GemvRoute gemv_route(const GemmProblem& problem) {
   const std::string m = "m = " + std::to_string(problem.m);
   if (problem.m > detail::kGemvMaxM) return {false, m + " > " + std::to_string(detail::kGemvMaxM)};
   const std::string gemv_why = detail::gemv_unsupported_reason(problem);
