@@ -50,6 +50,7 @@ namespace {
 struct DecodeSuiteOptions {
   DecodeOptions decode;
   bool check_targets = false;
+  bool compare_routes = false;  // --compare-routes: arms gemv-route and tiles-route at M <= 32
   std::uint64_t seed = 1;
 };
 
@@ -132,7 +133,8 @@ TensorView out_view(const ChainArm& arm, const DecodeRun& run, size_t g, int dev
   return TensorView::matrix(arm.out[g].get(), DType::kBF16, arm.in->m, run.gemms[g].n, device);
 }
 
-void build_weave_arm(ChainArm& arm, const DecodeRun& run, const LayerWeights& w, bool pdl, int device) {
+void build_weave_arm(ChainArm& arm, const DecodeRun& run, const LayerWeights& w, bool pdl, int device,
+                     DecodeRoute route) {
   make_outputs(arm, run);
   for (int c = 0; c < w.copies; ++c) {
     std::vector<Gemm> per_copy;
@@ -140,7 +142,7 @@ void build_weave_arm(ChainArm& arm, const DecodeRun& run, const LayerWeights& w,
       const bench::DeviceOperand& a = arm.in->a[g];
       const bench::DeviceOperand& b = w.b[g][c];
       GemmPlanOverrides ov;
-      ov.decode_route = arm.in->m <= 32 ? run.route : DecodeRoute::kAuto;  // --decode-route (checked: M <= 32 for gemv)
+      ov.decode_route = arm.in->m <= 32 ? route : DecodeRoute::kAuto;  // (checked: gemv only at M <= 32)
       Gemm gemm(problem_of(run.gemms[g], arm.in->m, run.quant), a.view, b.view, {a.scale_view, b.scale_view},
                 out_view(arm, run, g, device), ov);
       gemm.set_allow_pdl(pdl);
@@ -217,6 +219,9 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
   // Every option first: nothing below may probe a GPU before the input is known good.
   check_bench_options(common);
   const std::vector<DecodeRun> runs = resolve_decode_runs(opt.decode);
+  WEAVE_EXPECT_ARG(!opt.compare_routes || opt.decode.route == "auto",
+                   "--compare-routes: times both routes beside the planner's; leave --decode-route at auto (got "
+                       << opt.decode.route << ")");
   WEAVE_EXPECT_ARG(common.devices.size() <= 1,
                    "--devices: the decode bench runs on one GPU (a tensor-parallel rank's shard); give one ordinal");
   const std::vector<int> devices = bench_devices(common);
@@ -243,7 +248,7 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
 
   bench::Report report("decode");
   bool failed = false, targets_met = true;
-  std::vector<std::string> summary, notes;
+  std::vector<std::string> summary, notes, route_summary;
   size_t total = 0, done = 0;
   for (const DecodeRun& r : runs) total += r.ms.size();
   for (const DecodeRun& run : runs) {
@@ -283,11 +288,25 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
         ChainArm& a = add(pdl ? "weave+pdl" : "weave", &in);
         (pdl ? weave_pdl : weave) = &a;
         try {
-          build_weave_arm(a, run, w, pdl, device);
+          build_weave_arm(a, run, w, pdl, device, run.route);
         } catch (const Error& e) {
           a.error = e.what();
         }
       }
+      // --compare-routes: every GEMM forced onto each route (no PDL), timed with the others. A GEMM
+      // that route cannot run (the GEMV's A slice at a long K) leaves the arm unsupported.
+      std::vector<ChainArm*> route_arms;
+      if (opt.compare_routes && m <= 32)
+        for (const auto& [name, route] : {std::pair{"gemv-route", DecodeRoute::kGemv},
+                                          std::pair{"tiles-route", DecodeRoute::kTiles}}) {
+          ChainArm& a = add(name, &in);
+          route_arms.push_back(&a);
+          try {
+            build_weave_arm(a, run, w, false, device, route);
+          } catch (const Error& e) {
+            (e.status() == Status::kInvalidArgument ? a.unsupported : a.error) = e.what();
+          }
+        }
       ChainArm& lt = add("cublaslt", in_lt ? in_lt.get() : &in);
       if (!lt_why.empty()) {
         lt.unsupported = lt_why;
@@ -381,7 +400,8 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
           row.algbw_gbps = bytes / (row.time_us * 1e3);
           row.extra["hbm_fraction"] = hbm_fraction(row.time_us);
           row.extra["read_fraction"] = read_us / row.time_us;
-          if (a->name.rfind("weave", 0) == 0 && std::isfinite(lt_us)) {
+          const bool forced_route = a->name.size() > 6 && a->name.compare(a->name.size() - 6, 6, "-route") == 0;
+          if ((a->name.rfind("weave", 0) == 0 || forced_route) && std::isfinite(lt_us)) {
             row.baseline = "cublaslt";
             row.baseline_us = lt_us;
             row.ratio = row.time_us / lt_us;
@@ -409,6 +429,15 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
                     best ? best->timing.median_us / lt_us : bench::kNaN, best ? best->name.c_str() : "",
                     best ? ": " : "", judged.text.c_str());
       summary.push_back(line);
+      if (!route_arms.empty()) {
+        std::string auto_routes;  // the planner's route of each GEMM, in chain order
+        for (const std::string& p : weave->plans)
+          auto_routes += (auto_routes.empty() ? "" : ",") + std::string(p.find(": gemv") != std::string::npos ? "gemv" : "tiles");
+        std::snprintf(line, sizeof line, "%-24s %-12s %8.2f %8.2f %8.2f   (weave: %s)", decode_row_name(run, m).c_str(),
+                      std::string(to_string(run.quant)).c_str(), us_of(*weave), us_of(*route_arms[0]),
+                      us_of(*route_arms[1]), auto_routes.empty() ? "?" : auto_routes.c_str());
+        route_summary.push_back(line);
+      }
       std::fprintf(stderr, "weave bench decode: [%zu/%zu] %s %s:%s\n", done, total, decode_row_name(run, m).c_str(),
                    std::string(to_string(run.quant)).c_str(), progress.c_str());
     }
@@ -422,6 +451,12 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
   std::printf("# readHBM / bestHBM: the streaming read's and the faster weave arm's weight bytes / time over the "
               "ceiling; ratio: the faster weave arm / cublaslt\n");
   for (const std::string& s : summary) std::printf("  %s\n", s.c_str());
+  if (!route_summary.empty()) {
+    std::printf("\n# --compare-routes: the chain with every GEMM on the planner's route (weave), on the GEMV and on the\n"
+                "# tiled kernels (us per step, no PDL; nan: that route cannot run a GEMM of the layer)\n");
+    std::printf("# %-22s %-12s %8s %8s %8s\n", "layer", "quant", "weave", "gemv", "tiles");
+    for (const std::string& s : route_summary) std::printf("  %s\n", s.c_str());
+  }
   for (const std::string& n : notes) std::printf("# unsupported: %s\n", n.c_str());
   const std::string busy_after = bench::IdleGate().busy_after({device}, common.idle_threshold);
   if (!busy_after.empty()) std::printf("# BUSY after run: %s\n", busy_after.c_str());
@@ -466,6 +501,9 @@ void add_decode_suite(CLI::App& bench, BenchOptions& common) {
   add_common_bench_options(*app, common);
   add_decode_options(*app, o.decode);
   app->add_flag("--check-targets", o.check_targets, "exit 1 when the best weave arm misses a target of a row");
+  app->add_flag("--compare-routes", o.compare_routes,
+                "at M <= 32 also time the chain with every GEMM forced onto the decode GEMV and onto the tiled "
+                "kernels (arms gemv-route, tiles-route; not judged against the targets)");
   app->add_option("--seed", o.seed, "seed of the random inputs (>= 0)")->check(digits_only())->capture_default_str();
   app->callback([&common] { exit_code() = run_decode_suite(common, suite_options()); });
 }
