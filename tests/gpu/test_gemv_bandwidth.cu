@@ -19,9 +19,10 @@
 // fails even when another arm ran after it (they used to share one buffer: only the last writer
 // was checked). cuBLASLt is held to bench::gemm_tolerance, as in `weave bench gemm`.
 //
-// GemvOrTilesByM adds the tile planner's plan (weave::Gemm pinned to it) as an arm.
+// GemvOrTilesByM adds the tile planner's plan (weave::Gemm pinned to it) as an arm: the data behind
+// weave::Gemm's decode route. MixedRouteChains times two GEMMs on either route, alone and chained.
 //
-// Run: ./weave_tests_gpu --gtest_filter='GemvBandwidth*'   (about 10 s on an H200)
+// Run: ./weave_tests_gpu --gtest_filter='GemvBandwidth*'   (about 70 s on an H100)
 #include <gtest/gtest.h>
 
 #include <algorithm>
