@@ -37,7 +37,8 @@
 # GEMM_AR_MS (the gemm-ar suites' M list), GEMM_AR_ARGS (their other options), GEMM_RS_ARGS
 # (gemm-rs's; its M is the total rows, so every M must be a multiple of the GPU count) and
 # AG_GEMM_ARGS (ag-gemm's; its m is rows per rank) and DECODE_ARGS (the decode suite's: every layer
-# preset at tp 8 in its default quant unless given, e.g. "--tp 2,8 --quant bf16,ptpc,blockscale").
+# preset at tp 8 in its default quant with --compare-routes, each layer also on the GEMV and on the
+# tiled kernels, unless given, e.g. "--tp 2,8 --quant bf16,ptpc,blockscale").
 # Tests run as their GoogleTest binaries (one process per label: much faster than one per case).
 # Exit status: 0 when every step passed; 1 when a build, a test binary, a repeat, a sanitizer, a
 # bench or a plot failed or a negative control passed; the summary's RESULT lines say which
@@ -243,7 +244,7 @@ elif [ "$mode" != tests ] && [ "$mode" != fused ]; then
   if [ "$mode" != comm ]; then
     bench gemm gemm ${GEMM_ARGS:-}
     [ -n "${GEMM_ARGS2:-}" ] && bench gemm2 gemm ${GEMM_ARGS2}
-    bench decode decode ${DECODE_ARGS:-}
+    bench decode decode ${DECODE_ARGS:---compare-routes}
   fi
   [ "$mode" != gemm ] && bench comm comm ${COMM_ARGS:-}
 fi
