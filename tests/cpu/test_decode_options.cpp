@@ -154,4 +154,8 @@ TEST(DecodeOptions, AJudgementNamesEveryMissAndANaNIsAMiss) {
   EXPECT_FALSE(judge_decode(2, std::nan(""), 0.5).met);
   EXPECT_TRUE(judge_decode(64, 0.1, 0.99).met) << "above 32: no HBM target";
   EXPECT_FALSE(judge_decode(64, 0.9, 1.01).met);
+  // A ratio target below the streaming read of the same bytes is named as such.
+  EXPECT_EQ(judge_decode(4, 0.80, 1.07, 0.89).text, "1.07x cuBLASLt > 0.80x (below the read: 0.89x)");
+  EXPECT_EQ(judge_decode(4, 0.80, 0.85, 0.70).text, "0.85x cuBLASLt > 0.80x");
+  EXPECT_TRUE(judge_decode(4, 0.80, 0.75, 0.89).met);
 }

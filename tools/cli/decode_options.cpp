@@ -166,7 +166,7 @@ DecodeTarget decode_target(std::int64_t m) {
   return {.min_hbm_fraction = 0, .max_ratio = 1.0};
 }
 
-DecodeJudgement judge_decode(std::int64_t m, double hbm_fraction, double ratio) {
+DecodeJudgement judge_decode(std::int64_t m, double hbm_fraction, double ratio, double read_ratio) {
   const DecodeTarget t = decode_target(m);
   DecodeJudgement j;
   char buf[160];
@@ -179,6 +179,10 @@ DecodeJudgement judge_decode(std::int64_t m, double hbm_fraction, double ratio) 
     std::snprintf(buf, sizeof buf, "%s%.2fx cuBLASLt > %.2fx", j.text.empty() ? "" : ", ", ratio, t.max_ratio);
     j.text += buf;
     j.met = false;
+    if (read_ratio > t.max_ratio) {  // false for NaN
+      std::snprintf(buf, sizeof buf, " (below the read: %.2fx)", read_ratio);
+      j.text += buf;
+    }
   }
   if (j.met) j.text = "met";
   return j;

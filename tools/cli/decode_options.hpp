@@ -7,6 +7,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -64,12 +65,14 @@ struct DecodeTarget {
 DecodeTarget decode_target(std::int64_t m);
 
 // A row's verdict against decode_target(m): met, or what was missed ("HBM 62% < 75%, 0.91x
-// cuBLASLt > 0.80x"). A NaN fraction or ratio (an arm that did not run) is a miss.
+// cuBLASLt > 0.80x"). A NaN fraction or ratio (an arm that did not run) is a miss. `read_ratio`
+// (the streaming read of the same weights / the cuBLASLt chain; NaN: not measured): where the
+// ratio target lies below it, the miss says so (no kernel reading those bytes can meet it).
 struct DecodeJudgement {
   bool met = true;
   std::string text;  // "met" or what was missed
 };
-DecodeJudgement judge_decode(std::int64_t m, double hbm_fraction, double ratio);
+DecodeJudgement judge_decode(std::int64_t m, double hbm_fraction, double ratio, double read_ratio = std::nan(""));
 
 // "llama3-70b tp8 m4": a row's name.
 std::string decode_row_name(const DecodeRun& run, std::int64_t m);

@@ -367,7 +367,8 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
             (!best || a->timing.median_us < best->timing.median_us))
           best = a.get();
       DecodeJudgement judged{.met = false, .text = "no weave arm ran"};
-      if (best) judged = judge_decode(m, hbm_fraction(best->timing.median_us), best->timing.median_us / lt_us);
+      if (best)
+        judged = judge_decode(m, hbm_fraction(best->timing.median_us), best->timing.median_us / lt_us, read_us / lt_us);
       targets_met = targets_met && judged.met;
       std::int64_t flops_per_step = 0;
       for (const LayerGemmShard& g : run.gemms) flops_per_step += 2 * m * g.n * g.k;
