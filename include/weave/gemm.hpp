@@ -51,7 +51,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "weave/export.hpp"
 #include "weave/tensor.hpp"
@@ -79,6 +81,8 @@ enum class ScaleARoute : uint8_t { kAuto, kAsGiven, kMnMajorCopy };
 // override), or the tiled kernels forced (refused where they cannot run it). Above m = 32 only
 // kAuto and kTiles.
 enum class DecodeRoute : uint8_t { kAuto, kGemv, kTiles };
+std::string_view to_string(DecodeRoute route) noexcept;                      // "auto", "gemv", "tiles"
+std::optional<DecodeRoute> parse_decode_route(std::string_view name) noexcept;
 
 // Overrides for the planner (0 / empty = let the planner choose).
 struct GemmPlanOverrides {

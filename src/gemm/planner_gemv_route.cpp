@@ -50,3 +50,23 @@ GemvRoute gemv_route(const GemmProblem& problem) {
 }
 
 }  // namespace weave::gemm
+
+namespace weave {
+
+std::string_view to_string(DecodeRoute route) noexcept {
+  switch (route) {
+    case DecodeRoute::kAuto: return "auto";
+    case DecodeRoute::kGemv: return "gemv";
+    case DecodeRoute::kTiles: return "tiles";
+  }
+  return "?";
+}
+
+std::optional<DecodeRoute> parse_decode_route(std::string_view name) noexcept {
+  if (name == "auto") return DecodeRoute::kAuto;
+  if (name == "gemv") return DecodeRoute::kGemv;
+  if (name == "tiles") return DecodeRoute::kTiles;
+  return std::nullopt;
+}
+
+}  // namespace weave

@@ -19,7 +19,7 @@
 // fails even when another arm ran after it (they used to share one buffer: only the last writer
 // was checked). cuBLASLt is held to bench::gemm_tolerance, as in `weave bench gemm`.
 //
-// GemvOrTilesByM adds the tile planner's plan (weave::Gemm pinned to it) as an arm: the data behind
+// GemvOrTilesByM adds the tile planner's plan (weave::Gemm with decode_route = tiles) as an arm: the data behind
 // weave::Gemm's decode route. MixedRouteChains times two GEMMs on either route, alone and chained.
 //
 // Run: ./weave_tests_gpu --gtest_filter='GemvBandwidth*'   (about 70 s on an H100)
@@ -36,7 +36,6 @@
 #include "bench/harness.hpp"
 #include "bench/stream_read.hpp"
 #include "common/check.hpp"
-#include "gemm/planner.hpp"
 #include "gemv/gemv.hpp"
 #include "support/gpu.hpp"
 #include "testing/gemm_operands.hpp"
@@ -65,18 +64,6 @@ struct Sweep {
   // Also time weave::Gemm's tiled plan at each M (M 33-64: is the GEMV faster than the tiles?).
   bool tiles = false;
 };
-
-// The tile planner's own plan of `problem` (what weave::Gemm runs past the GEMV route), as
-// overrides that pin it at any M.
-GemmPlanOverrides tile_planner_overrides(const GemmProblem& problem, int num_sms) {
-  const bool blockscale_raw = problem.mode == ScaleMode::kBlockscale && problem.scale_layout == ScaleLayout::kRaw;
-  const GemmPlan plan = blockscale_raw ? gemm::plan_blockscale_raw_tiles(problem, num_sms, {})
-                                       : gemm::gemm_plan_tiles(problem, num_sms, {}, gemm::gemm_tile_candidates(problem));
-  GemmPlanOverrides o;
-  o.block_m = plan.block_m, o.block_n = plan.block_n, o.grid = plan.grid, o.split_k = plan.split_k;
-  if (blockscale_raw) o.scale_a_route = plan.scale_a_mn_copy ? ScaleARoute::kMnMajorCopy : ScaleARoute::kAsGiven;
-  return o;
-}
 
 // The least time among the swept (path, split) points.
 double by_split_best(const std::vector<std::pair<std::pair<int, int>, double>>& by_split) {
@@ -208,9 +195,9 @@ void measure(const Sweep& sweep_of) {
           } catch (const weave::Error&) {
           }
         }
-        // weave::Gemm's tiled plan (the tile planner's choice at this M, pinned by overrides so
-        // that M <= 32 does not take the GEMV route), re-pointed at each call's copy of B (host
-        // work, captured once into the graph).
+        // weave::Gemm's tiled plan (the tile planner's choice at this M, forced with decode_route
+        // so that M <= 32 does not take the GEMV), re-pointed at each call's copy of B (host work,
+        // captured once into the graph).
         std::unique_ptr<Gemm> tiled;
         std::unique_ptr<bench::DeviceBuffer> tiled_workspace;
         const size_t tiles_index = arms.size();
@@ -218,7 +205,7 @@ void measure(const Sweep& sweep_of) {
           void* const c_tiles = new_output("tiles", bench::gemm_tolerance(mode, out)).get();
           const TensorView c_view = TensorView::matrix(c_tiles, out, m, n, device);
           tiled = std::make_unique<Gemm>(problem, da.view, copies[0].view, GemmScales{da.scale_view, copies[0].scale_view},
-                                         c_view, tile_planner_overrides(problem, num_sms));
+                                         c_view, GemmPlanOverrides{.decode_route = DecodeRoute::kTiles});
           if (tiled->workspace_bytes() > 0) {
             tiled_workspace = std::make_unique<bench::DeviceBuffer>(tiled->workspace_bytes());
             tiled->set_workspace(tiled_workspace->get(), tiled_workspace->bytes());

@@ -1,6 +1,7 @@
 #include "cli/decode_options.hpp"
 
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -8,6 +9,7 @@
 #include "cli/fused_options.hpp"
 #include "cli/preset_options.hpp"
 #include "common/check.hpp"
+#include "gemv/gemv.hpp"
 #include "weave/error.hpp"
 
 namespace weave::cli {
@@ -99,13 +101,14 @@ std::vector<DecodeRun> resolve_decode_runs(const DecodeOptions& o) {
       why.push_back("-m " + std::to_string(m) + ": given twice");
   }
   WEAVE_EXPECT_ARG(!o.tps.empty(), "--tp: give at least one world");
-  DecodeRoute route = DecodeRoute::kAuto;
-  if (o.route == "gemv") route = DecodeRoute::kGemv;
-  else if (o.route == "tiles") route = DecodeRoute::kTiles;
-  else if (o.route != "auto") why.push_back("--decode-route '" + o.route + "': expected auto, gemv or tiles");
+  const std::optional<DecodeRoute> parsed_route = parse_decode_route(o.route);
+  if (!parsed_route) why.push_back("--decode-route '" + o.route + "': expected auto, gemv or tiles");
+  const DecodeRoute route = parsed_route.value_or(DecodeRoute::kAuto);
   if (route == DecodeRoute::kGemv)
     for (const std::int64_t m : ms_seen)
-      if (m > 32) why.push_back("--decode-route gemv: -m " + std::to_string(m) + " is past the GEMV's 32 tokens");
+      if (m > detail::kGemvMaxM)
+        why.push_back("--decode-route gemv: -m " + std::to_string(m) + " is past the GEMV's " +
+                      std::to_string(detail::kGemvMaxM) + " tokens");
 
   std::vector<DecodeRun> runs;
   for (const LayerPreset* l : layers) {

@@ -48,7 +48,7 @@ int run_plan_decode(const PlanDecodeOptions& o) {
       std::string line;
       for (const LayerGemmShard& g : run.gemms) {
         GemmPlanOverrides ov;
-        ov.decode_route = m <= 32 ? run.route : DecodeRoute::kAuto;
+        ov.decode_route = run.route;  // gemv was refused past the GEMV's M by resolve_decode_runs
         std::string plan;
         try {
           plan = short_plan(gemm_plan(GemmProblem{.m = m, .n = g.n, .k = g.k, .mode = run.quant}, o.sms, ov));

@@ -76,10 +76,9 @@ int run_plan_gemm(const PlanGemmOptions& o) {
     return usage_error("--scale-a-route '" + o.scale_a_route + "': expected auto, as-given or mn-major-copy");
   if (ov.scale_a_route != ScaleARoute::kAuto && (p.mode != ScaleMode::kBlockscale || p.scale_layout != ScaleLayout::kRaw))
     return usage_error("--scale-a-route " + o.scale_a_route + ": applies to --quant blockscale with --layout raw only");
-  if (o.decode_route == "gemv") ov.decode_route = DecodeRoute::kGemv;
-  else if (o.decode_route == "tiles") ov.decode_route = DecodeRoute::kTiles;
-  else if (o.decode_route != "auto")
-    return usage_error("--decode-route '" + o.decode_route + "': expected auto, gemv or tiles");
+  const auto decode_route = parse_decode_route(o.decode_route);
+  if (!decode_route) return usage_error("--decode-route '" + o.decode_route + "': expected auto, gemv or tiles");
+  ov.decode_route = *decode_route;
   // The tiles a forced tile is checked against: the bf16 kernels' on the mxfp8 bf16 route, the
   // MN-major kernels' where A's scales are copied to MN-major.
   GemmProblem tiles_of = p;

@@ -38,6 +38,7 @@
 #include "cli/decode_options.hpp"
 #include "cli/registry.hpp"
 #include "common/check.hpp"
+#include "gemv/gemv.hpp"
 #include "testing/gemm_operands.hpp"
 #include "testing/gpu_reference.hpp"
 #include "testing/poison_nan.hpp"
@@ -142,7 +143,7 @@ void build_weave_arm(ChainArm& arm, const DecodeRun& run, const LayerWeights& w,
       const bench::DeviceOperand& a = arm.in->a[g];
       const bench::DeviceOperand& b = w.b[g][c];
       GemmPlanOverrides ov;
-      ov.decode_route = arm.in->m <= 32 ? route : DecodeRoute::kAuto;  // (checked: gemv only at M <= 32)
+      ov.decode_route = route;  // gemv only where M allows it (resolve_decode_runs, --compare-routes)
       Gemm gemm(problem_of(run.gemms[g], arm.in->m, run.quant), a.view, b.view, {a.scale_view, b.scale_view},
                 out_view(arm, run, g, device), ov);
       gemm.set_allow_pdl(pdl);
@@ -296,7 +297,7 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
       // --compare-routes: every GEMM forced onto each route (no PDL), timed with the others. A GEMM
       // that route cannot run (the GEMV's A slice at a long K) leaves the arm unsupported.
       std::vector<ChainArm*> route_arms;
-      if (opt.compare_routes && m <= 32)
+      if (opt.compare_routes && m <= detail::kGemvMaxM)
         for (const auto& [name, route] : {std::pair{"gemv-route", DecodeRoute::kGemv},
                                           std::pair{"tiles-route", DecodeRoute::kTiles}}) {
           ChainArm& a = add(name, &in);
@@ -401,7 +402,7 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
           row.algbw_gbps = bytes / (row.time_us * 1e3);
           row.extra["hbm_fraction"] = hbm_fraction(row.time_us);
           row.extra["read_fraction"] = read_us / row.time_us;
-          const bool forced_route = a->name.size() > 6 && a->name.compare(a->name.size() - 6, 6, "-route") == 0;
+          const bool forced_route = std::find(route_arms.begin(), route_arms.end(), a.get()) != route_arms.end();
           if ((a->name.rfind("weave", 0) == 0 || forced_route) && std::isfinite(lt_us)) {
             row.baseline = "cublaslt";
             row.baseline_us = lt_us;
