@@ -14,13 +14,18 @@
 //   split-lsa   weave's lsa all-gather of the rows and of the scales, in place in the op's window
 //               (its planner's algorithm: LL for small blocks, push above), then the GEMM
 //   split-ce    the same with weave's ce all-gather
+//   fused-ce    the GEMM consumes the rows as they land: copy engines pull the peers' rows and
+//               scales chunk by chunk into the window while the GEMM kernel runs its own rows'
+//               tiles first, each tile waiting (bounded) for the chunks it reads. bf16, ptpc and
+//               blockscale (raw), bf16 output; the 128x128 tile (docs/fused.md "AllGatherGemm")
 //   auto        split-lsa (split-nccl when the ranks are not all in one NVLink domain, gemm-only at
-//               world 1); the choice and the reason: plan(m)
-// The GEMM is weave::Gemm's for [world m, N, K] as its planner chooses it (tile, grid, the mxfp8
-// and blockscale routes, its decode route at world x m <= 32; no K split), planned for this rank's
-// share of the SMs, so out is bitwise weave::Gemm's output over the gathered A. A fused mode (the
-// GEMM consuming row chunks as copy engines land them) is planned in docs/fused.md and not built.
-// A mode that cannot run here raises kUnavailable naming the reason.
+//               world 1); the choice and the reason: plan(m). auto does not pick fused-ce yet (no
+//               calibration on NVLink: plan(m) models it beside split)
+// In the split modes the GEMM is weave::Gemm's for [world m, N, K] as its planner chooses it
+// (tile, grid, the mxfp8 and blockscale routes, its decode route at world x m <= 32; no K split),
+// planned for this rank's share of the SMs, so out is bitwise weave::Gemm's output over the
+// gathered A. fused-ce runs the 128x128 tile over the same rows: bitwise weave::Gemm's output at
+// that tile. A mode that cannot run here raises kUnavailable naming the reason.
 //
 // Operands per rank: A_r [m, K] (1 <= m <= m_max; the same m on every rank), B [N, K] identical on
 // every rank, the scales of weave::Gemm's mode `quant` for A_r's m rows and for B. A's scales travel
@@ -58,7 +63,7 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace weave WEAVE_API {
 
-enum class AllGatherGemmMode : uint8_t { kAuto, kGemmOnly, kSplitNccl, kSplitLsa, kSplitCe };
+enum class AllGatherGemmMode : uint8_t { kAuto, kGemmOnly, kSplitNccl, kSplitLsa, kSplitCe, kFusedCe };
 std::string_view to_string(AllGatherGemmMode mode) noexcept;
 std::optional<AllGatherGemmMode> parse_all_gather_gemm_mode(std::string_view name) noexcept;  // "split-lsa", ...
 
@@ -86,6 +91,7 @@ struct AllGatherGemmPlan {
   std::int64_t bytes_per_peer = 0;  // this rank's rows and scales (m x (K x element + scale bytes)) sent to each peer
   std::int64_t window_bytes = 0;    // the op's window per rank
   double model_gemm_us = 0, model_comm_us = 0, model_split_us = 0;
+  double model_fused_us = 0;      // fused-ce: max(GEMM, gather) + one chunk's pull (0 where it cannot run)
   std::string reason;
 };
 

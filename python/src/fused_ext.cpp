@@ -153,7 +153,8 @@ void bind_fused(nb::module_& m) {
       .value("GEMM_ONLY", weave::AllGatherGemmMode::kGemmOnly)
       .value("SPLIT_NCCL", weave::AllGatherGemmMode::kSplitNccl)
       .value("SPLIT_LSA", weave::AllGatherGemmMode::kSplitLsa)
-      .value("SPLIT_CE", weave::AllGatherGemmMode::kSplitCe);
+      .value("SPLIT_CE", weave::AllGatherGemmMode::kSplitCe)
+      .value("FUSED_CE", weave::AllGatherGemmMode::kFusedCe);
   m.def("parse_gemm_all_gather_mode", [](std::string_view s) { return weave::parse_gemm_all_gather_mode(s); });
   m.def("parse_all_gather_gemm_mode", [](std::string_view s) { return weave::parse_all_gather_gemm_mode(s); });
   m.def("name", [](weave::GemmAllReduceMode v) { return std::string(weave::to_string(v)); });
@@ -203,6 +204,7 @@ void bind_fused(nb::module_& m) {
       .def_ro("model_gemm_us", &weave::AllGatherGemmPlan::model_gemm_us)
       .def_ro("model_comm_us", &weave::AllGatherGemmPlan::model_comm_us)
       .def_ro("model_split_us", &weave::AllGatherGemmPlan::model_split_us)
+      .def_ro("model_fused_us", &weave::AllGatherGemmPlan::model_fused_us)
       .def_ro("reason", &weave::AllGatherGemmPlan::reason);
 
   m.def("gemm_all_reduce_validate", &weave::GemmAllReduce::validate, "config"_a, "world"_a);

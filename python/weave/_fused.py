@@ -38,7 +38,7 @@ AllGatherGemmMode = _weave.AllGatherGemmMode
 _AR_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fused, fused-rs, fused-ce)"
 _RS_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused)"
 _AG_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused-lsa, fused-ce)"
-_AGM_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce)"
+_AGM_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused-ce)"
 # GemmAllReduce's and GemmReduceScatter's configs have the same fields, their modes aside:
 # (config type, mode parser, mode choices, mode enum) of each.
 _AR_KIND = (_weave.GemmAllReduceConfig, _weave.parse_gemm_all_reduce_mode, _AR_MODES, GemmAllReduceMode)
@@ -120,7 +120,7 @@ _RS_FUSED_BLOCK_M = 128
 _AG_PLAN_FIELDS = ("block_m", "block_n", "tiles", "waves", "grid", "chunks", "bytes_per_peer", "window_bytes",
                    "model_gemm_us", "model_comm_us", "model_split_us", "model_fused_us", "reason")
 _AGM_PLAN_FIELDS = ("gemm_kernel", "gemm_reason", "block_m", "block_n", "rows", "tiles", "waves", "grid", "bytes_per_peer", "window_bytes",
-                    "model_gemm_us", "model_comm_us", "model_split_us", "reason")
+                    "model_gemm_us", "model_comm_us", "model_split_us", "model_fused_us", "reason")
 
 
 def _plan_dict(p, fields) -> dict:
@@ -446,9 +446,10 @@ class AllGatherGemm(_FusedOp):
     [s*m, (s+1)*m) (bf16 or fp32 out for bf16 inputs, bf16 for fp8). A travels as the GEMM reads it
     (e4m3 with its per-row scales in the fp8 modes: half bf16's bytes), and gathered_a(m) /
     gathered_scale_a(m) keep the gathered activations (for the backward pass or the next layer).
-    Modes: auto (default), gemm-only, split-nccl, split-lsa, split-ce. A's scales travel with their
-    rows, so the scale layout is raw (ptpc fp32 [m]; blockscale fp32 [m, K/128]; mxfp8 ue8m0
-    [m, K/32])."""
+    Modes: auto (default), gemm-only, split-nccl, split-lsa, split-ce, fused-ce (copy engines pull
+    the peers' rows chunk by chunk while the GEMM runs; bf16, ptpc and blockscale with bf16 output;
+    auto never takes it). A's scales travel with their rows, so the scale layout is raw (ptpc fp32
+    [m]; blockscale fp32 [m, K/128]; mxfp8 ue8m0 [m, K/32])."""
 
     _kind = "AllGatherGemm"
     _validate = staticmethod(_weave.all_gather_gemm_validate)
@@ -519,7 +520,7 @@ class AllGatherGemm(_FusedOp):
 
     def plan(self, m: int) -> dict:
         """What a call of m rows per rank runs and why: rows of the GEMM, tiles, waves, bytes per
-        peer, the model."""
+        peer, the model (model_fused_us: fused-ce's, 0 where it cannot run)."""
         return _plan_dict(self._impl.plan(_int("m", m)), _AGM_PLAN_FIELDS)
 
     @staticmethod

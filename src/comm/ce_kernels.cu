@@ -133,6 +133,40 @@ __global__ void __launch_bounds__(kLsaThreads, 1) gated_local_copy_kernel(const 
   copy_bytes(dst + part.begin, src + part.begin, part.size(), threadIdx.x, blockDim.x);
 }
 
+// The same for `rows` rows of `row_bytes` at pitches (AllGatherGemm fused-ce's staging of A_r and
+// its scales into its slot, "agm-fused-ce"). With 16-byte aligned rows every thread of the grid
+// copies 16-byte units of the whole [rows, row_bytes] block, four loads in flight (a CTA per row
+// with one unit per thread was latency-bound: about 1.5 us a row); else row by row.
+__global__ void __launch_bounds__(kLsaThreads, 1) gated_rows_copy_kernel(const Proto p, char* dst, size_t dst_pitch,
+                                                                           const char* src, size_t src_pitch,
+                                                                           size_t row_bytes, int64_t rows) {
+  if (aborted(p)) return;
+  const bool aligned = ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | dst_pitch | src_pitch |
+                         row_bytes) & 15u) == 0;
+  if (!aligned) {
+    for (int64_t row = blockIdx.x; row < rows; row += gridDim.x)
+      copy_bytes(dst + row * dst_pitch, src + row * src_pitch, row_bytes, threadIdx.x, blockDim.x);
+    return;
+  }
+  const size_t row_units = row_bytes / 16, units = row_units * static_cast<size_t>(rows);
+  const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x;
+  auto at = [&](char* base, size_t pitch, size_t u) {
+    return reinterpret_cast<int4*>(base + (u / row_units) * pitch + (u % row_units) * 16);
+  };
+  size_t u = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; u + 3 * step < units; u += 4 * step) {
+    int4 v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = *at(const_cast<char*>(src), src_pitch, u + j * step);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) *at(dst, dst_pitch, u + j * step) = v[j];
+  }
+  for (; u < units; u += step) *at(dst, dst_pitch, u) = *at(const_cast<char*>(src), src_pitch, u);
+}
+
+// Testing only: one thread spins `ns` (a slow copy stream: the work queued behind it starts late).
+__global__ void testing_delay_kernel(uint64_t ns) { delay_for_testing(ns); }
+
 // docs/memory_ordering.md "ce-gate". Runs after ce_enter_kernel (or the arrive kernel of the
 // previous leg) on the same stream, so it reads the abort word those kernels' waits set: once set,
 // this call never stores into a peer (a slow peer's live output or staging stays intact). A copy
@@ -160,6 +194,18 @@ void launch_ce_put(const CePut& c, cudaStream_t stream) {
 void launch_gated_local_copy(const Proto& p, char* dst, const char* src, size_t bytes, int blocks,
                              cudaStream_t stream) {
   gated_local_copy_kernel<<<blocks, kLsaThreads, 0, stream>>>(p, dst, src, bytes);
+  WEAVE_CHECK_LAUNCH();
+}
+
+void launch_gated_rows_copy(const Proto& p, char* dst, size_t dst_pitch, const char* src, size_t src_pitch,
+                            size_t row_bytes, int64_t rows, int blocks, cudaStream_t stream) {
+  if (rows <= 0 || row_bytes == 0) return;
+  gated_rows_copy_kernel<<<blocks, kLsaThreads, 0, stream>>>(p, dst, dst_pitch, src, src_pitch, row_bytes, rows);
+  WEAVE_CHECK_LAUNCH();
+}
+
+void launch_testing_delay(uint64_t ns, cudaStream_t stream) {
+  testing_delay_kernel<<<1, 1, 0, stream>>>(ns);
   WEAVE_CHECK_LAUNCH();
 }
 

@@ -90,6 +90,12 @@ void launch_ce_arrive(const Proto& p, int phase, cudaStream_t stream, FlagKind k
 // ce pull all-gather, device-triggered: enter (epoch + 1; "block readable" flag to peers; wait
 // theirs) then store trigger word kCtrlTrigger + s - 1 = 1 for copy stream s (ce_kernels.cu).
 void launch_ce_pull_enter(const Proto& p, cudaStream_t stream, const ZeroCopyKey& zc = {});
+// `rows` rows of `row_bytes` from src (pitch src_pitch) to dst (pitch dst_pitch) by SM copies, and
+// nothing once the op's abort word is set (a slow peer may still read dst: "peer-abort").
+void launch_gated_rows_copy(const Proto& p, char* dst, size_t dst_pitch, const char* src, size_t src_pitch,
+                            size_t row_bytes, int64_t rows, int blocks, cudaStream_t stream);
+// Testing only: a one-thread kernel that spins `ns` on `stream` (a slow copy stream).
+void launch_testing_delay(uint64_t ns, cudaStream_t stream);
 // ce push, gated (docs/memory_ordering.md "ce-gate"): for every peer q, bytes[q] bytes from
 // src[q] (local) to offset dst_off[q] of q's window, by SM stores, then a system fence; NOTHING
 // once the op's abort word is set (a wait of this call or an earlier one failed). Launched on the

@@ -157,6 +157,15 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         item_coords(item, tile, split, kb_begin, kb_end);
         sched.coords(tile, m_blk, n_blk);
         const int m0 = m_blk * Tile::kBlockM, n0 = n_blk * Tile::kBlockN;
+        // A fused op whose A rows land while the kernel runs (AllGatherGemm fused-ce): every row of
+        // the tile has landed before its first A or A-scale load; a failed wait aborts the CTA.
+        if constexpr (requires { Epilogue::kWaitsForRows; }) {
+          if (!Epilogue::wait_rows(args.epi, m0, Tile::kBlockM, lane)) {
+            ptx::st_volatile_shared_u32(abort_word, 1u);
+            ptx::cp_async_wait_all();
+            ptx::thread_exit();
+          }
+        }
         if constexpr (Scale::kWhere == ScaleWhere::kEpilogue) {
           // The tile's scales, into buffer tile_iter % 2 once both warpgroups' epilogues of tile
           // tile_iter - 2 have read it (first use of each buffer: parity 1 passes at once).

@@ -14,8 +14,8 @@ namespace weave::gemm {
 
 // What an instance is keyed by besides mode, dtypes and tile (gemm/dispatch.hpp); each epilogue
 // policy and scheduler names its own kind.
-enum class EpilogueKind { kStoreLocal, kAllGather, kAllReduce };
-enum class SchedulerKind { kGroupedRows, kBandRound };
+enum class EpilogueKind { kStoreLocal, kAllGather, kAllReduce, kAgmRows };
+enum class SchedulerKind { kGroupedRows, kBandRound, kRotatedRows };
 
 struct MainloopArgs {
   CUtensorMap tma_a;  // A [M, K], box [block_m, block_k], 128B swizzle

@@ -1,9 +1,14 @@
 // AllGatherGemm's pure planning (fused/ag_gemm/plan.hpp): its rules (scales per row, so raw
-// layouts only; mxfp8 K a multiple of 128), what travels (rows and scales per peer), the window
-// (gathered A, its scales, the output and the two hosted gathers), auto's choices and the names.
+// layouts only; mxfp8 K a multiple of 128; fused-ce's quants), what travels (rows and scales per
+// peer), the window (gathered A, its scales, the output and the two hosted gathers, or fused-ce's
+// landed words), auto's choices, fused-ce's plan and model, and the names.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "comm/protocol.hpp"
 #include "fused/ag_gemm/plan.hpp"
+#include "fused/model_rates.hpp"
 #include "support/expect_error.hpp"
 #include "weave/all_gather_gemm.hpp"
 
@@ -32,9 +37,10 @@ AllGatherGemmConfig agm_config(AllGatherGemmMode mode, ScaleMode quant = ScaleMo
 
 TEST(AgGemmPlan, ModeNamesRoundTrip) {
   for (auto m : {AllGatherGemmMode::kAuto, AllGatherGemmMode::kGemmOnly, AllGatherGemmMode::kSplitNccl,
-                 AllGatherGemmMode::kSplitLsa, AllGatherGemmMode::kSplitCe})
+                 AllGatherGemmMode::kSplitLsa, AllGatherGemmMode::kSplitCe, AllGatherGemmMode::kFusedCe})
     EXPECT_EQ(parse_all_gather_gemm_mode(to_string(m)), m);
-  for (const char* gone : {"fused", "fused-ce", "fused-lsa", "split", ""})
+  EXPECT_EQ(to_string(AllGatherGemmMode::kFusedCe), "fused-ce");
+  for (const char* gone : {"fused", "fused-lsa", "fused_ce", "split", ""})
     EXPECT_FALSE(parse_all_gather_gemm_mode(gone).has_value()) << gone;
 }
 
@@ -182,6 +188,122 @@ TEST(AgGemmPlan, WindowHoldsTheGatheredRowsScalesOutputAndTheHostedGathers) {
       // Nothing is hosted at world 1 (nothing to gather).
       WindowLayout one;
       EXPECT_FALSE(fused::add_agm_regions(one, c, 1, fused::kAgmBoundSplitBlocks).has_split);
+    }
+  }
+}
+
+// fused-ce's GEMM reads A's scales as they land (no pre-pass) and stores bf16: quant bf16, ptpc or
+// blockscale with bf16 output, at any world; the other modes keep mxfp8 and fp32 out.
+TEST(AgGemmPlan, FusedCeRunsBf16PtpcAndBlockscaleWithBf16OutputOnly) {
+  const std::string rule = "mode fused-ce runs quant bf16, ptpc and blockscale with bf16 output";
+  for (ScaleMode q : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale})
+    for (int w : {1, 2, 8})
+      EXPECT_EQ(AllGatherGemm::validate(agm_config(AllGatherGemmMode::kFusedCe, q), w), "") << to_string(q);
+  AllGatherGemmConfig mx = agm_config(AllGatherGemmMode::kFusedCe, ScaleMode::kMxfp8);
+  AllGatherGemmConfig f32 = agm_config(AllGatherGemmMode::kFusedCe);
+  f32.out_dtype = DType::kF32;
+  for (const auto& [c, got] : {std::pair{mx, "got mxfp8 -> bf16"}, std::pair{f32, "got bf16 -> fp32"}}) {
+    const std::string why = AllGatherGemm::validate(c, 2);
+    EXPECT_NE(why.find(rule), std::string::npos) << why;
+    EXPECT_NE(why.find(got), std::string::npos) << why;
+    EXPECT_ERROR_HAS(all_gather_gemm_window_bytes(c, 2), Status::kInvalidArgument, rule);
+    EXPECT_ERROR_HAS(all_gather_gemm_plan(c, 2, 100), Status::kInvalidArgument, rule);
+    AllGatherGemmConfig split = c;  // the rule is fused-ce's alone
+    split.mode = AllGatherGemmMode::kSplitLsa;
+    EXPECT_EQ(AllGatherGemm::validate(split, 2), "") << to_string(c.quant) << " -> " << to_string(c.out_dtype);
+  }
+  EXPECT_TRUE(fused::agm_fused_ce_quant(ScaleMode::kPtpc, DType::kBF16));
+  EXPECT_FALSE(fused::agm_fused_ce_quant(ScaleMode::kMxfp8, DType::kBF16));
+  EXPECT_FALSE(fused::agm_fused_ce_quant(ScaleMode::kBF16, DType::kF32));
+}
+
+// fused-ce's plan: its own 128x128 GEMM over the W m rows, the pulls of each peer's rows in chunks
+// under it; its model is max(GEMM, pulls) + one chunk's pull + 8 us (the enter and arrive
+// kernels), modelled beside split wherever fused-ce can run, whatever the mode.
+TEST(AgGemmPlan, FusedCePlansItsTileAndModelsThePullsUnderTheGemm) {
+  const int64_t m = 4096, n = 7168, k = 4096;
+  for (ScaleMode q : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale}) {
+    AllGatherGemmConfig c = agm_config(AllGatherGemmMode::kFusedCe, q);
+    c.n = n;
+    c.k = k;
+    c.m_max = m;
+    for (int w : {2, 4, 8}) {
+      SCOPED_TRACE(std::string(to_string(q)) + " W" + std::to_string(w));
+      const AllGatherGemmPlan p = all_gather_gemm_plan(c, w, m);
+      EXPECT_EQ(p.mode, AllGatherGemmMode::kFusedCe);
+      EXPECT_EQ(p.block_m, 128);
+      EXPECT_EQ(p.block_n, 128);
+      EXPECT_EQ(p.rows, w * m);
+      EXPECT_EQ(p.tiles, (w * m / 128) * (n / 128));
+      EXPECT_EQ(p.grid, static_cast<int>(std::min<int64_t>(p.tiles, 132)));
+      EXPECT_NE(p.reason.find("mode fused-ce requested"), std::string::npos) << p.reason;
+      EXPECT_NE(p.reason.find("chunks of"), std::string::npos) << p.reason;
+      EXPECT_NE(p.gemm_kernel.find("128x128"), std::string::npos) << p.gemm_kernel;
+      // The pulls hide under the GEMM: well under the gather-then-GEMM of split at this size.
+      EXPECT_GT(p.model_fused_us, 0);
+      EXPECT_LT(p.model_fused_us, p.model_split_us);
+      EXPECT_GE(p.model_fused_us, p.model_gemm_us);
+      const fused::AgmChunks ch = fused::agm_chunks(m, 128, fused::kAgmPullChunks);
+      const double row_bytes = double(k * fused::agm_elem_bytes(c) + fused::agm_scale_row_bytes(c));
+      const double pulls = double(w - 1) * double(p.bytes_per_peer) / (fused::kModelledLinkGbps * 1e3);
+      EXPECT_NEAR(p.model_fused_us,
+                  std::max(p.model_gemm_us, pulls) + ch.chunk_rows * row_bytes / (fused::kModelledLinkGbps * 1e3) + 8,
+                  1e-6);
+      // The model does not depend on the mode asked for: split-lsa's plan shows the same fused time.
+      AllGatherGemmConfig lsa = c;
+      lsa.mode = AllGatherGemmMode::kSplitLsa;
+      const AllGatherGemmPlan s = all_gather_gemm_plan(lsa, w, m);
+      EXPECT_DOUBLE_EQ(s.model_fused_us, p.model_fused_us);
+      EXPECT_DOUBLE_EQ(s.model_split_us, p.model_split_us);
+    }
+    // The tile is fused-ce's at any m, even where weave::Gemm would take the decode GEMV.
+    const AllGatherGemmPlan one = all_gather_gemm_plan(c, 2, 1);
+    EXPECT_EQ(one.block_m, 128);
+    EXPECT_EQ(one.tiles, n / 128);
+    EXPECT_EQ(all_gather_gemm_plan(c, 1, 1000).model_fused_us, 0) << "world 1: nothing to pull";
+  }
+  // No fused time where fused-ce cannot run: world 1, mxfp8, fp32 out.
+  EXPECT_EQ(all_gather_gemm_plan(agm_config(AllGatherGemmMode::kAuto), 1, 1000).model_fused_us, 0);
+  EXPECT_GT(all_gather_gemm_plan(agm_config(AllGatherGemmMode::kAuto), 2, 1000).model_fused_us, 0);
+  EXPECT_EQ(all_gather_gemm_plan(agm_config(AllGatherGemmMode::kAuto, ScaleMode::kMxfp8), 2, 1000).model_fused_us, 0);
+  AllGatherGemmConfig f32 = agm_config(AllGatherGemmMode::kSplitLsa);
+  f32.out_dtype = DType::kF32;
+  EXPECT_EQ(all_gather_gemm_plan(f32, 4, 1000).model_fused_us, 0);
+  // auto never takes fused-ce (not calibrated), even where its model is faster.
+  AllGatherGemmConfig big = agm_config(AllGatherGemmMode::kAuto);
+  big.k = 4096;
+  const AllGatherGemmPlan a = all_gather_gemm_plan(big, 8, 4096);
+  EXPECT_LT(a.model_fused_us, a.model_split_us);
+  EXPECT_EQ(a.mode, AllGatherGemmMode::kSplitLsa);
+}
+
+// fused-ce hosts no split gather: its window is the gathered rows, scales and output plus its
+// landed words (world x kMaxChunks), which no other mode has.
+TEST(AgGemmPlan, FusedCeWindowHostsTheLandedWordsAndNoSplitGathers) {
+  for (ScaleMode q : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale}) {
+    for (int w : {2, 4, 8}) {
+      SCOPED_TRACE(std::string(to_string(q)) + " W" + std::to_string(w));
+      const AllGatherGemmConfig c = agm_config(AllGatherGemmMode::kFusedCe, q);
+      WindowLayout layout;
+      const fused::AgmLayout g = fused::add_agm_regions(layout, c, w, fused::kAgmBoundSplitBlocks);
+      EXPECT_FALSE(g.has_split);
+      EXPECT_FALSE(g.has_split_scales);
+      const Region* landed = layout.find("agm.landed");
+      ASSERT_NE(landed, nullptr) << layout.describe();
+      EXPECT_EQ(landed->offset, g.landed);
+      EXPECT_EQ(landed->bytes, 4u * w * comm::kMaxChunks);
+      EXPECT_GT(g.landed, g.out);
+      const std::size_t bytes = all_gather_gemm_window_bytes(c, w);
+      EXPECT_EQ(bytes, layout.total_bytes());
+      EXPECT_GE(bytes, g.landed + landed->bytes);
+      EXPECT_NE(bytes, all_gather_gemm_window_bytes(agm_config(AllGatherGemmMode::kSplitLsa, q), w));
+      EXPECT_GE(bytes, all_gather_gemm_window_bytes(agm_config(AllGatherGemmMode::kGemmOnly, q), w));
+      for (AllGatherGemmMode other : {AllGatherGemmMode::kGemmOnly, AllGatherGemmMode::kSplitNccl, AllGatherGemmMode::kSplitLsa,
+                                      AllGatherGemmMode::kSplitCe, AllGatherGemmMode::kAuto}) {
+        WindowLayout o;
+        fused::add_agm_regions(o, agm_config(other, q), w, fused::kAgmBoundSplitBlocks);
+        EXPECT_EQ(o.find("agm.landed"), nullptr) << to_string(other);
+      }
     }
   }
 }

@@ -273,7 +273,7 @@ std::vector<BadInput> bad_inputs() {
       {"BenchGemmRsGemmArArm", {"bench", "gemm-rs", "--arms", "split-lsa,decode"}, {"--arms: 'decode' is not one of"}},
       {"BenchGemmRsNNotMultipleOf8", {"bench", "gemm-rs", "--emulate-world", "2", "-n", "100"}, {"--n 100"}},
       {"BenchGemmRsJsonInMissingFolder", {"bench", "gemm-rs", "--json", nofolder}, {"--json '" + nofolder + "'"}},
-      // ag-gemm: AllGatherGemm::validate's rules named after the option; no fused mode, no calibration, no preset
+      // ag-gemm: AllGatherGemm::validate's rules named after the option; fused-ce's quants; no calibration
       {"PlanAgGemmNNotMultipleOf8", {"plan", "ag-gemm", "--n", "100"},
        {"--n 100 --out bf16: the gathered GEMM [world x m_max, N, K] = [8192, 100, 8192]: n must be a multiple of 8"}},
       {"PlanAgGemmKForBlockscale", {"plan", "ag-gemm", "--quant", "blockscale", "--k", "100"},
@@ -289,7 +289,12 @@ std::vector<BadInput> bad_inputs() {
       {"PlanAgGemmBadOut", {"plan", "ag-gemm", "--out", "e4m3"}, {"--out 'e4m3': expected bf16 or fp32"}},
       {"PlanAgGemmBadQuant", {"plan", "ag-gemm", "--quant", "fp4"}, {"--quant 'fp4'"}},
       {"PlanAgGemmFusedMode", {"plan", "ag-gemm", "--mode", "fused-lsa"},
-       {"--mode 'fused-lsa': expected auto, gemm-only, split-nccl, split-lsa or split-ce (AllGatherGemm has no fused mode yet)"}},
+       {"--mode 'fused-lsa': expected auto, gemm-only, split-nccl, split-lsa, split-ce or fused-ce (AllGatherGemm's only "
+        "fused mode is fused-ce)"}},
+      {"PlanAgGemmFusedCeMxfp8", {"plan", "ag-gemm", "--mode", "fused-ce", "--quant", "mxfp8"},
+       {"--mode fused-ce --quant mxfp8 --out bf16: mode fused-ce runs quant bf16, ptpc and blockscale with bf16 output"}},
+      {"PlanAgGemmFusedCeFp32", {"plan", "ag-gemm", "--mode", "fused-ce", "--out", "fp32", "--world", "4"},
+       {"--mode fused-ce --quant bf16 --out fp32: mode fused-ce runs quant bf16, ptpc and blockscale with bf16 output"}},
       {"PlanAgGemmGemmArMode", {"plan", "ag-gemm", "--mode", "decode"}, {"--mode 'decode': expected auto"}},
       {"PlanAgGemmWorldNine", {"plan", "ag-gemm", "--world", "9"}, {"--world 9: world must be in 1..8"}},
       {"PlanAgGemmMAboveMMax", {"plan", "ag-gemm", "-m", "128,4096", "--m-max", "1024"}, {"-m/--m 4096: above --m-max 1024"}},
@@ -323,6 +328,15 @@ std::vector<BadInput> bad_inputs() {
        {"--arms: none of the arms named runs at world 2", "needs --devices"}},
       {"BenchAgGemmCommOnlyArm", {"bench", "ag-gemm", "--arms", "split-lsa,comm-only"}, {"--arms: 'comm-only' is not one of"}},
       {"BenchAgGemmFusedArm", {"bench", "ag-gemm", "--arms", "fused-lsa"}, {"--arms: 'fused-lsa' is not one of"}},
+      {"BenchAgGemmOnlyFusedCeMxfp8", {"bench", "ag-gemm", "--emulate-world", "2", "--quant", "mxfp8", "--arms", "fused-ce"},
+       {"--arms: none of the arms named runs at world 2",
+        "fused-ce: not run: fused-ce runs quant bf16, ptpc and blockscale with bf16 output, not mxfp8 -> bf16"}},
+      {"BenchAgGemmOnlyFusedCeFp32", {"bench", "ag-gemm", "--emulate-world", "2", "--out", "fp32", "--arms", "fused-ce"},
+       {"--arms: none of the arms named runs at world 2", "not bf16 -> fp32"}},
+      {"BenchAgGemmOnlyFusedCeWorld1", {"bench", "ag-gemm", "--arms", "fused-ce"},
+       {"--arms: none of the arms named runs at world 1", "fused-ce: not run at world 1 (nothing to pull)"}},
+      {"BenchAgGemmOnlyFusedCeEmulatedFour", {"bench", "ag-gemm", "--emulate-world", "4", "--arms", "fused-ce"},
+       {"--arms: none of the arms named runs at world 4", "fused-ce: not timed in the emulated world"}},
       {"BenchAgGemmNNotMultipleOf8", {"bench", "ag-gemm", "--emulate-world", "2", "-n", "100"}, {"--n 100"}},
       {"BenchAgGemmMxfp8KNotMultipleOf128", {"bench", "ag-gemm", "--quant", "mxfp8", "-k", "2080"},
        {"--quant mxfp8 --k 2080: mxfp8 needs k a multiple of 128"}},
@@ -660,14 +674,15 @@ TEST(Cli, GemmRsHelpStatesTheMRule) {
 }
 
 // `weave plan ag-gemm`: one row per m (rows per rank) with the gathered GEMM's rows, the bytes each
-// peer receives, the window and the planner's choice and reason; no fused mode (fused_us "-").
+// peer receives, the window, the planner's choice and reason, and fused-ce's modelled time beside
+// split's where fused-ce can run (auto never takes it).
 TEST(Cli, PlanAgGemmPrintsOneRowPerM) {
   CliRun r = run_weave({"plan", "ag-gemm", "--world", "2", "-m", "1,128,4096"});
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("ag-gemm: n=7168 k=8192 bf16 -> bf16, world 2, mode auto, sms 132, m_max 4096\n"), std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("fused mode: none ("), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("fused kernel:"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("fused mode: none ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fused kernel: sm90_gemm_bf16_bf16_agmrows_128x128x64\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("all-gather call"), std::string::npos) << r.out;
   for (const char* col : {"tiles", "waves", "grid", "rows", "bytes/peer", "window", "gemm_us", "comm_us", "split_us",
                           "fused_us", "mode", "reason"})
@@ -676,7 +691,10 @@ TEST(Cli, PlanAgGemmPrintsOneRowPerM) {
   // bf16 = 64 MiB to the peer; m = 1: 2 rows, the decode GEMV.
   EXPECT_NE(r.out.find("   4096 128x256   1792  13.58   132    8192    64.00 MiB "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("      1 gemv         0   0.00   224       2     16.0 KiB "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("        -  split-lsa  the gather of 67108864 bytes per peer, then the GEMM"), std::string::npos)
+  // split_us (GEMM + gather) then fused_us (the pulls under the GEMM): auto still takes split-lsa.
+  EXPECT_NE(r.out.find("    1696.6    1556.6  split-lsa  the gather of 67108864 bytes per peer, then the GEMM (auto does "
+                       "not take fused-ce"),
+            std::string::npos)
       << r.out;
   // fp8: A travels as e4m3 plus its scales (ptpc: 4 bytes a row); an explicit mode is planned as asked.
   r = run_weave({"plan", "ag-gemm", "--world", "4", "--quant", "ptpc", "-m", "1000", "--mode", "split-ce"});
@@ -684,10 +702,46 @@ TEST(Cli, PlanAgGemmPrintsOneRowPerM) {
   EXPECT_NE(r.out.find("   1000 128x128   1792  13.58   132    4000     7.82 MiB "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("split-ce   mode split-ce requested"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("agm.sa (A's scales)"), std::string::npos) << r.out;
-  // World 1 gathers nothing.
+  // World 1 gathers nothing: no fused time.
   r = run_weave({"plan", "ag-gemm", "-m", "1000", "--world", "1"});
   EXPECT_EQ(r.rc, 0) << r.out;
-  EXPECT_NE(r.out.find("gemm-only  world 1: nothing to gather"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("        -  gemm-only  world 1: nothing to gather"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fused mode: none (world 1: nothing to gather"), std::string::npos) << r.out;
+  // mxfp8: fused-ce cannot run it, so no fused time either.
+  r = run_weave({"plan", "ag-gemm", "--world", "2", "--quant", "mxfp8", "-m", "128"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("fused mode: none (fused-ce runs quant bf16, ptpc and blockscale with bf16 output, not mxfp8 -> "
+                       "bf16"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("         -  split-lsa  the gather of"), std::string::npos) << r.out;
+}
+
+// `weave plan ag-gemm --mode fused-ce`: its 128x128 tile at every m (the GEMV's m too), the chunks
+// pulled per peer, its landed words in the window and no split gather's regions.
+TEST(Cli, PlanAgGemmFusedCePlansItsTileAndChunks) {
+  CliRun r = run_weave({"plan", "ag-gemm", "--world", "8", "--mode", "fused-ce", "-k", "4096", "-m", "1,4096"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("ag-gemm: n=7168 k=4096 bf16 -> bf16, world 8, mode fused-ce, sms 132, m_max 4096\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("fused-ce's landed words (world x chunks)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("split all-gather"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("      1 128x128     56   0.42    56       8 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("   4096 128x128  14336 108.61   132   32768    32.00 MiB "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    3653.3    3037.1  fused-ce   mode fused-ce requested; pulls of 4 chunks of 1024 rows per peer "
+                       "under the GEMM; GEMM the fused-ce GEMM (128x128"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("would refuse"), std::string::npos) << r.out;
+  // ptpc and blockscale run it too (e4m3 rows plus their scales).
+  for (const char* q : {"ptpc", "blockscale"}) {
+    r = run_weave({"plan", "ag-gemm", "--world", "2", "--mode", "fused-ce", "--quant", q, "-m", "1000"});
+    EXPECT_EQ(r.rc, 0) << q << "\n" << r.out;
+    EXPECT_NE(r.out.find("   1000 128x128 "), std::string::npos) << q << "\n" << r.out;
+    EXPECT_NE(r.out.find("  fused-ce   mode fused-ce requested; pulls of 4 chunks of 256 rows"), std::string::npos)
+        << q << "\n" << r.out;
+  }
 }
 
 TEST(Cli, PlanAgGemmWritesJson) {
@@ -700,32 +754,46 @@ TEST(Cli, PlanAgGemmWritesJson) {
   const std::string doc((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   for (const char* key : {"\"topic\": \"ag-gemm\"", "\"k\": 8192", "\"world\": 2", "\"quant\": \"blockscale\"",
                           "\"rows\": 256", "\"rows\": 8192", "\"bytes_per_peer\"", "\"window_bytes\"",
-                          "\"fused_mode\": \"none: ", "\"model_split_us\"", "\"reason\""})
+                          "\"model_split_us\"", "\"reason\"", "\"fused_kernel\": \"sm90_gemm_e4m3_blockscale"})
     EXPECT_NE(doc.find(key), std::string::npos) << key << " missing:\n" << doc;
-  EXPECT_EQ(doc.find("model_fused_us"), std::string::npos) << "no fused mode, no fused time:\n" << doc;
+  // blockscale at W 2: fused-ce's time in every row, beside split's.
+  std::size_t at = 0, fused_rows = 0;
+  while ((at = doc.find("\"model_fused_us\"", at)) != std::string::npos) ++fused_rows, ++at;
+  EXPECT_EQ(fused_rows, 2u) << doc;
+  EXPECT_EQ(doc.find("\"fused_mode\""), std::string::npos) << doc;
   EXPECT_EQ(std::count(doc.begin(), doc.end(), '{'), 4) << "the document, its rates and two rows:\n" << doc;
+  // mxfp8: fused-ce cannot run it, so no fused time and the document says why.
+  const CliRun mx = run_weave({"plan", "ag-gemm", "-m", "128", "--world", "2", "--quant", "mxfp8", "--json", path});
+  EXPECT_EQ(mx.rc, 0) << mx.out;
+  std::ifstream g(path);
+  const std::string mx_doc((std::istreambuf_iterator<char>(g)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(mx_doc.find("model_fused_us"), std::string::npos) << mx_doc;
+  EXPECT_NE(mx_doc.find("\"fused_mode\": \"none: fused-ce runs quant bf16, ptpc and blockscale"), std::string::npos)
+      << mx_doc;
   std::filesystem::remove(path);
 }
 
-// Both ag-gemm subcommands explain the op (the input gathered, then one GEMM), its modes, and that it
-// has no fused mode, calibration or preset; the bench lists its arms and baselines.
+// Both ag-gemm subcommands explain the op (the input gathered, then one GEMM), its modes (fused-ce,
+// which auto never takes, so no --no-fused and no calibration); the bench lists its arms and baselines.
 TEST(Cli, AgGemmHelpExplainsTheOpModesAndArms) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"plan", "ag-gemm", "--help"}, {"bench", "ag-gemm", "--help"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 0) << r.out;
     for (const char* says : {"[A_0; ...; A_{W-1}] B^T", "[W m, N]", "gemm-only", "split-nccl", "split-lsa", "split-ce",
-                             "auto", "gemm-ag", "--preset", "column-parallel"})
+                             "fused-ce", "auto", "gemm-ag", "--preset", "column-parallel"})
       EXPECT_NE(r.out.find(says), std::string::npos) << says << " missing:\n" << r.out;
     for (const char* option : {"\n  --no-fused", "\n  --calibration", "\n  --calibrate"})
       EXPECT_EQ(r.out.find(option), std::string::npos) << "an option of the ops with a fused mode:\n" << r.out;
   }
   const CliRun plan = run_weave({"plan", "ag-gemm", "--help"});
   EXPECT_NE(plan.out.find("--scale-layout must be raw"), std::string::npos) << plan.out;
-  EXPECT_NE(plan.out.find("No fused mode is built yet"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("auto never takes fused-ce"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("auto | gemm-only | split-nccl | split-lsa | split-ce | fused-ce"), std::string::npos) << plan.out;
   const CliRun bench = run_weave({"bench", "ag-gemm", "--help"});
   for (const char* says : {"cublaslt ", "cublaslt+nccl ", "cublaslt+nccl-sym", "ncclAllGather", "NaN-poisoned",
-                           "No comm-only arm", "TFLOPS (2*W*m*N*K per rank / time)", "--emulate-world", "--devices"})
+                           "No comm-only arm", "TFLOPS (2*W*m*N*K per rank / time)", "--emulate-world", "--devices",
+                           "  fused-ce    W > 1, bf16 / ptpc / blockscale with bf16 out", "where split-lsa's plan ran the 128x128 tile"})
     EXPECT_NE(bench.out.find(says), std::string::npos) << says << " missing:\n" << bench.out;
   const CliRun all = run_weave({"bench", "--help"});
   EXPECT_NE(all.out.find("ag-gemm: AllGatherGemm modes per m rows per rank"), std::string::npos) << all.out;
@@ -743,6 +811,7 @@ TEST(Cli, ValidBenchInputReachesTheGpuProbe) {
         {"bench", "gemm-rs"}, {"bench", "gemm-rs", "--emulate-world", "4", "-m", "1000,4096"},
         {"bench", "gemm-rs", "--emulate-world", "3"}, {"bench", "ag-gemm"},
         {"bench", "ag-gemm", "--emulate-world", "4", "-m", "1024,4096", "--quant", "ptpc"},
+        {"bench", "ag-gemm", "--emulate-world", "2", "--quant", "blockscale", "--arms", "split-lsa,fused-ce"},
         {"bench", "ag-gemm", "--devices", "0,1", "--arms", "split-nccl,cublaslt+nccl,cublaslt+nccl-sym"},
         {"bench", "ag-gemm", "--preset", "llama3-70b.qkv_proj,deepseek-v3.qkv_a_proj", "--emulate-world", "2"},
         {"bench", "decode"}, {"bench", "decode", "--preset", "deepseek-v3", "--tp", "1,8", "-m", "1,64"},

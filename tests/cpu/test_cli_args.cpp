@@ -267,7 +267,8 @@ TEST(FusedOptions, MsRoundUpToAMultipleAscendingWithoutDuplicates) {
 }
 
 // ag-gemm (AllGatherGemm): the options turned into the op's config; every rule of its validate()
-// named after the options that set it, and what it has not (a fused mode, a preset) refused by name.
+// named after the options that set it, and what it has not (another op's mode, a row-parallel
+// preset) refused by name.
 TEST(AgGemmOptions, DefaultsAreAColumnParallelShardInBf16) {
   const AgGemmOptions o;
   const AllGatherGemmConfig c = ag_gemm_config(o, 8);
@@ -288,6 +289,31 @@ TEST(AgGemmOptions, DefaultsAreAColumnParallelShardInBf16) {
   EXPECT_EQ(m.mode, AllGatherGemmMode::kSplitCe);
   EXPECT_EQ(m.mx_route, MxRoute::kBf16);
   EXPECT_EQ(m.m_max, 8192);
+  // fused-ce: its quants (bf16, ptpc, blockscale) with bf16 out, at any world validate() takes.
+  for (const char* q : {"bf16", "ptpc", "blockscale"}) {
+    AgGemmOptions f = o;
+    f.quant = q;
+    f.mode = "fused-ce";
+    const AllGatherGemmConfig fc = ag_gemm_config(f, 8);
+    EXPECT_EQ(fc.mode, AllGatherGemmMode::kFusedCe) << q;
+    EXPECT_EQ(to_string(fc.quant), q);
+    EXPECT_EQ(ag_gemm_config(f, 2).mode, AllGatherGemmMode::kFusedCe) << q;
+  }
+}
+
+// `weave plan ag-gemm --mode fused-ce` as CLI11 parses it (the plan's options: --scale-layout and --mode).
+TEST(AgGemmOptions, ModeFusedCeParsesFromThePlanCommandLine) {
+  CLI::App app{"test"};
+  AgGemmOptions o;
+  add_ag_gemm_options(app, o, /*with_layout=*/true, /*with_mode=*/true);
+  app.parse("--mode fused-ce --quant blockscale -m 128,4096 --scale-layout raw", false);
+  EXPECT_EQ(o.mode, "fused-ce");
+  const AllGatherGemmConfig c = ag_gemm_config(o, 4);
+  EXPECT_EQ(c.mode, AllGatherGemmMode::kFusedCe);
+  EXPECT_EQ(c.quant, ScaleMode::kBlockscale);
+  EXPECT_EQ(c.m_max, 4096);
+  // The --help line lists it with its rule.
+  EXPECT_NE(app.help().find("fused-ce (fused-ce: bf16, ptpc, blockscale with bf16 out"), std::string::npos) << app.help();
 }
 
 TEST(AgGemmOptions, EveryBrokenRuleNamesItsOption) {
@@ -305,8 +331,16 @@ TEST(AgGemmOptions, EveryBrokenRuleNamesItsOption) {
        "--scale-layout mn-major --quant blockscale: scale_layout must be raw"},
       {[](AgGemmOptions& o) { o.quant = "ptpc", o.out = "fp32"; }, 2, "--quant ptpc --out fp32: fp8 modes (ptpc) produce bf16"},
       {[](AgGemmOptions& o) { o.out = "e4m3"; }, 2, "--out 'e4m3': expected bf16 or fp32"},
-      {[](AgGemmOptions& o) { o.mode = "fused-ce"; }, 2, "--mode 'fused-ce': expected auto, gemm-only, split-nccl, "
-                                                          "split-lsa or split-ce (AllGatherGemm has no fused mode yet)"},
+      {[](AgGemmOptions& o) { o.mode = "fused-lsa"; }, 2,
+       "--mode 'fused-lsa': expected auto, gemm-only, split-nccl, split-lsa, split-ce or fused-ce (AllGatherGemm's "
+       "only fused mode is fused-ce)"},
+      {[](AgGemmOptions& o) { o.mode = "decode"; }, 2,
+       "--mode 'decode': expected auto, gemm-only, split-nccl, split-lsa, split-ce or fused-ce"},
+      // fused-ce's GEMM reads A's scales as they land: no mxfp8 (its scales need a pre-pass), no fp32 out.
+      {[](AgGemmOptions& o) { o.mode = "fused-ce", o.quant = "mxfp8"; }, 2,
+       "--mode fused-ce --quant mxfp8 --out bf16: mode fused-ce runs quant bf16, ptpc and blockscale with bf16 output"},
+      {[](AgGemmOptions& o) { o.mode = "fused-ce", o.out = "fp32"; }, 4,
+       "--mode fused-ce --quant bf16 --out fp32: mode fused-ce runs quant bf16, ptpc and blockscale with bf16 output"},
       {[](AgGemmOptions& o) { o.mx_route = "native"; }, 2, "--mx-route native: applies to --quant mxfp8 only"},
       {[](AgGemmOptions& o) { o.ms = {128, 4096}, o.m_max = 1024; }, 2, "-m/--m 4096: above --m-max 1024"},
       {[](AgGemmOptions&) {}, 9, "--world 9: world must be in 1..8"},

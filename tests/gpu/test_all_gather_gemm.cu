@@ -9,6 +9,8 @@
 // randomised soak; bad inputs. Over NCCL on 2+ GPUs: tests/multi_gpu/test_ag_gemm.cu.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -17,10 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "comm/stream_mem_ops.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/hash.hpp"
 #include "fused/ag_gemm/impl.hpp"
+#include "fused/ag_gemm/plan.hpp"
 #include "fused_op_traits_all_gather.hpp"
 #include "fused_test_support.hpp"
 #include "support/expect_error.hpp"
@@ -71,11 +75,20 @@ GemmScales scales_of(const bench::DeviceOperand& a, const bench::DeviceOperand& 
 // weave::Gemm over every rank's A stacked ([world m, K] and its scales, copied here) with the plan
 // the op makes for its share of the SMs: the op's output, bitwise, if the gathers move the right
 // bytes to the right rows.
+// fused-ce (its own 128x128 kernel): weave::Gemm forced to that tile, on the tiled kernels at any m.
 std::vector<uint8_t> stacked_gemm(AllGatherGemm& op, const std::vector<bench::DeviceOperand>& as,
                                   const bench::DeviceOperand& b, int64_t m, cudaStream_t st) {
   const AllGatherGemmConfig& c = op.config();
   const int world = static_cast<int>(as.size()), dev = b.view.device;
-  const fused::AgmGemm g = fused::agm_gemm(c, world, m, AllGatherGemm::Impl::of(op).grid_cap);
+  fused::AgmGemm g = fused::agm_gemm(c, world, m, AllGatherGemm::Impl::of(op).grid_cap);
+  if (c.mode == Mode::kFusedCe) {
+    g.overrides = GemmPlanOverrides{};
+    g.overrides.block_m = fused::kAgmFusedBlockM;
+    g.overrides.block_n = fused::kAgmFusedBlockN;
+    g.overrides.split_k = 1;
+    g.overrides.decode_route = DecodeRoute::kTiles;
+    if (c.quant == ScaleMode::kBlockscale) g.overrides.scale_a_route = ScaleARoute::kAsGiven;
+  }
   const size_t a_bytes = as[0].values.bytes(), s_bytes = as[0].scales.bytes();
   bench::DeviceBuffer a(world * a_bytes), sa(world * s_bytes + 16),
       out(static_cast<size_t>(world * m * c.n) * dtype_bytes(c.out_dtype));
@@ -117,7 +130,8 @@ TEST(EmulatedAllGatherGemm, SelfTestEveryModeQuantAndWorld) {
     for (const test::QuantCase& q : agm_quants()) {
       if ((world == 3 || world == 8) && q.quant != ScaleMode::kBF16 && q.quant != ScaleMode::kPtpc) continue;
       SCOPED_TRACE(std::string(q.name) + " W" + std::to_string(world));
-      for (Mode mode : {Mode::kSplitLsa, Mode::kSplitCe, Mode::kAuto}) {
+      for (Mode mode : {Mode::kSplitLsa, Mode::kSplitCe, Mode::kFusedCe, Mode::kAuto}) {
+        if (mode == Mode::kFusedCe && !fused::agm_fused_ce_quant(q.quant, q.out)) continue;  // refused: BadInputs
         if (!fits_queues(mode, world)) {
           test::print_not_run(mode_name(mode) + " " + q.name, world, test::not_run_reason(mode, world));
           continue;
@@ -236,8 +250,8 @@ TEST(EmulatedAllGatherGemm, BackToBackCallsOfChangingMWithALateRank) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 256, k = 512, m_max = 1100;
   const std::vector<int64_t> ms = {1000, 7, 128, 1, 640, 1100, 300};
-  for (Mode mode : {Mode::kSplitLsa, Mode::kAuto, Mode::kSplitCe}) {
-    const int world = mode == Mode::kSplitCe ? 2 : 4;
+  for (Mode mode : {Mode::kSplitLsa, Mode::kAuto, Mode::kSplitCe, Mode::kFusedCe}) {
+    const int world = test::uses_copy_streams(mode) ? 2 : 4;
     if (!fits_queues(mode, world)) {
       test::print_not_run(mode_name(mode), world, test::not_run_reason(mode, world));
       continue;
@@ -285,7 +299,7 @@ TEST(EmulatedAllGatherGemm, GraphReplaysAcrossTheEpochWrap) {
   const int world = 2;
   const int64_t n = 256, k = 256, m_max = 512;
   const int64_t ms[2] = {512, 77};
-  for (Mode mode : {Mode::kSplitLsa, Mode::kSplitCe}) {
+  for (Mode mode : {Mode::kSplitLsa, Mode::kSplitCe, Mode::kFusedCe}) {
     if (!fits_queues(mode, world)) {
       test::print_not_run(mode_name(mode), world, test::not_run_reason(mode, world));
       continue;
@@ -344,10 +358,10 @@ TEST(EmulatedAllGatherGemm, GraphReplaysAcrossTheEpochWrap) {
 TEST(EmulatedAllGatherGemm, APeerThatNeverArrivesAndRanksThatDisagreeOnM) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 256, k = 256, m_max = 600;
-  {
+  for (Mode mode : {Mode::kSplitLsa, Mode::kFusedCe}) {
     bench::EmulatedWorld ew(2, 0, 1.0);
     ew.run([&](comm::Group& g) {
-      auto op = make(g, agm_config(AgTraits::kQuants[0], Mode::kSplitLsa, n, k, m_max));
+      auto op = make(g, agm_config(AgTraits::kQuants[0], mode, n, k, m_max));
       test::AgOneHot oh(m_max, n, k, g.rank());
       oh.set_a(1, m_max);
       g.barrier();
@@ -357,7 +371,7 @@ TEST(EmulatedAllGatherGemm, APeerThatNeverArrivesAndRanksThatDisagreeOnM) {
         comm::sync_stream_bounded(st.s, 10, "the call whose peer never arrives");
         const std::string msg = test::error_of([&] { op->check(); }, Status::kTimeout);
         test::expect_first_call_timeout_names_everything(msg, 0, 1);
-        std::printf("  split-lsa: %s\n", msg.c_str());
+        std::printf("  %s: %s\n", mode_name(mode).c_str(), msg.c_str());
         EXPECT_FALSE(
             test::error_of([&] { op->run(m_max, oh.a_view(m_max, g.device()), oh.b_view(g.device()), {}, st.s); },
                            Status::kTimeout)
@@ -368,10 +382,12 @@ TEST(EmulatedAllGatherGemm, APeerThatNeverArrivesAndRanksThatDisagreeOnM) {
   // Ranks that call with m = 300 and 600: at K 256 (150 and 300 KB per rank) the gathers run the LL
   // protocol, whose lines carry the byte count ("ll-flag-in-data"); at K 4096 (2.4 and 4.8 MB) the
   // push, whose zero-copy key holds the block stride. Either way kMismatch on every rank.
+  // fused-ce: its enter kernel compares the slots' stride (the zero-copy key) at both K.
+  for (Mode mode : {Mode::kSplitLsa, Mode::kFusedCe})
   for (int64_t kk : {int64_t(256), int64_t(4096)}) {
     bench::EmulatedWorld ew(2, 0, 2.0);
     ew.run([&](comm::Group& g) {
-      auto op = make(g, agm_config(AgTraits::kQuants[0], Mode::kSplitLsa, n, kk, m_max));
+      auto op = make(g, agm_config(AgTraits::kQuants[0], mode, n, kk, m_max));
       const int64_t m = 300 * (1 + g.rank());
       test::AgOneHot oh(m_max, n, kk, g.rank());
       oh.set_a(3, m);
@@ -384,14 +400,15 @@ TEST(EmulatedAllGatherGemm, APeerThatNeverArrivesAndRanksThatDisagreeOnM) {
       EXPECT_TRUE(msg.find("same count (e.g. the same m)") != std::string::npos ||
                   msg.find("must sit at the same offset on every rank") != std::string::npos)
           << msg;
-      if (g.rank() == 0) std::printf("  split-lsa, K %lld, m 300 vs 600: %s\n", static_cast<long long>(kk), msg.c_str());
+      if (g.rank() == 0)
+        std::printf("  %s, K %lld, m 300 vs 600: %s\n", mode_name(mode).c_str(), static_cast<long long>(kk), msg.c_str());
       g.barrier();
     });
   }
 }
 
-// A randomised soak at a model layer's width (N 7168, K 2048): 10,000 calls at W = 2 over split-lsa
-// and auto ops (bf16) and a ptpc split-lsa op, picked at random per call (the same sequence on
+// A randomised soak at a model layer's width (N 7168, K 2048): 10,000 calls at W = 2 over split-lsa,
+// auto and fused-ce ops (bf16) and ptpc split-lsa and fused-ce ops, picked at random per call (the same sequence on
 // every rank), m random from 16 variants up to 1024 rows per rank, a late rank now and then; each
 // output NaN-poisoned before its call and counted on the device after it.
 TEST(EmulatedAllGatherGemm, RandomisedSoak) {
@@ -411,6 +428,8 @@ TEST(EmulatedAllGatherGemm, RandomisedSoak) {
     ops.push_back({make(g, agm_config(AgTraits::kQuants[0], Mode::kSplitLsa, n, k, m_max)), false});
     ops.push_back({make(g, agm_config(AgTraits::kQuants[0], Mode::kAuto, n, k, m_max)), false});
     ops.push_back({make(g, agm_config(agm_quants()[2], Mode::kSplitLsa, n, k, m_max)), true});
+    ops.push_back({make(g, agm_config(AgTraits::kQuants[0], Mode::kFusedCe, n, k, m_max)), false});
+    ops.push_back({make(g, agm_config(agm_quants()[2], Mode::kFusedCe, n, k, m_max)), true});
     test::AgOneHot oh(m_max, n, k, g.rank());
     Stream st;
     bench::DeviceBuffer wrong(8);
@@ -462,6 +481,291 @@ TEST(EmulatedAllGatherGemm, RandomisedSoak) {
               static_cast<long long>(n), static_cast<long long>(k), total_wrong);
 }
 
+// fused-ce, W = 2, every quant it runs, m from one row to many tiles (partial tiles straddling the
+// two ranks' rows included): the same bytes as weave::Gemm at its 128x128 tile over the stacked rows,
+// identical on both ranks, within the per-source reference; the gathered A and scales bitwise every
+// rank's; the caller's `out` and the zero-copy input the same bytes.
+TEST(EmulatedAllGatherGemm, FusedCeEqualsTheGemmOfTheStackedRowsAtItsTileBitwise) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int world = 2;
+  if (!fits_queues(Mode::kFusedCe, world)) GTEST_SKIP() << test::not_run_reason(Mode::kFusedCe, world);
+  const int64_t n = 512, k = 1024, m_max = 2048;
+  bench::EmulatedWorld ew(world, 0, 20);
+  for (const test::QuantCase& q : agm_quants()) {
+    if (!fused::agm_fused_ce_quant(q.quant, q.out)) continue;
+    SCOPED_TRACE(std::string(q.name));
+    ew.run([&](comm::Group& g) {
+      const int dev = g.device(), r = g.rank();
+      auto op = make(g, agm_config(q, Mode::kFusedCe, n, k, m_max));
+      std::vector<bench::DeviceOperand> bs;
+      bs.push_back(bench::upload_operand(
+          bench::quantize_parallel(bench::random_operand(77, n, k), n, k, q.quant, ref::Operand::kB), dev));
+      const bench::DeviceOperand& b = bs[0];
+      Stream st;
+      const size_t ob = dtype_bytes(q.out), row_bytes = static_cast<size_t>(k) * (q.quant == ScaleMode::kBF16 ? 2 : 1);
+      for (int64_t m : {int64_t(1), int64_t(77), int64_t(128), int64_t(1000), m_max}) {
+        const std::vector<bench::DeviceOperand> as = test::upload_every_a(world, 900 + m, m, k, q.quant, dev);
+        const GemmScales sc = scales_of(as[r], b);
+        const size_t bytes = static_cast<size_t>(world * m * n) * ob;
+        const std::vector<uint8_t> got = test::poisoned_call(g, *op, m, as[r].view, b.view, sc, bytes, st.s);
+        EXPECT_EQ(op->last_mode(), Mode::kFusedCe);
+        EXPECT_EQ(stacked_gemm(*op, as, b, m, st.s), got) << "m " << m << ": differs from weave::Gemm at 128x128";
+        const auto hashes = g.all_gather(fnv1a64(got.data(), bytes), "the output hash");
+        EXPECT_EQ(hashes[1], hashes[0]) << "m " << m << ": the ranks differ";
+        const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = q.out};
+        AgTraits::Reference(q, p, as, bs, r, dev, st.s).expect_close(got, "fused-ce");
+        const auto ga = download<uint8_t>(op->gathered_a(m).data, static_cast<size_t>(world * m) * row_bytes);
+        for (int s = 0; s < world; ++s) {
+          const auto want = download<uint8_t>(as[s].values.get(), static_cast<size_t>(m) * row_bytes);
+          EXPECT_EQ(0, std::memcmp(ga.data() + s * m * row_bytes, want.data(), want.size())) << "m " << m << " A of " << s;
+          if (q.quant == ScaleMode::kBF16) continue;
+          const size_t sb = as[s].scales.bytes();
+          const auto gs = download<uint8_t>(static_cast<const char*>(op->gathered_scale_a(m).data) + s * sb, sb);
+          EXPECT_EQ(gs, download<uint8_t>(as[s].scales.get(), sb)) << "m " << m << " scales of " << s;
+        }
+        // The zero-copy input into the caller's out (ld 2N): the same bytes.
+        test::CallerOut out(q.out, world * m, n, 2 * n, dev);
+        const TensorView slot = op->input(m), slot_s = op->input_scales(m);
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(slot.data, as[r].values.get(), static_cast<size_t>(m) * row_bytes,
+                                         cudaMemcpyDeviceToDevice, st.s));
+        if (q.quant != ScaleMode::kBF16)
+          WEAVE_CHECK_CUDA(cudaMemcpyAsync(slot_s.data, as[r].scales.get(), as[r].scales.bytes(),
+                                           cudaMemcpyDeviceToDevice, st.s));
+        out.poison(st.s);
+        g.barrier();
+        op->run(m, slot, b.view, GemmScales{slot_s, b.scale_view}, out.view, st.s);
+        comm::sync_stream_bounded(st.s, 2 * g.timeout_s() + 5, "the zero-copy call into the caller's out");
+        op->check();
+        EXPECT_EQ(out.rows(), got) << "m " << m << ": the zero-copy call into the caller's out differs";
+        g.barrier();
+      }
+    });
+  }
+}
+
+// The landed wait's negative control (W = 2, bf16, one-hot operands): both ranks' copy streams start
+// 40 ms late and every call poisons the gathered rows first. With the wait the GEMM reads the
+// peer's rows only once they landed (0 wrong); without it (skip_landed_wait) the tiles of the
+// peer's rows read the poison (the peer's rows wrong, the own rows right).
+TEST(EmulatedAllGatherGemm, FusedCeTilesWaitForThePeersRowsAndTheNegativeControlDoesNot) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int world = 2;
+  if (!fits_queues(Mode::kFusedCe, world)) GTEST_SKIP() << test::not_run_reason(Mode::kFusedCe, world);
+  const int64_t n = 512, k = 512, m = 1000;
+  for (bool skip : {false, true}) {
+    SCOPED_TRACE(skip ? "landed wait skipped" : "landed wait on");
+    bench::EmulatedWorld ew(world, 0, 20);
+    ew.run([&](comm::Group& g) {
+      fused::AllGatherGemmHooks hooks;
+      hooks.skip_landed_wait = skip;
+      hooks.delay_pull_ns = 40'000'000;
+      auto op = make(g, agm_config(AgTraits::kQuants[0], Mode::kFusedCe, n, k, m), hooks);
+      test::AgOneHot oh(m, n, k, g.rank());
+      Stream st;
+      for (uint64_t seed : {11u, 12u}) {
+        oh.set_a(seed, m);
+        const TensorView ga = op->gathered_a(m);
+        WEAVE_CHECK_CUDA(cudaMemsetAsync(ga.data, 0xFF, static_cast<size_t>(world * m * k) * 2, st.s));  // NaN rows
+        g.barrier();
+        op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+        g.barrier();
+        comm::sync_stream_bounded(st.s, 20, "the fused-ce call");
+        op->check();
+        const auto h = download<uint16_t>(op->output(m).data, static_cast<size_t>(world * m * n));
+        const std::vector<int64_t> wrong = oh.wrong(h, seed, world, m);
+        EXPECT_EQ(wrong[g.rank()], 0) << "the own rows are staged before the kernel";
+        if (skip)
+          EXPECT_GT(wrong[1 - g.rank()], 0) << "without the wait the peer's rows must be read before they land";
+        else
+          EXPECT_EQ(wrong[1 - g.rank()], 0) << "rank " << g.rank() << " seed " << seed;
+        if (g.rank() == 0)
+          std::printf("  fused-ce, landed wait %s: %lld wrong elements from the peer's rows\n", skip ? "SKIPPED" : "on",
+                      static_cast<long long>(wrong[1]));
+        g.barrier();
+      }
+    });
+  }
+}
+
+// fused-ce against the split modes in graphs. A graph per rank cannot time fused-ce in the emulated
+// world (its kernel waits for its own copy streams, and per-rank graphs enter the GPU's shared
+// queues as the driver schedules them: the bench's first replay stalled until the 30 s timeout),
+// so, as GemmAllReduce fused-ce's graph test, both ranks' calls go into ONE graph per mode (rank
+// 1's stream joins rank 0's capture through an event). 200 replays per mode, every replay's output
+// counted wrong on the device (one-hot operands, bf16), and the time per replay printed: one GPU,
+// the ranks on half its SMs each and the "link" local HBM, so a measure of the overlap, not NVLink.
+TEST(EmulatedAllGatherGemm, FusedCeInOneGraphAgainstTheSplitModes) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int world = 2, replays = 200;
+  if (!fits_queues(Mode::kFusedCe, world)) GTEST_SKIP() << test::not_run_reason(Mode::kFusedCe, world);
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (const Shape sh : {Shape{2048, 1024, 4096}, Shape{512, 7168, 4096}}) {
+    bench::EmulatedWorld ew(world, 0, 20);
+    std::vector<cudaStream_t> streams(world, nullptr);
+    std::vector<cudaEvent_t> joined(world, nullptr);  // [r]: rank r's part of the capture is enqueued
+    ew.run([&](comm::Group& g) {
+      const int r = g.rank();
+      test::AgOneHot oh(sh.m, sh.n, sh.k, r);
+      oh.set_a(31, sh.m);
+      const test::AgDeviceExpect want(oh, 31, world, sh.m, false);
+      Stream st;
+      streams[r] = st.s;
+      WEAVE_CHECK_CUDA(cudaEventCreateWithFlags(&joined[r], cudaEventDisableTiming));
+      bench::DeviceBuffer wrong(8);
+      WEAVE_CHECK_CUDA(cudaMemset(wrong.get(), 0, 8));
+      std::vector<double> us, eager_us;
+      const int chunk_arms[] = {1, 2, 8, 16};
+      for (int arm = 0; arm < 9; ++arm) {
+        // Arm 4: fused-ce without its landed waits (a diagnostic: the time the waits cost; wrong output,
+        // not counted); arms 5..8: fused-ce with at most 1, 2, 8, 16 chunks per peer (the op: kAgmPullChunks).
+        const Mode mode = arm < 4 ? std::array{Mode::kGemmOnly, Mode::kSplitLsa, Mode::kSplitCe, Mode::kFusedCe}[arm]
+                                  : Mode::kFusedCe;
+        fused::AllGatherGemmHooks hooks;
+        hooks.skip_landed_wait = arm == 4;
+        if (arm >= 5) hooks.pull_chunks = chunk_arms[arm - 5];
+        auto op = make(g, agm_config(AgTraits::kQuants[0], mode, sh.n, sh.k, sh.m), hooks);
+        cudaGraphExec_t exec = nullptr;
+        g.barrier();
+        if (r == 0) {
+          WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeRelaxed));
+          WEAVE_CHECK_CUDA(cudaEventRecord(joined[0], st.s));
+        }
+        g.barrier();
+        if (r != 0) WEAVE_CHECK_CUDA(cudaStreamWaitEvent(st.s, joined[0], 0));  // joins rank 0's capture
+        const TensorView out = op->output(sh.m);
+        WEAVE_CHECK_CUDA(cudaMemsetAsync(out.data, 0xFF, static_cast<size_t>(world * sh.m * sh.n) * 2, st.s));
+        op->run(sh.m, oh.a_view(sh.m, g.device()), oh.b_view(g.device()), {}, st.s);
+        if (mode != Mode::kGemmOnly && arm != 4) want.count_wrong(out.data, false, wrong.as<unsigned long long>(), 64, st.s);
+        if (r != 0) WEAVE_CHECK_CUDA(cudaEventRecord(joined[r], st.s));
+        g.barrier();
+        if (r == 0) {
+          for (int q = 1; q < world; ++q) WEAVE_CHECK_CUDA(cudaStreamWaitEvent(st.s, joined[q], 0));
+          cudaGraph_t graph;
+          WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
+          WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+          WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
+          for (int i = 0; i < 5; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(exec, st.s));  // warm-up
+          cudaEvent_t t0, t1;
+          WEAVE_CHECK_CUDA(cudaEventCreate(&t0));
+          WEAVE_CHECK_CUDA(cudaEventCreate(&t1));
+          WEAVE_CHECK_CUDA(cudaEventRecord(t0, st.s));
+          for (int i = 0; i < replays; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(exec, st.s));
+          WEAVE_CHECK_CUDA(cudaEventRecord(t1, st.s));
+          comm::sync_stream_bounded(st.s, 120, "one-graph replays");
+          float ms = 0;
+          WEAVE_CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+          us.push_back(1000.0 * ms / replays);
+          cudaEventDestroy(t0);
+          cudaEventDestroy(t1);
+          WEAVE_CHECK_CUDA(cudaGraphExecDestroy(exec));
+        }
+        g.barrier();  // every replay of both ranks' parts is complete
+        // Eager calls, each rank on its own stream (lockstep enqueue): the time per call is the
+        // later rank's, events around 20 back-to-back calls after 3 warm-ups.
+        cudaEvent_t e0, e1;
+        WEAVE_CHECK_CUDA(cudaEventCreate(&e0));
+        WEAVE_CHECK_CUDA(cudaEventCreate(&e1));
+        for (int i = 0; i < 23; ++i) {
+          if (i == 3) WEAVE_CHECK_CUDA(cudaEventRecord(e0, st.s));
+          op->run(sh.m, oh.a_view(sh.m, g.device()), oh.b_view(g.device()), {}, st.s);
+          g.barrier();
+        }
+        WEAVE_CHECK_CUDA(cudaEventRecord(e1, st.s));
+        comm::sync_stream_bounded(st.s, 60, "eager calls");
+        float ms = 0;
+        WEAVE_CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+        const auto per_rank = g.all_gather(static_cast<uint64_t>(1000.0 * 1000.0 * ms / 20), "eager ns per call");
+        eager_us.push_back(*std::max_element(per_rank.begin(), per_rank.end()) / 1000.0);
+        op->check();
+        g.barrier();
+      }
+      unsigned long long bad = 0;
+      wrong.download(&bad, 8);
+      EXPECT_EQ(bad, 0ull) << "rank " << r << ": wrong elements over the split and fused-ce replays";
+      if (r == 0)
+        std::printf("  eager, each rank its own stream (us per call, the later rank): gemm-only %.1f, split-lsa %.1f, "
+                    "split-ce %.1f, fused-ce %.1f (fused-ce / best split %.3f); fused-ce without its landed waits %.1f\n",
+                    eager_us[0], eager_us[1], eager_us[2], eager_us[3], eager_us[3] / std::min(eager_us[1], eager_us[2]),
+                    eager_us[4]);
+      if (r == 0)
+        std::printf("  fused-ce by chunks per peer (eager / one graph, us): 1: %.1f / %.1f, 2: %.1f / %.1f, %d (the op's): "
+                    "%.1f / %.1f, 8: %.1f / %.1f, 16: %.1f / %.1f\n",
+                    eager_us[5], us[5], eager_us[6], us[6], fused::kAgmPullChunks, eager_us[3], us[3], eager_us[7], us[7],
+                    eager_us[8], us[8]);
+
+      if (r == 0) {
+        // What fused-ce's pulls cost alone here: both ranks' copies of a peer's rows (one copy
+        // engine copy each, then the same bytes in fused-ce's chunks), two streams, one graph.
+        const size_t bytes = static_cast<size_t>(sh.m * sh.k) * 2;
+        const int chunks = fused::agm_chunks(sh.m, fused::kAgmFusedBlockM).chunks;  // the most the op allows
+        bench::DeviceBuffer src(2 * bytes), dst(2 * bytes);
+        Stream s1, s2;
+        cudaEvent_t fork, j1, j2;
+        WEAVE_CHECK_CUDA(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+        WEAVE_CHECK_CUDA(cudaEventCreateWithFlags(&j1, cudaEventDisableTiming));
+        WEAVE_CHECK_CUDA(cudaEventCreateWithFlags(&j2, cudaEventDisableTiming));
+        double pull_us[3] = {0, 0, 0};
+        const comm::StreamMemOps mem_ops(g.device());
+        bench::DeviceBuffer words(4 * 2 * comm::kMaxChunks);
+        // 2: the chunks with the op's landed word (a stream write) after each
+        for (int chunked = 0; chunked < 3; ++chunked) {
+          WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeRelaxed));
+          WEAVE_CHECK_CUDA(cudaEventRecord(fork, st.s));
+          for (int i = 0; i < 2; ++i) {
+            cudaStream_t cs = i == 0 ? s1.s : s2.s;
+            WEAVE_CHECK_CUDA(cudaStreamWaitEvent(cs, fork, 0));
+            const int pieces = chunked ? chunks : 1;
+            for (int c = 0; c < pieces; ++c) {
+              const size_t at = i * bytes + c * (bytes / pieces);
+              WEAVE_CHECK_CUDA(cudaMemcpyAsync(static_cast<char*>(dst.get()) + at, static_cast<char*>(src.get()) + at,
+                                               bytes / pieces, cudaMemcpyDeviceToDevice, cs));
+              if (chunked == 2) mem_ops.write(cs, words.as<uint32_t>() + i * comm::kMaxChunks + c, 1u);
+
+            }
+            WEAVE_CHECK_CUDA(cudaEventRecord(i == 0 ? j1 : j2, cs));
+            WEAVE_CHECK_CUDA(cudaStreamWaitEvent(st.s, i == 0 ? j1 : j2, 0));
+          }
+          cudaGraph_t graph;
+          cudaGraphExec_t exec;
+          WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
+          WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+          WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
+          for (int i = 0; i < 5; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(exec, st.s));
+          cudaEvent_t t0, t1;
+          WEAVE_CHECK_CUDA(cudaEventCreate(&t0));
+          WEAVE_CHECK_CUDA(cudaEventCreate(&t1));
+          WEAVE_CHECK_CUDA(cudaEventRecord(t0, st.s));
+          for (int i = 0; i < replays; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(exec, st.s));
+          WEAVE_CHECK_CUDA(cudaEventRecord(t1, st.s));
+          comm::sync_stream_bounded(st.s, 60, "copy-engine replays");
+          float ms = 0;
+          WEAVE_CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+          pull_us[chunked] = 1000.0 * ms / replays;
+          cudaEventDestroy(t0);
+          cudaEventDestroy(t1);
+          WEAVE_CHECK_CUDA(cudaGraphExecDestroy(exec));
+        }
+        cudaEventDestroy(fork);
+        cudaEventDestroy(j1);
+        cudaEventDestroy(j2);
+        std::printf("  m %lld per rank, N %lld, K %lld, W 2 in one graph on one GPU (us per call of both ranks): "
+                    "gemm-only %.1f, split-lsa %.1f, split-ce %.1f, fused-ce %.1f (fused-ce / best split %.3f, "
+                    "/ gemm-only %.3f; without its landed waits %.1f); the pulls alone (2 x %.1f MB by copy engines): %.1f us in one copy each, "
+                    "%.1f in %d chunks, %.1f with a landed word after each\n",
+                    static_cast<long long>(sh.m), static_cast<long long>(sh.n), static_cast<long long>(sh.k), us[0],
+                    us[1], us[2], us[3], us[3] / std::min(us[1], us[2]), us[3] / us[0], us[4], bytes / 1e6, pull_us[0],
+                    pull_us[1], chunks, pull_us[2]);
+      }
+      WEAVE_CHECK_CUDA(cudaEventDestroy(joined[r]));
+      g.barrier();
+    });
+  }
+}
+
 // Bad inputs: every argument rule named before any GPU work, the op usable after each.
 TEST(EmulatedAllGatherGemm, BadInputsAreClearErrors) {
   WEAVE_REQUIRE_GPUS(1);
@@ -474,6 +778,10 @@ TEST(EmulatedAllGatherGemm, BadInputsAreClearErrors) {
     mn.quant = ScaleMode::kBlockscale;
     mn.scale_layout = ScaleLayout::kMnMajor;
     EXPECT_NE(test::error_of([&] { make(g, mn); }).find("scale_layout must be raw"), std::string::npos);
+    AllGatherGemmConfig mx = agm_config(AgTraits::kQuants[0], Mode::kFusedCe, n, k, m_max);
+    mx.quant = ScaleMode::kMxfp8;
+    EXPECT_NE(test::error_of([&] { make(g, mx); }).find("mode fused-ce runs quant bf16, ptpc and blockscale"),
+              std::string::npos);
     EXPECT_NE(test::error_of([&] { make(g, agm_config(AgTraits::kQuants[0], Mode::kSplitNccl, n, k, m_max)); },
                              Status::kUnavailable)
                   .find("split-nccl needs an NCCL communicator"),

@@ -394,7 +394,8 @@ def test_reduce_scatter_validate_window_and_argument_errors():
 def test_all_gather_gemm_validate_window_and_argument_errors():
     """AllGatherGemm: its rules (the gathered GEMM's, world x m_max rows; raw scales only, since A's
     scales travel with their rows; fp8 gives bf16; mxfp8 needs k a multiple of 128; mx_route for
-    mxfp8 only), its modes (no fused mode yet), every argument error before any GPU work."""
+    mxfp8 only; fused-ce for bf16, ptpc and blockscale with bf16 output), its modes, every argument
+    error before any GPU work."""
     from weave._fused import _agm_config
 
     ok = dict(n=2048, k=7168, m_max=1024)
@@ -411,13 +412,27 @@ def test_all_gather_gemm_validate_window_and_argument_errors():
         assert needle in weave.AllGatherGemm.validate(**{**ok, "world": 2, **bad}), (bad, needle)
     c = _agm_config(256, 256, 256, "bf16", "raw", "bf16", "auto", "native")
     assert "mx_route applies to quant mxfp8 only" in weave._weave.all_gather_gemm_validate(c, 2)
+    # fused-ce: its GEMM reads A's scales as they land and stores bf16; the split modes keep the rest.
+    rule = "mode fused-ce runs quant bf16, ptpc and blockscale with bf16 output"
+    for quant in ("bf16", "ptpc", "blockscale"):
+        assert weave.AllGatherGemm.validate(**ok, world=4, quant=quant, mode="fused-ce") == "", quant
+    for bad, got in [(dict(quant="mxfp8"), "got mxfp8 -> bf16"), (dict(out_dtype="fp32"), "got bf16 -> fp32")]:
+        why = weave.AllGatherGemm.validate(**ok, world=2, mode="fused-ce", **bad)
+        assert rule in why and got in why, why
+        assert weave.AllGatherGemm.validate(**ok, world=2, mode="split-lsa", **bad) == "", bad
+        with pytest.raises(weave.ArgumentError) as e:
+            weave.AllGatherGemm.window_bytes(**ok, world=2, mode="fused-ce", **bad)
+        assert rule in str(e.value), str(e.value)
+    # Its window: no split gathers, its landed words instead.
+    fused_w2 = weave.AllGatherGemm.window_bytes(**ok, world=2, mode="fused-ce")
+    assert 0 < fused_w2 != weave.AllGatherGemm.window_bytes(**ok, world=2, mode="split-lsa")
     # The window: world x m_max rows of A (e4m3 and its scales in the fp8 modes) and of the output,
     # plus the split gathers' words; it grows with the world.
     w2, w8 = (weave.AllGatherGemm.window_bytes(**ok, world=w) for w in (2, 8))
     assert w2 >= 2 * 1024 * (7168 * 2 + 2048 * 2) and w8 > w2
     assert weave.AllGatherGemm.window_bytes(**ok, world=2, quant="ptpc") < w2  # e4m3 rows: half the bytes
     for bad, needle in [(dict(mode="fused-lsa"), "argument 'mode': unknown mode 'fused-lsa' (one of: auto, gemm-only, "
-                                                 "split-nccl, split-lsa, split-ce)"),
+                                                 "split-nccl, split-lsa, split-ce, fused-ce)"),
                         (dict(quant="fp4"), "unknown scale mode"),
                         (dict(m_max=0), "argument 'm_max': must be an int >= 1"),
                         (dict(out_dtype="fp16"), "argument 'out_dtype'")]:
@@ -429,14 +444,15 @@ def test_all_gather_gemm_validate_window_and_argument_errors():
     assert "n must be a multiple of 8" in str(e.value)
     assert [weave._weave.name(v) for v in (weave.AllGatherGemmMode.AUTO, weave.AllGatherGemmMode.GEMM_ONLY,
                                            weave.AllGatherGemmMode.SPLIT_NCCL, weave.AllGatherGemmMode.SPLIT_LSA,
-                                           weave.AllGatherGemmMode.SPLIT_CE)] == [
-        "auto", "gemm-only", "split-nccl", "split-lsa", "split-ce"]
+                                           weave.AllGatherGemmMode.SPLIT_CE, weave.AllGatherGemmMode.FUSED_CE)] == [
+        "auto", "gemm-only", "split-nccl", "split-lsa", "split-ce", "fused-ce"]
     assert "AllGatherGemm" in weave.__all__ and "AllGatherGemmMode" in weave.__all__
     c = _agm_config(256, 256, 256, "mxfp8", "raw", "bf16", "split-ce", "native", 66)
     assert (c.mode, c.quant, c.mx_route, c.max_sms) == (weave.AllGatherGemmMode.SPLIT_CE, weave.ScaleMode.MXFP8, 1, 66)
+    assert _agm_config(256, 256, 256, "ptpc", "raw", "bf16", "fused-ce").mode == weave.AllGatherGemmMode.FUSED_CE
     for kw, needle in [(dict(comm=object()), "argument 'comm': must be a weave.Communicator"),
                        (dict(mx_route="fp8"), "argument 'mx_route': must be one of auto, native, bf16"),
-                       (dict(max_sms=2000), "argument 'max_sms'"), (dict(mode="fused-ce"), "unknown mode 'fused-ce'")]:
+                       (dict(max_sms=2000), "argument 'max_sms'"), (dict(mode="fused-lsa"), "unknown mode 'fused-lsa'")]:
         with pytest.raises(weave.ArgumentError) as e:
             weave.AllGatherGemm(**{"comm": object(), "n": 256, "k": 256, "m_max": 256, **kw})
         assert needle in str(e.value), str(e.value)

@@ -124,8 +124,10 @@ def test_all_gather_gemm_plan_for_at_every_world(world):
     assert p["model_split_us"] == pytest.approx(p["model_gemm_us"] + p["model_comm_us"])
     if world == 1:
         assert p["mode"] == "gemm-only" and "world 1" in p["reason"] and p["model_comm_us"] == 0, p
+        assert p["model_fused_us"] == 0, p  # nothing to pull
     else:
         assert p["mode"] == "split-lsa" and p["reason"] and p["model_comm_us"] > 0, p
+        assert p["model_fused_us"] >= p["model_gemm_us"] > 0, p  # fused-ce's model, beside split's
 
 
 @pytest.mark.parametrize("quant, row_bytes", [("bf16", 2 * 7168), ("ptpc", 7168 + 4),
@@ -142,7 +144,7 @@ def test_all_gather_gemm_plan_for_moves_the_rows_as_the_gemm_reads_them(quant, r
 
 def test_all_gather_gemm_plan_for_modes_and_the_machine():
     kw = dict(n=2048, k=7168, m_max=1024, world=2)
-    for mode in ("gemm-only", "split-nccl", "split-lsa", "split-ce"):
+    for mode in ("gemm-only", "split-nccl", "split-lsa", "split-ce", "fused-ce"):
         p = weave.AllGatherGemm.plan_for(512, mode=mode, **kw)
         assert p["mode"] == mode and f"mode {mode} requested" in p["reason"], p
     assert weave.AllGatherGemm.plan_for(512, mode=weave.AllGatherGemmMode.SPLIT_CE, **kw)["mode"] == "split-ce"
@@ -154,6 +156,32 @@ def test_all_gather_gemm_plan_for_modes_and_the_machine():
     assert weave.AllGatherGemm.plan_for(512, **kw)["tiles"] == ag["tiles"]
 
 
+# fused-ce: copy engines pull the peers' rows chunk by chunk while its own 128x128 GEMM runs (bf16,
+# ptpc, blockscale with bf16 output); modelled beside split, never taken by auto.
+@pytest.mark.parametrize("quant", ["bf16", "ptpc", "blockscale"])
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_all_gather_gemm_plan_for_fused_ce(quant, world):
+    kw = dict(n=7168, k=4096, m_max=4096, world=world, quant=quant)
+    p = weave.AllGatherGemm.plan_for(4096, mode="fused-ce", **kw)
+    assert p["mode"] == "fused-ce" and (p["block_m"], p["block_n"]) == (128, 128), p
+    assert p["tiles"] == (world * 4096 // 128) * (7168 // 128), p
+    assert "chunks of" in p["reason"] and "fused-ce GEMM" in p["gemm_kernel"], p
+    # The pulls hide under the GEMM: at this size well under the gather-then-GEMM.
+    assert p["model_gemm_us"] <= p["model_fused_us"] < p["model_split_us"], p
+    # auto models it too but takes split-lsa (fused-ce is not calibrated yet).
+    a = weave.AllGatherGemm.plan_for(4096, **kw)
+    assert a["mode"] == "split-lsa" and a["model_fused_us"] == pytest.approx(p["model_fused_us"]), a
+    assert weave.AllGatherGemm.plan_for(4096, mode=weave.AllGatherGemmMode.FUSED_CE, **kw)["mode"] == "fused-ce"
+
+
+def test_all_gather_gemm_plan_for_has_no_fused_time_where_fused_ce_cannot_run():
+    kw = dict(n=2048, k=7168, m_max=1024)
+    assert weave.AllGatherGemm.plan_for(512, world=1, **kw)["model_fused_us"] == 0
+    assert weave.AllGatherGemm.plan_for(512, world=2, quant="mxfp8", **kw)["model_fused_us"] == 0
+    assert weave.AllGatherGemm.plan_for(512, world=2, out_dtype="fp32", **kw)["model_fused_us"] == 0
+    assert weave.AllGatherGemm.plan_for(512, world=2, **kw)["model_fused_us"] > 0
+
+
 @pytest.mark.parametrize("bad, needle", [
     (dict(m=0), "argument 'm': must be an int >= 1"),  # Python's own check, before the planner's
     (dict(m=1025), "argument 'm' must be in 1..m_max (1024), got 1025"),
@@ -162,7 +190,12 @@ def test_all_gather_gemm_plan_for_modes_and_the_machine():
     (dict(m=8, world=0), "argument 'world'"),
     (dict(m=8, world=9), "world must be in 1..8, got 9"),
     (dict(m=8, mode="fused-lsa"), "argument 'mode': unknown mode 'fused-lsa' (one of: auto, gemm-only, split-nccl, "
-                                  "split-lsa, split-ce)"),
+                                  "split-lsa, split-ce, fused-ce)"),
+    (dict(m=8, mode="fused-ce", quant="mxfp8"), "mode fused-ce runs quant bf16, ptpc and blockscale with bf16 output "
+                                               "(its GEMM reads A's scales as they land, without a pre-pass), got "
+                                               "mxfp8 -> bf16"),
+    (dict(m=8, mode="fused-ce", out_dtype="fp32"), "mode fused-ce runs quant bf16, ptpc and blockscale with bf16 "
+                                                   "output"),
     (dict(m=8, quant="blockscale", scale_layout="mn-major"),
      "scale_layout must be raw: A's scales travel with their rows"),
     (dict(m=8, quant="mxfp8", scale_layout="packed"), "scale_layout must be raw"),

@@ -29,7 +29,9 @@ void add_ag_gemm_options(CLI::App& app, AgGemmOptions& o, bool with_layout, bool
         ->capture_default_str();
   o.typed.out = app.add_option("--out", o.out, "output dtype: bf16 | fp32 (fp32 only for bf16 inputs)")->capture_default_str();
   if (with_mode)
-    app.add_option("--mode", o.mode, "auto | gemm-only | split-nccl | split-lsa | split-ce (no fused mode yet)")
+    app.add_option("--mode", o.mode,
+                   "auto | gemm-only | split-nccl | split-lsa | split-ce | fused-ce (fused-ce: bf16, ptpc, blockscale "
+                   "with bf16 out; auto never takes it)")
         ->capture_default_str();
   o.many_presets = many;
   app.add_option("--preset", o.preset,
@@ -54,6 +56,7 @@ std::string name_ag_gemm_rules(const std::string& why, const AllGatherGemmConfig
     if (starts_with(p, "fp8 modes ")) return "--quant " + q + " --out " + out;
     if (starts_with(p, "scale_layout ")) return "--scale-layout " + std::string(to_string(c.scale_layout)) + " --quant " + q;
     if (starts_with(p, "mx_route ")) return "--mx-route";
+    if (starts_with(p, "mode fused-ce ")) return "--mode fused-ce --quant " + q + " --out " + out;
     if (starts_with(p, "the gathered GEMM ")) {
       // One of weave::Gemm's rules for the W x m_max rows: named after what it is about.
       const size_t colon = p.find("]: ");
@@ -77,8 +80,10 @@ AllGatherGemmConfig ag_gemm_config(const AgGemmOptions& o, int world) {
   const auto out = parse_dtype(o.out);
   WEAVE_EXPECT_ARG(out == DType::kBF16 || out == DType::kF32, "--out '" << o.out << "': expected bf16 or fp32");
   const auto mode = parse_all_gather_gemm_mode(o.mode);
-  WEAVE_EXPECT_ARG(mode.has_value(), "--mode '" << o.mode << "': expected auto, gemm-only, split-nccl, split-lsa or split-ce"
-                                                << (starts_with(o.mode, "fused") ? " (AllGatherGemm has no fused mode yet)" : ""));
+  WEAVE_EXPECT_ARG(mode.has_value(),
+                   "--mode '" << o.mode << "': expected auto, gemm-only, split-nccl, split-lsa, split-ce or fused-ce"
+                              << (starts_with(o.mode, "fused") ? " (AllGatherGemm's only fused mode is fused-ce)"
+                                                                : ""));
   c.m_max = m_max_option(o.ms, o.m_max, "rows per rank");
   c.n = o.n;
   c.k = o.k;

@@ -1,8 +1,10 @@
 // `weave plan ag-gemm`: what weave::AllGatherGemm would run for each m rows per rank, and why: the
 // same public planner the op runs per call (weave::all_gather_gemm_plan, with --sms CTAs per rank,
 // one rank per GPU in one NVLink domain, an NCCL communicator assumed), plus the window it would
-// allocate. The op has no fused mode yet, so there is no --no-fused, no --calibration and no fused
-// time. This file is the operator's trait; the fused-plan engine (plan_fused_engine.hpp) does the rest.
+// allocate. The fused mode, fused-ce, is modelled beside the split modes (fused_us) where it can run
+// (bf16, ptpc, blockscale with bf16 out, W > 1); auto never takes it (not calibrated), so there is no
+// --no-fused and no --calibration. This file is the operator's trait; the fused-plan engine
+// (plan_fused_engine.hpp) does the rest.
 #include <string>
 #include <vector>
 
@@ -23,12 +25,23 @@ class AgGemmPlanTrait final : public OpPlanTrait<AgGemmOptions, AllGatherGemmCon
   AgGemmPlanTrait(const AgGemmOptions& options, const FusedPlanOptions& o)
       : OpPlanTrait(options, o, ag_gemm_shapes, ag_gemm_config) {
     shape_.out = cfg_.out_dtype;
+    shape_.mode_needs_fused = cfg_.mode == AllGatherGemmMode::kFusedCe;
   }
 
   const char* name() const override { return "ag-gemm"; }
-  const char* fused_kernel() const override { return nullptr; }
+  const char* fused_kernel() const override {
+    const auto* k = fused::agm_fused_kernel(cfg_);
+    return k ? k->name : nullptr;
+  }
+  // fused-ce's time is shown where the planner models it (model_fused_us > 0); elsewhere the
+  // column is "-" and the JSON rows have no model_fused_us, as for an op without a fused mode.
   std::string no_fused_mode() const override {
-    return "AllGatherGemm runs its gathers, then the GEMM; the fused mode is planned, not built";
+    if (!fused::agm_fused_ce_quant(cfg_.quant, cfg_.out_dtype))
+      return "fused-ce runs quant bf16, ptpc and blockscale with bf16 output, not " +
+             std::string(to_string(cfg_.quant)) + " -> " + std::string(to_string(cfg_.out_dtype)) +
+             ": AllGatherGemm runs its gathers, then the GEMM";
+    if (world_ == 1) return "world 1: nothing to gather, so nothing for fused-ce to overlap";
+    return "";
   }
   // The op's model takes GemmAllGather's rates: one gather call's fixed cost per operand (rows, and
   // scales where A has them).
@@ -52,14 +65,22 @@ class AgGemmPlanTrait final : public OpPlanTrait<AgGemmOptions, AllGatherGemmCon
     const bool scales = fused::agm_scale_row_bytes(cfg_) > 0;
     const bool split = world_ > 1 && (cfg_.mode == AllGatherGemmMode::kAuto || cfg_.mode == AllGatherGemmMode::kSplitLsa ||
                                       cfg_.mode == AllGatherGemmMode::kSplitCe);
+    const bool fused_ce = cfg_.mode == AllGatherGemmMode::kFusedCe;
     return std::string("agm.a [world * m_max, K]") + (scales ? ", agm.sa (A's scales)" : "") +
            ", agm.out [world * m_max, N] and protocol words" +
+           (fused_ce ? ", fused-ce's landed words (world x chunks)" : "") +
            (!split ? "" : scales ? ", the split all-gathers' regions (rows, scales)" : ", the split all-gather's regions");
   }
-  std::string no_kernel_reason() const override { return "no fused mode"; }
+  std::string no_kernel_reason() const override {
+    return "no fused-ce GEMM kernel for " + std::string(to_string(cfg_.quant)) + " -> " +
+           std::string(to_string(cfg_.out_dtype)) + " in this build";
+  }
   std::vector<std::string> table_notes() const override {
-    return {"# rows: the gathered GEMM's rows (world x m); bytes/peer: this rank's m rows of A and their scales, sent "
-            "to each peer (e4m3 plus scales in the fp8 modes, bf16 in bf16); fused_us: - (no fused mode)"};
+    return {std::string("# rows: the gathered GEMM's rows (world x m); bytes/peer: this rank's m rows of A and their "
+                        "scales, sent to each peer (e4m3 plus scales in the fp8 modes, bf16 in bf16); fused_us: ") +
+            (no_fused_mode().empty() ? "fused-ce's model (the pulls under the 128x128 GEMM, plus one chunk's pull and "
+                                       "its enter / arrive kernels), whatever the mode; auto never takes it"
+                                     : "- (fused-ce cannot run here)")};
   }
 };
 
@@ -69,9 +90,9 @@ void add_plan_ag_gemm(CLI::App& plan) {
       PlanHelp{
           .name = "ag-gemm",
           .description = "AllGatherGemm per m rows per rank: tile, waves, gathered rows, bytes per peer, window, "
-                         "modelled times, the mode auto picks and why",
+                         "modelled times (split and fused-ce), the mode auto picks and why",
           .sms_note = "one rank per GPU; ",
-          .no_fused_auto = "",       // no fused mode: no --no-fused
+          .no_fused_auto = "",       // auto never takes fused-ce: no --no-fused
           .calibration_match = "",   // auto has nothing to choose: no --calibration
           .footer =
               "Every rank r holds A_r [m, K] (the same m on every rank) and the column shard B [N, K]; every rank\n"
@@ -84,7 +105,11 @@ void add_plan_ag_gemm(CLI::App& plan) {
               "moves), split-nccl (ncclAllGather of A's rows and scales in one NCCL group, then the GEMM),\n"
               "split-lsa / split-ce (weave's lsa / copy-engine all-gather of the rows and of the scales, in place\n"
               "in the op's window, then the GEMM), auto (split-lsa; split-nccl across NVLink domains; gemm-only at\n"
-              "world 1). No fused mode is built yet, so there is no --no-fused or --calibration.\n"
+              "world 1), fused-ce (copy engines pull the peers' rows and scales chunk by chunk into the window\n"
+              "while the GEMM runs, 128x128 tiles, this rank's rows first, each tile waiting for the chunks it\n"
+              "reads; bf16, ptpc and blockscale with bf16 out). auto never takes fused-ce (not calibrated on\n"
+              "NVLink yet), so there is no --no-fused or --calibration; fused_us is fused-ce's model beside\n"
+              "split_us wherever fused-ce can run (\"-\" elsewhere).\n"
               "A's scales travel with their rows: --scale-layout must be raw; mxfp8 needs K a multiple of 128.\n"
               "--preset LAYER.GEMM: a column-parallel or replicated GEMM of the decoder layer table (`weave plan\n"
               "--presets`: llama3-70b.qkv_proj, llama3-70b.gate_up_proj, deepseek-v3.qkv_a_proj, ...) sets N (the\n"

@@ -9,6 +9,8 @@
 #include "comm/protocol.hpp"
 #include "common/check.hpp"
 #include "common/log.hpp"
+#include "comm/kernels.hpp"
+#include "fused/ce_build.hpp"
 #include "fused/caller_output.hpp"
 #include "fused/split_collective.hpp"
 #include "hopper/wait_record.hpp"
@@ -49,7 +51,9 @@ AllGatherGemm::Impl::Impl(comm::Group& g, const AllGatherGemmConfig& config, con
   WEAVE_CHECK_CUDA(cudaSetDevice(g.device()));
   WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, g.device()));
   grid_cap = fused::ctas_per_rank(comm::rank_sm_share(num_sms, g.ranks_per_device()), cfg.max_sms);
-  caps = fused::agm_capabilities(cfg, fused::placement_of(g, false));
+  fused_kernel = fused::agm_fused_kernel(cfg);
+  caps = fused::agm_capabilities(cfg, fused::placement_of(g, fused_kernel != nullptr));
+  if (cfg.mode == AllGatherGemmMode::kFusedCe) fused::require_ce_compiled_in("AllGatherGemm");
   WEAVE_EXPECT(caps.unavailable.empty(), Status::kUnavailable, caps.unavailable);
   if (cfg.mode == AllGatherGemmMode::kAuto && caps.split == AllGatherGemmMode::kSplitNccl)
     WEAVE_LOG(kWarn, "rank " << g.rank() << ": AllGatherGemm auto: ranks are not all in one NVLink domain ("
@@ -59,10 +63,17 @@ AllGatherGemm::Impl::Impl(comm::Group& g, const AllGatherGemmConfig& config, con
      << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.out_dtype) << "|"
      << static_cast<int>(cfg.mode) << "|" << static_cast<int>(caps.split) << "|" << static_cast<int>(cfg.mx_route)
      << "|" << grid_cap << "|" << hooks.flow_control << "|" << hooks.initial_epoch << "|" << hooks.stale_slot_lag
-     << "|" << hooks.skip_scale_gather;
+     << "|" << hooks.skip_scale_gather << "|" << hooks.skip_landed_wait << "|" << hooks.pull_chunks;
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(), "AllGatherGemm configuration (n, k, m_max, quant, out dtype, mode, mx_route, max_sms, "
                              "testing hooks)");
+  if (cfg.mode == AllGatherGemmMode::kFusedCe) {
+    fused_kernel->prepare();
+    if (caps.pulls) {
+      mem_ops = comm::StreamMemOps::agreed(g, "AllGatherGemm fused-ce (device-triggered copies)");
+      pulls.open(w - 1);
+    }
+  }
   // The GEMMs' workspace (their mxfp8 and blockscale routes at the largest call), once.
   workspace_bytes = fused::agm_gemm_workspace_bytes(cfg, w);
   if (workspace_bytes > 0) workspace = std::make_unique<OwnedDeviceMemory>(workspace_bytes);
@@ -98,7 +109,8 @@ void AllGatherGemm::Impl::lay_out(WindowLayout& layout, const std::string& prefi
 
 void AllGatherGemm::Impl::attach(const std::shared_ptr<comm::OpWindow>& window) {
   const comm::ProtoRegions regions{.control = gl.control, .credits = gl.credits, .flags = gl.flags, .flag_blocks = 1};
-  rt->attach(window, regions, hooks.flow_control, hooks.initial_epoch, /*needs_peers=*/false, hooks.stale_slot_lag);
+  // fused-ce's flags live in the peers' windows (its pulls read them too).
+  rt->attach(window, regions, hooks.flow_control, hooks.initial_epoch, /*needs_peers=*/caps.pulls, hooks.stale_slot_lag);
   if (gather_a) gather_a->attach(window, gl.split_a);
   if (gather_sa) gather_sa->attach(window, gl.split_sa);
 }
@@ -204,6 +216,11 @@ void AllGatherGemm::Impl::run_in(comm::OpRuntime::CallGuard& guard, int64_t m, c
                      "bytes (got " << out->describe() << ")");
   }
   const TensorView c = out ? *out : output(m);
+  if (cfg.mode == AllGatherGemmMode::kFusedCe) {
+    guard.enqueueing();
+    enqueue_fused_ce(m, a, b, s, c, stream);
+    return;
+  }
   Gemm& gemm = gemm_for(m, b, s, c);
   guard.enqueueing();
   enqueue(m, a, s, gemm, stream);
@@ -246,18 +263,12 @@ void AllGatherGemm::Impl::enqueue(int64_t m, const TensorView& a, const GemmScal
   last = mode;
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   // 1. This rank's rows and scales into its slot.
+  stage_own_rows(m, a, s, /*gated=*/false, stream);
   const size_t row_bytes = static_cast<size_t>(cfg.k) * elem_bytes;
   char* a_base = local(gl.a);
   char* a_slot = a_base + static_cast<size_t>(r) * static_cast<size_t>(m) * row_bytes;
-  copy_rows(a_slot, a.data, static_cast<size_t>(a.ld()) * elem_bytes, row_bytes, m, stream);
   char* sa_base = scale_row_bytes ? local(gl.sa) : nullptr;
   char* sa_slot = scale_row_bytes ? sa_base + static_cast<size_t>(r) * static_cast<size_t>(m) * scale_row_bytes : nullptr;
-  if (scale_row_bytes) {
-    // ptpc's [m] is one dense row of m fp32 (check_gemm_inputs); the others are [m, K/g] with a row stride.
-    const bool vec = s.a.rank == 1;
-    const size_t pitch = vec ? scale_row_bytes : static_cast<size_t>(s.a.ld()) * dtype_bytes(s.a.dtype);
-    copy_rows(sa_slot, s.a.data, pitch, scale_row_bytes, m, stream);
-  }
   // 2. The gathers, in place.
   const size_t a_bytes = static_cast<size_t>(m) * row_bytes, sa_bytes = static_cast<size_t>(m) * scale_row_bytes;
   if (w > 1 && mode == AllGatherGemmMode::kSplitNccl) {
@@ -276,6 +287,104 @@ void AllGatherGemm::Impl::enqueue(int64_t m, const TensorView& a, const GemmScal
   gemm.run(stream);
 }
 
+void AllGatherGemm::Impl::stage_own_rows(int64_t m, const TensorView& a, const GemmScales& s, bool gated,
+                                         cudaStream_t stream) {
+  const size_t mm = static_cast<size_t>(m), r = static_cast<size_t>(group->rank());
+  const size_t row_bytes = static_cast<size_t>(cfg.k) * elem_bytes;
+  auto copy = [&](char* dst, const void* src, size_t src_pitch, size_t bytes_per_row) {
+    if (dst == src && src_pitch == bytes_per_row) return;  // the caller wrote the slot (input(m))
+    if (!gated) return copy_rows(dst, src, src_pitch, bytes_per_row, m, stream);
+    const int blocks = comm::lsa_blocks_for(mm * bytes_per_row, std::max(1, grid_cap));
+    if (src_pitch == bytes_per_row)  // dense rows: one contiguous block
+      return comm::launch_gated_local_copy(rt->proto(), dst, static_cast<const char*>(src), mm * bytes_per_row, blocks,
+                                           stream);
+    comm::launch_gated_rows_copy(rt->proto(), dst, bytes_per_row, static_cast<const char*>(src), src_pitch,
+                                 bytes_per_row, m, blocks, stream);
+  };
+  copy(local(gl.a) + r * mm * row_bytes, a.data, static_cast<size_t>(a.ld()) * elem_bytes, row_bytes);
+  if (scale_row_bytes) {
+    // ptpc's [m] is one dense row of m fp32 (check_gemm_inputs); the others are [m, K/g] with a row stride.
+    const bool vec = s.a.rank == 1;
+    const size_t pitch = vec ? scale_row_bytes : static_cast<size_t>(s.a.ld()) * dtype_bytes(s.a.dtype);
+    copy(local(gl.sa) + r * mm * scale_row_bytes, s.a.data, pitch, scale_row_bytes);
+  }
+}
+
+// docs/memory_ordering.md "agm-fused-ce". Rank r, call e, main stream unless named:
+//   landed words = 0 -> staging (gated) -> pull enter (e; ready -> peers; wait theirs; triggers) ->
+//   [copy stream s - 1: wait trigger, reset it, pull peer q = r + s's scales, then per chunk c its
+//   rows and landed[q][c] = 1] beside [the GEMM kernel: own rows first, each tile's producer
+//   waiting for landed[q][c] of the chunks it reads] -> join -> arrive ("done reading": every
+//   peer pulled this rank's slot, so the next call may restage it).
+// Emulated world (ranks sharing the GPU's queues): a lockstep after each phase keeps every rank's
+// earlier phase ahead of any rank's later one in a shared queue (the copies need only the enter
+// kernels, the GEMMs only their copies, the join and arrive only the GEMMs).
+void AllGatherGemm::Impl::enqueue_fused_ce(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s,
+                                           const TensorView& c, cudaStream_t stream) {
+  const int w = group->world_size(), r = group->rank();
+  last = AllGatherGemmMode::kFusedCe;
+  WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
+  const comm::Proto& pr = rt->proto();
+  const size_t mm = static_cast<size_t>(m), row_bytes = static_cast<size_t>(cfg.k) * elem_bytes;
+  uint32_t* landed = reinterpret_cast<uint32_t*>(local(gl.landed));
+  const fused::AgmChunks ch = fused::agm_chunks(m, fused::kAgmFusedBlockM,
+                                                hooks.pull_chunks > 0 ? hooks.pull_chunks : fused::kAgmPullChunks);
+  WEAVE_CHECK_CUDA(cudaMemsetAsync(landed, 0, 4 * size_t(w) * comm::kMaxChunks, stream));
+  stage_own_rows(m, a, s, /*gated=*/true, stream);
+  // Every rank's slots sit at [q m, (q + 1) m) rows: ranks of another m are a kMismatch ("zero-copy-offsets").
+  comm::launch_ce_pull_enter(pr, stream, comm::ZeroCopyKey{.offset = gl.a, .stride = mm * row_bytes, .check = 1});
+  group->enqueue_lockstep();
+  if (caps.pulls) {
+    // The fork follows the enter kernel, which stores every trigger on every path ("ce-device-trigger").
+    pulls.fork(stream);
+    const WindowHandle& h = rt->window().handle();
+    uint32_t* trigger = reinterpret_cast<uint32_t*>(local(gl.control)) + comm::kCtrlTrigger;
+    for (int st = 1; st < w; ++st) {
+      const int q = comm::peer_at(r, st, w);
+      cudaStream_t ps = pulls[st - 1];
+      mem_ops->wait_eq(ps, trigger + st - 1, 1u);
+      mem_ops->write(ps, trigger + st - 1, 0u);
+      if (hooks.delay_pull_ns > 0) comm::launch_testing_delay(hooks.delay_pull_ns, ps);
+      if (scale_row_bytes) {
+        const size_t at = gl.sa + size_t(q) * mm * scale_row_bytes;
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(local(at), h.base[q] + at, mm * scale_row_bytes, cudaMemcpyDeviceToDevice, ps));
+      }
+      for (int k = 0; k < ch.chunks; ++k) {
+        const int64_t row0 = int64_t(k) * ch.chunk_rows, rows = std::min<int64_t>(m, row0 + ch.chunk_rows) - row0;
+        const size_t at = gl.a + (size_t(q) * mm + size_t(row0)) * row_bytes;
+        WEAVE_CHECK_CUDA(cudaMemcpyAsync(local(at), h.base[q] + at, size_t(rows) * row_bytes, cudaMemcpyDeviceToDevice, ps));
+        // Without CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER: the copy's bytes are visible before the word.
+        mem_ops->write(ps, landed + fused::agm_landed_index(q, k), 1u);
+      }
+    }
+    group->enqueue_lockstep();
+  }
+  const GemmProblem prob{.m = w * m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
+                         .out_dtype = cfg.out_dtype};
+  const int64_t tiles = ((prob.m + fused::kAgmFusedBlockM - 1) / fused::kAgmFusedBlockM) *
+                        ((cfg.n + fused::kAgmFusedBlockN - 1) / fused::kAgmFusedBlockN);
+  const int grid = static_cast<int>(std::min<int64_t>(tiles, grid_cap));
+  const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kAgmFusedBlockM, fused::kAgmFusedBlockN, grid);
+  gemm::KernelArgs<fused::AgmRowsParams> args{};
+  args.main = gemm::make_mainloop_args(prob, gp, gathered_a(m), b, GemmScales{.a = gathered_scale_a(m), .b = s.b});
+  args.main.timeout_record = hopper::wait_timeout_record();
+  // Above the comm timeout: a stuck copy is reported by the landed wait that knows the peer.
+  args.main.pipeline_timeout_ns = pr.timeout_ns + 5'000'000'000ull;
+  args.epi.tma_c = gemm::make_epilogue_map("the output", c.data, cfg.out_dtype, 1, prob.m, cfg.n, c.ld(),
+                                           fused_kernel->epi_box_bytes);
+  args.epi.p = pr;
+  args.epi.landed = landed;
+  args.epi.chunks = ch;
+  args.epi.first_block = static_cast<int32_t>((int64_t(r) * m) / fused::kAgmFusedBlockM);
+  args.epi.skip_landed_wait = hooks.skip_landed_wait ? 1 : 0;
+  fused_kernel->launch(args, gp.grid, stream);
+  if (caps.pulls) {
+    group->enqueue_lockstep();
+    pulls.join(stream);
+  }
+  comm::launch_ce_arrive(pr, 1, stream, comm::FlagKind::kDone);
+}
+
 std::string AllGatherGemm::Impl::describe() const {
   std::ostringstream os;
   os << "AllGatherGemm " << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype) << " N=" << cfg.n << " K=" << cfg.k
@@ -284,6 +393,8 @@ std::string AllGatherGemm::Impl::describe() const {
   os << ", " << group->describe() << ", window " << rt->window().bytes() << " bytes, " << grid_cap << " CTAs per rank";
   if (!hooks.flow_control) os << ", credits OFF (testing)";
   if (hooks.skip_scale_gather) os << ", scale gather SKIPPED (testing)";
+  if (cfg.mode == AllGatherGemmMode::kFusedCe) os << ", " << pulls.size() << " copy streams";
+  if (hooks.skip_landed_wait) os << ", landed wait SKIPPED (testing)";
   if (workspace_bytes > 0) os << ", GEMM workspace " << workspace_bytes << " bytes";
   return os.str();
 }

@@ -7,6 +7,10 @@
 //      split-nccl both ncclAllGathers in one NCCL group; gemm-only none;
 //   3. the GEMM of [world m, K] x [N, K]^T from agm.a / agm.sa into agm.out or the caller's out:
 //      weave::Gemm with the plan fused::agm_gemm makes for this rank's share of the SMs.
+// fused-ce (docs/memory_ordering.md "agm-fused-ce"): 1 as a gated SM copy; the ce pull enter
+// kernel (ready flags, triggers); copy stream s - 1 pulls peer r + s's scales, then its rows chunk
+// by chunk, setting a landed word after each; the fused-ce GEMM kernel (own rows first, each tile
+// waiting for the chunks it reads) beside them; join; the arrive kernel ("done reading").
 // Ordering (docs/memory_ordering.md "agm-split"): everything is on the caller's stream, so a call's
 // copy into its slot follows the previous call's GEMM, which read the slots the peers overwrite
 // next; the peers' stores into this rank's slots wait for this rank's credit of the same call,
@@ -16,6 +20,8 @@
 #include <memory>
 
 #include "comm/collective_impl.hpp"
+#include "comm/copy_streams.hpp"
+#include "comm/stream_mem_ops.hpp"
 #include "comm/group.hpp"
 #include "comm/op_runtime.hpp"
 #include "fused/ag_gemm/plan.hpp"
@@ -34,6 +40,9 @@ struct AllGatherGemmHooks {
   uint32_t initial_epoch = 0;      // the epoch wrap tests start near 2^32
   uint32_t stale_slot_lag = 0;
   bool skip_scale_gather = false;  // the scales' gather left out (the negative control of its wait)
+  bool skip_landed_wait = false;   // fused-ce: the GEMM reads peers' rows without waiting for them (negative control)
+  uint64_t delay_pull_ns = 0;      // fused-ce: each copy stream starts this much later (a slow puller)
+  int pull_chunks = 0;             // fused-ce: at most this many chunks per peer (0: the op's; a measurement knob)
 };
 }  // namespace fused
 
@@ -51,6 +60,10 @@ struct AllGatherGemm::Impl {
   std::unique_ptr<comm::OpRuntime> rt;
   fused::AgmCapabilities caps;
   std::unique_ptr<Collective::Impl> gather_a, gather_sa;  // split-lsa / split-ce
+  // fused-ce: its GEMM kernel, one copy stream per peer step, the stream memory operations they wait with.
+  const gemm::GemmKernelEntry<fused::AgmRowsParams>* fused_kernel = nullptr;
+  comm::CopyStreams pulls;
+  std::unique_ptr<comm::StreamMemOps> mem_ops;
   // The GEMM of each m met so far (weave::Gemm on the window's gathered rows, planned by
   // fused::agm_gemm), re-pointed per call to the call's B, scales and output; one workspace, sized
   // at construction for the largest call's routes.
@@ -89,6 +102,12 @@ struct AllGatherGemm::Impl {
   // The call's GEMM, re-pointed at b, the scales and `c` (checked by weave::Gemm: before any GPU work).
   Gemm& gemm_for(int64_t m, const TensorView& b, const GemmScales& s, const TensorView& c);
   void enqueue(int64_t m, const TensorView& a, const GemmScales& s, Gemm& gemm, cudaStream_t stream);
+  // 1. of every mode: A_r and its scales into this rank's slot (gated: an SM copy that stores
+  // nothing once the op gave up, where a slow peer may still be pulling the slot).
+  void stage_own_rows(int64_t m, const TensorView& a, const GemmScales& s, bool gated, cudaStream_t stream);
+  // fused-ce's call for checked operands: out into `c`.
+  void enqueue_fused_ce(int64_t m, const TensorView& a, const TensorView& b, const GemmScales& s, const TensorView& c,
+                        cudaStream_t stream);
   char* local(uint64_t off) const { return rt->window().local() + off; }
   // The views' rule for m ("AllGatherGemm::<view>: m must be in 1..m_max, got m").
   void check_view_m(const char* view, int64_t m) const;

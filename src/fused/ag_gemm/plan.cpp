@@ -7,6 +7,7 @@
 #include "common/check.hpp"
 #include "fused/config_rules.hpp"
 #include "fused/model_rates.hpp"
+#include "gemm/dispatch.hpp"
 #include "gemm/planner.hpp"
 
 namespace weave {
@@ -18,13 +19,14 @@ std::string_view to_string(AllGatherGemmMode m) noexcept {
     case AllGatherGemmMode::kSplitNccl: return "split-nccl";
     case AllGatherGemmMode::kSplitLsa: return "split-lsa";
     case AllGatherGemmMode::kSplitCe: return "split-ce";
+    case AllGatherGemmMode::kFusedCe: return "fused-ce";
   }
   return "?";
 }
 
 std::optional<AllGatherGemmMode> parse_all_gather_gemm_mode(std::string_view name) noexcept {
   for (auto m : {AllGatherGemmMode::kAuto, AllGatherGemmMode::kGemmOnly, AllGatherGemmMode::kSplitNccl,
-                 AllGatherGemmMode::kSplitLsa, AllGatherGemmMode::kSplitCe})
+                 AllGatherGemmMode::kSplitLsa, AllGatherGemmMode::kSplitCe, AllGatherGemmMode::kFusedCe})
     if (name == to_string(m)) return m;
   return std::nullopt;
 }
@@ -38,6 +40,9 @@ std::string AllGatherGemm::validate(const AllGatherGemmConfig& c, int world) {
        "scale_layout must be raw: A's scales travel with their rows, and " + std::string(to_string(c.scale_layout)) +
            " interleaves the rows of several ranks (got " + std::string(to_string(c.scale_layout)) + ")");
   rule(c.quant == ScaleMode::kMxfp8 || c.mx_route == MxRoute::kAuto, "mx_route applies to quant mxfp8 only");
+  rule(c.mode != AllGatherGemmMode::kFusedCe || fused::agm_fused_ce_quant(c.quant, c.out_dtype),
+       "mode fused-ce runs quant bf16, ptpc and blockscale with bf16 output (its GEMM reads A's scales as they "
+       "land, without a pre-pass), got " + std::string(to_string(c.quant)) + " -> " + std::string(to_string(c.out_dtype)));
   if (c.n >= 1 && c.k >= 1 && c.m_max >= 1 && world >= 1 && world <= kMaxWorld) {
     GemmProblem p{.m = world * c.m_max, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout,
                   .out_dtype = c.out_dtype};
@@ -64,6 +69,18 @@ namespace weave::fused {
 
 std::int64_t agm_elem_bytes(const AllGatherGemmConfig& cfg) { return cfg.quant == ScaleMode::kBF16 ? 2 : 1; }
 
+const gemm::GemmKernelEntry<AgmRowsParams>* agm_fused_kernel(const AllGatherGemmConfig& cfg) {
+  if (!agm_fused_ce_quant(cfg.quant, cfg.out_dtype)) return nullptr;
+  return gemm::find_gemm_kernel<AgmRowsParams>(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kAgmRows, kAgmFusedBlockM,
+                                               kAgmFusedBlockN, gemm::instance_scale_layout(cfg.quant, cfg.scale_layout),
+                                               gemm::SchedulerKind::kRotatedRows);
+}
+
+bool agm_fused_ce_quant(ScaleMode quant, DType out_dtype) {
+  return out_dtype == DType::kBF16 &&
+         (quant == ScaleMode::kBF16 || quant == ScaleMode::kPtpc || quant == ScaleMode::kBlockscale);
+}
+
 std::int64_t agm_scale_row_bytes(const AllGatherGemmConfig& cfg) {
   switch (cfg.quant) {
     case ScaleMode::kPtpc: return 4;
@@ -89,6 +106,9 @@ AgmCapabilities agm_capabilities(const AllGatherGemmConfig& cfg, const Placement
   const int w = at.world;
   c.hosted_split = w > 1 ? hosted_split_of(cfg.mode) : AllGatherGemmMode::kAuto;
   c.mx_bf16_route = cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route != MxRoute::kNative;
+  c.pulls = cfg.mode == AllGatherGemmMode::kFusedCe && w > 1;
+  c.hosts_fused = cfg.mode == AllGatherGemmMode::kFusedCe;  // the landed words
+  c.fused = at.fused_kernel && at.nvlink_domain;
   c.split = hosted_split_of(cfg.mode);
   c.plan_mode = cfg.mode;
   if (cfg.mode == AllGatherGemmMode::kAuto && !at.nvlink_domain && w > 1) {
@@ -98,6 +118,13 @@ AgmCapabilities agm_capabilities(const AllGatherGemmConfig& cfg, const Placement
   std::ostringstream why;
   const std::string mode = "AllGatherGemm: mode " + std::string(to_string(cfg.mode));
   switch (cfg.mode) {
+    case AllGatherGemmMode::kFusedCe:
+      if (!at.fused_kernel) {
+        why << mode << ": no fused-ce GEMM kernel for " << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype)
+            << " in this build";
+        break;
+      }
+      [[fallthrough]];
     case AllGatherGemmMode::kSplitLsa:
     case AllGatherGemmMode::kSplitCe:
       if (!at.nvlink_domain) why << mode << " needs every rank in one NVLink domain (" << domain_ranks_phrase(at) << ")";
@@ -142,6 +169,8 @@ AgmLayout add_agm_regions(WindowLayout& layout, const AllGatherGemmConfig& cfg, 
   if (srb > 0) g.sa = layout.add(prefix + ".sa", RegionKind::kData, rows * static_cast<uint64_t>(srb)).offset;
   g.out = layout.add(prefix + ".out", RegionKind::kData,
                      rows * static_cast<uint64_t>(cfg.n) * (cfg.out_dtype == DType::kF32 ? 4 : 2)).offset;
+  if (agm_capabilities(cfg, world_only(world)).hosts_fused)  // mode-only part
+    g.landed = layout.add(prefix + ".landed", RegionKind::kData, 4 * agm_landed_words(world)).offset;
   if (agm_capabilities(cfg, world_only(world)).hosted_split != AllGatherGemmMode::kAuto) {  // mode-only part
     g.split_a = comm::add_op_regions(layout, prefix + ".split.a", agm_split_shape(cfg, world, split_max_blocks, false));
     g.has_split = true;
@@ -215,6 +244,14 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
                                     kGatherLatencyUs * (srb > 0 ? 2 : 1)
                               : 0;
   p.model_split_us = p.model_gemm_us + p.model_comm_us;
+  if (agm_fused_ce_quant(cfg.quant, cfg.out_dtype) && world > 1) {
+    // The pulls run under the GEMM; the first peer chunk's pull and the enter / arrive kernels are not hidden.
+    const AgmChunks ch = agm_chunks(m, kAgmFusedBlockM, kAgmPullChunks);
+    const double chunk_us = double(ch.chunk_rows) * double(cfg.k * agm_elem_bytes(cfg) + srb) / (kModelledLinkGbps * 1e3);
+    constexpr double kFusedCeLatencyUs = 8;  // the enter and arrive kernels (one launch each, a flag round trip)
+    const double pulls_us = double(world - 1) * double(p.bytes_per_peer) / (kModelledLinkGbps * 1e3);
+    p.model_fused_us = std::max(p.model_gemm_us, pulls_us) + chunk_us + kFusedCeLatencyUs;
+  }
   std::ostringstream why;
   p.mode = agm_mode(cfg.mode, world);
   if (cfg.mode != AllGatherGemmMode::kAuto) {
@@ -223,7 +260,23 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
   } else if (world == 1) {
     why << "world 1: nothing to gather";
   } else {
-    why << "the gather of " << p.bytes_per_peer << " bytes per peer, then the GEMM (no fused mode is built yet)";
+    why << "the gather of " << p.bytes_per_peer << " bytes per peer, then the GEMM (auto does not take fused-ce: not "
+        << "calibrated on NVLink yet)";
+  }
+  if (p.mode == AllGatherGemmMode::kFusedCe) {
+    // Its own kernel: the 128x128 tile, rotated so the own rows go first (fused/ag_gemm/fused_ce.hpp).
+    const int64_t rows = int64_t(world) * m;
+    p.block_m = kAgmFusedBlockM;
+    p.block_n = kAgmFusedBlockN;
+    p.tiles = ((rows + kAgmFusedBlockM - 1) / kAgmFusedBlockM) * ((cfg.n + kAgmFusedBlockN - 1) / kAgmFusedBlockN);
+    p.grid = static_cast<int>(std::min<int64_t>(p.tiles, std::max(1, ctas)));
+    p.waves = double(p.tiles) / std::max(1, ctas);
+    p.gemm_kernel = "the fused-ce GEMM (" + std::to_string(kAgmFusedBlockM) + "x" + std::to_string(kAgmFusedBlockN) +
+                    ", own rows first, each tile waiting for the chunks it reads)";
+    p.gemm_reason = "fused-ce's fixed tile";
+    const AgmChunks ch = agm_chunks(m, kAgmFusedBlockM, kAgmPullChunks);
+    why << "; pulls of " << ch.chunks << " chunk" << (ch.chunks == 1 ? "" : "s") << " of " << ch.chunk_rows
+        << " rows per peer under the GEMM";
   }
   why << "; GEMM " << p.gemm_kernel;
   p.reason = why.str();
@@ -250,7 +303,8 @@ AllGatherGemmPlan all_gather_gemm_plan(const AllGatherGemmConfig& config, int wo
                    "all_gather_gemm_plan: argument 'm' must be in 1..m_max (" << config.m_max << "), got " << m);
   WEAVE_EXPECT_ARG(machine.num_sms >= 1,
                    "all_gather_gemm_plan: FusedPlanMachine.num_sms must be >= 1, got " << machine.num_sms);
-  const fused::AgmCapabilities caps = fused::agm_capabilities(config, fused::placement_of(machine, world, false));
+  const fused::AgmCapabilities caps = fused::agm_capabilities(
+      config, fused::placement_of(machine, world, fused::agm_fused_kernel(config) != nullptr));
   AllGatherGemmConfig planned = config;
   planned.mode = caps.plan_mode;
   return fused::agm_plan(planned, world, m, fused::ctas_per_rank(machine.num_sms, config.max_sms), machine.nccl,

@@ -8,13 +8,17 @@
 //              rows, rank s's at [s m, (s + 1) m)
 //   agm.sa     A's scales, [world * m_max] rows of scale_row_bytes (none for bf16), laid out as agm.a
 //   agm.out    [world * m_max, N] out_dtype: the output of a call without the caller's `out`
+//   agm.landed fused-ce: world x kMaxChunks words, landed[q][c] = 1 once this rank's copy stream
+//              pulled chunk c of rank q's rows (fused/ag_gemm/fused_ce.hpp)
 //   agm.split.a / agm.split.sa   the split modes' all-gathers of agm.a and agm.sa in place
 #pragma once
 #include <cstdint>
 #include <string>
 
 #include "comm/op_layout.hpp"
+#include "fused/ag_gemm/fused_ce.hpp"
 #include "fused/capabilities.hpp"
+#include "gemm/dispatch.hpp"
 #include "weave/all_gather_gemm.hpp"
 #include "weave/gemm.hpp"
 #include "weave/window_layout.hpp"
@@ -30,6 +34,10 @@ inline constexpr int kAgmBoundSplitBlocks = 264;
 std::int64_t agm_scale_row_bytes(const AllGatherGemmConfig& cfg);
 // Bytes of one element of A (2 for bf16, 1 for e4m3).
 std::int64_t agm_elem_bytes(const AllGatherGemmConfig& cfg);
+// Whether fused-ce runs this quant and output (its kernels: fused/ag_gemm/instances.cmake).
+bool agm_fused_ce_quant(ScaleMode quant, DType out_dtype);
+// fused-ce's GEMM kernel for cfg's quant in this build; nullptr where none is built.
+const gemm::GemmKernelEntry<AgmRowsParams>* agm_fused_kernel(const AllGatherGemmConfig& cfg);
 
 using AgmCapabilities = Capabilities<AllGatherGemmMode>;
 // What an op of `cfg` can run at `at`; `unavailable` names the rule the requested mode breaks.
@@ -38,6 +46,7 @@ AgmCapabilities agm_capabilities(const AllGatherGemmConfig& cfg, const Placement
 struct AgmLayout {
   uint64_t control = 0, credits = 0, flags = 0;
   uint64_t a = 0, sa = 0, out = 0;  // offsets of agm.a, agm.sa, agm.out
+  uint64_t landed = 0;              // agm.landed (fused-ce only)
   comm::OpOffsets split_a, split_sa;
   bool has_split = false, has_split_scales = false;
 };
@@ -59,9 +68,9 @@ AgmGemm agm_gemm(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas)
 // The workspace every call's GEMM fits in: its routes' buffers at world x m_max rows.
 std::size_t agm_gemm_workspace_bytes(const AllGatherGemmConfig& cfg, int world);
 
-// The mode every call of an op runs (it does not depend on m until a fused mode exists): the
-// capabilities' plan mode (split-nccl for auto across NVLink domains), auto's split-lsa, or
-// gemm-only at world 1.
+// The mode every call of an op runs (it does not depend on m: auto does not take fused-ce before it
+// is calibrated): the capabilities' plan mode (split-nccl for auto across NVLink domains), auto's
+// split-lsa, or gemm-only at world 1.
 AllGatherGemmMode agm_mode(AllGatherGemmMode plan_mode, int world);
 
 // The plan of one call of m rows per rank on `ctas` CTAs per rank; nccl_available: the group has

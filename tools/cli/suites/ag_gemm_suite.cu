@@ -7,14 +7,15 @@
 //
 // What is ag-gemm's own:
 //   arms      gemm-only, cublaslt (cuBLASLt's GEMM of the W m gathered rows, only this rank's rows
-//             there: the GEMM alone), split-lsa, split-ce, auto; --devices: split-nccl,
-//             cublaslt+nccl (ncclAllGather of A's rows and scales, out of place from A_r, then
-//             cuBLASLt's GEMM), cublaslt+nccl-sym (the same in place in an NCCL symmetric window);
-//             no comm-only and no fused arm (no fused mode yet: nothing to overlap);
+//             there: the GEMM alone), split-lsa, split-ce, fused-ce (W > 1; bf16, ptpc, blockscale
+//             with bf16 out), auto; --devices: split-nccl, cublaslt+nccl (ncclAllGather of A's rows
+//             and scales, out of place from A_r, then cuBLASLt's GEMM), cublaslt+nccl-sym (the same
+//             in place in an NCCL symmetric window); no comm-only arm (so no overlap line);
 //   moves     the input: the engine's cuBLASLt arms gather A (gathered_input_row) before the GEMM;
 //   checks    as gemm-ag (gathered_suite.hpp): every source's rows against its reference GEMM,
 //             gemm-only and cublaslt on this rank's rows only, every gathering mode bit for bit
-//             against split-lsa;
+//             against split-lsa (fused-ce, which runs its own 128x128 tile, only at an m where
+//             split-lsa's GEMM ran that tile too; always within the reference's bound);
 //   rows      TFLOPS = 2 W m N K per rank / time; algbw = the gathered A and scales (W m rows) / time,
 //             busbw = algbw * (W-1)/W (nccl-tests' all-gather convention); vs_lt = time / cublaslt.
 #include <cuda_runtime.h>
@@ -51,12 +52,20 @@ class AgGemmTrait final : public fused_bench::GatheredSuiteTrait<AllGatherGemm, 
       : GatheredSuiteTrait(ag_gemm_config(opt.shape, world), "", opt.shape.ms, opt.shape.preset) {}
   const char* name() const override { return "ag-gemm"; }
   const std::vector<std::string>& arm_names() const override {
-    static const std::vector<std::string> names = {"gemm-only", "cublaslt",      "split-lsa",        "split-ce", "auto",
-                                                   "split-nccl", "cublaslt+nccl", "cublaslt+nccl-sym"};
+    static const std::vector<std::string> names = {"gemm-only",  "cublaslt",      "split-lsa",        "split-ce",
+                                                   "fused-ce",   "auto",          "split-nccl",       "cublaslt+nccl",
+                                                   "cublaslt+nccl-sym"};
     return names;
   }
   std::vector<SuiteArm> arms(int world, bool emulated, bool over_nccl, const std::vector<std::string>& wanted,
                              std::vector<std::string>& notes) const override;
+  // The split modes run one GEMM plan over the same gathered bytes: split-lsa's bits. fused-ce runs
+  // its own kernel at 128x128: the same sums only where split-lsa's plan took that tile too (not the
+  // decode GEMV, not another tile); elsewhere the reference's bound alone holds it.
+  bool equal_to_split(const SuiteArm&, const std::string& ran, fused_bench::SuiteTile tile,
+                      fused_bench::SuiteTile split_tile) const override {
+    return ran != "fused-ce" || tile == split_tile;
+  }
   // cuBLASLt's GEMM writes the output itself (the gather is before it).
   bool out_of_place() const override { return false; }
   InputRow gathered_input_row() const override {
@@ -89,7 +98,8 @@ class AgGemmTrait final : public fused_bench::GatheredSuiteTrait<AllGatherGemm, 
   std::vector<std::string> table_notes(int iters, int calls) const override {
     return {fused_bench::fmt("m = rows per rank (the GEMM runs W x m); ratio = time / the best split arm at that m (same "
                              "run); vs_lt = time / cublaslt (cuBLASLt's GEMM of the W x m rows alone); TFLOPS = 2*W*m*N*K "
-                             "per rank / time; !=split = elements not bitwise equal to split-lsa's output (by design 0); "
+                             "per rank / time; !=split = elements not bitwise equal to split-lsa's output (by design 0; "
+                             "fused-ce only at an m where split-lsa ran its 128x128 tile, else -); "
                              "time = per-rank max of medians over %d samples of a %d-call graph",
                              iters, calls)};
   }
@@ -107,6 +117,19 @@ std::vector<SuiteArm> AgGemmTrait::arms(int world, bool emulated, bool over_nccl
   list.add({.name = "cublaslt", .kind = ArmKind::kCublasLt, .partial = true});
   const std::string ce_why = emulated ? bench::EmulatedWorld::copy_engine_unsupported_reason(world) : "";
   fused_bench::add_split_arms(list, Mode::kSplitLsa, Mode::kSplitCe, ce_why);
+  // Copy engines pull the peers' rows under the GEMM. In the emulated world its kernel waits for
+  // its own copies while the suite's per-rank graphs enter the GPU's shared queues as the driver
+  // schedules them (seen: a 30 s landed-wait timeout at the first replay, as GemmAllReduce fused-ce).
+  const std::string fused_why =
+      !fused::agm_fused_ce_quant(base_.quant, base_.out_dtype)
+          ? "not run: fused-ce runs quant bf16, ptpc and blockscale with bf16 output, not " +
+                std::string(to_string(base_.quant)) + " -> " + std::string(to_string(base_.out_dtype))
+      : world == 1 ? "not run at world 1 (nothing to pull)"
+      : emulated   ? "not timed in the emulated world (per-rank graphs share one GPU's hardware queues, and its kernel "
+                     "waits for its own copy streams: docs/memory_ordering.md \"agm-fused-ce\"); tested in "
+                     "EmulatedAllGatherGemm.*, timed on 2+ GPUs"
+                   : "";
+  list.add_unless(op_arm("fused-ce", Mode::kFusedCe), fused_why);
   list.add(op_arm("auto", Mode::kAuto));
   fused_bench::add_over_nccl_arms(list, Mode::kSplitNccl, /*gather_baselines=*/true, over_nccl, emulated);
   return list.take();
@@ -117,14 +140,15 @@ void add_ag_gemm_suite(CLI::App& bench, BenchOptions& common) {
   fused_bench::SuiteHelp help;
   help.name = "ag-gemm";
   help.description =
-      "weave::AllGatherGemm per m rows per rank: gemm-only, cuBLASLt's GEMM, split-lsa, split-ce and auto alternating "
-      "in one process; every arm's rows of every source rank checked (#wrong) and every gathering mode against "
-      "split-lsa bit for bit (!=split). --emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). "
+      "weave::AllGatherGemm per m rows per rank: gemm-only, cuBLASLt's GEMM, split-lsa, split-ce, fused-ce and auto "
+      "alternating in one process; every arm's rows of every source rank checked (#wrong) and every gathering mode "
+      "against split-lsa bit for bit (!=split; fused-ce where split-lsa ran its 128x128 tile). --emulate-world W: "
+      "W ranks on ONE GPU, labelled as such (not NVLink numbers). "
       "--devices 0,1,...: one rank per GPU over NCCL, with split-nccl and the NCCL all-gather + cuBLASLt baselines. "
       "Every rank r holds A_r [m, K] and the column shard B [N, K]; every rank computes [A_0; ...; A_{W-1}] B^T, "
       "[W m, N]: the activations (e4m3 plus scales in the fp8 modes) are gathered first, then one GEMM of W m rows "
       "(not gemm-ag, which gathers the output).";
-  help.auto_modes = "";  // auto has nothing to choose (no fused mode yet): no --calibrate / --calibration
+  help.auto_modes = "";  // auto has nothing to choose (it never takes fused-ce yet): no --calibrate / --calibration
   help.config = "AllGatherGemmConfig";
   help.world1 = "world 1: one rank on one GPU; nothing is gathered, so the arms show the GEMM of\n"
                 "                     this rank's rows and each mode's cost around it (the copy of A into the op's\n"
@@ -141,7 +165,12 @@ void add_ag_gemm_suite(CLI::App& bench, BenchOptions& common) {
       "              place, then the GEMM\n"
       "  split-ce    the same with weave's copy-engine all-gather (emulated world: W <= 2 only, because the\n"
       "              ranks' copy streams would share hardware queues with peers' waiting kernels)\n"
-      "  auto        the op's choice per call (shown as auto(<mode>): split-lsa, gemm-only at world 1)\n"
+      "  fused-ce    W > 1, bf16 / ptpc / blockscale with bf16 out: copy engines pull the peers' rows and\n"
+      "              scales chunk by chunk into the window while the GEMM (128x128 tiles, own rows first)\n"
+      "              runs, each tile waiting for the chunks it reads (not timed in the emulated world: its\n"
+      "              kernel waits for its own copy streams, which per-rank graphs cannot order there)\n"
+      "  auto        the op's choice per call (shown as auto(<mode>): split-lsa, gemm-only at world 1;\n"
+      "              never fused-ce)\n"
       "  split-nccl  --devices only: ncclAllGather of the rows and the scales in one NCCL group, then the\n"
       "              GEMM (a split arm)\n"
       "  cublaslt+nccl      --devices only: ncclAllGather of A_r's rows and scales into plain buffers (out\n"
@@ -152,14 +181,15 @@ void add_ag_gemm_suite(CLI::App& bench, BenchOptions& common) {
       "              gathered buffers are NaN-poisoned before every checked call (their own rows re-seeded), so\n"
       "              a gather that brings nothing shows; blockscale: cuBLASLt reads its own scale layout,\n"
       "              converted once from a gather before timing (as the cuBLASLt baselines do everywhere)\n"
-      "No comm-only arm and no overlap line: there is no fused mode yet (split-lsa minus gemm-only is the\n"
-      "gather's cost); no --calibrate: auto has nothing to choose. --preset LAYER.GEMM[,...] takes the\n"
+      "No comm-only arm and no overlap line (split-lsa minus gemm-only is the gather's cost); no\n"
+      "--calibrate: auto has nothing to choose (it never takes fused-ce). --preset LAYER.GEMM[,...] takes the\n"
       "column-parallel and replicated GEMMs of the decoder layer table (`weave plan --presets`), each run in turn.\n"
       "Columns: m (rows per rank) n k quant out mode time_us ratio (time / best split arm, same run) vs_lt\n"
       "(time / cublaslt) TFLOPS (2*W*m*N*K per rank / time) noise% #wrong (elements outside the GEMM tolerance\n"
       "against a CUDA-core reference GEMM of each source rank's A, after NaN poison, before and after\n"
       "timing, summed over ranks and sources) !=split (elements of split-ce, auto and split-nccl not bitwise\n"
-      "equal to split-lsa's output of the same inputs: 0 by design, the same GEMM over the same bytes) world\n"
+      "equal to split-lsa's output of the same inputs: 0 by design, the same GEMM over the same bytes; fused-ce's\n"
+      "too where split-lsa's plan ran the 128x128 tile, else -: another tile sums in another order) world\n"
       "(W, or W-emu). JSON rows: algbw = the gathered A and scales (W m rows) / time, busbw = algbw (W-1)/W.\n";
   fused_bench::add_fused_suite<AgGemmTrait>(
       bench, common, options, help,

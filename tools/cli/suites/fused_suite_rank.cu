@@ -240,7 +240,8 @@ void SuiteRun::compare_with_reference_arm(const RankCall& c, const std::vector<s
   const char* ref_out = output_of(c, static_cast<size_t>(reference_arm_));
   for (size_t i : runnable) {
     if (static_cast<int>(i) == reference_arm_ || arms_[i].kind != ArmKind::kOp || arms_[i].partial) continue;
-    if (!t_.equal_to_split(arms_[i], c.st.arms[i].op->last_mode())) continue;
+    const SuiteOp& op = *c.st.arms[i].op;
+    if (!t_.equal_to_split(arms_[i], op.last_mode(), op.tile(c.m), c.st.arms[reference_arm_].op->tile(c.m))) continue;
     const size_t elems = output_bytes(i, c.m) / dtype_bytes(shape_.out);
     const int64_t d = bench::gpu_count_differing(output_of(c, i), ref_out, elems, shape_.out, c.st.stream);
     c.res[i].differing = std::max<int64_t>(c.res[i].differing, 0) + d;

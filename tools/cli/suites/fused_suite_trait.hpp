@@ -68,6 +68,13 @@ class ArmList {
   std::vector<SuiteArm> arms_;
 };
 
+// The GEMM tile of one call as its op's plan says ({0, 0}: the decode GEMV): whether two arms' GEMMs
+// sum in the same order (an arm equal to split-lsa only where it runs split-lsa's tile).
+struct SuiteTile {
+  int block_m = 0, block_n = 0;
+  bool operator==(const SuiteTile&) const = default;
+};
+
 // One rank's operator in one mode, with the operator's type erased.
 class SuiteOp {
  public:
@@ -77,6 +84,7 @@ class SuiteOp {
   virtual void check() = 0;
   virtual std::string last_mode() const = 0;
   virtual std::string reason(int64_t m) const = 0;  // its plan's reason at m
+  virtual SuiteTile tile(int64_t m) const = 0;       // its plan's GEMM tile at m
 };
 
 // SuiteOp over a weave fused operator (GemmAllReduce, GemmAllGather, GemmReduceScatter,
@@ -92,6 +100,10 @@ class SuiteOpOf final : public SuiteOp {
   void check() override { op_->check(); }
   std::string last_mode() const override { return std::string(to_string(op_->last_mode())); }
   std::string reason(int64_t m) const override { return op_->plan(m).reason; }
+  SuiteTile tile(int64_t m) const override {
+    const auto p = op_->plan(m);
+    return {p.block_m, p.block_n};
+  }
 
  private:
   std::unique_ptr<Op> op_;
@@ -189,8 +201,10 @@ class FusedSuiteTrait {
   // The bound an arm's output meets: partial (its own GEMM), or the full output, summed by NCCL
   // (rounding each step) or not.
   virtual bench::Tolerance tolerance(bool partial, bool nccl_summed, int world) const = 0;
-  // Whether an arm's output equals split-lsa's bit for bit by design, given the mode it ran.
-  virtual bool equal_to_split(const SuiteArm& arm, const std::string& ran_mode) const = 0;
+  // Whether an arm's output equals split-lsa's bit for bit by design, given the mode it ran and the
+  // GEMM tiles its call and split-lsa's call of the same m ran.
+  virtual bool equal_to_split(const SuiteArm& arm, const std::string& ran_mode, SuiteTile tile,
+                              SuiteTile split_tile) const = 0;
 
   // comm-only: where this rank's input rows go (seeded with its reference before each check),
   // and one call (its output: own_rows of each block). An op without a comm-only arm keeps the

@@ -39,7 +39,7 @@ class GatheredSuiteTrait : public OpSuiteTrait<Op, Config> {
   bench::Tolerance tolerance(bool, bool, int) const override {
     return bench::gemm_tolerance(this->base_.quant, this->base_.out_dtype);
   }
-  bool equal_to_split(const SuiteArm&, const std::string&) const override { return true; }
+  bool equal_to_split(const SuiteArm&, const std::string&, SuiteTile, SuiteTile) const override { return true; }
   std::string header_shape() const override {
     return fmt("n=%lld k=%lld %s -> %s", static_cast<long long>(this->base_.n), static_cast<long long>(this->base_.k),
                std::string(to_string(this->base_.quant)).c_str(), std::string(to_string(this->base_.out_dtype)).c_str());

@@ -84,7 +84,8 @@ class GemmArTrait final : public fused_bench::RowParallelSuiteTrait<GemmAllReduc
     return m > detail::kGemvMaxM ? "decode runs m <= " + std::to_string(detail::kGemvMaxM) + " (the decode GEMV)" : "";
   }
   bool out_of_place() const override { return false; }
-  bool equal_to_split(const SuiteArm&, const std::string& ran) const override {
+  bool equal_to_split(const SuiteArm&, const std::string& ran, fused_bench::SuiteTile,
+                      fused_bench::SuiteTile) const override {
     if (ran == "decode" || ran == "split-nccl") return false;  // another K order; NCCL's own order
     return !(base_.exact_own && (ran == "fused" || ran == "fused-ce"));
   }

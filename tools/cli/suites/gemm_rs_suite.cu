@@ -82,7 +82,8 @@ class GemmRsTrait final : public fused_bench::RowParallelSuiteTrait<GemmReduceSc
   // Rank r's rows of the sum: its band [r m/W, (r+1) m/W).
   OwnRows own_rows(int64_t m, int rank, int world) const override { return {rank * (m / world), m / world}; }
   bool out_of_place() const override { return true; }  // the baselines reduce M rows into M / W
-  bool equal_to_split(const SuiteArm&, const std::string& ran) const override {
+  bool equal_to_split(const SuiteArm&, const std::string& ran, fused_bench::SuiteTile,
+                      fused_bench::SuiteTile) const override {
     if (ran == "split-nccl") return false;  // NCCL's own order
     return !(base_.exact_own && ran == "fused");
   }
