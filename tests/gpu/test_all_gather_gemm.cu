@@ -115,6 +115,30 @@ std::vector<uint8_t> stacked_gemm(AllGatherGemm& op, const std::vector<bench::De
   return h;
 }
 
+// Ends the capture on `st`, replays the graph 5 times (warm-up) and then `replays` times, and
+// returns the time per timed replay in us.
+double end_capture_and_time_us(cudaStream_t st, int replays, const char* what) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  WEAVE_CHECK_CUDA(cudaStreamEndCapture(st, &graph));
+  WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
+  for (int i = 0; i < 5; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(exec, st));
+  cudaEvent_t t0, t1;
+  WEAVE_CHECK_CUDA(cudaEventCreate(&t0));
+  WEAVE_CHECK_CUDA(cudaEventCreate(&t1));
+  WEAVE_CHECK_CUDA(cudaEventRecord(t0, st));
+  for (int i = 0; i < replays; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(exec, st));
+  WEAVE_CHECK_CUDA(cudaEventRecord(t1, st));
+  comm::sync_stream_bounded(st, 120, what);
+  float ms = 0;
+  WEAVE_CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  WEAVE_CHECK_CUDA(cudaGraphExecDestroy(exec));
+  return 1000.0 * ms / replays;
+}
+
 }  // namespace
 
 // Every mode x quant at W = 2 and 4 (W = 3 and 8: bf16 and ptpc), M of one row, a partial tile, one
@@ -626,7 +650,6 @@ TEST(EmulatedAllGatherGemm, FusedCeInOneGraphAgainstTheSplitModes) {
         hooks.skip_landed_wait = arm == 4;
         if (arm >= 5) hooks.pull_chunks = chunk_arms[arm - 5];
         auto op = make(g, agm_config(AgTraits::kQuants[0], mode, sh.n, sh.k, sh.m), hooks);
-        cudaGraphExec_t exec = nullptr;
         g.barrier();
         if (r == 0) {
           WEAVE_CHECK_CUDA(cudaStreamBeginCapture(st.s, cudaStreamCaptureModeRelaxed));
@@ -642,24 +665,7 @@ TEST(EmulatedAllGatherGemm, FusedCeInOneGraphAgainstTheSplitModes) {
         g.barrier();
         if (r == 0) {
           for (int q = 1; q < world; ++q) WEAVE_CHECK_CUDA(cudaStreamWaitEvent(st.s, joined[q], 0));
-          cudaGraph_t graph;
-          WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
-          WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-          WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
-          for (int i = 0; i < 5; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(exec, st.s));  // warm-up
-          cudaEvent_t t0, t1;
-          WEAVE_CHECK_CUDA(cudaEventCreate(&t0));
-          WEAVE_CHECK_CUDA(cudaEventCreate(&t1));
-          WEAVE_CHECK_CUDA(cudaEventRecord(t0, st.s));
-          for (int i = 0; i < replays; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(exec, st.s));
-          WEAVE_CHECK_CUDA(cudaEventRecord(t1, st.s));
-          comm::sync_stream_bounded(st.s, 120, "one-graph replays");
-          float ms = 0;
-          WEAVE_CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
-          us.push_back(1000.0 * ms / replays);
-          cudaEventDestroy(t0);
-          cudaEventDestroy(t1);
-          WEAVE_CHECK_CUDA(cudaGraphExecDestroy(exec));
+          us.push_back(end_capture_and_time_us(st.s, replays, "one-graph replays"));
         }
         g.barrier();  // every replay of both ranks' parts is complete
         // Eager calls, each rank on its own stream (lockstep enqueue): the time per call is the
@@ -729,25 +735,7 @@ TEST(EmulatedAllGatherGemm, FusedCeInOneGraphAgainstTheSplitModes) {
             WEAVE_CHECK_CUDA(cudaEventRecord(i == 0 ? j1 : j2, cs));
             WEAVE_CHECK_CUDA(cudaStreamWaitEvent(st.s, i == 0 ? j1 : j2, 0));
           }
-          cudaGraph_t graph;
-          cudaGraphExec_t exec;
-          WEAVE_CHECK_CUDA(cudaStreamEndCapture(st.s, &graph));
-          WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-          WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
-          for (int i = 0; i < 5; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(exec, st.s));
-          cudaEvent_t t0, t1;
-          WEAVE_CHECK_CUDA(cudaEventCreate(&t0));
-          WEAVE_CHECK_CUDA(cudaEventCreate(&t1));
-          WEAVE_CHECK_CUDA(cudaEventRecord(t0, st.s));
-          for (int i = 0; i < replays; ++i) WEAVE_CHECK_CUDA(cudaGraphLaunch(exec, st.s));
-          WEAVE_CHECK_CUDA(cudaEventRecord(t1, st.s));
-          comm::sync_stream_bounded(st.s, 60, "copy-engine replays");
-          float ms = 0;
-          WEAVE_CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
-          pull_us[chunked] = 1000.0 * ms / replays;
-          cudaEventDestroy(t0);
-          cudaEventDestroy(t1);
-          WEAVE_CHECK_CUDA(cudaGraphExecDestroy(exec));
+          pull_us[chunked] = end_capture_and_time_us(st.s, replays, "copy-engine replays");
         }
         cudaEventDestroy(fork);
         cudaEventDestroy(j1);
