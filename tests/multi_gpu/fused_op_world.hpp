@@ -144,10 +144,14 @@ struct AgmWorld : FusedWorldBase<AllGatherGemm, AllGatherGemmConfig, AllGatherGe
   static constexpr const char* kShort = "ag-gemm";
   static constexpr bool kBPerRank = false;
   static constexpr Mode kSplitLsa = Mode::kSplitLsa;
-  static std::vector<Mode> modes() { return {Mode::kSplitLsa, Mode::kSplitCe, Mode::kSplitNccl, Mode::kAuto}; }
+  static std::vector<Mode> modes() {
+    return {Mode::kSplitLsa, Mode::kSplitCe, Mode::kFusedCe, Mode::kSplitNccl, Mode::kAuto};
+  }
   static bool runs(Mode, int, int64_t) { return true; }
   static int64_t out_rows(int w, int64_t m) { return w * m; }
-  static bool bitwise_to_split(Mode, int) { return true; }  // gathers move bytes, then one GEMM
+  // The split modes' gathers move bytes, then one GEMM of the planner's tile: split-lsa's bits.
+  // fused-ce runs its own 128x128 kernel: held to the reference's bound.
+  static bool bitwise_to_split(Mode ran, int) { return ran != Mode::kFusedCe; }
   static RowRange rows_peers_read(Mode, int, int64_t, int) { return {}; }
   // The output is [A_0; ...; A_{W-1}] B^T: every rank's own GEMM, gathered.
   static ref::Comparison reference(Communicator& c, const TensorView& out, const GemmProblem& p,

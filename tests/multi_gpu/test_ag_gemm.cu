@@ -96,13 +96,6 @@ std::vector<uint8_t> gemm_at_fused_ce_tile(const std::vector<bench::DeviceOperan
   return h;
 }
 
-// AgmWorld (fused_op_world.hpp) holds every mode to split-lsa's bits; fused-ce's 128x128 tile sums
-// in split-lsa's order only where split-lsa's plan took that tile, so the soak holds its quiet calls
-// to the reference's bound instead (and every later call to those quiet bits, as for every mode).
-struct AgmWorldWithFusedCe : AgmWorld {
-  static bool bitwise_to_split(Mode ran, int w) { return ran != Mode::kFusedCe && AgmWorld::bitwise_to_split(ran, w); }
-};
-
 }  // namespace
 
 TEST(MultiGpuAllGatherGemm, SelfTestEveryModeAndQuant) {
@@ -230,7 +223,7 @@ TEST(MultiGpuAllGatherGemm, EveryModeEqualsSplitBitwiseAndTheReferenceAtModelSiz
 // then every call with its quiet output; now and then one rank is late.
 TEST(MultiGpuAllGatherGemm, RandomisedSoakAgainstSplit) {
   WEAVE_REQUIRE_GPUS(1);
-  randomised_soak_against_split<AgmWorldWithFusedCe>(
+  randomised_soak_against_split<AgmWorld>(
       {Mode::kSplitLsa, Mode::kSplitCe, Mode::kSplitNccl, Mode::kAuto, Mode::kFusedCe}, 256, 256, 512,
       [](std::mt19937_64& shared, int, int) { return 1 + static_cast<int64_t>(shared() % 512); });
 }
@@ -239,5 +232,6 @@ TEST(MultiGpuAllGatherGemm, RandomisedSoakAgainstSplit) {
 // the op refuses further calls (fused_peer_timeout.hpp).
 TEST(MultiGpuAllGatherGemm, APeerThatNeverArrivesTimesOutNamingIt) {
   WEAVE_REQUIRE_GPUS(2);
-  a_peer_that_never_arrives_times_out_naming_it<AgmWorld>({Mode::kSplitLsa, Mode::kSplitCe}, 512, 256, 1024);
+  a_peer_that_never_arrives_times_out_naming_it<AgmWorld>({Mode::kSplitLsa, Mode::kSplitCe, Mode::kFusedCe}, 512, 256,
+                                                         1024);
 }
