@@ -115,6 +115,44 @@ std::vector<uint8_t> stacked_gemm(AllGatherGemm& op, const std::vector<bench::De
   return h;
 }
 
+// The gathered A (and its scales) of `op`'s last call of m rows: every rank's, bitwise.
+void expect_gathered_bitwise(const AllGatherGemm& op, const std::vector<bench::DeviceOperand>& as, int64_t m) {
+  const AllGatherGemmConfig& c = op.config();
+  const int world = static_cast<int>(as.size());
+  const size_t row_bytes = static_cast<size_t>(c.k) * (c.quant == ScaleMode::kBF16 ? 2 : 1);
+  const auto ga = download<uint8_t>(op.gathered_a(m).data, static_cast<size_t>(world * m) * row_bytes);
+  for (int s = 0; s < world; ++s) {
+    const auto want = download<uint8_t>(as[s].values.get(), static_cast<size_t>(m) * row_bytes);
+    EXPECT_EQ(0, std::memcmp(ga.data() + s * m * row_bytes, want.data(), want.size())) << "m " << m << " A of " << s;
+    if (c.quant == ScaleMode::kBF16) continue;
+    const size_t sb = as[s].scales.bytes();
+    const auto gs = download<uint8_t>(static_cast<const char*>(op.gathered_scale_a(m).data) + s * sb, sb);
+    EXPECT_EQ(gs, download<uint8_t>(as[s].scales.get(), sb)) << "m " << m << " scales of " << s;
+  }
+}
+
+// The zero-copy input (A_r and its scales written into input(m) / input_scales(m)) into the
+// caller's out (ld 2N): the same bytes as `want`, the op's output of the same call.
+void expect_zero_copy_into_caller_out(comm::Group& g, AllGatherGemm& op, const bench::DeviceOperand& a,
+                                      const bench::DeviceOperand& b, int64_t m, const std::vector<uint8_t>& want,
+                                      cudaStream_t st) {
+  const AllGatherGemmConfig& c = op.config();
+  const size_t row_bytes = static_cast<size_t>(c.k) * (c.quant == ScaleMode::kBF16 ? 2 : 1);
+  test::CallerOut out(c.out_dtype, g.world_size() * m, c.n, 2 * c.n, g.device());
+  const TensorView slot = op.input(m), slot_s = op.input_scales(m);
+  WEAVE_CHECK_CUDA(
+      cudaMemcpyAsync(slot.data, a.values.get(), static_cast<size_t>(m) * row_bytes, cudaMemcpyDeviceToDevice, st));
+  if (c.quant != ScaleMode::kBF16)
+    WEAVE_CHECK_CUDA(cudaMemcpyAsync(slot_s.data, a.scales.get(), a.scales.bytes(), cudaMemcpyDeviceToDevice, st));
+  out.poison(st);
+  g.barrier();
+  op.run(m, slot, b.view, GemmScales{slot_s, b.scale_view}, out.view, st);
+  comm::sync_stream_bounded(st, 2 * g.timeout_s() + 5, "the zero-copy call into the caller's out");
+  op.check();
+  EXPECT_EQ(out.rows(), want) << "m " << m << ": the zero-copy call into the caller's out differs";
+  g.barrier();
+}
+
 // Ends the capture on `st`, replays the graph 5 times (warm-up) and then `replays` times, and
 // returns the time per timed replay in us.
 double end_capture_and_time_us(cudaStream_t st, int replays, const char* what) {
@@ -235,32 +273,9 @@ TEST(EmulatedAllGatherGemm, SplitModesEqualTheGemmOfTheStackedRowsBitwiseAndMatc
           const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = q.out};
           AgTraits::Reference(q, p, as, bs, r, dev, st.s).expect_close(outs[0], "split-lsa");
           // The gathered A (and scales) of the last op's call: every rank's, bitwise.
-          const AllGatherGemm& last = *ops.back();
-          const size_t row_bytes = static_cast<size_t>(k) * (q.quant == ScaleMode::kBF16 ? 2 : 1);
-          const auto ga = download<uint8_t>(last.gathered_a(m).data, static_cast<size_t>(world * m) * row_bytes);
-          for (int s = 0; s < world; ++s) {
-            const auto want = download<uint8_t>(as[s].values.get(), static_cast<size_t>(m) * row_bytes);
-            EXPECT_EQ(0, std::memcmp(ga.data() + s * m * row_bytes, want.data(), want.size())) << "m " << m << " A of " << s;
-            if (q.quant == ScaleMode::kBF16) continue;
-            const size_t sb = as[s].scales.bytes();
-            const auto gs = download<uint8_t>(static_cast<const char*>(last.gathered_scale_a(m).data) + s * sb, sb);
-            EXPECT_EQ(gs, download<uint8_t>(as[s].scales.get(), sb)) << "m " << m << " scales of " << s;
-          }
+          expect_gathered_bitwise(*ops.back(), as, m);
           // The caller's out (ld 2N) and the zero-copy input: the same bytes.
-          test::CallerOut out(q.out, world * m, n, 2 * n, dev);
-          const TensorView slot = ops[0]->input(m), slot_s = ops[0]->input_scales(m);
-          WEAVE_CHECK_CUDA(cudaMemcpyAsync(slot.data, as[r].values.get(), static_cast<size_t>(m) * row_bytes,
-                                           cudaMemcpyDeviceToDevice, st.s));
-          if (q.quant != ScaleMode::kBF16)
-            WEAVE_CHECK_CUDA(cudaMemcpyAsync(slot_s.data, as[r].scales.get(), as[r].scales.bytes(),
-                                             cudaMemcpyDeviceToDevice, st.s));
-          out.poison(st.s);
-          g.barrier();
-          ops[0]->run(m, slot, bs[0].view, GemmScales{slot_s, bs[0].scale_view}, out.view, st.s);
-          comm::sync_stream_bounded(st.s, 2 * g.timeout_s() + 5, "the zero-copy call into the caller's out");
-          ops[0]->check();
-          EXPECT_EQ(out.rows(), outs[0]) << "m " << m << ": the zero-copy call into the caller's out differs";
-          g.barrier();
+          expect_zero_copy_into_caller_out(g, *ops[0], as[r], bs[0], m, outs[0], st.s);
         }
       });
     }
@@ -526,7 +541,7 @@ TEST(EmulatedAllGatherGemm, FusedCeEqualsTheGemmOfTheStackedRowsAtItsTileBitwise
           bench::quantize_parallel(bench::random_operand(77, n, k), n, k, q.quant, ref::Operand::kB), dev));
       const bench::DeviceOperand& b = bs[0];
       Stream st;
-      const size_t ob = dtype_bytes(q.out), row_bytes = static_cast<size_t>(k) * (q.quant == ScaleMode::kBF16 ? 2 : 1);
+      const size_t ob = dtype_bytes(q.out);
       for (int64_t m : {int64_t(1), int64_t(77), int64_t(128), int64_t(1000), m_max}) {
         const std::vector<bench::DeviceOperand> as = test::upload_every_a(world, 900 + m, m, k, q.quant, dev);
         const GemmScales sc = scales_of(as[r], b);
@@ -538,30 +553,9 @@ TEST(EmulatedAllGatherGemm, FusedCeEqualsTheGemmOfTheStackedRowsAtItsTileBitwise
         EXPECT_EQ(hashes[1], hashes[0]) << "m " << m << ": the ranks differ";
         const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = q.out};
         AgTraits::Reference(q, p, as, bs, r, dev, st.s).expect_close(got, "fused-ce");
-        const auto ga = download<uint8_t>(op->gathered_a(m).data, static_cast<size_t>(world * m) * row_bytes);
-        for (int s = 0; s < world; ++s) {
-          const auto want = download<uint8_t>(as[s].values.get(), static_cast<size_t>(m) * row_bytes);
-          EXPECT_EQ(0, std::memcmp(ga.data() + s * m * row_bytes, want.data(), want.size())) << "m " << m << " A of " << s;
-          if (q.quant == ScaleMode::kBF16) continue;
-          const size_t sb = as[s].scales.bytes();
-          const auto gs = download<uint8_t>(static_cast<const char*>(op->gathered_scale_a(m).data) + s * sb, sb);
-          EXPECT_EQ(gs, download<uint8_t>(as[s].scales.get(), sb)) << "m " << m << " scales of " << s;
-        }
+        expect_gathered_bitwise(*op, as, m);
         // The zero-copy input into the caller's out (ld 2N): the same bytes.
-        test::CallerOut out(q.out, world * m, n, 2 * n, dev);
-        const TensorView slot = op->input(m), slot_s = op->input_scales(m);
-        WEAVE_CHECK_CUDA(cudaMemcpyAsync(slot.data, as[r].values.get(), static_cast<size_t>(m) * row_bytes,
-                                         cudaMemcpyDeviceToDevice, st.s));
-        if (q.quant != ScaleMode::kBF16)
-          WEAVE_CHECK_CUDA(cudaMemcpyAsync(slot_s.data, as[r].scales.get(), as[r].scales.bytes(),
-                                           cudaMemcpyDeviceToDevice, st.s));
-        out.poison(st.s);
-        g.barrier();
-        op->run(m, slot, b.view, GemmScales{slot_s, b.scale_view}, out.view, st.s);
-        comm::sync_stream_bounded(st.s, 2 * g.timeout_s() + 5, "the zero-copy call into the caller's out");
-        op->check();
-        EXPECT_EQ(out.rows(), got) << "m " << m << ": the zero-copy call into the caller's out differs";
-        g.barrier();
+        expect_zero_copy_into_caller_out(g, *op, as[r], b, m, got, st.s);
       }
     });
   }

@@ -361,9 +361,7 @@ void AllGatherGemm::Impl::enqueue_fused_ce(int64_t m, const TensorView& a, const
   }
   const GemmProblem prob{.m = w * m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
                          .out_dtype = cfg.out_dtype};
-  const int64_t tiles = ((prob.m + fused::kAgmFusedBlockM - 1) / fused::kAgmFusedBlockM) *
-                        ((cfg.n + fused::kAgmFusedBlockN - 1) / fused::kAgmFusedBlockN);
-  const int grid = static_cast<int>(std::min<int64_t>(tiles, grid_cap));
+  const int grid = static_cast<int>(std::min<int64_t>(fused::agm_fused_ce_tiles(prob.m, cfg.n), grid_cap));
   const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kAgmFusedBlockM, fused::kAgmFusedBlockN, grid);
   gemm::KernelArgs<fused::AgmRowsParams> args{};
   args.main = gemm::make_mainloop_args(prob, gp, gathered_a(m), b, GemmScales{.a = gathered_scale_a(m), .b = s.b});

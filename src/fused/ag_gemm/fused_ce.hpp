@@ -44,6 +44,11 @@ WEAVE_HD AgmChunks agm_chunks(int64_t m, int block_m, int max_chunks = comm::kMa
   return c;
 }
 
+// Output tiles of the fused-ce GEMM over `rows` gathered rows and N columns (the plan's and the call's).
+WEAVE_HD int64_t agm_fused_ce_tiles(int64_t rows, int64_t n) {
+  return ((rows + kAgmFusedBlockM - 1) / kAgmFusedBlockM) * ((n + kAgmFusedBlockN - 1) / kAgmFusedBlockN);
+}
+
 // agm.landed's words: world x kMaxChunks.
 WEAVE_HD int agm_landed_words(int world) { return world * comm::kMaxChunks; }
 

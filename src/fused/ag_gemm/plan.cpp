@@ -244,9 +244,9 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
                                     kGatherLatencyUs * (srb > 0 ? 2 : 1)
                               : 0;
   p.model_split_us = p.model_gemm_us + p.model_comm_us;
+  const AgmChunks ch = agm_chunks(m, kAgmFusedBlockM, kAgmPullChunks);  // fused-ce's pulls per peer
   if (agm_fused_ce_quant(cfg.quant, cfg.out_dtype) && world > 1) {
     // The pulls run under the GEMM; the first peer chunk's pull and the enter / arrive kernels are not hidden.
-    const AgmChunks ch = agm_chunks(m, kAgmFusedBlockM, kAgmPullChunks);
     const double chunk_us = double(ch.chunk_rows) * double(cfg.k * agm_elem_bytes(cfg) + srb) / (kModelledLinkGbps * 1e3);
     constexpr double kFusedCeLatencyUs = 8;  // the enter and arrive kernels (one launch each, a flag round trip)
     const double pulls_us = double(world - 1) * double(p.bytes_per_peer) / (kModelledLinkGbps * 1e3);
@@ -265,16 +265,14 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
   }
   if (p.mode == AllGatherGemmMode::kFusedCe) {
     // Its own kernel: the 128x128 tile, rotated so the own rows go first (fused/ag_gemm/fused_ce.hpp).
-    const int64_t rows = int64_t(world) * m;
     p.block_m = kAgmFusedBlockM;
     p.block_n = kAgmFusedBlockN;
-    p.tiles = ((rows + kAgmFusedBlockM - 1) / kAgmFusedBlockM) * ((cfg.n + kAgmFusedBlockN - 1) / kAgmFusedBlockN);
+    p.tiles = agm_fused_ce_tiles(p.rows, cfg.n);
     p.grid = static_cast<int>(std::min<int64_t>(p.tiles, std::max(1, ctas)));
     p.waves = double(p.tiles) / std::max(1, ctas);
     p.gemm_kernel = "the fused-ce GEMM (" + std::to_string(kAgmFusedBlockM) + "x" + std::to_string(kAgmFusedBlockN) +
                     ", own rows first, each tile waiting for the chunks it reads)";
     p.gemm_reason = "fused-ce's fixed tile";
-    const AgmChunks ch = agm_chunks(m, kAgmFusedBlockM, kAgmPullChunks);
     why << "; pulls of " << ch.chunks << " chunk" << (ch.chunks == 1 ? "" : "s") << " of " << ch.chunk_rows
         << " rows per peer under the GEMM";
   }
