@@ -523,7 +523,8 @@ TEST(EmulatedAllGatherGemm, RandomisedSoak) {
 // fused-ce, W = 2, every quant it runs, m from one row to many tiles (partial tiles straddling the
 // two ranks' rows included): the same bytes as weave::Gemm at its 128x128 tile over the stacked rows,
 // identical on both ranks, within the per-source reference; the gathered A and scales bitwise every
-// rank's; the caller's `out` and the zero-copy input the same bytes.
+// rank's; the caller's `out`, the zero-copy input and A (blockscale: its scales too) at a row stride
+// the same bytes.
 TEST(EmulatedAllGatherGemm, FusedCeEqualsTheGemmOfTheStackedRowsAtItsTileBitwise) {
   WEAVE_REQUIRE_GPUS(1);
   const int world = 2;
@@ -556,6 +557,23 @@ TEST(EmulatedAllGatherGemm, FusedCeEqualsTheGemmOfTheStackedRowsAtItsTileBitwise
         expect_gathered_bitwise(*op, as, m);
         // The zero-copy input into the caller's out (ld 2N): the same bytes.
         expect_zero_copy_into_caller_out(g, *op, as[r], b, m, got, st.s);
+        // A in a buffer of row stride 2K and blockscale's scales of row stride K/128 + 1: the staging's
+        // pitched copy (16-byte units for A; row by row for the scales' 4-byte pitch): the same bytes.
+        const size_t eb = dtype_bytes(as[r].view.dtype), row_bytes = static_cast<size_t>(k) * eb;
+        bench::DeviceBuffer wide_a(static_cast<size_t>(m) * 2 * row_bytes);
+        WEAVE_CHECK_CUDA(cudaMemcpy2D(wide_a.get(), 2 * row_bytes, as[r].values.get(), row_bytes, row_bytes,
+                                      static_cast<size_t>(m), cudaMemcpyDeviceToDevice));
+        GemmScales wide_sc = sc;
+        bench::DeviceBuffer wide_s(q.quant == ScaleMode::kBlockscale ? static_cast<size_t>(m) * (k / 128 + 1) * 4 : 16);
+        if (q.quant == ScaleMode::kBlockscale) {
+          const size_t srow = static_cast<size_t>(k / 128) * 4;
+          WEAVE_CHECK_CUDA(cudaMemcpy2D(wide_s.get(), srow + 4, as[r].scales.get(), srow, srow, static_cast<size_t>(m),
+                                        cudaMemcpyDeviceToDevice));
+          wide_sc.a = TensorView::matrix(wide_s.get(), DType::kF32, m, k / 128, k / 128 + 1, dev);
+        }
+        const TensorView wide = TensorView::matrix(wide_a.get(), as[r].view.dtype, m, k, 2 * k, dev);
+        EXPECT_EQ(test::poisoned_call(g, *op, m, wide, b.view, wide_sc, bytes, st.s), got)
+            << "m " << m << ": A (and the scales) at a row stride give other bytes";
       }
     });
   }

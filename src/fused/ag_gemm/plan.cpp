@@ -273,8 +273,11 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
     p.gemm_kernel = "the fused-ce GEMM (" + std::to_string(kAgmFusedBlockM) + "x" + std::to_string(kAgmFusedBlockN) +
                     ", own rows first, each tile waiting for the chunks it reads)";
     p.gemm_reason = "fused-ce's fixed tile";
-    why << "; pulls of " << ch.chunks << " chunk" << (ch.chunks == 1 ? "" : "s") << " of " << ch.chunk_rows
-        << " rows per peer under the GEMM";
+    if (world == 1)
+      why << "; world 1: nothing to pull";
+    else
+      why << "; pulls of " << ch.chunks << " chunk" << (ch.chunks == 1 ? "" : "s") << " of " << ch.chunk_rows
+          << " rows per peer under the GEMM";
   }
   why << "; GEMM " << p.gemm_kernel;
   p.reason = why.str();
