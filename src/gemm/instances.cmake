@@ -27,6 +27,10 @@ set(WEAVE_GEMM_INSTANCE_SPECS
   "bf16 bf16 64x64" "bf16 fp32 64x64"
   "blockscale bf16 128x128" "blockscale bf16 256x128" "blockscale fp32 128x128" "blockscale fp32 256x128"
   "blockscale_mn bf16 128x128" "blockscale_mn bf16 256x128" "blockscale_mn fp32 128x128" "blockscale_mn fp32 256x128"
+  # Small-M blockscale (issue 38 item 2): 128x64 doubles the tiles where N / 128 leaves SMs idle,
+  # 64x128 stops computing a 128-row tile's empty half at M <= 64 (docs/perf/gemm.md, small M).
+  "blockscale bf16 128x64" "blockscale fp32 128x64" "blockscale bf16 64x128" "blockscale fp32 64x128"
+  "blockscale_mn bf16 128x64" "blockscale_mn fp32 128x64" "blockscale_mn bf16 64x128" "blockscale_mn fp32 64x128"
   "mxfp8_raw bf16 128x128" "mxfp8_raw fp32 128x128" "mxfp8_packed bf16 128x128" "mxfp8_packed fp32 128x128")
 
 # Epilogue and scheduler policies an entry may name: the C++ type (@OUT@ stands for the output

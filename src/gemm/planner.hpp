@@ -42,9 +42,19 @@ inline constexpr int64_t kMinSplitKElems = 1024;  // K elements per split the pl
 // non-empty because the planner normalises split_k to ceil(k_blocks / k_blocks_per_split).
 inline int64_t split_k_blocks_per_split(int64_t k_blocks, int split_k) { return (k_blocks + split_k - 1) / split_k; }
 
+// The modelled time (us) of a one-wave grid of block_m x block_n tiles at `split` K splits of
+// `k_blocks` blocks (the split-K rule of planner_tiles.cpp; CPU tests hold its choices to the H100
+// measurements).
+double split_k_model_us(const GemmProblem& problem, int block_m, int block_n, int64_t k_blocks, int64_t split);
+
+// How the planner picks a K split where the tiles leave SMs idle: by the split-K model (bf16, ptpc,
+// blockscale: measured), or as many splits as fill the SMs (mxfp8 and its bf16 route, whose route
+// model was fitted with that rule; the model is not measured there).
+enum class SplitRule { kModel, kFillSms };
+
 // The tiled-kernel planning rule on an explicit list (see gemm_plan). No GEMV choice here.
 GemmPlan gemm_plan_tiles(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides,
-                         const std::vector<TileCandidate>& candidates);
+                         const std::vector<TileCandidate>& candidates, SplitRule split_rule = SplitRule::kModel);
 
 // mxfp8: the modelled time of each route (planner_routes.cpp says how; `weave plan gemm` prints it).
 // A route whose kernels are not built in this build models as infinite.

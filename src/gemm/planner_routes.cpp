@@ -46,7 +46,7 @@ MxRouteModel mx_route_model(const GemmProblem& p, int num_sms) {
     r.native_us = std::max(flops / (rate * r.native_eff), ((m + n) * k + out) / kModelHbmBytesPerS) * 1e6;
   }
   if (!bf16_cands.empty()) {
-    r.bf16_eff = wave_efficiency(gemm_plan_tiles(bf, num_sms, {}, bf16_cands), num_sms);
+    r.bf16_eff = wave_efficiency(gemm_plan_tiles(bf, num_sms, {}, bf16_cands, SplitRule::kFillSms), num_sms);
     r.convert_us = 3 * (m + n) * k / kModelConvertBytesPerS * 1e6 + kModelRouteLaunchUs;
     r.bf16_us = std::max(flops / (kModelBf16Flops * r.bf16_eff), (2 * (m + n) * k + out) / kModelHbmBytesPerS) * 1e6 +
                 r.convert_us;
@@ -91,7 +91,7 @@ GemmPlan plan_mxfp8_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverr
   GemmProblem bf = p;
   bf.mode = ScaleMode::kBF16;
   bf.scale_layout = ScaleLayout::kRaw;
-  GemmPlan plan = gemm_plan_tiles(bf, num_sms, o, gemm_tile_candidates(bf));
+  GemmPlan plan = gemm_plan_tiles(bf, num_sms, o, gemm_tile_candidates(bf), SplitRule::kFillSms);
   GemmPlanOverrides fo;
   fo.split_k = 1;
   fo.group_rows = o.group_rows;

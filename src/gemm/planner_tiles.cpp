@@ -18,13 +18,21 @@
 // choice is overridable (GemmPlanOverrides). M <= 32 goes to the decode GEMV when it implements
 // the problem.
 //
-// split-K rule (issue 4): when even the chosen tile's grid leaves SMs idle (tiles < num_sms), split
-// K into S = min(floor(num_sms / tiles), K / kMinSplitKElems, kMaxSplitK) parts if S >= 2, so
-// tiles x S work items fill the SMs in one wave while each split keeps >= 1024 K elements (enough
-// stages to amortise the pipeline fill and the fp32 partial round trip). No split when the tiles
-// already cover the SMs: splitting a >= 1-wave grid only adds waves of shorter items plus the
-// reduction. Partials are fp32 [S, M, N] in the workspace, written by the tile's fp32-output
-// instance and summed in split order by a second kernel (deterministic).
+// split-K rule: only where the chosen tile's grid leaves SMs idle (tiles < num_sms; splitting a
+// >= 1-wave grid only adds waves of shorter items plus the reduction). There a one-wave kernel
+// takes about
+//     T(S) = max(bytes / kSmallGridBytesPerS, ceil(k_blocks / S) x step_us(mode, tile))
+//            + (S > 1: kSplitReduceUs + 8 S M N / kSplitPartialBytesPerS)
+// (the operands' bytes streamed at the rate a partly filled grid reaches, or each CTA's K blocks
+// at the time one takes when its stream is not HBM-bound, whichever is longer; a split adds the
+// second kernel and its fp32 partials written and read back), and the planner takes the S in
+// 1 .. min(num_sms / tiles, K / kMinSplitKElems, kMaxSplitK) with the least T, splitting only where
+// that saves kSplitMinSaving. Fitted on the H100 at M 48-192 with every tile and split 1, 2, 4
+// forced (docs/perf/gemm.md "Small M"): where 56-64 fp8 tiles already stream the weights near the
+// HBM rate a split lost 5-30%, where 10-40 tiles leave the kernel step-bound it won 1.3-2x (the
+// rule before, "split whenever 2 x tiles fit the SMs", took both). Partials are fp32 [S, M, N] in
+// the workspace, written by the tile's fp32-output instance and summed in split order by a second
+// kernel (deterministic).
 #include <algorithm>
 #include <sstream>
 
@@ -64,11 +72,14 @@ constexpr double kSmallTileEfficiencyBf16 = 0.5;
 // step 5, docs/perf/gemm.md): a 64x128 tile ran at 0.56-0.61 of 128x128's work rate in bf16 and
 // 0.57-0.67 in ptpc, so where M <= 64 (a 128-row tile computes half its rows for nothing) it takes
 // 0.81-0.89 of 128x128's time. bf16 counts it at 0.6, above 128x64's 0.5 (measured 9.4 vs 11.9 us at
-// 64x8192x1280); ptpc at 0.58, just below 128x64's 0.6: at M = 64 ptpc's two ran within -8%..+9%
-// of each other, so a tie keeps the 128x64 the planner chose before. 64x256 (0.5) never ran faster
-// than 64x128 at M <= 128.
+// 64x8192x1280). fp8 (ptpc, blockscale) at 0.75: on the H100 over the decode shapes at M 48-128
+// (docs/perf/gemm.md "Small M"), unsplit, ptpc's 64x128 took 0.73-0.96 of cuBLASLt's time against
+// 0.95-1.10 for 128x64 (each streams as many weight bytes per stage as a 128-row tile of twice the
+// width: an fp8 stage of 128x64 is two thirds A, mostly rows past M), blockscale's 0.84-1.01 against
+// 1.04-1.29; where both fill one wave, 64x128 wins. 64x256 (0.5) never ran faster than 64x128 at
+// M <= 128.
 constexpr double kHalfRowTileEfficiencyBf16 = 0.6;
-constexpr double kHalfRowTileEfficiencyFp8 = 0.58;
+constexpr double kHalfRowTileEfficiencyFp8 = 0.75;
 constexpr double kHalfRowWideTileEfficiency = 0.5;
 // bf16's 64x64 tile (each consumer warpgroup 64 x 32; GemmPerf, GEMM v2 step 7): where it and
 // 64x128 both fill one wave it ran 2-6% faster with twice the tiles (64x8192x1280 8.6 against 8.8
@@ -92,6 +103,35 @@ std::vector<TileCandidate> gemm_tile_candidates(const GemmProblem& p) {
   return out;
 }
 
+// The split-K model (see the rule at the top of this file), fitted on the H100 (docs/perf/gemm.md
+// "Small M"): the best one-wave small-M kernels streamed 2.2-2.7 TB/s; a CTA not bound by HBM took
+// per 128-byte K block 0.21 us in bf16 64x64, 0.31 in bf16 128x128, 0.26 in ptpc 64x128, 0.35 in
+// ptpc 128x128, 0.42 in blockscale 64x128 and 0.51 in blockscale 128x128 (scales applied per K
+// block), i.e. a per-mode base plus 0.16 us per 128x128 of tile; mxfp8 keeps the fill rule. The
+// reduction: 4.2 us beyond its partials (ptpc 1280 x 8192, M 48, 64x128 at 2 and 4 splits), which
+// are written and read back mostly in L2 (counted at kSplitPartialBytesPerS, not measured apart).
+constexpr double kSmallGridBytesPerS = 2.6e12;
+constexpr double kSplitPartialBytesPerS = 8.0e12;
+constexpr double kSplitReduceUs = 4.2;
+constexpr double kSplitMinSaving = 0.05;
+constexpr double kStepUsPerTile128 = 0.16;
+
+static double split_k_step_us(ScaleMode mode, int block_m, int block_n) {
+  const double base = mode == ScaleMode::kBlockscale ? 0.33 : 0.17;  // bf16, ptpc: 0.17
+  return base + kStepUsPerTile128 * block_m * block_n / (128.0 * 128.0);
+}
+
+double split_k_model_us(const GemmProblem& p, int block_m, int block_n, int64_t k_blocks, int64_t split) {
+  const double in = p.mode == ScaleMode::kBF16 ? 2.0 : 1.0, out = static_cast<double>(dtype_bytes(p.out_dtype));
+  const double m = static_cast<double>(p.m), n = static_cast<double>(p.n), k = static_cast<double>(p.k);
+  const double stream_us = ((m + n) * k * in + m * n * out) / kSmallGridBytesPerS * 1e6;
+  const double steps_us =
+      static_cast<double>(ceil_div(k_blocks, split)) * split_k_step_us(p.mode, block_m, block_n);
+  const double reduce_us =
+      split > 1 ? kSplitReduceUs + 8.0 * static_cast<double>(split) * m * n / kSplitPartialBytesPerS * 1e6 : 0.0;
+  return std::max(stream_us, steps_us) + reduce_us;
+}
+
 static std::string tiles_list(const std::vector<TileCandidate>& c) {
   std::ostringstream os;
   for (size_t i = 0; i < c.size(); ++i) os << (i ? ", " : "") << c[i].block_m << "x" << c[i].block_n;
@@ -99,7 +139,7 @@ static std::string tiles_list(const std::vector<TileCandidate>& c) {
 }
 
 GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverrides& o,
-                         const std::vector<TileCandidate>& cands) {
+                         const std::vector<TileCandidate>& cands, SplitRule split_rule) {
   check_plan_limits(num_sms, o);
   WEAVE_EXPECT_ARG((o.block_m == 0) == (o.block_n == 0),
                    "override tile: give both block_m and block_n (got " << o.block_m << "x" << o.block_n << ")");
@@ -194,7 +234,17 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
                                                                     << " (each split needs at least one)");
     split = o.split_k;
   } else if (o.split_k == 0 && plan.tiles < num_sms && !pick->split_kernel.empty()) {
-    split = std::min<int64_t>({num_sms / plan.tiles, p.k / kMinSplitKElems, kMaxSplitK, k_blocks});
+    const int64_t most = std::min<int64_t>({num_sms / plan.tiles, p.k / kMinSplitKElems, kMaxSplitK, k_blocks});
+    if (split_rule == SplitRule::kFillSms || p.mode == ScaleMode::kMxfp8) {
+      split = most;
+    } else {
+      const double t1 = split_k_model_us(p, pick->block_m, pick->block_n, k_blocks, 1);
+      double best = t1;
+      for (int64_t s = 2; s <= most; ++s)
+        if (const double t = split_k_model_us(p, pick->block_m, pick->block_n, k_blocks, s); t < best)
+          best = t, split = s;
+      if (best > t1 * (1 - kSplitMinSaving)) split = 1;
+    }
   }
   if (split >= 2) {
     // Normalise so that every split holds at least one K block.
@@ -219,8 +269,11 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
       why << "no fp32-output instance of this tile is built";
     else if (num_sms / plan.tiles < 2)
       why << "2 x " << plan.tiles << " tiles would exceed the " << num_sms << " SMs";
-    else
+    else if (p.k < 2 * kMinSplitKElems)
       why << "K = " << p.k << " < 2 x " << kMinSplitKElems;
+    else
+      why << "modelled " << split_k_model_us(p, pick->block_m, pick->block_n, k_blocks, 1)
+          << " us unsplit, no split saves " << 100 * kSplitMinSaving << "%: the tiles already stream near the HBM rate";
     why << ")";
   }
   if (o.grid > 0) {

@@ -113,8 +113,11 @@ struct ScaleBlockwise {
   template <class Tile>
   __device__ __forceinline__ static void producer_copy_stage(const MainloopArgs& a, uint32_t slot, uint32_t full_bar,
                                                              int m0, int n_blk, int kb, int lane) {
-    static_assert(Tile::kBlockN == 128, "blockscale tiles cover exactly one 128-row block of B");
-    const float* sb = static_cast<const float*>(a.scale_b) + static_cast<int64_t>(n_blk) * a.scale_b_ld + kb;
+    // A tile lies inside one 128-row block of B: 128 columns, or 64 (half a block: both halves
+    // read that block's factor).
+    static_assert(Tile::kBlockN == 128 || Tile::kBlockN == 64, "blockscale tiles lie inside one 128-row block of B");
+    const int b_blk = n_blk / (128 / Tile::kBlockN);
+    const float* sb = static_cast<const float*>(a.scale_b) + static_cast<int64_t>(b_blk) * a.scale_b_ld + kb;
     if constexpr (kTmaRows) {
       // tma_scale_a: [K/128 rows, M cols] of fp32, box [1, BM]; rows past M read as zeros.
       if (lane == 0) {

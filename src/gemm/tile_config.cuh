@@ -103,8 +103,8 @@ struct TileShape {
   static constexpr int kBTileBytes = BN * 128;
   static constexpr int kStageBytes = kATileBytes + kBTileBytes;
   static_assert(BM == 64 || BM == 128 || BM == 256, "tile rows: 64, 128 or 256");
-  // 64: narrow tiles for small M and N, where 128-wide tiles leave SMs idle (bf16 and ptpc only:
-  // blockscale and mxfp8 tiles hold whole 128- / 32-row B scale blocks per 128 columns).
+  // 64: narrow tiles for small M and N, where 128-wide tiles leave SMs idle (bf16, ptpc and
+  // blockscale, whose 64-column tile reads half of one 128-row B scale block; not mxfp8).
   // 160 (bf16, 128 rows): for N where 128 and 256 quantise the waves badly (1024 x 5120: 256 tiles
   // of 128x160 in 1.94 waves instead of 320 of 128x128 in 2.42); its bf16 output rows are 320 bytes,
   // stored as five 64-byte strips (epilogue_box_bytes).

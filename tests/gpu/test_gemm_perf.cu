@@ -23,6 +23,20 @@ struct PerfShape {
   int64_t m, n, k;
 };
 
+// A comma-separated list of integers from the environment (empty when unset).
+std::vector<int> env_ints(const char* name) {
+  std::vector<int> out;
+  const char* v = std::getenv(name);
+  if (v == nullptr) return out;
+  std::string rest = v;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    out.push_back(std::atoi(rest.substr(0, comma).c_str()));
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+  }
+  return out;
+}
+
 void time_shape(ScaleMode mode, PerfShape s, int l2_bytes) {
   GemmProblem p{.m = s.m, .n = s.n, .k = s.k, .mode = mode, .out_dtype = DType::kBF16};
   // Operands: one A, several B copies (cold weights), one C per arm.
@@ -58,11 +72,27 @@ void time_shape(ScaleMode mode, PerfShape s, int l2_bytes) {
     variants.push_back({"mn", {}, ScaleLayout::kMnMajor});
     sa_mn = bench::upload_mn_major_scales(qa, 0);
   }
-  for (int g : {2, 4, 16, 64}) variants.push_back({"group " + std::to_string(g), GemmPlanOverrides{.group_rows = g}});
   // K splits the planner may not take (its rule keeps >= 1024 K elements per split).
   const int64_t k_blocks = (s.k + (mode == ScaleMode::kBF16 ? 63 : 127)) / (mode == ScaleMode::kBF16 ? 64 : 128);
-  for (int split : {2, 3, 4})
-    if (split <= k_blocks) variants.push_back({"split " + std::to_string(split), GemmPlanOverrides{.split_k = split}});
+  const std::vector<int> tile_splits = env_ints("WEAVE_GEMM_PERF_TILE_SPLITS");
+  if (tile_splits.empty()) {
+    for (int g : {2, 4, 16, 64}) variants.push_back({"group " + std::to_string(g), GemmPlanOverrides{.group_rows = g}});
+    for (int split : {2, 3, 4})
+      if (split <= k_blocks) variants.push_back({"split " + std::to_string(split), GemmPlanOverrides{.split_k = split}});
+  } else {
+    // WEAVE_GEMM_PERF_TILE_SPLITS=1,2,4,...: every tile (blockscale: of both scale layouts) at every
+    // listed K split, 1 = none (where the tile has a split kernel; the planner refuses the others
+    // and the arm is left out).
+    for (const auto& inst : gemm::gemm_instances())
+      if (inst.mode == mode && inst.out_dtype == DType::kBF16)
+        for (int split : tile_splits)
+          if (split >= 1 && split <= k_blocks)
+            variants.push_back({std::string(inst.scale_layout == ScaleLayout::kMnMajor ? "mn " : "") + "tile " +
+                                    std::to_string(inst.block_m) + "x" + std::to_string(inst.block_n) + " split " +
+                                    std::to_string(split),
+                                GemmPlanOverrides{.block_m = inst.block_m, .block_n = inst.block_n, .split_k = split},
+                                inst.scale_layout});
+  }
   std::vector<std::vector<std::unique_ptr<Gemm>>> gemm_sets(variants.size());
   std::vector<bench::DeviceBuffer> workspaces(variants.size());
   std::vector<bench::Arm> arms;
@@ -70,9 +100,15 @@ void time_shape(ScaleMode mode, PerfShape s, int l2_bytes) {
     GemmProblem pv = p;
     pv.scale_layout = variants[v].layout;
     const TensorView sa = variants[v].layout == ScaleLayout::kMnMajor ? sa_mn.view : a.scale_view;
-    for (int i = 0; i < copies; ++i)
-      gemm_sets[v].push_back(std::make_unique<Gemm>(pv, a.view, b[i].view, GemmScales{sa, b[i].scale_view}, cw,
-                                                    variants[v].overrides));
+    try {
+      for (int i = 0; i < copies; ++i)
+        gemm_sets[v].push_back(std::make_unique<Gemm>(pv, a.view, b[i].view, GemmScales{sa, b[i].scale_view}, cw,
+                                                      variants[v].overrides));
+    } catch (const Error&) {
+      if (v == 0 || tile_splits.empty()) throw;
+      gemm_sets[v].clear();
+      continue;  // a tile x split the planner refuses (no split kernel for the tile): no arm
+    }
     if (const std::size_t ws = gemm_sets[v][0]->workspace_bytes(); ws > 0) {
       workspaces[v] = bench::DeviceBuffer(ws);
       for (auto& g : gemm_sets[v]) g->set_workspace(workspaces[v].get(), ws);
@@ -124,9 +160,9 @@ void time_shape(ScaleMode mode, PerfShape s, int l2_bytes) {
   cudaStreamDestroy(stream);
 
   const double flop = 2.0 * s.m * s.n * s.k;
-  std::printf("  %-10s %6lld %6lld %6lld  %-44s weave %9.1f us %7.1f TFLOPS noise %.1f%% #wrong %lld",
+  std::printf("  %-10s %6lld %6lld %6lld  %-44s split %d weave %9.1f us %7.1f TFLOPS noise %.1f%% #wrong %lld",
               std::string(to_string(mode)).c_str(), static_cast<long long>(s.m), static_cast<long long>(s.n),
-              static_cast<long long>(s.k), gemms[0]->plan().kernel.c_str(), t[0].median_us,
+              static_cast<long long>(s.k), gemms[0]->plan().kernel.c_str(), gemms[0]->plan().split_k, t[0].median_us,
               flop / t[0].median_us * 1e-6, t[0].noise_pct, static_cast<long long>(cmp.wrong));
   for (size_t i = 1; i < t.size(); ++i)
     std::printf(" | %s %.1f us (%.3f)", arms[i].name.c_str(), t[i].median_us, t[0].median_us / t[i].median_us);
