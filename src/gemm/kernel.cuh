@@ -59,6 +59,17 @@ constexpr bool single_consumer_role() {
   return false;
 }
 
+// Whether an instance loads only the lower half of A for tiles whose upper 64 rows lie past M
+// (the producer below): plain GEMMs (EpilogueKind::kStoreLocal) with 128-row, two-warpgroups-by-rows
+// tiles. An epilogue that names no kind keeps the full box.
+template <class Epilogue>
+constexpr bool stores_local_only() {
+  if constexpr (requires { Epilogue::kKind; }) return Epilogue::kKind == EpilogueKind::kStoreLocal;
+  else return false;
+}
+template <class Tile, class Epilogue>
+inline constexpr bool kHalfBoxA = Tile::kBlockM == 128 && !Tile::kSplitN && stores_local_only<Epilogue>();
+
 template <class Tile, class Scale, class Epilogue, class Scheduler>
 __global__ void __launch_bounds__(Tile::kThreads, 1)
     sm90_gemm_kernel(const __grid_constant__ KernelArgs<typename Epilogue::Params> args) {
@@ -174,6 +185,15 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           Scale::template producer_copy_tile<Tile>(a, tile_scale_buf(tile_iter), tile_scale_full(tile_iter), m0, n0,
                                                    lane);
         }
+        // A plain GEMM's 128-row tile whose upper 64 rows lie wholly past M (M = 192: the second row
+        // block) loads only its lower 64 (tma_a_half): a TMA box half out of bounds made such tiles
+        // 1.2-1.4x slower than full ones (docs/perf/gemm.md "Small M"). The upper warpgroup then
+        // multiplies stale shared memory into output rows past M, which the store clips; fused
+        // epilogues (whose maps may hold rows past M) keep the full box.
+        bool a_half = false;
+        if constexpr (kHalfBoxA<Tile, Epilogue>) a_half = m0 + 64 >= a.m;
+        const uint32_t a_bytes = a_half ? Tile::kATileBytes / 2 : Tile::kATileBytes;
+        const CUtensorMap* a_map = a_half ? &a.tma_a_half : &a.tma_a;
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           // First lap: parity 1 refers to the phase "before" the barrier's first, already complete.
           wait_or_leave(empty_bar(ps.stage), ps.phase ^ 1u, hopper::WaitSite::kProducerEmpty, ps.stage);
@@ -183,8 +203,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
             continue;
           }
           if (lane == 0) {
-            ptx::mbarrier_arrive_expect_tx_release_cta(full, Tile::kStageBytes + scale_stage_tx_bytes<Scale, Tile>());
-            ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_a(ps.stage), &a.tma_a, kb * Tile::kBlockK, m0, full,
+            ptx::mbarrier_arrive_expect_tx_release_cta(
+                full, a_bytes + Tile::kBTileBytes + scale_stage_tx_bytes<Scale, Tile>());
+            ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_a(ps.stage), a_map, kb * Tile::kBlockK, m0, full,
                                                           ptx::kL2EvictNormal);
             ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_b(ps.stage), &a.tma_b, kb * Tile::kBlockK, n0, full,
                                                           ptx::kL2EvictNormal);

@@ -23,6 +23,9 @@ struct MainloopArgs {
   // Blockscale with MN-major A scales (ScaleLayout::kMnMajor) only: scale_a as [K/128 rows, M cols]
   // fp32 (row stride scale_a_ld), box [1, block_m], no swizzle. Unused otherwise.
   CUtensorMap tma_scale_a;
+  // A again with box [64, block_k] (128-row tiles): a plain GEMM's tile whose upper 64 rows lie past
+  // M loads only its lower half (gemm/kernel.cuh kHalfBoxA). Unused otherwise.
+  CUtensorMap tma_a_half;
   // ptpc: fp32 [M] and [N]. blockscale: fp32 [M, K/128] (row stride scale_a_ld; MN-major: column
   // stride scale_a_ld, read through tma_scale_a) and [ceil(N/128), K/128] (row stride scale_b_ld). mxfp8 raw: ue8m0 bytes [M, K/32] and
   // [ceil(N/32), K/32] (row strides in bytes); mxfp8 packed: uint32 words [ceil(K/128), M] and

@@ -194,6 +194,8 @@ MainloopArgs make_mainloop_args(const GemmProblem& p, const GemmPlan& plan, cons
                                 hopper::TmaSwizzle::k128B);
   m.tma_b = hopper::make_tma_2d("B", b.data, in, p.n, p.k, b.ld(), plan.block_n, plan.block_k,
                                 hopper::TmaSwizzle::k128B);
+  if (plan.block_m == 128)
+    m.tma_a_half = hopper::make_tma_2d("A", a.data, in, p.m, p.k, a.ld(), 64, plan.block_k, hopper::TmaSwizzle::k128B);
   m.scale_a = s.a.data;
   m.scale_b = s.b.data;
   // Row strides in the unit each policy indexes: floats (blockscale), bytes (mxfp8 raw), uint32
