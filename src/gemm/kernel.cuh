@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         }
         // A plain GEMM's 128-row tile whose upper 64 rows lie wholly past M (M = 192: the second row
         // block) loads only its lower 64 (tma_a_half): a TMA box half out of bounds made such tiles
-        // 1.2-1.4x slower than full ones (docs/perf/gemm.md "Small M"). The upper warpgroup then
+        // slower than full ones (docs/perf/gemm.md "Small M"). The upper warpgroup then
         // multiplies stale shared memory into output rows past M, which the store clips; fused
         // epilogues (whose maps may hold rows past M) keep the full box.
         bool a_half = false;
