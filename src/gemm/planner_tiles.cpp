@@ -263,6 +263,9 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
     why << "; split-K " << plan.split_k << (o.split_k >= 2 ? " (override)" : "") << ": " << plan.tiles << " tiles x "
         << plan.split_k << " K splits of " << split_k_blocks_per_split(k_blocks, plan.split_k) << " K blocks = " << items
         << " work items (fp32 partials in the workspace, summed in split order by a second kernel)";
+    if (o.split_k < 2 && split_rule == SplitRule::kModel && p.mode != ScaleMode::kMxfp8)
+      why << "; modelled " << split_k_model_us(p, pick->block_m, pick->block_n, k_blocks, plan.split_k)
+          << " us against " << split_k_model_us(p, pick->block_m, pick->block_n, k_blocks, 1) << " unsplit";
   } else if (o.split_k == 0 && plan.tiles < num_sms) {
     why << "; no split-K (";
     if (pick->split_kernel.empty())

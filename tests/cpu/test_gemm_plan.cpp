@@ -432,6 +432,7 @@ TEST(GemmPlanSplitK, ChosenWhereTilesLeaveSmsIdleAndKIsLong) {
   EXPECT_EQ(plan.kernel, "f128x128");  // partials come from the fp32-output instance
   EXPECT_EQ(plan.grid, 10 * plan.split_k);
   EXPECT_NE(plan.reason.find("split-K " + std::to_string(plan.split_k)), std::string::npos) << plan.reason;
+  EXPECT_NE(plan.reason.find(" unsplit"), std::string::npos) << plan.reason;  // the model's two times
   // 256 x 1024 blockscale: 16 tiles, 56 K blocks at 0.42 us each: split, at most min(132 / 16 = 8,
   // 7168 / 1024 = 7) = 7.
   plan = gemm::gemm_plan_tiles(problem(256, 1024, 7168, ScaleMode::kBlockscale), 132, {}, c);
