@@ -34,20 +34,28 @@
 
 namespace weave::gemm {
 
-template <class Out>
-struct EpilogueStoreLocal {
-  using Params = StoreLocalParams;
-  using OutType = Out;
-  static constexpr EpilogueKind kKind = EpilogueKind::kStoreLocal;
-  static_assert(sizeof(Out) == 2 || sizeof(Out) == 4, "bf16 or fp32 output");
+// A policy that stores its tiles to its own map and nothing else: no hooks, one destination. A
+// policy with its own Params derives from it (AllGatherGemm's EpilogueAgmRows).
+struct EpilogueNoHooks {
   static constexpr bool kHasBeforeHook = false;
   static constexpr bool kHasStoredHook = false;
   static constexpr bool kHasIssuedHook = false;
   static constexpr bool kHasCallHooks = false;
   static constexpr bool kMultiDestination = false;
+  template <class Params>
   __device__ __forceinline__ static void before_store(const Params&, int, int, int, int) {}
+  template <class Params>
   __device__ __forceinline__ static void tile_issued(const Params&, int, int, int, int) {}
+  template <class Params>
   __device__ __forceinline__ static void tile_stored(const Params&, int, int, int, int) {}
+};
+
+template <class Out>
+struct EpilogueStoreLocal : EpilogueNoHooks {
+  using Params = StoreLocalParams;
+  using OutType = Out;
+  static constexpr EpilogueKind kKind = EpilogueKind::kStoreLocal;
+  static_assert(sizeof(Out) == 2 || sizeof(Out) == 4, "bf16 or fp32 output");
 };
 
 }  // namespace weave::gemm

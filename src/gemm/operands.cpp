@@ -194,7 +194,8 @@ MainloopArgs make_mainloop_args(const GemmProblem& p, const GemmPlan& plan, cons
                                 hopper::TmaSwizzle::k128B);
   m.tma_b = hopper::make_tma_2d("B", b.data, in, p.n, p.k, b.ld(), plan.block_n, plan.block_k,
                                 hopper::TmaSwizzle::k128B);
-  if (plan.block_m == 128)
+  // Only a last row block of 1-64 rows loads A by halves (gemm/kernel.cuh kHalfBoxA): encoded only then.
+  if (plan.block_m == 128 && p.m % 128 != 0 && p.m % 128 <= 64)
     m.tma_a_half = hopper::make_tma_2d("A", a.data, in, p.m, p.k, a.ld(), 64, plan.block_k, hopper::TmaSwizzle::k128B);
   m.scale_a = s.a.data;
   m.scale_b = s.b.data;

@@ -224,6 +224,7 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
   // split-K (see the rule at the top of this file).
   const int64_t k_blocks = ceil_div(p.k, pick->block_k);
   int64_t split = 1;
+  double unsplit_us = 0, split_us = 0;  // the split-K model's times, where it chose
   if (o.split_k >= 2) {
     WEAVE_EXPECT(!pick->split_kernel.empty(), Status::kUnsupported,
                  "override 'split_k' = " << o.split_k << ": split-K writes fp32 partials, and no fp32-output instance of tile "
@@ -238,12 +239,11 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
     if (split_rule == SplitRule::kFillSms || p.mode == ScaleMode::kMxfp8) {
       split = most;
     } else {
-      const double t1 = split_k_model_us(p, pick->block_m, pick->block_n, k_blocks, 1);
-      double best = t1;
+      unsplit_us = split_us = split_k_model_us(p, pick->block_m, pick->block_n, k_blocks, 1);
       for (int64_t s = 2; s <= most; ++s)
-        if (const double t = split_k_model_us(p, pick->block_m, pick->block_n, k_blocks, s); t < best)
-          best = t, split = s;
-      if (best > t1 * (1 - kSplitMinSaving)) split = 1;
+        if (const double t = split_k_model_us(p, pick->block_m, pick->block_n, k_blocks, s); t < split_us)
+          split_us = t, split = s;
+      if (split_us > unsplit_us * (1 - kSplitMinSaving)) split = 1, split_us = unsplit_us;
     }
   }
   if (split >= 2) {
@@ -263,9 +263,7 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
     why << "; split-K " << plan.split_k << (o.split_k >= 2 ? " (override)" : "") << ": " << plan.tiles << " tiles x "
         << plan.split_k << " K splits of " << split_k_blocks_per_split(k_blocks, plan.split_k) << " K blocks = " << items
         << " work items (fp32 partials in the workspace, summed in split order by a second kernel)";
-    if (o.split_k < 2 && split_rule == SplitRule::kModel && p.mode != ScaleMode::kMxfp8)
-      why << "; modelled " << split_k_model_us(p, pick->block_m, pick->block_n, k_blocks, plan.split_k)
-          << " us against " << split_k_model_us(p, pick->block_m, pick->block_n, k_blocks, 1) << " unsplit";
+    if (unsplit_us > 0) why << "; modelled " << split_us << " us against " << unsplit_us << " unsplit";
   } else if (o.split_k == 0 && plan.tiles < num_sms) {
     why << "; no split-K (";
     if (pick->split_kernel.empty())
@@ -275,8 +273,8 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
     else if (p.k < 2 * kMinSplitKElems)
       why << "K = " << p.k << " < 2 x " << kMinSplitKElems;
     else
-      why << "modelled " << split_k_model_us(p, pick->block_m, pick->block_n, k_blocks, 1)
-          << " us unsplit, no split saves " << 100 * kSplitMinSaving << "%: the tiles already stream near the HBM rate";
+      why << "modelled " << unsplit_us << " us unsplit, no split saves " << 100 * kSplitMinSaving
+          << "%: the tiles already stream near the HBM rate";
     why << ")";
   }
   if (o.grid > 0) {

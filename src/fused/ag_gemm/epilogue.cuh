@@ -12,6 +12,7 @@
 
 #include "comm/device_common.cuh"
 #include "fused/ag_gemm/fused_ce.hpp"
+#include "gemm/epilogue_store.cuh"
 #include "gemm/kernel_args.hpp"
 #include "gemm/tile_scheduler.cuh"
 #include "hopper/ptx/fence.cuh"
@@ -19,20 +20,12 @@
 namespace weave::fused {
 
 template <class Out>
-struct EpilogueAgmRows {
+struct EpilogueAgmRows : gemm::EpilogueNoHooks {
   using Params = AgmRowsParams;
   using OutType = Out;
   static constexpr gemm::EpilogueKind kKind = gemm::EpilogueKind::kAgmRows;
   static_assert(sizeof(Out) == 2 || sizeof(Out) == 4, "bf16 or fp32 output");
-  static constexpr bool kHasBeforeHook = false;
-  static constexpr bool kHasStoredHook = false;
-  static constexpr bool kHasIssuedHook = false;
-  static constexpr bool kHasCallHooks = false;
-  static constexpr bool kMultiDestination = false;
   static constexpr bool kWaitsForRows = true;  // gemm/kernel.cuh calls wait_rows
-  __device__ __forceinline__ static void before_store(const Params&, int, int, int, int) {}
-  __device__ __forceinline__ static void tile_issued(const Params&, int, int, int, int) {}
-  __device__ __forceinline__ static void tile_stored(const Params&, int, int, int, int) {}
 
   // Called by every lane of the producer warp; returns the same verdict on every lane: false when
   // a wait failed (timed out, or the op had given up), recorded in the op's error record.
