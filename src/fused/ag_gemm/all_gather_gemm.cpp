@@ -310,6 +310,28 @@ void AllGatherGemm::Impl::stage_own_rows(int64_t m, const TensorView& a, const G
   }
 }
 
+const AllGatherGemm::Impl::CachedFusedArgs& AllGatherGemm::Impl::fused_args_for(int64_t m, const TensorView& b,
+                                                                                  const GemmScales& s,
+                                                                                  const TensorView& c) {
+  auto it = fused_args.find(m);
+  if (it != fused_args.end() && same_view(it->second.b, b) && same_view(it->second.scale_b, s.b) &&
+      same_view(it->second.c, c))
+    return it->second;
+  if (it == fused_args.end() && fused_args.size() >= 64) fused_args.clear();  // a bound on the host memory
+  const GemmProblem prob{.m = group->world_size() * m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant,
+                         .scale_layout = cfg.scale_layout, .out_dtype = cfg.out_dtype};
+  const int grid = static_cast<int>(std::min<int64_t>(fused::agm_fused_ce_tiles(prob.m, cfg.n), grid_cap));
+  const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kAgmFusedBlockM, fused::kAgmFusedBlockN, grid);
+  CachedFusedArgs& e = fused_args[m];
+  e.args = {};
+  e.args.main = gemm::make_mainloop_args(prob, gp, gathered_a(m), b, GemmScales{.a = gathered_scale_a(m), .b = s.b});
+  e.args.epi.tma_c = gemm::make_epilogue_map("the output", c.data, cfg.out_dtype, 1, prob.m, cfg.n, c.ld(),
+                                             fused_kernel->epi_box_bytes);
+  e.grid = gp.grid;
+  e.b = b, e.scale_b = s.b, e.c = c;
+  return e;
+}
+
 // docs/memory_ordering.md "agm-fused-ce". Rank r, call e, main stream unless named:
 //   landed words = 0 -> staging (gated) -> pull enter (e; ready -> peers; wait theirs; triggers) ->
 //   [copy stream s - 1: wait trigger, reset it, pull peer q = r + s's scales, then per chunk c its
@@ -359,23 +381,17 @@ void AllGatherGemm::Impl::enqueue_fused_ce(int64_t m, const TensorView& a, const
     }
     group->enqueue_lockstep();
   }
-  const GemmProblem prob{.m = w * m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
-                         .out_dtype = cfg.out_dtype};
-  const int grid = static_cast<int>(std::min<int64_t>(fused::agm_fused_ce_tiles(prob.m, cfg.n), grid_cap));
-  const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kAgmFusedBlockM, fused::kAgmFusedBlockN, grid);
-  gemm::KernelArgs<fused::AgmRowsParams> args{};
-  args.main = gemm::make_mainloop_args(prob, gp, gathered_a(m), b, GemmScales{.a = gathered_scale_a(m), .b = s.b});
+  const CachedFusedArgs& cached = fused_args_for(m, b, s, c);
+  gemm::KernelArgs<fused::AgmRowsParams> args = cached.args;
   args.main.timeout_record = hopper::wait_timeout_record();
   // Above the comm timeout: a stuck copy is reported by the landed wait that knows the peer.
   args.main.pipeline_timeout_ns = pr.timeout_ns + 5'000'000'000ull;
-  args.epi.tma_c = gemm::make_epilogue_map("the output", c.data, cfg.out_dtype, 1, prob.m, cfg.n, c.ld(),
-                                           fused_kernel->epi_box_bytes);
   args.epi.p = pr;
   args.epi.landed = landed;
   args.epi.chunks = ch;
   args.epi.first_block = static_cast<int32_t>((int64_t(r) * m) / fused::kAgmFusedBlockM);
   args.epi.skip_landed_wait = hooks.skip_landed_wait ? 1 : 0;
-  fused_kernel->launch(args, gp.grid, stream);
+  fused_kernel->launch(args, cached.grid, stream);
   if (caps.pulls) {
     group->enqueue_lockstep();
     pulls.join(stream);

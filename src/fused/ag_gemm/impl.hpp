@@ -74,6 +74,16 @@ struct AllGatherGemm::Impl {
     TensorView b, scale_b, c;
   };
   std::map<int64_t, CachedGemm> gemms;
+  // fused-ce: its kernel's arguments for each m met so far (the TMA maps of the gathered rows, B
+  // and the output, the grid), re-encoded only when the call's B, scales or output differ from
+  // those they were built for; enqueue_fused_ce fills the per-call fields of a copy.
+  struct CachedFusedArgs {
+    gemm::KernelArgs<fused::AgmRowsParams> args{};
+    int grid = 0;
+    TensorView b, scale_b, c;
+  };
+  std::map<int64_t, CachedFusedArgs> fused_args;
+  const CachedFusedArgs& fused_args_for(int64_t m, const TensorView& b, const GemmScales& s, const TensorView& c);
   std::unique_ptr<OwnedDeviceMemory> workspace;
   std::size_t workspace_bytes = 0;
   AllGatherGemmMode last = AllGatherGemmMode::kAuto;
