@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/check.hpp"
+#include "hopper/ptx/griddepcontrol.cuh"
 
 namespace weave::gemm {
 namespace {
@@ -13,6 +14,9 @@ namespace {
 template <class Out>
 __global__ void __launch_bounds__(256) split_k_reduce_kernel(const float* __restrict__ partials, int64_t m, int64_t n,
                                                              int split_k, Out* __restrict__ c, int64_t ldc) {
+  // The GEMM before it (programmatic dependent launch) has completed and its partials are
+  // visible once this returns; nothing above touches memory.
+  ptx::griddepcontrol_wait();
   const int64_t quads = n / 4;
   const int64_t plane = m * n;
   for (int64_t q = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; q < m * quads; q += gridDim.x * int64_t{blockDim.x}) {
@@ -44,16 +48,25 @@ __global__ void __launch_bounds__(256) split_k_reduce_kernel(const float* __rest
 }  // namespace
 
 void split_k_reduce(const float* partials, int64_t m, int64_t n, int split_k, void* c, int64_t ldc, DType out_dtype,
-                    int num_sms, cudaStream_t stream) {
+                    int num_sms, bool pdl, cudaStream_t stream) {
   const int64_t quads = m * (n / 4);
   // Memory-bound: enough CTAs for every SM to keep several 256-thread blocks of loads in flight.
   const int64_t grid = std::max<int64_t>(1, std::min<int64_t>((quads + 255) / 256, int64_t{num_sms} * 8));
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.blockDim = dim3(256);
+  config.stream = stream;
+  cudaLaunchAttribute serialization{};
+  serialization.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  serialization.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &serialization;
+  config.numAttrs = pdl ? 1 : 0;
   if (out_dtype == DType::kF32)
-    split_k_reduce_kernel<float><<<static_cast<unsigned>(grid), 256, 0, stream>>>(partials, m, n, split_k,
-                                                                                  static_cast<float*>(c), ldc);
+    WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&config, split_k_reduce_kernel<float>, partials, m, n, split_k,
+                                        static_cast<float*>(c), ldc));
   else
-    split_k_reduce_kernel<__nv_bfloat16><<<static_cast<unsigned>(grid), 256, 0, stream>>>(
-        partials, m, n, split_k, static_cast<__nv_bfloat16*>(c), ldc);
+    WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&config, split_k_reduce_kernel<__nv_bfloat16>, partials, m, n, split_k,
+                                        static_cast<__nv_bfloat16*>(c), ldc));
   WEAVE_CHECK_LAUNCH();
 }
 

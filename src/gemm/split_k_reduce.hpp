@@ -3,6 +3,9 @@
 // dtype (RNE to bf16) and stored with C's leading dimension. Scales are already in the partials:
 // each is the fp32-output kernel's result for its K range (ptpc's epilogue scale, blockscale's and
 // mxfp8's main-loop scales applied). Enqueue only: no allocation, no sync, graph-capturable.
+// With `pdl`, launched with programmatic stream serialization: its CTAs may be scheduled while the
+// GEMM that writes the partials retires, and wait (griddepcontrol.wait, a no-op otherwise) for it
+// to complete before any load (docs/memory_ordering.md "pdl").
 #pragma once
 #include <cuda_runtime.h>
 
@@ -15,6 +18,6 @@ namespace weave::gemm {
 // Requirements (checked by weave::Gemm, not here): n % 4 == 0; partials and c 16-byte aligned;
 // ldc * sizeof(out) a multiple of 16 bytes.
 void split_k_reduce(const float* partials, int64_t m, int64_t n, int split_k, void* c, int64_t ldc, DType out_dtype,
-                    int num_sms, cudaStream_t stream);
+                    int num_sms, bool pdl, cudaStream_t stream);
 
 }  // namespace weave::gemm
