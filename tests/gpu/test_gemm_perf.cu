@@ -23,21 +23,21 @@ struct PerfShape {
   int64_t m, n, k;
 };
 
-// A comma-separated list of integers from the environment (empty when unset).
-std::vector<int> env_ints(const char* name) {
-  std::vector<int> out;
+// The comma-separated items of an environment variable (empty when unset or empty).
+std::vector<std::string> env_list(const char* name) {
+  std::vector<std::string> out;
   const char* v = std::getenv(name);
-  if (v == nullptr) return out;
-  std::string rest = v;
+  std::string rest = v != nullptr ? v : "";
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
-    out.push_back(std::atoi(rest.substr(0, comma).c_str()));
+    out.push_back(rest.substr(0, comma));
     rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
   }
   return out;
 }
 
-void time_shape(ScaleMode mode, PerfShape s, int l2_bytes) {
+// tile_splits: WEAVE_GEMM_PERF_TILE_SPLITS (empty: the default arms).
+void time_shape(ScaleMode mode, PerfShape s, int l2_bytes, const std::vector<int>& tile_splits) {
   GemmProblem p{.m = s.m, .n = s.n, .k = s.k, .mode = mode, .out_dtype = DType::kBF16};
   // Operands: one A, several B copies (cold weights), one C per arm.
   const auto xa = bench::random_operand(1, s.m, s.k);
@@ -74,7 +74,6 @@ void time_shape(ScaleMode mode, PerfShape s, int l2_bytes) {
   }
   // K splits the planner may not take (its rule keeps >= 1024 K elements per split).
   const int64_t k_blocks = (s.k + (mode == ScaleMode::kBF16 ? 63 : 127)) / (mode == ScaleMode::kBF16 ? 64 : 128);
-  const std::vector<int> tile_splits = env_ints("WEAVE_GEMM_PERF_TILE_SPLITS");
   if (tile_splits.empty()) {
     for (int g : {2, 4, 16, 64}) variants.push_back({"group " + std::to_string(g), GemmPlanOverrides{.group_rows = g}});
     for (int split : {2, 3, 4})
@@ -182,22 +181,28 @@ TEST(GemmPerf, AgainstCublasLt) {
   std::vector<PerfShape> shapes = {{8192, 8192, 8192}, {8192, 5120, 2048}, {16384, 2048, 7168},
                                    {2048, 2048, 7168}, {8192, 7168, 640},  {64, 8192, 1280}};
   // WEAVE_GEMM_PERF_SHAPES=MxNxK,... narrows the list (e.g. to the small-M shapes).
-  if (const char* list = std::getenv("WEAVE_GEMM_PERF_SHAPES"); list != nullptr && *list != 0) {
+  if (const std::vector<std::string> list = env_list("WEAVE_GEMM_PERF_SHAPES"); !list.empty()) {
     shapes.clear();
-    std::string rest = list;
-    while (!rest.empty()) {
-      const std::string one = rest.substr(0, rest.find(','));
-      rest = rest.find(',') == std::string::npos ? "" : rest.substr(rest.find(',') + 1);
+    for (const std::string& one : list) {
       long long m = 0, n = 0, k = 0;
       ASSERT_EQ(std::sscanf(one.c_str(), "%lldx%lldx%lld", &m, &n, &k), 3)
           << "WEAVE_GEMM_PERF_SHAPES: '" << one << "' is not MxNxK";
       shapes.push_back({m, n, k});
     }
   }
+  // WEAVE_GEMM_PERF_TILE_SPLITS=1,2,4: every tile at each of these K splits (see time_shape).
+  std::vector<int> tile_splits;
+  for (const std::string& one : env_list("WEAVE_GEMM_PERF_TILE_SPLITS")) {
+    char* end = nullptr;
+    const long split = std::strtol(one.c_str(), &end, 10);
+    ASSERT_TRUE(!one.empty() && *end == '\0' && split >= 1 && split <= 64)
+        << "WEAVE_GEMM_PERF_TILE_SPLITS: '" << one << "' is not a split count in 1..64";
+    tile_splits.push_back(static_cast<int>(split));
+  }
   // WEAVE_GEMM_PERF_MODES=ptpc,blockscale narrows the modes (default: bf16, ptpc, blockscale).
   const char* modes_env = std::getenv("WEAVE_GEMM_PERF_MODES");
   const std::string modes = modes_env != nullptr && *modes_env != 0 ? modes_env : "bf16,ptpc,blockscale";
   for (ScaleMode mode : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale})
     if (("," + modes + ",").find("," + std::string(to_string(mode)) + ",") != std::string::npos)
-      for (const auto& s : shapes) time_shape(mode, s, l2);
+      for (const auto& s : shapes) time_shape(mode, s, l2, tile_splits);
 }

@@ -235,11 +235,15 @@ bool same_view(const TensorView& x, const TensorView& y) {
 
 }  // namespace
 
+bool AllGatherGemm::Impl::CallViews::same_as(const TensorView& b2, const GemmScales& s, const TensorView& c2) const {
+  return same_view(b, b2) && same_view(scale_b, s.b) && same_view(c, c2);
+}
+
 Gemm& AllGatherGemm::Impl::gemm_for(int64_t m, const TensorView& b, const GemmScales& s, const TensorView& c) {
   const GemmScales gs{.a = gathered_scale_a(m), .b = s.b};
   auto it = gemms.find(m);
   if (it == gemms.end()) {
-    if (gemms.size() >= 64) gemms.clear();  // a bound on the host memory; a dropped m is re-planned
+    if (gemms.size() >= kMaxCachedM) gemms.clear();  // a dropped m is re-planned
     const fused::AgmGemm g = fused::agm_gemm(cfg, group->world_size(), m, grid_cap);
     auto made = std::make_unique<Gemm>(g.problem, gathered_a(m), b, gs, c, g.overrides);
     WEAVE_EXPECT(made->workspace_bytes() <= workspace_bytes, Status::kInternal,
@@ -247,11 +251,11 @@ Gemm& AllGatherGemm::Impl::gemm_for(int64_t m, const TensorView& b, const GemmSc
                                                    << " bytes of workspace, more than the " << workspace_bytes
                                                    << " sized at construction");
     if (made->workspace_bytes() > 0) made->set_workspace(workspace->p, workspace_bytes);
-    it = gemms.emplace(m, CachedGemm{std::move(made), b, s.b, c}).first;
-  } else if (!same_view(it->second.b, b) || !same_view(it->second.scale_b, s.b) || !same_view(it->second.c, c)) {
+    it = gemms.emplace(m, CachedGemm{std::move(made), {b, s.b, c}}).first;
+  } else if (!it->second.views.same_as(b, s, c)) {
     // A's views (the window's gathered rows and scales) are fixed per m.
     it->second.gemm->set_operands(gathered_a(m), b, gs, c);
-    it->second.b = b, it->second.scale_b = s.b, it->second.c = c;
+    it->second.views = {b, s.b, c};
   }
   return *it->second.gemm;
 }
@@ -314,10 +318,8 @@ const AllGatherGemm::Impl::CachedFusedArgs& AllGatherGemm::Impl::fused_args_for(
                                                                                   const GemmScales& s,
                                                                                   const TensorView& c) {
   auto it = fused_args.find(m);
-  if (it != fused_args.end() && same_view(it->second.b, b) && same_view(it->second.scale_b, s.b) &&
-      same_view(it->second.c, c))
-    return it->second;
-  if (it == fused_args.end() && fused_args.size() >= 64) fused_args.clear();  // a bound on the host memory
+  if (it != fused_args.end() && it->second.views.same_as(b, s, c)) return it->second;
+  if (it == fused_args.end() && fused_args.size() >= kMaxCachedM) fused_args.clear();
   const GemmProblem prob{.m = group->world_size() * m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant,
                          .scale_layout = cfg.scale_layout, .out_dtype = cfg.out_dtype};
   const int grid = static_cast<int>(std::min<int64_t>(fused::agm_fused_ce_tiles(prob.m, cfg.n), grid_cap));
@@ -328,7 +330,7 @@ const AllGatherGemm::Impl::CachedFusedArgs& AllGatherGemm::Impl::fused_args_for(
   e.args.epi.tma_c = gemm::make_epilogue_map("the output", c.data, cfg.out_dtype, 1, prob.m, cfg.n, c.ld(),
                                              fused_kernel->epi_box_bytes);
   e.grid = gp.grid;
-  e.b = b, e.scale_b = s.b, e.c = c;
+  e.views = {b, s.b, c};
   return e;
 }
 

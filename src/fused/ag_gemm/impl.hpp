@@ -69,9 +69,16 @@ struct AllGatherGemm::Impl {
   // at construction for the largest call's routes.
   // The views each was last pointed at: a call with the same B, scales and output (the usual
   // case: one layer's weights, the window's output) skips set_operands' descriptor encoding.
+  // Both per-m caches below hold at most kMaxCachedM entries (a bound on the host memory; a
+  // dropped m is rebuilt).
+  static constexpr std::size_t kMaxCachedM = 64;
+  struct CallViews {
+    TensorView b, scale_b, c;
+    bool same_as(const TensorView& b2, const GemmScales& s, const TensorView& c2) const;
+  };
   struct CachedGemm {
     std::unique_ptr<Gemm> gemm;
-    TensorView b, scale_b, c;
+    CallViews views;
   };
   std::map<int64_t, CachedGemm> gemms;
   // fused-ce: its kernel's arguments for each m met so far (the TMA maps of the gathered rows, B
@@ -80,7 +87,7 @@ struct AllGatherGemm::Impl {
   struct CachedFusedArgs {
     gemm::KernelArgs<fused::AgmRowsParams> args{};
     int grid = 0;
-    TensorView b, scale_b, c;
+    CallViews views;
   };
   std::map<int64_t, CachedFusedArgs> fused_args;
   const CachedFusedArgs& fused_args_for(int64_t m, const TensorView& b, const GemmScales& s, const TensorView& c);
