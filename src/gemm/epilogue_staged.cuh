@@ -45,12 +45,21 @@ namespace weave::gemm {
 // id 1 is unused since the ptpc tile scales moved to mbarriers, gemm/kernel.cuh).
 inline constexpr uint32_t kEpiBarrierBase = 2;
 
-// Optional policy hook (default off, so policies that predate it need not name it): combine(p,
-// words, acc, m_blk, n_blk, cwg), called by every thread of a consumer warpgroup before its tile is
-// staged, may rewrite the warpgroup's accumulators (GemmAllReduce adds its peers' partials there).
+// Optional policy hook (default off, so policies that predate it need not name it):
+// combine<Tile>(p, words, acc, m_blk, n_blk, cwg), called by every thread of a consumer warpgroup
+// before its tile is staged, may rewrite the warpgroup's accumulators (GemmAllReduce adds its
+// peers' partials there); Tile (gemm/tile_config.cuh) says which rows and columns they hold.
 template <class Epilogue>
 constexpr bool has_combine_hook() {
   if constexpr (requires { Epilogue::kHasCombineHook; }) return Epilogue::kHasCombineHook;
+  else return false;
+}
+
+// Optional policy flag (default off): every map the policy's stores use is built with the
+// instance's strip width, so tiles with 64-byte strips may use it.
+template <class Epilogue>
+constexpr bool has_strip_width_maps() {
+  if constexpr (requires { Epilogue::kStripWidthMaps; }) return Epilogue::kStripWidthMaps;
   else return false;
 }
 
@@ -69,10 +78,12 @@ struct StagedEpilogue {
   static_assert(kBufs >= 1 && kBufs <= kStrips, "epilogue staging: 1 .. kStrips buffers per warpgroup");
   static_assert(kRowBytes == 128 || kRowBytes == 64, "staging strips are 128- or 64-byte rows (gemm/kernel_args.hpp)");
   static_assert(Tile::kWgCols * kOutBytes % kRowBytes == 0, "a warpgroup's columns must fill whole strips");
-  // The fused operators' peer and staging maps are built with 128-byte boxes (make_epilogue_map's
-  // default): their epilogues run on tiles whose strips are 128 bytes.
-  static_assert(kRowBytes == 128 || !(Epilogue::kMultiDestination || Epilogue::kHasStoredHook),
-                "fused epilogues need 128-byte staging strips");
+  // A fused operator builds its peer and staging maps with 128-byte boxes (make_epilogue_map's
+  // default) unless its policy says it builds them with the instance's strip width
+  // (GemmKernelEntry::epi_box_bytes): kStripWidthMaps.
+  static_assert(kRowBytes == 128 || has_strip_width_maps<Epilogue>() ||
+                    !(Epilogue::kMultiDestination || Epilogue::kHasStoredHook),
+                "this fused epilogue needs 128-byte staging strips");
 
   // Only the hook's bookkeeping lives across the main loop (the fp8 kernels run at the register
   // limit there); everything else is recomputed from threadIdx in store(). Without a stored hook
@@ -177,8 +188,8 @@ struct StagedEpilogue {
           // After the previous tile was retired (and, with a stored hook, published): a combine
           // that waits for peers must never hold back a publication a peer waits for.
           extern __shared__ __align__(1024) uint8_t staged_smem[];  // the kernel's dynamic shared memory
-          Epilogue::combine(p, reinterpret_cast<const uint32_t*>(staged_smem + Layout::kCallWordsOffset), acc, m_blk,
-                            n_blk, cw);
+          Epilogue::template combine<Tile>(p, reinterpret_cast<const uint32_t*>(staged_smem + Layout::kCallWordsOffset),
+                                           acc, m_blk, n_blk, cw);
         }
       } else if (q >= kBufs) {
         if (lead) ptx::cp_async_bulk_wait_group_read<kBufs - 1>();

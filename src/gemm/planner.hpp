@@ -37,6 +37,8 @@ inline constexpr int kMaxSplitK = 16;
 // Row blocks per L2 group of the tile order unless overridden (GemmPlan::group_rows).
 inline constexpr int kDefaultGroupRows = 8;
 inline constexpr int64_t kMinSplitKElems = 1024;  // K elements per split the planner keeps at least
+// 64-row tiles are offered at m <= this only, where they were measured (planner_tiles.cpp).
+inline constexpr int64_t kHalfRowTileMaxM = 128;
 
 // K blocks of each split for a plan with `split_k` splits of `k_blocks` blocks: every split is
 // non-empty because the planner normalises split_k to ceil(k_blocks / k_blocks_per_split).
@@ -51,6 +53,11 @@ double split_k_model_us(const GemmProblem& problem, int block_m, int block_n, in
 // blockscale: measured), or as many splits as fill the SMs (mxfp8 and its bf16 route, whose route
 // model was fitted with that rule; the model is not measured there).
 enum class SplitRule { kModel, kFillSms };
+
+// The tile rule's modelled cost of `problem` in block_m x block_n tiles on num_sms CTAs (waves x
+// tile area / the tile's relative work rate, planner_tiles.cpp): the rule picks the least; the
+// ratio of two tiles' costs is their modelled time ratio.
+double tile_cost(const GemmProblem& problem, int num_sms, int block_m, int block_n);
 
 // The tiled-kernel planning rule on an explicit list (see gemm_plan). No GEMV choice here.
 GemmPlan gemm_plan_tiles(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides,

@@ -86,9 +86,8 @@ constexpr double kHalfRowWideTileEfficiency = 0.5;
 // us, 64x2048x8192 14.6 / 15.5, 48x4096x4096 14.2 / 14.7): 0.31-0.32 of 128x128's work rate per
 // area. Counted at 0.31, so it wins those ties narrowly and loses wherever it needs one more wave.
 constexpr double kHalfRowNarrowTileEfficiencyBf16 = 0.31;
-// The largest M the planner gives a 64-row tile: the sweep measured M <= 128 (a forced tile runs at
-// any M).
-constexpr int64_t kHalfRowTileMaxM = 128;
+// The largest M the planner gives a 64-row tile (kHalfRowTileMaxM, planner.hpp): the sweep measured
+// M <= 128 (a forced tile runs at any M).
 
 std::vector<TileCandidate> gemm_tile_candidates(const GemmProblem& p) {
   const ScaleLayout layout = instance_scale_layout(p.mode, p.scale_layout);
@@ -138,6 +137,24 @@ static std::string tiles_list(const std::vector<TileCandidate>& c) {
   return os.str();
 }
 
+double tile_cost(const GemmProblem& p, int num_sms, int block_m, int block_n) {
+  const double large_eff = p.mode == ScaleMode::kBF16   ? kLargeTileEfficiencyBf16
+                           : p.mode == ScaleMode::kPtpc && p.out_dtype == DType::kBF16 ? kLargeTileEfficiencyPtpcBf16Out
+                                                                                     : kLargeTileEfficiencyBlockscale;
+  const double small_eff = p.mode == ScaleMode::kBF16 ? kSmallTileEfficiencyBf16 : kSmallTileEfficiencyFp8;
+  const double half_row_eff = p.mode == ScaleMode::kBF16 ? kHalfRowTileEfficiencyBf16 : kHalfRowTileEfficiencyFp8;
+  const int64_t waves = ceil_div(ceil_div(p.m, block_m) * ceil_div(p.n, block_n), num_sms);
+  const double area = static_cast<double>(block_m) * block_n;
+  const double eff = block_m == 64 ? (block_n == 64    ? kHalfRowNarrowTileEfficiencyBf16
+                                      : block_n <= 128 ? half_row_eff
+                                                       : kHalfRowWideTileEfficiency)
+                     : block_n == 160 ? kMediumTileEfficiencyBf16
+                     : area > 128.0 * 128.0 ? large_eff
+                     : area < 128.0 * 128.0 ? small_eff
+                                            : 1.0;
+  return static_cast<double>(waves) * area / eff;
+}
+
 GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverrides& o,
                          const std::vector<TileCandidate>& cands, SplitRule split_rule) {
   check_plan_limits(num_sms, o);
@@ -168,23 +185,8 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
       if (waste_of(x) != waste_of(y)) return waste_of(x) < waste_of(y);
       return x.block_n > y.block_n;
     };
-    const double large_eff = p.mode == ScaleMode::kBF16   ? kLargeTileEfficiencyBf16
-                             : p.mode == ScaleMode::kPtpc && p.out_dtype == DType::kBF16 ? kLargeTileEfficiencyPtpcBf16Out
-                                                                                       : kLargeTileEfficiencyBlockscale;
-    const double small_eff = p.mode == ScaleMode::kBF16 ? kSmallTileEfficiencyBf16 : kSmallTileEfficiencyFp8;
-    const double half_row_eff = p.mode == ScaleMode::kBF16 ? kHalfRowTileEfficiencyBf16 : kHalfRowTileEfficiencyFp8;
     auto waves_of = [&](const TileCandidate& c) { return ceil_div(tiles_of(c), num_sms); };
-    auto cost_of = [&](const TileCandidate& c) {
-      const double area = static_cast<double>(c.block_m) * c.block_n;
-      const double eff = c.block_m == 64 ? (c.block_n == 64    ? kHalfRowNarrowTileEfficiencyBf16
-                                            : c.block_n <= 128 ? half_row_eff
-                                                               : kHalfRowWideTileEfficiency)
-                         : c.block_n == 160 ? kMediumTileEfficiencyBf16
-                         : area > 128.0 * 128.0 ? large_eff
-                         : area < 128.0 * 128.0 ? small_eff
-                                                : 1.0;
-      return static_cast<double>(waves_of(c)) * area / eff;
-    };
+    auto cost_of = [&](const TileCandidate& c) { return tile_cost(p, num_sms, c.block_m, c.block_n); };
     // 64-row tiles only where they were measured (M <= kHalfRowTileMaxM), unless nothing else is built.
     const bool any_full_rows =
         std::any_of(cands.begin(), cands.end(), [](const TileCandidate& c) { return c.block_m != 64; });

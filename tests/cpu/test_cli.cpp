@@ -436,9 +436,12 @@ TEST(Cli, PlanGemmAgPrintsOneRowPerM) {
   for (const char* col : {"tiles", "waves", "grid", "chunks", "bytes/peer", "window", "gemm_us", "comm_us", "split_us",
                           "fused_us", "mode", "reason"})
     EXPECT_NE(r.out.find(col), std::string::npos) << col << " missing:\n" << r.out;
-  // m = 128: 16 tiles on 132 CTAs, too little GEMM to hide a gather under; m = 4096: 3.88 waves.
-  EXPECT_NE(r.out.find("split-lsa  0.121212 waves"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find(" 4096 128x128    512   3.88   132     16"), std::string::npos) << r.out;
+  // The planner's tiles (bf16 -> fp32): m = 128: 64 tiles of 64x64 on 132 CTAs, too little GEMM to
+  // hide a gather under; m = 4096: 256 tiles of 128x256 in 1.94 waves.
+  EXPECT_NE(r.out.find("fused kernel: sm90_gemm_bf16_fp32_allgather_{128x128x64,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("    128 64x64       64   0.48    64 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("split-lsa  0.484848 waves of 64x64 tiles"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 4096 128x256    256   1.94   132     16"), std::string::npos) << r.out;
   // --no-fused: auto never picks the fused kernel; world 1 gathers nothing.
   r = run_weave({"plan", "gemm-ag", "-m", "4096", "--world", "8", "--no-fused"});
   EXPECT_EQ(r.rc, 0) << r.out;
@@ -468,13 +471,14 @@ TEST(Cli, PlanGemmArPrintsOneRowPerM) {
   for (const char* col : {"tiles", "waves", "grid", "band_blocks", "chunks", "chunk_blocks", "rounds", "bytes_rs",
                           "bytes_ag", "window", "gemm_us", "comm_us", "split_us", "fused_us", "mode", "reason"})
     EXPECT_NE(r.out.find(col), std::string::npos) << col << " missing:\n" << r.out;
-  // m = 128: 56 tiles on 132 CTAs, too little GEMM for the rounds; m = 8192: 27 waves, a band of 8
-  // row blocks per rank in 8 chunks, 7/8 of 112 MiB on each leg.
-  EXPECT_NE(r.out.find("split-lsa  0.424242 waves"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("   8192 128x128   3584  27.15   132           8      8            1      9   98.00 MiB   98.00 MiB"),
+  // m = 128: 112 tiles of 64x128 on 132 CTAs, too little GEMM for the rounds; m = 8192: the
+  // planner's 256x128, 13.6 waves, a band of 4 row blocks per rank in 4 chunks, 7/8 of 112 MiB on
+  // each leg.
+  EXPECT_NE(r.out.find("split-lsa  0.848485 waves of 64x128 tiles"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("   8192 256x128   1792  13.58   132           4      4            1      5   98.00 MiB   98.00 MiB"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("fused      27.1515 waves, 8 chunks per band"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fused      13.5758 waves, 4 chunks per band"), std::string::npos) << r.out;
   // --no-fused: auto never picks the fused kernel; world 1 reduces nothing.
   r = run_weave({"plan", "gemm-ar", "-m", "8192", "--world", "8", "--no-fused"});
   EXPECT_EQ(r.rc, 0) << r.out;
@@ -561,7 +565,9 @@ TEST(Cli, PlanGemmArWritesJson) {
                           "\"band_blocks\"", "\"chunk_blocks\"", "\"rounds\"", "\"bytes_rs\"", "\"bytes_ag\"",
                           "\"window_bytes\"", "\"model_fused_us\"", "\"reason\""})
     EXPECT_NE(doc.find(key), std::string::npos) << key << " missing:\n" << doc;
-  EXPECT_EQ(std::count(doc.begin(), doc.end(), '{'), 4) << "the document, its rates and two rows:\n" << doc;
+  size_t objects = 0;  // objects open a line ("{" then a newline; a kernel name may hold a "{")
+  for (size_t at = doc.find("{\n"); at != std::string::npos; at = doc.find("{\n", at + 1)) ++objects;
+  EXPECT_EQ(objects, 4u) << "the document, its rates and two rows:\n" << doc;
   std::filesystem::remove(path);
 }
 
@@ -580,15 +586,16 @@ TEST(Cli, PlanGemmRsPrintsOneRowPerM) {
     EXPECT_NE(r.out.find(col), std::string::npos) << col << " missing:\n" << r.out;
   EXPECT_EQ(r.out.find("bytes_ag"), std::string::npos) << "no gather leg:\n" << r.out;
   // m = 128 and 1000: multiples of the world but not of world x 128, so auto says why it splits;
-  // m = 4096: 16 row blocks per band of 2048 rows, half of the 56 MiB partial sent, fused.
+  // m = 4096: the planner's 128x256 (bf16), 16 row blocks per band of 2048 rows, half of the 56
+  // MiB partial sent, fused.
   EXPECT_NE(r.out.find("split-lsa  m = 128 is not a multiple of world x 128 = 256 (the fused bands are whole tiles)"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("split-lsa  m = 1000 is not a multiple of world x 128 = 256"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("   1000 128x128    448   3.39   132       500 "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("   4096 128x128   1792  13.58   132      2048          16 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("   1000 128x256    224   1.70   132       500 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("   4096 128x256    896   6.79   132      2048          16 "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("   28.00 MiB "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("fused      13.5758 waves"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fused      6.78788 waves"), std::string::npos) << r.out;
   // --no-fused: auto never picks the fused kernel; world 1 reduces nothing.
   r = run_weave({"plan", "gemm-rs", "-m", "8192", "--world", "8", "--no-fused"});
   EXPECT_EQ(r.rc, 0) << r.out;
@@ -761,7 +768,9 @@ TEST(Cli, PlanAgGemmWritesJson) {
   while ((at = doc.find("\"model_fused_us\"", at)) != std::string::npos) ++fused_rows, ++at;
   EXPECT_EQ(fused_rows, 2u) << doc;
   EXPECT_EQ(doc.find("\"fused_mode\""), std::string::npos) << doc;
-  EXPECT_EQ(std::count(doc.begin(), doc.end(), '{'), 4) << "the document, its rates and two rows:\n" << doc;
+  size_t objects = 0;  // objects open a line ("{" then a newline; a kernel name may hold a "{")
+  for (size_t at = doc.find("{\n"); at != std::string::npos; at = doc.find("{\n", at + 1)) ++objects;
+  EXPECT_EQ(objects, 4u) << "the document, its rates and two rows:\n" << doc;
   // mxfp8: fused-ce cannot run it, so no fused time and the document says why.
   const CliRun mx = run_weave({"plan", "ag-gemm", "-m", "128", "--world", "2", "--quant", "mxfp8", "--json", path});
   EXPECT_EQ(mx.rc, 0) << mx.out;

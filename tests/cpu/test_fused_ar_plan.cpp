@@ -254,9 +254,12 @@ TEST(FusedArPlan, AutoChoosesByWavesAndModelAndRespectsExplicitModes) {
   EXPECT_NE(small.mode, GemmAllReduceMode::kFused) << small.reason;
   const auto big = fused::gar_plan(c, 2, 8192, 132, true, true);
   EXPECT_EQ(big.mode, GemmAllReduceMode::kFused) << big.reason;
-  EXPECT_EQ(big.chunks, 11);  // floor(27 waves / 2) = 13 asked of a band of 32 row blocks: 3 each -> 11
+  // The planner's tile: 256x128 (blockscale's large tile) gives every band 16 row blocks, so it is kept.
+  EXPECT_EQ(big.block_m, 256);
+  EXPECT_EQ(big.block_n, 128);
+  EXPECT_EQ(big.chunks, 6);  // floor(13.6 waves / 2) = 6 asked of a band of 16 row blocks: 3 each -> 6
   EXPECT_EQ(big.chunk_blocks, 3);
-  EXPECT_EQ(big.rounds, 12);
+  EXPECT_EQ(big.rounds, 7);
   EXPECT_EQ(big.bytes_rs, int64_t(8192) * 7168 * 2 / 2);
   EXPECT_EQ(fused::gar_plan(c, 2, 8192, 132, false, true).mode, GemmAllReduceMode::kSplitLsa);
   EXPECT_EQ(fused::gar_plan(c, 1, 8192, 132, true, true).mode, GemmAllReduceMode::kGemmOnly);

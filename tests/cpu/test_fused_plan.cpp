@@ -155,15 +155,17 @@ TEST(FusedAgPlan, AutoFollowsACalibrationTable) {
 TEST(FusedAgPlan, AutoChoosesByWavesAndModelAndRespectsExplicitModes) {
   const auto autoc = cfg_of(GemmAllGatherMode::kAuto, 16384);
   EXPECT_EQ(fused::gag_plan(autoc, 1, 2048, 132, true, true).mode, GemmAllGatherMode::kGemmOnly);
-  // M = 128: 16 tiles on 132 CTAs, under 2 waves: split.
+  // M = 128: 64 tiles of 64x64 on 132 CTAs, under 1.5 waves: split.
   const auto small = fused::gag_plan(autoc, 2, 128, 132, true, true);
   EXPECT_EQ(small.mode, GemmAllGatherMode::kSplitLsa);
   EXPECT_NE(small.reason.find("waves"), std::string::npos) << small.reason;
-  // M = 8192: 1024 tiles, 7.8 waves: the broadcast hides under the GEMM.
+  // M = 8192: the planner's 128x256 tile (bf16), 512 tiles, 3.9 waves: the broadcast hides under the GEMM.
   const auto big = fused::gag_plan(autoc, 2, 8192, 132, true, true);
   EXPECT_EQ(big.mode, GemmAllGatherMode::kFusedLsa) << big.reason;
   EXPECT_LT(big.model_fused_us, big.model_split_us);
-  EXPECT_EQ(big.tiles, 64 * 16);
+  EXPECT_EQ(big.block_m, 128);
+  EXPECT_EQ(big.block_n, 256);
+  EXPECT_EQ(big.tiles, 64 * 8);
   EXPECT_EQ(big.bytes_per_peer, int64_t(8192) * 2048 * 4);
   // Without the fused kernel auto never picks it.
   EXPECT_EQ(fused::gag_plan(autoc, 2, 8192, 132, false, true).mode, GemmAllGatherMode::kSplitLsa);

@@ -52,7 +52,7 @@ TEST(FusedPublicPlan, AllReduceIsTheOpsPlanOnOneNvlinkDomain) {
       for (int world : {1, 2, 4, 8})
         for (int64_t m : {1, 16, 128, 1000, 8192, 16384}) {
           const GemmAllReduceConfig c = ar_config(q, mode);
-          const bool kernel = fused::gar_fused_kernel(c) != nullptr;
+          const bool kernel = fused::gar_fused_built(c);
           const GemmAllReducePlan want = fused::gar_plan(c, world, m, 132, kernel && world > 1, true,
                                                          gemm_all_reduce_window_bytes(c, world));
           const GemmAllReducePlan got = gemm_all_reduce_plan(c, world, m);
@@ -69,7 +69,7 @@ TEST(FusedPublicPlan, AllGatherIsTheOpsPlanOnOneNvlinkDomain) {
       for (int world : {1, 2, 4, 8})
         for (int64_t m : {1, 128, 1000, 8192}) {
           const GemmAllGatherConfig c = ag_config(q, mode);
-          const bool kernel = fused::gag_fused_kernel(c) != nullptr;
+          const bool kernel = fused::gag_fused_built(c);
           const GemmAllGatherPlan want =
               fused::gag_plan(c, world, m, 132, kernel, true, gemm_all_gather_window_bytes(c, world));
           expect_same_plan(gemm_all_gather_plan(c, world, m), want,

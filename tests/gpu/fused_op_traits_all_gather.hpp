@@ -12,6 +12,7 @@
 #include "comm/group.hpp"
 #include "fused/all_gather/hooks.hpp"
 #include "fused_op_traits.hpp"
+#include "fused/all_gather/plan.hpp"
 #include "testing/gemm_operands.hpp"
 #include "weave/gemm_all_gather.hpp"
 
@@ -80,6 +81,8 @@ struct AllGatherTraits {
 
   static constexpr auto config = fused_config<Config, Mode>;
   static std::unique_ptr<Op> create(comm::Group& g, const Config& c, const Hooks& h = {});
+  // The tiles an op of `c` may run (EveryBuiltTileFusedEqualsSplit forces each).
+  static std::vector<gemm::TileCandidate> tile_candidates(const Config& c) { return fused::gag_tile_candidates(c); }
   static int64_t out_rows(int world, int64_t m) { return world * m; }
   static const char* peer_output(Op& op, int peer);
 

@@ -13,6 +13,7 @@
 #include "comm/group.hpp"
 #include "fused/all_reduce/hooks.hpp"
 #include "fused_op_traits.hpp"
+#include "fused/all_reduce/plan.hpp"
 #include "testing/gemm_operands.hpp"
 #include "weave/gemm_all_reduce.hpp"
 
@@ -87,6 +88,8 @@ struct AllReduceTraits {
 
   static constexpr auto config = fused_config<Config, Mode>;  // output: bf16
   static std::unique_ptr<Op> create(comm::Group& g, const Config& c, const Hooks& h = {});
+  // The tiles an op of `c` may run (EveryBuiltTileFusedEqualsSplit forces each).
+  static std::vector<gemm::TileCandidate> tile_candidates(const Config& c) { return fused::gar_tile_candidates(c); }
   static int64_t out_rows(int, int64_t m) { return m; }
   static const char* peer_output(Op& op, int peer);
 

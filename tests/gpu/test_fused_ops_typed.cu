@@ -90,10 +90,11 @@ namespace {
 // twin, identical on every rank, and within the trait's reference (per source rank for
 // all-gather, the sum over ranks for all-reduce: per-element bounds and kFusedRelL2Bound). Every
 // output NaN-poisoned before its call. An arm the world cannot run (the copy-engine modes past
-// W = 2) is said with its reason. Returns the M checked (rank 0's count).
+// W = 2) is said with its reason. `hooks` go to every arm's op (a forced tile). Returns the M
+// checked (rank 0's count).
 template <class T>
 int numerics_case(bench::EmulatedWorld& ew, int world, const QuantCase& q, const OpShape& shape,
-                  const std::vector<int64_t>& ms) {
+                  const std::vector<int64_t>& ms, const typename T::Hooks& hooks = {}) {
   const int64_t n = shape.n, k = shape.k, m_max = shape.m_max;
   const auto arms = T::numerics_arms();
   if (&q == &T::kQuants[0])  // once per world
@@ -110,7 +111,7 @@ int numerics_case(bench::EmulatedWorld& ew, int world, const QuantCase& q, const
       auto c = T::config(q, arm.mode, n, k, m_max);
       if (arm.tweak != nullptr) arm.tweak(c);
       here.push_back(&arm);
-      ops.push_back(T::create(g, c));
+      ops.push_back(T::create(g, c, hooks));
     }
     auto index_of = [&](const char* name) {
       for (size_t i = 0; i < here.size(); ++i)
@@ -197,6 +198,37 @@ TYPED_TEST(EmulatedFusedOp, FusedEqualsSplitBitwiseAndMatchesReference) {
     EXPECT_EQ(checked, quants * static_cast<int>(here.size())) << "W" << world << ": M checked";
     std::printf("  %s W%d: %d quants x %zu M checked (fused == split, reference)\n", T::kName, world, quants,
                 here.size());
+  }
+}
+
+// Every tile the op may run (its candidates: built with its fused epilogue and the local store,
+// fused/tile_choice.hpp), forced on every arm: fused == split bitwise and the reference, every
+// quant at W = 2 (the bf16 quant at W = 3 too), M of one row, a partial tile, several tiles and
+// a partial band; N 640 leaves a partial column tile for the 256- and 160-wide tiles. The
+// planner reaches only some tiles at the other tests' shapes; this holds every built instance.
+TYPED_TEST(EmulatedFusedOp, EveryBuiltTileFusedEqualsSplit) {
+  using T = TypeParam;
+  WEAVE_REQUIRE_GPUS(1);
+  const OpShape shape{640, 1024, 1024};
+  const std::vector<int64_t> ms = {1, 77, 300, 1000};
+  for (int world : {2, 3}) {
+    bench::EmulatedWorld ew(world, 0, T::kNumericsTimeoutS);
+    int tiles = 0;
+    for (const QuantCase& q : T::kQuants) {
+      if (world == 3 && &q != &T::kQuants[0]) break;
+      const auto cands = T::tile_candidates(T::config(q, T::kFused, shape.n, shape.k, shape.m_max));
+      for (const auto& t : cands) {
+        SCOPED_TRACE(std::string(q.name) + " W" + std::to_string(world) + " tile " + std::to_string(t.block_m) + "x" +
+                     std::to_string(t.block_n));
+        typename T::Hooks h;
+        h.tile = {t.block_m, t.block_n};
+        EXPECT_EQ(numerics_case<T>(ew, world, q, shape, ms, h), static_cast<int>(ms.size()));
+        ++tiles;
+      }
+      EXPECT_GE(cands.size(), q.quant == ScaleMode::kMxfp8 ? 1u : 4u) << q.name << ": the tiles built";
+    }
+    std::printf("  %s W%d: %d quant x tile cases, %zu M each (fused == split, reference)\n", T::kName, world, tiles,
+                ms.size());
   }
 }
 

@@ -24,14 +24,14 @@ std::vector<std::int64_t> gemm_rs_default_ms(const std::vector<std::int64_t>& de
   const std::int64_t w = std::max(world, 1);  // a world out of range is refused later, naming --world
   std::vector<std::int64_t> ms;
   for (const std::int64_t m : defaults) {
-    const std::int64_t multiple = m >= kDefaultFusedFrom ? w * fused::kGarBlockM : w;
+    const std::int64_t multiple = m >= kDefaultFusedFrom ? w * fused::kGrsFusedRows : w;
     ms.push_back((m + multiple - 1) / multiple * multiple);
   }
   return round_up_ms(ms, 1);  // ascending, duplicates dropped
 }
 
 void add_gemm_rs_options(CLI::App& app, GemmRsOptions& o, bool with_layout, bool with_mode, bool many) {
-  const std::string tile = std::to_string(fused::kGarBlockM);
+  const std::string tile = std::to_string(fused::kGrsFusedRows);
   add_row_parallel_options(
       app, o,
       {.m = "total rows M, comma-separated (every rank holds A_r [M, K_r]; rank r receives rows [r M/W, (r+1) M/W) "

@@ -29,9 +29,9 @@ class AgGemmPlanTrait final : public OpPlanTrait<AgGemmOptions, AllGatherGemmCon
   }
 
   const char* name() const override { return "ag-gemm"; }
-  const char* fused_kernel() const override {
+  std::string fused_kernel() const override {
     const auto* k = fused::agm_fused_kernel(cfg_);
-    return k ? k->name : nullptr;
+    return k ? k->name : "";
   }
   // fused-ce's time is shown where the planner models it (model_fused_us > 0); elsewhere the
   // column is "-" and the JSON rows have no model_fused_us, as for an op without a fused mode.

@@ -32,13 +32,13 @@ void print_header(const FusedPlanTrait& t, const FusedPlanOptions& o) {
               static_cast<long long>(s.n), static_cast<long long>(s.k), t.k_note(), std::string(to_string(s.quant)).c_str(),
               scales.c_str(), std::string(to_string(s.out)).c_str(), o.world, s.mode.c_str(), o.sms,
               static_cast<long long>(s.m_max), t.header_tail().c_str());
-  const char* fused = t.fused_kernel();
+  const std::string fused = t.fused_kernel();
   if (const std::string none = t.no_fused_mode(); !none.empty())
     std::printf("fused mode: none (%s)\n", none.c_str());
   else
-    std::printf("fused kernel: %s\n", fused == nullptr ? "not in this build" :
-                                      o.no_fused ? (std::string(fused) + " (taken as unavailable: --no-fused)").c_str()
-                                                 : fused);
+    std::printf("fused kernel: %s\n", fused.empty() ? "not in this build" :
+                                      o.no_fused ? (fused + " (taken as unavailable: --no-fused)").c_str()
+                                                 : fused.c_str());
   const PlanRates rates = t.rates();
   std::printf("model (%s): GEMM %.0f TFLOP/s, links %.0f GB/s per direction, %s call %.0f us; "
               "an NCCL communicator is assumed (split-nccl available)\n",
@@ -82,7 +82,7 @@ nlohmann::json print_row(const FusedPlanTrait& t, std::int64_t m, const PlanRow&
 
 void write_json(const FusedPlanTrait& t, const FusedPlanOptions& o, bool fused_available, nlohmann::json rows) {
   const FusedPlanTrait::Shape& s = t.shape();
-  const char* fused = t.fused_kernel();
+  const std::string fused = t.fused_kernel();
   const PlanRates rates = t.rates();
   nlohmann::json doc = {{"topic", t.name()},
                         {"preset", s.preset},
@@ -95,7 +95,7 @@ void write_json(const FusedPlanTrait& t, const FusedPlanOptions& o, bool fused_a
                         {"world", o.world},
                         {"mode", s.mode},
                         {"sms", o.sms},
-                        {"fused_kernel", fused ? fused : ""},
+                        {"fused_kernel", fused},
                         {"fused_available", fused_available},
                         {"rates", {{"gemm_tflops", rates.gemm_tflops}, {"link_gbps", rates.link_gbps},
                                    {"comm_latency_us", rates.comm_latency_us}}},
@@ -117,7 +117,7 @@ int run_fused_plan(const FusedPlanOptions& o, const std::function<std::unique_pt
   // Checked here so a bad table is refused naming --calibration (exit 2); the planner reads it again.
   static_cast<void>(calibration_option(o.calibration, s.mode_is_auto, t.name(), s.quant, s.layout, s.out, s.n, s.k,
                                        o.world));
-  const bool fused_available = t.fused_kernel() != nullptr && !o.no_fused;
+  const bool fused_available = !t.fused_kernel().empty() && !o.no_fused;
 
   print_header(t, o);
   print_column_heads(t);
@@ -130,7 +130,7 @@ int run_fused_plan(const FusedPlanOptions& o, const std::function<std::unique_pt
   // An explicit mode the op would refuse here (kUnavailable at construction): say so, exit 1.
   std::string refused;
   if (s.mode_needs_fused && !fused_available)
-    refused = t.fused_kernel() == nullptr ? t.no_kernel_reason() : "--no-fused";
+    refused = t.fused_kernel().empty() ? t.no_kernel_reason() : "--no-fused";
   if (!refused.empty())
     std::printf("mode %s: the op would refuse it (kUnavailable): %s\n", s.mode.c_str(), refused.c_str());
   if (!o.json_path.empty()) write_json(t, o, fused_available, std::move(rows));

@@ -89,8 +89,9 @@ class FusedPlanTrait {
   virtual const char* name() const = 0;  // "gemm-ag"
   virtual const Shape& shape() const = 0;
 
-  // The fused kernel's name (nullptr where this build has none), the model's rates, the window.
-  virtual const char* fused_kernel() const = 0;
+  // The fused kernels' names, one per tile the planner may choose ("" where this build has none),
+  // the model's rates, the window.
+  virtual std::string fused_kernel() const = 0;
   // "" for an op with a fused mode; else why it has none (the header says so, the fused_us column
   // shows "-", the JSON rows have no model_fused_us, and the subcommand has no --no-fused).
   virtual std::string no_fused_mode() const { return ""; }

@@ -25,9 +25,8 @@ class GemmAgPlanTrait final : public OpPlanTrait<GemmAgOptions, GemmAllGatherCon
   }
 
   const char* name() const override { return "gemm-ag"; }
-  const char* fused_kernel() const override {
-    const auto* k = fused::gag_fused_kernel(cfg_);
-    return k ? k->name : nullptr;
+  std::string fused_kernel() const override {
+    return fused::gag_fused_kernel_names(cfg_);
   }
   PlanRates rates() const override { return plan_rates(fused::gag_rates(cfg_.quant)); }
   std::size_t window_bytes() const override { return gemm_all_gather_window_bytes(cfg_, world_); }

@@ -27,9 +27,8 @@ class GemmArPlanTrait final : public RowParallelPlanTrait<GemmArOptions, GemmAll
   }
 
   const char* name() const override { return "gemm-ar"; }
-  const char* fused_kernel() const override {
-    const auto* k = fused::gar_fused_kernel(cfg_);
-    return k ? k->name : nullptr;
+  std::string fused_kernel() const override {
+    return fused::gar_fused_kernel_names(cfg_);
   }
   std::size_t window_bytes() const override { return gemm_all_reduce_window_bytes(cfg_, world_); }
   PlanRow plan(std::int64_t m, const FusedPlanMachine& machine) const override {

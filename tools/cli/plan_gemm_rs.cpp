@@ -27,9 +27,8 @@ class GemmRsPlanTrait final : public RowParallelPlanTrait<GemmRsOptions, GemmRed
   }
 
   const char* name() const override { return "gemm-rs"; }
-  const char* fused_kernel() const override {
-    const auto* k = fused::gar_fused_kernel(fused::grs_ar_config(cfg_));  // GemmAllReduce's kernel, no gather
-    return k ? k->name : nullptr;
+  std::string fused_kernel() const override {
+    return fused::gar_fused_kernel_names(fused::grs_ar_config(cfg_));  // GemmAllReduce's kernel, no gather
   }
   std::size_t window_bytes() const override { return gemm_reduce_scatter_window_bytes(cfg_, world_); }
   PlanRow plan(std::int64_t m, const FusedPlanMachine& machine) const override {
@@ -59,7 +58,7 @@ class GemmRsPlanTrait final : public RowParallelPlanTrait<GemmRsOptions, GemmRed
   std::vector<std::string> table_notes() const override {
     return {"# rows/rank: the M / world rows rank r receives (rows [r M/W, (r+1) M/W)); bytes_rs: what this rank sends, "
             "(world - 1) / world of its bf16 [M, N] partial, the same for split and fused; fused needs M a multiple of "
-            "world x " + std::to_string(fused::kGarBlockM) + " (bands of whole tiles)"};
+            "world x " + std::to_string(fused::kGrsFusedRows) + " (bands of whole tiles)"};
   }
 };
 

@@ -48,6 +48,7 @@ struct EpilogueAllGather {
   static constexpr bool kHasIssuedHook = false;
   static constexpr bool kHasCallHooks = true;
   static constexpr bool kMultiDestination = true;
+  static constexpr bool kStripWidthMaps = true;  // the op builds its maps with epi_box_bytes (64 or 128)
 
   __device__ __forceinline__ static void before_store(const Params& p, int, int, int, int) {
     comm::delay_for_testing(p.delay_stores_ns);

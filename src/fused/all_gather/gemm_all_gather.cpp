@@ -48,8 +48,20 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config, con
   // Every rank's CTAs must be resident together (each waits for its peers' chunks): one CTA per
   // SM, and ranks sharing a GPU (the emulated world) share its SMs.
   grid_cap = fused::ctas_per_rank(comm::rank_sm_share(num_sms, g.ranks_per_device()), cfg.max_sms);
-  fused_kernel = fused::gag_fused_kernel(cfg);
-  caps = fused::gag_capabilities(cfg, fused::placement_of(g, fused_kernel != nullptr));
+  tiles = fused::gag_tile_candidates(cfg);
+  for (const auto& t : tiles) {
+    fused::TileKernels<fused::AllGatherParams> k;
+    k.block_m = t.block_m;
+    k.block_n = t.block_n;
+    k.fused = fused::gag_fused_kernel(cfg, t.block_m, t.block_n);
+    k.local = gemm::find_gemm_instance(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kStoreLocal, t.block_m, t.block_n,
+                                       gemm::instance_scale_layout(cfg.quant, cfg.scale_layout));
+    WEAVE_EXPECT(k.local != nullptr, Status::kInternal, "GemmAllGather: candidate tile " << t.block_m << "x" << t.block_n
+                                                                                         << " has no local kernel");
+    kernels.push_back(k);
+  }
+  const bool fused_built = kernels.front().fused != nullptr;  // all or none (fused_tile_candidates)
+  caps = fused::gag_capabilities(cfg, fused::placement_of(g, fused_built));
   if (cfg.mode == GemmAllGatherMode::kFusedCe) fused::require_ce_compiled_in("GemmAllGather");
   WEAVE_EXPECT(caps.unavailable.empty(), Status::kUnavailable, caps.unavailable);
   if (cfg.mode == GemmAllGatherMode::kAuto && caps.split == GemmAllGatherMode::kSplitNccl)
@@ -66,42 +78,36 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config, con
      << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.out_dtype) << "|"
      << static_cast<int>(cfg.mode) << "|" << static_cast<int>(caps.split) << "|" << caps.fused << "|"
      << hooks.flow_control << "|" << hooks.skip_arrival_wait << "|" << hooks.initial_epoch << "|" << hooks.stale_slot_lag << "|" << grid_cap << "|"
-     << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route);
+     << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route) << "|" << hooks.tile.block_m
+     << "x" << hooks.tile.block_n << "|" << fused::fused_tiles_list(tiles);
   rt = std::make_unique<comm::OpRuntime>(g);
-  rt->agree_config(id.str(), "GemmAllGather configuration (n, k, m_max, quant, out dtype, mode, testing hooks, calibration)");
-  if (fused_kernel) fused_kernel->prepare();
+  rt->agree_config(id.str(), "GemmAllGather configuration (n, k, m_max, quant, out dtype, mode, testing hooks, "
+                             "calibration, tiles built)");
   if (caps.pulls) {
     mem_ops = comm::StreamMemOps::agreed(g, "GemmAllGather fused-ce (device-triggered copies)");
     pulls.open(w - 1);
   }
-  // The split GEMM runs the same tile as the fused kernel (so split and fused agree bitwise).
-  local_kernel = gemm::find_gemm_instance(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kStoreLocal, fused::kGagBlockM,
-                                          fused::kGagBlockN,
-                                          gemm::instance_scale_layout(cfg.quant, cfg.scale_layout));
-  WEAVE_EXPECT(local_kernel != nullptr, Status::kUnavailable,
-               "GemmAllGather: no " << fused::kGagBlockM << "x" << fused::kGagBlockN << " GEMM kernel for "
-                                    << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype) << " in this build");
-  local_kernel->prepare();
+  if (hooks.tile.forced()) (void)fused::gag_tile_plan(cfg, cfg.m_max, grid_cap, tiles, hooks.tile);  // names a bad one
   WEAVE_EXPECT_ARG(!(cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route == MxRoute::kBf16 &&
                      cfg.mode == GemmAllGatherMode::kFusedCe),
                    "GemmAllGatherConfig.mx_route = bf16 cannot run in mode fused-ce (its copy streams fork from the "
                    "kernel's start, which the either/or's skipped first kernel would give too early); use auto or native");
   if (caps.mx_bf16_route) {
     // The bf16 route's kernels: the same tiles and epilogues as the native ones (bf16 output).
-    local_bf16 = gemm::find_gemm_instance(ScaleMode::kBF16, DType::kBF16, gemm::EpilogueKind::kStoreLocal,
-                                          fused::kGagBlockM, fused::kGagBlockN);
-    fused_bf16 = gemm::find_gemm_kernel<fused::AllGatherParams>(ScaleMode::kBF16, DType::kBF16,
-                                                                gemm::EpilogueKind::kAllGather, fused::kGagBlockM,
-                                                                fused::kGagBlockN);
-    mx = fused::make_mx_route(
-        "GemmAllGatherConfig", cfg.mx_route, "rank " + std::to_string(g.rank()) + ": GemmAllGather",
-        local_bf16 != nullptr && (fused_kernel == nullptr || fused_bf16 != nullptr),
-        [&] {
-          local_bf16->prepare();
-          if (fused_bf16) fused_bf16->prepare();
-        },
-        cfg.m_max, cfg.n, cfg.k);
+    bool built = true;
+    for (auto& k : kernels) {
+      k.local_bf16 = gemm::find_gemm_instance(ScaleMode::kBF16, DType::kBF16, gemm::EpilogueKind::kStoreLocal,
+                                              k.block_m, k.block_n);
+      k.fused_bf16 = gemm::find_gemm_kernel<fused::AllGatherParams>(ScaleMode::kBF16, DType::kBF16,
+                                                                    gemm::EpilogueKind::kAllGather, k.block_m, k.block_n);
+      built = built && k.bf16_route_built();
+    }
+    mx = fused::make_mx_route("GemmAllGatherConfig", cfg.mx_route, "rank " + std::to_string(g.rank()) + ": GemmAllGather",
+                              built, [] {}, cfg.m_max, cfg.n, cfg.k);
+    if (!mx)
+      for (auto& k : kernels) k.local_bf16 = nullptr, k.fused_bf16 = nullptr;
   }
+  for (const auto& k : kernels) k.prepare();
   if (caps.split == GemmAllGatherMode::kSplitLsa || caps.split == GemmAllGatherMode::kSplitCe) {
     if (w > 1) {
       CollectiveConfig cc;
@@ -149,26 +155,33 @@ std::unique_ptr<GemmAllGather> GemmAllGather::Impl::create(comm::Group& g, const
   return wrap(std::move(im));
 }
 
-GemmAllGatherPlan GemmAllGather::Impl::plan_on(int64_t m, const fused::AgChunks& chunks) const {
+GemmAllGatherPlan GemmAllGather::Impl::plan_on(int64_t m, const GemmPlan& tile, const fused::AgChunks& chunks) const {
   return fused::gag_plan(fused::gag_plan_config(cfg, caps), group->world_size(), m, grid_cap, caps.fused,
-                         group->nccl() != nullptr, rt->window().bytes(), calibration ? &*calibration : nullptr, chunks);
+                         group->nccl() != nullptr, rt->window().bytes(), calibration ? &*calibration : nullptr, tile,
+                         chunks);
+}
+
+GemmPlan GemmAllGather::Impl::tile_plan(int64_t m) const {
+  return fused::gag_tile_plan(cfg, m, grid_cap, tiles, hooks.tile);
 }
 
 GemmAllGatherPlan GemmAllGather::Impl::plan(int64_t m) const {
-  return plan_on(m, fused::ag_chunks(m, cfg.n, fused::kGagBlockM, fused::kGagBlockN));
+  const GemmPlan tile = tile_plan(m);
+  return plan_on(m, tile, fused::ag_chunks(m, cfg.n, tile.block_m, tile.block_n));
 }
 
 GemmAllGather::Impl::Call GemmAllGather::Impl::plan_call(const GemmProblem& prob, const TensorView& a,
                                                           const TensorView& b, const GemmScales& s) const {
   Call c;
-  c.chunks = fused::ag_chunks(prob.m, cfg.n, fused::kGagBlockM, fused::kGagBlockN);
-  c.plan = plan_on(prob.m, c.chunks);
+  c.gemm = tile_plan(prob.m);
+  c.kernels = &fused::tile_kernels_at(kernels, c.gemm.block_m, c.gemm.block_n, "GemmAllGather");
+  c.chunks = fused::ag_chunks(prob.m, cfg.n, c.gemm.block_m, c.gemm.block_n);
+  c.plan = plan_on(prob.m, c.gemm, c.chunks);
   c.pull = c.plan.mode == GemmAllGatherMode::kFusedCe && group->world_size() > 1;
-  c.gemm = gemm::fixed_tile_plan(prob, num_sms, fused::kGagBlockM, fused::kGagBlockN, c.plan.grid);
   // mxfp8 on the bf16 route where it pays (never fused-ce): the conversion, then both kernels, either/or.
   if (mx && !c.pull && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms)) {
     c.route = mx.get();
-    c.rc = fused::mx_route_call(prob, a, b, s, num_sms, fused::kGagBlockM, fused::kGagBlockN, c.plan.grid,
+    c.rc = fused::mx_route_call(prob, a, b, s, num_sms, c.gemm.block_m, c.gemm.block_n, c.plan.grid,
                                 hooks.mx_route_unguarded);
   }
   return c;
@@ -226,14 +239,15 @@ void GemmAllGather::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
   if (call.plan.mode == GemmAllGatherMode::kFusedLsa || pull) {
     gemm::KernelArgs<fused::AllGatherParams> args{};
     args.main = main;
-    args.epi.tma_c = gemm::make_epilogue_map("the output (own rows)", own, cfg.out_dtype, 1, m, cfg.n, cfg.n);
+    const int box = call.kernels->fused->epi_box_bytes;  // (kStripWidthMaps: every map at the strip width)
+    args.epi.tma_c = gemm::make_epilogue_map("the output (own rows)", own, cfg.out_dtype, 1, m, cfg.n, cfg.n, box);
     const WindowHandle& h = rt->window().handle();
     if (!pull)
       for (int st = 1; st < w; ++st) {
         const int peer = comm::peer_at(r, st, w);
         char* dst = h.base[peer] + out_off + static_cast<size_t>(r) * rows_bytes;
         args.epi.tma_peer[st - 1] = gemm::make_epilogue_map("the output (a peer's copy of the own rows)", dst,
-                                                            cfg.out_dtype, 1, m, cfg.n, cfg.n);
+                                                            cfg.out_dtype, 1, m, cfg.n, cfg.n, box);
       }
     args.epi.p = rt->proto();
     args.epi.chunks = call.chunks;
@@ -243,7 +257,7 @@ void GemmAllGather::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
     args.epi.delay_stores_ns = hooks.delay_stores_ns;
     args.epi.delay_pull_ns = hooks.delay_pull_ns;
     if (!pull) {
-      fused::launch_either(*fused_kernel, fused_bf16, args, gp.grid, route, rc, stream);
+      fused::launch_either(*call.kernels->fused, call.kernels->fused_bf16, args, gp.grid, route, rc, stream);
       return;
     }
     // fused-ce: the copy streams fork from the kernel's launch-completion event (every CTA has
@@ -253,16 +267,17 @@ void GemmAllGather::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
     // (Group::enqueue_lockstep). docs/memory_ordering.md "ag-fused-ce".
     // (The kernel starts after the caller's earlier work, so the event orders that too.)
     cudaEvent_t started = pulls.start_event();
-    fused_kernel->launch_noting_start(args, gp.grid, stream, started);
+    call.kernels->fused->launch_noting_start(args, gp.grid, stream, started);
     group->enqueue_lockstep();
     pulls.fork_after(started);
-    enqueue_pulls(m, args.epi.chunks, rows_bytes, stream);
+    enqueue_pulls(m, gp.block_m, args.epi.chunks, rows_bytes, stream);
     return;
   }
   gemm::LocalKernelArgs args{};
   args.main = main;
-  args.epi.tma_c = gemm::make_epilogue_map("the output (own rows)", own, cfg.out_dtype, 1, m, cfg.n, cfg.n);
-  fused::launch_either(*local_kernel, local_bf16, args, gp.grid, route, rc, stream);
+  args.epi.tma_c = gemm::make_epilogue_map("the output (own rows)", own, cfg.out_dtype, 1, m, cfg.n, cfg.n,
+                                           call.kernels->local->epi_box_bytes);
+  fused::launch_either(*call.kernels->local, call.kernels->local_bf16, args, gp.grid, route, rc, stream);
   if (call.plan.mode == GemmAllGatherMode::kGemmOnly || w == 1) return;
   if (call.plan.mode == GemmAllGatherMode::kSplitNccl) {
     WEAVE_EXPECT(group->nccl() != nullptr, Status::kUnavailable, "GemmAllGather split-nccl: no NCCL communicator");
@@ -275,7 +290,7 @@ void GemmAllGather::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
 
 // docs/memory_ordering.md "ag-fused-ce": copy stream s - 1 pulls peer q = r + s's rows chunk by
 // chunk, each copy released by its trigger word, which the kernel stores on every path.
-void GemmAllGather::Impl::enqueue_pulls(int64_t m, const fused::AgChunks& chunks, size_t rows_bytes,
+void GemmAllGather::Impl::enqueue_pulls(int64_t m, int block_m, const fused::AgChunks& chunks, size_t rows_bytes,
                                         cudaStream_t stream) {
   const int w = group->world_size(), r = group->rank();
   const WindowHandle& h = rt->window().handle();
@@ -286,8 +301,8 @@ void GemmAllGather::Impl::enqueue_pulls(int64_t m, const fused::AgChunks& chunks
     cudaStream_t ps = pulls[st - 1];
     const size_t src_rows = out_off + static_cast<size_t>(q) * rows_bytes;
     for (int c = 0; c < chunks.chunks; ++c) {
-      const int64_t row0 = int64_t(c) * chunks.per * fused::kGagBlockM;
-      const int64_t rows = std::min<int64_t>(m, int64_t(c + 1) * chunks.per * fused::kGagBlockM) - row0;
+      const int64_t row0 = int64_t(c) * chunks.per * block_m;
+      const int64_t rows = std::min<int64_t>(m, int64_t(c + 1) * chunks.per * block_m) - row0;
       const size_t at = src_rows + static_cast<size_t>(row0) * row_bytes;
       mem_ops->triggered_copy(ps, ctrl + comm::pull_trigger_word(st, c), out_local() + (at - out_off), h.base[q] + at,
                               static_cast<size_t>(rows) * row_bytes);

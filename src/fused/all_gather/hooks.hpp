@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "fused/tile_choice.hpp"
+
 namespace weave::fused {
 
 struct GemmAllGatherHooks {
@@ -18,6 +20,8 @@ struct GemmAllGatherHooks {
                                       // pull (a slow receiver)
   bool mx_route_unguarded = false;    // mxfp8 route: run both kernels (the guard's negative control;
                                       // may differ between ranks)
+  FusedTile tile;                     // every call runs this tile (one of the op's candidates), not
+                                      // the planner's: each built instance gets tested
 };
 
 }  // namespace weave::fused

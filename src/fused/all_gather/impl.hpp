@@ -27,6 +27,7 @@
 #include "fused/calibration.hpp"
 #include "fused/all_gather/plan.hpp"
 #include "fused/mx_route.hpp"
+#include "fused/tile_kernels.hpp"
 #include "gemm/dispatch.hpp"
 #include "gemm/operands.hpp"
 #include "weave/gemm_all_gather.hpp"
@@ -50,12 +51,12 @@ struct GemmAllGather::Impl {
   comm::CopyStreams pulls;                  // fused-ce: one copy stream per peer step
   std::unique_ptr<comm::StreamMemOps> mem_ops;  // fused-ce: the copy streams wait on kernel-stored triggers
   fused::GagCapabilities caps;      // what this op can run here (resolved once, in the constructor)
-  const gemm::GemmKernelEntry<fused::AllGatherParams>* fused_kernel = nullptr;
-  const gemm::GemmInstance* local_kernel = nullptr;  // the split modes' GEMM (same tile as fused)
-  // mxfp8's bf16 route (fused/mx_route.hpp): the buffers and the bf16 kernels of the same tiles.
+  // The tiles a call may run (fused/tile_choice.hpp: the planner's rule on those built with the
+  // all-gather epilogue and the local store; split runs the tile fused would) and their kernels.
+  std::vector<gemm::TileCandidate> tiles;
+  std::vector<fused::TileKernels<fused::AllGatherParams>> kernels;
+  // mxfp8's bf16 route (fused/mx_route.hpp): the buffers (its kernels are in `kernels`).
   std::unique_ptr<fused::MxBf16Route> mx;
-  const gemm::GemmKernelEntry<fused::AllGatherParams>* fused_bf16 = nullptr;
-  const gemm::GemmInstance* local_bf16 = nullptr;
   bool last_mx_bf16_route = false;  // the last call converted mxfp8 to bf16 (which kernel ran: the GPU's flag)
   GemmAllGatherMode last = GemmAllGatherMode::kAuto;
   std::optional<fused::Calibration> calibration;  // cfg.calibration's table (auto's measured choices)
@@ -73,13 +74,15 @@ struct GemmAllGather::Impl {
   static std::unique_ptr<GemmAllGather> wrap(std::unique_ptr<Impl> impl);
 
   GemmAllGatherPlan plan(int64_t m) const;
-  GemmAllGatherPlan plan_on(int64_t m, const fused::AgChunks& chunks) const;
+  GemmAllGatherPlan plan_on(int64_t m, const GemmPlan& tile, const fused::AgChunks& chunks) const;
+  GemmPlan tile_plan(int64_t m) const;  // the call's tile GEMM (hooks.tile forces one)
   // One call's decisions, made once (plan_call) and only carried out by enqueue.
   struct Call {
     GemmAllGatherPlan plan;   // the public plan (its mode, grid, model, reason)
     fused::AgChunks chunks;   // the chunks the fused kernel publishes and fused-ce pulls
     bool pull = false;        // fused-ce with peers
     GemmPlan gemm;            // the tile GEMM's plan
+    const fused::TileKernels<fused::AllGatherParams>* kernels = nullptr;  // its tile's kernels
     fused::MxBf16Route* route = nullptr;  // mxfp8 converted to bf16 for this call (fused/mx_route.hpp)
     fused::MxRouteCall rc;
   };
@@ -94,7 +97,7 @@ struct GemmAllGather::Impl {
   void enqueue(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
                cudaStream_t stream);
   // fused-ce: the copy streams' part of a call (forked before the kernel, joined after).
-  void enqueue_pulls(int64_t m, const fused::AgChunks& chunks, size_t rows_bytes, cudaStream_t stream);
+  void enqueue_pulls(int64_t m, int block_m, const fused::AgChunks& chunks, size_t rows_bytes, cudaStream_t stream);
   char* out_local() const { return rt->window().local() + out_off; }
   TensorView output(int64_t m) const;
   void check() const;

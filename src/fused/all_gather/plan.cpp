@@ -154,14 +154,18 @@ GagRates gag_rates(ScaleMode quant) {
 
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes, const Calibration* cal) {
-  return gag_plan(cfg, world, m, ctas, fused_available, nccl_available, window_bytes, cal,
-                  ag_chunks(m, cfg.n, kGagBlockM, kGagBlockN));
+  const GemmPlan tile = gag_tile_plan(cfg, m, ctas, gag_tile_candidates(cfg));
+  return gag_plan(cfg, world, m, ctas, fused_available, nccl_available, window_bytes, cal, tile,
+                  ag_chunks(m, cfg.n, tile.block_m, tile.block_n));
 }
 
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const AgChunks& ch) {
+                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const GemmPlan& tile,
+                           const AgChunks& ch) {
   GemmAllGatherPlan p;
   const size_t ob = cfg.out_dtype == DType::kF32 ? 4 : 2;
+  p.block_m = tile.block_m;
+  p.block_n = tile.block_n;
   p.tiles = int64_t(ch.m_blocks) * ch.n_blocks;
   p.grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctas, p.tiles)));
   p.waves = double(p.tiles) / std::max(1, ctas);
@@ -173,7 +177,7 @@ GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m,
   p.model_comm_us = world > 1 ? double(world - 1) * double(p.bytes_per_peer) / (r.link_gbps * 1e3) + r.comm_latency_us : 0;
   p.model_split_us = p.model_gemm_us + p.model_comm_us;
   // Fused: the broadcast runs under the GEMM; what is left is the last wave's tiles to every peer.
-  const double last_wave_bytes = double(std::min<int64_t>(p.tiles, ctas)) * kGagBlockM * kGagBlockN * double(ob);
+  const double last_wave_bytes = double(std::min<int64_t>(p.tiles, ctas)) * p.block_m * p.block_n * double(ob);
   const double tail_us = world > 1 ? double(world - 1) * last_wave_bytes / (r.link_gbps * 1e3) + 4 : 0;
   p.model_fused_us = std::max(p.model_gemm_us, p.model_comm_us - r.comm_latency_us) + tail_us;
   if (cfg.mode == GemmAllGatherMode::kFusedCe && world > 1) {
@@ -181,7 +185,7 @@ GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m,
     // The tile order (row blocks in groups of group_rows, each group walked down its rows and then
     // along N) completes a group's chunks together at its last column, the last group's at the
     // GEMM's end: their chains run after it.
-    const int group_rows = std::min(gemm::kDefaultGroupRows, ch.m_blocks);  // gemm::fixed_tile_plan's
+    const int group_rows = std::min(gemm::kDefaultGroupRows, ch.m_blocks);  // the tile plan's (gemm_plan_tiles)
     const int last_chunks = std::min(ch.chunks, (group_rows + ch.per - 1) / ch.per);
     const double chunk_bytes = double(p.bytes_per_peer) / ch.chunks;
     const double ce_us = double(world - 1) * double(p.bytes_per_peer) / (kModelledCeLinkGbps * 1e3);
@@ -219,7 +223,7 @@ GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m,
       } else if (p.waves < kGagMinFusedWaves) {
         // Under 1.5 waves the first finished tiles leave with most of the GEMM already done.
         p.mode = split_pick();
-        why << p.waves << " waves of " << kGagBlockM << "x" << kGagBlockN << " tiles (< " << kGagMinFusedWaves
+        why << p.waves << " waves of " << p.block_m << "x" << p.block_n << " tiles (< " << kGagMinFusedWaves
             << "): too little GEMM to hide the gather under; split";
       } else if (p.model_fused_us * 1.05 > p.model_split_us) {
         p.mode = split_pick();

@@ -11,12 +11,12 @@
 #include "fused/capabilities.hpp"
 #include "gemm/dispatch.hpp"
 #include "fused/model_rates.hpp"
+#include "fused/tile_choice.hpp"
 #include "weave/gemm_all_gather.hpp"
 #include "weave/window_layout.hpp"
 
 namespace weave::fused {
 
-inline constexpr int kGagBlockM = 128, kGagBlockN = 128;  // the fused kernel's tile (also the split GEMM's)
 // auto considers fused from this many waves of tiles on (then by the model, with a 5% margin for
 // split). Modelled, not yet calibrated on NVLink (the 2-GPU issue measures it).
 inline constexpr double kGagMinFusedWaves = 1.5;
@@ -60,8 +60,19 @@ GagRates gag_rates(ScaleMode quant);
 // window_bytes: what the plan reports as the op's window (the op's own, or
 // gemm_all_gather_window_bytes before one exists; run() plans every call, so nothing is laid out here).
 // cal: the op's calibration table (auto takes its measured best where it can run it), or null.
-// The fused kernel an op of `cfg` runs (its GEMM instance), or null where this build has none.
-const gemm::GemmKernelEntry<AllGatherParams>* gag_fused_kernel(const GemmAllGatherConfig& cfg);
+// The fused kernel of `cfg` at tile block_m x block_n (its GEMM instance), or null where this build
+// has none.
+const gemm::GemmKernelEntry<AllGatherParams>* gag_fused_kernel(const GemmAllGatherConfig& cfg, int block_m, int block_n);
+// The tiles an op of `cfg` chooses from (fused/tile_choice.hpp): built with both the all-gather
+// epilogue and the local store; every local tile where no fused one is built.
+std::vector<gemm::TileCandidate> gag_tile_candidates(const GemmAllGatherConfig& cfg);
+// Whether this build has a fused kernel for `cfg` at any tile.
+bool gag_fused_built(const GemmAllGatherConfig& cfg);
+// Their names, one per candidate tile, in one line (kernel_names_line; "" where none is built).
+std::string gag_fused_kernel_names(const GemmAllGatherConfig& cfg);
+// The tile GEMM's plan of one call of m rows per rank on `ctas` CTAs (forced: the tests' tile).
+GemmPlan gag_tile_plan(const GemmAllGatherConfig& cfg, int64_t m, int ctas,
+                       const std::vector<gemm::TileCandidate>& cands, FusedTile forced = {});
 
 // cfg.calibration's table for an op in a world of `world` ranks (nothing when none is named); refuses
 // a table for another op shape, or one named with an explicit mode (kInvalidArgument).
@@ -69,9 +80,10 @@ std::optional<Calibration> gag_calibration(const GemmAllGatherConfig& cfg, int w
 
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes = 0, const Calibration* cal = nullptr);
-// The same from the chunks of m rows already made (fused/all_gather/params.hpp ag_chunks).
+// The same on the call's tile GEMM plan (gag_tile_plan) and the chunks made of it (ag_chunks).
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const AgChunks& ch);
+                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const GemmPlan& tile,
+                           const AgChunks& ch);
 // The configuration the planner reads for an op of `cfg` with capabilities `caps` (its plan_mode).
 inline GemmAllGatherConfig gag_plan_config(GemmAllGatherConfig cfg, const GagCapabilities& caps) {
   cfg.mode = caps.plan_mode;

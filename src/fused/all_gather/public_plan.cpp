@@ -11,9 +11,34 @@
 
 namespace weave::fused {
 
-const gemm::GemmKernelEntry<AllGatherParams>* gag_fused_kernel(const GemmAllGatherConfig& c) {
-  return gemm::find_gemm_kernel<AllGatherParams>(c.quant, c.out_dtype, gemm::EpilogueKind::kAllGather, kGagBlockM,
-                                                 kGagBlockN, gemm::instance_scale_layout(c.quant, c.scale_layout));
+const gemm::GemmKernelEntry<AllGatherParams>* gag_fused_kernel(const GemmAllGatherConfig& c, int block_m, int block_n) {
+  return gemm::find_gemm_kernel<AllGatherParams>(c.quant, c.out_dtype, gemm::EpilogueKind::kAllGather, block_m,
+                                                 block_n, gemm::instance_scale_layout(c.quant, c.scale_layout));
+}
+
+namespace {
+GemmProblem tile_problem(const GemmAllGatherConfig& c, int64_t m) {
+  return GemmProblem{.m = m, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout, .out_dtype = c.out_dtype};
+}
+}  // namespace
+
+std::vector<gemm::TileCandidate> gag_tile_candidates(const GemmAllGatherConfig& c) {
+  return fused_tile_candidates(tile_problem(c, c.m_max),
+                               [&](int bm, int bn) { return gag_fused_kernel(c, bm, bn) != nullptr; });
+}
+
+bool gag_fused_built(const GemmAllGatherConfig& c) { return !gag_fused_kernel_names(c).empty(); }
+
+std::string gag_fused_kernel_names(const GemmAllGatherConfig& c) {
+  std::vector<std::string> names;
+  for (const auto& t : gag_tile_candidates(c))
+    if (const auto* k = gag_fused_kernel(c, t.block_m, t.block_n)) names.emplace_back(k->name);
+  return kernel_names_line(names);
+}
+
+GemmPlan gag_tile_plan(const GemmAllGatherConfig& c, int64_t m, int ctas, const std::vector<gemm::TileCandidate>& cands,
+                       FusedTile forced) {
+  return fused_tile_plan(tile_problem(c, m), ctas, cands, forced);
 }
 
 std::optional<Calibration> gag_calibration(const GemmAllGatherConfig& cfg, int world) {
@@ -40,7 +65,7 @@ GemmAllGatherPlan gemm_all_gather_plan(const GemmAllGatherConfig& config, int wo
   const std::optional<fused::Calibration> cal = fused::gag_calibration(config, world);
   // The constructor's capabilities, from the machine described instead of a group.
   const fused::GagCapabilities caps = fused::gag_capabilities(config, fused::placement_of(machine, world,
-                                                                fused::gag_fused_kernel(config) != nullptr));
+                                                                fused::gag_fused_built(config)));
   return fused::gag_plan(fused::gag_plan_config(config, caps), world, m, fused::ctas_per_rank(machine.num_sms, config.max_sms), caps.fused, machine.nccl,
                          gemm_all_gather_window_bytes(config, world), cal ? &*cal : nullptr);
 }

@@ -135,8 +135,9 @@ struct EpilogueAllReduce {
     return reinterpret_cast<uint32_t*>(p.p.win.base[p.p.win.rank] + p.pull_words) + index;
   }
 
-  // Own tiles: add the peers' partials (rank order) to the accumulators of this warpgroup's rows.
-  template <int kSlices, int kAcc>
+  // Own tiles: add the peers' partials (rank order) to the accumulators of this warpgroup's part of
+  // the tile (its rows, or with a 64-row tile its columns: Tile::wg_row0 / wg_col0).
+  template <class Tile, int kSlices, int kAcc>
   __device__ static void combine(const Params& p, const uint32_t* words, float (&acc)[kSlices][kAcc], int m_blk,
                                  int n_blk, int cwg) {
     if (!reduces_here(p, m_blk)) return;
@@ -159,25 +160,25 @@ struct EpilogueAllReduce {
     // docs/memory_ordering.md "consume-acquire" (warp form): lane 0's acquire, then __syncwarp,
     // orders every lane's loads of the staged partials after the flag.
     __syncwarp();
-    const int band_row0 = ar_band_begin(p.sched, r) * p.block_m;
+    const int band_row0 = ar_band_begin(p.sched, r) * p.block_m;  // (p.block_m == Tile::kBlockM)
     const char* slots = pr.win.base[r] + p.staging;
     // Per row of the fragment and batch of kBatch n8 chunks: one batch of kBatch independent loads
     // per peer, summed in rank order into `sum` (the prefix before the own term is kept apart from
     // acc, which holds the own term until its turn). A load per value behind a loop over peers was
     // one L2 round trip each. The peer loop is unrolled to kArMaxWorld (a runtime loop, or batches
     // of the whole row of 16 chunks, made the mxfp8 kernels spill).
-    constexpr int kChunks = kAcc / 4, kBatch = 8;
+    constexpr int kChunks = kAcc / 4, kBatch = kSlices > 1 ? 4 : 8;
     static_assert(kChunks % kBatch == 0, "n8 chunks per slice must split into batches");
 #pragma unroll
     for (int j = 0; j < kSlices; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = m_blk * p.block_m + cwg * kSlices * 64 + j * 64 + warp * 16 + lane / 4 + h * 8;
+        const int row = m_blk * p.block_m + Tile::wg_row0(cwg) + j * 64 + warp * 16 + lane / 4 + h * 8;
         if (row >= p.m) continue;
         const char* row_base = slots + static_cast<size_t>(row - band_row0) * static_cast<size_t>(p.n) * 2;
 #pragma unroll
         for (int b0 = 0; b0 < kChunks; b0 += kBatch) {
-          const int col0 = n_blk * kChunks * 8 + b0 * 8 + (lane % 4) * 2;
+          const int col0 = n_blk * Tile::kBlockN + Tile::wg_col0(cwg) + b0 * 8 + (lane % 4) * 2;
           float sum[kBatch][2];
 #pragma unroll
           for (int q = 0; q < kArMaxWorld; ++q) {

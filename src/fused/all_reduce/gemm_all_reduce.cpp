@@ -59,8 +59,20 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
   // Every rank's CTAs must be resident together (own tiles wait for peers' partials): one CTA per
   // SM, and ranks sharing a GPU (the emulated world) share its SMs.
   grid_cap = fused::ctas_per_rank(comm::rank_sm_share(num_sms, g.ranks_per_device()), cfg.max_sms);
-  fused_kernel = fused::gar_fused_kernel(cfg);
-  caps = fused::gar_capabilities(cfg, fused::placement_of(g, fused_kernel != nullptr), leg);
+  tiles = fused::gar_tile_candidates(cfg);
+  for (const auto& t : tiles) {
+    fused::TileKernels<fused::AllReduceParams> k;
+    k.block_m = t.block_m;
+    k.block_n = t.block_n;
+    k.fused = fused::gar_fused_kernel(cfg, t.block_m, t.block_n);
+    k.local = gemm::find_gemm_instance(cfg.quant, DType::kBF16, gemm::EpilogueKind::kStoreLocal, t.block_m, t.block_n,
+                                       gemm::instance_scale_layout(cfg.quant, cfg.scale_layout));
+    WEAVE_EXPECT(k.local != nullptr, Status::kInternal, op_name() << ": candidate tile " << t.block_m << "x" << t.block_n
+                                                                  << " has no local kernel");
+    kernels.push_back(k);
+  }
+  const bool fused_built = kernels.front().fused != nullptr;  // all or none (fused_tile_candidates)
+  caps = fused::gar_capabilities(cfg, fused::placement_of(g, fused_built), leg);
   if (cfg.mode == GemmAllReduceMode::kFusedCe) fused::require_ce_compiled_in("GemmAllReduce");
   WEAVE_EXPECT(caps.unavailable.empty(), Status::kUnavailable, caps.unavailable);
   if (cfg.mode == GemmAllReduceMode::kAuto && caps.split == GemmAllReduceMode::kSplitNccl)
@@ -79,11 +91,11 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
      << static_cast<int>(caps.split) << "|" << caps.fused << "|" << cfg.exact_own << "|" << cfg.chunks << "|"
      << hooks.flow_control << "|" << hooks.skip_arrival_wait << "|" << hooks.skip_partial_wait << "|"
      << hooks.publish_every_tile << "|" << hooks.initial_epoch << "|" << hooks.stale_slot_lag << "|" << grid_cap << "|"
-     << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route);
+     << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route) << "|" << hooks.tile.block_m
+     << "x" << hooks.tile.block_n << "|" << fused::fused_tiles_list(tiles);
   rt = std::make_unique<comm::OpRuntime>(g);
-  rt->agree_config(id.str(), std::string(op_name()) +
-                                " configuration (n, k = K_r, m_max, quant, mode, exact_own, chunks, testing hooks, calibration)");
-  if (fused_kernel) fused_kernel->prepare();
+  rt->agree_config(id.str(), std::string(op_name()) + " configuration (n, k = K_r, m_max, quant, mode, exact_own, "
+                                                      "chunks, testing hooks, calibration, tiles built)");
   WEAVE_EXPECT_ARG(!(cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route == MxRoute::kBf16 &&
                      cfg.mode == GemmAllReduceMode::kFusedCe),
                    "GemmAllReduceConfig.mx_route = bf16 cannot run in mode fused-ce (its copy streams fork from the "
@@ -92,31 +104,25 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
     mem_ops = comm::StreamMemOps::agreed(g, "GemmAllReduce fused-ce (device-triggered copies)");  // (never GemmReduceScatter)
     pulls.open(w - 1);
   }
-  // The split GEMM runs the same tile as the fused kernel (so split and fused agree bitwise).
-  local_kernel = gemm::find_gemm_instance(cfg.quant, DType::kBF16, gemm::EpilogueKind::kStoreLocal, fused::kGarBlockM,
-                                          fused::kGarBlockN,
-                                          gemm::instance_scale_layout(cfg.quant, cfg.scale_layout));
-  WEAVE_EXPECT(local_kernel != nullptr, Status::kUnavailable,
-               op_name() << ": no " << fused::kGarBlockM << "x" << fused::kGarBlockN << " GEMM kernel for "
-                                    << to_string(cfg.quant) << " -> bf16 in this build");
-  local_kernel->prepare();
+  if (hooks.tile.forced()) (void)tile_plan(cfg.m_max);  // names a tile that is not a candidate
   if (caps.mx_bf16_route) {
     // The bf16 route's kernels: the same tiles, schedule and epilogues as the native ones.
-    local_bf16 = gemm::find_gemm_instance(ScaleMode::kBF16, DType::kBF16, gemm::EpilogueKind::kStoreLocal,
-                                          fused::kGarBlockM, fused::kGarBlockN);
-    fused_bf16 = gemm::find_gemm_kernel<fused::AllReduceParams>(ScaleMode::kBF16, DType::kBF16,
-                                                                gemm::EpilogueKind::kAllReduce, fused::kGarBlockM,
-                                                                fused::kGarBlockN, ScaleLayout::kRaw,
-                                                                gemm::SchedulerKind::kBandRound);
-    mx = fused::make_mx_route(
-        rs ? "GemmReduceScatterConfig" : "GemmAllReduceConfig", cfg.mx_route, "rank " + std::to_string(g.rank()) + ": " + op_name(),
-        local_bf16 != nullptr && (fused_kernel == nullptr || fused_bf16 != nullptr),
-        [&] {
-          local_bf16->prepare();
-          if (fused_bf16) fused_bf16->prepare();
-        },
-        cfg.m_max, cfg.n, cfg.k);
+    bool built = true;
+    for (auto& k : kernels) {
+      k.local_bf16 = gemm::find_gemm_instance(ScaleMode::kBF16, DType::kBF16, gemm::EpilogueKind::kStoreLocal,
+                                              k.block_m, k.block_n);
+      k.fused_bf16 = gemm::find_gemm_kernel<fused::AllReduceParams>(ScaleMode::kBF16, DType::kBF16,
+                                                                    gemm::EpilogueKind::kAllReduce, k.block_m, k.block_n,
+                                                                    ScaleLayout::kRaw, gemm::SchedulerKind::kBandRound);
+      built = built && k.bf16_route_built();
+    }
+    mx = fused::make_mx_route(rs ? "GemmReduceScatterConfig" : "GemmAllReduceConfig", cfg.mx_route,
+                              "rank " + std::to_string(g.rank()) + ": " + op_name(), built, [] {}, cfg.m_max, cfg.n,
+                              cfg.k);
+    if (!mx)
+      for (auto& k : kernels) k.local_bf16 = nullptr, k.fused_bf16 = nullptr;
   }
+  for (const auto& k : kernels) k.prepare();
   if ((caps.split == GemmAllReduceMode::kSplitLsa || caps.split == GemmAllReduceMode::kSplitCe) && w > 1) {
     // The collective the window layout sized (fused::gar_split_shape: its op and capacity).
     const comm::OpShape shape = fused::gar_split_shape(cfg, w, 1, leg);
@@ -182,18 +188,25 @@ std::unique_ptr<GemmAllReduce> GemmAllReduce::Impl::create(comm::Group& g, const
   return wrap(create_impl(g, config, hooks, fused::ArLeg::kAllReduce));
 }
 
-fused::ArSchedule GemmAllReduce::Impl::schedule(int64_t m) const {
-  return fused::ar_schedule(m, cfg.n, fused::kGarBlockM, fused::kGarBlockN, group->world_size(), group->rank(),
-                            fused::gar_chunks(cfg, m, grid_cap));
+GemmPlan GemmAllReduce::Impl::tile_plan(int64_t m) const {
+  return fused::gar_tile_plan(cfg, group->world_size(), m, grid_cap, tiles, hooks.tile, leg);
 }
 
-GemmAllReducePlan GemmAllReduce::Impl::plan_on(int64_t m, const fused::ArSchedule& sched) const {
+fused::ArSchedule GemmAllReduce::Impl::schedule(int64_t m, const GemmPlan& tile) const {
+  return fused::ar_schedule(m, cfg.n, tile.block_m, tile.block_n, group->world_size(), group->rank(),
+                            fused::gar_chunks(cfg, m, grid_cap, tile.block_m, tile.block_n));
+}
+
+GemmAllReducePlan GemmAllReduce::Impl::plan_on(int64_t m, const GemmPlan& tile, const fused::ArSchedule& sched) const {
   return fused::gar_plan(fused::gar_plan_config(cfg, caps), group->world_size(), m, grid_cap, caps.fused,
-                         group->nccl() != nullptr, rt->window().bytes(), calibration ? &*calibration : nullptr, sched,
-                         leg);
+                         group->nccl() != nullptr, rt->window().bytes(), calibration ? &*calibration : nullptr, tile,
+                         sched, leg);
 }
 
-GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const { return plan_on(m, schedule(m)); }
+GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const {
+  const GemmPlan tile = tile_plan(m);
+  return plan_on(m, tile, schedule(m, tile));
+}
 
 void GemmAllReduce::Impl::check() const {
   rt->check(op_name());
@@ -233,8 +246,8 @@ void GemmAllReduce::Impl::run_in(comm::OpRuntime::CallGuard& guard, int64_t m, c
     WEAVE_EXPECT_ARG(m % w == 0, "GemmReduceScatter::run: m must be a multiple of the world (" << w << "): each rank "
                                  "receives m / world rows; got m = " << m);
     WEAVE_EXPECT_ARG(cfg.mode != GemmAllReduceMode::kFused || w == 1 || fused::grs_fused_fits(m, w),
-                     "GemmReduceScatter::run: mode fused needs m to be a multiple of world x " << fused::kGarBlockM
-                         << " = " << w * fused::kGarBlockM << " (its bands are whole tiles); got m = " << m
+                     "GemmReduceScatter::run: mode fused needs m to be a multiple of world x " << fused::kGrsFusedRows
+                         << " = " << w * fused::kGrsFusedRows << " (its bands are whole tiles); got m = " << m
                          << "; use mode auto (split where fused cannot run) or a split mode");
   }
   WEAVE_EXPECT_ARG(cfg.mode != GemmAllReduceMode::kDecode || m <= detail::kGemvMaxM,
@@ -255,19 +268,20 @@ GemmAllReduce::Impl::Call GemmAllReduce::Impl::plan_call(const GemmProblem& prob
                                                           const TensorView& b, const GemmScales& s) const {
   const int64_t m = prob.m;
   Call c;
-  c.sched = schedule(m);
-  c.plan = plan_on(m, c.sched);
+  c.gemm = tile_plan(m);
+  c.kernels = &fused::tile_kernels_at(kernels, c.gemm.block_m, c.gemm.block_n, op_name());
+  c.sched = schedule(m, c.gemm);
+  c.plan = plan_on(m, c.gemm, c.sched);
   c.mode = c.plan.mode;
-  if (c.mode == GemmAllReduceMode::kDecode) {  // before the tile GEMM's plan and TMA maps, which it needs not
+  if (c.mode == GemmAllReduceMode::kDecode) {  // before the tile GEMM's TMA maps, which it needs not
     if (gemm::gemv_scales_dense(prob, s)) return c;
     c.mode = GemmAllReduceMode::kSplitLsa;  // auto with padded scales: the GEMV cannot read them
   }
-  c.gemm = gemm::fixed_tile_plan(prob, num_sms, fused::kGarBlockM, fused::kGarBlockN, c.plan.grid);
   // mxfp8 on the bf16 route where it pays: the conversion, then both kernels, either/or (never
   // fused-ce: mx is not built for it).
   if (mx && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms)) {
     c.route = mx.get();
-    c.rc = fused::mx_route_call(prob, a, b, s, num_sms, fused::kGarBlockM, fused::kGarBlockN, c.plan.grid,
+    c.rc = fused::mx_route_call(prob, a, b, s, num_sms, c.gemm.block_m, c.gemm.block_n, c.plan.grid,
                                 hooks.mx_route_unguarded);
   }
   return c;
@@ -294,6 +308,11 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
   const size_t count = static_cast<size_t>(m) * static_cast<size_t>(cfg.n);
   if (call.mode == GemmAllReduceMode::kFused || call.mode == GemmAllReduceMode::kFusedRs || pull) {
     const bool scatter = call.mode == GemmAllReduceMode::kFusedRs;  // (world 1: the plan resolved it to fused)
+    const int block_m = gp.block_m;
+    // GemmReduceScatter's bands are its ranks' rows only where they are whole tiles (gar_tile_plan).
+    WEAVE_EXPECT(leg == fused::ArLeg::kAllReduce || w == 1 || m % (int64_t(w) * block_m) == 0, Status::kInvalidArgument,
+                 "GemmReduceScatter::run: fused tile " << block_m << "x" << gp.block_n << ": m = " << m
+                                                       << " is not a multiple of world x " << block_m);
     // Consumers wait for peers' partials inside the pipeline: its waits must outlast the combine's
     // chain of comm waits. (WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS, when set, wins: the pipeline-abort test.)
     if (main.pipeline_timeout_ns == 0)
@@ -312,8 +331,8 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
     }
     for (int d = 0; d < w && !pull; ++d) {
       if (d == r && !scatter) continue;  // fused-rs: the own band's partials go to this rank's own slot
-      const int64_t row0 = int64_t(fused::ar_band_begin(e.sched, d)) * fused::kGarBlockM;
-      const int64_t rows = std::min<int64_t>(int64_t(fused::ar_band_end(e.sched, d)) * fused::kGarBlockM, m) - row0;
+      const int64_t row0 = int64_t(fused::ar_band_begin(e.sched, d)) * block_m;
+      const int64_t rows = std::min<int64_t>(int64_t(fused::ar_band_end(e.sched, d)) * block_m, m) - row0;
       if (rows <= 0) continue;  // an empty band: no tile goes there
       char* slot = h.base[d] + layout.staging + static_cast<size_t>(r) * layout.slot_stride;
       e.tma_stage[d] = gemm::make_epilogue_map("a peer's staging slot", slot, DType::kBF16, 1, rows, cfg.n, cfg.n);
@@ -323,7 +342,7 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
     e.slot_stride = layout.slot_stride;
     e.m = static_cast<int32_t>(m);
     e.n = static_cast<int32_t>(cfg.n);
-    e.block_m = fused::kGarBlockM;
+    e.block_m = block_m;
     e.exact_own = cfg.exact_own ? 1 : 0;
     e.skip_arrival_wait = hooks.skip_arrival_wait ? 1 : 0;
     e.skip_partial_wait = hooks.skip_partial_wait ? 1 : 0;
@@ -341,13 +360,13 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
       // enqueued after every rank's launch (Group::enqueue_lockstep). docs/memory_ordering.md
       // "ar-fused-ce".
       cudaEvent_t started = pulls.start_event();
-      fused_kernel->launch_noting_start(args, gp.grid, stream, started);
+      call.kernels->fused->launch_noting_start(args, gp.grid, stream, started);
       group->enqueue_lockstep();
       pulls.fork_after(started);
-      enqueue_pulls(m, e.sched, stream);
+      enqueue_pulls(m, block_m, e.sched, stream);
       return;
     }
-    fused::launch_either(*fused_kernel, fused_bf16, args, gp.grid, route, rc, stream);
+    fused::launch_either(*call.kernels->fused, call.kernels->fused_bf16, args, gp.grid, route, rc, stream);
     if (scatter) {
       fused::ArTailParams t{};
       t.p = e.p;
@@ -357,17 +376,17 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
       t.out = layout.out;
       t.m = e.m;
       t.n = e.n;
-      t.block_m = fused::kGarBlockM;
+      t.block_m = block_m;
       t.skip_partial_wait = e.skip_partial_wait;
       t.skip_arrival_wait = e.skip_arrival_wait;
-      fused::launch_ar_tail(t, fused::ar_tail_grid(e.sched, r, m, fused::kGarBlockM, grid_cap), stream);
+      fused::launch_ar_tail(t, fused::ar_tail_grid(e.sched, r, m, block_m, grid_cap), stream);
     }
     return;
   }
   gemm::LocalKernelArgs args{};
   args.main = main;
   args.epi.tma_c = gemm::make_epilogue_map("the output", out_local(), DType::kBF16, 1, m, cfg.n, cfg.n);
-  fused::launch_either(*local_kernel, local_bf16, args, gp.grid, route, rc, stream);
+  fused::launch_either(*call.kernels->local, call.kernels->local_bf16, args, gp.grid, route, rc, stream);
   if (call.mode == GemmAllReduceMode::kGemmOnly || w == 1) return;
   // reduce-scatter in place: the partial's rows of band r reduce into themselves (in + r * count == out).
   const bool rs = leg == fused::ArLeg::kReduceScatter;
@@ -391,12 +410,12 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
 // RS c pulls q's partial of this band's chunk c (q's output rows) into staging slot [q], then sets
 // landed (the write's memory barrier orders the copy's bytes first); AG c pulls q's final chunk c
 // of band q into the same rows here.
-void GemmAllReduce::Impl::enqueue_pulls(int64_t m, const fused::ArSchedule& sched, cudaStream_t stream) {
+void GemmAllReduce::Impl::enqueue_pulls(int64_t m, int block_m, const fused::ArSchedule& sched, cudaStream_t stream) {
   const int w = group->world_size(), r = group->rank();
   const WindowHandle& h = rt->window().handle();
   uint32_t* words = reinterpret_cast<uint32_t*>(rt->window().local() + layout.pull);
   const size_t row_bytes = static_cast<size_t>(cfg.n) * 2;
-  const int64_t band_row0 = int64_t(fused::ar_band_begin(sched, r)) * fused::kGarBlockM;
+  const int64_t band_row0 = int64_t(fused::ar_band_begin(sched, r)) * block_m;
   // Round-major across the streams (fused/all_reduce/pull.hpp): safe where they share one queue;
   // and across ranks sharing a GPU, a lockstep per round (a no-op over NCCL).
   const auto each_round = [&](int) { group->enqueue_lockstep(); };
@@ -404,7 +423,7 @@ void GemmAllReduce::Impl::enqueue_pulls(int64_t m, const fused::ArSchedule& sche
     const int q = comm::peer_at(r, st, w);
     cudaStream_t ps = pulls[st - 1];
     const bool rs = leg == fused::kArPullRs;
-    const fused::ArChunkRows rows = fused::ar_chunk_row_range(sched, rs ? r : q, c, fused::kGarBlockM, m);
+    const fused::ArChunkRows rows = fused::ar_chunk_row_range(sched, rs ? r : q, c, block_m, m);
     const char* src = h.base[q] + layout.out + static_cast<size_t>(rows.first) * row_bytes;
     char* dst = rs ? rt->window().local() + layout.staging + static_cast<size_t>(q) * layout.slot_stride +
                          static_cast<size_t>(rows.first - band_row0) * row_bytes

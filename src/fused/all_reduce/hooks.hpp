@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "fused/tile_choice.hpp"
+
 namespace weave::fused {
 
 struct GemmAllReduceHooks {
@@ -28,6 +30,8 @@ struct GemmAllReduceHooks {
                                       // may differ between ranks)
   bool pull_stores_after_abort = false;  // fused-ce: keep storing tiles after this rank gave up (the
                                          // negative control of "stores nothing after an abort")
+  FusedTile tile;                     // every call runs this tile (one of the op's candidates), not
+                                      // the planner's: each built instance gets tested
 };
 
 }  // namespace weave::fused

@@ -25,6 +25,7 @@
 #include "fused/all_reduce/params.hpp"
 #include "fused/all_reduce/plan.hpp"
 #include "fused/mx_route.hpp"
+#include "fused/tile_kernels.hpp"
 #include "gemm/dispatch.hpp"
 #include "gemm/operands.hpp"
 #include "weave/gemm_all_reduce.hpp"
@@ -47,12 +48,12 @@ struct GemmAllReduce::Impl {
   gemm::MainloopDebug debug;  // WEAVE_GEMM_DEBUG_* at construction (as weave::Gemm: the stall knob)
   std::unique_ptr<Collective::Impl> split;  // split-lsa / split-ce: the in-place all-reduce
   fused::GarCapabilities caps;  // what this op can run here (resolved once, in the constructor)
-  const gemm::GemmKernelEntry<fused::AllReduceParams>* fused_kernel = nullptr;
-  const gemm::GemmInstance* local_kernel = nullptr;  // the split modes' GEMM (same tile as fused)
-  // mxfp8's bf16 route (fused/mx_route.hpp): the buffers and the bf16 kernels of the same tiles.
+  // The tiles a call may run (fused/tile_choice.hpp: the planner's rule on those built with the
+  // all-reduce epilogue and the local store; split runs the tile fused would) and their kernels.
+  std::vector<gemm::TileCandidate> tiles;
+  std::vector<fused::TileKernels<fused::AllReduceParams>> kernels;
+  // mxfp8's bf16 route (fused/mx_route.hpp): the buffers (its kernels are in `kernels`).
   std::unique_ptr<fused::MxBf16Route> mx;
-  const gemm::GemmKernelEntry<fused::AllReduceParams>* fused_bf16 = nullptr;
-  const gemm::GemmInstance* local_bf16 = nullptr;
   GemmAllReduceMode last = GemmAllReduceMode::kAuto;
   bool last_mx_bf16_route = false;  // the last call converted mxfp8 to bf16 (which kernel ran: the GPU's flag)
   // fused-ce: one copy stream per peer step, waiting on words the kernel stores (fused/all_reduce/pull.hpp).
@@ -77,14 +78,16 @@ struct GemmAllReduce::Impl {
   static std::unique_ptr<GemmAllReduce> wrap(std::unique_ptr<Impl> impl);
 
   GemmAllReducePlan plan(int64_t m) const;
-  fused::ArSchedule schedule(int64_t m) const;  // this rank's walk of m rows
-  GemmAllReducePlan plan_on(int64_t m, const fused::ArSchedule& sched) const;
+  GemmPlan tile_plan(int64_t m) const;  // the call's tile GEMM (hooks.tile forces one)
+  fused::ArSchedule schedule(int64_t m, const GemmPlan& tile) const;  // this rank's walk of m rows
+  GemmAllReducePlan plan_on(int64_t m, const GemmPlan& tile, const fused::ArSchedule& sched) const;
   // One call's decisions for this rank, made once (plan_call) and only carried out by enqueue.
   struct Call {
     GemmAllReducePlan plan;            // the public plan (its mode, grid, chunks, model, reason)
     GemmAllReduceMode mode = GemmAllReduceMode::kAuto;  // what runs: plan.mode, or split-lsa for a decode the GEMV cannot read
     fused::ArSchedule sched;           // this rank's walk (the fused modes)
     GemmPlan gemm;                     // the tile GEMM's plan (every mode but decode)
+    const fused::TileKernels<fused::AllReduceParams>* kernels = nullptr;  // its tile's kernels
     fused::MxBf16Route* route = nullptr;  // mxfp8 converted to bf16 for this call (fused/mx_route.hpp)
     fused::MxRouteCall rc;
   };
@@ -100,7 +103,7 @@ struct GemmAllReduce::Impl {
                cudaStream_t stream);
   void run_decode(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
                   cudaStream_t stream);
-  void enqueue_pulls(int64_t m, const fused::ArSchedule& sched, cudaStream_t stream);
+  void enqueue_pulls(int64_t m, int block_m, const fused::ArSchedule& sched, cudaStream_t stream);
   void init_pull_words();
   char* out_local() const { return rt->window().local() + layout.out; }
   const char* op_name() const { return fused::gar_op_name(leg); }

@@ -161,8 +161,12 @@ GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, 
   g.control = layout.add(prefix + ".control", RegionKind::kControl, comm::kControlBytes).offset;
   g.credits = layout.add(prefix + ".credits", RegionKind::kCredits, 4 * w).offset;
   g.flags = layout.add(prefix + ".flags", RegionKind::kFlags, 4 * size_t(comm::kFlagPhases) * w * comm::kMaxChunks).offset;
-  const int64_t m_blocks = (cfg.m_max + kGarBlockM - 1) / kGarBlockM;
-  g.band_cap_rows = (m_blocks + world - 1) / world * kGarBlockM;
+  // A band's rows ceil(ceil(m / block_m) / world) x block_m grow with m: the largest at m_max, over
+  // every tile a call may run.
+  for (const auto& t : gar_tile_candidates(cfg)) {
+    const int64_t m_blocks = (cfg.m_max + t.block_m - 1) / t.block_m;
+    g.band_cap_rows = std::max<int64_t>(g.band_cap_rows, (m_blocks + world - 1) / world * t.block_m);
+  }
   if (hosts.hosts_fused) {
     g.slot_stride = comm::round_up(static_cast<size_t>(g.band_cap_rows) * static_cast<size_t>(cfg.n) * 2, comm::kSlotAlign);
     g.staging = layout.add(prefix + ".staging", RegionKind::kData, w * g.slot_stride).offset;
@@ -191,9 +195,9 @@ std::string gar_decode_unsupported_reason(const GemmAllReduceConfig& cfg, int64_
   return detail::gemv_unsupported_reason(p);
 }
 
-int gar_chunks(const GemmAllReduceConfig& cfg, int64_t m, int ctas) {
+int gar_chunks(const GemmAllReduceConfig& cfg, int64_t m, int ctas, int block_m, int block_n) {
   if (cfg.chunks > 0) return cfg.chunks;
-  const int64_t tiles = ((m + kGarBlockM - 1) / kGarBlockM) * ((cfg.n + kGarBlockN - 1) / kGarBlockN);
+  const int64_t tiles = ((m + block_m - 1) / block_m) * ((cfg.n + block_n - 1) / block_n);
   const double waves = double(tiles) / std::max(1, ctas);
   return static_cast<int>(std::clamp<double>(std::floor(waves / 2), 1, comm::kMaxChunks));
 }
@@ -206,15 +210,20 @@ GarRates gar_rates(ScaleMode quant) {
 
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes, const Calibration* cal, ArLeg leg) {
-  return gar_plan(cfg, world, m, ctas, fused_available, nccl_available, window_bytes, cal,
-                  ar_schedule(m, cfg.n, kGarBlockM, kGarBlockN, world, 0, gar_chunks(cfg, m, ctas)), leg);
+  const GemmPlan tile = gar_tile_plan(cfg, world, m, ctas, gar_tile_candidates(cfg), {}, leg);
+  return gar_plan(cfg, world, m, ctas, fused_available, nccl_available, window_bytes, cal, tile,
+                  ar_schedule(m, cfg.n, tile.block_m, tile.block_n, world, 0,
+                              gar_chunks(cfg, m, ctas, tile.block_m, tile.block_n)),
+                  leg);
 }
 
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const ArSchedule& s,
-                           ArLeg leg) {
+                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const GemmPlan& tile,
+                           const ArSchedule& s, ArLeg leg) {
   GemmAllReducePlan p;
   const bool rs = leg == ArLeg::kReduceScatter;
+  p.block_m = tile.block_m;
+  p.block_n = tile.block_n;
   p.tiles = int64_t(s.m_blocks) * s.n_blocks;
   p.grid = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(ctas, p.tiles)));
   p.waves = double(p.tiles) / std::max(1, ctas);
@@ -261,8 +270,8 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
   // GemmReduceScatter's fused bands are whole tiles (fused/all_reduce/plan.hpp grs_fused_fits).
   const std::string fused_why =
       rs && world > 1 && !grs_fused_fits(m, world)
-          ? "m = " + std::to_string(m) + " is not a multiple of world x " + std::to_string(kGarBlockM) + " = " +
-                std::to_string(world * kGarBlockM) + " (the fused bands are whole tiles)"
+          ? "m = " + std::to_string(m) + " is not a multiple of world x " + std::to_string(kGrsFusedRows) + " = " +
+                std::to_string(world * kGrsFusedRows) + " (the fused bands are whole tiles)"
           : std::string();
   // The calibration's measured best, where this op can run it here (auto hosts split-lsa, fused and
   // decode); anything else falls through to the model.
@@ -297,7 +306,7 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
         why << fused_why << "; split";
       } else if (p.waves < kGarMinFusedWaves) {
         p.mode = split;
-        why << p.waves << " waves of " << kGarBlockM << "x" << kGarBlockN << " tiles (< " << kGarMinFusedWaves
+        why << p.waves << " waves of " << p.block_m << "x" << p.block_n << " tiles (< " << kGarMinFusedWaves
             << "): too little GEMM for the rounds to overlap; split";
       } else if (p.model_fused_us * 1.05 > p.model_split_us) {
         p.mode = split;

@@ -11,17 +11,22 @@
 #include "fused/all_reduce/schedule.hpp"
 #include "fused/calibration.hpp"
 #include "fused/capabilities.hpp"
+#include "fused/tile_choice.hpp"
 #include "gemm/dispatch.hpp"
 #include "weave/gemm_all_reduce.hpp"
 #include "weave/window_layout.hpp"
 
 namespace weave::fused {
 
-inline constexpr int kGarBlockM = 128, kGarBlockN = 128;  // the fused kernel's tile (also the split GEMM's)
 // auto considers fused from this many waves of tiles on (a round of chunks must span about a wave
 // for the own chunks to find their partials landed), then by the model with a 5% margin for split.
 // Modelled, not yet calibrated on NVLink (the 2-GPU issue measures it).
 inline constexpr double kGarMinFusedWaves = 2.0;
+inline constexpr int kGarMinBandChunks = 2;  // gar_tile_plan
+// gar_tile_plan: the most GEMM time (modelled) a pipelined band is worth: the one-chunk schedule
+// measured 15% slower than two chunks (blockscale 1024 x 7168 x 2048, emulated W = 2), at a tile
+// the model costs 1.09x; modelled, not calibrated further.
+inline constexpr double kGarPipelinedTileMaxCost = 1.15;
 // As kGagBoundSplitBlocks: window sizes reported before an op exists assume this grid cap.
 inline constexpr int kGarBoundSplitBlocks = 264;
 
@@ -32,13 +37,16 @@ inline const char* gar_op_name(ArLeg leg) {
   return leg == ArLeg::kAllReduce ? "GemmAllReduce" : "GemmReduceScatter";
 }
 // GemmReduceScatter's fused mode needs every band to be whole tiles: m a multiple of world x block_m.
-inline bool grs_fused_fits(int64_t m, int world) { return m % (int64_t(world) * kGarBlockM) == 0; }
+// Its rule is stated for 128 rows (every mode has a 128-row tile); a call takes 256-row tiles only
+// where m is a multiple of world x 256 too (gar_tile_plan).
+inline constexpr int kGrsFusedRows = 128;
+inline bool grs_fused_fits(int64_t m, int world) { return m % (int64_t(world) * kGrsFusedRows) == 0; }
 
 struct GarLayout {
   uint64_t control = 0, credits = 0, flags = 0, staging = 0, out = 0;
   uint64_t pull = 0;          // fused-ce: the copy streams' words (fused/all_reduce/pull.hpp)
   uint64_t slot_stride = 0;   // bytes of one source's staging slot (band_cap_rows x N bf16, aligned)
-  int64_t band_cap_rows = 0;  // rows of the largest band at m_max
+  int64_t band_cap_rows = 0;  // rows of the largest band at m_max, over every candidate tile
   comm::OpOffsets split;      // the split all-reduce's regions (if any)
   bool has_split = false, has_staging = false, has_pull = false;
 };
@@ -70,9 +78,9 @@ bool gar_decode_pays(ScaleMode quant, int64_t m);
 // "" if mode decode can run m rows of `cfg` (the decode GEMV implements the problem), else why not.
 std::string gar_decode_unsupported_reason(const GemmAllReduceConfig& cfg, int64_t m);
 
-// Chunks per band for m rows on `ctas` CTAs per rank (cfg.chunks, or floor(waves / 2) clamped to
-// 1 .. kMaxChunks); ar_schedule clamps to the band and normalises.
-int gar_chunks(const GemmAllReduceConfig& cfg, int64_t m, int ctas);
+// Chunks per band for m rows in block_m x block_n tiles on `ctas` CTAs per rank (cfg.chunks, or
+// floor(waves / 2) clamped to 1 .. kMaxChunks); ar_schedule clamps to the band and normalises.
+int gar_chunks(const GemmAllReduceConfig& cfg, int64_t m, int ctas, int block_m, int block_n);
 
 struct GarRates {
   double gemm_tflops = 0;       // sustained GEMM rate of this quant
@@ -81,8 +89,26 @@ struct GarRates {
 };
 GarRates gar_rates(ScaleMode quant);
 
-// The fused kernel an op of `cfg` runs (its GEMM instance), or null where this build has none.
-const gemm::GemmKernelEntry<AllReduceParams>* gar_fused_kernel(const GemmAllReduceConfig& cfg);
+// The fused kernel of `cfg` at tile block_m x block_n (its GEMM instance), or null where this build
+// has none.
+const gemm::GemmKernelEntry<AllReduceParams>* gar_fused_kernel(const GemmAllReduceConfig& cfg, int block_m, int block_n);
+// The tiles an op of `cfg` chooses from (fused/tile_choice.hpp): built with both the all-reduce
+// epilogue and the local store; every local tile where no fused one is built.
+std::vector<gemm::TileCandidate> gar_tile_candidates(const GemmAllReduceConfig& cfg);
+bool gar_fused_built(const GemmAllReduceConfig& cfg);  // a fused kernel at any tile
+// Their names, one per candidate tile, in one line (kernel_names_line; "" where none is built).
+std::string gar_fused_kernel_names(const GemmAllReduceConfig& cfg);
+// The tile GEMM's plan of one call of m rows on `ctas` CTAs per rank (forced: the tests' tile):
+// the planner's rule on the tiles whose fused schedule cuts every band into at least
+// kGarMinBandChunks chunks (rounds pipeline a band's chunks; one chunk leaves its whole compute and
+// gather exposed: measured 15% slower, docs/perf/fused.md "planner's tiles"), else on those it may
+// run, else on all, where the GEMM model costs that tile at most kGarPipelinedTileMaxCost times the
+// planner's free pick (else the free pick) (64-row tiles count only at m <= the planner's
+// kHalfRowTileMaxM); GemmReduceScatter, where its fused mode can run m (grs_fused_fits), keeps to
+// tiles whose rows divide m / world (whole-tile bands). Split runs the same tile as fused.
+GemmPlan gar_tile_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas,
+                       const std::vector<gemm::TileCandidate>& cands, FusedTile forced = {},
+                       ArLeg leg = ArLeg::kAllReduce);
 
 // cfg.calibration's table for an op in a world of `world` ranks (nothing when none is named); refuses
 // a table for another op shape, or one named with an explicit mode (kInvalidArgument).
@@ -92,10 +118,11 @@ std::optional<Calibration> gar_calibration(const GemmAllReduceConfig& cfg, int w
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes = 0, const Calibration* cal = nullptr,
                            ArLeg leg = ArLeg::kAllReduce);
-// The same from a schedule of m rows already made (any rank's: the plan reads only its shape).
+// The same on the call's tile GEMM plan (gar_tile_plan) and a schedule of m rows made of it (any
+// rank's: the plan reads only its shape).
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const ArSchedule& s,
-                           ArLeg leg = ArLeg::kAllReduce);
+                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, const GemmPlan& tile,
+                           const ArSchedule& s, ArLeg leg = ArLeg::kAllReduce);
 // The configuration the planner reads for an op of `cfg` with capabilities `caps` (its plan_mode).
 inline GemmAllReduceConfig gar_plan_config(GemmAllReduceConfig cfg, const GarCapabilities& caps) {
   cfg.mode = caps.plan_mode;

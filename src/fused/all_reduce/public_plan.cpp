@@ -1,5 +1,6 @@
 // weave::gemm_all_reduce_plan: the op's per-call planner without an op or a GPU, and the lookup of
 // the fused kernel and the calibration table the op and the planner share.
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -12,10 +13,57 @@
 
 namespace weave::fused {
 
-const gemm::GemmKernelEntry<AllReduceParams>* gar_fused_kernel(const GemmAllReduceConfig& c) {
-  return gemm::find_gemm_kernel<AllReduceParams>(c.quant, DType::kBF16, gemm::EpilogueKind::kAllReduce, kGarBlockM,
-                                                 kGarBlockN, gemm::instance_scale_layout(c.quant, c.scale_layout),
+const gemm::GemmKernelEntry<AllReduceParams>* gar_fused_kernel(const GemmAllReduceConfig& c, int block_m, int block_n) {
+  return gemm::find_gemm_kernel<AllReduceParams>(c.quant, DType::kBF16, gemm::EpilogueKind::kAllReduce, block_m,
+                                                 block_n, gemm::instance_scale_layout(c.quant, c.scale_layout),
                                                  gemm::SchedulerKind::kBandRound);
+}
+
+namespace {
+GemmProblem tile_problem(const GemmAllReduceConfig& c, int64_t m) {
+  return GemmProblem{.m = m, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout, .out_dtype = DType::kBF16};
+}
+}  // namespace
+
+std::vector<gemm::TileCandidate> gar_tile_candidates(const GemmAllReduceConfig& c) {
+  return fused_tile_candidates(tile_problem(c, c.m_max),
+                               [&](int bm, int bn) { return gar_fused_kernel(c, bm, bn) != nullptr; });
+}
+
+bool gar_fused_built(const GemmAllReduceConfig& c) { return !gar_fused_kernel_names(c).empty(); }
+
+std::string gar_fused_kernel_names(const GemmAllReduceConfig& c) {
+  std::vector<std::string> names;
+  for (const auto& t : gar_tile_candidates(c))
+    if (const auto* k = gar_fused_kernel(c, t.block_m, t.block_n)) names.emplace_back(k->name);
+  return kernel_names_line(names);
+}
+
+GemmPlan gar_tile_plan(const GemmAllReduceConfig& c, int world, int64_t m, int ctas,
+                       const std::vector<gemm::TileCandidate>& cands, FusedTile forced, ArLeg leg) {
+  // GemmReduceScatter's fused bands must be whole tiles: where its fused mode can run m, only tiles
+  // whose rows divide m / world (a rule, not a preference: split runs the same tile).
+  const bool whole_bands = leg == ArLeg::kReduceScatter && world > 1 && grs_fused_fits(m, world);
+  auto allowed = [&](const gemm::TileCandidate& t) { return !whole_bands || m % (int64_t(world) * t.block_m) == 0; };
+  // The chunks of the largest band of the fused schedule at this tile (ar_schedule's, with the
+  // planner's chunk count); 0 where the tile is not allowed or the planner would not offer it at
+  // this m (64-row tiles).
+  auto band_chunks = [&](const gemm::TileCandidate& t) -> int64_t {
+    if (!allowed(t) || (t.block_m == 64 && m > gemm::kHalfRowTileMaxM)) return 0;
+    return ar_schedule(m, c.n, t.block_m, t.block_n, world, 0, gar_chunks(c, m, ctas, t.block_m, t.block_n)).max_chunks;
+  };
+  // Tiles whose bands pipeline kGarMinBandChunks chunks, else any the op may run, else the
+  // planner's pick; a kept tile only where the GEMM model costs it at most kGarPipelinedTileMaxCost
+  // times the planner's free pick among the allowed tiles.
+  const GemmProblem p = tile_problem(c, m);
+  const GemmPlan free = fused_tile_plan(p, ctas, cands, forced, allowed);
+  if (forced.forced()) return free;
+  int64_t need = 1;
+  for (const auto& t : cands) need = std::max<int64_t>(need, std::min<int64_t>(band_chunks(t), kGarMinBandChunks));
+  const GemmPlan kept =
+      fused_tile_plan(p, ctas, cands, {}, [&](const gemm::TileCandidate& t) { return band_chunks(t) >= need; });
+  const double kept_cost = gemm::tile_cost(p, ctas, kept.block_m, kept.block_n);
+  return kept_cost <= kGarPipelinedTileMaxCost * gemm::tile_cost(p, ctas, free.block_m, free.block_n) ? kept : free;
 }
 
 std::optional<Calibration> gar_calibration(const GemmAllReduceConfig& cfg, int world, ArLeg leg) {
@@ -42,7 +90,7 @@ GemmAllReducePlan gemm_all_reduce_plan(const GemmAllReduceConfig& config, int wo
   const std::optional<fused::Calibration> cal = fused::gar_calibration(config, world);
   // The constructor's capabilities, from the machine described instead of a group.
   const fused::GarCapabilities caps = fused::gar_capabilities(config, fused::placement_of(machine, world,
-                                                                fused::gar_fused_kernel(config) != nullptr));
+                                                                fused::gar_fused_built(config)));
   return fused::gar_plan(fused::gar_plan_config(config, caps), world, m, fused::ctas_per_rank(machine.num_sms, config.max_sms), caps.fused, machine.nccl,
                          gemm_all_reduce_window_bytes(config, world), cal ? &*cal : nullptr);
 }

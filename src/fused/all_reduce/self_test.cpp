@@ -42,7 +42,7 @@ SelfTestReport GemmAllReduce::Impl::self_test(std::int64_t m) {
   if (m == 0) {
     m = std::min<int64_t>(c.m_max, c.mode == GemmAllReduceMode::kDecode ? 29 : 300);
     if (rs && c.mode == GemmAllReduceMode::kFused && w > 1)
-      m = std::min<int64_t>(c.m_max, 2 * w * fused::kGarBlockM) / (w * fused::kGarBlockM) * (w * fused::kGarBlockM);
+      m = std::min<int64_t>(c.m_max, 2 * w * fused::kGrsFusedRows) / (w * fused::kGrsFusedRows) * (w * fused::kGrsFusedRows);
     else if (rs)
       m = m / w * w;
   }

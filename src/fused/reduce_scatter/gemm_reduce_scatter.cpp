@@ -102,9 +102,9 @@ std::string GemmReduceScatter::validate(const GemmReduceScatterConfig& c, int wo
     if (!ok) os << (os.tellp() > 0 ? "; " : "") << why;
   };
   rule(c.m_max >= world, "m_max must be >= the world (" + std::to_string(world) + "): every call's m is a multiple of it");
-  rule(c.mode != GemmReduceScatterMode::kFused || world <= 1 || c.m_max >= int64_t(world) * fused::kGarBlockM,
-       "mode fused needs m_max >= world x " + std::to_string(fused::kGarBlockM) + " = " +
-           std::to_string(world * fused::kGarBlockM) + " (its calls' m are multiples of it), got " + std::to_string(c.m_max));
+  rule(c.mode != GemmReduceScatterMode::kFused || world <= 1 || c.m_max >= int64_t(world) * fused::kGrsFusedRows,
+       "mode fused needs m_max >= world x " + std::to_string(fused::kGrsFusedRows) + " = " +
+           std::to_string(world * fused::kGrsFusedRows) + " (its calls' m are multiples of it), got " + std::to_string(c.m_max));
   return os.str();
 }
 
@@ -131,7 +131,7 @@ GemmReduceScatterPlan gemm_reduce_scatter_plan(const GemmReduceScatterConfig& co
   constexpr fused::ArLeg kLeg = fused::ArLeg::kReduceScatter;
   const std::optional<fused::Calibration> cal = fused::gar_calibration(ar, world, kLeg);
   const fused::GarCapabilities caps =
-      fused::gar_capabilities(ar, fused::placement_of(machine, world, fused::gar_fused_kernel(ar) != nullptr), kLeg);
+      fused::gar_capabilities(ar, fused::placement_of(machine, world, fused::gar_fused_built(ar)), kLeg);
   return fused::grs_plan_of(fused::gar_plan(fused::gar_plan_config(ar, caps), world, m,
                                             fused::ctas_per_rank(machine.num_sms, config.max_sms), caps.fused,
                                             machine.nccl, gemm_reduce_scatter_window_bytes(config, world),

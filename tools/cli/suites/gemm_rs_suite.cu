@@ -76,8 +76,8 @@ class GemmRsTrait final : public fused_bench::RowParallelSuiteTrait<GemmReduceSc
     if (arm.kind != ArmKind::kOp || static_cast<GemmReduceScatterMode>(arm.mode) != GemmReduceScatterMode::kFused ||
         world_ == 1 || fused::grs_fused_fits(m, world_))
       return "";
-    return "fused runs M a multiple of world x " + std::to_string(fused::kGarBlockM) + " = " +
-           std::to_string(world_ * fused::kGarBlockM) + " (its bands are whole tiles)";
+    return "fused runs M a multiple of world x " + std::to_string(fused::kGrsFusedRows) + " = " +
+           std::to_string(world_ * fused::kGrsFusedRows) + " (its bands are whole tiles)";
   }
   // Rank r's rows of the sum: its band [r m/W, (r+1) m/W).
   OwnRows own_rows(int64_t m, int rank, int world) const override { return {rank * (m / world), m / world}; }
@@ -132,10 +132,10 @@ std::vector<SuiteArm> GemmRsTrait::arms(int world, bool emulated, bool over_nccl
   SuiteArm fused = op_arm("fused", Mode::kFused);
   fused.auto_takeable = fused.fused = fused.overlap_line = true;
   // The op refuses mode fused unless m_max holds one band of whole tiles per rank.
-  const int64_t band_rows = int64_t{world} * fused::kGarBlockM;
+  const int64_t band_rows = int64_t{world} * fused::kGrsFusedRows;
   list.add_unless(fused, world > 1 && base_.m_max < band_rows
                              ? "not run (m_max " + std::to_string(base_.m_max) + " < world x " +
-                                   std::to_string(fused::kGarBlockM) + " = " + std::to_string(band_rows) +
+                                   std::to_string(fused::kGrsFusedRows) + " = " + std::to_string(band_rows) +
                                    ": fused runs only M that are multiples of it)"
                              : "");
   list.add(op_arm("auto", Mode::kAuto));

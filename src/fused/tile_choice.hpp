@@ -1,0 +1,42 @@
+// The fused operators' GEMM tile: the standalone planner's tile rule (gemm/planner_tiles.cpp) over
+// the tiles built both with the operator's fused epilogue and with the local store, with no K split
+// (a fused epilogue stores and signals final tiles) and on the CTAs the operator has per rank (its
+// grid cap). Its split modes run the tile its fused kernel would (the same candidates, the same m,
+// the same CTAs), so fused and split agree bitwise at every m. CPU only.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gemm/planner.hpp"
+#include "weave/gemm.hpp"
+
+namespace weave::fused {
+
+// A tile the tests force (the operators' testing hooks); 0 x 0 is the planner's choice.
+struct FusedTile {
+  int block_m = 0, block_n = 0;
+  bool forced() const { return block_m != 0 || block_n != 0; }
+};
+
+// Whether the operator's fused kernel is built at (block_m, block_n) for the problem's mode.
+using FusedBuilt = std::function<bool(int block_m, int block_n)>;
+
+// The local-store tiles of `p`'s mode, scale layout and output dtype whose fused twin is built;
+// where none is (a build narrowed without this operator's fused kernels for the mode), every local
+// tile: such an op runs split modes only.
+std::vector<gemm::TileCandidate> fused_tile_candidates(const GemmProblem& p, const FusedBuilt& fused_built);
+
+// "128x128, 256x128" (the tiles a message or a plan lists).
+std::string fused_tiles_list(const std::vector<gemm::TileCandidate>& cands);
+// Kernel names, one per tile, in one line: "sm90_gemm_bf16_bf16_allgather_{128x128x64,256x128x64}"
+// where they differ only in the tile (the part after the last '_'), else comma-separated.
+std::string kernel_names_line(const std::vector<std::string>& names);
+
+// One call's tile GEMM plan on `ctas` CTAs: the planner's rule on the candidates `keep` accepts
+// (all of them where it accepts none, or where `keep` is empty), split_k 1; `forced` takes that
+// tile instead (kInvalidArgument naming the built tiles where it is not a candidate).
+GemmPlan fused_tile_plan(const GemmProblem& p, int ctas, const std::vector<gemm::TileCandidate>& cands,
+                         FusedTile forced, const std::function<bool(const gemm::TileCandidate&)>& keep = {});
+
+}  // namespace weave::fused
