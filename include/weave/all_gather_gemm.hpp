@@ -17,14 +17,14 @@
 //   fused-ce    the GEMM consumes the rows as they land: copy engines pull the peers' rows and
 //               scales chunk by chunk into the window while the GEMM kernel runs its own rows'
 //               tiles first, each tile waiting (bounded) for the chunks it reads. bf16, ptpc and
-//               blockscale (raw), bf16 output; the 128x128 tile (docs/fused.md "AllGatherGemm")
+//               blockscale (raw), bf16 output; the planner's tile, no K split (docs/fused.md "AllGatherGemm")
 //   auto        split-lsa (split-nccl when the ranks are not all in one NVLink domain, gemm-only at
 //               world 1); the choice and the reason: plan(m). auto does not pick fused-ce yet (no
 //               calibration on NVLink: plan(m) models it beside split)
 // In the split modes the GEMM is weave::Gemm's for [world m, N, K] as its planner chooses it
 // (tile, grid, the mxfp8 and blockscale routes, its decode route at world x m <= 32; no K split),
 // planned for this rank's share of the SMs, so out is bitwise weave::Gemm's output over the
-// gathered A. fused-ce runs the 128x128 tile over the same rows: bitwise weave::Gemm's output at
+// gathered A. fused-ce runs the planner's tile (plan(m)) over the same rows: bitwise weave::Gemm's output at
 // that tile. A mode that cannot run here raises kUnavailable naming the reason.
 //
 // Operands per rank: A_r [m, K] (1 <= m <= m_max; the same m on every rank), B [N, K] identical on

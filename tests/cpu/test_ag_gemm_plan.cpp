@@ -217,8 +217,8 @@ TEST(AgGemmPlan, FusedCeRunsBf16PtpcAndBlockscaleWithBf16OutputOnly) {
   EXPECT_FALSE(fused::agm_fused_ce_quant(ScaleMode::kBF16, DType::kF32));
 }
 
-// fused-ce's plan: its own 128x128 GEMM over the W m rows, the pulls of each peer's rows in chunks
-// under it; its model is max(GEMM, pulls) + one chunk's pull + 8 us (the enter and arrive
+// fused-ce's plan: its own GEMM at the planner's tile over the W m rows (weave::Gemm's tile there,
+// which splits no K at this size), the pulls of each peer's rows in chunks under it; its model is max(GEMM, pulls) + one chunk's pull + 8 us (the enter and arrive
 // kernels), modelled beside split wherever fused-ce can run, whatever the mode.
 TEST(AgGemmPlan, FusedCePlansItsTileAndModelsThePullsUnderTheGemm) {
   const int64_t m = 4096, n = 7168, k = 4096;
@@ -231,19 +231,22 @@ TEST(AgGemmPlan, FusedCePlansItsTileAndModelsThePullsUnderTheGemm) {
       SCOPED_TRACE(std::string(to_string(q)) + " W" + std::to_string(w));
       const AllGatherGemmPlan p = all_gather_gemm_plan(c, w, m);
       EXPECT_EQ(p.mode, AllGatherGemmMode::kFusedCe);
-      EXPECT_EQ(p.block_m, 128);
-      EXPECT_EQ(p.block_n, 128);
+      const GemmPlan alone = gemm_plan(GemmProblem{.m = w * m, .n = n, .k = k, .mode = q}, 132);
+      ASSERT_EQ(alone.split_k, 1);
+      EXPECT_EQ(p.block_m, alone.block_m);
+      EXPECT_EQ(p.block_n, alone.block_n);
       EXPECT_EQ(p.rows, w * m);
-      EXPECT_EQ(p.tiles, (w * m / 128) * (n / 128));
+      EXPECT_EQ(p.tiles, (w * m / p.block_m) * (n / p.block_n));
       EXPECT_EQ(p.grid, static_cast<int>(std::min<int64_t>(p.tiles, 132)));
       EXPECT_NE(p.reason.find("mode fused-ce requested"), std::string::npos) << p.reason;
       EXPECT_NE(p.reason.find("chunks of"), std::string::npos) << p.reason;
-      EXPECT_NE(p.gemm_kernel.find("128x128"), std::string::npos) << p.gemm_kernel;
+      EXPECT_NE(p.gemm_kernel.find(std::to_string(p.block_m) + "x" + std::to_string(p.block_n)), std::string::npos)
+          << p.gemm_kernel;
       // The pulls hide under the GEMM: well under the gather-then-GEMM of split at this size.
       EXPECT_GT(p.model_fused_us, 0);
       EXPECT_LT(p.model_fused_us, p.model_split_us);
       EXPECT_GE(p.model_fused_us, p.model_gemm_us);
-      const fused::AgmChunks ch = fused::agm_chunks(m, 128, fused::kAgmPullChunks);
+      const fused::AgmChunks ch = fused::agm_chunks(m, p.block_m, fused::kAgmPullChunks);
       const double row_bytes = double(k * fused::agm_elem_bytes(c) + fused::agm_scale_row_bytes(c));
       const double pulls = double(w - 1) * double(p.bytes_per_peer) / (fused::kModelledLinkGbps * 1e3);
       EXPECT_NEAR(p.model_fused_us,
@@ -258,8 +261,10 @@ TEST(AgGemmPlan, FusedCePlansItsTileAndModelsThePullsUnderTheGemm) {
     }
     // The tile is fused-ce's at any m, even where weave::Gemm would take the decode GEMV.
     const AllGatherGemmPlan one = all_gather_gemm_plan(c, 2, 1);
-    EXPECT_EQ(one.block_m, 128);
-    EXPECT_EQ(one.tiles, n / 128);
+    const GemmPlan tile = fused::agm_tile_plan(c, 2, 1, 132, fused::agm_tile_candidates(c));
+    EXPECT_EQ(one.block_m, tile.block_m);
+    EXPECT_EQ(one.block_m, 64);  // 2 gathered rows: a 64-row tile
+    EXPECT_EQ(one.tiles, (n + tile.block_n - 1) / tile.block_n);
     EXPECT_EQ(all_gather_gemm_plan(c, 1, 1000).model_fused_us, 0) << "world 1: nothing to pull";
   }
   // No fused time where fused-ce cannot run: world 1, mxfp8, fp32 out.

@@ -689,7 +689,7 @@ TEST(Cli, PlanAgGemmPrintsOneRowPerM) {
   EXPECT_NE(r.out.find("ag-gemm: n=7168 k=8192 bf16 -> bf16, world 2, mode auto, sms 132, m_max 4096\n"), std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("fused mode: none ("), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("fused kernel: sm90_gemm_bf16_bf16_agmrows_128x128x64\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fused kernel: sm90_gemm_bf16_bf16_agmrows_{128x128x64,"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("all-gather call"), std::string::npos) << r.out;
   for (const char* col : {"tiles", "waves", "grid", "rows", "bytes/peer", "window", "gemm_us", "comm_us", "split_us",
                           "fused_us", "mode", "reason"})
@@ -724,8 +724,8 @@ TEST(Cli, PlanAgGemmPrintsOneRowPerM) {
   EXPECT_NE(r.out.find("         -  split-lsa  the gather of"), std::string::npos) << r.out;
 }
 
-// `weave plan ag-gemm --mode fused-ce`: its 128x128 tile at every m (the GEMV's m too), the chunks
-// pulled per peer, its landed words in the window and no split gather's regions.
+// `weave plan ag-gemm --mode fused-ce`: the planner's tile at every m (the GEMV's m too: a 64x64
+// tile for 8 rows), the chunks pulled per peer, its landed words in the window and no split gather's regions.
 TEST(Cli, PlanAgGemmFusedCePlansItsTileAndChunks) {
   CliRun r = run_weave({"plan", "ag-gemm", "--world", "8", "--mode", "fused-ce", "-k", "4096", "-m", "1,4096"});
   EXPECT_EQ(r.rc, 0) << r.out;
@@ -734,18 +734,19 @@ TEST(Cli, PlanAgGemmFusedCePlansItsTileAndChunks) {
       << r.out;
   EXPECT_NE(r.out.find("fused-ce's landed words (world x chunks)"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("split all-gather"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("      1 128x128     56   0.42    56       8 "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("   4096 128x128  14336 108.61   132   32768    32.00 MiB "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("      1 64x64      112   0.85   112       8 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("   4096 128x256   7168  54.30   132   32768    32.00 MiB "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("    3653.3    3037.1  fused-ce   mode fused-ce requested; pulls of 4 chunks of 1024 rows per peer "
-                       "under the GEMM; GEMM the fused-ce GEMM (128x128"),
+                       "under the GEMM; GEMM the fused-ce GEMM (128x256"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(r.out.find("would refuse"), std::string::npos) << r.out;
-  // ptpc and blockscale run it too (e4m3 rows plus their scales).
+  // ptpc and blockscale run it too (e4m3 rows plus their scales), each at its planner's tile.
   for (const char* q : {"ptpc", "blockscale"}) {
     r = run_weave({"plan", "ag-gemm", "--world", "2", "--mode", "fused-ce", "--quant", q, "-m", "1000"});
     EXPECT_EQ(r.rc, 0) << q << "\n" << r.out;
-    EXPECT_NE(r.out.find("   1000 128x128 "), std::string::npos) << q << "\n" << r.out;
+    EXPECT_NE(r.out.find(std::string(q) == "ptpc" ? "   1000 128x128 " : "   1000 256x128 "), std::string::npos)
+        << q << "\n" << r.out;
     EXPECT_NE(r.out.find("  fused-ce   mode fused-ce requested; pulls of 4 chunks of 256 rows"), std::string::npos)
         << q << "\n" << r.out;
   }
@@ -802,7 +803,7 @@ TEST(Cli, AgGemmHelpExplainsTheOpModesAndArms) {
   const CliRun bench = run_weave({"bench", "ag-gemm", "--help"});
   for (const char* says : {"cublaslt ", "cublaslt+nccl ", "cublaslt+nccl-sym", "ncclAllGather", "NaN-poisoned",
                            "No comm-only arm", "TFLOPS (2*W*m*N*K per rank / time)", "--emulate-world", "--devices",
-                           "  fused-ce    W > 1, bf16 / ptpc / blockscale with bf16 out", "where split-lsa's plan ran the 128x128 tile"})
+                           "  fused-ce    W > 1, bf16 / ptpc / blockscale with bf16 out", "where split-lsa's plan ran the same tile unsplit"})
     EXPECT_NE(bench.out.find(says), std::string::npos) << says << " missing:\n" << bench.out;
   const CliRun all = run_weave({"bench", "--help"});
   EXPECT_NE(all.out.find("ag-gemm: AllGatherGemm modes per m rows per rank"), std::string::npos) << all.out;

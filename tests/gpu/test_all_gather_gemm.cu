@@ -75,7 +75,8 @@ GemmScales scales_of(const bench::DeviceOperand& a, const bench::DeviceOperand& 
 // weave::Gemm over every rank's A stacked ([world m, K] and its scales, copied here) with the plan
 // the op makes for its share of the SMs: the op's output, bitwise, if the gathers move the right
 // bytes to the right rows.
-// fused-ce (its own 128x128 kernel): weave::Gemm forced to that tile, on the tiled kernels at any m.
+// fused-ce (its own kernel at the planner's tile, plan(m)): weave::Gemm forced to that tile, on the
+// tiled kernels at any m.
 std::vector<uint8_t> stacked_gemm(AllGatherGemm& op, const std::vector<bench::DeviceOperand>& as,
                                   const bench::DeviceOperand& b, int64_t m, cudaStream_t st) {
   const AllGatherGemmConfig& c = op.config();
@@ -83,8 +84,9 @@ std::vector<uint8_t> stacked_gemm(AllGatherGemm& op, const std::vector<bench::De
   fused::AgmGemm g = fused::agm_gemm(c, world, m, AllGatherGemm::Impl::of(op).grid_cap);
   if (c.mode == Mode::kFusedCe) {
     g.overrides = GemmPlanOverrides{};
-    g.overrides.block_m = fused::kAgmFusedBlockM;
-    g.overrides.block_n = fused::kAgmFusedBlockN;
+    const AllGatherGemmPlan p = op.plan(m);
+    g.overrides.block_m = p.block_m;
+    g.overrides.block_n = p.block_n;
     g.overrides.split_k = 1;
     g.overrides.decode_route = DecodeRoute::kTiles;
     if (c.quant == ScaleMode::kBlockscale) g.overrides.scale_a_route = ScaleARoute::kAsGiven;
@@ -719,7 +721,12 @@ TEST(EmulatedAllGatherGemm, FusedCeInOneGraphAgainstTheSplitModes) {
         // What fused-ce's pulls cost alone here: both ranks' copies of a peer's rows (one copy
         // engine copy each, then the same bytes in fused-ce's chunks), two streams, one graph.
         const size_t bytes = static_cast<size_t>(sh.m * sh.k) * 2;
-        const int chunks = fused::agm_chunks(sh.m, fused::kAgmFusedBlockM).chunks;  // the most the op allows
+        const AllGatherGemmConfig ce = agm_config(AgTraits::kQuants[0], Mode::kFusedCe, sh.n, sh.k, sh.m);
+        int sms = 0;
+        WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g.device()));
+        const int block_m =  // the op's tile on its share of the SMs
+            fused::agm_tile_plan(ce, g.world_size(), sh.m, sms / g.world_size(), fused::agm_tile_candidates(ce)).block_m;
+        const int chunks = fused::agm_chunks(sh.m, block_m).chunks;  // the most the op allows
         bench::DeviceBuffer src(2 * bytes), dst(2 * bytes);
         Stream s1, s2;
         cudaEvent_t fork, j1, j2;

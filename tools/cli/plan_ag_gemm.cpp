@@ -30,8 +30,7 @@ class AgGemmPlanTrait final : public OpPlanTrait<AgGemmOptions, AllGatherGemmCon
 
   const char* name() const override { return "ag-gemm"; }
   std::string fused_kernel() const override {
-    const auto* k = fused::agm_fused_kernel(cfg_);
-    return k ? k->name : "";
+    return fused::agm_fused_kernel_names(cfg_);
   }
   // fused-ce's time is shown where the planner models it (model_fused_us > 0); elsewhere the
   // column is "-" and the JSON rows have no model_fused_us, as for an op without a fused mode.
@@ -78,7 +77,7 @@ class AgGemmPlanTrait final : public OpPlanTrait<AgGemmOptions, AllGatherGemmCon
   std::vector<std::string> table_notes() const override {
     return {std::string("# rows: the gathered GEMM's rows (world x m); bytes/peer: this rank's m rows of A and their "
                         "scales, sent to each peer (e4m3 plus scales in the fp8 modes, bf16 in bf16); fused_us: ") +
-            (no_fused_mode().empty() ? "fused-ce's model (the pulls under the 128x128 GEMM, plus one chunk's pull and "
+            (no_fused_mode().empty() ? "fused-ce's model (the pulls under its GEMM at the planner's tile, plus one chunk's pull and "
                                        "its enter / arrive kernels), whatever the mode; auto never takes it"
                                      : "- (fused-ce cannot run here)")};
   }
@@ -106,7 +105,7 @@ void add_plan_ag_gemm(CLI::App& plan) {
               "split-lsa / split-ce (weave's lsa / copy-engine all-gather of the rows and of the scales, in place\n"
               "in the op's window, then the GEMM), auto (split-lsa; split-nccl across NVLink domains; gemm-only at\n"
               "world 1), fused-ce (copy engines pull the peers' rows and scales chunk by chunk into the window\n"
-              "while the GEMM runs, 128x128 tiles, this rank's rows first, each tile waiting for the chunks it\n"
+              "while the GEMM runs at the planner's tile, this rank's rows first, each tile waiting for the chunks it\n"
               "reads; bf16, ptpc and blockscale with bf16 out). auto never takes fused-ce (not calibrated on\n"
               "NVLink yet), so there is no --no-fused or --calibration; fused_us is fused-ce's model beside\n"
               "split_us wherever fused-ce can run (\"-\" elsewhere).\n"

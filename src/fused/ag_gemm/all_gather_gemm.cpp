@@ -51,8 +51,11 @@ AllGatherGemm::Impl::Impl(comm::Group& g, const AllGatherGemmConfig& config, con
   WEAVE_CHECK_CUDA(cudaSetDevice(g.device()));
   WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, g.device()));
   grid_cap = fused::ctas_per_rank(comm::rank_sm_share(num_sms, g.ranks_per_device()), cfg.max_sms);
-  fused_kernel = fused::agm_fused_kernel(cfg);
-  caps = fused::agm_capabilities(cfg, fused::placement_of(g, fused_kernel != nullptr));
+  tiles = fused::agm_tile_candidates(cfg);
+  for (const auto& t : tiles)
+    if (const auto* k = fused::agm_fused_kernel(cfg, t.block_m, t.block_n))
+      kernels.push_back({.block_m = t.block_m, .block_n = t.block_n, .fused = k});
+  caps = fused::agm_capabilities(cfg, fused::placement_of(g, !kernels.empty()));
   if (cfg.mode == AllGatherGemmMode::kFusedCe) fused::require_ce_compiled_in("AllGatherGemm");
   WEAVE_EXPECT(caps.unavailable.empty(), Status::kUnavailable, caps.unavailable);
   if (cfg.mode == AllGatherGemmMode::kAuto && caps.split == AllGatherGemmMode::kSplitNccl)
@@ -63,12 +66,14 @@ AllGatherGemm::Impl::Impl(comm::Group& g, const AllGatherGemmConfig& config, con
      << "|" << static_cast<int>(cfg.scale_layout) << "|" << static_cast<int>(cfg.out_dtype) << "|"
      << static_cast<int>(cfg.mode) << "|" << static_cast<int>(caps.split) << "|" << static_cast<int>(cfg.mx_route)
      << "|" << grid_cap << "|" << hooks.flow_control << "|" << hooks.initial_epoch << "|" << hooks.stale_slot_lag
-     << "|" << hooks.skip_scale_gather << "|" << hooks.skip_landed_wait << "|" << hooks.pull_chunks;
+     << "|" << hooks.skip_scale_gather << "|" << hooks.skip_landed_wait << "|" << hooks.pull_chunks << "|"
+     << hooks.tile.block_m << "x" << hooks.tile.block_n << "|" << fused::fused_tiles_list(tiles);
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(), "AllGatherGemm configuration (n, k, m_max, quant, out dtype, mode, mx_route, max_sms, "
-                             "testing hooks)");
+                             "testing hooks, tiles built)");
   if (cfg.mode == AllGatherGemmMode::kFusedCe) {
-    fused_kernel->prepare();
+    if (hooks.tile.forced()) (void)fused::agm_tile_plan(cfg, w, cfg.m_max, grid_cap, tiles, hooks.tile);  // names a bad one
+    for (const auto& k : kernels) k.prepare();
     if (caps.pulls) {
       mem_ops = comm::StreamMemOps::agreed(g, "AllGatherGemm fused-ce (device-triggered copies)");
       pulls.open(w - 1);
@@ -322,14 +327,15 @@ const AllGatherGemm::Impl::CachedFusedArgs& AllGatherGemm::Impl::fused_args_for(
   if (it == fused_args.end() && fused_args.size() >= kMaxCachedM) fused_args.clear();
   const GemmProblem prob{.m = group->world_size() * m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant,
                          .scale_layout = cfg.scale_layout, .out_dtype = cfg.out_dtype};
-  const int grid = static_cast<int>(std::min<int64_t>(fused::agm_fused_ce_tiles(prob.m, cfg.n), grid_cap));
-  const GemmPlan gp = gemm::fixed_tile_plan(prob, num_sms, fused::kAgmFusedBlockM, fused::kAgmFusedBlockN, grid);
+  const GemmPlan gp = fused::agm_tile_plan(cfg, group->world_size(), m, grid_cap, tiles, hooks.tile);
   CachedFusedArgs& e = fused_args[m];
   e.args = {};
+  e.kernel = fused::tile_kernels_at(kernels, gp.block_m, gp.block_n, "AllGatherGemm").fused;
   e.args.main = gemm::make_mainloop_args(prob, gp, gathered_a(m), b, GemmScales{.a = gathered_scale_a(m), .b = s.b});
   e.args.epi.tma_c = gemm::make_epilogue_map("the output", c.data, cfg.out_dtype, 1, prob.m, cfg.n, c.ld(),
-                                             fused_kernel->epi_box_bytes);
+                                             e.kernel->epi_box_bytes);
   e.grid = gp.grid;
+  e.block_m = gp.block_m;
   e.views = {b, s.b, c};
   return e;
 }
@@ -351,7 +357,9 @@ void AllGatherGemm::Impl::enqueue_fused_ce(int64_t m, const TensorView& a, const
   const comm::Proto& pr = rt->proto();
   const size_t mm = static_cast<size_t>(m), row_bytes = static_cast<size_t>(cfg.k) * elem_bytes;
   uint32_t* landed = reinterpret_cast<uint32_t*>(local(gl.landed));
-  const fused::AgmChunks ch = fused::agm_chunks(m, fused::kAgmFusedBlockM,
+  // The call's tile first: the pulls' chunks are whole row blocks of it.
+  const CachedFusedArgs& cached = fused_args_for(m, b, s, c);
+  const fused::AgmChunks ch = fused::agm_chunks(m, cached.block_m,
                                                 hooks.pull_chunks > 0 ? hooks.pull_chunks : fused::kAgmPullChunks);
   WEAVE_CHECK_CUDA(cudaMemsetAsync(landed, 0, 4 * size_t(w) * comm::kMaxChunks, stream));
   stage_own_rows(m, a, s, /*gated=*/true, stream);
@@ -383,7 +391,6 @@ void AllGatherGemm::Impl::enqueue_fused_ce(int64_t m, const TensorView& a, const
     }
     group->enqueue_lockstep();
   }
-  const CachedFusedArgs& cached = fused_args_for(m, b, s, c);
   gemm::KernelArgs<fused::AgmRowsParams> args = cached.args;
   args.main.timeout_record = hopper::wait_timeout_record();
   // Above the comm timeout: a stuck copy is reported by the landed wait that knows the peer.
@@ -391,9 +398,9 @@ void AllGatherGemm::Impl::enqueue_fused_ce(int64_t m, const TensorView& a, const
   args.epi.p = pr;
   args.epi.landed = landed;
   args.epi.chunks = ch;
-  args.epi.first_block = static_cast<int32_t>((int64_t(r) * m) / fused::kAgmFusedBlockM);
+  args.epi.first_block = static_cast<int32_t>((int64_t(r) * m) / cached.block_m);
   args.epi.skip_landed_wait = hooks.skip_landed_wait ? 1 : 0;
-  fused_kernel->launch(args, cached.grid, stream);
+  cached.kernel->launch(args, cached.grid, stream);
   if (caps.pulls) {
     group->enqueue_lockstep();
     pulls.join(stream);

@@ -15,10 +15,6 @@
 
 namespace weave::fused {
 
-// The fused-ce GEMM tile (one per quant; issue 41 makes it the planner's).
-inline constexpr int kAgmFusedBlockM = 128;
-inline constexpr int kAgmFusedBlockN = 128;
-
 // The op's chunks per peer: each ends with its landed word, a stream write whose memory barrier
 // took about 3.5 us on an idle H100 (16 one-MB chunks: 101-105 us against 48 without the words);
 // more chunks let the GEMM start on a peer's rows sooner. 1..16 measured in the emulated world,
@@ -44,10 +40,6 @@ WEAVE_HD AgmChunks agm_chunks(int64_t m, int block_m, int max_chunks = comm::kMa
   return c;
 }
 
-// Output tiles of the fused-ce GEMM over `rows` gathered rows and N columns (the plan's and the call's).
-WEAVE_HD int64_t agm_fused_ce_tiles(int64_t rows, int64_t n) {
-  return ((rows + kAgmFusedBlockM - 1) / kAgmFusedBlockM) * ((n + kAgmFusedBlockN - 1) / kAgmFusedBlockN);
-}
 
 // agm.landed's words: world x kMaxChunks.
 WEAVE_HD int agm_landed_words(int world) { return world * comm::kMaxChunks; }

@@ -25,6 +25,7 @@
 #include "comm/group.hpp"
 #include "comm/op_runtime.hpp"
 #include "fused/ag_gemm/plan.hpp"
+#include "fused/tile_kernels.hpp"
 #include "common/cuda_owned.hpp"
 #include "gemm/operands.hpp"
 #include "weave/gemm.hpp"
@@ -43,6 +44,7 @@ struct AllGatherGemmHooks {
   bool skip_landed_wait = false;   // fused-ce: the GEMM reads peers' rows without waiting for them (negative control)
   uint64_t delay_pull_ns = 0;      // fused-ce: each copy stream starts this much later (a slow puller)
   int pull_chunks = 0;             // fused-ce: at most this many chunks per peer (0: the op's; a measurement knob)
+  FusedTile tile;                  // fused-ce: every call runs this tile (one of the op's candidates)
 };
 }  // namespace fused
 
@@ -61,7 +63,9 @@ struct AllGatherGemm::Impl {
   fused::AgmCapabilities caps;
   std::unique_ptr<Collective::Impl> gather_a, gather_sa;  // split-lsa / split-ce
   // fused-ce: its GEMM kernel, one copy stream per peer step, the stream memory operations they wait with.
-  const gemm::GemmKernelEntry<fused::AgmRowsParams>* fused_kernel = nullptr;
+  // (fused/tile_choice.hpp: the tiles it may run, and their fused-ce kernels)
+  std::vector<gemm::TileCandidate> tiles;
+  std::vector<fused::TileKernels<fused::AgmRowsParams>> kernels;
   comm::CopyStreams pulls;
   std::unique_ptr<comm::StreamMemOps> mem_ops;
   // The GEMM of each m met so far (weave::Gemm on the window's gathered rows, planned by
@@ -87,6 +91,8 @@ struct AllGatherGemm::Impl {
   struct CachedFusedArgs {
     gemm::KernelArgs<fused::AgmRowsParams> args{};
     int grid = 0;
+    int block_m = 0;  // the planner's tile (fused/tile_choice.hpp)
+    const gemm::GemmKernelEntry<fused::AgmRowsParams>* kernel = nullptr;
     CallViews views;
   };
   std::map<int64_t, CachedFusedArgs> fused_args;

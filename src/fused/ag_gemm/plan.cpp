@@ -69,11 +69,37 @@ namespace weave::fused {
 
 std::int64_t agm_elem_bytes(const AllGatherGemmConfig& cfg) { return cfg.quant == ScaleMode::kBF16 ? 2 : 1; }
 
-const gemm::GemmKernelEntry<AgmRowsParams>* agm_fused_kernel(const AllGatherGemmConfig& cfg) {
+const gemm::GemmKernelEntry<AgmRowsParams>* agm_fused_kernel(const AllGatherGemmConfig& cfg, int block_m, int block_n) {
   if (!agm_fused_ce_quant(cfg.quant, cfg.out_dtype)) return nullptr;
-  return gemm::find_gemm_kernel<AgmRowsParams>(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kAgmRows, kAgmFusedBlockM,
-                                               kAgmFusedBlockN, gemm::instance_scale_layout(cfg.quant, cfg.scale_layout),
+  return gemm::find_gemm_kernel<AgmRowsParams>(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kAgmRows, block_m,
+                                               block_n, gemm::instance_scale_layout(cfg.quant, cfg.scale_layout),
                                                gemm::SchedulerKind::kRotatedRows);
+}
+
+namespace {
+GemmProblem gathered_problem(const AllGatherGemmConfig& c, int world, int64_t m) {
+  return GemmProblem{.m = int64_t(world) * m, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout,
+                     .out_dtype = c.out_dtype};
+}
+}  // namespace
+
+std::vector<gemm::TileCandidate> agm_tile_candidates(const AllGatherGemmConfig& c) {
+  return fused_tile_candidates(gathered_problem(c, 1, c.m_max),
+                               [&](int bm, int bn) { return agm_fused_kernel(c, bm, bn) != nullptr; });
+}
+
+bool agm_fused_built(const AllGatherGemmConfig& c) { return !agm_fused_kernel_names(c).empty(); }
+
+std::string agm_fused_kernel_names(const AllGatherGemmConfig& c) {
+  std::vector<std::string> names;
+  for (const auto& t : agm_tile_candidates(c))
+    if (const auto* k = agm_fused_kernel(c, t.block_m, t.block_n)) names.emplace_back(k->name);
+  return kernel_names_line(names);
+}
+
+GemmPlan agm_tile_plan(const AllGatherGemmConfig& c, int world, int64_t m, int ctas,
+                       const std::vector<gemm::TileCandidate>& cands, FusedTile forced) {
+  return fused_tile_plan(gathered_problem(c, world, m), ctas, cands, forced);
 }
 
 bool agm_fused_ce_quant(ScaleMode quant, DType out_dtype) {
@@ -244,8 +270,10 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
                                     kGatherLatencyUs * (srb > 0 ? 2 : 1)
                               : 0;
   p.model_split_us = p.model_gemm_us + p.model_comm_us;
-  const AgmChunks ch = agm_chunks(m, kAgmFusedBlockM, kAgmPullChunks);  // fused-ce's pulls per peer
-  if (agm_fused_ce_quant(cfg.quant, cfg.out_dtype) && world > 1) {
+  const bool fused_ce = agm_fused_ce_quant(cfg.quant, cfg.out_dtype) && agm_fused_built(cfg);
+  const GemmPlan tile = fused_ce ? agm_tile_plan(cfg, world, m, ctas, agm_tile_candidates(cfg)) : GemmPlan{};
+  const AgmChunks ch = agm_chunks(m, fused_ce ? tile.block_m : 128, kAgmPullChunks);  // fused-ce's pulls per peer
+  if (fused_ce && world > 1) {
     // The pulls run under the GEMM; the first peer chunk's pull and the enter / arrive kernels are not hidden.
     const double chunk_us = double(ch.chunk_rows) * double(cfg.k * agm_elem_bytes(cfg) + srb) / (kModelledLinkGbps * 1e3);
     constexpr double kFusedCeLatencyUs = 8;  // the enter and arrive kernels (one launch each, a flag round trip)
@@ -263,16 +291,16 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
     why << "the gather of " << p.bytes_per_peer << " bytes per peer, then the GEMM (auto does not take fused-ce: not "
         << "calibrated on NVLink yet)";
   }
-  if (p.mode == AllGatherGemmMode::kFusedCe) {
-    // Its own kernel: the 128x128 tile, rotated so the own rows go first (fused/ag_gemm/fused_ce.hpp).
-    p.block_m = kAgmFusedBlockM;
-    p.block_n = kAgmFusedBlockN;
-    p.tiles = agm_fused_ce_tiles(p.rows, cfg.n);
-    p.grid = static_cast<int>(std::min<int64_t>(p.tiles, std::max(1, ctas)));
+  if (p.mode == AllGatherGemmMode::kFusedCe && fused_ce) {
+    // Its own kernel at the planner's tile, rotated so the own rows go first (fused/ag_gemm/fused_ce.hpp).
+    p.block_m = tile.block_m;
+    p.block_n = tile.block_n;
+    p.tiles = tile.tiles;
+    p.grid = tile.grid;
     p.waves = double(p.tiles) / std::max(1, ctas);
-    p.gemm_kernel = "the fused-ce GEMM (" + std::to_string(kAgmFusedBlockM) + "x" + std::to_string(kAgmFusedBlockN) +
+    p.gemm_kernel = "the fused-ce GEMM (" + std::to_string(tile.block_m) + "x" + std::to_string(tile.block_n) +
                     ", own rows first, each tile waiting for the chunks it reads)";
-    p.gemm_reason = "fused-ce's fixed tile";
+    p.gemm_reason = "fused-ce: " + tile.reason;
     if (world == 1)
       why << "; world 1: nothing to pull";
     else
@@ -305,7 +333,7 @@ AllGatherGemmPlan all_gather_gemm_plan(const AllGatherGemmConfig& config, int wo
   WEAVE_EXPECT_ARG(machine.num_sms >= 1,
                    "all_gather_gemm_plan: FusedPlanMachine.num_sms must be >= 1, got " << machine.num_sms);
   const fused::AgmCapabilities caps = fused::agm_capabilities(
-      config, fused::placement_of(machine, world, fused::agm_fused_kernel(config) != nullptr));
+      config, fused::placement_of(machine, world, fused::agm_fused_built(config)));
   AllGatherGemmConfig planned = config;
   planned.mode = caps.plan_mode;
   return fused::agm_plan(planned, world, m, fused::ctas_per_rank(machine.num_sms, config.max_sms), machine.nccl,

@@ -17,6 +17,7 @@
 
 #include "comm/op_layout.hpp"
 #include "fused/ag_gemm/fused_ce.hpp"
+#include "fused/tile_choice.hpp"
 #include "fused/capabilities.hpp"
 #include "gemm/dispatch.hpp"
 #include "weave/all_gather_gemm.hpp"
@@ -37,7 +38,14 @@ std::int64_t agm_elem_bytes(const AllGatherGemmConfig& cfg);
 // Whether fused-ce runs this quant and output (its kernels: fused/ag_gemm/instances.cmake).
 bool agm_fused_ce_quant(ScaleMode quant, DType out_dtype);
 // fused-ce's GEMM kernel for cfg's quant in this build; nullptr where none is built.
-const gemm::GemmKernelEntry<AgmRowsParams>* agm_fused_kernel(const AllGatherGemmConfig& cfg);
+const gemm::GemmKernelEntry<AgmRowsParams>* agm_fused_kernel(const AllGatherGemmConfig& cfg, int block_m, int block_n);
+// fused-ce's tiles (fused/tile_choice.hpp): every local tile of the quant whose fused-ce twin is
+// built; its kernel runs the planner's tile of the W m gathered rows on the op's CTAs, no K split.
+std::vector<gemm::TileCandidate> agm_tile_candidates(const AllGatherGemmConfig& cfg);
+bool agm_fused_built(const AllGatherGemmConfig& cfg);  // a fused-ce kernel at any tile
+std::string agm_fused_kernel_names(const AllGatherGemmConfig& cfg);  // one line (kernel_names_line)
+GemmPlan agm_tile_plan(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas,
+                       const std::vector<gemm::TileCandidate>& cands, FusedTile forced = {});
 
 using AgmCapabilities = Capabilities<AllGatherGemmMode>;
 // What an op of `cfg` can run at `at`; `unavailable` names the rule the requested mode breaks.

@@ -14,7 +14,7 @@
 //   moves     the input: the engine's cuBLASLt arms gather A (gathered_input_row) before the GEMM;
 //   checks    as gemm-ag (gathered_suite.hpp): every source's rows against its reference GEMM,
 //             gemm-only and cublaslt on this rank's rows only, every gathering mode bit for bit
-//             against split-lsa (fused-ce, which runs its own 128x128 tile, only at an m where
+//             against split-lsa (fused-ce, which runs its own kernel at the planner's tile without a K split, only at an m where
 //             split-lsa's GEMM ran that tile too; always within the reference's bound);
 //   rows      TFLOPS = 2 W m N K per rank / time; algbw = the gathered A and scales (W m rows) / time,
 //             busbw = algbw * (W-1)/W (nccl-tests' all-gather convention); vs_lt = time / cublaslt.
@@ -60,8 +60,8 @@ class AgGemmTrait final : public fused_bench::GatheredSuiteTrait<AllGatherGemm, 
   std::vector<SuiteArm> arms(int world, bool emulated, bool over_nccl, const std::vector<std::string>& wanted,
                              std::vector<std::string>& notes) const override;
   // The split modes run one GEMM plan over the same gathered bytes: split-lsa's bits. fused-ce runs
-  // its own kernel at 128x128: the same sums only where split-lsa's plan took that tile too (not the
-  // decode GEMV, not another tile); elsewhere the reference's bound alone holds it.
+  // its own kernel at the planner's tile, unsplit: the same sums only where split-lsa's plan took that
+  // tile too (not the decode GEMV, not a K split); elsewhere the reference's bound alone holds it.
   bool equal_to_split(const SuiteArm&, const std::string& ran, fused_bench::SuiteTile tile,
                       fused_bench::SuiteTile split_tile) const override {
     return ran != "fused-ce" || tile == split_tile;
@@ -99,7 +99,7 @@ class AgGemmTrait final : public fused_bench::GatheredSuiteTrait<AllGatherGemm, 
     return {fused_bench::fmt("m = rows per rank (the GEMM runs W x m); ratio = time / the best split arm at that m (same "
                              "run); vs_lt = time / cublaslt (cuBLASLt's GEMM of the W x m rows alone); TFLOPS = 2*W*m*N*K "
                              "per rank / time; !=split = elements not bitwise equal to split-lsa's output (by design 0; "
-                             "fused-ce only at an m where split-lsa ran its 128x128 tile, else -); "
+                             "fused-ce only at an m where split-lsa ran its tile unsplit, else -); "
                              "time = per-rank max of medians over %d samples of a %d-call graph",
                              iters, calls)};
   }
@@ -142,7 +142,7 @@ void add_ag_gemm_suite(CLI::App& bench, BenchOptions& common) {
   help.description =
       "weave::AllGatherGemm per m rows per rank: gemm-only, cuBLASLt's GEMM, split-lsa, split-ce, fused-ce and auto "
       "alternating in one process; every arm's rows of every source rank checked (#wrong) and every gathering mode "
-      "against split-lsa bit for bit (!=split; fused-ce where split-lsa ran its 128x128 tile). --emulate-world W: "
+      "against split-lsa bit for bit (!=split; fused-ce where split-lsa ran its tile unsplit). --emulate-world W: "
       "W ranks on ONE GPU, labelled as such (not NVLink numbers). "
       "--devices 0,1,...: one rank per GPU over NCCL, with split-nccl and the NCCL all-gather + cuBLASLt baselines. "
       "Every rank r holds A_r [m, K] and the column shard B [N, K]; every rank computes [A_0; ...; A_{W-1}] B^T, "
@@ -166,7 +166,7 @@ void add_ag_gemm_suite(CLI::App& bench, BenchOptions& common) {
       "  split-ce    the same with weave's copy-engine all-gather (emulated world: W <= 2 only, because the\n"
       "              ranks' copy streams would share hardware queues with peers' waiting kernels)\n"
       "  fused-ce    W > 1, bf16 / ptpc / blockscale with bf16 out: copy engines pull the peers' rows and\n"
-      "              scales chunk by chunk into the window while the GEMM (128x128 tiles, own rows first)\n"
+      "              scales chunk by chunk into the window while the GEMM (the planner's tile, own rows first)\n"
       "              runs, each tile waiting for the chunks it reads (not timed in the emulated world: its\n"
       "              kernel waits for its own copy streams, which per-rank graphs cannot order there)\n"
       "  auto        the op's choice per call (shown as auto(<mode>): split-lsa, gemm-only at world 1;\n"
@@ -189,7 +189,7 @@ void add_ag_gemm_suite(CLI::App& bench, BenchOptions& common) {
       "against a CUDA-core reference GEMM of each source rank's A, after NaN poison, before and after\n"
       "timing, summed over ranks and sources) !=split (elements of split-ce, auto and split-nccl not bitwise\n"
       "equal to split-lsa's output of the same inputs: 0 by design, the same GEMM over the same bytes; fused-ce's\n"
-      "too where split-lsa's plan ran the 128x128 tile, else -: another tile sums in another order) world\n"
+      "too where split-lsa's plan ran the same tile unsplit, else -: another tile or a K split sums in another order) world\n"
       "(W, or W-emu). JSON rows: algbw = the gathered A and scales (W m rows) / time, busbw = algbw (W-1)/W.\n";
   fused_bench::add_fused_suite<AgGemmTrait>(
       bench, common, options, help,
