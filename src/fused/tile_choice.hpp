@@ -32,6 +32,15 @@ std::string fused_tiles_list(const std::vector<gemm::TileCandidate>& cands);
 // Kernel names, one per tile, in one line: "sm90_gemm_bf16_bf16_allgather_{128x128x64,256x128x64}"
 // where they differ only in the tile (the part after the last '_'), else comma-separated.
 std::string kernel_names_line(const std::vector<std::string>& names);
+// The names of the fused kernels `fused(block_m, block_n)` has at `cands` (a GemmKernelEntry or
+// null each), in one line; "" where there is none.
+template <class FusedLookup>
+std::string fused_kernel_names(const std::vector<gemm::TileCandidate>& cands, FusedLookup&& fused) {
+  std::vector<std::string> names;
+  for (const auto& t : cands)
+    if (const auto* k = fused(t.block_m, t.block_n)) names.emplace_back(k->name);
+  return kernel_names_line(names);
+}
 
 // One call's tile GEMM plan on `ctas` CTAs: the planner's rule on the candidates `keep` accepts
 // (all of them where it accepts none, or where `keep` is empty), split_k 1; `forced` takes that

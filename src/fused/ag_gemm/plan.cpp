@@ -91,10 +91,7 @@ std::vector<gemm::TileCandidate> agm_tile_candidates(const AllGatherGemmConfig& 
 bool agm_fused_built(const AllGatherGemmConfig& c) { return !agm_fused_kernel_names(c).empty(); }
 
 std::string agm_fused_kernel_names(const AllGatherGemmConfig& c) {
-  std::vector<std::string> names;
-  for (const auto& t : agm_tile_candidates(c))
-    if (const auto* k = agm_fused_kernel(c, t.block_m, t.block_n)) names.emplace_back(k->name);
-  return kernel_names_line(names);
+  return fused_kernel_names(agm_tile_candidates(c), [&](int bm, int bn) { return agm_fused_kernel(c, bm, bn); });
 }
 
 GemmPlan agm_tile_plan(const AllGatherGemmConfig& c, int world, int64_t m, int ctas,

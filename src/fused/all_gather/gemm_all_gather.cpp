@@ -49,17 +49,9 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config, con
   // SM, and ranks sharing a GPU (the emulated world) share its SMs.
   grid_cap = fused::ctas_per_rank(comm::rank_sm_share(num_sms, g.ranks_per_device()), cfg.max_sms);
   tiles = fused::gag_tile_candidates(cfg);
-  for (const auto& t : tiles) {
-    fused::TileKernels<fused::AllGatherParams> k;
-    k.block_m = t.block_m;
-    k.block_n = t.block_n;
-    k.fused = fused::gag_fused_kernel(cfg, t.block_m, t.block_n);
-    k.local = gemm::find_gemm_instance(cfg.quant, cfg.out_dtype, gemm::EpilogueKind::kStoreLocal, t.block_m, t.block_n,
-                                       gemm::instance_scale_layout(cfg.quant, cfg.scale_layout));
-    WEAVE_EXPECT(k.local != nullptr, Status::kInternal, "GemmAllGather: candidate tile " << t.block_m << "x" << t.block_n
-                                                                                         << " has no local kernel");
-    kernels.push_back(k);
-  }
+  kernels = fused::find_tile_kernels<fused::AllGatherParams>(
+      tiles, problem_of(cfg, cfg.m_max), [&](int bm, int bn) { return fused::gag_fused_kernel(cfg, bm, bn); },
+      "GemmAllGather");
   const bool fused_built = kernels.front().fused != nullptr;  // all or none (fused_tile_candidates)
   caps = fused::gag_capabilities(cfg, fused::placement_of(g, fused_built));
   if (cfg.mode == GemmAllGatherMode::kFusedCe) fused::require_ce_compiled_in("GemmAllGather");

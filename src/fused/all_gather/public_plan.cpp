@@ -30,10 +30,7 @@ std::vector<gemm::TileCandidate> gag_tile_candidates(const GemmAllGatherConfig& 
 bool gag_fused_built(const GemmAllGatherConfig& c) { return !gag_fused_kernel_names(c).empty(); }
 
 std::string gag_fused_kernel_names(const GemmAllGatherConfig& c) {
-  std::vector<std::string> names;
-  for (const auto& t : gag_tile_candidates(c))
-    if (const auto* k = gag_fused_kernel(c, t.block_m, t.block_n)) names.emplace_back(k->name);
-  return kernel_names_line(names);
+  return fused_kernel_names(gag_tile_candidates(c), [&](int bm, int bn) { return gag_fused_kernel(c, bm, bn); });
 }
 
 GemmPlan gag_tile_plan(const GemmAllGatherConfig& c, int64_t m, int ctas, const std::vector<gemm::TileCandidate>& cands,

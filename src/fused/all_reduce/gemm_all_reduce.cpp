@@ -60,17 +60,8 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
   // SM, and ranks sharing a GPU (the emulated world) share its SMs.
   grid_cap = fused::ctas_per_rank(comm::rank_sm_share(num_sms, g.ranks_per_device()), cfg.max_sms);
   tiles = fused::gar_tile_candidates(cfg);
-  for (const auto& t : tiles) {
-    fused::TileKernels<fused::AllReduceParams> k;
-    k.block_m = t.block_m;
-    k.block_n = t.block_n;
-    k.fused = fused::gar_fused_kernel(cfg, t.block_m, t.block_n);
-    k.local = gemm::find_gemm_instance(cfg.quant, DType::kBF16, gemm::EpilogueKind::kStoreLocal, t.block_m, t.block_n,
-                                       gemm::instance_scale_layout(cfg.quant, cfg.scale_layout));
-    WEAVE_EXPECT(k.local != nullptr, Status::kInternal, op_name() << ": candidate tile " << t.block_m << "x" << t.block_n
-                                                                  << " has no local kernel");
-    kernels.push_back(k);
-  }
+  kernels = fused::find_tile_kernels<fused::AllReduceParams>(
+      tiles, problem_of(cfg, cfg.m_max), [&](int bm, int bn) { return fused::gar_fused_kernel(cfg, bm, bn); }, op_name());
   const bool fused_built = kernels.front().fused != nullptr;  // all or none (fused_tile_candidates)
   caps = fused::gar_capabilities(cfg, fused::placement_of(g, fused_built), leg);
   if (cfg.mode == GemmAllReduceMode::kFusedCe) fused::require_ce_compiled_in("GemmAllReduce");

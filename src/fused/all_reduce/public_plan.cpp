@@ -33,10 +33,7 @@ std::vector<gemm::TileCandidate> gar_tile_candidates(const GemmAllReduceConfig& 
 bool gar_fused_built(const GemmAllReduceConfig& c) { return !gar_fused_kernel_names(c).empty(); }
 
 std::string gar_fused_kernel_names(const GemmAllReduceConfig& c) {
-  std::vector<std::string> names;
-  for (const auto& t : gar_tile_candidates(c))
-    if (const auto* k = gar_fused_kernel(c, t.block_m, t.block_n)) names.emplace_back(k->name);
-  return kernel_names_line(names);
+  return fused_kernel_names(gar_tile_candidates(c), [&](int bm, int bn) { return gar_fused_kernel(c, bm, bn); });
 }
 
 GemmPlan gar_tile_plan(const GemmAllReduceConfig& c, int world, int64_t m, int ctas,
