@@ -20,7 +20,7 @@
 // (fp32 partials [split_k, M, N]) handed to set_workspace before run(); run() throws
 // kInvalidArgument naming set_workspace otherwise. The partials are summed in split order, so
 // results are bitwise reproducible. One run at a time may use a given workspace (stream order).
-// Decode sizes the planner gives to the tiled kernels (bf16 m 9-32, fp8 m 17-32: DecodeRoute)
+// Decode sizes the planner gives to the tiled kernels (bf16 and fp8 m 9-32: DecodeRoute)
 // may split K too: check workspace_bytes() at every m, or force the GEMV (no workspace).
 //
 // mxfp8 routes (m > 32, the tiled kernels): `native` runs the fp8 kernel, which promotes every
@@ -76,7 +76,7 @@ enum class MxRoute : uint8_t { kAuto, kNative, kBf16 };
 // reads A's row-major scales as given, or A's scales copied into MN-major order first (above).
 enum class ScaleARoute : uint8_t { kAuto, kAsGiven, kMnMajorCopy };
 // m <= 32: the planner's choice (the decode GEMV where it was measured faster than the tiled
-// kernels: m <= 8, fp8 at m <= 16, mxfp8 at m <= 32; one route per m and mode, docs/gemm.md
+// kernels: m <= 8, mxfp8 at m <= 32; one route per m and mode, docs/gemm.md
 // "Decode GEMV"), the GEMV forced (refused where it cannot run the problem or with a tile
 // override), or the tiled kernels forced (refused where they cannot run it). Above m = 32 only
 // kAuto and kTiles.

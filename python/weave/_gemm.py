@@ -130,7 +130,7 @@ def plan_gemm(m: int, n: int, k: int, mode="bf16", out_dtype="bf16", scale_layou
     scale_layout "raw"): "auto" (the planner's model), "as-given" (the kernel reads the row-major A
     scales) or "mn-major-copy" (A's scales copied to MN-major in the workspace first, then the
     faster MN-major kernel; bitwise the same result). decode_route (m <= 32): "auto" (the decode
-    GEMV where it was measured faster than the tiled kernels: m <= 8, fp8 at m <= 16, mxfp8 at
+    GEMV where it was measured faster than the tiled kernels: m <= 8, mxfp8 at
     m <= 32), "gemv" or "tiles"."""
     p = _problem(m, n, k, mode, scale_layout, out_dtype)
     return GemmPlan._of(_weave.gemm_plan(p, int_arg("num_sms", num_sms, *INT32), _overrides(block_m, block_n, grid, split_k, group_rows,

@@ -10,9 +10,13 @@
 // The rule depends on m and the mode only, so every GEMM of a decode step takes the same route: a
 // layer mixing GEMV and tiled kernels ran 10-20 us slower per step than either alone (whole-layer
 // bench, docs/perf/gemm.md), far more than a per-shape choice could gain (the measured optimum per
-// shape is 1.1% below this rule's total over the table):
+// shape is 1.1% below this rule's total over the table). fp8 at m 9-16 took the GEMV until the
+// small-M tiles (64-row tiles, split-K with a PDL reduction) passed it: whole decode layers of 8
+// presets (`weave bench decode --tp 2,8 -m 8,12,16,24,32 --quant ptpc,blockscale --compare-routes`,
+// H100 2026-12-06, docs/perf/decode_routes_fp8_m8_32_h100.txt) ran 0.84-0.96x the GEMV route's
+// time on the tiles at m 12 and 16 in every layer (and 0.87-1.10x the GEMV with PDL); at m 8
+// 0.89-1.00x, but the GEMV with PDL (a caller opt-in the tiles do not use) won 5 of 8 there.
 //   - m <= 8: the GEMV;
-//   - fp8 (ptpc, blockscale) at m <= 16: the GEMV;
 //   - mxfp8 at m <= 32 (not measured against the tiles) and problems the tiled kernels refuse:
 //     the GEMV;
 //   - otherwise the tiled kernels.
@@ -26,7 +30,7 @@ namespace weave::gemm {
 
 namespace {
 
-constexpr int64_t kGemvMaxMAnyMode = 8, kGemvMaxMFp8 = 16;
+constexpr int64_t kGemvMaxMAnyMode = 8;
 
 bool tiles_can_run(const GemmProblem& problem) {
   return gemm_problem_violations(problem).empty() && !gemm_tile_candidates(problem).empty();
@@ -42,11 +46,7 @@ GemvRoute gemv_route(const GemmProblem& problem) {
   if (!tiles_can_run(problem)) return {true, m + ": decode GEMV (the tiled kernels cannot run it)"};
   if (problem.mode == ScaleMode::kMxfp8) return {true, m + ": decode GEMV (mxfp8 at m <= 32)"};
   if (problem.m <= kGemvMaxMAnyMode) return {true, m + " <= " + std::to_string(kGemvMaxMAnyMode) + ": decode GEMV, memory-bound on B"};
-  const bool fp8 = problem.mode != ScaleMode::kBF16;
-  if (fp8 && problem.m <= kGemvMaxMFp8)
-    return {true, m + " <= " + std::to_string(kGemvMaxMFp8) + " (fp8): decode GEMV, memory-bound on B"};
-  return {false, m + " > " + std::to_string(fp8 ? kGemvMaxMFp8 : kGemvMaxMAnyMode) + (fp8 ? " (fp8)" : " (bf16)") +
-                     ": the tiled kernels (measured faster than the GEMV there)"};
+  return {false, m + " > " + std::to_string(kGemvMaxMAnyMode) + ": the tiled kernels (measured faster than the GEMV there)"};
 }
 
 }  // namespace weave::gemm

@@ -361,9 +361,10 @@ TEST(GemmPlanInstances, DecodeRouteFollowsTheMeasuredRule) {
       {1, 8192, 14336, ScaleMode::kBF16, true},    // m <= 8: the GEMV in every mode
       {8, 8192, 1024, ScaleMode::kBF16, true},     // whatever the shape (one route per m and mode)
       {12, 8192, 14336, ScaleMode::kBF16, false},  // bf16 past 8
-      {16, 8192, 1024, ScaleMode::kPtpc, true},    // fp8 up to 16
-      {16, 7168, 8192, ScaleMode::kBlockscale, true},
-      {17, 8192, 14336, ScaleMode::kPtpc, false},  // fp8 past 16
+      {8, 8192, 1024, ScaleMode::kPtpc, true},     // fp8 up to 8 as well
+      {9, 8192, 1024, ScaleMode::kPtpc, false},    // fp8 past 8: the tiles (decode layers measured faster)
+      {16, 7168, 8192, ScaleMode::kBlockscale, false},
+      {17, 8192, 14336, ScaleMode::kPtpc, false},
       {32, 8192, 3584, ScaleMode::kBlockscale, false},
       {32, 4096, 4096, ScaleMode::kMxfp8, true},   // mxfp8 stays on the GEMV
   };

@@ -130,8 +130,8 @@ TEST(LayerPresets, EveryShippedShardAtTheServingWorldsPlansInTheDecodeRange) {
             EXPECT_EQ(gemm_validate_problem(p), "") << l.name << "." << s.name;
             const GemmPlan plan = gemm_plan(p, 132);
             // One route per (m, mode) for every shard of a layer (src/gemm/planner_gemv_route.cpp):
-            // the GEMV up to M = 8 (fp8: 16), the tiled kernels past it; never mixed in one step.
-            const bool gemv = m <= 8 || (q != ScaleMode::kBF16 && m <= 16);
+            // the GEMV up to M = 8, the tiled kernels past it; never mixed in one step.
+            const bool gemv = m <= 8;
             EXPECT_EQ(plan.gemv, gemv) << l.name << "." << s.name << " m " << m << ": " << plan.reason;
           }
       }

@@ -1,5 +1,5 @@
 // weave::Gemm's own decode-GEMV route (M <= 32), through the public API only. The planner takes
-// the tiled kernels past M = 8 in bf16 and past 16 in fp8 (src/gemm/planner_gemv_route.cpp,
+// the tiled kernels past M = 8 (mxfp8: 32) (src/gemm/planner_gemv_route.cpp,
 // CPU-tested in GemmPlanInstances.DecodeRouteFollowsTheMeasuredRule), so the route is forced here
 // with GemmPlanOverrides::decode_route = gemv: what is tested is the GEMV's wiring at every M. tests/gpu/test_gemv.cu
 // proves the GEMV kernels by calling detail::gemv_launch with hand-built GemvArgs; nothing there

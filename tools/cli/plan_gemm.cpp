@@ -216,7 +216,7 @@ void add_plan_gemm(CLI::App& plan) {
       ->capture_default_str();
   c->add_option("--decode-route", opts->decode_route,
                 "m <= 32: auto (the decode GEMV where it was measured faster than the tiled kernels: m <= 8, "
-                "fp8 at m <= 16, mxfp8 at m <= 32) | gemv | tiles")
+                "mxfp8 at m <= 32) | gemv | tiles")
       ->capture_default_str();
   c->callback([opts] { exit_code() = run_plan_gemm(*opts); });
 }
