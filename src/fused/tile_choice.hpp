@@ -4,7 +4,9 @@
 // grid cap). Its split modes run the tile its fused kernel would (the same candidates, the same m,
 // the same CTAs), so fused and split agree bitwise at every m. CPU only.
 #pragma once
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,13 @@ std::string fused_tiles_list(const std::vector<gemm::TileCandidate>& cands);
 // Kernel names, one per tile, in one line: "sm90_gemm_bf16_bf16_allgather_{128x128x64,256x128x64}"
 // where they differ only in the tile (the part after the last '_'), else comma-separated.
 std::string kernel_names_line(const std::vector<std::string>& names);
+// Whether `fused(block_m, block_n)` (a GemmKernelEntry or null) has a kernel at any of `cands`.
+template <class FusedLookup>
+bool any_fused_kernel(const std::vector<gemm::TileCandidate>& cands, FusedLookup&& fused) {
+  for (const auto& t : cands)
+    if (fused(t.block_m, t.block_n) != nullptr) return true;
+  return false;
+}
 // The names of the fused kernels `fused(block_m, block_n)` has at `cands` (a GemmKernelEntry or
 // null each), in one line; "" where there is none.
 template <class FusedLookup>
@@ -41,6 +50,23 @@ std::string fused_kernel_names(const std::vector<gemm::TileCandidate>& cands, Fu
     if (const auto* k = fused(t.block_m, t.block_n)) names.emplace_back(k->name);
   return kernel_names_line(names);
 }
+
+// An op's tile plans by m, each made once: run() plans every call, and the tile rule writes its
+// reasons as text. Every input but m is fixed per op. At most kMaxPlans m are held (a bound on the
+// host memory; a dropped m is planned again).
+class TilePlanCache {
+ public:
+  template <class PlanOf>
+  const GemmPlan& at(int64_t m, PlanOf&& plan_of) {
+    if (const auto it = plans_.find(m); it != plans_.end()) return it->second;
+    if (plans_.size() >= kMaxPlans) plans_.clear();
+    return plans_.emplace(m, plan_of(m)).first->second;
+  }
+
+ private:
+  static constexpr std::size_t kMaxPlans = 64;
+  std::map<int64_t, GemmPlan> plans_;
+};
 
 // One call's tile GEMM plan on `ctas` CTAs: the planner's rule on the candidates `keep` accepts
 // (all of them where it accepts none, or where `keep` is empty), split_k 1; `forced` takes that

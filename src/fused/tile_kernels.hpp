@@ -32,10 +32,14 @@ struct TileKernels {
 
 // The kernels of every tile in `tiles` (the op's candidates, problem p's mode, scale layout and
 // output dtype): `fused(block_m, block_n)` (null where the op has none) and the local store of the
-// same tile, which every candidate has (kInternal naming `op` otherwise).
+// same tile, which every candidate has (kInternal naming `op` otherwise). None at all (a build
+// narrowed by WEAVE_GEMM_KERNELS without the mode) is kUnavailable naming the mode.
 template <class Params, class FusedLookup>
 std::vector<TileKernels<Params>> find_tile_kernels(const std::vector<gemm::TileCandidate>& tiles, const GemmProblem& p,
                                                    FusedLookup&& fused, const std::string& op) {
+  WEAVE_EXPECT(!tiles.empty(), Status::kUnavailable,
+               op << ": no GEMM kernel for " << to_string(p.mode) << " -> " << to_string(p.out_dtype)
+                  << " in this build (is it narrowed by WEAVE_GEMM_KERNELS?)");
   std::vector<TileKernels<Params>> set;
   for (const auto& t : tiles) {
     TileKernels<Params> k;

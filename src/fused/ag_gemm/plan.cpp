@@ -88,7 +88,9 @@ std::vector<gemm::TileCandidate> agm_tile_candidates(const AllGatherGemmConfig& 
                                [&](int bm, int bn) { return agm_fused_kernel(c, bm, bn) != nullptr; });
 }
 
-bool agm_fused_built(const AllGatherGemmConfig& c) { return !agm_fused_kernel_names(c).empty(); }
+bool agm_fused_built(const AllGatherGemmConfig& c) {
+  return any_fused_kernel(agm_tile_candidates(c), [&](int bm, int bn) { return agm_fused_kernel(c, bm, bn); });
+}
 
 std::string agm_fused_kernel_names(const AllGatherGemmConfig& c) {
   return fused_kernel_names(agm_tile_candidates(c), [&](int bm, int bn) { return agm_fused_kernel(c, bm, bn); });
@@ -267,9 +269,10 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
                                     kGatherLatencyUs * (srb > 0 ? 2 : 1)
                               : 0;
   p.model_split_us = p.model_gemm_us + p.model_comm_us;
-  const bool fused_ce = agm_fused_ce_quant(cfg.quant, cfg.out_dtype) && agm_fused_built(cfg);
+  // fused-ce's tile and its pulls per peer (where this build has its kernels for the quant).
+  const bool fused_ce = agm_fused_built(cfg);
   const GemmPlan tile = fused_ce ? agm_tile_plan(cfg, world, m, ctas, agm_tile_candidates(cfg)) : GemmPlan{};
-  const AgmChunks ch = agm_chunks(m, fused_ce ? tile.block_m : 128, kAgmPullChunks);  // fused-ce's pulls per peer
+  const AgmChunks ch = fused_ce ? agm_chunks(m, tile.block_m, kAgmPullChunks) : AgmChunks{};
   if (fused_ce && world > 1) {
     // The pulls run under the GEMM; the first peer chunk's pull and the enter / arrive kernels are not hidden.
     const double chunk_us = double(ch.chunk_rows) * double(cfg.k * agm_elem_bytes(cfg) + srb) / (kModelledLinkGbps * 1e3);

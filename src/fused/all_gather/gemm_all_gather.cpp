@@ -52,7 +52,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config, con
   kernels = fused::find_tile_kernels<fused::AllGatherParams>(
       tiles, problem_of(cfg, cfg.m_max), [&](int bm, int bn) { return fused::gag_fused_kernel(cfg, bm, bn); },
       "GemmAllGather");
-  const bool fused_built = kernels.front().fused != nullptr;  // all or none (fused_tile_candidates)
+  const bool fused_built = kernels.front().fused != nullptr;  // all or none (fused_tile_candidates); never empty
   caps = fused::gag_capabilities(cfg, fused::placement_of(g, fused_built));
   if (cfg.mode == GemmAllGatherMode::kFusedCe) fused::require_ce_compiled_in("GemmAllGather");
   WEAVE_EXPECT(caps.unavailable.empty(), Status::kUnavailable, caps.unavailable);
@@ -154,7 +154,7 @@ GemmAllGatherPlan GemmAllGather::Impl::plan_on(int64_t m, const GemmPlan& tile, 
 }
 
 GemmPlan GemmAllGather::Impl::tile_plan(int64_t m) const {
-  return fused::gag_tile_plan(cfg, m, grid_cap, tiles, hooks.tile);
+  return tile_plans.at(m, [&](int64_t mm) { return fused::gag_tile_plan(cfg, mm, grid_cap, tiles, hooks.tile); });
 }
 
 GemmAllGatherPlan GemmAllGather::Impl::plan(int64_t m) const {

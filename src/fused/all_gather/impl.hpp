@@ -75,7 +75,8 @@ struct GemmAllGather::Impl {
 
   GemmAllGatherPlan plan(int64_t m) const;
   GemmAllGatherPlan plan_on(int64_t m, const GemmPlan& tile, const fused::AgChunks& chunks) const;
-  GemmPlan tile_plan(int64_t m) const;  // the call's tile GEMM (hooks.tile forces one)
+  GemmPlan tile_plan(int64_t m) const;  // the call's tile GEMM (hooks.tile forces one), made once per m
+  mutable fused::TilePlanCache tile_plans;
   // One call's decisions, made once (plan_call) and only carried out by enqueue.
   struct Call {
     GemmAllGatherPlan plan;   // the public plan (its mode, grid, model, reason)

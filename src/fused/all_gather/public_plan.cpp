@@ -27,7 +27,9 @@ std::vector<gemm::TileCandidate> gag_tile_candidates(const GemmAllGatherConfig& 
                                [&](int bm, int bn) { return gag_fused_kernel(c, bm, bn) != nullptr; });
 }
 
-bool gag_fused_built(const GemmAllGatherConfig& c) { return !gag_fused_kernel_names(c).empty(); }
+bool gag_fused_built(const GemmAllGatherConfig& c) {
+  return any_fused_kernel(gag_tile_candidates(c), [&](int bm, int bn) { return gag_fused_kernel(c, bm, bn); });
+}
 
 std::string gag_fused_kernel_names(const GemmAllGatherConfig& c) {
   return fused_kernel_names(gag_tile_candidates(c), [&](int bm, int bn) { return gag_fused_kernel(c, bm, bn); });

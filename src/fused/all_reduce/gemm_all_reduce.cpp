@@ -62,7 +62,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
   tiles = fused::gar_tile_candidates(cfg);
   kernels = fused::find_tile_kernels<fused::AllReduceParams>(
       tiles, problem_of(cfg, cfg.m_max), [&](int bm, int bn) { return fused::gar_fused_kernel(cfg, bm, bn); }, op_name());
-  const bool fused_built = kernels.front().fused != nullptr;  // all or none (fused_tile_candidates)
+  const bool fused_built = kernels.front().fused != nullptr;  // all or none (fused_tile_candidates); never empty
   caps = fused::gar_capabilities(cfg, fused::placement_of(g, fused_built), leg);
   if (cfg.mode == GemmAllReduceMode::kFusedCe) fused::require_ce_compiled_in("GemmAllReduce");
   WEAVE_EXPECT(caps.unavailable.empty(), Status::kUnavailable, caps.unavailable);
@@ -180,7 +180,8 @@ std::unique_ptr<GemmAllReduce> GemmAllReduce::Impl::create(comm::Group& g, const
 }
 
 GemmPlan GemmAllReduce::Impl::tile_plan(int64_t m) const {
-  return fused::gar_tile_plan(cfg, group->world_size(), m, grid_cap, tiles, hooks.tile, leg);
+  return tile_plans.at(
+      m, [&](int64_t mm) { return fused::gar_tile_plan(cfg, group->world_size(), mm, grid_cap, tiles, hooks.tile, leg); });
 }
 
 fused::ArSchedule GemmAllReduce::Impl::schedule(int64_t m, const GemmPlan& tile) const {

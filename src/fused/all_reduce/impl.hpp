@@ -78,7 +78,8 @@ struct GemmAllReduce::Impl {
   static std::unique_ptr<GemmAllReduce> wrap(std::unique_ptr<Impl> impl);
 
   GemmAllReducePlan plan(int64_t m) const;
-  GemmPlan tile_plan(int64_t m) const;  // the call's tile GEMM (hooks.tile forces one)
+  GemmPlan tile_plan(int64_t m) const;  // the call's tile GEMM (hooks.tile forces one), made once per m
+  mutable fused::TilePlanCache tile_plans;
   fused::ArSchedule schedule(int64_t m, const GemmPlan& tile) const;  // this rank's walk of m rows
   GemmAllReducePlan plan_on(int64_t m, const GemmPlan& tile, const fused::ArSchedule& sched) const;
   // One call's decisions for this rank, made once (plan_call) and only carried out by enqueue.

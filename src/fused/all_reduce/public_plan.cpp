@@ -30,7 +30,9 @@ std::vector<gemm::TileCandidate> gar_tile_candidates(const GemmAllReduceConfig& 
                                [&](int bm, int bn) { return gar_fused_kernel(c, bm, bn) != nullptr; });
 }
 
-bool gar_fused_built(const GemmAllReduceConfig& c) { return !gar_fused_kernel_names(c).empty(); }
+bool gar_fused_built(const GemmAllReduceConfig& c) {
+  return any_fused_kernel(gar_tile_candidates(c), [&](int bm, int bn) { return gar_fused_kernel(c, bm, bn); });
+}
 
 std::string gar_fused_kernel_names(const GemmAllReduceConfig& c) {
   return fused_kernel_names(gar_tile_candidates(c), [&](int bm, int bn) { return gar_fused_kernel(c, bm, bn); });
