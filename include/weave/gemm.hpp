@@ -145,15 +145,16 @@ class Gemm {
   void set_workspace(void* workspace, std::size_t bytes);
   // What the workspace holds for this plan, in words ("" if none): for messages.
   std::string workspace_purpose() const;
-  // Programmatic dependent launch (PDL), the caller's opt-in; off by default. Where the plan is the
-  // decode GEMV (plan().gemv), run() then launches it with programmatic stream serialization: it
-  // may begin while the kernel before it on the stream still runs, loads its first K slices of B
-  // at once, and reads A, the scales and writes C only after griddepcontrol.wait, which returns
-  // once that kernel has completed and its writes are visible. The caller's promise: no kernel that
-  // may run right before this GEMM on its stream writes B (a model's weights: never). A kernel
-  // launched after it with programmatic stream serialization must itself wait
-  // (cudaGridDependencySynchronize) before it reads C. Tiled plans launch as without it. A graph
-  // captures the setting of the run() it captured. Host state only: no GPU work.
+  // Programmatic dependent launch (PDL), the caller's opt-in; off by default. run() then launches
+  // the GEMM kernel (the decode GEMV or the tiled kernel) with programmatic stream serialization:
+  // it may begin while the kernel before it on the stream still runs, requests its first K slices
+  // of B at once, and reads A, the scales and writes C (and the workspace) only after
+  // griddepcontrol.wait, which returns once that kernel has completed and its writes are visible.
+  // The caller's promise: no kernel that may run right before this GEMM on its stream writes B or
+  // its scales (a model's weights: never). A kernel launched after it with programmatic stream
+  // serialization must itself wait (cudaGridDependencySynchronize) before it reads C. The mxfp8
+  // bf16 route (plan().mx_dequant) launches as without it. A graph captures the
+  // setting of the run() it captured. Host state only: no GPU work.
   void set_allow_pdl(bool allow) noexcept;
   bool allow_pdl() const noexcept;
   // Enqueues the GEMM. Raises first (before enqueueing) what check() raises.

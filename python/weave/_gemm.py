@@ -191,11 +191,11 @@ class Gemm:
     its row-major A scales as given, and a decode-size call (m <= 32) whose tiled plan would split K
     takes the decode GEMV (needs no workspace). decode_route (m <= 32): "auto", "gemv" or "tiles"
     (see plan_gemm).
-    allow_pdl (off by default; weave::Gemm::set_allow_pdl): where the plan is the decode GEMV, run()
-    launches it with programmatic dependent launch, so it starts loading B while the kernel before
-    it on the stream finishes. The promise it needs: no kernel right before it writes B (weights
-    never change between layers' calls); a kernel launched after it with programmatic serialization
-    must wait for it before reading out."""
+    allow_pdl (off by default; weave::Gemm::set_allow_pdl): run() launches the GEMM kernel (the
+    decode GEMV or the tiled kernel; not the mxfp8 bf16 route) with programmatic dependent launch,
+    so it starts loading B while the kernel before it on the stream finishes. The promise it needs:
+    no kernel right before it writes B or its scales (weights never change between layers' calls);
+    a kernel launched after it with programmatic serialization must wait for it before reading out."""
 
     def __init__(self, a, b, out, *, scale_a=None, scale_b=None, mode=None, scale_layout="raw", workspace=None,
                  block_m: int = 0, block_n: int = 0, grid: int = 0, split_k: int = 0, group_rows: int = 0,

@@ -47,6 +47,9 @@ struct GemmKernelEntry {
   // sees (GemmAllGather fused-ce's copy streams, docs/memory_ordering.md "ag-fused-ce").
   void (*launch_noting_start)(const KernelArgs<EpilogueParams>& args, int grid, cudaStream_t stream,
                               cudaEvent_t started) = nullptr;
+  // Enqueues it with programmatic stream serialization (gemm/kernel.cuh "Programmatic dependent
+  // launch"): plain GEMM instances only, nullptr for a fused epilogue's.
+  void (*launch_pdl)(const KernelArgs<EpilogueParams>& args, int grid, cudaStream_t stream) = nullptr;
 };
 
 // The table of instances whose epilogue takes EpilogueParams (stable order: by name). One table

@@ -23,6 +23,7 @@
 #include "gemm/kernel_args.hpp"
 #include "gemm/mx_dequant.hpp"
 #include "gemm/operands.hpp"
+#include "gemm/pdl_flags.hpp"
 #include "gemm/planner.hpp"
 #include "gemm/scale_a_mn_copy.hpp"
 #include "gemm/split_k_reduce.hpp"
@@ -351,6 +352,16 @@ void Gemm::run(cudaStream_t stream) const {
                "Gemm::run: the plan (" << workspace_purpose() << ") needs a device workspace of " << workspace_bytes()
                                        << " bytes; call Gemm::set_workspace(ptr, bytes) with bytes >= "
                                           "workspace_bytes() before run()");
+  // PDL (the caller's opt-in): the kernel requests B before it waits for the kernel before it.
+  // Not on the mxfp8 bf16 route, whose B is the conversion's copy written right before. The flags
+  // are read before anything is enqueued (a bad WEAVE_GEMM_PDL raises here).
+  const bool pdl = im.allow_pdl && !im.plan.mx_dequant && im.instance->launch_pdl != nullptr;
+  const uint32_t pdl_flags = pdl ? gemm::pdl_flags_for_launch() : 0;
+  auto launch = [&](gemm::LocalKernelArgs args) {
+    if (!pdl) return im.instance->launch(args, im.plan.grid, stream);
+    args.main.pdl_flags = pdl_flags;
+    im.instance->launch_pdl(args, im.plan.grid, stream);
+  };
   if (im.plan.mx_dequant) {
     // Flag first: the conversion only ever sets it, and the guarded native launch reads it.
     auto* flag = static_cast<uint32_t*>(im.workspace);
@@ -359,13 +370,13 @@ void Gemm::run(cudaStream_t stream) const {
   }
   if (im.plan.scale_a_mn_copy) gemm::scale_a_mn_copy(im.sa_route.copy, stream);
   if (im.plan.split_k <= 1) {
-    im.instance->launch(im.args, im.plan.grid, stream);
+    launch(im.args);
   } else {
     // split-K: the fp32-output kernel writes partial s into rows [s * M, s * M + M) of the
     // workspace's partials, then the reduction sums them in split order into C.
     gemm::LocalKernelArgs args = im.args;
     args.epi = im.split_epi;
-    im.instance->launch(args, im.plan.grid, stream);
+    launch(args);
     gemm::split_k_reduce(reinterpret_cast<const float*>(static_cast<const uint8_t*>(im.workspace) + im.ws_layout.partials),
                          im.problem.m, im.problem.n, im.plan.split_k, im.c, im.ldc, im.problem.out_dtype, im.num_sms,
                          split_reduce_pdl(im.problem.mode), stream);

@@ -11,6 +11,16 @@
 //                         cp.async arrivals: 32, or 1 for MN-major blockscale)
 //             empty[s] <- lane 0 of each of the 8 consumer warps, once its wgmmas reading s are done
 //
+// Programmatic dependent launch (plain GEMMs, kPdlPrologue; MainloopArgs::pdl_flags, 0 without
+// the launch attribute): launched with programmatic stream serialization (weave::Gemm::
+// set_allow_pdl) the kernel may start while the kernel before it still runs. Producer lane 0
+// requests B (weights, which the caller promises that kernel does not write) of the CTA's first
+// work item's first K blocks, into the ring (kPdlBIntoRing) or into L2 (kPdlBIntoL2), then the
+// producer warp waits (griddepcontrol.wait) before it touches A, the scales or anything else.
+// Nothing else reads global memory, and every write (the epilogue's) follows a full barrier that
+// needs A: so all of it is ordered after that kernel's completion (docs/memory_ordering.md "pdl").
+// The kernel lets its own dependents be scheduled at its start or after its last load.
+//
 // Work items: tiles x split_k (MainloopArgs); split s of a tile covers its own range of K blocks
 // and stores an fp32 partial into rows [s * M, s * M + M) of the epilogue's output (the split-K
 // workspace, reduced by gemm/split_k_reduce). split_k = 1 is the plain GEMM.
@@ -35,6 +45,7 @@
 #include "gemm/tile_scheduler.cuh"
 #include "hopper/pipeline.cuh"
 #include "hopper/ptx/fence.cuh"
+#include "hopper/ptx/griddepcontrol.cuh"
 #include "hopper/ptx/mbarrier.cuh"
 #include "hopper/ptx/misc.cuh"
 #include "hopper/ptx/tma.cuh"
@@ -69,6 +80,10 @@ constexpr bool stores_local_only() {
 }
 template <class Tile, class Epilogue>
 inline constexpr bool kHalfBoxA = Tile::kBlockM == 128 && !Tile::kSplitN && stores_local_only<Epilogue>();
+// Whether an instance has the PDL prologue (above): plain GEMMs only; a fused epilogue touches
+// peers' memory from its first instruction (begin_call) and launches without the attribute.
+template <class Epilogue>
+inline constexpr bool kPdlPrologue = stores_local_only<Epilogue>();
 
 template <class Tile, class Scale, class Epilogue, class Scheduler>
 __global__ void __launch_bounds__(Tile::kThreads, 1)
@@ -100,6 +115,10 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   };
 
   const MainloopArgs& a = args.main;
+  // (A guarded launch never has the PDL attribute; if it had, its flag is read after the wait.)
+  if constexpr (kPdlPrologue<Epilogue>) {
+    if (a.run_if_flag != nullptr) ptx::griddepcontrol_wait();
+  }
   // A guarded launch that is not needed ends before any barrier exists (uniform per CTA).
   if (a.run_if_flag != nullptr && (*static_cast<const volatile uint32_t*>(a.run_if_flag) == 0) != (a.run_if_flag_clear != 0))
     return;
@@ -145,6 +164,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       Epilogue::begin_call(args.epi, reinterpret_cast<uint32_t*>(smem + L::kCallWordsOffset));
   }
   __syncthreads();
+  if constexpr (kPdlPrologue<Epilogue>) {
+    if (a.pdl_flags & kPdlTriggerAtStart) ptx::griddepcontrol_launch_dependents();
+  }
 
   if (warpgroup == 0) {
     // ---------------- producer ----------------
@@ -161,6 +183,41 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           ptx::thread_exit();
         }
       };
+      // Bytes that complete stage s's full barrier: A (half a box where the tile's upper 64 rows
+      // lie past M), B and the TMA-borne scales.
+      auto stage_tx_bytes = [&](bool a_half) {
+        return (a_half ? Tile::kATileBytes / 2 : Tile::kATileBytes) + Tile::kBTileBytes +
+               scale_stage_tx_bytes<Scale, Tile>();
+      };
+      // PDL prologue: the first item's first stages get their transaction and B now, before the
+      // wait (the first lap's empty barriers pass at once); the loop below then adds only A and
+      // the scales to those `b_early` stages.
+      int b_early = 0;
+      if constexpr (kPdlPrologue<Epilogue>) {
+        const uint32_t pdl = a.pdl_flags;
+        const int item = persistent_first_item(blockIdx.x);
+        if ((pdl & (kPdlBIntoRing | kPdlBIntoL2)) != 0 && item < num_items) {
+          int tile, split, kb_begin, kb_end, m_blk, n_blk;
+          item_coords(item, tile, split, kb_begin, kb_end);
+          sched.coords(tile, m_blk, n_blk);
+          if (pdl & kPdlBIntoRing) {
+            b_early = max(0, min(kb_end - kb_begin, kStages));
+            const bool a_half = kHalfBoxA<Tile, Epilogue> && m_blk * Tile::kBlockM + 64 >= a.m;
+            if (lane == 0) {
+              for (int s = 0; s < b_early; ++s) {
+                ptx::mbarrier_arrive_expect_tx_release_cta(full_bar(s), stage_tx_bytes(a_half));
+                ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_b(s), &a.tma_b, (kb_begin + s) * Tile::kBlockK,
+                                                              n_blk * Tile::kBlockN, full_bar(s), ptx::kL2EvictNormal);
+              }
+            }
+          } else if (lane == 0) {
+            const int blocks = min(kb_end - kb_begin, static_cast<int>(pdl >> 8));
+            for (int s = 0; s < blocks; ++s)
+              ptx::cp_async_bulk_prefetch_tensor_2d_l2(&a.tma_b, (kb_begin + s) * Tile::kBlockK, n_blk * Tile::kBlockN);
+          }
+        }
+        if (pdl & kPdlWait) ptx::griddepcontrol_wait();
+      }
       uint32_t tile_iter = 0;
       for (int item = persistent_first_item(blockIdx.x); item < num_items;
            item = persistent_next_item(item, gridDim.x), ++tile_iter) {
@@ -192,28 +249,32 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         // epilogues (whose maps may hold rows past M) keep the full box.
         bool a_half = false;
         if constexpr (kHalfBoxA<Tile, Epilogue>) a_half = m0 + 64 >= a.m;
-        const uint32_t a_bytes = a_half ? Tile::kATileBytes / 2 : Tile::kATileBytes;
         const CUtensorMap* a_map = a_half ? &a.tma_a_half : &a.tma_a;
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           // First lap: parity 1 refers to the phase "before" the barrier's first, already complete.
           wait_or_leave(empty_bar(ps.stage), ps.phase ^ 1u, hopper::WaitSite::kProducerEmpty, ps.stage);
           const uint32_t full = full_bar(ps.stage);
+          const bool b_loaded = b_early > 0;  // the PDL prologue requested this stage's B
+          if (b_loaded) --b_early;
           if (kb == a.debug_stall_k_block && item == static_cast<int>(blockIdx.x)) {
             ps.advance();  // debug: this stage is never loaded (MainloopArgs::debug_stall_k_block)
             continue;
           }
           if (lane == 0) {
-            ptx::mbarrier_arrive_expect_tx_release_cta(
-                full, a_bytes + Tile::kBTileBytes + scale_stage_tx_bytes<Scale, Tile>());
+            if (!b_loaded) ptx::mbarrier_arrive_expect_tx_release_cta(full, stage_tx_bytes(a_half));
             ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_a(ps.stage), a_map, kb * Tile::kBlockK, m0, full,
                                                           ptx::kL2EvictNormal);
-            ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_b(ps.stage), &a.tma_b, kb * Tile::kBlockK, n0, full,
-                                                          ptx::kL2EvictNormal);
+            if (!b_loaded)
+              ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_b(ps.stage), &a.tma_b, kb * Tile::kBlockK, n0, full,
+                                                            ptx::kL2EvictNormal);
           }
           if constexpr (Scale::kWhere == ScaleWhere::kMainloop)
             Scale::template producer_copy_stage<Tile>(a, stage_scales(ps.stage), full, m0, n_blk, kb, lane);
           ps.advance();
         }
+      }
+      if constexpr (kPdlPrologue<Epilogue>) {
+        if (a.pdl_flags & kPdlTriggerLate) ptx::griddepcontrol_launch_dependents();
       }
     } else if (warp == 1) {
       // Idle in the plain GEMM; a fused epilogue's end of call (arrival wait, epoch store).
@@ -310,11 +371,8 @@ struct KernelInstance {
     kernel<<<grid, Tile::kThreads, Layout::kBytes, stream>>>(args);
     WEAVE_CHECK_LAUNCH();
   }
-  static void launch_noting_start(const Args& args, int grid, cudaStream_t stream, cudaEvent_t started) {
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeLaunchCompletionEvent;
-    attr.val.launchCompletionEvent.event = started;
-    attr.val.launchCompletionEvent.flags = 0;
+  // One launch through cudaLaunchKernelEx with one attribute (the two launches below).
+  static void launch_with(cudaLaunchAttribute attr, const Args& args, int grid, cudaStream_t stream) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(static_cast<unsigned>(grid));
     cfg.blockDim = dim3(Tile::kThreads);
@@ -323,6 +381,20 @@ struct KernelInstance {
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
     WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, args));
+  }
+  // With programmatic stream serialization (the PDL prologue above; plain GEMMs only).
+  static void launch_pdl(const Args& args, int grid, cudaStream_t stream) {
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    launch_with(attr, args, grid, stream);
+  }
+  static void launch_noting_start(const Args& args, int grid, cudaStream_t stream, cudaEvent_t started) {
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeLaunchCompletionEvent;
+    attr.val.launchCompletionEvent.event = started;
+    attr.val.launchCompletionEvent.flags = 0;
+    launch_with(attr, args, grid, stream);
   }
   // The table entry of this instance (gemm/dispatch.hpp), in the table of its epilogue's Params.
   static GemmKernelEntry<typename Epilogue::Params> entry(const char* name, ScaleMode mode, ScaleLayout layout,
@@ -345,6 +417,7 @@ struct KernelInstance {
         .prepare = &prepare,
         .launch = &launch,
         .launch_noting_start = &launch_noting_start,
+        .launch_pdl = kPdlPrologue<Epilogue> ? &launch_pdl : nullptr,
     };
   }
 };

@@ -68,7 +68,16 @@ struct MainloopArgs {
   // it (GemmKernelEntry::early_release_control). Never set in production. Last, in the
   // struct's tail padding, so no other field moves (the kernels' SASS stays as it was).
   int32_t debug_early_release = 0;
+  // Programmatic dependent launch (weave::Gemm::set_allow_pdl; plain GEMM instances only): 0 for
+  // a launch without the attribute, else kPdl* bits (gemm/kernel.cuh "Programmatic dependent
+  // launch"). Also in the tail padding.
+  uint32_t pdl_flags = 0;
 };
+inline constexpr uint32_t kPdlWait = 1u;             // the producer waits before it touches A or the scales
+inline constexpr uint32_t kPdlBIntoRing = 2u;        // B of the first stages into the ring before the wait
+inline constexpr uint32_t kPdlBIntoL2 = 4u;          // B of the first (flags >> 8) K blocks into L2 before it
+inline constexpr uint32_t kPdlTriggerAtStart = 16u;  // every thread lets dependents launch at once
+inline constexpr uint32_t kPdlTriggerLate = 32u;     // the producer warp, after its last load
 
 // Epilogue "store through TMA": the staged epilogue (gemm/epilogue_staged.cuh) TMA-stores each
 // finished tile from shared memory into `tma_c`, a 3-D map [planes, rows, cols] with boxes of

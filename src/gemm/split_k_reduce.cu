@@ -14,8 +14,10 @@ namespace {
 template <class Out>
 __global__ void __launch_bounds__(256) split_k_reduce_kernel(const float* __restrict__ partials, int64_t m, int64_t n,
                                                              int split_k, Out* __restrict__ c, int64_t ldc) {
-  // The GEMM before it (programmatic dependent launch) has completed and its partials are
-  // visible once this returns; nothing above touches memory.
+  // A kernel launched after it with PDL (the next layer's GEMM) may be scheduled at once: it
+  // requests its weights while this one runs. The GEMM before it (programmatic dependent launch)
+  // has completed and its partials are visible once the wait returns; nothing above touches memory.
+  ptx::griddepcontrol_launch_dependents();
   ptx::griddepcontrol_wait();
   const int64_t quads = n / 4;
   const int64_t plane = m * n;

@@ -15,6 +15,15 @@ __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
+// cp.async.bulk.prefetch.tensor.2d.L2.global.tile: brings the box at (c0 = innermost, c1) into
+// L2 without landing it anywhere in the SM (no barrier, no completion to wait for).
+__device__ __forceinline__ void cp_async_bulk_prefetch_tensor_2d_l2(const CUtensorMap* map, int32_t c0, int32_t c1) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1)
+               : "memory");
+}
+
 // cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint:
 // loads the box at coordinates (c0 = innermost, c1) into shared memory at `dst`, then performs
 // complete_tx(box bytes) on the mbarrier `bar` (both shared::cta addresses of this CTA).

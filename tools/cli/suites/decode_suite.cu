@@ -5,8 +5,8 @@
 //   read       a plain streaming read (bench::launch_stream_read) over each GEMM's weight values,
 //              one launch per GEMM: what a chain of memory-bound kernels of these sizes reaches
 //   weave      weave::Gemm per GEMM, the planner's plan (the decode GEMV up to M = 32 where it fits)
-//   weave+pdl  the same with Gemm::set_allow_pdl(true): each GEMV's weight loads overlap the tail
-//              of the kernel before it (the caller's opt-in; the weights are never written here)
+//   weave+pdl  the same with Gemm::set_allow_pdl(true): each GEMM's first weight loads overlap the
+//              tail of the kernel before it (the caller's opt-in; the weights are never written here)
 //   cublaslt   cuBLASLt per GEMM, the same operands; where its blockscale mode refuses M (it needs
 //              M % 4 == 0) it runs M rounded up to 4 rows, and the row says so
 // and once per run the HBM read ceiling (the read kernel over 1 GiB).
@@ -38,6 +38,7 @@
 #include "cli/decode_options.hpp"
 #include "cli/registry.hpp"
 #include "common/check.hpp"
+#include "gemm/pdl_flags.hpp"
 #include "gemv/gemv.hpp"
 #include "testing/gemm_operands.hpp"
 #include "testing/gpu_reference.hpp"
@@ -51,7 +52,7 @@ namespace {
 struct DecodeSuiteOptions {
   DecodeOptions decode;
   bool check_targets = false;
-  bool compare_routes = false;  // --compare-routes: arms gemv-route and tiles-route at M <= 32
+  bool compare_routes = false;  // --compare-routes: arms gemv-route(+pdl), tiles-route(+pdl) at M <= 32
   std::uint64_t seed = 1;
 };
 
@@ -294,20 +295,22 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
           a.error = e.what();
         }
       }
-      // --compare-routes: every GEMM forced onto each route (no PDL), timed with the others. A GEMM
-      // that route cannot run (the GEMV's A slice at a long K) leaves the arm unsupported.
-      std::vector<ChainArm*> route_arms;
+      // --compare-routes: every GEMM forced onto each route, without and with PDL, timed with the
+      // others. A GEMM that route cannot run (the GEMV's A slice at a long K) leaves the arm
+      // unsupported.
+      std::vector<ChainArm*> route_arms;  // gemv, gemv+pdl, tiles, tiles+pdl
       if (opt.compare_routes && m <= detail::kGemvMaxM)
         for (const auto& [name, route] : {std::pair{"gemv-route", DecodeRoute::kGemv},
-                                          std::pair{"tiles-route", DecodeRoute::kTiles}}) {
-          ChainArm& a = add(name, &in);
-          route_arms.push_back(&a);
-          try {
-            build_weave_arm(a, run, w, false, device, route);
-          } catch (const Error& e) {
-            (e.status() == Status::kInvalidArgument ? a.unsupported : a.error) = e.what();
+                                          std::pair{"tiles-route", DecodeRoute::kTiles}})
+          for (const bool pdl : {false, true}) {
+            ChainArm& a = add(std::string(name) + (pdl ? "+pdl" : ""), &in);
+            route_arms.push_back(&a);
+            try {
+              build_weave_arm(a, run, w, pdl, device, route);
+            } catch (const Error& e) {
+              (e.status() == Status::kInvalidArgument ? a.unsupported : a.error) = e.what();
+            }
           }
-        }
       ChainArm& lt = add("cublaslt", in_lt ? in_lt.get() : &in);
       if (!lt_why.empty()) {
         lt.unsupported = lt_why;
@@ -435,9 +438,10 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
         std::string auto_routes;  // the planner's route of each GEMM, in chain order
         for (const std::string& p : weave->plans)
           auto_routes += (auto_routes.empty() ? "" : ",") + std::string(p.find(": gemv") != std::string::npos ? "gemv" : "tiles");
-        std::snprintf(line, sizeof line, "%-24s %-12s %8.2f %8.2f %8.2f   (weave: %s)", decode_row_name(run, m).c_str(),
-                      std::string(to_string(run.quant)).c_str(), us_of(*weave), us_of(*route_arms[0]),
-                      us_of(*route_arms[1]), auto_routes.empty() ? "?" : auto_routes.c_str());
+        std::snprintf(line, sizeof line, "%-24s %-12s %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f   (weave: %s)",
+                      decode_row_name(run, m).c_str(), std::string(to_string(run.quant)).c_str(), us_of(*weave),
+                      us_of(*weave_pdl), us_of(*route_arms[0]), us_of(*route_arms[1]), us_of(*route_arms[2]),
+                      us_of(*route_arms[3]), auto_routes.empty() ? "?" : auto_routes.c_str());
         route_summary.push_back(line);
       }
       std::fprintf(stderr, "weave bench decode: [%zu/%zu] %s %s:%s\n", done, total, decode_row_name(run, m).c_str(),
@@ -452,11 +456,14 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
               "readHBM", "bestHBM", "ratio", "target (best weave arm)");
   std::printf("# readHBM / bestHBM: the streaming read's and the faster weave arm's weight bytes / time over the "
               "ceiling; ratio: the faster weave arm / cublaslt\n");
+  std::printf("# +pdl arms: the tiled kernel's PDL launch is %s (WEAVE_GEMM_PDL)\n",
+              gemm::describe_pdl_flags(gemm::pdl_flags_for_launch()).c_str());
   for (const std::string& s : summary) std::printf("  %s\n", s.c_str());
   if (!route_summary.empty()) {
     std::printf("\n# --compare-routes: the chain with every GEMM on the planner's route (weave), on the GEMV and on the\n"
-                "# tiled kernels (us per step, no PDL; nan: that route cannot run a GEMM of the layer)\n");
-    std::printf("# %-22s %-12s %8s %8s %8s\n", "layer", "quant", "weave", "gemv", "tiles");
+                "# tiled kernels, each without and with PDL (us per step; nan: that route cannot run a GEMM of the layer)\n");
+    std::printf("# %-22s %-12s %8s %8s %8s %8s %8s %8s\n", "layer", "quant", "weave", "+pdl", "gemv", "+pdl", "tiles",
+                "+pdl");
     for (const std::string& s : route_summary) std::printf("  %s\n", s.c_str());
   }
   for (const std::string& n : notes) std::printf("# unsupported: %s\n", n.c_str());
@@ -464,6 +471,7 @@ int run_decode_suite(const BenchOptions& common, const DecodeSuiteOptions& opt) 
   if (!busy_after.empty()) std::printf("# BUSY after run: %s\n", busy_after.c_str());
   if (!common.json_path.empty()) {
     nlohmann::json meta = {{"machine", bench::machine_json()},
+                           {"tiled_pdl", gemm::describe_pdl_flags(gemm::pdl_flags_for_launch())},
                            {"idle_gate", gate},
                            {"busy_after", busy_after},
                            {"device", device},
@@ -505,7 +513,8 @@ void add_decode_suite(CLI::App& bench, BenchOptions& common) {
   app->add_flag("--check-targets", o.check_targets, "exit 1 when the best weave arm misses a target of a row");
   app->add_flag("--compare-routes", o.compare_routes,
                 "at M <= 32 also time the chain with every GEMM forced onto the decode GEMV and onto the tiled "
-                "kernels (arms gemv-route, tiles-route; not judged against the targets)");
+                "kernels, each without and with PDL (arms gemv-route, gemv-route+pdl, tiles-route, tiles-route+pdl; "
+                "not judged against the targets)");
   app->add_option("--seed", o.seed, "seed of the random inputs (>= 0)")->check(digits_only())->capture_default_str();
   app->callback([&common] { exit_code() = run_decode_suite(common, suite_options()); });
 }
