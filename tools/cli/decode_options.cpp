@@ -48,7 +48,7 @@ void add_decode_options(CLI::App& app, DecodeOptions& o) {
                   "quantisations, comma-separated: each runs for the presets that ship it (default: each preset's "
                   "first: llama3-70b bf16, qwen3-32b bf16, deepseek-v3 blockscale)");
   app.add_option("--decode-route", o.route,
-                 "weave's GEMMs at M <= 32: auto (the planner: the decode GEMV at M <= 8, fp8 16, the tiled "
+                 "weave's GEMMs at M <= 32: auto (the planner: the decode GEMV at M <= 8, mxfp8 32, the tiled "
                  "kernels above) | gemv (every GEMM on the GEMV; M <= 32 only) | tiles (every GEMM on the tiled "
                  "kernels)")
       ->capture_default_str();

@@ -62,7 +62,7 @@ int run_plan_decode(const PlanDecodeOptions& o) {
     std::printf("\n");
   }
   std::printf("# gemv split S: the decode GEMV, K split over a cluster of S blocks; BMxBN: a tiled kernel (the planner's\n"
-              "# decode route: the GEMV at M <= 8, fp8 16; --decode-route forces one). `weave bench decode` times the\n"
+              "# decode route: the GEMV at M <= 8, mxfp8 32; --decode-route forces one). `weave bench decode` times the\n"
               "# chain on a GPU.\n");
   return 0;
 }
