@@ -34,7 +34,12 @@ echo "== Python package: pip install . into a venv, then pytest (GPU tests skip,
 # shadows the installed package.
 [ -x build/pyvenv/bin/python ] || python3 -m venv build/pyvenv
 build/pyvenv/bin/python -m pip install -q pytest numpy
-build/pyvenv/bin/python -m pip install -q .
+# The same C++ compiler as the build above (Python's own configuration may name another, e.g. g++
+# where CMake took c++, and ccache keys on the compiler's name), unless CXX is set.
+cxx=${CXX:-$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' build/CMakeCache.txt)}
+pip_env=()
+[ -n "$cxx" ] && pip_env=(CXX="$cxx")
+env "${pip_env[@]}" build/pyvenv/bin/python -m pip install -q .
 build/pyvenv/bin/python -m pytest -q -rs tests/python
 
 echo "== build with every transport compiled out (-DWEAVE_ENABLE_{CE,LSA,NCCL_TRANSPORT}=OFF) =="
