@@ -38,7 +38,9 @@
 # (gemm-rs's; its M is the total rows, so every M must be a multiple of the GPU count) and
 # AG_GEMM_ARGS (ag-gemm's; its m is rows per rank) and DECODE_ARGS (the decode suite's: every layer
 # preset at tp 8 in its default quant with --compare-routes, each layer also on the GEMV and on the
-# tiled kernels, unless given, e.g. "--tp 2,8 --quant bf16,ptpc,blockscale").
+# tiled kernels, unless given, e.g. "--tp 2,8 --quant bf16,ptpc,blockscale"). DECODE_PDL_VARIANTS
+# (e.g. "ring,start ring,late l2:16,start"): the decode suite again on the tiled kernels once per
+# WEAVE_GEMM_PDL value (DECODE_PDL_ARGS, default "--tp 2,8 -m 8,16,32 --quant bf16,ptpc").
 # Tests run as their GoogleTest binaries (one process per label: much faster than one per case).
 # Exit status: 0 when every step passed; 1 when a build, a test binary, a repeat, a sanitizer, a
 # bench or a plot failed or a negative control passed; the summary's RESULT lines say which
@@ -245,6 +247,11 @@ elif [ "$mode" != tests ] && [ "$mode" != fused ]; then
     bench gemm gemm ${GEMM_ARGS:-}
     [ -n "${GEMM_ARGS2:-}" ] && bench gemm2 gemm ${GEMM_ARGS2}
     bench decode decode ${DECODE_ARGS:---compare-routes}
+    # The tiled kernel's PDL variants side by side (a diagnostic; off unless listed).
+    for v in ${DECODE_PDL_VARIANTS:-}; do
+      WEAVE_GEMM_PDL=$v bench "decode_pdl_$(echo "$v" | tr ':,' '__')" decode --decode-route tiles \
+        ${DECODE_PDL_ARGS:---tp 2,8 -m 8,16,32 --quant bf16,ptpc}
+    done
   fi
   [ "$mode" != gemm ] && bench comm comm ${COMM_ARGS:-}
 fi

@@ -56,7 +56,8 @@ for a in "$@"; do
   [ "$prev" = --json ] && echo '{"suite": "fake", "rows": []}' >"$a"
   prev=$a
 done
-echo "fake bench $*"; exit "${FAKE_BENCH:-0}"
+echo "fake bench $*"; [ -n "${WEAVE_GEMM_PDL:-}" ] && echo "fake bench under WEAVE_GEMM_PDL=$WEAVE_GEMM_PDL"
+exit "${FAKE_BENCH:-0}"
 )");
     // The plots' interpreter (PLOT_PYTHON): `plot_bench.py FILE... --out DIR` writes one PNG per
     // file into DIR and exits FAKE_PLOT.
@@ -119,6 +120,20 @@ TEST_F(GpuAllScript, ExitsOneNamingEachFailedStep) {
     EXPECT_NE(r.out.find("RESULT: FAILED"), std::string::npos) << c.env << ":\n" << r.out;
     EXPECT_NE(r.out.find(c.says), std::string::npos) << c.env << ":\n" << r.out;
   }
+}
+
+// DECODE_PDL_VARIANTS: the decode suite on the tiled kernels once per listed WEAVE_GEMM_PDL value,
+// each its own bench (and verdict); none without the list.
+TEST_F(GpuAllScript, GemmModeRunsTheDecodeSuiteOncePerListedPdlVariant) {
+  const ScriptRun r = gpu_all("FAKE_BENCH=0 DECODE_PDL_VARIANTS='ring,start l2:16,late'", "gemm");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  for (const char* part : {"fake bench bench decode --decode-route tiles --tp 2,8 -m 8,16,32 --quant bf16,ptpc",
+                           "fake bench under WEAVE_GEMM_PDL=ring,start", "bench decode_pdl_ring_start: exit 0",
+                           "fake bench under WEAVE_GEMM_PDL=l2:16,late", "bench decode_pdl_l2_16_late: exit 0"})
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " missing:\n" << r.out;
+  const ScriptRun plain = gpu_all("FAKE_BENCH=0", "gemm");
+  EXPECT_EQ(plain.rc, 0) << plain.out;
+  EXPECT_EQ(plain.out.find("decode_pdl_"), std::string::npos) << plain.out;
 }
 
 // multi (a machine of 2+ GPUs): the multi-GPU tests, the comm suite and every fused preset over
