@@ -13,6 +13,7 @@
 #include "comm/credit.hpp"
 #include "comm/device_common.cuh"
 #include "common/check.hpp"
+#include "hopper/pdl_attribute.hpp"
 #include "hopper/ptx/griddepcontrol.cuh"
 
 namespace weave::comm {
@@ -130,9 +131,7 @@ void launch_lsa_kernel(Kernel kernel, Call c, cudaStream_t stream) {
   config.gridDim = dim3(static_cast<unsigned>(c.blocks), 1, 1);
   config.blockDim = dim3(kLsaThreads, 1, 1);
   config.stream = stream;
-  cudaLaunchAttribute attr = {};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr = hopper::programmatic_serialization_attribute();
   config.attrs = &attr;
   // Not where ranks share the GPU (the emulated world): every lsa kernel lets the next grid launch
   // at once, so a graph of back-to-back calls makes a rank's whole chain of calls resident together

@@ -43,6 +43,7 @@
 #include "gemm/scale_policy.cuh"
 #include "gemm/tile_config.cuh"
 #include "gemm/tile_scheduler.cuh"
+#include "hopper/pdl_attribute.hpp"
 #include "hopper/pipeline.cuh"
 #include "hopper/ptx/fence.cuh"
 #include "hopper/ptx/griddepcontrol.cuh"
@@ -115,10 +116,6 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   };
 
   const MainloopArgs& a = args.main;
-  // (A guarded launch never has the PDL attribute; if it had, its flag is read after the wait.)
-  if constexpr (kPdlPrologue<Epilogue>) {
-    if (a.run_if_flag != nullptr) ptx::griddepcontrol_wait();
-  }
   // A guarded launch that is not needed ends before any barrier exists (uniform per CTA).
   if (a.run_if_flag != nullptr && (*static_cast<const volatile uint32_t*>(a.run_if_flag) == 0) != (a.run_if_flag_clear != 0))
     return;
@@ -383,11 +380,10 @@ struct KernelInstance {
     WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, args));
   }
   // With programmatic stream serialization (the PDL prologue above; plain GEMMs only).
+  // (Never a guarded launch: weave::Gemm runs the mxfp8 bf16 route, whose kernels read run_if_flag
+  // first thing, without PDL.)
   static void launch_pdl(const Args& args, int grid, cudaStream_t stream) {
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    launch_with(attr, args, grid, stream);
+    launch_with(hopper::programmatic_serialization_attribute(), args, grid, stream);
   }
   static void launch_noting_start(const Args& args, int grid, cudaStream_t stream, cudaEvent_t started) {
     cudaLaunchAttribute attr{};

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/check.hpp"
+#include "hopper/pdl_attribute.hpp"
 #include "hopper/ptx/griddepcontrol.cuh"
 
 namespace weave::gemm {
@@ -58,9 +59,7 @@ void split_k_reduce(const float* partials, int64_t m, int64_t n, int split_k, vo
   config.gridDim = dim3(static_cast<unsigned>(grid));
   config.blockDim = dim3(256);
   config.stream = stream;
-  cudaLaunchAttribute serialization{};
-  serialization.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  serialization.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute serialization = hopper::programmatic_serialization_attribute();
   config.attrs = &serialization;
   config.numAttrs = pdl ? 1 : 0;
   if (out_dtype == DType::kF32)

@@ -7,6 +7,7 @@
 
 #include "common/check.hpp"
 #include "gemv/gemv_kernel.cuh"
+#include "hopper/pdl_attribute.hpp"
 
 namespace weave::detail::gemv {
 
@@ -43,8 +44,7 @@ void launch_tiles(const KernelParams& p, const CUtensorMap& b_map, const Launch&
   attrs[0].val.clusterDim.x = static_cast<unsigned>(cfg.split);
   attrs[0].val.clusterDim.y = 1;
   attrs[0].val.clusterDim.z = 1;
-  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  attrs[1] = hopper::programmatic_serialization_attribute();
   config.attrs = attrs;
   config.numAttrs = l.pdl ? 2 : 1;
   WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, p, b_map));

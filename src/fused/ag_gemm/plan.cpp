@@ -270,8 +270,9 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
                               : 0;
   p.model_split_us = p.model_gemm_us + p.model_comm_us;
   // fused-ce's tile and its pulls per peer (where this build has its kernels for the quant).
-  const bool fused_ce = agm_fused_built(cfg);
-  const GemmPlan tile = fused_ce ? agm_tile_plan(cfg, world, m, ctas, agm_tile_candidates(cfg)) : GemmPlan{};
+  const std::vector<gemm::TileCandidate> cands = agm_tile_candidates(cfg);
+  const bool fused_ce = any_fused_kernel(cands, [&](int bm, int bn) { return agm_fused_kernel(cfg, bm, bn); });
+  const GemmPlan tile = fused_ce ? agm_tile_plan(cfg, world, m, ctas, cands) : GemmPlan{};
   const AgmChunks ch = fused_ce ? agm_chunks(m, tile.block_m, kAgmPullChunks) : AgmChunks{};
   if (fused_ce && world > 1) {
     // The pulls run under the GEMM; the first peer chunk's pull and the enter / arrive kernels are not hidden.
