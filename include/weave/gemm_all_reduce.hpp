@@ -31,6 +31,12 @@
 //               B_r) into the window, then weave's lsa all-reduce in place (the low-latency LL
 //               protocol at these sizes). Not bitwise equal to split-lsa (the GEMV sums K in
 //               another order); bitwise identical on every rank. Needs dense scales (as the GEMV)
+//   decode-fused M <= 32 only: decode's two kernels as one (explicit only, never chosen by auto):
+//               the GEMV's clusters send their reduced rows as LL lines to every peer as each
+//               band finishes, then sum the peers' lines in rank order. Bitwise equal to decode.
+//               Runs where every rank's GEMV grid is resident at once (one wave of clusters;
+//               kUnavailable at construction otherwise); the window holds 2 x world x 32 x N x 4
+//               bytes of LL lines beside the output
 //   auto        decode where it was measured faster than split-lsa (bf16 and mxfp8, M <= 16; the
 //               ptpc / blockscale GEMV is slower than the tile GEMM there), else fused where the planner says it pays,
 //               else split-lsa (the choice and the reason: plan(m));
@@ -89,7 +95,9 @@ typedef struct CUstream_st* cudaStream_t;
 
 namespace weave WEAVE_API {
 
-enum class GemmAllReduceMode : uint8_t { kAuto, kGemmOnly, kSplitNccl, kSplitLsa, kSplitCe, kFused, kDecode, kFusedRs, kFusedCe };
+enum class GemmAllReduceMode : uint8_t {
+  kAuto, kGemmOnly, kSplitNccl, kSplitLsa, kSplitCe, kFused, kDecode, kFusedRs, kFusedCe, kDecodeFused
+};
 std::string_view to_string(GemmAllReduceMode mode) noexcept;
 std::optional<GemmAllReduceMode> parse_gemm_all_reduce_mode(std::string_view name) noexcept;  // "fused", ...
 
@@ -117,7 +125,7 @@ struct GemmAllReduceConfig {
   // that must run beside it (another communicator's collectives on the same GPUs, header above).
   // Every rank must pass the same value (kMismatch).
   int max_sms = 0;
-  // Mode decode (and auto where it takes decode): the GEMV launched with programmatic dependent
+  // Modes decode and decode-fused (and auto where it takes decode): the GEMV launched with programmatic dependent
   // launch, under weave::Gemm::set_allow_pdl's contract (no kernel right before the call on its
   // stream writes B). This rank's launch only: ranks need not agree. Off by default.
   bool allow_pdl = false;

@@ -130,7 +130,8 @@ void bind_fused(nb::module_& m) {
       .value("FUSED", weave::GemmAllReduceMode::kFused)
       .value("DECODE", weave::GemmAllReduceMode::kDecode)
       .value("FUSED_RS", weave::GemmAllReduceMode::kFusedRs)
-      .value("FUSED_CE", weave::GemmAllReduceMode::kFusedCe);
+      .value("FUSED_CE", weave::GemmAllReduceMode::kFusedCe)
+      .value("DECODE_FUSED", weave::GemmAllReduceMode::kDecodeFused);
   nb::enum_<weave::GemmReduceScatterMode>(m, "GemmReduceScatterMode")
       .value("AUTO", weave::GemmReduceScatterMode::kAuto)
       .value("GEMM_ONLY", weave::GemmReduceScatterMode::kGemmOnly)

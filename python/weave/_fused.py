@@ -35,7 +35,7 @@ GemmReduceScatterMode = _weave.GemmReduceScatterMode
 GemmAllGatherMode = _weave.GemmAllGatherMode
 AllGatherGemmMode = _weave.AllGatherGemmMode
 
-_AR_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fused, fused-rs, fused-ce)"
+_AR_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, decode, decode-fused, fused, fused-rs, fused-ce)"
 _RS_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused)"
 _AG_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused-lsa, fused-ce)"
 _AGM_MODES = "mode (auto, gemm-only, split-nccl, split-lsa, split-ce, fused-ce)"
@@ -282,7 +282,7 @@ class _ReducingOp(_FusedOp):
         max_sms: CTAs per rank at most (0: every SM); leaves SMs free for kernels that must run beside
         the op's persistent kernel (another communicator's collectives on the same GPUs). Every rank
         must pass the same value.
-        allow_pdl (GemmAllReduce): mode decode's GEMV launched with programmatic dependent launch,
+        allow_pdl (GemmAllReduce): modes decode's and decode-fused's GEMV launched with programmatic dependent launch,
         under weave.Gemm's allow_pdl contract (no kernel right before the call writes B); this
         rank's launch only."""
         super().__init__(comm, self._config(n, k, m_max, quant, scale_layout, mode, exact_own, chunks, calibration,
@@ -324,7 +324,9 @@ class GemmAllReduce(_ReducingOp):
     every rank gets sum over r of A_r @ B_r.T, [m, N] bf16, bitwise identical on every rank (summed
     once per element in fp32 in rank order). Modes: auto (default), gemm-only, split-nccl,
     split-lsa, split-ce, decode (m <= 32: the decode GEMV + the low-latency all-reduce; auto takes
-    it there), fused (both legs under the GEMM; bitwise equal to split-lsa), fused-rs (MORI's
+    it there), decode-fused (m <= 32: the same as one kernel, the GEMV's clusters exchanging their
+    rows as low-latency lines; bitwise equal to decode; explicit only, and only where every rank's
+    GEMV grid is resident at once), fused (both legs under the GEMM; bitwise equal to split-lsa), fused-rs (MORI's
     structure, a control arm: the scatter in the GEMM's epilogue, reduce + gather in a tail),
     fused-ce (the fused schedule with both legs pulled by copy engines, chunk by chunk; bitwise
     equal to fused)."""

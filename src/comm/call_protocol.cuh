@@ -24,6 +24,18 @@ struct CallEpoch {
   uint32_t ticket = 0;
 };
 
+// begin_call's epoch step for a kernel that waits for its PDL predecessor itself (the decode GEMV's
+// all-reduce epilogue, gemv/gemv_all_reduce.cuh), thread 0 of a CTA of a grid of `ctas` CTAs:
+// whether the op is aborted (*bad), the CTA's election ticket (call->ticket), and the call's epoch,
+// returned. (begin_call keeps its own copy of these lines: routed through this helper, the lsa
+// kernels' SASS changed.)
+__device__ __forceinline__ uint32_t read_call_epoch(const Proto& p, uint32_t ctas, bool* bad, CallEpoch* call) {
+  *bad = aborted(p);
+  const uint32_t e = *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) + 1u;
+  if (ctas > 1) call->ticket = ptx::atom_inc_release_gpu_u32(ctrl_word(p, kCtrlDoneCount), ctas - 1);
+  return e;
+}
+
 // `prefetch` runs in every thread after the wait and before the epoch is known: loads of the
 // call's input issued there overlap the epoch load (the LL kernel's latency path).
 // docs/memory_ordering.md "epoch-election": thread 0 takes its CTA's ticket right after reading
@@ -94,11 +106,12 @@ __device__ inline bool wait_peers(const Proto& p, int phase, uint32_t e, FlagKin
 
 // docs/memory_ordering.md "epoch-election": the CTA that drew the last ticket stores the epoch
 // (every CTA has read the old one before drawing its ticket); a one-CTA grid stores it directly.
-__device__ inline void end_call(const Proto& p, const CallEpoch& call) {
+// `ctas`: the grid's CTAs (a 2-D grid counts all of them).
+__device__ inline void end_call(const Proto& p, const CallEpoch& call, uint32_t ctas) {
   if (threadIdx.x != 0) return;
-  if (gridDim.x == 1) {
+  if (ctas == 1) {
     *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) = call.e;
-  } else if (call.ticket == gridDim.x - 1) {
+  } else if (call.ticket == ctas - 1) {
     // Acquire side of the election: an acquire LOAD of the counter (it reads this CTA's own
     // increment, the last of the release sequence every CTA's increment heads), not a fence: a
     // fence would also wait until this thread's stores to peers are performed, one NVLink round
@@ -107,6 +120,7 @@ __device__ inline void end_call(const Proto& p, const CallEpoch& call) {
     *reinterpret_cast<volatile uint32_t*>(ctrl_word(p, kCtrlEpoch)) = call.e;
   }
 }
+__device__ inline void end_call(const Proto& p, const CallEpoch& call) { end_call(p, call, gridDim.x); }
 
 // Launches an lsa kernel (every one starts with begin_call) with programmatic stream
 // serialization, so its launch overlaps the tail of the previous kernel on the stream

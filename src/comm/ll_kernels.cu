@@ -15,6 +15,7 @@
 #include <cuda_bf16.h>
 
 #include "comm/call_protocol.cuh"
+#include "comm/ll_line.cuh"
 #include "comm/kernels.hpp"
 #include "comm/op_layout.hpp"
 #include "common/check.hpp"
@@ -23,9 +24,9 @@ namespace weave::comm {
 
 namespace {
 
-struct Unit {
-  uint32_t lo = 0, hi = 0;
-};
+using Unit = LlUnit;
+template <typename T>
+using UnitElems = LlUnitElems<T>;
 
 // Up to 8 bytes at p (n in 1..8).
 __device__ __forceinline__ Unit load_unit(const char* p, size_t n) {
@@ -56,83 +57,6 @@ __device__ __forceinline__ char* ll_line(const LlCall& c, int owner, uint32_t sl
   return c.p.win.base[owner] + c.ll + (static_cast<uint64_t>(slot) * c.p.win.world + src) * c.ll_stride +
          unit * kLLLineBytes;
 }
-
-// f: the call's flag; f2 = f ^ the payload's byte count (each 8-byte half self-validating with the
-// epoch, the second also carrying the count: ranks that disagree on it are found, not misread).
-__device__ __forceinline__ void send_line(char* line, Unit u, uint32_t f, uint32_t f2) {
-  ptx::st_volatile_v4_u32(line, u.lo, f, u.hi, f2);
-}
-
-// docs/memory_ordering.md "bounded-wait", for LL lines: polls until the halves carry {f, f2}. On
-// timeout (or when another thread already timed out) records the diagnostic and returns false. A
-// line of this call (first half f) whose second half stays another f ^ P' over two checks 1024
-// polls apart (a torn read of the two 8-byte halves lasts nanoseconds) is the peer's call moving
-// P' bytes, not this rank's P: a mismatch naming both, recorded at once.
-__device__ inline bool receive_line(const LlCall& c, const char* line, uint32_t f, uint32_t f2, int src, Unit* out) {
-  uint4 v = ptx::ld_volatile_v4_u32(line);
-  if (v.y == f && v.w == f2) {
-    out->lo = v.x;
-    out->hi = v.z;
-    return true;
-  }
-  const uint64_t start = ptx::globaltimer_ns();
-  bool other_count = false;
-  for (uint32_t it = 1;; ++it) {
-    v = ptx::ld_volatile_v4_u32(line);
-    if (v.y == f && v.w == f2) {
-      out->lo = v.x;
-      out->hi = v.z;
-      return true;
-    }
-    if ((it & 1023u) == 0) {
-      if (aborted(c.p)) return false;
-      if (v.y == f && v.w != f2) {
-        if (other_count) {
-          record_mismatch(c.p, src, FlagKind::kLineBytes, f, f2 ^ f, 0u, v.w ^ f, 0u);
-          return false;
-        }
-        other_count = true;
-      } else {
-        other_count = false;
-      }
-      const uint64_t waited = ptx::globaltimer_ns() - start;
-      if (waited > c.p.timeout_ns) {
-        const uint32_t seen = v.y != f ? v.y : v.w;
-        record_timeout(c.p, reinterpret_cast<const uint32_t*>(line + 4), src, 0, FlagKind::kLine, f, seen, waited);
-        return false;
-      }
-    }
-  }
-}
-
-// Element-wise view of one unit for the reductions.
-template <typename T>
-struct UnitElems {
-  static constexpr int kN = static_cast<int>(kLLPayloadBytes / sizeof(T));
-  __device__ static void unpack(const Unit& u, float* v) {
-    if constexpr (sizeof(T) == 4) {
-      v[0] = __uint_as_float(u.lo);
-      v[1] = __uint_as_float(u.hi);
-    } else {
-      v[0] = __uint_as_float(u.lo << 16);
-      v[1] = __uint_as_float(u.lo & 0xFFFF0000u);
-      v[2] = __uint_as_float(u.hi << 16);
-      v[3] = __uint_as_float(u.hi & 0xFFFF0000u);
-    }
-  }
-  __device__ static Unit pack(const float* acc) {
-    Unit u;
-    if constexpr (sizeof(T) == 4) {
-      u.lo = __float_as_uint(acc[0]);
-      u.hi = __float_as_uint(acc[1]);
-    } else {
-      auto b = [](float x) { return static_cast<uint32_t>(__bfloat16_as_ushort(__float2bfloat16_rn(x))); };
-      u.lo = b(acc[0]) | (b(acc[1]) << 16);
-      u.hi = b(acc[2]) | (b(acc[3]) << 16);
-    }
-    return u;
-  }
-};
 
 template <CollectiveOp kOp, typename T>
 __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
@@ -172,11 +96,11 @@ __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
     if constexpr (kOp == CollectiveOp::kReduceScatter) {
       for (int s = 1; s < w; ++s) {
         const int q = peer_at(r, s, w);
-        send_line(ll_line(c, q, slot, r, u), load_unit(payload_for(q) + off, n), f, f2);
+        ll_send_line(ll_line(c, q, slot, r, u), load_unit(payload_for(q) + off, n), f, f2);
       }
     } else {
       const Unit mine = u == first ? first_unit : load_unit(c.in + off, n);
-      for (int s = 1; s < w; ++s) send_line(ll_line(c, peer_at(r, s, w), slot, r, u), mine, f, f2);
+      for (int s = 1; s < w; ++s) ll_send_line(ll_line(c, peer_at(r, s, w), slot, r, u), mine, f, f2);
     }
   }
   testing_delay(c.receive_delay_ns);
@@ -190,7 +114,7 @@ __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
       for (int s = 1; s < w && ok; ++s) {
         const int q = source_at(r, s, w);
         Unit got;
-        ok = receive_line(c, ll_line(c, r, slot, q, u), f, f2, q, &got);
+        ok = ll_receive_line(c.p, ll_line(c, r, slot, q, u), f, f2, q, &got);
         if (ok) store_unit(c.out + q * payload + off, n, got);
       }
     } else {
@@ -202,7 +126,7 @@ __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
       for (int q = 0; q < w && ok; ++q) {
         Unit got;
         if (q == r) got = kOp == CollectiveOp::kAllReduce && u == first ? first_unit : load_unit(payload_for(r) + off, n);
-        else ok = receive_line(c, ll_line(c, r, slot, q, u), f, f2, q, &got);
+        else ok = ll_receive_line(c.p, ll_line(c, r, slot, q, u), f, f2, q, &got);
         UnitElems<T>::unpack(got, v);
 #pragma unroll
         for (int k = 0; k < kN; ++k) acc[k] = q == 0 ? v[k] : acc[k] + v[k];

@@ -11,6 +11,7 @@
 
 #include "common/check.hpp"
 #include "common/env.hpp"
+#include "gemv/gemv_all_reduce.hpp"
 #include "gemv/gemv_params.hpp"
 #include "hopper/tma_descriptor.hpp"
 #include "hopper/wait_record.hpp"
@@ -200,7 +201,7 @@ void check_call(const GemmProblem& problem, int num_sms, int split) {
 }  // namespace
 
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override, GemvArgs::Path path,
-                       RingShape ring, const GemvResidency& residency) {
+                       RingShape ring, const GemvResidency& residency, bool one_wave) {
   check_call(problem, num_sms, split_override);
   WEAVE_EXPECT_ARG(power_of_two(ring.steps_per_slot) && power_of_two(ring.slots) &&
                        ring.steps_per_slot * ring.slots >= 2 && ring.steps_per_slot * ring.slots <= 16,
@@ -245,6 +246,7 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
       const GemvConfig shape = shaped(wp, s);
       if (!fits(shape)) continue;
       const GemvConfig c = with_residency(shape);
+      if (one_wave && c.waves > 1) continue;
       const double us = modelled_us(c, c.clusters_per_wave, num_sms);
       if (!best || us < best_us * 0.995) best = c, best_us = us;
     }
@@ -263,6 +265,13 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
   }
   std::optional<GemvConfig> best = best_split(wp);
   if (!best && planned && wp == WeightPath::kTma) best = best_split(WeightPath::kRegisters);
+  if (!best && one_wave) {
+    const GemvConfig widest = with_residency(shaped(wp, 1));
+    WEAVE_EXPECT(false, Status::kUnavailable,
+                 "gemv: no K split of [M " << problem.m << ", N " << problem.n << ", K " << problem.k << "] keeps its "
+                     << widest.n_blocks << " clusters resident at once (split 1: " << widest.clusters_per_wave
+                     << " at a time); a kernel whose clusters wait for peers needs one wave");
+  }
   // gemv_unsupported_reason checked that the registers path fits at the largest split.
   WEAVE_EXPECT_ARG(best.has_value(), "gemv: no K split of K = " << problem.k << " fits the shared memory of the "
                                                                << to_string(wp) << " path at M = " << problem.m);
@@ -273,19 +282,25 @@ namespace {
 
 // The cached device residency of one launch shape (cudaOccupancyMaxActiveClusters is a driver
 // query; gemv_config asks it for every candidate split of every call).
-int device_clusters(ScaleMode mode, const GemvConfig& cfg) {
+int device_clusters(ScaleMode mode, bool all_reduce, const GemvConfig& cfg) {
   int device = 0;
   WEAVE_CHECK_CUDA(cudaGetDevice(&device));
-  using Key = std::tuple<int, int, int, int, int, int>;
+  using Key = std::tuple<int, int, bool, int, int, int, int>;
   static std::mutex mu;
   static std::map<Key, int> cache;
-  const Key key{device, static_cast<int>(mode), cfg.tiles, static_cast<int>(cfg.path), cfg.split, cfg.smem_bytes};
+  const Key key{device, static_cast<int>(mode), all_reduce, cfg.tiles, static_cast<int>(cfg.path), cfg.split,
+                cfg.smem_bytes};
   std::lock_guard<std::mutex> lock(mu);  // held over the query: it runs once per key
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   int clusters = 0;
   const gemv::KernelParams p{};
   const CUtensorMap b_map{};
   const gemv::Launch launch{cfg, cfg.path, false, nullptr, &clusters};
+  if (all_reduce) {
+    gemv::launch_all_reduce(mode, p, GemvAllReduce{}, launch);
+    cache.emplace(key, clusters);
+    return clusters;
+  }
   switch (mode) {
     case ScaleMode::kBF16: gemv::launch_bf16(p, b_map, launch); break;
     case ScaleMode::kPtpc: gemv::launch_ptpc(p, b_map, launch); break;
@@ -298,8 +313,8 @@ int device_clusters(ScaleMode mode, const GemvConfig& cfg) {
 
 }  // namespace
 
-GemvResidency gemv_device_residency(ScaleMode mode) {
-  return [mode](const GemvConfig& cfg) { return device_clusters(mode, cfg); };
+GemvResidency gemv_device_residency(ScaleMode mode, bool all_reduce_epilogue) {
+  return [mode, all_reduce_epilogue](const GemvConfig& cfg) { return device_clusters(mode, all_reduce_epilogue, cfg); };
 }
 
 namespace {
@@ -326,7 +341,9 @@ GemvConfig planned_config(const GemmProblem& problem, int num_sms, const GemvArg
 
 }  // namespace
 
-void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
+namespace gemv {
+
+GemmProblem checked_problem(const GemvArgs& args, int num_sms) {
   GemmProblem problem;
   problem.m = args.m, problem.n = args.n, problem.k = args.k;
   problem.mode = args.mode;
@@ -353,10 +370,13 @@ void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
     WEAVE_EXPECT_ARG(reinterpret_cast<uintptr_t>(args.scale_a) % 4 == 0 &&
                          reinterpret_cast<uintptr_t>(args.scale_b) % 4 == 0,
                      "gemv: fp32 scales must be 4-byte aligned");
+  return problem;
+}
 
-  const GemvConfig cfg = planned_config(problem, num_sms, args);
+KernelParams kernel_params(const GemvArgs& args, const GemvConfig& cfg) {
+  const int64_t eb = elem_bytes(args.mode);
   const Layout l = layout_for(args.mode, args.m, cfg.k_slice_bytes, cfg.path, cfg.ring);
-  gemv::KernelParams p;
+  KernelParams p;
   p.a = static_cast<const uint8_t*>(args.a);
   p.b = static_cast<const uint8_t*>(args.b);
   p.scale_a = args.scale_a;
@@ -377,15 +397,26 @@ void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
   p.region0_bytes = l.region0;
   p.scale_groups = l.scale_groups;
   p.out_f32 = args.out_dtype == DType::kF32;
-  CUtensorMap b_map{};  // the tma path's [N, K] view of B in one warp step's [16 rows, 64 B] boxes
   if (cfg.path == WeightPath::kTma) {
     p.ring_offset = l.ring_offset;
     p.ring_steps_log2 = __builtin_ctz(static_cast<unsigned>(cfg.ring.steps_per_slot));
     p.ring_slots_log2 = __builtin_ctz(static_cast<unsigned>(cfg.ring.slots));
     p.record = hopper::wait_timeout_record();
+  }
+  return p;
+}
+
+}  // namespace gemv
+
+void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
+  const GemmProblem problem = gemv::checked_problem(args, num_sms);
+  const GemvConfig cfg = planned_config(problem, num_sms, args);
+  const gemv::KernelParams p = gemv::kernel_params(args, cfg);
+  CUtensorMap b_map{};  // the tma path's [N, K] view of B in one warp step's [16 rows, 64 B] boxes
+  if (cfg.path == WeightPath::kTma) {
     const DType b_dtype = args.mode == ScaleMode::kBF16 ? DType::kBF16 : DType::kE4M3;
     b_map = hopper::make_tma_2d("B", args.b, b_dtype, args.n, args.k, args.ldb, gemv::kRowsPerWarp,
-                                static_cast<int>(kStepBytes / eb), hopper::TmaSwizzle::kNone);
+                                static_cast<int>(kStepBytes / elem_bytes(args.mode)), hopper::TmaSwizzle::kNone);
   }
   const gemv::Launch launch{cfg, cfg.path, args.pdl, stream};
   switch (args.mode) {

@@ -81,7 +81,8 @@ struct GemvConfig {
 using GemvResidency = std::function<int(const GemvConfig& cfg)>;
 // The current device's answer (cudaOccupancyMaxActiveClusters for the mode's kernel), cached per
 // device and shape. gemv_launch plans with it.
-GemvResidency gemv_device_residency(ScaleMode mode);
+// all_reduce_epilogue: of the kernel with GemmAllReduce's epilogue (gemv/gemv_all_reduce.hpp).
+GemvResidency gemv_device_residency(ScaleMode mode, bool all_reduce_epilogue = false);
 
 // "" if the GEMV path implements this problem (M <= 32, mode, layout raw, out dtype), else why not.
 std::string gemv_unsupported_reason(const GemmProblem& problem);
@@ -98,9 +99,10 @@ struct GemvPathChoice {
 GemvPathChoice gemv_path_from_env();
 // `residency` empty: the model, every SM holding as many CTAs of any cluster as its registers and
 // shared memory allow (what weave::Gemm's plan describes without asking the device).
+// one_wave: only splits whose clusters are all resident at once (Error kUnavailable when none is).
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override = 0,
                        GemvArgs::Path path = GemvArgs::Path::kAuto, RingShape ring = {},
-                       const GemvResidency& residency = {});
+                       const GemvResidency& residency = {}, bool one_wave = false);
 // Enqueues the GEMV on `stream`; no allocation, no sync, graph-capturable. Throws weave::Error
 // (kInvalidArgument) for arguments that break the rules above (shape, alignment, null pointers).
 void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream);

@@ -95,8 +95,53 @@ __device__ __forceinline__ void stage_batched(int count, Load load, Store store)
   }
 }
 
-template <ScaleMode kMode, int kTiles, WeightPath kPath>
-__global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p, const __grid_constant__ CUtensorMap b_map) {
+// One CTA's view of its band after the K loop: the cluster's fp32 partial tiles [kTokens, 128 rows]
+// (in distributed shared memory) and the staged scales.
+struct GemvBand {
+  float* part;
+  const float* scale_smem;
+  int rank, split, band;
+};
+
+// Row rl of the band for token tok: the cluster's partials summed in rank order (deterministic),
+// ptpc's two scales applied. Every epilogue rounds this value, so all of them agree bitwise.
+template <ScaleMode kMode, int kTokens>
+__device__ __forceinline__ float reduced_row(cooperative_groups::cluster_group& cluster, const GemvBand& b, int tok, int rl) {
+  float sum = 0.0f;
+  for (int q = 0; q < b.split; ++q) sum += cluster.map_shared_rank(b.part, q)[tok * kPartStride + rl];
+  if constexpr (kMode == ScaleMode::kPtpc) sum = sum * b.scale_smem[tok] * b.scale_smem[kTokens + rl];
+  return sum;
+}
+
+// The GEMV's own epilogue: each CTA of the cluster stores its share of the band's rows into C.
+// The hooks an epilogue supplies (GemmAllReduce's decode-fused one: gemv/gemv_all_reduce.cuh):
+//   after_wait()  every thread, right after griddepcontrol.wait (before A is staged)
+//   reduce()      every thread, while the cluster's partial tiles are readable (between the two
+//                 cluster barriers)
+//   finish()      every thread, after the last cluster barrier (this CTA's shared memory only)
+struct GemvStoreEpilogue {
+  __device__ __forceinline__ void after_wait() {}
+  template <ScaleMode kMode, int kTokens>
+  __device__ __forceinline__ void reduce(const KernelParams& p, cooperative_groups::cluster_group& cluster,
+                                         const GemvBand& b) {
+    // Any split (a cluster of 3 CTAs is as valid as one of 4): rank r reduces rows
+    // [r 128 / split, (r + 1) 128 / split) of the band.
+    const int r_begin = b.rank * kRowsPerCta / b.split;
+    const int rows_per_rank = (b.rank + 1) * kRowsPerCta / b.split - r_begin;
+    for (int idx = threadIdx.x; idx < p.m * rows_per_rank; idx += kThreads) {
+      const int tok = idx / rows_per_rank, rl = r_begin + idx % rows_per_rank;
+      const int n = b.band * kRowsPerCta + rl;
+      if (n >= p.n) continue;
+      const float sum = reduced_row<kMode, kTokens>(cluster, b, tok, rl);
+      if (p.out_f32) static_cast<float*>(p.c)[tok * p.ldc + n] = sum;
+      else static_cast<__nv_bfloat16*>(p.c)[tok * p.ldc + n] = __float2bfloat16_rn(sum);
+    }
+  }
+  __device__ __forceinline__ void finish(const KernelParams&, const GemvBand&) {}
+};
+
+template <ScaleMode kMode, int kTiles, WeightPath kPath, typename Epilogue>
+__device__ __forceinline__ void gemv_body(const KernelParams& p, const CUtensorMap& b_map, Epilogue& epi) {
   namespace cg = cooperative_groups;
   constexpr int kTokens = 8 * kTiles;
   constexpr bool kMx = kMode == ScaleMode::kMxfp8;
@@ -168,6 +213,7 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
   // Dependent grids may be scheduled now; A, the scales and C are touched only after the wait.
   ptx::griddepcontrol_launch_dependents();
   ptx::griddepcontrol_wait();
+  epi.after_wait();
 
   // --- stage A [M, steps x 64 B] (zero past k1) and the scales of this K slice ---
   // A goes through cp.async (nothing waits on it until the barrier); the scale loads are issued
@@ -393,23 +439,16 @@ __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p,
   }
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // release/acquire at cluster scope: every rank's partial tile is visible
-  {
-    // Any split (a cluster of 3 CTAs is as valid as one of 4): rank r reduces rows
-    // [r 128 / split, (r + 1) 128 / split) of the band.
-    const int r_begin = rank * kRowsPerCta / split;
-    const int rows_per_rank = (rank + 1) * kRowsPerCta / split - r_begin;
-    for (int idx = tid; idx < p.m * rows_per_rank; idx += kThreads) {
-      const int tok = idx / rows_per_rank, rl = r_begin + idx % rows_per_rank;
-      const int n = band * kRowsPerCta + rl;
-      if (n >= p.n) continue;
-      float sum = 0.0f;
-      for (int q = 0; q < split; ++q) sum += cluster.map_shared_rank(part, q)[tok * kPartStride + rl];
-      if constexpr (kMode == ScaleMode::kPtpc) sum = sum * scale_smem[tok] * scale_smem[kTokens + rl];
-      if (p.out_f32) static_cast<float*>(p.c)[tok * p.ldc + n] = sum;
-      else static_cast<__nv_bfloat16*>(p.c)[tok * p.ldc + n] = __float2bfloat16_rn(sum);
-    }
-  }
+  const GemvBand b{part, scale_smem, rank, split, band};
+  epi.template reduce<kMode, kTokens>(p, cluster, b);
   cluster.sync();  // no rank leaves (freeing its shared memory) while another still reads it
+  epi.finish(p, b);
+}
+
+template <ScaleMode kMode, int kTiles, WeightPath kPath>
+__global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p, const __grid_constant__ CUtensorMap b_map) {
+  GemvStoreEpilogue epi;
+  gemv_body<kMode, kTiles, kPath>(p, b_map, epi);
 }
 
 }  // namespace weave::detail::gemv

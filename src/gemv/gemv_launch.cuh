@@ -11,18 +11,19 @@
 
 namespace weave::detail::gemv {
 
-template <ScaleMode kMode, int kTiles, WeightPath kPath>
-void launch_tiles(const KernelParams& p, const CUtensorMap& b_map, const Launch& l) {
-  auto* kernel = gemv_kernel<kMode, kTiles, kPath>;
+// Launches kKernel (a GEMV kernel of either epilogue) on l.cfg's grid (split, n_blocks) in clusters
+// of `split`, with programmatic dependent launch where l.pdl; or, with l.max_active_clusters set,
+// writes how many such clusters the device holds at once instead.
+template <auto kKernel, typename... Args>
+void launch_clusters(int max_smem_bytes, const Launch& l, const Args&... args) {
   const GemvConfig& cfg = l.cfg;
   // Function attributes are per device; setting them is idempotent, so a race only repeats it.
   static std::array<std::atomic<bool>, 64> configured{};
   int device = 0;
   WEAVE_CHECK_CUDA(cudaGetDevice(&device));
   if (device < 0 || device >= 64 || !configured[device].load(std::memory_order_acquire)) {
-    WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          kPath == WeightPath::kTma ? kMaxSmemBytesTmaWide : kMaxSmemBytes));
-    WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_smem_bytes));
+    WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     if (device >= 0 && device < 64) configured[device].store(true, std::memory_order_release);
   }
   cudaLaunchConfig_t config = {};
@@ -36,7 +37,7 @@ void launch_tiles(const KernelParams& p, const CUtensorMap& b_map, const Launch&
     cluster.val.clusterDim = {static_cast<unsigned>(cfg.split), 1, 1};
     config.attrs = &cluster;
     config.numAttrs = 1;
-    WEAVE_CHECK_CUDA(cudaOccupancyMaxActiveClusters(l.max_active_clusters, kernel, &config));
+    WEAVE_CHECK_CUDA(cudaOccupancyMaxActiveClusters(l.max_active_clusters, kKernel, &config));
     return;
   }
   cudaLaunchAttribute attrs[2] = {};
@@ -47,8 +48,14 @@ void launch_tiles(const KernelParams& p, const CUtensorMap& b_map, const Launch&
   attrs[1] = hopper::programmatic_serialization_attribute();
   config.attrs = attrs;
   config.numAttrs = l.pdl ? 2 : 1;
-  WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&config, kernel, p, b_map));
+  WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&config, kKernel, args...));
   WEAVE_CHECK_LAUNCH();
+}
+
+template <ScaleMode kMode, int kTiles, WeightPath kPath>
+void launch_tiles(const KernelParams& p, const CUtensorMap& b_map, const Launch& l) {
+  launch_clusters<gemv_kernel<kMode, kTiles, kPath>>(kPath == WeightPath::kTma ? kMaxSmemBytesTmaWide : kMaxSmemBytes,
+                                                     l, p, b_map);
 }
 
 template <ScaleMode kMode, WeightPath kPath>

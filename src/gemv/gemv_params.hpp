@@ -11,6 +11,10 @@
 #include "gemv/gemv.hpp"
 #include "hopper/wait_record.hpp"
 
+namespace weave::detail {
+struct GemvAllReduce;  // gemv/gemv_all_reduce.hpp
+}  // namespace weave::detail
+
 namespace weave::detail::gemv {
 
 inline constexpr int kWarps = 8;
@@ -63,9 +67,17 @@ struct Launch {
   // holds at once (cudaOccupancyMaxActiveClusters) is written here instead.
   int* max_active_clusters = nullptr;
 };
+// gemv.cpp's steps of gemv_launch, shared with gemv_all_reduce_launch: every rule of a call checked
+// (Error kInvalidArgument) before anything touches the device, then the kernel parameters of a shape
+// (the tma path's map not included).
+GemmProblem checked_problem(const GemvArgs& args, int num_sms);
+KernelParams kernel_params(const GemvArgs& args, const GemvConfig& cfg);
+
 void launch_bf16(const KernelParams& p, const CUtensorMap& b_map, const Launch& l);
 void launch_ptpc(const KernelParams& p, const CUtensorMap& b_map, const Launch& l);
 void launch_blockscale(const KernelParams& p, const CUtensorMap& b_map, const Launch& l);
 void launch_mxfp8(const KernelParams& p, const CUtensorMap& b_map, const Launch& l);
+// The all-reduce epilogue's kernels (gemv_all_reduce.cu; registers path only).
+void launch_all_reduce(ScaleMode mode, const KernelParams& p, const GemvAllReduce& ar, const Launch& l);
 
 }  // namespace weave::detail::gemv

@@ -333,9 +333,55 @@ TEST(FusedArValidate, EveryRuleNamed) {
 TEST(FusedArModes, NamesRoundTrip) {
   for (auto m : {GemmAllReduceMode::kAuto, GemmAllReduceMode::kGemmOnly, GemmAllReduceMode::kSplitNccl,
                  GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe, GemmAllReduceMode::kFused,
-                 GemmAllReduceMode::kDecode, GemmAllReduceMode::kFusedRs, GemmAllReduceMode::kFusedCe})
+                 GemmAllReduceMode::kDecode, GemmAllReduceMode::kFusedRs, GemmAllReduceMode::kFusedCe,
+                 GemmAllReduceMode::kDecodeFused})
     EXPECT_EQ(parse_gemm_all_reduce_mode(to_string(m)), m);
+  EXPECT_EQ(to_string(GemmAllReduceMode::kDecodeFused), "decode-fused");
   EXPECT_FALSE(parse_gemm_all_reduce_mode("fused-lsa").has_value());  // GemmAllGather's name, not this op's
+}
+
+// decode-fused (the decode GEMV and the LL all-reduce in one kernel): explicit only (auto never takes
+// it); an explicit op keeps its mode at m > 32 and says it cannot run; world 1 runs decode (nothing
+// to reduce); its window holds the LL lines (2 copies x world x 32 tokens x N x 4 bytes) and no
+// split collective or staging; it needs the NVLink domain; GemmReduceScatter has no such mode.
+TEST(FusedArPlan, DecodeFusedIsExplicitAndItsWindowHoldsTheLines) {
+  GemmAllReduceConfig c = model_layer();
+  c.mode = GemmAllReduceMode::kDecodeFused;
+  for (int64_t m : {1, 16, 32}) {
+    const auto p = fused::gar_plan(c, 2, m, 132, true, true);
+    EXPECT_EQ(p.mode, GemmAllReduceMode::kDecodeFused) << p.reason;
+    EXPECT_NE(p.reason.find("mode decode-fused requested"), std::string::npos) << p.reason;
+  }
+  const auto big = fused::gar_plan(c, 2, 64, 132, true, true);
+  EXPECT_NE(big.reason.find("cannot run m = 64"), std::string::npos) << big.reason;
+  const auto one = fused::gar_plan(c, 1, 8, 132, true, true);
+  EXPECT_EQ(one.mode, GemmAllReduceMode::kDecode) << one.reason;
+  EXPECT_NE(one.reason.find("world 1"), std::string::npos) << one.reason;
+  for (int world : {2, 8}) {
+    WindowLayout layout;
+    const fused::GarLayout g = fused::add_gar_regions(layout, c, world, 64);
+    EXPECT_TRUE(g.has_decode_ll);
+    EXPECT_FALSE(g.has_split) << "decode-fused runs no split collective";
+    EXPECT_FALSE(g.has_staging);
+    const Region* r = layout.find("gar.decode_ll");
+    ASSERT_NE(r, nullptr) << layout.describe();
+    EXPECT_EQ(r->bytes, 2u * static_cast<size_t>(world) * 32u * static_cast<size_t>(c.n) * 4u);  // n: 56 whole bands
+    EXPECT_EQ(r->offset, g.decode_ll);
+  }
+  WindowLayout one_rank;
+  EXPECT_FALSE(fused::add_gar_regions(one_rank, c, 1, 64).has_decode_ll) << "world 1: nothing to exchange";
+  // Never auto's choice, calibrated or not.
+  c.mode = GemmAllReduceMode::kAuto;
+  for (int64_t m : {1, 8, 32}) EXPECT_NE(fused::gar_plan(c, 2, m, 132, true, true).mode, GemmAllReduceMode::kDecodeFused);
+  // Needs every rank in one NVLink domain, as decode.
+  c.mode = GemmAllReduceMode::kDecodeFused;
+  fused::Placement apart = fused::world_only(2);
+  apart.nvlink_domain = false;
+  EXPECT_NE(fused::gar_capabilities(c, apart).unavailable.find("NVLink domain"), std::string::npos);
+  EXPECT_TRUE(fused::gar_capabilities(c, fused::world_only(2)).unavailable.empty());
+  c.quant = ScaleMode::kMxfp8;
+  c.scale_layout = ScaleLayout::kPacked;
+  EXPECT_NE(fused::gar_capabilities(c, fused::world_only(2)).unavailable.find("raw scales only"), std::string::npos);
 }
 
 // fused-ce: explicit only (auto never takes it), fused at world 1 (nothing to copy), modelled with

@@ -17,6 +17,19 @@ def test_all_reduce_plan_for_follows_m_and_the_machine():
     assert weave.GemmAllReduce.plan_for(16384, num_sms=66, **kw)["grid"] == 66
 
 
+def test_all_reduce_plan_for_decode_fused_is_explicit():
+    kw = dict(n=7168, k=2048, m_max=64, world=2)
+    p = weave.GemmAllReduce.plan_for(8, mode="decode-fused", **kw)
+    assert p["mode"] == "decode-fused" and "requested" in p["reason"], p
+    assert weave.GemmAllReduce.plan_for(8, **kw)["mode"] != "decode-fused"  # never auto's choice
+    assert weave.GemmAllReduce.plan_for(8, mode="decode-fused", **dict(kw, world=1))["mode"] == "decode"
+    # the window holds the lines: 2 copies x world x 32 tokens x N x 4 bytes beyond mode decode's
+    fused = weave.GemmAllReduce.window_bytes(mode="decode-fused", **kw)
+    assert fused > 2 * 2 * 32 * 7168 * 4, fused
+    with pytest.raises(ValueError, match="argument 'mode'"):
+        weave.GemmReduceScatter.plan_for(8, mode="decode-fused", n=7168, k=2048, m_max=64, world=2)
+
+
 def test_all_gather_plan_for_follows_the_machine():
     kw = dict(n=2048, k=7168, m_max=8192, world=2)
     assert weave.GemmAllGather.plan_for(8192, nvlink_domain=False, **kw)["mode"] == "split-nccl"

@@ -96,7 +96,9 @@ GemmAllReduceConfig gemm_ar_config(const GemmArOptions& o, int world) {
   const ScaleLayout layout = scale_layout_option(o.layout);
   const auto mode = parse_gemm_all_reduce_mode(o.mode);
   WEAVE_EXPECT_ARG(mode.has_value(),
-                   "--mode '" << o.mode << "': expected auto, gemm-only, split-nccl, split-lsa, split-ce, decode, fused, fused-rs or fused-ce");
+                   "--mode '" << o.mode
+                                 << "': expected auto, gemm-only, split-nccl, split-lsa, split-ce, decode, "
+                                    "decode-fused, fused, fused-rs or fused-ce");
   fill_row_parallel_config(c, o, quant, layout);
   c.mode = *mode;
   const std::string bad = name_gemm_ar_rules(GemmAllReduce::validate(c, world), c, world);

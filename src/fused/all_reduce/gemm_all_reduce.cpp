@@ -28,6 +28,7 @@
 #include "fused/ce_build.hpp"
 #include "gemm/operands.hpp"
 #include "gemv/gemv.hpp"
+#include "gemv/gemv_all_reduce.hpp"
 
 namespace weave {
 
@@ -51,7 +52,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
   const int w = g.world_size();
   const std::string bad = GemmAllReduce::validate(cfg, w);
   WEAVE_EXPECT_ARG(bad.empty(), op_name() << "Config: " << bad);
-  WEAVE_EXPECT_ARG(!rs || (cfg.mode != GemmAllReduceMode::kDecode && cfg.mode != GemmAllReduceMode::kFusedRs &&
+  WEAVE_EXPECT_ARG(!rs || (!fused::gar_decode_mode(cfg.mode) && cfg.mode != GemmAllReduceMode::kFusedRs &&
                            cfg.mode != GemmAllReduceMode::kFusedCe),
                    "GemmReduceScatter: mode " << to_string(cfg.mode) << " is GemmAllReduce's only");
   WEAVE_CHECK_CUDA(cudaSetDevice(g.device()));
@@ -73,6 +74,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
     WEAVE_LOG(kInfo, "rank " << g.rank() << ": " << op_name() << " auto: no fused kernel for " << to_string(cfg.quant)
                              << "; every call runs split");
   calibration = fused::gar_calibration(cfg, w, leg);
+  const std::string one_wave = decode_fused_one_wave(g);  // agreed below, raised after
   // Every rank must build the same op: N, K_r, m_max, quant, mode, hooks, the kernels it will use
   // and the calibration's contents (auto's per-call choices must agree).
   std::ostringstream id;
@@ -83,10 +85,12 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
      << hooks.flow_control << "|" << hooks.skip_arrival_wait << "|" << hooks.skip_partial_wait << "|"
      << hooks.publish_every_tile << "|" << hooks.initial_epoch << "|" << hooks.stale_slot_lag << "|" << grid_cap << "|"
      << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route) << "|" << hooks.tile.block_m
-     << "x" << hooks.tile.block_n << "|" << fused::fused_tiles_list(tiles);
+     << "x" << hooks.tile.block_n << "|" << fused::fused_tiles_list(tiles) << "|" << one_wave;
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(), std::string(op_name()) + " configuration (n, k = K_r, m_max, quant, mode, exact_own, "
-                                                      "chunks, testing hooks, calibration, tiles built)");
+                                                      "chunks, testing hooks, calibration, tiles built, decode-fused "
+                                                      "launch shapes)");
+  WEAVE_EXPECT(one_wave.rfind("unavailable:", 0) != 0, Status::kUnavailable, one_wave.substr(12));
   WEAVE_EXPECT_ARG(!(cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route == MxRoute::kBf16 &&
                      cfg.mode == GemmAllReduceMode::kFusedCe),
                    "GemmAllReduceConfig.mx_route = bf16 cannot run in mode fused-ce (its copy streams fork from the "
@@ -144,7 +148,8 @@ fused::GarLayout GemmAllReduce::Impl::lay_out(WindowLayout& wl, const std::strin
 void GemmAllReduce::Impl::attach(const std::shared_ptr<comm::OpWindow>& window) {
   const comm::ProtoRegions regions{.control = layout.control, .credits = layout.credits, .flags = layout.flags,
                                    .flag_blocks = comm::kMaxChunks};
-  rt->attach(window, regions, hooks.flow_control, hooks.initial_epoch, /*needs_peers=*/caps.fused, hooks.stale_slot_lag);
+  rt->attach(window, regions, hooks.flow_control, hooks.initial_epoch, /*needs_peers=*/caps.fused || layout.has_decode_ll,
+             hooks.stale_slot_lag);
   if (split) split->attach(window, layout.split);
   if (layout.has_pull) init_pull_words();
 }
@@ -242,12 +247,13 @@ void GemmAllReduce::Impl::run_in(comm::OpRuntime::CallGuard& guard, int64_t m, c
                          << " = " << w * fused::kGrsFusedRows << " (its bands are whole tiles); got m = " << m
                          << "; use mode auto (split where fused cannot run) or a split mode");
   }
-  WEAVE_EXPECT_ARG(cfg.mode != GemmAllReduceMode::kDecode || m <= detail::kGemvMaxM,
-                   "GemmAllReduce::run: mode decode runs m <= " << detail::kGemvMaxM << " rows (the decode GEMV), got m = "
-                                                                << m << "; use mode auto or split-lsa for larger m");
+  WEAVE_EXPECT_ARG(!fused::gar_decode_mode(cfg.mode) || m <= detail::kGemvMaxM,
+                   "GemmAllReduce::run: mode " << to_string(cfg.mode) << " runs m <= " << detail::kGemvMaxM
+                                               << " rows (the decode GEMV), got m = " << m
+                                               << "; use mode auto or split-lsa for larger m");
   const GemmProblem prob = problem_of(cfg, m);
   gemm::check_gemm_inputs(prob, a, b, s, group->device());
-  if (cfg.mode == GemmAllReduceMode::kDecode) gemm::check_gemv_scales(prob, s);
+  if (fused::gar_decode_mode(cfg.mode)) gemm::check_gemv_scales(prob, s);
   if (out) fused::check_caller_output(*out, DType::kBF16, out_rows(m), cfg.n, group->device(), rt->window().handle());
   guard.enqueueing();
   enqueue(prob, a, b, s, stream);
@@ -265,7 +271,7 @@ GemmAllReduce::Impl::Call GemmAllReduce::Impl::plan_call(const GemmProblem& prob
   c.sched = schedule(m, c.gemm);
   c.plan = plan_on(m, c.gemm, c.sched);
   c.mode = c.plan.mode;
-  if (c.mode == GemmAllReduceMode::kDecode) {  // before the tile GEMM's TMA maps, which it needs not
+  if (fused::gar_decode_mode(c.mode)) {  // before the tile GEMM's TMA maps, which it needs not
     if (gemm::gemv_scales_dense(prob, s)) return c;
     c.mode = GemmAllReduceMode::kSplitLsa;  // auto with padded scales: the GEMV cannot read them
   }
@@ -289,6 +295,10 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
   last_mx_bf16_route = call.route != nullptr;
   if (call.mode == GemmAllReduceMode::kDecode) {
     run_decode(prob, a, b, s, stream);
+    return;
+  }
+  if (call.mode == GemmAllReduceMode::kDecodeFused) {
+    run_decode_fused(prob, a, b, s, stream);
     return;
   }
   const GemmPlan& gp = call.gemm;
@@ -445,6 +455,48 @@ void GemmAllReduce::Impl::run_decode(const GemmProblem& prob, const TensorView& 
   split->run(out_local(), out_local(), static_cast<size_t>(prob.m) * static_cast<size_t>(cfg.n), stream);
 }
 
+// decode-fused: the GEMV with the all-reduce epilogue (gemv/gemv_all_reduce.hpp), one kernel.
+void GemmAllReduce::Impl::run_decode_fused(const GemmProblem& prob, const TensorView& a, const TensorView& b,
+                                           const GemmScales& s, cudaStream_t stream) {
+  detail::GemvArgs gemv = gemm::make_gemv_args(prob, a, b, s, out_local(), cfg.n);
+  gemv.pdl = cfg.allow_pdl;
+  detail::GemvAllReduce ar;
+  ar.p = rt->proto();
+  ar.ll = layout.decode_ll;
+  ar.source_bytes = detail::gemv_ll_source_bytes(cfg.n);
+  ar.slots = hooks.flow_control ? comm::kLLSlots : 1u;  // one copy: the "ll-reuse" negative control
+  ar.payload_bytes = static_cast<uint32_t>(prob.m * cfg.n * 2);
+  ar.delay_sends_ns = hooks.delay_stores_ns;
+  ar.delay_receive_ns = hooks.delay_receive_ns;
+  ar.no_wait = hooks.skip_arrival_wait ? 1 : 0;
+  detail::gemv_all_reduce_launch(gemv, ar, num_sms, stream);
+}
+
+// decode-fused's clusters wait for their peers', so every call's GEMV grid must be resident at once
+// (one wave, beside the other ranks sharing the GPU): "" where it is at every m <= min(m_max, 32)
+// (or the mode is another), else "unavailable: <why>". Each rank's answer enters the agreed
+// configuration, so every rank raises the same error.
+std::string GemmAllReduce::Impl::decode_fused_one_wave(const comm::Group& g) const {
+  if (cfg.mode != GemmAllReduceMode::kDecodeFused || g.world_size() == 1) return "";
+  WEAVE_EXPECT_ARG(cfg.n * detail::kGemvMaxM * 2 < (int64_t(1) << 32),
+                   "GemmAllReduceConfig.n: mode decode-fused carries M x N x 2 bytes in each line's flag; n = "
+                       << cfg.n << " is over 2^26");
+  std::ostringstream shapes;
+  for (int64_t m = 1; m <= std::min<int64_t>(cfg.m_max, detail::kGemvMaxM); ++m) {
+    const GemmProblem p = problem_of(cfg, m);
+    if (!detail::gemv_unsupported_reason(p).empty()) continue;  // run() refuses that m as mode decode does
+    try {
+      const detail::GemvConfig c = detail::gemv_all_reduce_config(p, num_sms, g.ranks_per_device());
+      shapes << c.split << ",";
+    } catch (const Error& e) {
+      if (e.status() != Status::kUnavailable) throw;
+      return "unavailable:" + std::string(op_name()) + ": mode decode-fused at m = " + std::to_string(m) + ": " +
+             e.what() + " (" + std::to_string(g.ranks_per_device()) + " rank(s) on this GPU); use mode decode";
+    }
+  }
+  return shapes.str();
+}
+
 std::string GemmAllReduce::Impl::describe() const {
   std::ostringstream os;
   os << op_name() << " " << to_string(cfg.quant) << " N=" << cfg.n << " K_r=" << cfg.k << " m_max=" << cfg.m_max
@@ -455,6 +507,9 @@ std::string GemmAllReduce::Impl::describe() const {
      << " CTAs per rank";
   if (split) os << ", split all-reduce credits " << (hooks.flow_control ? "on" : "OFF (testing)");
   if (cfg.allow_pdl) os << ", decode GEMV with PDL";
+  if (layout.has_decode_ll)
+    os << ", decode-fused LL lines " << detail::gemv_ll_region_bytes(cfg.n, group->world_size()) << " bytes"
+       << (hooks.flow_control ? "" : " (one copy: testing)");
   if (cfg.exact_own) os << ", exact own term";
   if (mx) os << ", mxfp8 bf16 route " << (cfg.mx_route == MxRoute::kBf16 ? "always" : "where modelled faster") << " ("
              << mx->bytes() << " bytes of bf16 copies)";

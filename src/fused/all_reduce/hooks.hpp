@@ -23,6 +23,10 @@ struct GemmAllReduceHooks {
                                       // slot last written long ago, e.g. 2^31 + k; as CollectiveHooks')
   std::uint64_t delay_stores_ns = 0;  // fused: wait this long before each tile's stores (a slow
                                       // rank; may differ between ranks)
+  std::uint64_t delay_receive_ns = 0; // decode-fused: wait this long between sending the lines and
+                                      // reading the peers' (a slow receiver; may differ between ranks).
+                                      // delay_stores_ns delays its sends, skip_arrival_wait takes the
+                                      // peers' lines unchecked (the negative control)
   std::uint64_t delay_pull_ns = 0;    // fused-ce: each gather copy's trigger this much later (a slow
                                       // puller of the peers' final rows, for the credit's tests; may
                                       // differ between ranks)

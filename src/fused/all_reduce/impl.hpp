@@ -104,6 +104,9 @@ struct GemmAllReduce::Impl {
                cudaStream_t stream);
   void run_decode(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
                   cudaStream_t stream);
+  void run_decode_fused(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
+                        cudaStream_t stream);
+  std::string decode_fused_one_wave(const comm::Group& g) const;  // the constructor's residency rule
   void enqueue_pulls(int64_t m, int block_m, const fused::ArSchedule& sched, cudaStream_t stream);
   void init_pull_words();
   char* out_local() const { return rt->window().local() + layout.out; }

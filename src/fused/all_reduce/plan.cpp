@@ -11,6 +11,7 @@
 #include "fused/all_reduce/pull.hpp"
 #include "fused/model_rates.hpp"
 #include "gemv/gemv.hpp"
+#include "gemv/gemv_all_reduce.hpp"
 #include "weave/gemm.hpp"
 
 namespace weave {
@@ -26,6 +27,7 @@ std::string_view to_string(GemmAllReduceMode m) noexcept {
     case GemmAllReduceMode::kDecode: return "decode";
     case GemmAllReduceMode::kFusedRs: return "fused-rs";
     case GemmAllReduceMode::kFusedCe: return "fused-ce";
+    case GemmAllReduceMode::kDecodeFused: return "decode-fused";
   }
   return "?";
 }
@@ -33,7 +35,8 @@ std::string_view to_string(GemmAllReduceMode m) noexcept {
 std::optional<GemmAllReduceMode> parse_gemm_all_reduce_mode(std::string_view name) noexcept {
   for (auto m : {GemmAllReduceMode::kAuto, GemmAllReduceMode::kGemmOnly, GemmAllReduceMode::kSplitNccl,
                  GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe, GemmAllReduceMode::kFused,
-                 GemmAllReduceMode::kDecode, GemmAllReduceMode::kFusedRs, GemmAllReduceMode::kFusedCe})
+                 GemmAllReduceMode::kDecode, GemmAllReduceMode::kFusedRs, GemmAllReduceMode::kFusedCe,
+                 GemmAllReduceMode::kDecodeFused})
     if (name == to_string(m)) return m;
   return std::nullopt;
 }
@@ -87,7 +90,7 @@ GarCapabilities gar_capabilities(const GemmAllReduceConfig& cfg, const Placement
   c.hosted_split = w > 1 ? gar_split_mode(cfg.mode) : GemmAllReduceMode::kAuto;
   c.pulls = cfg.mode == GemmAllReduceMode::kFusedCe && w > 1;
   c.mx_bf16_route = cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route != MxRoute::kNative &&
-                    cfg.mode != GemmAllReduceMode::kDecode && cfg.mode != GemmAllReduceMode::kFusedCe;
+                    !gar_decode_mode(cfg.mode) && cfg.mode != GemmAllReduceMode::kFusedCe;
   c.fused = at.fused_kernel && at.nvlink_domain && w > 1;
   c.split = gar_split_mode(cfg.mode);
   c.plan_mode = cfg.mode;
@@ -98,7 +101,7 @@ GarCapabilities gar_capabilities(const GemmAllReduceConfig& cfg, const Placement
   std::ostringstream why;
   const std::string op = gar_op_name(leg);
   const std::string mode = op + ": mode " + std::string(to_string(cfg.mode));
-  if (cfg.mode == GemmAllReduceMode::kDecode) {
+  if (gar_decode_mode(cfg.mode)) {
     const std::string decode_why = gar_decode_unsupported_reason(cfg, 1);
     if (!decode_why.empty()) why << mode << ": the decode GEMV cannot run this op: " << decode_why;
   }
@@ -112,6 +115,7 @@ GarCapabilities gar_capabilities(const GemmAllReduceConfig& cfg, const Placement
       }
       [[fallthrough]];
     case GemmAllReduceMode::kDecode:
+    case GemmAllReduceMode::kDecodeFused:
     case GemmAllReduceMode::kSplitLsa:
     case GemmAllReduceMode::kSplitCe:
       if (why.tellp() == 0 && !at.nvlink_domain)
@@ -177,6 +181,11 @@ GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, 
     g.has_pull = true;
   }
   g.out = layout.add(prefix + ".out", RegionKind::kData, static_cast<uint64_t>(cfg.m_max) * static_cast<uint64_t>(cfg.n) * 2).offset;
+  if (cfg.mode == GemmAllReduceMode::kDecodeFused && world > 1) {
+    // The GEMV's LL lines (gemv/gemv_all_reduce.hpp); zeroed with the window, as LL lines must start.
+    g.decode_ll = layout.add(prefix + ".decode_ll", RegionKind::kData, detail::gemv_ll_region_bytes(cfg.n, world)).offset;
+    g.has_decode_ll = true;
+  }
   if (hosts.hosted_split != GemmAllReduceMode::kAuto) {
     g.split = comm::add_op_regions(layout, prefix + ".split", gar_split_shape(cfg, world, split_max_blocks, leg));
     g.has_split = true;
@@ -264,7 +273,7 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
                                                                                        : gar_split_mode(cfg.mode);
   // run() plans every call: ask the GEMV's rules only where decode is in question.
   const std::string decode_why = rs ? std::string("GemmReduceScatter has no decode mode")
-                                 : m <= detail::kGemvMaxM || cfg.mode == GemmAllReduceMode::kDecode
+                                 : m <= detail::kGemvMaxM || gar_decode_mode(cfg.mode)
                                      ? gar_decode_unsupported_reason(cfg, m)
                                      : std::string("m > ") + std::to_string(detail::kGemvMaxM);
   // GemmReduceScatter's fused bands are whole tiles (fused/all_reduce/plan.hpp grs_fused_fits).
@@ -326,7 +335,11 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
             << ", runs as fused";
       }
       if (cfg.mode == GemmAllReduceMode::kSplitNccl && !nccl_available) why << " (unavailable: no NCCL communicator)";
-      if (cfg.mode == GemmAllReduceMode::kDecode && !decode_why.empty()) why << " (cannot run m = " << m << ": " << decode_why << ")";
+      if (gar_decode_mode(cfg.mode) && !decode_why.empty()) why << " (cannot run m = " << m << ": " << decode_why << ")";
+      if (cfg.mode == GemmAllReduceMode::kDecodeFused && world == 1) {
+        p.mode = GemmAllReduceMode::kDecode;  // nothing to reduce: the GEMV alone
+        why << "; world 1: nothing to reduce, runs as decode";
+      }
       if (cfg.mode == GemmAllReduceMode::kFused && world > 1 && !fused_why.empty())
         why << " (cannot run m = " << m << ": " << fused_why << ")";
       break;

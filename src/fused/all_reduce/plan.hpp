@@ -45,10 +45,11 @@ inline bool grs_fused_fits(int64_t m, int world) { return m % (int64_t(world) * 
 struct GarLayout {
   uint64_t control = 0, credits = 0, flags = 0, staging = 0, out = 0;
   uint64_t pull = 0;          // fused-ce: the copy streams' words (fused/all_reduce/pull.hpp)
+  uint64_t decode_ll = 0;     // decode-fused: the GEMV's LL lines (gemv/gemv_all_reduce.hpp)
   uint64_t slot_stride = 0;   // bytes of one source's staging slot (band_cap_rows x N bf16, aligned)
   int64_t band_cap_rows = 0;  // rows of the largest band at m_max, over every candidate tile
   comm::OpOffsets split;      // the split all-reduce's regions (if any)
-  bool has_split = false, has_staging = false, has_pull = false;
+  bool has_split = false, has_staging = false, has_pull = false, has_decode_ll = false;
 };
 
 // Which paths an op of `mode` may take (auto: fused and split-lsa).
@@ -77,6 +78,13 @@ bool gar_decode_pays(ScaleMode quant, int64_t m);
 
 // "" if mode decode can run m rows of `cfg` (the decode GEMV implements the problem), else why not.
 std::string gar_decode_unsupported_reason(const GemmAllReduceConfig& cfg, int64_t m);
+// Modes decode and decode-fused (the GEMV, M <= 32).
+inline bool gar_decode_mode(GemmAllReduceMode mode) {
+  return mode == GemmAllReduceMode::kDecode || mode == GemmAllReduceMode::kDecodeFused;
+}
+// The model of decode-fused's saving over decode: the LL kernel's launch and its first lines' round
+// trip overlap the GEMV's last bands (a modelled few microseconds, not yet measured on NVLink).
+inline constexpr double kGarDecodeFusedSavingUs = 3;
 
 // Chunks per band for m rows in block_m x block_n tiles on `ctas` CTAs per rank (cfg.chunks, or
 // floor(waves / 2) clamped to 1 .. kMaxChunks); ar_schedule clamps to the band and normalises.

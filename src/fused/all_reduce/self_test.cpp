@@ -40,7 +40,7 @@ SelfTestReport GemmAllReduce::Impl::self_test(std::int64_t m) {
   // Not a multiple of the tile: partial tiles, several bands (decode: the GEMV's M <= 32, partial
   // n8 tiles). Reduce-scatter: a multiple of the world (fused: of world x 128, its bands' rule).
   if (m == 0) {
-    m = std::min<int64_t>(c.m_max, c.mode == GemmAllReduceMode::kDecode ? 29 : 300);
+    m = std::min<int64_t>(c.m_max, fused::gar_decode_mode(c.mode) ? 29 : 300);
     if (rs && c.mode == GemmAllReduceMode::kFused && w > 1)
       m = std::min<int64_t>(c.m_max, 2 * w * fused::kGrsFusedRows) / (w * fused::kGrsFusedRows) * (w * fused::kGrsFusedRows);
     else if (rs)

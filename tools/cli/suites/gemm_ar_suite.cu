@@ -7,14 +7,16 @@
 //
 // What is gemm-ar's own:
 //   arms      gemm-only, cublaslt, comm-only (lsa all-reduce), split-lsa, split-ce, decode (m <= 32,
-//             GEMV + LL all-reduce), fused, fused-rs (MORI's structure, a control), fused-ce, auto;
+//             GEMV + LL all-reduce), decode-fused (the same in one kernel), fused, fused-rs (MORI's
+//             structure, a control), fused-ce, auto;
 //             --devices: split-nccl, cublaslt+nccl, cublaslt+nccl-sym;
 //   checks    gemm-only and cublaslt against this rank's reference GEMM (bench::gemm_tolerance);
 //             every reducing arm against the sum over ranks of the references within
 //             bench::reduced_gemm_tolerance (bounded by the terms' magnitudes: terms may cancel; one
 //             more bf16 half-ulp per step where NCCL summed); fused, fused-rs, fused-ce, split-ce and
 //             auto bit for bit against split-lsa (the same tiles, the same fp32 sum of bf16
-//             partials in rank order), except decode (the GEMV sums K in another order),
+//             partials in rank order), except decode and decode-fused (the GEMV sums K in another
+//             order; the GPU tests hold decode-fused bitwise equal to decode),
 //             split-nccl (NCCL's order) and fused under --exact-own (the own term kept in fp32);
 //   rows      busbw = algbw * 2(W-1)/W (nccl-tests' all-reduce convention); vs_lt = time / cublaslt.
 #include <cuda_runtime.h>
@@ -65,7 +67,7 @@ class GemmArTrait final : public fused_bench::RowParallelSuiteTrait<GemmAllReduc
   const std::vector<std::string>& arm_names() const override {
     static const std::vector<std::string> names = {"gemm-only", "cublaslt", "cublaslt+nccl", "cublaslt+nccl-sym",
                                                    "comm-only", "split-lsa", "split-ce", "split-nccl", "decode",
-                                                   "fused", "fused-rs", "fused-ce", "auto"};
+                                                   "decode-fused", "fused", "fused-rs", "fused-ce", "auto"};
     return names;
   }
   std::vector<SuiteArm> arms(int world, bool emulated, bool over_nccl, const std::vector<std::string>& wanted,
@@ -80,13 +82,15 @@ class GemmArTrait final : public fused_bench::RowParallelSuiteTrait<GemmAllReduc
     return cc;
   }
   std::string unavailable_at(const SuiteArm& arm, int64_t m) const override {
-    if (arm.kind != ArmKind::kOp || static_cast<GemmAllReduceMode>(arm.mode) != GemmAllReduceMode::kDecode) return "";
-    return m > detail::kGemvMaxM ? "decode runs m <= " + std::to_string(detail::kGemvMaxM) + " (the decode GEMV)" : "";
+    if (arm.kind != ArmKind::kOp || !fused::gar_decode_mode(static_cast<GemmAllReduceMode>(arm.mode))) return "";
+    return m > detail::kGemvMaxM ? std::string(to_string(static_cast<GemmAllReduceMode>(arm.mode))) + " runs m <= " +
+                                       std::to_string(detail::kGemvMaxM) + " (the decode GEMV)"
+                                 : "";
   }
   bool out_of_place() const override { return false; }
   bool equal_to_split(const SuiteArm&, const std::string& ran, fused_bench::SuiteTile,
                       fused_bench::SuiteTile) const override {
-    if (ran == "decode" || ran == "split-nccl") return false;  // another K order; NCCL's own order
+    if (ran == "decode" || ran == "decode-fused" || ran == "split-nccl") return false;  // another K order; NCCL's
     return !(base_.exact_own && (ran == "fused" || ran == "fused-ce"));
   }
   void* comm_only_input(Collective& coll, int64_t, int) const override { return coll.window_input(); }
@@ -130,6 +134,9 @@ std::vector<SuiteArm> GemmArTrait::arms(int world, bool emulated, bool over_nccl
   SuiteArm decode = op_arm("decode", Mode::kDecode);
   decode.split = decode.auto_takeable = true;
   if (world > 1) list.add(decode);
+  // decode-fused (the same in one kernel): explicit only, not a split arm (it is compared with decode
+  // bit for bit by the GPU tests, not here).
+  if (world > 1) list.add(op_arm("decode-fused", Mode::kDecodeFused));
   SuiteArm fused = op_arm("fused", Mode::kFused);
   fused.auto_takeable = fused.fused = fused.overlap_line = true;
   list.add(fused);
@@ -154,7 +161,7 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
   static GarBenchOptions options;
   fused_bench::SuiteHelp help;
   help.name = "gemm-ar";
-  help.description = "weave::GemmAllReduce per M: gemm-only, cuBLASLt's GEMM, comm-only, split-lsa, split-ce, decode, fused, fused-rs, "
+  help.description = "weave::GemmAllReduce per M: gemm-only, cuBLASLt's GEMM, comm-only, split-lsa, split-ce, decode, decode-fused, fused, fused-rs, "
                  "fused-ce and auto alternating in one process; every arm checked against a reference (#wrong) and fused against "
                  "split-lsa bit for bit (!=split). --emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). "
                  "--devices 0,1,...: one rank per GPU over NCCL, with split-nccl and cuBLASLt + NCCL baselines. Every rank r holds "
@@ -181,6 +188,9 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
       "  decode      W > 1, m <= 32 only: weave's decode GEMV into the window, then the lsa all-reduce (LL\n"
       "              at these sizes); counts as a split arm; not compared bit for bit (the GEMV sums K in\n"
       "              another order than the 128x128 tile)\n"
+      "  decode-fused W > 1, m <= 32 only: decode as one kernel (the GEMV's clusters send their rows as LL\n"
+      "              lines as each band is reduced, then sum the peers'); bitwise equal to decode (the GPU\n"
+      "              tests); where a rank's GEMV grid cannot be resident beside its peers' it is not run\n"
       "  fused       one kernel: peers' bands sent as bf16 partials, the own band summed with them and\n"
       "              stored to every rank (--chunks, --exact-own set it up)\n"
       "  fused-rs    MORI's structure (control arm): the GEMM kernel scatters every tile as a bf16 partial to\n"
