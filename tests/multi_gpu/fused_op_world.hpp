@@ -82,13 +82,15 @@ struct ArWorld : FusedWorldBase<GemmAllReduce, GemmAllReduceConfig, GemmAllReduc
   static constexpr bool kBPerRank = true;
   static constexpr Mode kSplitLsa = Mode::kSplitLsa;
   static std::vector<Mode> modes() {
-    return {Mode::kFused,    Mode::kFusedRs,   Mode::kFusedCe, Mode::kSplitLsa,
-            Mode::kSplitCe,  Mode::kSplitNccl, Mode::kDecode,  Mode::kAuto};
+    return {Mode::kFused,   Mode::kFusedRs,   Mode::kFusedCe, Mode::kSplitLsa,     Mode::kSplitCe,
+            Mode::kSplitNccl, Mode::kDecode,  Mode::kDecodeFused, Mode::kAuto};
   }
-  static bool runs(Mode mode, int, int64_t m) { return mode != Mode::kDecode || m <= 32; }
+  static bool is_decode(Mode mode) { return mode == Mode::kDecode || mode == Mode::kDecodeFused; }
+  static bool runs(Mode mode, int, int64_t m) { return !is_decode(mode) || m <= 32; }
   static int64_t out_rows(int, int64_t m) { return m; }
-  // decode's GEMV sums K in another order; NCCL's ring rounds each partial sum to bf16 past two ranks.
-  static bool bitwise_to_split(Mode ran, int w) { return ran != Mode::kDecode && (ran != Mode::kSplitNccl || w <= 2); }
+  // decode's GEMV (decode-fused's too) sums K in another order; NCCL's ring rounds each partial sum
+  // to bf16 past two ranks.
+  static bool bitwise_to_split(Mode ran, int w) { return !is_decode(ran) && (ran != Mode::kSplitNccl || w <= 2); }
   static RowRange rows_peers_read(Mode mode, int w, int64_t m, int rank) {
     return gemm_all_reduce_rows_peers_read(mode, w, m, rank);
   }

@@ -63,7 +63,8 @@ TEST(MultiGpuGemmAllReduce, SelfTestEveryModeAndQuant) {
   const GemmAllReduceMode modes[] = {GemmAllReduceMode::kAuto,     GemmAllReduceMode::kSplitNccl,
                                      GemmAllReduceMode::kSplitLsa, GemmAllReduceMode::kSplitCe,
                                      GemmAllReduceMode::kFused,    GemmAllReduceMode::kFusedRs,
-                                     GemmAllReduceMode::kFusedCe,  GemmAllReduceMode::kDecode};
+                                     GemmAllReduceMode::kFusedCe,  GemmAllReduceMode::kDecode,
+                                     GemmAllReduceMode::kDecodeFused};
   for (ScaleMode q : kQuants)
     for (GemmAllReduceMode mode : modes) {
       SCOPED_TRACE(std::string(to_string(q)) + " " + std::string(to_string(mode)) + " W" + std::to_string(w));
@@ -76,7 +77,7 @@ TEST(MultiGpuGemmAllReduce, SelfTestEveryModeAndQuant) {
           return;
         }
         for (int64_t m : {1, 33, 1000, 4096}) {
-          if (mode == GemmAllReduceMode::kDecode && m > 32) continue;
+          if (!ArWorld::runs(mode, w, m)) continue;
           const SelfTestReport rep = op->self_test(m);
           EXPECT_TRUE(rep.ok) << "m " << m << ": " << rep.detail;
         }
@@ -84,6 +85,40 @@ TEST(MultiGpuGemmAllReduce, SelfTestEveryModeAndQuant) {
       if (!reason.empty())
         print_not_run("gemm-ar", q, mode, w, reason);
     }
+}
+
+// decode-fused (the decode GEMV and the LL all-reduce in one kernel) bitwise equal to decode over
+// the real windows, at a model layer (N 7168, K_r 2048) and every M bucket of the GEMV, in every raw
+// quant; at world 1 both run the GEMV alone.
+TEST(MultiGpuGemmAllReduce, DecodeFusedEqualsDecodeBitwiseAtModelSizes) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int w = local_world();
+  const int64_t n = 7168, k = 2048, m_max = 32;
+  for (ScaleMode q : kQuants) {
+    SCOPED_TRACE(std::string(to_string(q)) + " W" + std::to_string(w));
+    std::string reason;
+    for_each_rank([&](Communicator& c) {
+      const int r = c.rank(), dev = c.device();
+      StreamHolder st;
+      std::string why;
+      auto fused = make_or_reason<GemmAllReduce>(c, ar_config(q, GemmAllReduceMode::kDecodeFused, n, k, m_max), why);
+      if (!fused) {
+        if (r == 0) reason = why;
+        return;
+      }
+      GemmAllReduce decode(c, ar_config(q, GemmAllReduceMode::kDecode, n, k, m_max));
+      const bench::DeviceOperand b = operand(91 + r, n, k, q, ref::Operand::kB, dev);
+      for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{13}, int64_t{32}}) {
+        const bench::DeviceOperand a = operand(300 * m + r, m, k, q, ref::Operand::kA, dev);
+        const size_t bytes = static_cast<size_t>(m * n) * 2;
+        const std::vector<uint8_t> want = poisoned_call(c, decode, m, bytes, a, b, st.s);
+        const std::vector<uint8_t> got = poisoned_call(c, *fused, m, bytes, a, b, st.s);
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), bytes), 0) << "m " << m << ": decode-fused differs from decode";
+        EXPECT_EQ(fused->last_mode(), w > 1 ? GemmAllReduceMode::kDecodeFused : GemmAllReduceMode::kDecode);
+      }
+    });
+    if (!reason.empty()) print_not_run("gemm-ar", q, GemmAllReduceMode::kDecodeFused, w, reason);
+  }
 }
 
 // The self-test has teeth where there are peers: gemm-only moves nothing.
@@ -277,7 +312,8 @@ TEST(MultiGpuGemmAllReduce, RandomisedSoakAgainstSplit) {
   WEAVE_REQUIRE_GPUS(1);
   using Mode = GemmAllReduceMode;
   randomised_soak_against_split<ArWorld>({Mode::kSplitLsa, Mode::kFused, Mode::kFusedRs, Mode::kFusedCe,
-                                          Mode::kSplitCe, Mode::kSplitNccl, Mode::kDecode, Mode::kAuto},
+                                          Mode::kSplitCe, Mode::kSplitNccl, Mode::kDecode, Mode::kDecodeFused,
+                                          Mode::kAuto},
                                          256, 256, 600, small_then_any(600));
 }
 
@@ -297,7 +333,7 @@ TEST(MultiGpuGemmAllReduce, APeerThatNeverArrivesTimesOutNamingIt) {
   using Mode = GemmAllReduceMode;
   a_peer_that_never_arrives_times_out_naming_it<ArWorld>(
       {Mode::kFused, Mode::kFusedRs, Mode::kFusedCe, Mode::kSplitLsa, Mode::kSplitCe}, 512, 256, 1024);
-  a_peer_that_never_arrives_times_out_naming_it<ArWorld>({Mode::kDecode}, 512, 256, 16);
+  a_peer_that_never_arrives_times_out_naming_it<ArWorld>({Mode::kDecode, Mode::kDecodeFused}, 512, 256, 16);
 }
 
 TEST(MultiGpuGemmAllGather, APeerThatNeverArrivesTimesOutNamingIt) {
