@@ -26,7 +26,7 @@
 # and examples/python/llama_on_weave.py under torchrun over every GPU in bf16, ptpc, blockscale and
 # mxfp8 (PY_EXAMPLE_TIMEOUT, default 300 s each). MULTI_PART=tests or bench runs one half, for two
 # device calls where the whole would pass one call's 10 minutes. Expected on 2 H200s,
-# prebuilt binaries: about 11 minutes without PY=1 (tests about 3, comm about 1, ten presets about 4,
+# prebuilt binaries: about 12 minutes without PY=1 (tests about 3, comm about 1, ten presets about 5,
 # the seven row-parallel ones as gemm-rs about 3, ag-gemm about 1; estimated, not yet run), plus 6-10
 # with it.
 # GTEST_FILTER (GoogleTest reads it) narrows the tests. SANITIZE=1 adds compute-sanitizer memcheck
@@ -197,7 +197,8 @@ elif [ "$mode" = multi ]; then
     fi
     for p in $presets; do
       case $op in
-        gemm-ar) args=${GEMM_AR_ARGS:--m 1,128,1024,8192 -i 5} ;;
+        # m 1, 8 and 32: decode batches, where decode and decode-fused (its one-kernel arm) run.
+        gemm-ar) args=${GEMM_AR_ARGS:--m 1,8,32,128,1024,8192 -i 5} ;;
         gemm-rs) args=${GEMM_RS_ARGS:--m 128,1000,4096,8192 -i 5} ;;
         *) args=${GEMM_AG_ARGS:--m 128,1024,4096 -i 5} ;;
       esac
@@ -279,6 +280,11 @@ if [ "$mode" = fused ] || [ "$mode" = full ]; then
   note "plan gemm-ar --calibration (the table the bench wrote): exit $rc"
   grep -E '^ +[0-9]' "$LOGS/plan_gemm_ar_calibrated.txt" | cut -c1-8,190-300 | head -8
   bench gemm_ar_emu2_bs gemm-ar --emulate-world 2 --quant blockscale -m "$ar_ms" ${GEMM_AR_ARGS:--i 5}
+  # Decode batches at a model layer: decode (GEMV + LL all-reduce) against decode-fused (one kernel).
+  for q in bf16 ptpc; do
+    bench "gemm_ar_emu2_decode_$q" gemm-ar --emulate-world 2 --quant $q -n 7168 -k 2048 -m 1,4,8,16,32 \
+      --arms split-lsa,decode,decode-fused -i 9
+  done
   bench gemm_ar_emu4 gemm-ar --emulate-world 4 -m 4096 ${GEMM_AR_ARGS:--i 5}
   bench gemm_rs_emu2 gemm-rs --emulate-world 2 ${GEMM_RS_ARGS:--m 1024,4096 -i 5}
   bench ag_gemm_emu2 ag-gemm --emulate-world 2 ${AG_GEMM_ARGS:--m 1024,4096 -i 5}
