@@ -237,31 +237,16 @@ TEST(EmulatedGemmAllReduce, DecodeFusedGraphReplaysAcrossTheEpochWrap) {
         graphs.push_back(graph);
       }
     g.barrier();
-    std::vector<cudaGraphExec_t> execs;
-    for (cudaGraph_t graph : graphs) {
-      cudaGraphExec_t exec;
-      WEAVE_CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-      WEAVE_CHECK_CUDA(cudaGraphDestroy(graph));
-      execs.push_back(exec);
-    }
-    g.barrier();
-    std::mt19937 order(77);  // the same order on every rank
-    std::vector<int> launched(execs.size(), 0);
-    for (int i = 0; i < replays; ++i) {
-      const size_t e = order() % execs.size();
-      WEAVE_CHECK_CUDA(cudaGraphLaunch(execs[e], st.s));
-      ++launched[e];
-      g.barrier();  // lockstep enqueue (testing/emulated_world.hpp "Queues")
-    }
-    for (size_t e = 0; e < execs.size(); ++e) EXPECT_GT(launched[e], 0) << "graph " << e << " never replayed";
-    comm::sync_stream_bounded(st.s, 60, "decode-fused graph replays");
+    // Instantiated, replayed in an order every rank shares (one barrier after each launch: the
+    // lockstep enqueue of testing/emulated_world.hpp "Queues"), waited for and destroyed.
+    const std::vector<int> launched = test::replay_graphs_in_lockstep(g, graphs, replays, 77, st.s);
+    for (size_t e = 0; e < launched.size(); ++e) EXPECT_GT(launched[e], 0) << "graph " << e << " never replayed";
     op->check();
-    std::vector<unsigned long long> per_graph(execs.size());
+    std::vector<unsigned long long> per_graph(launched.size());
     wrong.download(per_graph.data(), wrong.bytes());
-    for (size_t e = 0; e < execs.size(); ++e)
+    for (size_t e = 0; e < launched.size(); ++e)
       EXPECT_EQ(per_graph[e], 0ull) << "rank " << g.rank() << " graph " << e << " (m " << ms[e / variants] << ", "
                                     << launched[e] << " replays)";
-    for (auto e : execs) cudaGraphExecDestroy(e);
     g.barrier();
   });
 }
