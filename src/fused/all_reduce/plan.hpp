@@ -82,9 +82,6 @@ std::string gar_decode_unsupported_reason(const GemmAllReduceConfig& cfg, int64_
 inline bool gar_decode_mode(GemmAllReduceMode mode) {
   return mode == GemmAllReduceMode::kDecode || mode == GemmAllReduceMode::kDecodeFused;
 }
-// The model of decode-fused's saving over decode: the LL kernel's launch and its first lines' round
-// trip overlap the GEMV's last bands (a modelled few microseconds, not yet measured on NVLink).
-inline constexpr double kGarDecodeFusedSavingUs = 3;
 
 // Chunks per band for m rows in block_m x block_n tiles on `ctas` CTAs per rank (cfg.chunks, or
 // floor(waves / 2) clamped to 1 .. kMaxChunks); ar_schedule clamps to the band and normalises.
