@@ -24,13 +24,9 @@ namespace weave::comm {
 
 namespace {
 
-using Unit = LlUnit;
-template <typename T>
-using UnitElems = LlUnitElems<T>;
-
 // Up to 8 bytes at p (n in 1..8).
-__device__ __forceinline__ Unit load_unit(const char* p, size_t n) {
-  Unit u;
+__device__ __forceinline__ LlUnit load_unit(const char* p, size_t n) {
+  LlUnit u;
   if (n == kLLPayloadBytes && (reinterpret_cast<uintptr_t>(p) & 7u) == 0) {
     const uint2 v = *reinterpret_cast<const uint2*>(p);
     u.lo = v.x;
@@ -44,7 +40,7 @@ __device__ __forceinline__ Unit load_unit(const char* p, size_t n) {
   return u;
 }
 
-__device__ __forceinline__ void store_unit(char* p, size_t n, Unit u) {
+__device__ __forceinline__ void store_unit(char* p, size_t n, LlUnit u) {
   if (n == kLLPayloadBytes && (reinterpret_cast<uintptr_t>(p) & 7u) == 0) {
     *reinterpret_cast<uint2*>(p) = make_uint2(u.lo, u.hi);
     return;
@@ -78,7 +74,7 @@ __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
   // all-gather / all-reduce send one unit to every peer: the thread's first unit is loaded while
   // the epoch is (begin_call's prefetch), which takes one memory latency off the call. It is
   // loaded once and never overwritten, so the receive loop reuses it for this rank's own share.
-  Unit first_unit;
+  LlUnit first_unit;
   CallEpoch call;
   const bool ok_begin = begin_call(p, &call, [&] {
     if (kOp != CollectiveOp::kReduceScatter && first < units)
@@ -99,7 +95,7 @@ __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
         ll_send_line(ll_line(c, q, slot, r, u), load_unit(payload_for(q) + off, n), f, f2);
       }
     } else {
-      const Unit mine = u == first ? first_unit : load_unit(c.in + off, n);
+      const LlUnit mine = u == first ? first_unit : load_unit(c.in + off, n);
       for (int s = 1; s < w; ++s) ll_send_line(ll_line(c, peer_at(r, s, w), slot, r, u), mine, f, f2);
     }
   }
@@ -113,7 +109,7 @@ __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
       if (!c.in_place) store_unit(c.out + r * payload + off, n, u == first ? first_unit : load_unit(c.in + off, n));
       for (int s = 1; s < w && ok; ++s) {
         const int q = source_at(r, s, w);
-        Unit got;
+        LlUnit got;
         ok = ll_receive_line(c.p, ll_line(c, r, slot, q, u), f, f2, q, &got);
         if (ok) store_unit(c.out + q * payload + off, n, got);
       }
@@ -121,17 +117,17 @@ __global__ void __launch_bounds__(kLsaThreads, 1) ll_kernel(const LlCall c) {
       // fp32 sum in rank order 0..w-1, starting from rank 0's value as reduce_range does
       // (bitwise identical on every rank and to the other lsa paths); tail elements beyond
       // `payload` are summed as garbage and never stored.
-      constexpr int kN = UnitElems<T>::kN;
+      constexpr int kN = LlUnitElems<T>::kN;
       float acc[kN], v[kN];
       for (int q = 0; q < w && ok; ++q) {
-        Unit got;
+        LlUnit got;
         if (q == r) got = kOp == CollectiveOp::kAllReduce && u == first ? first_unit : load_unit(payload_for(r) + off, n);
         else ok = ll_receive_line(c.p, ll_line(c, r, slot, q, u), f, f2, q, &got);
-        UnitElems<T>::unpack(got, v);
+        LlUnitElems<T>::unpack(got, v);
 #pragma unroll
         for (int k = 0; k < kN; ++k) acc[k] = q == 0 ? v[k] : acc[k] + v[k];
       }
-      if (ok) store_unit(c.out + off, n, UnitElems<T>::pack(acc));
+      if (ok) store_unit(c.out + off, n, LlUnitElems<T>::pack(acc));
     }
   }
   if (__syncthreads_or(!ok)) return;

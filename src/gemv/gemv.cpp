@@ -298,14 +298,13 @@ int device_clusters(ScaleMode mode, bool all_reduce, const GemvConfig& cfg) {
   const gemv::Launch launch{cfg, cfg.path, false, nullptr, &clusters};
   if (all_reduce) {
     gemv::launch_all_reduce(mode, p, GemvAllReduce{}, launch);
-    cache.emplace(key, clusters);
-    return clusters;
-  }
-  switch (mode) {
-    case ScaleMode::kBF16: gemv::launch_bf16(p, b_map, launch); break;
-    case ScaleMode::kPtpc: gemv::launch_ptpc(p, b_map, launch); break;
-    case ScaleMode::kBlockscale: gemv::launch_blockscale(p, b_map, launch); break;
-    case ScaleMode::kMxfp8: gemv::launch_mxfp8(p, b_map, launch); break;
+  } else {
+    switch (mode) {
+      case ScaleMode::kBF16: gemv::launch_bf16(p, b_map, launch); break;
+      case ScaleMode::kPtpc: gemv::launch_ptpc(p, b_map, launch); break;
+      case ScaleMode::kBlockscale: gemv::launch_blockscale(p, b_map, launch); break;
+      case ScaleMode::kMxfp8: gemv::launch_mxfp8(p, b_map, launch); break;
+    }
   }
   cache.emplace(key, clusters);
   return clusters;

@@ -49,7 +49,11 @@ void gemv_all_reduce_launch(const GemvArgs& args, const GemvAllReduce& ar, int n
                        << args.n << ", ldc " << args.ldc << ")");
   WEAVE_EXPECT(ar.payload_bytes == static_cast<uint64_t>(args.m) * static_cast<uint64_t>(args.n) * 2 &&
                    ar.source_bytes == gemv_ll_source_bytes(args.n) && comm::valid_slot_count(ar.slots),
-               Status::kInternal, "gemv all-reduce: LL parameters do not match the call");
+               Status::kInternal,
+               "gemv all-reduce: LL parameters do not match the call (payload_bytes "
+                   << ar.payload_bytes << ", want M x N x 2 = " << args.m * args.n * 2 << "; source_bytes "
+                   << ar.source_bytes << ", want " << gemv_ll_source_bytes(args.n) << "; slots " << ar.slots
+                   << ", a power of two)");
   const GemvConfig cfg = gemv_all_reduce_config(problem, num_sms, ar.p.ranks_per_device);
   const gemv::KernelParams p = gemv::kernel_params(args, cfg);
   // No PDL where ranks share the GPU: a rank's early grid could hold SMs a peer's kernel needs.

@@ -382,6 +382,15 @@ TEST(FusedArPlan, DecodeFusedIsExplicitAndItsWindowHoldsTheLines) {
   c.quant = ScaleMode::kMxfp8;
   c.scale_layout = ScaleLayout::kPacked;
   EXPECT_NE(fused::gar_capabilities(c, fused::world_only(2)).unavailable.find("raw scales only"), std::string::npos);
+  // Its lines carry M x N x 2 bytes in 32 bits: validate names the rule.
+  c = model_layer();
+  c.mode = GemmAllReduceMode::kDecodeFused;
+  c.m_max = 32;
+  c.n = int64_t(1) << 26;
+  EXPECT_NE(GemmAllReduce::validate(c, 2).find("decode-fused needs n < 2^26"), std::string::npos)
+      << GemmAllReduce::validate(c, 2);
+  c.mode = GemmAllReduceMode::kDecode;
+  EXPECT_EQ(GemmAllReduce::validate(c, 2).find("2^26"), std::string::npos);
 }
 
 // fused-ce: explicit only (auto never takes it), fused at world 1 (nothing to copy), modelled with

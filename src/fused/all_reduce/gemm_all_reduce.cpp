@@ -74,7 +74,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
     WEAVE_LOG(kInfo, "rank " << g.rank() << ": " << op_name() << " auto: no fused kernel for " << to_string(cfg.quant)
                              << "; every call runs split");
   calibration = fused::gar_calibration(cfg, w, leg);
-  const std::string one_wave = decode_fused_one_wave(g);  // agreed below, raised after
+  const DecodeFusedShapes one_wave = decode_fused_shapes(g);  // agreed below, raised after
   // Every rank must build the same op: N, K_r, m_max, quant, mode, hooks, the kernels it will use
   // and the calibration's contents (auto's per-call choices must agree).
   std::ostringstream id;
@@ -85,12 +85,13 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
      << hooks.flow_control << "|" << hooks.skip_arrival_wait << "|" << hooks.skip_partial_wait << "|"
      << hooks.publish_every_tile << "|" << hooks.initial_epoch << "|" << hooks.stale_slot_lag << "|" << grid_cap << "|"
      << (calibration ? calibration->hash : 0) << "|" << static_cast<int>(cfg.mx_route) << "|" << hooks.tile.block_m
-     << "x" << hooks.tile.block_n << "|" << fused::fused_tiles_list(tiles) << "|" << one_wave;
+     << "x" << hooks.tile.block_n << "|" << fused::fused_tiles_list(tiles) << "|" << one_wave.splits
+     << one_wave.unavailable;
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(), std::string(op_name()) + " configuration (n, k = K_r, m_max, quant, mode, exact_own, "
                                                       "chunks, testing hooks, calibration, tiles built, decode-fused "
                                                       "launch shapes)");
-  WEAVE_EXPECT(one_wave.rfind("unavailable:", 0) != 0, Status::kUnavailable, one_wave.substr(12));
+  WEAVE_EXPECT(one_wave.unavailable.empty(), Status::kUnavailable, one_wave.unavailable);
   WEAVE_EXPECT_ARG(!(cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route == MxRoute::kBf16 &&
                      cfg.mode == GemmAllReduceMode::kFusedCe),
                    "GemmAllReduceConfig.mx_route = bf16 cannot run in mode fused-ce (its copy streams fork from the "
@@ -473,28 +474,26 @@ void GemmAllReduce::Impl::run_decode_fused(const GemmProblem& prob, const Tensor
 }
 
 // decode-fused's clusters wait for their peers', so every call's GEMV grid must be resident at once
-// (one wave, beside the other ranks sharing the GPU): "" where it is at every m <= min(m_max, 32)
-// (or the mode is another), else "unavailable: <why>". Each rank's answer enters the agreed
+// (one wave, beside the other ranks sharing the GPU): the K split of every m <= min(m_max, 32), or
+// why some m cannot run (nothing for another mode, or world 1). Both enter the agreed
 // configuration, so every rank raises the same error.
-std::string GemmAllReduce::Impl::decode_fused_one_wave(const comm::Group& g) const {
-  if (cfg.mode != GemmAllReduceMode::kDecodeFused || g.world_size() == 1) return "";
-  WEAVE_EXPECT_ARG(cfg.n * detail::kGemvMaxM * 2 < (int64_t(1) << 32),
-                   "GemmAllReduceConfig.n: mode decode-fused carries M x N x 2 bytes in each line's flag; n = "
-                       << cfg.n << " is over 2^26");
-  std::ostringstream shapes;
+GemmAllReduce::Impl::DecodeFusedShapes GemmAllReduce::Impl::decode_fused_shapes(const comm::Group& g) const {
+  DecodeFusedShapes shapes;
+  if (cfg.mode != GemmAllReduceMode::kDecodeFused || g.world_size() == 1) return shapes;
   for (int64_t m = 1; m <= std::min<int64_t>(cfg.m_max, detail::kGemvMaxM); ++m) {
     const GemmProblem p = problem_of(cfg, m);
     if (!detail::gemv_unsupported_reason(p).empty()) continue;  // run() refuses that m as mode decode does
     try {
-      const detail::GemvConfig c = detail::gemv_all_reduce_config(p, num_sms, g.ranks_per_device());
-      shapes << c.split << ",";
+      shapes.splits += std::to_string(detail::gemv_all_reduce_config(p, num_sms, g.ranks_per_device()).split) + ",";
     } catch (const Error& e) {
       if (e.status() != Status::kUnavailable) throw;
-      return "unavailable:" + std::string(op_name()) + ": mode decode-fused at m = " + std::to_string(m) + ": " +
-             e.what() + " (" + std::to_string(g.ranks_per_device()) + " rank(s) on this GPU); use mode decode";
+      shapes.unavailable = std::string(op_name()) + ": mode decode-fused at m = " + std::to_string(m) + ": " +
+                           e.what() + " (" + std::to_string(g.ranks_per_device()) +
+                           " rank(s) on this GPU); use mode decode";
+      break;
     }
   }
-  return shapes.str();
+  return shapes;
 }
 
 std::string GemmAllReduce::Impl::describe() const {

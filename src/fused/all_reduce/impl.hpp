@@ -106,7 +106,11 @@ struct GemmAllReduce::Impl {
                   cudaStream_t stream);
   void run_decode_fused(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
                         cudaStream_t stream);
-  std::string decode_fused_one_wave(const comm::Group& g) const;  // the constructor's residency rule
+  struct DecodeFusedShapes {
+    std::string splits;       // the GEMV's K split per m, comma-separated
+    std::string unavailable;  // why some m cannot keep its grid in one wave ("" where every m can)
+  };
+  DecodeFusedShapes decode_fused_shapes(const comm::Group& g) const;  // the constructor's residency rule
   void enqueue_pulls(int64_t m, int block_m, const fused::ArSchedule& sched, cudaStream_t stream);
   void init_pull_words();
   char* out_local() const { return rt->window().local() + layout.out; }

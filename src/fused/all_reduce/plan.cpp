@@ -61,6 +61,9 @@ std::string GemmAllReduce::validate(const GemmAllReduceConfig& c, int world) {
                          std::to_string(c.n));
   const double bytes = double(c.m_max) * double(c.n) * 2;
   rule(bytes <= double(int64_t(1) << 40), "the output m_max * N is over 1 TiB");
+  // Every LL line's second flag carries the call's M x N x 2 bytes in 32 bits (gemv/gemv_all_reduce.hpp).
+  rule(c.mode != GemmAllReduceMode::kDecodeFused || c.n < (int64_t(1) << 26),
+       "mode decode-fused needs n < 2^26 (its lines carry M x N x 2 bytes in 32 bits), got n = " + std::to_string(c.n));
   return rules.str();
 }
 
