@@ -81,6 +81,7 @@ std::string GemvConfig::describe() const {
   std::ostringstream os;
   os << "gemv " << to_string(path);
   if (path == WeightPath::kTma && !(ring == RingShape{})) os << " ring " << ring.steps_per_slot << "x" << ring.slots;
+  if (depth != 0) os << " depth " << depth;
   os << " tiles " << tiles << " split " << split << " k_slice " << k_slice_bytes << " B grid "
      << split << "x" << n_blocks << " smem " << (smem_bytes + 1023) / 1024 << " KB " << waves
      << (waves == 1 ? " wave" : " waves") << " of <= " << clusters_per_wave << " clusters"
@@ -157,12 +158,22 @@ bool power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
 }  // namespace
 
+constexpr const char* kGemvPathRule =
+    "expected auto, registers, registers:D (D = 4 or 8 warp steps in flight at one token tile), tma or tma:QxS (a "
+    "ring of S slots of Q steps, powers of two, 2 <= Q x S <= 16)";
+
 GemvPathChoice gemv_path_from_env() {
   const std::string v = env::get_string("WEAVE_GEMV_PATH", "");
   GemvPathChoice c;
   if (v.empty() || v == "auto") return c;
-  if (v == "registers") {
+  if (v.rfind("registers", 0) == 0) {
     c.path = GemvArgs::Path::kRegisters;
+    if (v == "registers") return c;
+    int depth = 0;
+    char tail = 0;
+    const bool parsed = std::sscanf(v.c_str(), "registers:%d%c", &depth, &tail) == 1;
+    WEAVE_EXPECT_ARG(parsed && (depth == 4 || depth == 8), "WEAVE_GEMV_PATH='" << v << "': " << kGemvPathRule);
+    c.depth = depth;
     return c;
   }
   c.path = GemvArgs::Path::kTma;
@@ -171,9 +182,7 @@ GemvPathChoice gemv_path_from_env() {
   char tail = 0;
   const bool parsed = v.rfind("tma:", 0) == 0 && std::sscanf(v.c_str() + 4, "%dx%d%c", &q, &slots, &tail) == 2;
   WEAVE_EXPECT_ARG(parsed && power_of_two(q) && power_of_two(slots) && q * slots >= 2 && q * slots <= 16,
-                   "WEAVE_GEMV_PATH='" << v
-                                       << "': expected auto, registers, tma or tma:QxS (a ring of S slots of Q "
-                                          "steps, powers of two, 2 <= Q x S <= 16)");
+                   "WEAVE_GEMV_PATH='" << v << "': " << kGemvPathRule);
   c.ring = RingShape{q, slots};
   return c;
 }
@@ -201,8 +210,9 @@ void check_call(const GemmProblem& problem, int num_sms, int split) {
 }  // namespace
 
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override, GemvArgs::Path path,
-                       RingShape ring, const GemvResidency& residency, bool one_wave) {
+                       RingShape ring, const GemvResidency& residency, bool one_wave, int depth) {
   check_call(problem, num_sms, split_override);
+  WEAVE_EXPECT_ARG(depth == 0 || depth == 4 || depth == 8, "argument 'depth': must be 0 (default), 4 or 8, got " << depth);
   WEAVE_EXPECT_ARG(power_of_two(ring.steps_per_slot) && power_of_two(ring.slots) &&
                        ring.steps_per_slot * ring.slots >= 2 && ring.steps_per_slot * ring.slots <= 16,
                    "argument 'ring': " << ring.steps_per_slot << "x" << ring.slots
@@ -216,6 +226,7 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
     const GemvPathChoice c = planned_path_from_env();
     path = c.path;
     ring = c.ring;
+    if (depth == 0) depth = c.depth;
   }
   auto shaped = [&](WeightPath wp, int split) {
     GemvConfig c;
@@ -223,6 +234,7 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
     c.n_blocks = ceil_div(problem.n, kRowsPerCta);
     c.path = wp;
     c.ring = wp == WeightPath::kTma ? ring : RingShape{};
+    c.depth = wp == WeightPath::kRegisters && c.tiles == 1 ? depth : 0;  // instances exist for one tile only
     c.split = split;
     c.k_slice_bytes = k_slice_for(k_bytes, split);
     c.smem_bytes = layout_for(problem.mode, problem.m, c.k_slice_bytes, wp, c.ring).smem;
@@ -285,11 +297,11 @@ namespace {
 int device_clusters(ScaleMode mode, bool all_reduce, const GemvConfig& cfg) {
   int device = 0;
   WEAVE_CHECK_CUDA(cudaGetDevice(&device));
-  using Key = std::tuple<int, int, bool, int, int, int, int>;
+  using Key = std::tuple<int, int, bool, int, int, int, int, int>;
   static std::mutex mu;
   static std::map<Key, int> cache;
   const Key key{device, static_cast<int>(mode), all_reduce, cfg.tiles, static_cast<int>(cfg.path), cfg.split,
-                cfg.smem_bytes};
+                cfg.smem_bytes, cfg.depth};
   std::lock_guard<std::mutex> lock(mu);  // held over the query: it runs once per key
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   int clusters = 0;
@@ -323,16 +335,16 @@ namespace {
 GemvConfig planned_config(const GemmProblem& problem, int num_sms, const GemvArgs& args) {
   int device = 0;
   WEAVE_CHECK_CUDA(cudaGetDevice(&device));
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int, int, int, int, int>;
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int, int, int, int, int, int>;
   const Key key{device, problem.m, problem.n, problem.k, static_cast<int>(problem.mode),
                 static_cast<int>(problem.out_dtype), num_sms, args.split, static_cast<int>(args.path),
-                args.ring.steps_per_slot, args.ring.slots};
+                args.ring.steps_per_slot, args.ring.slots, args.depth};
   static std::mutex mu;
   static std::map<Key, GemvConfig> cache;
   std::lock_guard<std::mutex> lock(mu);  // held over planning: it runs once per key
   if (auto it = cache.find(key); it != cache.end()) return it->second;
-  const GemvConfig cfg =
-      gemv_config(problem, num_sms, args.split, args.path, args.ring, gemv_device_residency(args.mode));
+  const GemvConfig cfg = gemv_config(problem, num_sms, args.split, args.path, args.ring,
+                                     gemv_device_residency(args.mode), /*one_wave=*/false, args.depth);
   if (cache.size() > 4096) cache.clear();  // bounded: a process sweeping shapes does not grow it forever
   cache.emplace(key, cfg);
   return cfg;

@@ -57,6 +57,9 @@ struct GemvArgs {
   // The planner's path when it fits (kAuto), or one forced (tests and benches compare them).
   enum class Path { kAuto, kRegisters, kTma } path = Path::kAuto;
   RingShape ring{};  // kTma (forced) only; planned calls take WEAVE_GEMV_PATH's ring or the default
+  // Registers path at one token tile (M <= 8) only: warp steps in flight, 4 or 8; 0 = the mode's
+  // default (bf16 4, fp8 8), or WEAVE_GEMV_PATH's registers:D for planned calls. A diagnostic.
+  int depth = 0;
 };
 
 // The launch shape the GEMV uses for a problem (a pure function; tests and benches print it).
@@ -68,6 +71,7 @@ struct GemvConfig {
   int smem_bytes = 0;         // dynamic shared memory per CTA
   WeightPath path = WeightPath::kRegisters;
   RingShape ring{};           // tma path
+  int depth = 0;              // registers path, one token tile: steps in flight forced (0: default)
   int clusters_per_wave = 0;  // clusters of this shape resident at once (GemvResidency)
   int64_t waves = 0;          // ceil(n_blocks / clusters_per_wave)
   bool device_residency = false;  // clusters_per_wave came from the device, not the model
@@ -89,20 +93,23 @@ std::string gemv_unsupported_reason(const GemmProblem& problem);
 // Throws kInvalidArgument for a problem gemv_unsupported_reason refuses or a bad split.
 // The path: `path` when forced (refused when its shared memory does not fit), else registers, or
 // the TMA ring where WEAVE_GEMV_PATH=tma and it fits.
-// WEAVE_GEMV_PATH (auto | registers | tma | tma:QxS, default auto; QxS a ring of S slots of Q
-// steps, powers of two, Q x S <= 16), parsed; throws kInvalidArgument naming the variable and the
-// rule for any other value. gemv_config reads it once per process.
+// WEAVE_GEMV_PATH (auto | registers | registers:D | tma | tma:QxS, default auto; D the steps in
+// flight at one token tile, 4 or 8; QxS a ring of S slots of Q steps, powers of two, Q x S <= 16),
+// parsed; throws kInvalidArgument naming the variable and the rule for any other value.
+// gemv_config reads it once per process.
 struct GemvPathChoice {
   GemvArgs::Path path = GemvArgs::Path::kAuto;
   RingShape ring{};
+  int depth = 0;
 };
 GemvPathChoice gemv_path_from_env();
 // `residency` empty: the model, every SM holding as many CTAs of any cluster as its registers and
 // shared memory allow (what weave::Gemm's plan describes without asking the device).
 // one_wave: only splits whose clusters are all resident at once (Error kUnavailable when none is).
+// depth: GemvArgs::depth (0: the default, or the variable's for a planned path).
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override = 0,
                        GemvArgs::Path path = GemvArgs::Path::kAuto, RingShape ring = {},
-                       const GemvResidency& residency = {}, bool one_wave = false);
+                       const GemvResidency& residency = {}, bool one_wave = false, int depth = 0);
 // Enqueues the GEMV on `stream`; no allocation, no sync, graph-capturable. Throws weave::Error
 // (kInvalidArgument) for arguments that break the rules above (shape, alignment, null pointers).
 void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream);

@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     gemv_all_reduce_kernel(const KernelParams p, const __grid_constant__ CUtensorMap b_map,
                            const __grid_constant__ GemvAllReduce ar) {
   GemvAllReduceEpilogue<kMode, kTiles> epi{ar};
-  gemv_body<kMode, kTiles, WeightPath::kRegisters>(p, b_map, epi);
+  gemv_body<kMode, kTiles, WeightPath::kRegisters, 0>(p, b_map, epi);
 }
 
 }  // namespace weave::detail::gemv

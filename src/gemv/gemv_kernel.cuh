@@ -79,6 +79,11 @@ namespace weave::detail::gemv {
 __host__ __device__ constexpr int in_flight_steps(ScaleMode mode, int tiles) {
   return mode != ScaleMode::kBF16 && tiles == 1 ? 8 : 4;
 }
+// The registers path's depth of an instance: kDepth where one is forced (0: in_flight_steps).
+// Forced depths exist for one token tile only (GemvConfig::depth, a diagnostic).
+__host__ __device__ constexpr int register_depth(ScaleMode mode, int tiles, int depth) {
+  return depth != 0 ? depth : in_flight_steps(mode, tiles);
+}
 
 // Loads `count` values (load(idx) -> float) and stores them (store(idx, v)), kBatch loads per
 // thread issued before any of their stores, so a batch costs one memory round trip.
@@ -140,7 +145,7 @@ struct GemvStoreEpilogue {
   __device__ __forceinline__ void finish(const KernelParams&, const GemvBand&) {}
 };
 
-template <ScaleMode kMode, int kTiles, WeightPath kPath, typename Epilogue>
+template <ScaleMode kMode, int kTiles, WeightPath kPath, int kDepth, typename Epilogue>
 __device__ __forceinline__ void gemv_body(const KernelParams& p, const CUtensorMap& b_map, Epilogue& epi) {
   namespace cg = cooperative_groups;
   constexpr int kTokens = 8 * kTiles;
@@ -148,7 +153,7 @@ __device__ __forceinline__ void gemv_body(const KernelParams& p, const CUtensorM
   constexpr bool kBlock = kMode == ScaleMode::kBlockscale;
   constexpr bool kBf16 = kMode == ScaleMode::kBF16;
   constexpr bool kTma = kPath == WeightPath::kTma;
-  constexpr int kInFlight = kTma ? 1 : in_flight_steps(kMode, kTiles);  // register buffer depth
+  constexpr int kInFlight = kTma ? 1 : register_depth(kMode, kTiles, kDepth);  // register buffer depth
   constexpr int kElemBytes = kBf16 ? 2 : 1;
   extern __shared__ __align__(128) uint8_t smem[];
 
@@ -445,10 +450,10 @@ __device__ __forceinline__ void gemv_body(const KernelParams& p, const CUtensorM
   epi.finish(p, b);
 }
 
-template <ScaleMode kMode, int kTiles, WeightPath kPath>
+template <ScaleMode kMode, int kTiles, WeightPath kPath, int kDepth>
 __global__ void __launch_bounds__(kThreads, 2) gemv_kernel(const KernelParams p, const __grid_constant__ CUtensorMap b_map) {
   GemvStoreEpilogue epi;
-  gemv_body<kMode, kTiles, kPath>(p, b_map, epi);
+  gemv_body<kMode, kTiles, kPath, kDepth>(p, b_map, epi);
 }
 
 }  // namespace weave::detail::gemv

@@ -52,16 +52,27 @@ void launch_clusters(int max_smem_bytes, const Launch& l, const Args&... args) {
   WEAVE_CHECK_LAUNCH();
 }
 
-template <ScaleMode kMode, int kTiles, WeightPath kPath>
+template <ScaleMode kMode, int kTiles, WeightPath kPath, int kDepth = 0>
 void launch_tiles(const KernelParams& p, const CUtensorMap& b_map, const Launch& l) {
-  launch_clusters<gemv_kernel<kMode, kTiles, kPath>>(kPath == WeightPath::kTma ? kMaxSmemBytesTmaWide : kMaxSmemBytes,
-                                                     l, p, b_map);
+  launch_clusters<gemv_kernel<kMode, kTiles, kPath, kDepth>>(
+      kPath == WeightPath::kTma ? kMaxSmemBytesTmaWide : kMaxSmemBytes, l, p, b_map);
+}
+
+// One token tile on the registers path also has the other depth (4 <-> 8) as an instance of its
+// own, for the diagnostic GemvConfig::depth (WEAVE_GEMV_PATH=registers:D).
+template <ScaleMode kMode, WeightPath kPath>
+void launch_one_tile(const KernelParams& p, const CUtensorMap& b_map, const Launch& l) {
+  constexpr int kOther = in_flight_steps(kMode, 1) == 8 ? 4 : 8;
+  if constexpr (kPath == WeightPath::kRegisters) {
+    if (l.cfg.depth == kOther) return launch_tiles<kMode, 1, kPath, kOther>(p, b_map, l);
+  }
+  launch_tiles<kMode, 1, kPath>(p, b_map, l);
 }
 
 template <ScaleMode kMode, WeightPath kPath>
 void launch_path(const KernelParams& p, const CUtensorMap& b_map, const Launch& l) {
   switch (l.cfg.tiles) {
-    case 1: launch_tiles<kMode, 1, kPath>(p, b_map, l); break;
+    case 1: launch_one_tile<kMode, kPath>(p, b_map, l); break;
     case 2: launch_tiles<kMode, 2, kPath>(p, b_map, l); break;
     case 4: launch_tiles<kMode, 4, kPath>(p, b_map, l); break;
     default:

@@ -116,5 +116,27 @@ TEST(GemvPlan, StagesOnlyTheRealRowsOfA) {
   EXPECT_THROW(detail::gemv_config(problem(8, 8192, 14336), 132, 1, GemvArgs::Path::kRegisters), Error);
 }
 
+// The forced depth (steps in flight, a diagnostic) reaches the config only where an instance of it
+// exists (registers path, one token tile), and only 0, 4 or 8 are accepted.
+TEST(GemvPlan, ForcedDepthAppliesToOneTokenTileOnTheRegistersPath) {
+  const auto regs = GemvArgs::Path::kRegisters;
+  EXPECT_EQ(detail::gemv_config(problem(8, 8192, 4096), 132, 0, regs, {}, {}, false, 8).depth, 8);
+  EXPECT_EQ(detail::gemv_config(problem(1, 8192, 4096, ScaleMode::kPtpc), 132, 0, regs, {}, {}, false, 4).depth, 4);
+  EXPECT_EQ(detail::gemv_config(problem(8, 8192, 4096), 132, 0, regs, {}, {}, false, 0).depth, 0);
+  EXPECT_EQ(detail::gemv_config(problem(9, 8192, 4096), 132, 0, regs, {}, {}, false, 8).depth, 0) << "two tiles";
+  EXPECT_EQ(detail::gemv_config(problem(1, 8192, 4096), 132, 0, GemvArgs::Path::kTma, {}, {}, false, 8).depth, 0);
+  EXPECT_NE(detail::gemv_config(problem(1, 8192, 4096), 132, 0, regs, {}, {}, false, 8).describe().find("depth 8"),
+            std::string::npos);
+  for (int bad : {-1, 2, 6, 16}) {
+    try {
+      detail::gemv_config(problem(1, 8192, 4096), 132, 0, regs, {}, {}, false, bad);
+      ADD_FAILURE() << "depth " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("argument 'depth'"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weave

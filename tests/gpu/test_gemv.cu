@@ -167,10 +167,13 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
   // Every valid (K split, weight path): the planner's, then each forced one.
   // Every valid (K split, weight path), then the planner's split on other TMA ring shapes (one
   // step per slot is the default; longer slots take other refill and parity paths).
+  // At M <= 8 the registers path also runs at both depths (4 and 8 steps in flight: the default
+  // and the diagnostic's other instance) at two splits.
   struct Launch {
     int split;
     GemvArgs::Path path;
     RingShape ring;
+    int depth = 0;
   };
   std::vector<Launch> configs = {{0, GemvArgs::Path::kAuto, {}}};
   std::vector<Launch> candidates;
@@ -178,9 +181,12 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
     for (int s : {0, 1, 2, 3, 4, 5, 8, 16}) candidates.push_back({s, path, {}});  // 3, 5: uneven row shares
   for (const RingShape ring : {RingShape{4, 2}, RingShape{2, 8}, RingShape{8, 2}})
     candidates.push_back({0, GemvArgs::Path::kTma, ring});
+  if (m <= 8)
+    for (int depth : {4, 8})
+      for (int s : {0, 3}) candidates.push_back({s, GemvArgs::Path::kRegisters, {}, depth});
   for (const Launch& c : candidates) {
     try {
-      detail::gemv_config(problem, num_sms, c.split, c.path, c.ring);
+      detail::gemv_config(problem, num_sms, c.split, c.path, c.ring, {}, false, c.depth);
       configs.push_back(c);
     } catch (const weave::Error&) {
       // this split leaves a K slice whose A tile (and ring) does not fit shared memory
@@ -199,7 +205,9 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
   std::vector<float> got32(m * n);
   std::vector<uint16_t> got16(m * n);
   int64_t total_wrong = 0;
-  for (int launch = 0; launch < opt.launches; ++launch) {
+  // Every config at least once (a control keeps its own short count).
+  const int launches = opt.expect_mismatch ? opt.launches : std::max<int>(opt.launches, static_cast<int>(configs.size()));
+  for (int launch = 0; launch < launches; ++launch) {
     GemvArgs args;
     args.a = da.get(), args.b = db.get(), args.c = dc.get();
     args.scale_a = dsa.get(), args.scale_b = dsb.get();
@@ -208,6 +216,7 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
     args.split = configs[launch % configs.size()].split;
     args.path = configs[launch % configs.size()].path;
     args.ring = configs[launch % configs.size()].ring;
+    args.depth = configs[launch % configs.size()].depth;
     args.pdl = launch % 2 == 1;
     poison(dc.get(), m * ldc, out);
     detail::gemv_launch(args, num_sms, stream);
@@ -235,7 +244,7 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
     if (opt.expect_mismatch) continue;
     EXPECT_EQ(cmp.wrong, 0) << "launch " << launch << " split " << args.split << " path "
                             << static_cast<int>(args.path) << " ring " << args.ring.steps_per_slot << "x"
-                            << args.ring.slots << " pdl " << args.pdl
+                            << args.ring.slots << " depth " << args.depth << " pdl " << args.pdl
                             << ": first wrong at m=" << (cmp.first_wrong >= 0 ? cmp.first_wrong / n : -1)
                             << " n=" << (cmp.first_wrong >= 0 ? cmp.first_wrong % n : -1)
                             << " (nonfinite " << cmp.nonfinite << ", never written " << cmp.never_written

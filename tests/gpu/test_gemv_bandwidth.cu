@@ -63,6 +63,9 @@ struct Sweep {
   bool tma = true;
   // Also time weave::Gemm's tiled plan at each M (M 33-64: is the GEMV faster than the tiles?).
   bool tiles = false;
+  // At M <= 8 also the registers path at its other depth (steps in flight: bf16 8, fp8 4) at every
+  // swept split and the planner's ("d<split>" in the row).
+  bool depths = false;
 };
 
 // The least time among the swept (path, split) points.
@@ -138,9 +141,9 @@ void measure(const Sweep& sweep_of) {
 
         auto gemv_arm = [&](const std::string& name, int split, bool pdl,
                             detail::GemvArgs::Path path = detail::GemvArgs::Path::kAuto,
-                            detail::RingShape ring = {}) {
+                            detail::RingShape ring = {}, int depth = 0) {
           void* const c = new_output(name, gemv_tol).get();  // by value: the arm outlives this scope
-          return bench::Arm{name, [&, c, split, pdl, path, ring](cudaStream_t s, int call) {
+          return bench::Arm{name, [&, c, split, pdl, path, ring, depth](cudaStream_t s, int call) {
             const bench::DeviceOperand& b = copies[call % copies.size()];
             detail::GemvArgs args;
             args.a = da.values.get(), args.b = b.values.get(), args.c = c;
@@ -148,6 +151,7 @@ void measure(const Sweep& sweep_of) {
             args.m = m, args.n = n, args.k = k, args.lda = k, args.ldb = k, args.ldc = n;
             args.mode = mode, args.out_dtype = out, args.split = split, args.pdl = pdl, args.path = path;
             args.ring = ring;
+            args.depth = depth;
             detail::gemv_launch(args, num_sms, s);
           }};
         };
@@ -163,19 +167,31 @@ void measure(const Sweep& sweep_of) {
         struct SweepPoint {
           detail::WeightPath path;
           int split;
+          int depth = 0;  // registers: the other depth's instance (sweep_of.depths)
         };
         std::vector<SweepPoint> sweep;
+        const int other_depth = mode == ScaleMode::kBF16 ? 8 : 4;  // the defaults: bf16 4, fp8 8 (gemv_kernel.cuh)
         for (const detail::WeightPath path : {detail::WeightPath::kRegisters, detail::WeightPath::kTma}) {
           if (path == detail::WeightPath::kTma && !sweep_of.tma) continue;
           const auto forced = path == detail::WeightPath::kTma ? detail::GemvArgs::Path::kTma
                                                                : detail::GemvArgs::Path::kRegisters;
-          for (int s : sweep_of.splits) {
-            if (path == plan.path && s == plan.split) continue;
+          std::vector<int> splits = sweep_of.splits;
+          const bool depths = sweep_of.depths && path == detail::WeightPath::kRegisters && m <= 8;
+          if (depths && std::find(splits.begin(), splits.end(), plan.split) == splits.end()) splits.push_back(plan.split);
+          for (int s : splits) {
+            const bool planned = path == plan.path && s == plan.split;  // the "gemv" arm
             try {
               detail::gemv_config(problem, num_sms, s, forced);
-              sweep.push_back({path, s});
-              arms.push_back(gemv_arm(std::string(detail::to_string(path)) + " split=" + std::to_string(s), s,
-                                      false, forced));
+              if (!planned && std::find(sweep_of.splits.begin(), sweep_of.splits.end(), s) != sweep_of.splits.end()) {
+                sweep.push_back({path, s});
+                arms.push_back(gemv_arm(std::string(detail::to_string(path)) + " split=" + std::to_string(s), s,
+                                        false, forced));
+              }
+              if (depths) {
+                sweep.push_back({path, s, other_depth});
+                arms.push_back(gemv_arm("registers depth=" + std::to_string(other_depth) + " split=" + std::to_string(s),
+                                        s, false, forced, {}, other_depth));
+              }
             } catch (const weave::Error&) {
             }
           }
@@ -265,8 +281,8 @@ void measure(const Sweep& sweep_of) {
         // Every (path, split)'s time, the planner's marked with '*': "r1:9.8 *r4:7.9 t4:6.1 t8:6.0".
         std::vector<std::pair<std::pair<int, int>, double>> by_split = {
             {{int(plan.path), plan.split}, t[1].median_us}};
-        for (size_t i = 0; i < sweep.size(); ++i)
-          by_split.push_back({{int(sweep[i].path), sweep[i].split}, t[3 + i].median_us});
+        for (size_t i = 0; i < sweep.size(); ++i)  // key 2: the registers path at its other depth
+          by_split.push_back({{sweep[i].depth != 0 ? 2 : int(sweep[i].path), sweep[i].split}, t[3 + i].median_us});
         std::sort(by_split.begin(), by_split.end());
         std::string ring_times;
         for (size_t i = 0; i < rings.size(); ++i) {
@@ -280,7 +296,7 @@ void measure(const Sweep& sweep_of) {
           const bool planned = key.first == int(plan.path) && key.second == plan.split;
           char item[32];
           std::snprintf(item, sizeof item, "%s%c%d:%.1f ", planned ? "*" : "",
-                        key.first == int(detail::WeightPath::kTma) ? 't' : 'r', key.second, us);
+                        key.first == 2 ? 'd' : key.first == int(detail::WeightPath::kTma) ? 't' : 'r', key.second, us);
           best += item;
         }
         std::printf("%5ldx%-5ld %-10s %3d %-28s %9.2f %8.2f %8.2f %8.2f %6.0f %6.1f %6.1f %8.0f %6.1f %6ld  %s\n",
@@ -337,6 +353,19 @@ TEST(GemvBandwidth, LayerShapesAtEverySplit) {
            .ms = {1, 8},
            .splits = {1, 2, 3, 4, 5, 6, 7, 8},
            .tma = false});
+}
+
+// Steps in flight at one token tile: the registers path at its default depth (bf16 4, fp8 8) and
+// at the other (d<split> in the row), at the planner's split and around it, over the presets'
+// decode shapes (bf16 trails cuBLASLt by 6-19% at M <= 8: is it the 32 KB in flight per CTA?).
+TEST(GemvBandwidth, DepthAtLayerShapes) {
+  WEAVE_REQUIRE_GPUS(1);
+  measure({.shapes = {{8192, 14336}, {7168, 8192}, {8192, 3584}, {8192, 1280}, {7168, 2048}},
+           .modes = {ScaleMode::kBF16, ScaleMode::kPtpc},
+           .ms = {1, 8},
+           .splits = {2, 3, 4, 6},
+           .tma = false,
+           .depths = true});
 }
 
 // Where the GEMV pays: the presets' decode shapes at M 1-32, the GEMV (its planned split) against
