@@ -497,6 +497,15 @@ TEST(Cli, PlanGemmArPrintsOneRowPerM) {
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("mxfp8 (packed scales) -> bf16"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("chunks 3, exact own term"), std::string::npos) << r.out;
+  // Rows the decode GEMV runs (decode, decode-fused) show no tile, tiled schedule or fused time.
+  for (const char* mode : {"auto", "decode-fused"}) {
+    r = run_weave({"plan", "gemm-ar", "-m", "1,64", "--world", "2", "--mode", mode});
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("      1 gemv         -      -     -           -      -            -      -     7.0 KiB"),
+              std::string::npos) << mode << "\n" << r.out;
+    if (std::string(mode) == "auto") EXPECT_NE(r.out.find("     64 64x128 "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("# gemv rows"), std::string::npos) << r.out;
+  }
 }
 
 // --calibration: auto takes the table's measured best (the reason says so); a table for another
@@ -568,6 +577,12 @@ TEST(Cli, PlanGemmArWritesJson) {
   size_t objects = 0;  // objects open a line ("{" then a newline; a kernel name may hold a "{")
   for (size_t at = doc.find("{\n"); at != std::string::npos; at = doc.find("{\n", at + 1)) ++objects;
   EXPECT_EQ(objects, 4u) << "the document, its rates and two rows:\n" << doc;
+  // m 1 runs on the decode GEMV: its row names the route and carries no tile schedule (the tiled
+  // row at 4096 does; one block_m and one model_fused_us in the document).
+  EXPECT_NE(doc.find("\"route\": \"gemv\""), std::string::npos) << doc;
+  EXPECT_NE(doc.find("\"route\": \"tiles\""), std::string::npos) << doc;
+  for (const char* key : {"\"block_m\"", "\"band_blocks\"", "\"model_fused_us\""})
+    EXPECT_EQ(doc.find(key), doc.rfind(key)) << key << " in both rows:\n" << doc;
   std::filesystem::remove(path);
 }
 

@@ -55,19 +55,30 @@ void print_column_heads(const FusedPlanTrait& t) {
 }
 
 nlohmann::json print_row(const FusedPlanTrait& t, std::int64_t m, const PlanRow& p) {
-  const std::string tile = p.block_m == 0 ? std::string("gemv") : std::to_string(p.block_m) + "x" + std::to_string(p.block_n);
-  std::printf("%7lld %-7s %6lld %6.2f %5d ", static_cast<long long>(m), tile.c_str(), static_cast<long long>(p.tiles),
-              p.waves, p.grid);
-  nlohmann::json row = {{"m", m}, {"block_m", p.block_m}, {"block_n", p.block_n}, {"tiles", p.tiles},
-                        {"waves", p.waves}, {"grid", p.grid}};
+  nlohmann::json row = {{"m", m}, {"route", p.gemv ? "gemv" : "tiles"}};
+  if (p.gemv) {
+    std::printf("%7lld %-7s %6s %6s %5s ", static_cast<long long>(m), "gemv", "-", "-", "-");
+  } else {
+    // block_m 0: the op's GEMM takes the GEMV (ag-gemm's gathered rows at decode sizes).
+    const std::string tile =
+        p.block_m == 0 ? std::string("gemv") : std::to_string(p.block_m) + "x" + std::to_string(p.block_n);
+    std::printf("%7lld %-7s %6lld %6.2f %5d ", static_cast<long long>(m), tile.c_str(),
+                static_cast<long long>(p.tiles), p.waves, p.grid);
+    row.update({{"block_m", p.block_m}, {"block_n", p.block_n}, {"tiles", p.tiles}, {"waves", p.waves},
+                {"grid", p.grid}});
+  }
   const std::vector<PlanColumn>& columns = t.columns();
   for (std::size_t i = 0; i < columns.size(); ++i) {
+    if (p.gemv && columns[i].tiled) {
+      std::printf("%*s ", columns[i].width, "-");
+      continue;
+    }
     const std::int64_t v = p.extras.at(i);
     const std::string text = columns[i].bytes ? human_bytes(static_cast<std::uint64_t>(v)) : std::to_string(v);
     std::printf("%*s ", columns[i].width, text.c_str());
     row[columns[i].key] = v;
   }
-  const bool fused_mode = t.no_fused_mode().empty();
+  const bool fused_mode = t.no_fused_mode().empty() && !p.gemv;
   const std::string fused_us = fused_mode ? fmt_us(p.model_fused_us) : "-";
   std::printf("%9.1f %9.1f %9.1f %9s  %-10s %s\n", p.model_gemm_us, p.model_comm_us, p.model_split_us,
               fused_us.c_str(), p.mode.c_str(), p.reason.c_str());

@@ -29,12 +29,14 @@ struct FusedPlanOptions {
 };
 
 // One of a trait's columns, printed between grid and gemm_us: an integer right-aligned in
-// `width` (as human_bytes where `bytes`), and `key` in the JSON rows.
+// `width` (as human_bytes where `bytes`), and `key` in the JSON rows. A `tiled` column describes
+// the tiled kernels' schedule: "-" (and no JSON key) on a row the decode GEMV runs.
 struct PlanColumn {
   const char* header;
   int width;
   const char* key;
   bool bytes = false;
+  bool tiled = false;
 };
 
 // One M's plan as the engine prints it: the fields every fused plan has, and one value per
@@ -47,6 +49,9 @@ struct PlanRow {
   std::vector<std::int64_t> extras;
   double model_gemm_us = 0, model_comm_us = 0, model_split_us = 0, model_fused_us = 0;
   std::string mode, reason;
+  // The decode GEMV runs this M (GemmAllReduce's decode and decode-fused): the tile, the tiled
+  // columns and the fused kernel's modelled time do not describe it.
+  bool gemv = false;
 };
 // The shared fields of a public plan (GemmAllGatherPlan, GemmAllReducePlan, AllGatherGemmPlan: no
 // fused time where the op has no fused mode) and the trait's values.

@@ -33,14 +33,16 @@ class GemmArPlanTrait final : public RowParallelPlanTrait<GemmArOptions, GemmAll
   std::size_t window_bytes() const override { return gemm_all_reduce_window_bytes(cfg_, world_); }
   PlanRow plan(std::int64_t m, const FusedPlanMachine& machine) const override {
     const GemmAllReducePlan p = gemm_all_reduce_plan(planned_, world_, m, machine);
-    return plan_row(p, {p.band_blocks, p.chunks, p.chunk_blocks, p.rounds, p.bytes_rs, p.bytes_ag, p.window_bytes});
+    PlanRow row = plan_row(p, {p.band_blocks, p.chunks, p.chunk_blocks, p.rounds, p.bytes_rs, p.bytes_ag, p.window_bytes});
+    row.gemv = p.mode == GemmAllReduceMode::kDecode || p.mode == GemmAllReduceMode::kDecodeFused;
+    return row;
   }
   const std::vector<PlanColumn>& columns() const override {
     static const std::vector<PlanColumn> kColumns = {
-        {.header = "band_blocks", .width = 11, .key = "band_blocks"},
-        {.header = "chunks", .width = 6, .key = "chunks"},
-        {.header = "chunk_blocks", .width = 12, .key = "chunk_blocks"},
-        {.header = "rounds", .width = 6, .key = "rounds"},
+        {.header = "band_blocks", .width = 11, .key = "band_blocks", .tiled = true},
+        {.header = "chunks", .width = 6, .key = "chunks", .tiled = true},
+        {.header = "chunk_blocks", .width = 12, .key = "chunk_blocks", .tiled = true},
+        {.header = "rounds", .width = 6, .key = "rounds", .tiled = true},
         {.header = "bytes_rs", .width = 11, .key = "bytes_rs", .bytes = true},
         {.header = "bytes_ag", .width = 11, .key = "bytes_ag", .bytes = true},
         {.header = "window", .width = 11, .key = "window_bytes", .bytes = true}};
@@ -57,7 +59,9 @@ class GemmArPlanTrait final : public RowParallelPlanTrait<GemmArOptions, GemmAll
   }
   std::vector<std::string> table_notes() const override {
     return {"# bytes_rs / bytes_ag: what this rank sends on the reduce-scatter / all-gather leg, (world - 1) / world "
-            "of the bf16 [M, N] each, the same for split and fused"};
+            "of the bf16 [M, N] each, the same for split and fused",
+            "# gemv rows (modes decode and decode-fused): the decode GEMV runs them (`weave plan decode` shows its "
+            "K split); the tile columns and fused_us are the tiled kernels' and do not apply"};
   }
 };
 
