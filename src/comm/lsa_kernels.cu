@@ -13,13 +13,13 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <map>
-#include <mutex>
+#include <utility>
 
 #include "comm/call_protocol.cuh"
 #include "comm/kernels.hpp"
 #include "comm/op_layout.hpp"
 #include "common/check.hpp"
+#include "common/memo.hpp"
 
 namespace weave::comm {
 
@@ -231,32 +231,26 @@ int lsa_max_blocks(int device, int world) {
 }
 
 int co_resident_blocks(const void* kernel, int threads) {
-  static std::mutex mu;
-  static std::map<std::pair<const void*, int>, int> cache;  // (kernel, device) -> CTAs
+  static Memo<std::pair<const void*, int>, int> memo;  // (kernel, device) -> CTAs
   int device = 0;
   WEAVE_CHECK_CUDA(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_pair(kernel, device);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  int sms = 0, per_sm = 0;
-  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  WEAVE_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
-  const int blocks = std::max(1, sms * per_sm);
-  cache.emplace(key, blocks);
-  return blocks;
+  return memo.get({kernel, device}, [&] {
+    int sms = 0, per_sm = 0;
+    WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    WEAVE_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+    return std::max(1, sms * per_sm);
+  });
 }
 
 int device_sms() {
-  static std::mutex mu;
-  static std::map<int, int> cache;
+  static Memo<int, int> memo;
   int device = 0;
   WEAVE_CHECK_CUDA(cudaGetDevice(&device));
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache.find(device); it != cache.end()) return it->second;
-  int sms = 0;
-  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  cache.emplace(device, sms);
-  return sms;
+  return memo.get(device, [&] {
+    int sms = 0;
+    WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  });
 }
 
 int lsa_blocks_for(size_t bytes, int max_blocks) {

@@ -3,14 +3,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <map>
 #include <optional>
-#include <mutex>
 #include <sstream>
 #include <tuple>
 
 #include "common/check.hpp"
 #include "common/env.hpp"
+#include "common/memo.hpp"
 #include "gemv/gemv_all_reduce.hpp"
 #include "gemv/gemv_params.hpp"
 #include "hopper/tma_descriptor.hpp"
@@ -298,28 +297,26 @@ int device_clusters(ScaleMode mode, bool all_reduce, const GemvConfig& cfg) {
   int device = 0;
   WEAVE_CHECK_CUDA(cudaGetDevice(&device));
   using Key = std::tuple<int, int, bool, int, int, int, int, int>;
-  static std::mutex mu;
-  static std::map<Key, int> cache;
+  static Memo<Key, int> memo;
   const Key key{device, static_cast<int>(mode), all_reduce, cfg.tiles, static_cast<int>(cfg.path), cfg.split,
                 cfg.smem_bytes, cfg.depth};
-  std::lock_guard<std::mutex> lock(mu);  // held over the query: it runs once per key
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  int clusters = 0;
-  const gemv::KernelParams p{};
-  const CUtensorMap b_map{};
-  const gemv::Launch launch{cfg, cfg.path, false, nullptr, &clusters};
-  if (all_reduce) {
-    gemv::launch_all_reduce(mode, p, GemvAllReduce{}, launch);
-  } else {
-    switch (mode) {
-      case ScaleMode::kBF16: gemv::launch_bf16(p, b_map, launch); break;
-      case ScaleMode::kPtpc: gemv::launch_ptpc(p, b_map, launch); break;
-      case ScaleMode::kBlockscale: gemv::launch_blockscale(p, b_map, launch); break;
-      case ScaleMode::kMxfp8: gemv::launch_mxfp8(p, b_map, launch); break;
+  return memo.get(key, [&] {
+    int clusters = 0;
+    const gemv::KernelParams p{};
+    const CUtensorMap b_map{};
+    const gemv::Launch launch{cfg, cfg.path, false, nullptr, &clusters};
+    if (all_reduce) {
+      gemv::launch_all_reduce(mode, p, GemvAllReduce{}, launch);
+    } else {
+      switch (mode) {
+        case ScaleMode::kBF16: gemv::launch_bf16(p, b_map, launch); break;
+        case ScaleMode::kPtpc: gemv::launch_ptpc(p, b_map, launch); break;
+        case ScaleMode::kBlockscale: gemv::launch_blockscale(p, b_map, launch); break;
+        case ScaleMode::kMxfp8: gemv::launch_mxfp8(p, b_map, launch); break;
+      }
     }
-  }
-  cache.emplace(key, clusters);
-  return clusters;
+    return clusters;
+  });
 }
 
 }  // namespace
@@ -336,18 +333,14 @@ GemvConfig planned_config(const GemmProblem& problem, int num_sms, const GemvArg
   int device = 0;
   WEAVE_CHECK_CUDA(cudaGetDevice(&device));
   using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int, int, int, int, int, int>;
+  static Memo<Key, GemvConfig> memo;
   const Key key{device, problem.m, problem.n, problem.k, static_cast<int>(problem.mode),
                 static_cast<int>(problem.out_dtype), num_sms, args.split, static_cast<int>(args.path),
                 args.ring.steps_per_slot, args.ring.slots, args.depth};
-  static std::mutex mu;
-  static std::map<Key, GemvConfig> cache;
-  std::lock_guard<std::mutex> lock(mu);  // held over planning: it runs once per key
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  const GemvConfig cfg = gemv_config(problem, num_sms, args.split, args.path, args.ring,
-                                     gemv_device_residency(args.mode), /*one_wave=*/false, args.depth);
-  if (cache.size() > 4096) cache.clear();  // bounded: a process sweeping shapes does not grow it forever
-  cache.emplace(key, cfg);
-  return cfg;
+  return memo.get(key, [&] {
+    return gemv_config(problem, num_sms, args.split, args.path, args.ring, gemv_device_residency(args.mode),
+                       /*one_wave=*/false, args.depth);
+  });
 }
 
 }  // namespace

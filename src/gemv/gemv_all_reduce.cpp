@@ -2,11 +2,10 @@
 #include "gemv/gemv_all_reduce.hpp"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <tuple>
 
 #include "common/check.hpp"
+#include "common/memo.hpp"
 #include "gemv/gemv_params.hpp"
 
 namespace weave::detail {
@@ -26,17 +25,11 @@ GemvConfig one_wave_config(const GemmProblem& problem, int num_sms, int ranks_pe
 GemvConfig gemv_all_reduce_config(const GemmProblem& problem, int num_sms, int ranks_per_device) {
   int device = 0;
   WEAVE_CHECK_CUDA(cudaGetDevice(&device));
-  // Cached: a decode step launches the same few shapes over and over (planning weighs 16 splits).
+  // Memoised: a decode step launches the same few shapes over and over (planning weighs 16 splits).
   using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int>;
+  static Memo<Key, GemvConfig> memo;
   const Key key{device, problem.m, problem.n, problem.k, static_cast<int>(problem.mode), num_sms, ranks_per_device};
-  static std::mutex mu;
-  static std::map<Key, GemvConfig> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache.find(key); it != cache.end()) return it->second;
-  const GemvConfig cfg = one_wave_config(problem, num_sms, ranks_per_device);
-  if (cache.size() > 4096) cache.clear();
-  cache.emplace(key, cfg);
-  return cfg;
+  return memo.get(key, [&] { return one_wave_config(problem, num_sms, ranks_per_device); });
 }
 
 void gemv_all_reduce_launch(const GemvArgs& args, const GemvAllReduce& ar, int num_sms, cudaStream_t stream) {
