@@ -31,12 +31,14 @@
 //               B_r) into the window, then weave's lsa all-reduce in place (the low-latency LL
 //               protocol at these sizes). Not bitwise equal to split-lsa (the GEMV sums K in
 //               another order); bitwise identical on every rank. Needs dense scales (as the GEMV)
-//   decode-fused M <= 32 only: decode's two kernels as one (explicit only, never chosen by auto):
+//   decode-fused M <= 32 only: decode's two kernels as one (explicit, or auto where its calibration
+//               table measured it fastest; the model never chooses it):
 //               the GEMV's clusters send their reduced rows as LL lines to every peer as each
 //               band finishes, then sum the peers' lines in rank order. Bitwise equal to decode.
 //               Runs where every rank's GEMV grid is resident at once (one wave of clusters;
-//               kUnavailable at construction otherwise); the window holds 2 x world x 32 x N x 4
-//               bytes of LL lines beside the output
+//               kUnavailable at construction otherwise; auto runs decode there); the window holds
+//               2 x world x 32 x N x 4 bytes of LL lines beside the output (auto: only when its
+//               table names decode-fused)
 //   auto        decode where it was measured faster than split-lsa (bf16 and mxfp8, M <= 16; the
 //               ptpc / blockscale GEMV is slower than the tile GEMM there), else fused where the planner says it pays,
 //               else split-lsa (the choice and the reason: plan(m));

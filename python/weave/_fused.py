@@ -297,9 +297,10 @@ class _ReducingOp(_FusedOp):
 
     @classmethod
     def window_bytes(cls, *, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw",
-                     mode="auto") -> int:
-        """Bytes of the op's window per rank (size before allocating). CPU only."""
-        return cls._window_bytes(cls._config(n, k, m_max, quant, scale_layout, mode, False, 0),
+                     mode="auto", calibration="") -> int:
+        """Bytes of the op's window per rank (size before allocating). CPU only. calibration: the table an
+        auto op will read (GemmAllReduce: one that names decode-fused adds its low-latency lines)."""
+        return cls._window_bytes(cls._config(n, k, m_max, quant, scale_layout, mode, False, 0, calibration),
                                  _int("world", world, *INT32))
 
     def plan(self, m: int) -> dict:
@@ -325,8 +326,8 @@ class GemmAllReduce(_ReducingOp):
     once per element in fp32 in rank order). Modes: auto (default), gemm-only, split-nccl,
     split-lsa, split-ce, decode (m <= 32: the decode GEMV + the low-latency all-reduce; auto takes
     it there), decode-fused (m <= 32: the same as one kernel, the GEMV's clusters exchanging their
-    rows as low-latency lines; bitwise equal to decode; explicit only, and only where every rank's
-    GEMV grid is resident at once), fused (both legs under the GEMM; bitwise equal to split-lsa), fused-rs (MORI's
+    rows as low-latency lines; bitwise equal to decode; explicit, or auto where its calibration
+    table measured it fastest; only where every rank's GEMV grid is resident at once), fused (both legs under the GEMM; bitwise equal to split-lsa), fused-rs (MORI's
     structure, a control arm: the scatter in the GEMM's epilogue, reduce + gather in a tail),
     fused-ce (the fused schedule with both legs pulled by copy engines, chunk by chunk; bitwise
     equal to fused)."""

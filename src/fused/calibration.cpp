@@ -129,6 +129,12 @@ std::optional<std::string> Calibration::best_for(int64_t m) const {
   return best->mode;
 }
 
+bool Calibration::names(std::string_view mode) const {
+  for (const Row& r : rows)
+    if (r.mode == mode) return true;
+  return false;
+}
+
 std::string Calibration::mismatch(std::string_view want_op, ScaleMode q, ScaleLayout l, DType want_out, int64_t want_n,
                                   int64_t want_k, int want_world) const {
   std::ostringstream os;

@@ -43,6 +43,8 @@ struct Calibration {
 
   // The measured best mode at m, or nothing outside the table's reach (more than 2x from every M).
   std::optional<std::string> best_for(int64_t m) const;
+  // Whether some row's best is `mode` (an op hosts what that mode needs only then).
+  bool names(std::string_view mode) const;
   // "" if the table is for this op shape, else what differs.
   std::string mismatch(std::string_view op, ScaleMode quant, ScaleLayout layout, DType out, int64_t n, int64_t k,
                        int world) const;

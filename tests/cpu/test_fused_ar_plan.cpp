@@ -7,8 +7,14 @@
 // always finish, with a reordered walk as its negative control).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <random>
 #include <set>
+#include <string>
+
+#include <unistd.h>
 
 #include "fused/all_reduce/pull.hpp"
 #include "fused/all_reduce/schedule.hpp"
@@ -17,6 +23,7 @@
 #include "fused/model_rates.hpp"
 #include "gemm/persistent_walk.hpp"
 #include "support/expect_error.hpp"
+#include "weave/gemm_all_reduce.hpp"
 
 using namespace weave;
 
@@ -370,7 +377,7 @@ TEST(FusedArPlan, DecodeFusedIsExplicitAndItsWindowHoldsTheLines) {
   }
   WindowLayout one_rank;
   EXPECT_FALSE(fused::add_gar_regions(one_rank, c, 1, 64).has_decode_ll) << "world 1: nothing to exchange";
-  // Never auto's choice, calibrated or not.
+  // Never the model's choice (a calibration table can name it: the next test).
   c.mode = GemmAllReduceMode::kAuto;
   for (int64_t m : {1, 8, 32}) EXPECT_NE(fused::gar_plan(c, 2, m, 132, true, true).mode, GemmAllReduceMode::kDecodeFused);
   // Needs every rank in one NVLink domain, as decode.
@@ -391,6 +398,59 @@ TEST(FusedArPlan, DecodeFusedIsExplicitAndItsWindowHoldsTheLines) {
       << GemmAllReduce::validate(c, 2);
   c.mode = GemmAllReduceMode::kDecode;
   EXPECT_EQ(GemmAllReduce::validate(c, 2).find("2^26"), std::string::npos);
+}
+
+// auto takes decode-fused only from a calibration table that measured it fastest: only then does
+// the op host its lines (the window grows by exactly their region), and only where its GEMV fits one
+// wave (decode_fused_available) is it taken; else the model runs and the reason says why.
+TEST(FusedArPlan, AutoTakesDecodeFusedOnlyFromACalibrationTable) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("weave-gar-df-" + std::to_string(::getpid()) + ".txt")).string();
+  {
+    std::ofstream f(path);
+    f << "weave-calibration 1\nop gemm-ar\nquant bf16\nn 7168\nk 2048\nworld 2\nwhere test\n"
+         "m 1 decode-fused\nm 8 decode-fused\nm 32 decode\nm 4096 split-lsa\n";
+  }
+  GemmAllReduceConfig c = model_layer();
+  c.m_max = 4096;
+  const size_t plain = gemm_all_reduce_window_bytes(c, 2);
+  EXPECT_FALSE(fused::gar_hosts_decode_fused(c, 2)) << "no table: no lines";
+  c.calibration = path;
+  EXPECT_TRUE(fused::gar_hosts_decode_fused(c, 2));
+  EXPECT_FALSE(fused::gar_hosts_decode_fused(c, 1)) << "world 1: nothing to exchange";
+  EXPECT_FALSE(fused::gar_hosts_decode_fused(c, 2, fused::ArLeg::kReduceScatter)) << "no decode in GemmReduceScatter";
+  EXPECT_EQ(gemm_all_reduce_window_bytes(c, 2), plain + 2u * 2u * 32u * static_cast<size_t>(c.n) * 4u);
+  const std::optional<fused::Calibration> cal = fused::gar_calibration(c, 2);
+  ASSERT_TRUE(cal.has_value());
+  for (int64_t m : {1, 4, 8, 12}) {
+    const auto p = fused::gar_plan(c, 2, m, 132, true, true, 0, &*cal, fused::ArLeg::kAllReduce, true);
+    EXPECT_EQ(p.mode, GemmAllReduceMode::kDecodeFused) << m << ": " << p.reason;
+    EXPECT_NE(p.reason.find("calibration " + path + " (test): measured fastest"), std::string::npos) << p.reason;
+    // Where its GEMV does not fit one wave, the model's choice, with the reason.
+    const auto q = fused::gar_plan(c, 2, m, 132, true, true, 0, &*cal, fused::ArLeg::kAllReduce, false);
+    EXPECT_EQ(q.mode, GemmAllReduceMode::kDecode) << m << ": " << q.reason;
+    EXPECT_NE(q.reason.find("calibration's decode-fused cannot run here (its GEMV does not fit one wave"),
+              std::string::npos) << q.reason;
+  }
+  EXPECT_EQ(fused::gar_plan(c, 2, 32, 132, true, true, 0, &*cal, fused::ArLeg::kAllReduce, true).mode,
+            GemmAllReduceMode::kDecode);
+  EXPECT_EQ(fused::gar_plan(c, 2, 4096, 132, true, true, 0, &*cal, fused::ArLeg::kAllReduce, true).mode,
+            GemmAllReduceMode::kSplitLsa);
+  // The public plan (a described machine) assumes the one wave fits.
+  EXPECT_EQ(gemm_all_reduce_plan(c, 2, 8, FusedPlanMachine{}).mode, GemmAllReduceMode::kDecodeFused);
+  // A quant the GEMV cannot read never hosts it (mxfp8 packed scales).
+  GemmAllReduceConfig mx = c;
+  mx.calibration.clear();
+  mx.quant = ScaleMode::kMxfp8;
+  mx.scale_layout = ScaleLayout::kPacked;
+  {
+    std::ofstream f(path);
+    f << "weave-calibration 1\nop gemm-ar\nquant mxfp8\nlayout packed\nn 7168\nk 2048\nworld 2\nwhere test\n"
+         "m 1 decode-fused\n";
+  }
+  mx.calibration = path;
+  EXPECT_FALSE(fused::gar_hosts_decode_fused(mx, 2));
+  std::filesystem::remove(path);
 }
 
 // fused-ce: explicit only (auto never takes it), fused at world 1 (nothing to copy), modelled with

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "common/hash.hpp"
@@ -115,6 +117,58 @@ TEST(EmulatedGemmAllReduce, DecodeFusedEqualsDecodeBitwise) {
     }
   }
   std::printf("  decode-fused == decode bitwise: %d (world, quant, m) cases\n", compared);
+}
+
+// auto with a calibration table that measured decode-fused fastest at small M: the op hosts the
+// lines, takes decode-fused at those M (bitwise equal to a decode op), and split-lsa / fused at the
+// table's larger M on the same op in between (one epoch sequence across the kernels of every
+// mode: each call's output equals the explicit mode's op bitwise).
+TEST(EmulatedGemmAllReduce, AutoTakesDecodeFusedFromACalibrationTable) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 1024, k = 512, m_max = 512;
+  const std::string path = ::testing::TempDir() + "weave_gar_decode_fused_" + std::to_string(::getpid()) + ".txt";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr) << path;
+    std::fprintf(f, "weave-calibration 1\nop gemm-ar\nquant bf16\nn %lld\nk %lld\nworld 2\nwhere test\n"
+                    "m 1 decode-fused\nm 8 decode-fused\nm 64 split-lsa\nm 256 fused\n",
+                 static_cast<long long>(n), static_cast<long long>(k));
+    std::fclose(f);
+  }
+  bench::EmulatedWorld ew(2, 0, 20);
+  const test::QuantCase& q = bf16_case();
+  ew.run([&](comm::Group& g) {
+    const int dev = g.device(), r = g.rank();
+    GemmAllReduceConfig cfg = Traits::config(q, Mode::kAuto, n, k, m_max);
+    cfg.calibration = path;
+    auto autop = GemmAllReduce::Impl::create(g, cfg, {});
+    EXPECT_NE(autop->describe().find("decode-fused LL lines"), std::string::npos) << autop->describe();
+    auto decode = make_op(g, q, Mode::kDecode, n, k, m_max);
+    auto split = make_op(g, q, Mode::kSplitLsa, n, k, m_max);
+    std::vector<bench::DeviceOperand> bs;
+    for (int s = 0; s < 2; ++s)
+      bs.push_back(bench::upload_operand(
+          bench::quantize_parallel(bench::random_operand(900 + s, n, k), n, k, q.quant, ref::Operand::kB), dev));
+    Stream st;
+    int call = 0;
+    for (int64_t m : {1, 8, 64, 8, 200, 1, 5, 256, 2}) {  // nearest table row within 2x in M
+      SCOPED_TRACE("call " + std::to_string(call++) + ", m " + std::to_string(m));
+      const std::vector<bench::DeviceOperand> as = test::upload_every_a(2, 9000 + 10 * m, m, k, q.quant, dev);
+      test::LayoutScales held;
+      const GemmScales sc = test::scales_in_layout(q.layout, as[r], bs[r], held);
+      const size_t bytes = bytes_of(m, n);
+      const Mode want_mode = m <= 8 ? Mode::kDecodeFused : m <= 90 ? Mode::kSplitLsa : Mode::kFused;
+      GemmAllReduce& explicit_op = m <= 8 ? *decode : *split;  // fused == split-lsa bitwise
+      const auto want = test::poisoned_call(g, explicit_op, m, as[r].view, bs[r].view, sc, bytes, st.s);
+      const auto got = test::poisoned_call(g, *autop, m, as[r].view, bs[r].view, sc, bytes, st.s);
+      EXPECT_EQ(autop->last_mode(), want_mode) << to_string(autop->last_mode());
+      EXPECT_TRUE(got == want) << "auto differs from " << to_string(explicit_op.last_mode()) << " at "
+                               << first_difference(got, want, n);
+      g.barrier();
+    }
+    autop->check();  // no wait timed out, nothing mismatched
+  });
+  std::remove(path.c_str());
 }
 
 // The two mechanisms, each flipped (the hooks of fused/all_reduce/hooks.hpp), with a slow rank:

@@ -30,6 +30,19 @@ def test_all_reduce_plan_for_decode_fused_is_explicit():
         weave.GemmReduceScatter.plan_for(8, mode="decode-fused", n=7168, k=2048, m_max=64, world=2)
 
 
+def test_all_reduce_auto_takes_decode_fused_from_a_calibration_table(tmp_path):
+    table = tmp_path / "gar.txt"
+    table.write_text("weave-calibration 1\nop gemm-ar\nquant bf16\nn 7168\nk 2048\nworld 2\nwhere test\n"
+                     "m 1 decode-fused\nm 8 decode-fused\nm 1024 split-lsa\n")
+    kw = dict(n=7168, k=2048, m_max=1024, world=2)
+    p = weave.GemmAllReduce.plan_for(8, calibration=str(table), **kw)
+    assert p["mode"] == "decode-fused" and "calibration" in p["reason"], p
+    assert weave.GemmAllReduce.plan_for(1024, calibration=str(table), **kw)["mode"] == "split-lsa"
+    # the table's decode-fused rows make the auto op host the lines: 2 x world x 32 x N x 4 bytes
+    plain = weave.GemmAllReduce.window_bytes(**kw)
+    assert weave.GemmAllReduce.window_bytes(calibration=str(table), **kw) == plain + 2 * 2 * 32 * 7168 * 4
+
+
 def test_all_gather_plan_for_follows_the_machine():
     kw = dict(n=2048, k=7168, m_max=8192, world=2)
     assert weave.GemmAllGather.plan_for(8192, nvlink_domain=False, **kw)["mode"] == "split-nccl"

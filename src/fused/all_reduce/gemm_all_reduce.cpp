@@ -91,7 +91,13 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
   rt->agree_config(id.str(), std::string(op_name()) + " configuration (n, k = K_r, m_max, quant, mode, exact_own, "
                                                       "chunks, testing hooks, calibration, tiles built, decode-fused "
                                                       "launch shapes)");
-  WEAVE_EXPECT(one_wave.unavailable.empty(), Status::kUnavailable, one_wave.unavailable);
+  // An explicit decode-fused that cannot run is refused; auto then keeps to decode (logged).
+  WEAVE_EXPECT(cfg.mode != GemmAllReduceMode::kDecodeFused || one_wave.unavailable.empty(), Status::kUnavailable,
+               one_wave.unavailable);
+  auto_decode_fused = cfg.mode == GemmAllReduceMode::kAuto && one_wave.hosted && one_wave.unavailable.empty();
+  if (cfg.mode == GemmAllReduceMode::kAuto && one_wave.hosted && !auto_decode_fused)
+    WEAVE_LOG(kInfo, "rank " << g.rank() << ": " << op_name() << " auto: the calibration's decode-fused rows run decode ("
+                             << one_wave.unavailable << ")");
   WEAVE_EXPECT_ARG(!(cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route == MxRoute::kBf16 &&
                      cfg.mode == GemmAllReduceMode::kFusedCe),
                    "GemmAllReduceConfig.mx_route = bf16 cannot run in mode fused-ce (its copy streams fork from the "
@@ -198,7 +204,7 @@ fused::ArSchedule GemmAllReduce::Impl::schedule(int64_t m, const GemmPlan& tile)
 GemmAllReducePlan GemmAllReduce::Impl::plan_on(int64_t m, const GemmPlan& tile, const fused::ArSchedule& sched) const {
   return fused::gar_plan(fused::gar_plan_config(cfg, caps), group->world_size(), m, grid_cap, caps.fused,
                          group->nccl() != nullptr, rt->window().bytes(), calibration ? &*calibration : nullptr, tile,
-                         sched, leg);
+                         sched, leg, auto_decode_fused && layout.has_decode_ll);
 }
 
 GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const {
@@ -459,6 +465,7 @@ void GemmAllReduce::Impl::run_decode(const GemmProblem& prob, const TensorView& 
 // decode-fused: the GEMV with the all-reduce epilogue (gemv/gemv_all_reduce.hpp), one kernel.
 void GemmAllReduce::Impl::run_decode_fused(const GemmProblem& prob, const TensorView& a, const TensorView& b,
                                            const GemmScales& s, cudaStream_t stream) {
+  WEAVE_EXPECT(layout.has_decode_ll, Status::kInternal, op_name() << ": decode-fused planned without its LL lines");
   detail::GemvArgs gemv = gemm::make_gemv_args(prob, a, b, s, out_local(), cfg.n);
   gemv.pdl = cfg.allow_pdl;
   detail::GemvAllReduce ar;
@@ -479,7 +486,8 @@ void GemmAllReduce::Impl::run_decode_fused(const GemmProblem& prob, const Tensor
 // configuration, so every rank raises the same error.
 GemmAllReduce::Impl::DecodeFusedShapes GemmAllReduce::Impl::decode_fused_shapes(const comm::Group& g) const {
   DecodeFusedShapes shapes;
-  if (cfg.mode != GemmAllReduceMode::kDecodeFused || g.world_size() == 1) return shapes;
+  shapes.hosted = fused::gar_hosts_decode_fused(cfg, g.world_size(), leg);
+  if (!shapes.hosted) return shapes;
   for (int64_t m = 1; m <= std::min<int64_t>(cfg.m_max, detail::kGemvMaxM); ++m) {
     const GemmProblem p = problem_of(cfg, m);
     if (!detail::gemv_unsupported_reason(p).empty()) continue;  // run() refuses that m as mode decode does
@@ -489,7 +497,7 @@ GemmAllReduce::Impl::DecodeFusedShapes GemmAllReduce::Impl::decode_fused_shapes(
       if (e.status() != Status::kUnavailable) throw;
       shapes.unavailable = std::string(op_name()) + ": mode decode-fused at m = " + std::to_string(m) + ": " +
                            e.what() + " (" + std::to_string(g.ranks_per_device()) +
-                           " rank(s) on this GPU); use mode decode";
+                           " rank(s) on this GPU)" + (cfg.mode == GemmAllReduceMode::kDecodeFused ? "; use mode decode" : "");
       break;
     }
   }

@@ -48,6 +48,8 @@ struct GemmAllReduce::Impl {
   gemm::MainloopDebug debug;  // WEAVE_GEMM_DEBUG_* at construction (as weave::Gemm: the stall knob)
   std::unique_ptr<Collective::Impl> split;  // split-lsa / split-ce: the in-place all-reduce
   fused::GarCapabilities caps;  // what this op can run here (resolved once, in the constructor)
+  // auto may take decode-fused (a calibration measured it fastest, and every m's GEMV fits one wave)
+  bool auto_decode_fused = false;
   // The tiles a call may run (fused/tile_choice.hpp: the planner's rule on those built with the
   // all-reduce epilogue and the local store; split runs the tile fused would) and their kernels.
   std::vector<gemm::TileCandidate> tiles;
@@ -109,6 +111,7 @@ struct GemmAllReduce::Impl {
   struct DecodeFusedShapes {
     std::string splits;       // the GEMV's K split per m, comma-separated
     std::string unavailable;  // why some m cannot keep its grid in one wave ("" where every m can)
+    bool hosted = false;      // the op hosts decode-fused's lines (fused::gar_hosts_decode_fused)
   };
   DecodeFusedShapes decode_fused_shapes(const comm::Group& g) const;  // the constructor's residency rule
   void enqueue_pulls(int64_t m, int block_m, const fused::ArSchedule& sched, cudaStream_t stream);

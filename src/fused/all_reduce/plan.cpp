@@ -184,7 +184,7 @@ GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, 
     g.has_pull = true;
   }
   g.out = layout.add(prefix + ".out", RegionKind::kData, static_cast<uint64_t>(cfg.m_max) * static_cast<uint64_t>(cfg.n) * 2).offset;
-  if (cfg.mode == GemmAllReduceMode::kDecodeFused && world > 1) {
+  if (gar_hosts_decode_fused(cfg, world, leg)) {
     // The GEMV's LL lines (gemv/gemv_all_reduce.hpp); zeroed with the window, as LL lines must start.
     g.decode_ll = layout.add(prefix + ".decode_ll", RegionKind::kData, detail::gemv_ll_region_bytes(cfg.n, world)).offset;
     g.has_decode_ll = true;
@@ -221,17 +221,18 @@ GarRates gar_rates(ScaleMode quant) {
 }
 
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
-                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, ArLeg leg) {
+                           bool nccl_available, uint64_t window_bytes, const Calibration* cal, ArLeg leg,
+                           bool decode_fused_available) {
   const GemmPlan tile = gar_tile_plan(cfg, world, m, ctas, gar_tile_candidates(cfg), {}, leg);
   return gar_plan(cfg, world, m, ctas, fused_available, nccl_available, window_bytes, cal, tile,
                   ar_schedule(m, cfg.n, tile.block_m, tile.block_n, world, 0,
                               gar_chunks(cfg, m, ctas, tile.block_m, tile.block_n)),
-                  leg);
+                  leg, decode_fused_available);
 }
 
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes, const Calibration* cal, const GemmPlan& tile,
-                           const ArSchedule& s, ArLeg leg) {
+                           const ArSchedule& s, ArLeg leg, bool decode_fused_available) {
   GemmAllReducePlan p;
   const bool rs = leg == ArLeg::kReduceScatter;
   p.block_m = tile.block_m;
@@ -285,15 +286,22 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
           ? "m = " + std::to_string(m) + " is not a multiple of world x " + std::to_string(kGrsFusedRows) + " = " +
                 std::to_string(world * kGrsFusedRows) + " (the fused bands are whole tiles)"
           : std::string();
-  // The calibration's measured best, where this op can run it here (auto hosts split-lsa, fused and
-  // decode); anything else falls through to the model.
+  // The calibration's measured best, where this op can run it here (auto hosts split-lsa, fused,
+  // decode, and decode-fused where the table names it and its GEMV fits one wave); anything else
+  // falls through to the model.
   std::optional<GemmAllReduceMode> measured;
+  std::string unmeasured;  // why the table's best was not taken
   if (cal != nullptr && cfg.mode == GemmAllReduceMode::kAuto && world > 1) {
     if (const auto best = cal->best_for(m)) {
       const auto mode = parse_gemm_all_reduce_mode(*best);
       if (mode == GemmAllReduceMode::kSplitLsa || (mode == GemmAllReduceMode::kFused && fused_available && fused_why.empty()) ||
-          (mode == GemmAllReduceMode::kDecode && decode_why.empty()))
+          (mode == GemmAllReduceMode::kDecode && decode_why.empty()) ||
+          (mode == GemmAllReduceMode::kDecodeFused && decode_fused_available && decode_why.empty()))
         measured = mode;
+      else if (mode == GemmAllReduceMode::kDecodeFused)
+        unmeasured = "; calibration's decode-fused cannot run here (" +
+                     (decode_why.empty() ? std::string("its GEMV does not fit one wave beside the peers'") : decode_why) +
+                     ")";
     }
   }
   switch (cfg.mode) {
@@ -351,6 +359,7 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
       m <= detail::kGemvMaxM)
     why << "; decode not taken: "
         << (decode_why.empty() ? "measured slower than split-lsa for this quant / m (fused/all_reduce/plan.hpp)" : decode_why);
+  why << unmeasured;
   p.reason = why.str();
   return p;
 }

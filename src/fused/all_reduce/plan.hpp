@@ -119,15 +119,23 @@ GemmPlan gar_tile_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int
 // a table for another op shape, or one named with an explicit mode (kInvalidArgument).
 std::optional<Calibration> gar_calibration(const GemmAllReduceConfig& cfg, int world, ArLeg leg = ArLeg::kAllReduce);
 
+// Whether an op of `cfg` hosts decode-fused's LL lines (gemv/gemv_all_reduce.hpp) in its window:
+// mode decode-fused, or auto whose calibration table measured decode-fused fastest at some M (only
+// then: the lines take 2 x world x 32 x N x 4 bytes); never at world 1 or for GemmReduceScatter.
+// Reads cfg.calibration (its errors as gar_calibration's).
+bool gar_hosts_decode_fused(const GemmAllReduceConfig& cfg, int world, ArLeg leg = ArLeg::kAllReduce);
+
 // cal: the op's calibration table (auto takes its measured best where it can run it), or null.
+// decode_fused_available: the op hosts decode-fused and its GEMV fits one wave (auto may then take a
+// calibration's decode-fused).
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes = 0, const Calibration* cal = nullptr,
-                           ArLeg leg = ArLeg::kAllReduce);
+                           ArLeg leg = ArLeg::kAllReduce, bool decode_fused_available = false);
 // The same on the call's tile GEMM plan (gar_tile_plan) and a schedule of m rows made of it (any
 // rank's: the plan reads only its shape).
 GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes, const Calibration* cal, const GemmPlan& tile,
-                           const ArSchedule& s, ArLeg leg = ArLeg::kAllReduce);
+                           const ArSchedule& s, ArLeg leg = ArLeg::kAllReduce, bool decode_fused_available = false);
 // The configuration the planner reads for an op of `cfg` with capabilities `caps` (its plan_mode).
 inline GemmAllReduceConfig gar_plan_config(GemmAllReduceConfig cfg, const GarCapabilities& caps) {
   cfg.mode = caps.plan_mode;

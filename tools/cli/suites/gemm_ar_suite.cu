@@ -134,9 +134,12 @@ std::vector<SuiteArm> GemmArTrait::arms(int world, bool emulated, bool over_nccl
   SuiteArm decode = op_arm("decode", Mode::kDecode);
   decode.split = decode.auto_takeable = true;
   if (world > 1) list.add(decode);
-  // decode-fused (the same in one kernel): explicit only, not a split arm (it is compared with decode
-  // bit for bit by the GPU tests, not here).
-  if (world > 1) list.add(op_arm("decode-fused", Mode::kDecodeFused));
+  // decode-fused (the same in one kernel): auto takes it only from a calibration that measured it
+  // fastest (its op then hosts the lines); not a split arm (the GPU tests compare it with decode
+  // bit for bit, not here).
+  SuiteArm decode_fused = op_arm("decode-fused", Mode::kDecodeFused);
+  decode_fused.auto_takeable = true;
+  if (world > 1) list.add(decode_fused);
   SuiteArm fused = op_arm("fused", Mode::kFused);
   fused.auto_takeable = fused.fused = fused.overlap_line = true;
   list.add(fused);
@@ -166,7 +169,7 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
                  "split-lsa bit for bit (!=split). --emulate-world W: W ranks on ONE GPU, labelled as such (not NVLink numbers). "
                  "--devices 0,1,...: one rank per GPU over NCCL, with split-nccl and cuBLASLt + NCCL baselines. Every rank r holds "
                  "A_r [M, K_r] and B_r [N, K_r] (-k is K_r); every rank receives sum_r A_r B_r^T, [M, N] bf16.";
-  help.auto_modes = "split-lsa, fused, decode";
+  help.auto_modes = "split-lsa, fused, decode, decode-fused";
   help.config = "GemmAllReduceConfig";
   help.world1 = "world 1: one rank on one GPU; nothing is reduced, so gemm-only, split-lsa and\n"
                  "                     split-ce are the same GEMM into the op's window, fused runs with no peer and auto\n"
