@@ -155,11 +155,11 @@ namespace {
 
 bool power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
-}  // namespace
-
 constexpr const char* kGemvPathRule =
     "expected auto, registers, registers:D (D = 4 or 8 warp steps in flight at one token tile), tma or tma:QxS (a "
     "ring of S slots of Q steps, powers of two, 2 <= Q x S <= 16)";
+
+}  // namespace
 
 GemvPathChoice gemv_path_from_env() {
   const std::string v = env::get_string("WEAVE_GEMV_PATH", "");
@@ -168,11 +168,8 @@ GemvPathChoice gemv_path_from_env() {
   if (v.rfind("registers", 0) == 0) {
     c.path = GemvArgs::Path::kRegisters;
     if (v == "registers") return c;
-    int depth = 0;
-    char tail = 0;
-    const bool parsed = std::sscanf(v.c_str(), "registers:%d%c", &depth, &tail) == 1;
-    WEAVE_EXPECT_ARG(parsed && (depth == 4 || depth == 8), "WEAVE_GEMV_PATH='" << v << "': " << kGemvPathRule);
-    c.depth = depth;
+    WEAVE_EXPECT_ARG(v == "registers:4" || v == "registers:8", "WEAVE_GEMV_PATH='" << v << "': " << kGemvPathRule);
+    c.depth = v.back() - '0';
     return c;
   }
   c.path = GemvArgs::Path::kTma;

@@ -90,7 +90,7 @@ TEST(GemmDebugKnobs, GemvPathIsParsedAndChecked) {
     EXPECT_EQ(c.depth, g.depth) << g.value;
   }
   for (const char* bad : {"TMA", "regs", " tma", "tma:", "tma:3x2", "tma:4x8", "tma:1x1", "tma:4x2x", "tma:4x2 ",
-                          "registers:", "registers:6", "registers:16", "registers:8x", "registersx"}) {
+                          "registers:", "registers:6", "registers:16", "registers:8x", "registersx", "registers: 8", "registers:08"}) {
     ScopedEnv e("WEAVE_GEMV_PATH", bad);
     try {
       detail::gemv_path_from_env();

@@ -55,11 +55,11 @@ void print_column_heads(const FusedPlanTrait& t) {
 }
 
 nlohmann::json print_row(const FusedPlanTrait& t, std::int64_t m, const PlanRow& p) {
-  nlohmann::json row = {{"m", m}, {"route", p.gemv ? "gemv" : "tiles"}};
+  // route gemv: the op's GEMM is the decode GEMV (p.gemv: so is its mode; block_m 0: ag-gemm's GEMM).
+  nlohmann::json row = {{"m", m}, {"route", p.gemv || p.block_m == 0 ? "gemv" : "tiles"}};
   if (p.gemv) {
     std::printf("%7lld %-7s %6s %6s %5s ", static_cast<long long>(m), "gemv", "-", "-", "-");
   } else {
-    // block_m 0: the op's GEMM takes the GEMV (ag-gemm's gathered rows at decode sizes).
     const std::string tile =
         p.block_m == 0 ? std::string("gemv") : std::to_string(p.block_m) + "x" + std::to_string(p.block_n);
     std::printf("%7lld %-7s %6lld %6.2f %5d ", static_cast<long long>(m), tile.c_str(),
