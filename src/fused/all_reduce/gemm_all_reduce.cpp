@@ -96,7 +96,7 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
                one_wave.unavailable);
   auto_decode_fused = cfg.mode == GemmAllReduceMode::kAuto && one_wave.hosted && one_wave.unavailable.empty();
   if (cfg.mode == GemmAllReduceMode::kAuto && one_wave.hosted && !auto_decode_fused)
-    WEAVE_LOG(kInfo, "rank " << g.rank() << ": " << op_name() << " auto: the calibration's decode-fused rows run decode ("
+    WEAVE_LOG(kInfo, "rank " << g.rank() << ": " << op_name() << " auto: the calibration's decode-fused rows take the model's choice ("
                              << one_wave.unavailable << ")");
   WEAVE_EXPECT_ARG(!(cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route == MxRoute::kBf16 &&
                      cfg.mode == GemmAllReduceMode::kFusedCe),
