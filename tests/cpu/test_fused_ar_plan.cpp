@@ -414,14 +414,16 @@ TEST(FusedArPlan, AutoTakesDecodeFusedOnlyFromACalibrationTable) {
   GemmAllReduceConfig c = model_layer();
   c.m_max = 4096;
   const size_t plain = gemm_all_reduce_window_bytes(c, 2);
-  EXPECT_FALSE(fused::gar_hosts_decode_fused(c, 2)) << "no table: no lines";
+  const auto all_reduce = fused::ArLeg::kAllReduce;
+  EXPECT_FALSE(fused::gar_hosts_decode_fused(c, 2, all_reduce, nullptr)) << "no table: no lines";
   c.calibration = path;
-  EXPECT_TRUE(fused::gar_hosts_decode_fused(c, 2));
-  EXPECT_FALSE(fused::gar_hosts_decode_fused(c, 1)) << "world 1: nothing to exchange";
-  EXPECT_FALSE(fused::gar_hosts_decode_fused(c, 2, fused::ArLeg::kReduceScatter)) << "no decode in GemmReduceScatter";
-  EXPECT_EQ(gemm_all_reduce_window_bytes(c, 2), plain + 2u * 2u * 32u * static_cast<size_t>(c.n) * 4u);
   const std::optional<fused::Calibration> cal = fused::gar_calibration(c, 2);
   ASSERT_TRUE(cal.has_value());
+  EXPECT_TRUE(fused::gar_hosts_decode_fused(c, 2, all_reduce, &*cal));
+  EXPECT_FALSE(fused::gar_hosts_decode_fused(c, 1, all_reduce, &*cal)) << "world 1: nothing to exchange";
+  EXPECT_FALSE(fused::gar_hosts_decode_fused(c, 2, fused::ArLeg::kReduceScatter, &*cal))
+      << "no decode in GemmReduceScatter";
+  EXPECT_EQ(gemm_all_reduce_window_bytes(c, 2), plain + 2u * 2u * 32u * static_cast<size_t>(c.n) * 4u);
   for (int64_t m : {1, 4, 8, 12}) {
     const auto p = fused::gar_plan(c, 2, m, 132, true, true, 0, &*cal, fused::ArLeg::kAllReduce, true);
     EXPECT_EQ(p.mode, GemmAllReduceMode::kDecodeFused) << m << ": " << p.reason;
@@ -449,7 +451,8 @@ TEST(FusedArPlan, AutoTakesDecodeFusedOnlyFromACalibrationTable) {
          "m 1 decode-fused\n";
   }
   mx.calibration = path;
-  EXPECT_FALSE(fused::gar_hosts_decode_fused(mx, 2));
+  const std::optional<fused::Calibration> mx_cal = fused::gar_calibration(mx, 2);
+  EXPECT_FALSE(fused::gar_hosts_decode_fused(mx, 2, all_reduce, mx_cal ? &*mx_cal : nullptr));
   std::filesystem::remove(path);
 }
 

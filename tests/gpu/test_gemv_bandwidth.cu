@@ -170,28 +170,33 @@ void measure(const Sweep& sweep_of) {
           int depth = 0;  // registers: the other depth's instance (sweep_of.depths)
         };
         std::vector<SweepPoint> sweep;
-        const int other_depth = mode == ScaleMode::kBF16 ? 8 : 4;  // the defaults: bf16 4, fp8 8 (gemv_kernel.cuh)
         for (const detail::WeightPath path : {detail::WeightPath::kRegisters, detail::WeightPath::kTma}) {
           if (path == detail::WeightPath::kTma && !sweep_of.tma) continue;
           const auto forced = path == detail::WeightPath::kTma ? detail::GemvArgs::Path::kTma
                                                                : detail::GemvArgs::Path::kRegisters;
-          std::vector<int> splits = sweep_of.splits;
-          const bool depths = sweep_of.depths && path == detail::WeightPath::kRegisters && m <= 8;
-          if (depths && std::find(splits.begin(), splits.end(), plan.split) == splits.end()) splits.push_back(plan.split);
-          for (int s : splits) {
-            const bool planned = path == plan.path && s == plan.split;  // the "gemv" arm
+          for (int s : sweep_of.splits) {
+            if (path == plan.path && s == plan.split) continue;
             try {
               detail::gemv_config(problem, num_sms, s, forced);
-              if (!planned && std::find(sweep_of.splits.begin(), sweep_of.splits.end(), s) != sweep_of.splits.end()) {
-                sweep.push_back({path, s});
-                arms.push_back(gemv_arm(std::string(detail::to_string(path)) + " split=" + std::to_string(s), s,
-                                        false, forced));
-              }
-              if (depths) {
-                sweep.push_back({path, s, other_depth});
-                arms.push_back(gemv_arm("registers depth=" + std::to_string(other_depth) + " split=" + std::to_string(s),
-                                        s, false, forced, {}, other_depth));
-              }
+              sweep.push_back({path, s});
+              arms.push_back(gemv_arm(std::string(detail::to_string(path)) + " split=" + std::to_string(s), s,
+                                      false, forced));
+            } catch (const weave::Error&) {
+            }
+          }
+        }
+        // The registers path at its other depth, at every swept split and the planner's.
+        if (sweep_of.depths && m <= 8) {
+          const int other_depth = mode == ScaleMode::kBF16 ? 8 : 4;  // the defaults: bf16 4, fp8 8 (gemv_kernel.cuh)
+          std::vector<int> splits = sweep_of.splits;
+          if (std::find(splits.begin(), splits.end(), plan.split) == splits.end()) splits.push_back(plan.split);
+          const auto regs = detail::GemvArgs::Path::kRegisters;
+          for (int s : splits) {
+            try {
+              detail::gemv_config(problem, num_sms, s, regs, {}, {}, false, other_depth);
+              sweep.push_back({detail::WeightPath::kRegisters, s, other_depth});
+              arms.push_back(gemv_arm("registers depth=" + std::to_string(other_depth) + " split=" + std::to_string(s),
+                                      s, false, regs, {}, other_depth));
             } catch (const weave::Error&) {
             }
           }

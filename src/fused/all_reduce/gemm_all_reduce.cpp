@@ -140,7 +140,8 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
 
 fused::GarLayout GemmAllReduce::Impl::lay_out(WindowLayout& wl, const std::string& prefix) {
   const int w = group->world_size();
-  layout = fused::add_gar_regions(wl, cfg, w, split ? split->max_blocks : 1, prefix, leg);
+  layout = fused::add_gar_regions(wl, cfg, w, split ? split->max_blocks : 1, prefix, leg,
+                                  calibration ? &*calibration : nullptr);
   if (split) {
     comm::OpShape s = split->shape();
     s.external_buffers = true;
@@ -204,7 +205,7 @@ fused::ArSchedule GemmAllReduce::Impl::schedule(int64_t m, const GemmPlan& tile)
 GemmAllReducePlan GemmAllReduce::Impl::plan_on(int64_t m, const GemmPlan& tile, const fused::ArSchedule& sched) const {
   return fused::gar_plan(fused::gar_plan_config(cfg, caps), group->world_size(), m, grid_cap, caps.fused,
                          group->nccl() != nullptr, rt->window().bytes(), calibration ? &*calibration : nullptr, tile,
-                         sched, leg, auto_decode_fused && layout.has_decode_ll);
+                         sched, leg, auto_decode_fused);
 }
 
 GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const {
@@ -486,7 +487,7 @@ void GemmAllReduce::Impl::run_decode_fused(const GemmProblem& prob, const Tensor
 // configuration, so every rank raises the same error.
 GemmAllReduce::Impl::DecodeFusedShapes GemmAllReduce::Impl::decode_fused_shapes(const comm::Group& g) const {
   DecodeFusedShapes shapes;
-  shapes.hosted = fused::gar_hosts_decode_fused(cfg, g.world_size(), leg);
+  shapes.hosted = fused::gar_hosts_decode_fused(cfg, g.world_size(), leg, calibration ? &*calibration : nullptr);
   if (!shapes.hosted) return shapes;
   for (int64_t m = 1; m <= std::min<int64_t>(cfg.m_max, detail::kGemvMaxM); ++m) {
     const GemmProblem p = problem_of(cfg, m);

@@ -161,7 +161,7 @@ comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max
 }
 
 GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, int world, int split_max_blocks,
-                          const std::string& prefix, ArLeg leg) {
+                          const std::string& prefix, ArLeg leg, const Calibration* cal) {
   GarLayout g;
   const size_t w = static_cast<size_t>(world);
   const GarCapabilities hosts = gar_capabilities(cfg, world_only(world));  // its mode-only part
@@ -184,7 +184,7 @@ GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, 
     g.has_pull = true;
   }
   g.out = layout.add(prefix + ".out", RegionKind::kData, static_cast<uint64_t>(cfg.m_max) * static_cast<uint64_t>(cfg.n) * 2).offset;
-  if (gar_hosts_decode_fused(cfg, world, leg)) {
+  if (gar_hosts_decode_fused(cfg, world, leg, cal)) {
     // The GEMV's LL lines (gemv/gemv_all_reduce.hpp); zeroed with the window, as LL lines must start.
     g.decode_ll = layout.add(prefix + ".decode_ll", RegionKind::kData, detail::gemv_ll_region_bytes(cfg.n, world)).offset;
     g.has_decode_ll = true;
@@ -364,14 +364,21 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
   return p;
 }
 
+std::size_t gar_window_bytes(const GemmAllReduceConfig& cfg, int world, const Calibration* cal) {
+  WindowLayout layout;
+  add_gar_regions(layout, cfg, world, kGarBoundSplitBlocks, "gar", ArLeg::kAllReduce, cal);
+  return layout.total_bytes();
+}
+
 }  // namespace weave::fused
 
 namespace weave {
 std::size_t gemm_all_reduce_window_bytes(const GemmAllReduceConfig& config, int world) {
   const std::string bad = GemmAllReduce::validate(config, world);
   WEAVE_EXPECT_ARG(bad.empty(), "gemm_all_reduce_window_bytes: " << bad);
-  WindowLayout layout;
-  fused::add_gar_regions(layout, config, world, fused::kGarBoundSplitBlocks);
-  return layout.total_bytes();
+  // Only auto reads its table (whose decode-fused rows add the lines).
+  const std::optional<fused::Calibration> cal =
+      config.mode == GemmAllReduceMode::kAuto ? fused::gar_calibration(config, world) : std::nullopt;
+  return fused::gar_window_bytes(config, world, cal ? &*cal : nullptr);
 }
 }  // namespace weave

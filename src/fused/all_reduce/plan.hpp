@@ -63,8 +63,13 @@ GarCapabilities gar_capabilities(const GemmAllReduceConfig& cfg, const Placement
 // The split collective: an all-reduce of m_max x N, or a reduce-scatter of m_max / world x N per rank (in place).
 comm::OpShape gar_split_shape(const GemmAllReduceConfig& cfg, int world, int max_blocks, ArLeg leg = ArLeg::kAllReduce);
 // The op's regions, named "<prefix>.control" etc. (several ops share a window under distinct prefixes).
+// cal: the op's calibration table as loaded (gar_calibration), or null: decode-fused's lines for an
+// auto op depend on it (gar_hosts_decode_fused).
 GarLayout add_gar_regions(WindowLayout& layout, const GemmAllReduceConfig& cfg, int world, int split_max_blocks,
-                          const std::string& prefix = "gar", ArLeg leg = ArLeg::kAllReduce);
+                          const std::string& prefix = "gar", ArLeg leg = ArLeg::kAllReduce,
+                          const Calibration* cal = nullptr);
+// Bytes of an op's window (gemm_all_reduce_window_bytes without its checks), with its loaded table.
+std::size_t gar_window_bytes(const GemmAllReduceConfig& cfg, int world, const Calibration* cal);
 
 // auto takes decode only where it was measured faster than split-lsa (the 128x128 GEMM + the same
 // all-reduce; emulated world W = 2, N = 7168, K_r = 2048, 2026-12-01, docs/perf/fused.md):
@@ -120,10 +125,10 @@ GemmPlan gar_tile_plan(const GemmAllReduceConfig& cfg, int world, int64_t m, int
 std::optional<Calibration> gar_calibration(const GemmAllReduceConfig& cfg, int world, ArLeg leg = ArLeg::kAllReduce);
 
 // Whether an op of `cfg` hosts decode-fused's LL lines (gemv/gemv_all_reduce.hpp) in its window:
-// mode decode-fused, or auto whose calibration table measured decode-fused fastest at some M (only
-// then: the lines take 2 x world x 32 x N x 4 bytes); never at world 1 or for GemmReduceScatter.
-// Reads cfg.calibration (its errors as gar_calibration's).
-bool gar_hosts_decode_fused(const GemmAllReduceConfig& cfg, int world, ArLeg leg = ArLeg::kAllReduce);
+// mode decode-fused, or auto whose calibration table `cal` (cfg.calibration as loaded) measured
+// decode-fused fastest at some M (only then: the lines take 2 x world x 32 x N x 4 bytes); never at
+// world 1 or for GemmReduceScatter.
+bool gar_hosts_decode_fused(const GemmAllReduceConfig& cfg, int world, ArLeg leg, const Calibration* cal);
 
 // cal: the op's calibration table (auto takes its measured best where it can run it), or null.
 // decode_fused_available: the op hosts decode-fused and its GEMV fits one wave (auto may then take a

@@ -74,12 +74,11 @@ std::optional<Calibration> gar_calibration(const GemmAllReduceConfig& cfg, int w
                               cfg.scale_layout, DType::kBF16, cfg.n, cfg.k, world);
 }
 
-bool gar_hosts_decode_fused(const GemmAllReduceConfig& cfg, int world, ArLeg leg) {
+bool gar_hosts_decode_fused(const GemmAllReduceConfig& cfg, int world, ArLeg leg, const Calibration* cal) {
   if (world <= 1 || leg != ArLeg::kAllReduce) return false;
   if (cfg.mode == GemmAllReduceMode::kDecodeFused) return true;
-  if (cfg.mode != GemmAllReduceMode::kAuto) return false;
-  const std::optional<Calibration> cal = gar_calibration(cfg, world, leg);
-  return cal && cal->names(to_string(GemmAllReduceMode::kDecodeFused)) && gar_decode_unsupported_reason(cfg, 1).empty();
+  return cfg.mode == GemmAllReduceMode::kAuto && cal != nullptr &&
+         cal->names(to_string(GemmAllReduceMode::kDecodeFused)) && gar_decode_unsupported_reason(cfg, 1).empty();
 }
 
 }  // namespace weave::fused
@@ -100,8 +99,9 @@ GemmAllReducePlan gemm_all_reduce_plan(const GemmAllReduceConfig& config, int wo
                                                                 fused::gar_fused_built(config)));
   // decode-fused's one-wave residency is the device's; the plan of a described machine assumes it fits.
   return fused::gar_plan(fused::gar_plan_config(config, caps), world, m, fused::ctas_per_rank(machine.num_sms, config.max_sms), caps.fused, machine.nccl,
-                         gemm_all_reduce_window_bytes(config, world), cal ? &*cal : nullptr, fused::ArLeg::kAllReduce,
-                         fused::gar_hosts_decode_fused(config, world));
+                         fused::gar_window_bytes(config, world, cal ? &*cal : nullptr), cal ? &*cal : nullptr,
+                         fused::ArLeg::kAllReduce,
+                         fused::gar_hosts_decode_fused(config, world, fused::ArLeg::kAllReduce, cal ? &*cal : nullptr));
 }
 
 }  // namespace weave
