@@ -36,7 +36,8 @@
 //               the GEMV's clusters send their reduced rows as LL lines to every peer as each
 //               band finishes, then sum the peers' lines in rank order. Bitwise equal to decode.
 //               Runs where every rank's GEMV grid is resident at once (one wave of clusters;
-//               kUnavailable at construction otherwise; auto takes the model's choice); the window holds
+//               kUnavailable at construction otherwise; auto takes the model's choice at the M
+//               that do not fit); the window holds
 //               2 x world x 32 x N x 4 bytes of LL lines beside the output (auto: only when its
 //               table names decode-fused)
 //   auto        decode where it was measured faster than split-lsa (bf16 and mxfp8, M <= 16; the

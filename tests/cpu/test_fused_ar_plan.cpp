@@ -428,10 +428,10 @@ TEST(FusedArPlan, AutoTakesDecodeFusedOnlyFromACalibrationTable) {
     const auto p = fused::gar_plan(c, 2, m, 132, true, true, 0, &*cal, fused::ArLeg::kAllReduce, true);
     EXPECT_EQ(p.mode, GemmAllReduceMode::kDecodeFused) << m << ": " << p.reason;
     EXPECT_NE(p.reason.find("calibration " + path + " (test): measured fastest"), std::string::npos) << p.reason;
-    // Where its GEMV does not fit one wave, the model's choice, with the reason.
+    // Where its GEMV does not fit one wave at this m, the model's choice, with the reason.
     const auto q = fused::gar_plan(c, 2, m, 132, true, true, 0, &*cal, fused::ArLeg::kAllReduce, false);
     EXPECT_EQ(q.mode, GemmAllReduceMode::kDecode) << m << ": " << q.reason;
-    EXPECT_NE(q.reason.find("calibration's decode-fused cannot run here (its GEMV does not fit one wave"),
+    EXPECT_NE(q.reason.find("calibration's decode-fused cannot run here (its GEMV at this m does not fit one wave"),
               std::string::npos) << q.reason;
   }
   EXPECT_EQ(fused::gar_plan(c, 2, 32, 132, true, true, 0, &*cal, fused::ArLeg::kAllReduce, true).mode,

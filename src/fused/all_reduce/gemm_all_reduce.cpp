@@ -42,6 +42,22 @@ GemmProblem problem_of(const GemmAllReduceConfig& c, int64_t m) {
   return GemmProblem{.m = m, .n = c.n, .k = c.k, .mode = c.quant, .scale_layout = c.scale_layout, .out_dtype = DType::kBF16};
 }
 
+// The m in 1..m_top whose bit (m - 1) is set, as ranges: "17-32" or "5, 9-12".
+std::string m_ranges(uint64_t bits, int64_t m_top) {
+  std::ostringstream out;
+  const char* sep = "";
+  for (int64_t m = 1; m <= m_top; ++m) {
+    if (((bits >> (m - 1)) & 1u) == 0) continue;
+    int64_t last = m;
+    while (last < m_top && ((bits >> last) & 1u) != 0) ++last;
+    out << sep << m;
+    if (last > m) out << "-" << last;
+    sep = ", ";
+    m = last;
+  }
+  return out.str();
+}
+
 }  // namespace
 
 GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, const fused::GemmAllReduceHooks& hk,
@@ -94,10 +110,13 @@ GemmAllReduce::Impl::Impl(comm::Group& g, const GemmAllReduceConfig& config, con
   // An explicit decode-fused that cannot run is refused; auto then keeps to decode (logged).
   WEAVE_EXPECT(cfg.mode != GemmAllReduceMode::kDecodeFused || one_wave.unavailable.empty(), Status::kUnavailable,
                one_wave.unavailable);
-  auto_decode_fused = cfg.mode == GemmAllReduceMode::kAuto && one_wave.hosted && one_wave.unavailable.empty();
-  if (cfg.mode == GemmAllReduceMode::kAuto && one_wave.hosted && !auto_decode_fused)
-    WEAVE_LOG(kInfo, "rank " << g.rank() << ": " << op_name() << " auto: the calibration's decode-fused rows take the model's choice ("
-                             << one_wave.unavailable << ")");
+  if (cfg.mode == GemmAllReduceMode::kAuto && one_wave.hosted) {
+    auto_decode_fused_m = one_wave.resident_m;
+    if (!one_wave.unavailable.empty())
+      WEAVE_LOG(kInfo, "rank " << g.rank() << ": " << op_name() << " auto: the calibration's decode-fused rows at m "
+                               << m_ranges(~one_wave.resident_m, std::min<int64_t>(cfg.m_max, detail::kGemvMaxM))
+                               << " take the model's choice (" << one_wave.unavailable << ")");
+  }
   WEAVE_EXPECT_ARG(!(cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route == MxRoute::kBf16 &&
                      cfg.mode == GemmAllReduceMode::kFusedCe),
                    "GemmAllReduceConfig.mx_route = bf16 cannot run in mode fused-ce (its copy streams fork from the "
@@ -205,7 +224,7 @@ fused::ArSchedule GemmAllReduce::Impl::schedule(int64_t m, const GemmPlan& tile)
 GemmAllReducePlan GemmAllReduce::Impl::plan_on(int64_t m, const GemmPlan& tile, const fused::ArSchedule& sched) const {
   return fused::gar_plan(fused::gar_plan_config(cfg, caps), group->world_size(), m, grid_cap, caps.fused,
                          group->nccl() != nullptr, rt->window().bytes(), calibration ? &*calibration : nullptr, tile,
-                         sched, leg, auto_decode_fused);
+                         sched, leg, m <= 64 && ((auto_decode_fused_m >> (m - 1)) & 1u) != 0);
 }
 
 GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const {
@@ -482,9 +501,10 @@ void GemmAllReduce::Impl::run_decode_fused(const GemmProblem& prob, const Tensor
 }
 
 // decode-fused's clusters wait for their peers', so every call's GEMV grid must be resident at once
-// (one wave, beside the other ranks sharing the GPU): the K split of every m <= min(m_max, 32), or
-// why some m cannot run (nothing for another mode, or world 1). Both enter the agreed
-// configuration, so every rank raises the same error.
+// (one wave, beside the other ranks sharing the GPU): the K split of every m <= min(m_max, 32) and
+// which m can run, or why the first that cannot cannot (nothing for another mode, or world 1). The
+// explicit mode is refused whole; auto takes decode-fused at the m that can. All of it enters the
+// agreed configuration, so every rank raises the same error and makes the same choices.
 GemmAllReduce::Impl::DecodeFusedShapes GemmAllReduce::Impl::decode_fused_shapes(const comm::Group& g) const {
   DecodeFusedShapes shapes;
   shapes.hosted = fused::gar_hosts_decode_fused(cfg, g.world_size(), leg, calibration ? &*calibration : nullptr);
@@ -494,12 +514,15 @@ GemmAllReduce::Impl::DecodeFusedShapes GemmAllReduce::Impl::decode_fused_shapes(
     if (!detail::gemv_unsupported_reason(p).empty()) continue;  // run() refuses that m as mode decode does
     try {
       shapes.splits += std::to_string(detail::gemv_all_reduce_config(p, num_sms, g.ranks_per_device()).split) + ",";
+      shapes.resident_m |= uint64_t{1} << (m - 1);
     } catch (const Error& e) {
       if (e.status() != Status::kUnavailable) throw;
-      shapes.unavailable = std::string(op_name()) + ": mode decode-fused at m = " + std::to_string(m) + ": " +
-                           e.what() + " (" + std::to_string(g.ranks_per_device()) +
-                           " rank(s) on this GPU)" + (cfg.mode == GemmAllReduceMode::kDecodeFused ? "; use mode decode" : "");
-      break;
+      shapes.splits += "-,";
+      if (shapes.unavailable.empty())
+        shapes.unavailable = std::string(op_name()) + ": mode decode-fused at m = " + std::to_string(m) + ": " +
+                             e.what() + " (" + std::to_string(g.ranks_per_device()) + " rank(s) on this GPU)" +
+                             (cfg.mode == GemmAllReduceMode::kDecodeFused ? "; use mode decode" : "");
+      if (cfg.mode == GemmAllReduceMode::kDecodeFused) break;  // refused whole; auto goes on per m
     }
   }
   return shapes;

@@ -49,7 +49,9 @@ struct GemmAllReduce::Impl {
   std::unique_ptr<Collective::Impl> split;  // split-lsa / split-ce: the in-place all-reduce
   fused::GarCapabilities caps;  // what this op can run here (resolved once, in the constructor)
   // auto may take decode-fused (a calibration measured it fastest, and every m's GEMV fits one wave)
-  bool auto_decode_fused = false;
+  // Auto: the m (bit m - 1, m <= 32) whose decode-fused grid is resident in one wave, where the
+  // calibration table names decode-fused (0: none; the table's other rows keep the model's choice).
+  uint64_t auto_decode_fused_m = 0;
   // The tiles a call may run (fused/tile_choice.hpp: the planner's rule on those built with the
   // all-reduce epilogue and the local store; split runs the tile fused would) and their kernels.
   std::vector<gemm::TileCandidate> tiles;
@@ -110,7 +112,8 @@ struct GemmAllReduce::Impl {
                         cudaStream_t stream);
   struct DecodeFusedShapes {
     std::string splits;       // the GEMV's K split per m, comma-separated
-    std::string unavailable;  // why some m cannot keep its grid in one wave ("" where every m can)
+    std::string unavailable;  // why the first m that cannot keep its grid in one wave cannot ("" where every m can)
+    uint64_t resident_m = 0;  // bit m - 1: m's grid is resident in one wave
     bool hosted = false;      // the op hosts decode-fused's lines (fused::gar_hosts_decode_fused)
   };
   DecodeFusedShapes decode_fused_shapes(const comm::Group& g) const;  // the constructor's residency rule

@@ -300,7 +300,7 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
         measured = mode;
       else if (mode == GemmAllReduceMode::kDecodeFused)
         unmeasured = "; calibration's decode-fused cannot run here (" +
-                     (decode_why.empty() ? std::string("its GEMV does not fit one wave beside the peers'") : decode_why) +
+                     (decode_why.empty() ? std::string("its GEMV at this m does not fit one wave beside the peers'") : decode_why) +
                      ")";
     }
   }
