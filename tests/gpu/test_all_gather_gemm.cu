@@ -581,6 +581,59 @@ TEST(EmulatedAllGatherGemm, FusedCeEqualsTheGemmOfTheStackedRowsAtItsTileBitwise
   }
 }
 
+// fused-ce at every tile it is built for (fused/tile_choice.hpp's candidates, forced through the
+// testing hook), W = 2, every quant it runs: the same bytes as weave::Gemm at that tile over the
+// stacked rows, within the reference, identical on both ranks; plan(m) names the forced tile. N 640
+// leaves a partial column tile for the 256- and 160-wide tiles; M of one row, a partial tile
+// straddling the ranks' rows, several tiles. The planner reaches only some tiles at the other
+// tests' shapes; this holds every built instance.
+TEST(EmulatedAllGatherGemm, FusedCeAtEveryBuiltTileEqualsTheGemmOfTheStackedRows) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int world = 2;
+  if (!fits_queues(Mode::kFusedCe, world)) GTEST_SKIP() << test::not_run_reason(Mode::kFusedCe, world);
+  const int64_t n = 640, k = 1024, m_max = 1000;
+  bench::EmulatedWorld ew(world, 0, 20);
+  int cases = 0;
+  for (const test::QuantCase& q : agm_quants()) {
+    if (!fused::agm_fused_ce_quant(q.quant, q.out)) continue;
+    const auto cands = fused::agm_tile_candidates(agm_config(q, Mode::kFusedCe, n, k, m_max));
+    EXPECT_GE(cands.size(), 2u) << q.name << ": the tiles fused-ce is built for";
+    for (const auto& t : cands) {
+      SCOPED_TRACE(std::string(q.name) + " tile " + std::to_string(t.block_m) + "x" + std::to_string(t.block_n));
+      fused::AllGatherGemmHooks hooks;
+      hooks.tile = {t.block_m, t.block_n};
+      ew.run([&](comm::Group& g) {
+        const int dev = g.device(), r = g.rank();
+        auto op = make(g, agm_config(q, Mode::kFusedCe, n, k, m_max), hooks);
+        std::vector<bench::DeviceOperand> bs;
+        bs.push_back(bench::upload_operand(
+            bench::quantize_parallel(bench::random_operand(78, n, k), n, k, q.quant, ref::Operand::kB), dev));
+        const bench::DeviceOperand& b = bs[0];
+        Stream st;
+        for (int64_t m : {int64_t(1), int64_t(77), int64_t(300), m_max}) {
+          const AllGatherGemmPlan plan = op->plan(m);
+          EXPECT_EQ(plan.block_m, t.block_m) << "m " << m << ": " << plan.reason;
+          EXPECT_EQ(plan.block_n, t.block_n) << "m " << m << ": " << plan.reason;
+          const std::vector<bench::DeviceOperand> as = test::upload_every_a(world, 700 + m, m, k, q.quant, dev);
+          const size_t bytes = static_cast<size_t>(world * m * n) * dtype_bytes(q.out);
+          const std::vector<uint8_t> got =
+              test::poisoned_call(g, *op, m, as[r].view, b.view, scales_of(as[r], b), bytes, st.s);
+          EXPECT_EQ(op->last_mode(), Mode::kFusedCe);
+          EXPECT_EQ(stacked_gemm(*op, as, b, m, st.s), got) << "m " << m << ": differs from weave::Gemm at the tile";
+          const auto hashes = g.all_gather(fnv1a64(got.data(), bytes), "the output hash");
+          EXPECT_EQ(hashes[1], hashes[0]) << "m " << m << ": the ranks differ";
+          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = q.out};
+          AgTraits::Reference(q, p, as, bs, r, dev, st.s).expect_close(got, "fused-ce");
+          g.barrier();  // nobody starts the next m while a peer still reads this one's rows
+        }
+      });
+      ++cases;
+    }
+  }
+  EXPECT_GT(cases, 0);
+  std::printf("  fused-ce: %d quant x tile cases, 4 M each (the stacked GEMM at the tile, reference)\n", cases);
+}
+
 // The landed wait's negative control (W = 2, bf16, one-hot operands): both ranks' copy streams start
 // 40 ms late and every call poisons the gathered rows first. With the wait the GEMM reads the
 // peer's rows only once they landed (0 wrong); without it (skip_landed_wait) the tiles of the

@@ -139,6 +139,11 @@ int numerics_case(bench::EmulatedWorld& ew, int world, const QuantCase& q, const
       for (auto& op : ops) outs.push_back(poisoned_call(g, *op, m, as[r].view, b.view, sc, bytes, st.s));
       for (size_t i = 0; i < here.size(); ++i) {
         if (here[i]->last) EXPECT_EQ(ops[i]->last_mode(), *here[i]->last) << here[i]->name;
+        if (hooks.tile.forced() && here[i]->mode == T::kFused) {  // the public plan shows the tile it ran
+          const auto plan = ops[i]->plan(m);
+          EXPECT_EQ(plan.block_m * 10000 + plan.block_n, hooks.tile.block_m * 10000 + hooks.tile.block_n)
+              << here[i]->name << " m " << m << ": " << plan.reason;
+        }
         for (const char* twin : here[i]->twins) {
           const int t = index_of(twin);
           if (t < 0) continue;  // not run here: the next twin

@@ -141,7 +141,8 @@ std::unique_ptr<AllGatherGemm> AllGatherGemm::Impl::create(comm::Group& g, const
 AllGatherGemmPlan AllGatherGemm::Impl::plan(int64_t m) const {
   AllGatherGemmConfig planned = cfg;
   planned.mode = caps.plan_mode;
-  return fused::agm_plan(planned, group->world_size(), m, grid_cap, group->nccl() != nullptr, rt->window().bytes());
+  return fused::agm_plan(planned, group->world_size(), m, grid_cap, group->nccl() != nullptr, rt->window().bytes(),
+                         hooks.tile);
 }
 
 void AllGatherGemm::Impl::check_view_m(const char* view, int64_t m) const {

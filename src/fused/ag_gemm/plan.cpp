@@ -248,7 +248,7 @@ AllGatherGemmMode agm_mode(AllGatherGemmMode plan_mode, int world) {
 }
 
 AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas, bool nccl_available,
-                           uint64_t window_bytes) {
+                           uint64_t window_bytes, FusedTile forced) {
   AllGatherGemmPlan p;
   const AgmGemm g = agm_gemm(cfg, world, m, ctas);
   p.gemm_kernel = g.plan.kernel;
@@ -272,7 +272,7 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
   // fused-ce's tile and its pulls per peer (where this build has its kernels for the quant).
   const std::vector<gemm::TileCandidate> cands = agm_tile_candidates(cfg);
   const bool fused_ce = any_fused_kernel(cands, [&](int bm, int bn) { return agm_fused_kernel(cfg, bm, bn); });
-  const GemmPlan tile = fused_ce ? agm_tile_plan(cfg, world, m, ctas, cands) : GemmPlan{};
+  const GemmPlan tile = fused_ce ? agm_tile_plan(cfg, world, m, ctas, cands, forced) : GemmPlan{};
   const AgmChunks ch = fused_ce ? agm_chunks(m, tile.block_m, kAgmPullChunks) : AgmChunks{};
   if (fused_ce && world > 1) {
     // The pulls run under the GEMM; the first peer chunk's pull and the enter / arrive kernels are not hidden.

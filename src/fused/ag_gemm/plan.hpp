@@ -82,8 +82,8 @@ std::size_t agm_gemm_workspace_bytes(const AllGatherGemmConfig& cfg, int world);
 AllGatherGemmMode agm_mode(AllGatherGemmMode plan_mode, int world);
 
 // The plan of one call of m rows per rank on `ctas` CTAs per rank; nccl_available: the group has
-// an NCCL communicator (as the other fused planners).
+// an NCCL communicator (as the other fused planners); forced: the op's testing tile (fused-ce's).
 AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas, bool nccl_available,
-                           uint64_t window_bytes);
+                           uint64_t window_bytes, FusedTile forced = {});
 
 }  // namespace weave::fused
