@@ -34,7 +34,8 @@
 //   decode-fused M <= 32 only: decode's two kernels as one (explicit, or auto where its calibration
 //               table measured it fastest; the model never chooses it):
 //               the GEMV's clusters send their reduced rows as LL lines to every peer as each
-//               band finishes, then sum the peers' lines in rank order. Bitwise equal to decode.
+//               band finishes, then sum the peers' lines in rank order. Bitwise equal to decode
+//               wherever decode's K split fits one wave (it then runs that split; docs/fused.md).
 //               Runs where every rank's GEMV grid is resident at once (one wave of clusters;
 //               kUnavailable at construction otherwise; auto takes the model's choice at the M
 //               that do not fit); the window holds

@@ -342,6 +342,12 @@ GemvConfig planned_config(const GemmProblem& problem, int num_sms, const GemvArg
 
 }  // namespace
 
+int gemv_planned_split(const GemmProblem& problem, int num_sms) {
+  GemvArgs args;
+  args.mode = problem.mode;
+  return planned_config(problem, num_sms, args).split;
+}
+
 namespace gemv {
 
 GemmProblem checked_problem(const GemvArgs& args, int num_sms) {

@@ -110,6 +110,10 @@ GemvPathChoice gemv_path_from_env();
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override = 0,
                        GemvArgs::Path path = GemvArgs::Path::kAuto, RingShape ring = {},
                        const GemvResidency& residency = {}, bool one_wave = false, int depth = 0);
+// The K split gemv_launch plans for `problem` on `num_sms` SMs with default arguments (split 0,
+// path auto): what the all-reduce epilogue's planner takes where it fits one wave, so the two
+// kernels sum K in the same order.
+int gemv_planned_split(const GemmProblem& problem, int num_sms);
 // Enqueues the GEMV on `stream`; no allocation, no sync, graph-capturable. Throws weave::Error
 // (kInvalidArgument) for arguments that break the rules above (shape, alignment, null pointers).
 void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream);

@@ -12,11 +12,17 @@ namespace weave::detail {
 
 namespace {
 
+// The plain GEMV's own split where its clusters fit one wave here: the same K order as mode decode's
+// GEMV, so decode-fused is bitwise equal to decode; else the least modelled time among the splits
+// that fit (the sums then differ from decode's by rounding, within the same bound).
 GemvConfig one_wave_config(const GemmProblem& problem, int num_sms, int ranks_per_device) {
   const int share = std::max(1, ranks_per_device);
   const GemvResidency device = gemv_device_residency(problem.mode, /*all_reduce_epilogue=*/true);
   // Ranks sharing the GPU (the emulated world) each get their part of its clusters.
   const GemvResidency shared = [device, share](const GemvConfig& c) { return device(c) / share; };
+  const GemvConfig as_decode = gemv_config(problem, num_sms, gemv_planned_split(problem, num_sms),
+                                           GemvArgs::Path::kRegisters, {}, shared);
+  if (as_decode.waves == 1) return as_decode;
   return gemv_config(problem, num_sms, 0, GemvArgs::Path::kRegisters, {}, shared, /*one_wave=*/true);
 }
 

@@ -17,6 +17,7 @@
 #include "common/check.hpp"
 #include "common/hash.hpp"
 #include "fused/all_reduce/impl.hpp"
+#include "gemv/gemv_all_reduce.hpp"
 #include "fused_op_traits_all_reduce.hpp"
 #include "fused_test_support.hpp"
 #include "support/expect_error.hpp"
@@ -54,10 +55,11 @@ std::string first_difference(const std::vector<uint8_t>& a, const std::vector<ui
 
 }  // namespace
 
-// Bitwise equal to mode decode (the same GEMV roundings, the same fp32 sum of bf16 partials in rank
-// order): M of each token-tile bucket and partial tiles, N not a multiple of the 128-row band, W =
-// 2, 3, 4, 8, every quant the GEMV reads; identical on every rank, within the summed reference's
-// bound; self_test passes; m = 33 refused by name; mxfp8 packed refused at construction.
+// Bitwise equal to mode decode (the same K split, GEMV roundings and fp32 sum of bf16 partials in
+// rank order; decode-fused takes decode's split wherever it fits one wave, as at these shapes): M
+// of each token-tile bucket and partial tiles, N not a multiple of the 128-row band, W = 2, 3, 4,
+// 8, every quant the GEMV reads; identical on every rank, within the summed reference's bound;
+// self_test passes; m = 33 refused by name; mxfp8 packed refused at construction.
 TEST(EmulatedGemmAllReduce, DecodeFusedEqualsDecodeBitwise) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 392, k = 512, m_max = 40;
@@ -95,6 +97,12 @@ TEST(EmulatedGemmAllReduce, DecodeFusedEqualsDecodeBitwise) {
           for (int s = 1; s < world; ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": rank " << s << " differs";
           const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw,
                               .out_dtype = DType::kBF16};
+          // The bitwise claim holds where decode-fused runs decode's own K split: it must here.
+          int sms = 0;
+          WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+          EXPECT_EQ(detail::gemv_all_reduce_config(p, sms, g.ranks_per_device()).split,
+                    detail::gemv_planned_split(p, sms))
+              << "m " << m << ": decode-fused plans another K split than decode";
           test::SummedReference ref(as, bs, p, st.s);
           bench::DeviceBuffer dev_got(bytes);
           dev_got.upload(got.data(), bytes);
