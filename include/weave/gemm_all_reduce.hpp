@@ -35,7 +35,7 @@
 //               table measured it fastest; the model never chooses it):
 //               the GEMV's clusters send their reduced rows as LL lines to every peer as each
 //               band finishes, then sum the peers' lines in rank order. Bitwise equal to decode
-//               wherever decode's K split fits one wave (it then runs that split; docs/fused.md).
+//               (whose GEMV runs decode-fused's K split wherever decode-fused could run).
 //               Runs where every rank's GEMV grid is resident at once (one wave of clusters;
 //               kUnavailable at construction otherwise; auto takes the model's choice at the M
 //               that do not fit); the window holds

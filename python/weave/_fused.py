@@ -326,7 +326,7 @@ class GemmAllReduce(_ReducingOp):
     once per element in fp32 in rank order). Modes: auto (default), gemm-only, split-nccl,
     split-lsa, split-ce, decode (m <= 32: the decode GEMV + the low-latency all-reduce; auto takes
     it there), decode-fused (m <= 32: the same as one kernel, the GEMV's clusters exchanging their
-    rows as low-latency lines; bitwise equal to decode wherever decode's K split fits one wave;
+    rows as low-latency lines; bitwise equal to decode (whose GEMV runs its K split);
     explicit, or auto where its calibration table measured it fastest; only where every rank's GEMV
     grid is resident at once), fused (both legs under the GEMM; bitwise equal to split-lsa),
     fused-rs (MORI's structure, a control arm: the scatter in the GEMM's epilogue, reduce + gather in a tail),

@@ -12,9 +12,9 @@ namespace weave::detail {
 
 namespace {
 
-// The plain GEMV's own split where its clusters fit one wave here: the same K order as mode decode's
-// GEMV, so decode-fused is bitwise equal to decode; else the least modelled time among the splits
-// that fit (the sums then differ from decode's by rounding, within the same bound).
+// The plain GEMV's own split where its clusters fit one wave here (on a GPU of its own, mostly the
+// plan mode decode's GEMV would make anyway), else the least modelled time among the splits that
+// fit. GemmAllReduce's mode decode runs this split too, so the two modes sum K in one order.
 GemvConfig one_wave_config(const GemmProblem& problem, int num_sms, int ranks_per_device) {
   const int share = std::max(1, ranks_per_device);
   const GemvResidency device = gemv_device_residency(problem.mode, /*all_reduce_epilogue=*/true);

@@ -9,8 +9,8 @@
 //     then polls ll[slot][q][token][b][u] of this rank's window for every peer q, sums the W
 //     partials in fp32 in rank order 0..W-1 (the LL all-reduce's order) and stores bf16 into C;
 //     the CTA with the last election ticket stores the epoch (call_protocol.cuh end_call).
-// Same roundings, same order, and decode's K split where it fits one wave: bitwise equal to mode
-// decode (its GEMV, then the LL all-reduce) there.
+// Same roundings, same order, same K split (GemmAllReduce's mode decode runs this kernel's): bitwise
+// equal to mode decode (its GEMV, then the LL all-reduce).
 // A cluster waits for the same band's cluster of every peer, so the kernel runs only where every
 // cluster of every rank sharing the GPU is resident at once (gemv_all_reduce_config: one wave).
 // Memory ordering: docs/memory_ordering.md "decode-one-kernel".

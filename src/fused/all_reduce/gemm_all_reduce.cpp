@@ -476,10 +476,28 @@ void GemmAllReduce::Impl::run_decode(const GemmProblem& prob, const TensorView& 
                                      const GemmScales& s, cudaStream_t stream) {
   detail::GemvArgs gemv = gemm::make_gemv_args(prob, a, b, s, out_local(), cfg.n);
   gemv.pdl = cfg.allow_pdl;  // the all-reduce after it waits for it (its lsa kernels: "pdl")
+  gemv.split = decode_split(prob);
   detail::gemv_launch(gemv, num_sms, stream);
   if (group->world_size() == 1) return;
   WEAVE_EXPECT(split != nullptr, Status::kInternal, "GemmAllReduce: mode decode has no all-reduce");
   split->run(out_local(), out_local(), static_cast<size_t>(prob.m) * static_cast<size_t>(cfg.n), stream);
+}
+
+// Mode decode's GEMV runs decode-fused's K split wherever decode-fused could run (its clusters
+// fit one wave beside the peers'), so the two modes sum K in one order and are bitwise equal
+// (decode-fused takes the plain GEMV's own split where that fits, so on a GPU of its own this is
+// mostly the GEMV's plan unchanged). Where ranks share a GPU (the emulated world) it also keeps
+// the GEMV within the rank's part of the device: a plain plan of clusters of 16 could not be placed
+// while the peers' all-reduce kernels wait on the SMs for this rank's lines. 0 (the GEMV's own
+// plan) where decode-fused cannot run.
+int GemmAllReduce::Impl::decode_split(const GemmProblem& prob) const {
+  if (!detail::gemv_unsupported_reason(prob).empty()) return 0;  // gemv_launch names the rule
+  try {
+    return detail::gemv_all_reduce_config(prob, num_sms, group->ranks_per_device()).split;
+  } catch (const Error& e) {
+    if (e.status() != Status::kUnavailable) throw;
+    return 0;
+  }
 }
 
 // decode-fused: the GEMV with the all-reduce epilogue (gemv/gemv_all_reduce.hpp), one kernel.

@@ -108,6 +108,7 @@ struct GemmAllReduce::Impl {
                cudaStream_t stream);
   void run_decode(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
                   cudaStream_t stream);
+  int decode_split(const GemmProblem& prob) const;  // mode decode's GEMV K split (0: the GEMV's plan)
   void run_decode_fused(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
                         cudaStream_t stream);
   struct DecodeFusedShapes {
