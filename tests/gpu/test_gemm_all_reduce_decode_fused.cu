@@ -56,9 +56,9 @@ std::string first_difference(const std::vector<uint8_t>& a, const std::vector<ui
 
 // Bitwise equal to mode decode (the same K split, GEMV roundings and fp32 sum of bf16 partials in
 // rank order; GemmAllReduce's decode runs decode-fused's split): M of each token-tile bucket and
-// partial tiles, N not a multiple of the 128-row band, W = 2, 3, 4,
-// 8, every quant the GEMV reads; identical on every rank, within the summed reference's bound;
-// self_test passes; m = 33 refused by name; mxfp8 packed refused at construction.
+// partial tiles, N not a multiple of the 128-row band, W = 2, 3, 4, 8, every quant the GEMV reads;
+// identical on every rank, within the summed reference's bound; self_test passes; m = 33 refused
+// by name; mxfp8 packed refused at construction.
 TEST(EmulatedGemmAllReduce, DecodeFusedEqualsDecodeBitwise) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 392, k = 512, m_max = 40;

@@ -224,7 +224,7 @@ fused::ArSchedule GemmAllReduce::Impl::schedule(int64_t m, const GemmPlan& tile)
 GemmAllReducePlan GemmAllReduce::Impl::plan_on(int64_t m, const GemmPlan& tile, const fused::ArSchedule& sched) const {
   return fused::gar_plan(fused::gar_plan_config(cfg, caps), group->world_size(), m, grid_cap, caps.fused,
                          group->nccl() != nullptr, rt->window().bytes(), calibration ? &*calibration : nullptr, tile,
-                         sched, leg, m <= 64 && ((auto_decode_fused_m >> (m - 1)) & 1u) != 0);
+                         sched, leg, m <= detail::kGemvMaxM && ((auto_decode_fused_m >> (m - 1)) & 1u) != 0);
 }
 
 GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const {

@@ -48,7 +48,6 @@ struct GemmAllReduce::Impl {
   gemm::MainloopDebug debug;  // WEAVE_GEMM_DEBUG_* at construction (as weave::Gemm: the stall knob)
   std::unique_ptr<Collective::Impl> split;  // split-lsa / split-ce: the in-place all-reduce
   fused::GarCapabilities caps;  // what this op can run here (resolved once, in the constructor)
-  // auto may take decode-fused (a calibration measured it fastest, and every m's GEMV fits one wave)
   // Auto: the m (bit m - 1, m <= 32) whose decode-fused grid is resident in one wave, where the
   // calibration table names decode-fused (0: none; the table's other rows keep the model's choice).
   uint64_t auto_decode_fused_m = 0;
