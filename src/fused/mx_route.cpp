@@ -31,12 +31,16 @@ std::unique_ptr<MxBf16Route> make_mx_route(const char* config, MxRoute setting, 
 
 MxRouteCall mx_route_call(const GemmProblem& p, const TensorView& a, const TensorView& b, const GemmScales& s,
                           int num_sms, int block_m, int block_n, int grid, bool unguarded) {
-  MxRouteCall rc{.problem = p, .a = a, .b = b, .scales = s, .num_sms = num_sms, .unguarded = unguarded};
   GemmProblem bf = p;
   bf.mode = ScaleMode::kBF16;
   bf.scale_layout = ScaleLayout::kRaw;
-  rc.bf16_plan = gemm::fixed_tile_plan(bf, num_sms, block_m, block_n, grid);
-  return rc;
+  return MxRouteCall{.problem = p,
+                     .bf16_plan = gemm::fixed_tile_plan(bf, num_sms, block_m, block_n, grid),
+                     .a = a,
+                     .b = b,
+                     .scales = s,
+                     .num_sms = num_sms,
+                     .unguarded = unguarded};
 }
 
 namespace {
