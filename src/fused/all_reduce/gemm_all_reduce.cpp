@@ -489,15 +489,20 @@ void GemmAllReduce::Impl::run_decode(const GemmProblem& prob, const TensorView& 
 // mostly the GEMV's plan unchanged). Where ranks share a GPU (the emulated world) it also keeps
 // the GEMV within the rank's part of the device: a plain plan of clusters of 16 could not be placed
 // while the peers' all-reduce kernels wait on the SMs for this rank's lines. 0 (the GEMV's own
-// plan) where decode-fused cannot run.
+// plan) where decode-fused cannot run. Made once per m (decode_splits).
 int GemmAllReduce::Impl::decode_split(const GemmProblem& prob) const {
-  if (!detail::gemv_unsupported_reason(prob).empty()) return 0;  // gemv_launch names the rule
-  try {
-    return detail::gemv_all_reduce_config(prob, num_sms, group->ranks_per_device()).split;
-  } catch (const Error& e) {
-    if (e.status() != Status::kUnavailable) throw;
-    return 0;
+  if (prob.m < 1 || prob.m > detail::kGemvMaxM) return 0;  // gemv_launch names the rule
+  int& cached = decode_splits[static_cast<size_t>(prob.m)];
+  if (cached >= 0) return cached;
+  int split = 0;  // where the GEMV cannot run this problem (gemv_launch names the rule) or decode-fused could not
+  if (detail::gemv_unsupported_reason(prob).empty()) {
+    try {
+      split = detail::gemv_all_reduce_config(prob, num_sms, group->ranks_per_device()).split;
+    } catch (const Error& e) {
+      if (e.status() != Status::kUnavailable) throw;
+    }
   }
+  return cached = split;
 }
 
 // decode-fused: the GEMV with the all-reduce epilogue (gemv/gemv_all_reduce.hpp), one kernel.

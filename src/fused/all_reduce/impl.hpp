@@ -12,6 +12,7 @@
 //                the partial here and the all-reduce runs in place.
 //   gar.split.*  the split modes' all-reduce (a Collective without in/out regions of its own)
 #pragma once
+#include <array>
 #include <memory>
 #include <optional>
 
@@ -28,6 +29,7 @@
 #include "fused/tile_kernels.hpp"
 #include "gemm/dispatch.hpp"
 #include "gemm/operands.hpp"
+#include "gemv/gemv.hpp"
 #include "weave/gemm_all_reduce.hpp"
 
 namespace weave {
@@ -108,6 +110,13 @@ struct GemmAllReduce::Impl {
   void run_decode(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
                   cudaStream_t stream);
   int decode_split(const GemmProblem& prob) const;  // mode decode's GEMV K split (0: the GEMV's plan)
+  // decode_split by m, made once (run() asks every decode call; -1: not made yet).
+  mutable std::array<int, detail::kGemvMaxM + 1> decode_splits = make_unset_splits();
+  static std::array<int, detail::kGemvMaxM + 1> make_unset_splits() {
+    std::array<int, detail::kGemvMaxM + 1> a;
+    a.fill(-1);
+    return a;
+  }
   void run_decode_fused(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s,
                         cudaStream_t stream);
   struct DecodeFusedShapes {
