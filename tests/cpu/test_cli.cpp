@@ -24,6 +24,7 @@
 #include "weave/layer_presets.hpp"
 #include "weave/presets.hpp"
 #include "weave/version.hpp"
+#include "support/scoped_file.hpp"
 
 namespace {
 
@@ -511,13 +512,9 @@ TEST(Cli, PlanGemmArPrintsOneRowPerM) {
 // --calibration: auto takes the table's measured best (the reason says so); a table for another
 // op shape, or with an explicit mode, is a usage error naming what differs.
 TEST(Cli, PlanGemmArFollowsACalibrationTable) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("weave-cal-" + std::to_string(::getpid()) + ".txt")).string();
-  {
-    std::ofstream f(path);
-    f << "weave-calibration 1\nop gemm-ar\nquant blockscale\nn 7168\nk 2048\nworld 2\nwhere test\n"
-         "m 4096 split-lsa\nm 1 decode\n";
-  }
+  const weave::test::ScopedTextFile table("weave-cal", "weave-calibration 1\nop gemm-ar\nquant blockscale\nn 7168\nk 2048\nworld 2\n"
+                                               "where test\nm 4096 split-lsa\nm 1 decode\n");
+  const std::string& path = table.path;
   CliRun r = run_weave({"plan", "gemm-ar", "-m", "1,4096", "-n", "7168", "-k", "2048", "--quant", "blockscale",
                         "--calibration", path});
   EXPECT_EQ(r.rc, 0) << r.out;
@@ -532,18 +529,14 @@ TEST(Cli, PlanGemmArFollowsACalibrationTable) {
   r = run_weave({"plan", "gemm-ar", "--mode", "fused", "--quant", "blockscale", "--calibration", path});
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("only --mode auto consults a calibration"), std::string::npos) << r.out;
-  std::filesystem::remove(path);
 }
 
 // The benches' --calibration (the auto arm consults the table): a table for another op shape, or
 // no table at all, is refused by name before the GPU probe (so this runs on any machine).
 TEST(Cli, BenchCalibrationIsCheckedBeforeAnyGpuWork) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("weave-bench-cal-" + std::to_string(::getpid()) + ".txt")).string();
-  {
-    std::ofstream f(path);
-    f << "weave-calibration 1\nop gemm-ar\nquant bf16\nn 7168\nk 2048\nworld 2\nwhere test\nm 4096 split-lsa\n";
-  }
+  const weave::test::ScopedTextFile table(
+      "weave-bench-cal", "weave-calibration 1\nop gemm-ar\nquant bf16\nn 7168\nk 2048\nworld 2\nwhere test\nm 4096 split-lsa\n");
+  const std::string& path = table.path;
   CliRun r = run_weave({"bench", "gemm-ar", "--emulate-world", "2", "-k", "1024", "--calibration", path});
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("is for another op shape"), std::string::npos) << r.out;
@@ -646,13 +639,9 @@ TEST(Cli, PlanGemmRsFusedModeSaysWhyAnMCannotRun) {
 // A gemm-rs calibration table: auto takes its measured best where M allows (fused only at
 // multiples of world x 128); a gemm-ar table is refused naming the op.
 TEST(Cli, PlanGemmRsFollowsACalibrationTable) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("weave-rs-cal-" + std::to_string(::getpid()) + ".txt")).string();
-  {
-    std::ofstream f(path);
-    f << "weave-calibration 1\nop gemm-rs\nquant bf16\nn 7168\nk 2048\nworld 2\nwhere test\n"
-         "m 1024 fused\nm 4096 split-lsa\n";
-  }
+  const weave::test::ScopedTextFile table("weave-rs-cal", "weave-calibration 1\nop gemm-rs\nquant bf16\nn 7168\nk 2048\nworld 2\n"
+                                                  "where test\nm 1024 fused\nm 4096 split-lsa\n");
+  const std::string& path = table.path;
   CliRun r = run_weave({"plan", "gemm-rs", "--world", "2", "-m", "1024,4096", "--calibration", path});
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("fused      calibration " + path + " (test): measured fastest near m = 1024"), std::string::npos)
@@ -662,7 +651,6 @@ TEST(Cli, PlanGemmRsFollowsACalibrationTable) {
   r = run_weave({"plan", "gemm-ar", "--world", "2", "-m", "1024", "--calibration", path});
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("is for another op shape: op gemm-rs (this op: gemm-ar)"), std::string::npos) << r.out;
-  std::filesystem::remove(path);
 }
 
 TEST(Cli, PlanGemmRsWritesJson) {

@@ -23,6 +23,7 @@
 #include "fused/model_rates.hpp"
 #include "gemm/persistent_walk.hpp"
 #include "support/expect_error.hpp"
+#include "support/scoped_file.hpp"
 #include "weave/gemm_all_reduce.hpp"
 
 using namespace weave;
@@ -404,13 +405,10 @@ TEST(FusedArPlan, DecodeFusedIsExplicitAndItsWindowHoldsTheLines) {
 // the op host its lines (the window grows by exactly their region), and only where its GEMV fits one
 // wave (decode_fused_available) is it taken; else the model runs and the reason says why.
 TEST(FusedArPlan, AutoTakesDecodeFusedOnlyFromACalibrationTable) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("weave-gar-df-" + std::to_string(::getpid()) + ".txt")).string();
-  {
-    std::ofstream f(path);
-    f << "weave-calibration 1\nop gemm-ar\nquant bf16\nn 7168\nk 2048\nworld 2\nwhere test\n"
-         "m 1 decode-fused\nm 8 decode-fused\nm 32 decode\nm 4096 split-lsa\n";
-  }
+  const test::ScopedTextFile table("weave-gar-df",
+                                  "weave-calibration 1\nop gemm-ar\nquant bf16\nn 7168\nk 2048\nworld 2\nwhere test\n"
+                                  "m 1 decode-fused\nm 8 decode-fused\nm 32 decode\nm 4096 split-lsa\n");
+  const std::string& path = table.path;
   GemmAllReduceConfig c = model_layer();
   c.m_max = 4096;
   const size_t plain = gemm_all_reduce_window_bytes(c, 2);
@@ -445,15 +443,11 @@ TEST(FusedArPlan, AutoTakesDecodeFusedOnlyFromACalibrationTable) {
   mx.calibration.clear();
   mx.quant = ScaleMode::kMxfp8;
   mx.scale_layout = ScaleLayout::kPacked;
-  {
-    std::ofstream f(path);
-    f << "weave-calibration 1\nop gemm-ar\nquant mxfp8\nlayout packed\nn 7168\nk 2048\nworld 2\nwhere test\n"
-         "m 1 decode-fused\n";
-  }
+  table.write("weave-calibration 1\nop gemm-ar\nquant mxfp8\nlayout packed\nn 7168\nk 2048\nworld 2\nwhere test\n"
+              "m 1 decode-fused\n");
   mx.calibration = path;
   const std::optional<fused::Calibration> mx_cal = fused::gar_calibration(mx, 2);
   EXPECT_FALSE(fused::gar_hosts_decode_fused(mx, 2, all_reduce, mx_cal ? &*mx_cal : nullptr));
-  std::filesystem::remove(path);
 }
 
 // fused-ce: explicit only (auto never takes it), fused at world 1 (nothing to copy), modelled with
