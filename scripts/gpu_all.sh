@@ -206,10 +206,22 @@ elif [ "$mode" = multi ]; then
     done
   done
   # ag-gemm (AllGatherGemm) over Llama-3-70B's gate_up_proj column shard (the decoder layer table's),
-  # bf16 and ptpc (whose scales travel too); AG_GEMM_PRESET picks another column GEMM.
+  # bf16 and ptpc (whose scales travel too); AG_GEMM_PRESET picks another column GEMM. --calibrate
+  # writes auto's table (split-lsa or fused-ce per m, measured here: the first NVLink one), and
+  # the planner reading it back shows auto's choices.
+  ngpus=$(echo "${DEVICES:-0}" | tr ',' '\n' | wc -l)
   for q in bf16 ptpc; do
     bench "ag_gemm_$q" ag-gemm --preset ${AG_GEMM_PRESET:-llama3-70b.gate_up_proj} --quant $q \
-      ${DEVICES:+--devices "$DEVICES"} ${AG_GEMM_ARGS:--m 128,1024,4096 -i 5}
+      ${DEVICES:+--devices "$DEVICES"} ${AG_GEMM_ARGS:--m 128,1024,4096 -i 5} \
+      --calibrate "$LOGS/calibration_ag_gemm_$q.txt"
+    if [ -e "$LOGS/calibration_ag_gemm_$q.txt" ]; then
+      "$BIN"/weave plan ag-gemm --preset ${AG_GEMM_PRESET:-llama3-70b.gate_up_proj} --quant $q --world "$ngpus" \
+        -m 128,1024,4096 --calibration "$LOGS/calibration_ag_gemm_$q.txt" >"$LOGS/plan_ag_gemm_${q}_calibrated.txt" 2>&1
+      rc=$?
+      verdict_pass "plan ag-gemm --calibration ($q)" $rc
+      note "plan ag-gemm --calibration ($q, the table the bench wrote): exit $rc"
+      grep -E '^ +[0-9]' "$LOGS/plan_ag_gemm_${q}_calibrated.txt" | cut -c1-8,120-260 | head -4
+    fi
   done
   plot_benches
   if [ "${PY:-0}" = 1 ]; then

@@ -19,8 +19,10 @@
 //               tiles first, each tile waiting (bounded) for the chunks it reads. bf16, ptpc and
 //               blockscale (raw), bf16 output; the planner's tile, no K split (docs/fused.md "AllGatherGemm")
 //   auto        split-lsa (split-nccl when the ranks are not all in one NVLink domain, gemm-only at
-//               world 1); the choice and the reason: plan(m). auto does not pick fused-ce yet (no
-//               calibration on NVLink: plan(m) models it beside split)
+//               world 1); with a calibration table (config.calibration, `weave bench ag-gemm
+//               --calibrate`), per call the mode the table measured fastest near m: split-lsa or
+//               fused-ce. Without a table auto never takes fused-ce (its model is not calibrated on
+//               NVLink). The choice and the reason: plan(m)
 // In the split modes the GEMM is weave::Gemm's for [world m, N, K] as its planner chooses it
 // (tile, grid, the mxfp8 and blockscale routes, its decode route at world x m <= 32; no K split),
 // planned for this rank's share of the SMs, so out is bitwise weave::Gemm's output over the
@@ -75,6 +77,13 @@ struct AllGatherGemmConfig {
   DType out_dtype = DType::kBF16;                // bf16 or fp32 (fp32 only for bf16 inputs)
   AllGatherGemmMode mode = AllGatherGemmMode::kAuto;
   MxRoute mx_route = MxRoute::kAuto;             // mxfp8: as GemmPlanOverrides::mx_route (weave::Gemm's routes)
+  // auto only: a table of the mode measured fastest per m on this machine (`weave bench ag-gemm
+  // --calibrate FILE` writes it; src/fused/calibration.hpp has the format); "" = the model. It must
+  // be for this op's quant, out dtype, N, K and world (kInvalidArgument otherwise); every rank must
+  // read the same contents (kMismatch). Rows naming fused-ce are taken only where fused-ce can run
+  // (its kernel built for the quant, the ranks in one NVLink domain, stream memory operations on
+  // every rank): the op then also holds fused-ce's words and copy streams.
+  std::string calibration;
   int max_sms = 0;                               // CTAs per rank at most (the gathers' and the GEMM's)
 };
 
@@ -95,11 +104,12 @@ struct AllGatherGemmPlan {
   std::string reason;
 };
 
-// Window bytes per rank of an op with `config` in a world of `world` ranks (size before allocating).
+// Window bytes per rank of an op with `config` in a world of `world` ranks (size before allocating;
+// auto reads config.calibration: a table naming fused-ce adds fused-ce's words).
 std::size_t all_gather_gemm_window_bytes(const AllGatherGemmConfig& config, int world);
 // What an op of `config` in a world of `world` ranks would run for m rows per rank on `machine`, and
 // why, without an op or a GPU. Throws kInvalidArgument naming the rule (the config's, world,
-// 1 <= m <= m_max, num_sms >= 1).
+// 1 <= m <= m_max, num_sms >= 1, a calibration for another op shape).
 AllGatherGemmPlan all_gather_gemm_plan(const AllGatherGemmConfig& config, int world, std::int64_t m,
                                        const FusedPlanMachine& machine = {});
 

@@ -2,7 +2,7 @@
 // gemm_all_reduce.hpp, gemm_reduce_scatter.hpp, all_gather_gemm.hpp): configs, plans, validation,
 // window sizes and the ops. GemmReduceScatter's config and plan are GemmAllReduce's less the decode
 // mode and the gather leg, so the two share their binding code (bind_config, bind_ar_plan below);
-// AllGatherGemm's config is GemmAllGather's less the calibration. The Python layer
+// AllGatherGemm's config has GemmAllGather's fields. The Python layer
 // (python/weave/_fused.py) turns tensors into TensorViews and checks arguments first.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
@@ -170,7 +170,8 @@ void bind_fused(nb::module_& m) {
       .def_rw("calibration", &weave::GemmAllGatherConfig::calibration)
       .def_rw("out_dtype", &weave::GemmAllGatherConfig::out_dtype);
   bind_config<weave::AllGatherGemmConfig>(m, "AllGatherGemmConfig")
-      .def_rw("out_dtype", &weave::AllGatherGemmConfig::out_dtype);
+      .def_rw("out_dtype", &weave::AllGatherGemmConfig::out_dtype)
+      .def_rw("calibration", &weave::AllGatherGemmConfig::calibration);
 
   bind_ar_plan<weave::GemmAllReducePlan>(m, "GemmAllReducePlan")
       .def_ro("bytes_ag", &weave::GemmAllReducePlan::bytes_ag);

@@ -100,12 +100,13 @@ def _ag_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration=""
     return c
 
 
-def _agm_config(n, k, m_max, quant, scale_layout, out_dtype, mode, mx_route="auto", max_sms=0):
-    """AllGatherGemm's config: GemmAllGather's fields less the calibration (no measured table yet)."""
+def _agm_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration="", mx_route="auto", max_sms=0):
+    """AllGatherGemm's config: GemmAllGather's fields."""
     c = _weave.AllGatherGemmConfig()
     c.n, c.k, c.m_max = _int("n", n), _int("k", k), _int("m_max", m_max)
     c.quant, c.scale_layout, c.out_dtype = _mode_of(quant), _layout_of(scale_layout), _out_dtype_of(out_dtype)
     c.mode = _enum(mode, _weave.parse_all_gather_gemm_mode, _AGM_MODES, "mode", AllGatherGemmMode)
+    c.calibration = _calibration_path(calibration)
     c.mx_route = _mx_route(mx_route)
     c.max_sms = _int("max_sms", max_sms, 0, 1024)
     return c
@@ -452,7 +453,7 @@ class AllGatherGemm(_FusedOp):
     gathered_scale_a(m) keep the gathered activations (for the backward pass or the next layer).
     Modes: auto (default), gemm-only, split-nccl, split-lsa, split-ce, fused-ce (copy engines pull
     the peers' rows chunk by chunk while the GEMM runs; bf16, ptpc and blockscale with bf16 output;
-    auto never takes it). A's scales travel with their rows, so the scale layout is raw (ptpc fp32
+    auto takes it only from a calibration table). A's scales travel with their rows, so the scale layout is raw (ptpc fp32
     [m]; blockscale fp32 [m, K/128]; mxfp8 ue8m0 [m, K/32])."""
 
     _kind = "AllGatherGemm"
@@ -460,11 +461,14 @@ class AllGatherGemm(_FusedOp):
     _op = _weave.AllGatherGemm
 
     def __init__(self, comm: Communicator, *, n: int, k: int, m_max: int, quant="bf16", scale_layout="raw",
-                 out_dtype="bf16", mode="auto", mx_route="auto", max_sms: int = 0):
+                 out_dtype="bf16", mode="auto", calibration: str = "", mx_route="auto", max_sms: int = 0):
         """m_max: the largest m per rank (the window holds world x m_max rows of A and of the output).
-        mx_route (mxfp8): the GEMM's route as weave.Gemm's (auto, native, bf16). max_sms: CTAs per rank
-        at most (0: every SM), every rank the same value."""
-        super().__init__(comm, _agm_config(n, k, m_max, quant, scale_layout, out_dtype, mode, mx_route, max_sms))
+        calibration (auto only): a `weave bench ag-gemm --calibrate` table for this quant, out dtype,
+        N, K and world; auto then runs, per call, the mode it measured fastest near m (split-lsa or
+        fused-ce); '' = the model (split-lsa). mx_route (mxfp8): the GEMM's route as weave.Gemm's
+        (auto, native, bf16). max_sms: CTAs per rank at most (0: every SM), every rank the same value."""
+        super().__init__(comm, _agm_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration, mx_route,
+                                           max_sms))
 
     def run(self, a, b, *, scale_a=None, scale_b=None, stream=None, out=None):
         """Enqueues one call with this rank's rows a [m, K] (1 <= m <= m_max; every rank the same m)
@@ -517,10 +521,11 @@ class AllGatherGemm(_FusedOp):
 
     @staticmethod
     def window_bytes(*, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw", out_dtype="bf16",
-                     mode="auto") -> int:
-        """Bytes of the op's window per rank (size before allocating). CPU only."""
-        return _weave.all_gather_gemm_window_bytes(_agm_config(n, k, m_max, quant, scale_layout, out_dtype, mode),
-                                                   _int("world", world, *INT32))
+                     mode="auto", calibration="") -> int:
+        """Bytes of the op's window per rank (size before allocating). CPU only. calibration: the table an
+        auto op would read (its fused-ce rows add fused-ce's words)."""
+        return _weave.all_gather_gemm_window_bytes(
+            _agm_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration), _int("world", world, *INT32))
 
     def plan(self, m: int) -> dict:
         """What a call of m rows per rank runs and why: rows of the GEMM, tiles, waves, bytes per
@@ -529,11 +534,11 @@ class AllGatherGemm(_FusedOp):
 
     @staticmethod
     def plan_for(m: int, *, n: int, k: int, m_max: int, world: int, quant="bf16", scale_layout="raw",
-                 out_dtype="bf16", mode="auto", num_sms: int = 132, nvlink_domain: bool = True,
+                 out_dtype="bf16", mode="auto", calibration="", num_sms: int = 132, nvlink_domain: bool = True,
                  nccl: bool = True) -> dict:
         """What an op of this configuration would run for m rows per rank, and why, without an op or a
-        GPU (the planner behind plan(m)). CPU only."""
-        cfg = _agm_config(n, k, m_max, quant, scale_layout, out_dtype, mode)
+        GPU (the planner behind plan(m); `weave plan ag-gemm` prints the same). CPU only."""
+        cfg = _agm_config(n, k, m_max, quant, scale_layout, out_dtype, mode, calibration)
         return _plan_dict(_weave.all_gather_gemm_plan(cfg, _int("world", world), _int("m", m),
                                                       _int("num_sms", num_sms), bool(nvlink_domain), bool(nccl)),
                           _AGM_PLAN_FIELDS)

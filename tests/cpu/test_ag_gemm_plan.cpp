@@ -274,7 +274,8 @@ TEST(AgGemmPlan, FusedCePlansItsTileAndModelsThePullsUnderTheGemm) {
   AllGatherGemmConfig f32 = agm_config(AllGatherGemmMode::kSplitLsa);
   f32.out_dtype = DType::kF32;
   EXPECT_EQ(all_gather_gemm_plan(f32, 4, 1000).model_fused_us, 0);
-  // auto never takes fused-ce (not calibrated), even where its model is faster.
+  // Without a calibration table auto never takes fused-ce, even where its model is faster
+  // (test_ag_gemm_calibration.cpp: with one).
   AllGatherGemmConfig big = agm_config(AllGatherGemmMode::kAuto);
   big.k = 4096;
   const AllGatherGemmPlan a = all_gather_gemm_plan(big, 8, 4096);

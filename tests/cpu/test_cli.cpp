@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cli/gemm_targets.hpp"
+#include "comm/transport_build.hpp"
 #include "weave/device.hpp"
 #include "weave/layer_presets.hpp"
 #include "weave/presets.hpp"
@@ -274,7 +275,7 @@ std::vector<BadInput> bad_inputs() {
       {"BenchGemmRsGemmArArm", {"bench", "gemm-rs", "--arms", "split-lsa,decode"}, {"--arms: 'decode' is not one of"}},
       {"BenchGemmRsNNotMultipleOf8", {"bench", "gemm-rs", "--emulate-world", "2", "-n", "100"}, {"--n 100"}},
       {"BenchGemmRsJsonInMissingFolder", {"bench", "gemm-rs", "--json", nofolder}, {"--json '" + nofolder + "'"}},
-      // ag-gemm: AllGatherGemm::validate's rules named after the option; fused-ce's quants; no calibration
+      // ag-gemm: AllGatherGemm::validate's rules named after the option; fused-ce's quants
       {"PlanAgGemmNNotMultipleOf8", {"plan", "ag-gemm", "--n", "100"},
        {"--n 100 --out bf16: the gathered GEMM [world x m_max, N, K] = [8192, 100, 8192]: n must be a multiple of 8"}},
       {"PlanAgGemmKForBlockscale", {"plan", "ag-gemm", "--quant", "blockscale", "--k", "100"},
@@ -319,7 +320,6 @@ std::vector<BadInput> bad_inputs() {
       {"PlanAgGemmTwoPresets", {"plan", "ag-gemm", "--preset", "llama3-70b.qkv_proj,qwen3-32b.qkv_proj"},
        {"one preset per plan"}},
       {"PlanAgGemmNoFusedFlag", {"plan", "ag-gemm", "--no-fused"}, {"--no-fused"}},
-      {"PlanAgGemmCalibration", {"plan", "ag-gemm", "--calibration", "table.txt"}, {"--calibration"}},
       {"PlanAgGemmSmsZero", {"plan", "ag-gemm", "--sms", "0"}, {"--sms", "not in range 1 to 1024"}},
       {"PlanAgGemmJsonInMissingFolder", {"plan", "ag-gemm", "--json", nofolder}, {"--json '" + nofolder + "'", "does not exist"}},
       {"BenchAgGemmWorldNine", {"bench", "ag-gemm", "--emulate-world", "9"}, {"--emulate-world", "not in range 1 to 8"}},
@@ -346,7 +346,6 @@ std::vector<BadInput> bad_inputs() {
        {"--preset qwen3-32b.down_proj: a row-parallel GEMM"}},
       {"BenchAgGemmPresetsAndJson", {"bench", "ag-gemm", "--preset", "llama3-70b.qkv_proj,qwen3-32b.qkv_proj", "--json", "x.json"},
        {"--json: one preset per run"}},
-      {"BenchAgGemmCalibrate", {"bench", "ag-gemm", "--calibrate", "table.txt"}, {"--calibrate"}},
       {"BenchAgGemmJsonInMissingFolder", {"bench", "ag-gemm", "--json", nofolder}, {"--json '" + nofolder + "'"}},
       // decode: the layer presets, worlds, quants and M, and one GPU
       {"PlanDecodeUnknownPreset", {"plan", "decode", "--preset", "llama3-8b"},
@@ -531,6 +530,38 @@ TEST(Cli, PlanGemmArFollowsACalibrationTable) {
   EXPECT_NE(r.out.find("only --mode auto consults a calibration"), std::string::npos) << r.out;
 }
 
+// AllGatherGemm's --calibration: auto takes fused-ce or split-lsa where the table measured it
+// fastest, the model elsewhere; the window column grows by fused-ce's landed words; an explicit
+// mode or another op's table is a usage error.
+TEST(Cli, PlanAgGemmFollowsACalibrationTable) {
+  const weave::test::ScopedTextFile table("weave-agm-cal", "weave-calibration 1\nop ag-gemm\nquant bf16\nout bf16\n"
+                                                           "n 7168\nk 2048\nworld 2\nwhere test\nm 64 fused-ce\n"
+                                                           "m 1024 split-lsa\n");
+  const std::string& path = table.path;
+  CliRun r = run_weave({"plan", "ag-gemm", "-m", "64,1024,8192", "-n", "7168", "-k", "2048", "--m-max", "8192",
+                        "--calibration", path, "--json", path + ".json"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  const bool ce = weave::comm::transport_compiled_in(weave::Transport::kCe);
+  EXPECT_NE(r.out.find(std::string(ce ? "fused-ce   " : "split-lsa  ") +
+                       (ce ? "calibration " + path + " (test): measured fastest near m = 64" : "the gather")),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("split-lsa  calibration " + path + " (test): measured fastest near m = 1024"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("has no row within 2x of m = 8192; the model"), std::string::npos) << r.out;
+  std::ifstream f(path + ".json");
+  const std::string doc((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(path + ".json");
+  EXPECT_EQ(doc.find("\"mode\": \"fused-ce\"") != std::string::npos, ce) << doc;
+  EXPECT_NE(doc.find("\"mode\": \"split-lsa\""), std::string::npos) << doc;
+  r = run_weave({"plan", "ag-gemm", "--mode", "split-lsa", "--calibration", path});
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("only --mode auto consults a calibration"), std::string::npos) << r.out;
+  r = run_weave({"plan", "ag-gemm", "-k", "4096", "--calibration", path});
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("is for another op shape"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("k 2048 (this op: 4096)"), std::string::npos) << r.out;
+}
+
 // The benches' --calibration (the auto arm consults the table): a table for another op shape, or
 // no table at all, is refused by name before the GPU probe (so this runs on any machine).
 TEST(Cli, BenchCalibrationIsCheckedBeforeAnyGpuWork) {
@@ -548,6 +579,9 @@ TEST(Cli, BenchCalibrationIsCheckedBeforeAnyGpuWork) {
   r = run_weave({"bench", "gemm-rs", "--emulate-world", "2", "--calibration", path});  // a gemm-ar table
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_NE(r.out.find("op gemm-ar (this op: gemm-rs)"), std::string::npos) << r.out;
+  r = run_weave({"bench", "ag-gemm", "--emulate-world", "2", "--calibration", path});  // a gemm-ar table
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("op gemm-ar (this op: ag-gemm)"), std::string::npos) << r.out;
   std::filesystem::remove(path);
   r = run_weave({"bench", "gemm-ar", "--emulate-world", "2", "--calibration", path});
   EXPECT_EQ(r.rc, 2) << r.out;
@@ -685,7 +719,7 @@ TEST(Cli, GemmRsHelpStatesTheMRule) {
 
 // `weave plan ag-gemm`: one row per m (rows per rank) with the gathered GEMM's rows, the bytes each
 // peer receives, the window, the planner's choice and reason, and fused-ce's modelled time beside
-// split's where fused-ce can run (auto never takes it).
+// split's where fused-ce can run (auto takes it only from a calibration table).
 TEST(Cli, PlanAgGemmPrintsOneRowPerM) {
   CliRun r = run_weave({"plan", "ag-gemm", "--world", "2", "-m", "1,128,4096"});
   EXPECT_EQ(r.rc, 0) << r.out;
@@ -701,9 +735,10 @@ TEST(Cli, PlanAgGemmPrintsOneRowPerM) {
   // bf16 = 64 MiB to the peer; m = 1: 2 rows, the decode GEMV.
   EXPECT_NE(r.out.find("   4096 128x256   1792  13.58   132    8192    64.00 MiB "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("      1 gemv         0   0.00   224       2     16.0 KiB "), std::string::npos) << r.out;
-  // split_us (GEMM + gather) then fused_us (the pulls under the GEMM): auto still takes split-lsa.
-  EXPECT_NE(r.out.find("    1696.6    1556.6  split-lsa  the gather of 67108864 bytes per peer, then the GEMM (auto does "
-                       "not take fused-ce"),
+  // split_us (GEMM + gather) then fused_us (the pulls under the GEMM): without a table auto still
+  // takes split-lsa.
+  EXPECT_NE(r.out.find("    1696.6    1556.6  split-lsa  the gather of 67108864 bytes per peer, then the GEMM (auto takes "
+                       "fused-ce only from a calibration table"),
             std::string::npos)
       << r.out;
   // fp8: A travels as e4m3 plus its scales (ptpc: 4 bytes a row); an explicit mode is planned as asked.
@@ -787,7 +822,8 @@ TEST(Cli, PlanAgGemmWritesJson) {
 }
 
 // Both ag-gemm subcommands explain the op (the input gathered, then one GEMM), its modes (fused-ce,
-// which auto never takes, so no --no-fused and no calibration); the bench lists its arms and baselines.
+// which auto takes only from a calibration table, so no --no-fused); the bench lists its arms and
+// baselines.
 TEST(Cli, AgGemmHelpExplainsTheOpModesAndArms) {
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"plan", "ag-gemm", "--help"}, {"bench", "ag-gemm", "--help"}}) {
@@ -796,17 +832,20 @@ TEST(Cli, AgGemmHelpExplainsTheOpModesAndArms) {
     for (const char* says : {"[A_0; ...; A_{W-1}] B^T", "[W m, N]", "gemm-only", "split-nccl", "split-lsa", "split-ce",
                              "fused-ce", "auto", "gemm-ag", "--preset", "column-parallel"})
       EXPECT_NE(r.out.find(says), std::string::npos) << says << " missing:\n" << r.out;
-    for (const char* option : {"\n  --no-fused", "\n  --calibration", "\n  --calibrate"})
-      EXPECT_EQ(r.out.find(option), std::string::npos) << "an option of the ops with a fused mode:\n" << r.out;
+    EXPECT_EQ(r.out.find("\n  --no-fused"), std::string::npos) << "auto takes fused-ce only from a table:\n" << r.out;
+    EXPECT_NE(r.out.find("\n  --calibration"), std::string::npos) << r.out;
   }
   const CliRun plan = run_weave({"plan", "ag-gemm", "--help"});
   EXPECT_NE(plan.out.find("--scale-layout must be raw"), std::string::npos) << plan.out;
-  EXPECT_NE(plan.out.find("auto never takes fused-ce"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("Without --calibration auto never takes fused-ce"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("with --calibration the mode the table measured fastest near m: split-lsa or fused-ce"),
+            std::string::npos) << plan.out;
   EXPECT_NE(plan.out.find("auto | gemm-only | split-nccl | split-lsa | split-ce | fused-ce"), std::string::npos) << plan.out;
   const CliRun bench = run_weave({"bench", "ag-gemm", "--help"});
   for (const char* says : {"cublaslt ", "cublaslt+nccl ", "cublaslt+nccl-sym", "ncclAllGather", "NaN-poisoned",
                            "No comm-only arm", "TFLOPS (2*W*m*N*K per rank / time)", "--emulate-world", "--devices",
-                           "  fused-ce    W > 1, bf16 / ptpc / blockscale with bf16 out", "where split-lsa's plan ran the same tile unsplit"})
+                           "  fused-ce    W > 1, bf16 / ptpc / blockscale with bf16 out", "where split-lsa's plan ran the same tile unsplit",
+                           "\n  --calibrate", "--calibrate\nrecords split-lsa or fused-ce per m"})
     EXPECT_NE(bench.out.find(says), std::string::npos) << says << " missing:\n" << bench.out;
   const CliRun all = run_weave({"bench", "--help"});
   EXPECT_NE(all.out.find("ag-gemm: AllGatherGemm modes per m rows per rank"), std::string::npos) << all.out;

@@ -6,7 +6,7 @@
 // weave::Gemm over the ranks' A stacked, the gathered A bitwise the ranks' A, within the reference;
 // the caller's out and the zero-copy input; back-to-back calls of changing m with a late rank;
 // graph replays across the epoch wrap; a peer that never arrives; ranks that disagree on m; a
-// randomised soak; bad inputs. Over NCCL on 2+ GPUs: tests/multi_gpu/test_ag_gemm.cu.
+// randomised soak; auto with a calibration table (fused-ce and split-lsa call by call); bad inputs. Over NCCL on 2+ GPUs: tests/multi_gpu/test_ag_gemm.cu.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,6 +29,7 @@
 #include "fused_test_support.hpp"
 #include "support/expect_error.hpp"
 #include "support/gpu.hpp"
+#include "support/scoped_file.hpp"
 #include "testing/emulated_world.hpp"
 #include "testing/gemm_operands.hpp"
 #include "testing/spin_delay.hpp"
@@ -82,9 +83,9 @@ std::vector<uint8_t> stacked_gemm(AllGatherGemm& op, const std::vector<bench::De
   const AllGatherGemmConfig& c = op.config();
   const int world = static_cast<int>(as.size()), dev = b.view.device;
   fused::AgmGemm g = fused::agm_gemm(c, world, m, AllGatherGemm::Impl::of(op).grid_cap);
-  if (c.mode == Mode::kFusedCe) {
+  const AllGatherGemmPlan p = op.plan(m);  // the call's mode (auto: its table's choice at m)
+  if (p.mode == Mode::kFusedCe) {
     g.overrides = GemmPlanOverrides{};
-    const AllGatherGemmPlan p = op.plan(m);
     g.overrides.block_m = p.block_m;
     g.overrides.block_n = p.block_n;
     g.overrides.split_k = 1;
@@ -286,21 +287,37 @@ TEST(EmulatedAllGatherGemm, SplitModesEqualTheGemmOfTheStackedRowsBitwiseAndMatc
 
 // Back-to-back calls of changing m, a different rank 2 ms late before each, without host syncs:
 // each call's output snapshot (stream-ordered after it) is right. W = 4 (split-lsa, auto) and W = 2
-// (split-ce).
+// (split-ce, fused-ce, and auto with a calibration table that alternates fused-ce and split-lsa call
+// by call: a split call restages the slot a fused-ce call's peers pulled, and a fused-ce call pulls
+// rows the previous split call's gathers wrote).
 TEST(EmulatedAllGatherGemm, BackToBackCallsOfChangingMWithALateRank) {
   WEAVE_REQUIRE_GPUS(1);
   const int64_t n = 256, k = 512, m_max = 1100;
   const std::vector<int64_t> ms = {1000, 7, 128, 1, 640, 1100, 300};
-  for (Mode mode : {Mode::kSplitLsa, Mode::kAuto, Mode::kSplitCe, Mode::kFusedCe}) {
-    const int world = test::uses_copy_streams(mode) ? 2 : 4;
-    if (!fits_queues(mode, world)) {
-      test::print_not_run(mode_name(mode), world, test::not_run_reason(mode, world));
+  // auto's table: split-lsa at 1000 (and 1100, nearest), 128; fused-ce at 7, 1, 640, 300.
+  const test::ScopedTextFile table("weave-agm-b2b", "weave-calibration 1\nop ag-gemm\nquant bf16\nout bf16\nn 256\n"
+                                                    "k 512\nworld 2\nwhere test\nm 1 fused-ce\nm 7 fused-ce\n"
+                                                    "m 128 split-lsa\nm 300 fused-ce\nm 640 fused-ce\nm 1000 split-lsa\n");
+  struct Variant {
+    Mode mode;
+    bool calibrated;
+  };
+  for (const Variant v : {Variant{Mode::kSplitLsa, false}, Variant{Mode::kAuto, false}, Variant{Mode::kSplitCe, false},
+                          Variant{Mode::kFusedCe, false}, Variant{Mode::kAuto, true}}) {
+    const Mode mode = v.mode;
+    const bool pulls = test::uses_copy_streams(mode) || v.calibrated;
+    const int world = pulls ? 2 : 4;
+    if (!fits_queues(pulls ? Mode::kFusedCe : mode, world)) {
+      test::print_not_run(mode_name(mode), world, test::not_run_reason(pulls ? Mode::kFusedCe : mode, world));
       continue;
     }
-    SCOPED_TRACE(mode_name(mode));
+    SCOPED_TRACE(std::string(mode_name(mode)) + (v.calibrated ? " with a table" : ""));
     bench::EmulatedWorld ew(world, 0, 20);
     ew.run([&](comm::Group& g) {
-      auto op = make(g, agm_config(AgTraits::kQuants[0], mode, n, k, m_max));
+      AllGatherGemmConfig cfg = agm_config(AgTraits::kQuants[0], mode, n, k, m_max);
+      if (v.calibrated) cfg.calibration = table.path;
+      auto op = make(g, cfg);
+      std::vector<Mode> ran;
       test::AgOneHot oh(m_max, n, k, g.rank());
       Stream st;
       std::vector<bench::DeviceBuffer> as, snaps;
@@ -315,6 +332,7 @@ TEST(EmulatedAllGatherGemm, BackToBackCallsOfChangingMWithALateRank) {
         if (g.rank() == static_cast<int>(c % world)) bench::spin_delay(2'000'000, st.s);  // a late rank
         op->run(ms[c], TensorView::matrix(as[c].get(), DType::kBF16, ms[c], k, g.device()), oh.b_view(g.device()), {},
                 st.s);
+        ran.push_back(op->last_mode());
         g.barrier();  // lockstep enqueue
         WEAVE_CHECK_CUDA(cudaMemcpyAsync(snaps[c].get(), op->output(ms[c]).data, snaps[c].bytes(),
                                          cudaMemcpyDeviceToDevice, st.s));
@@ -325,7 +343,13 @@ TEST(EmulatedAllGatherGemm, BackToBackCallsOfChangingMWithALateRank) {
         const auto h = download<uint16_t>(snaps[c].get(), snaps[c].bytes() / 2);
         const std::vector<int64_t> wrong = oh.wrong(h, 100 + c, world, ms[c]);
         for (int s = 0; s < world; ++s)
-          EXPECT_EQ(wrong[s], 0) << "rank " << g.rank() << " call " << c << " (m " << ms[c] << "), source " << s;
+          EXPECT_EQ(wrong[s], 0) << "rank " << g.rank() << " call " << c << " (m " << ms[c] << ", "
+                                 << mode_name(ran[c]) << "), source " << s;
+      }
+      if (v.calibrated) {  // the table's alternation, call by call
+        const std::vector<Mode> want = {Mode::kSplitLsa, Mode::kFusedCe, Mode::kSplitLsa, Mode::kFusedCe,
+                                        Mode::kFusedCe,  Mode::kSplitLsa, Mode::kFusedCe};
+        EXPECT_EQ(ran, want);
       }
       g.barrier();
     });
@@ -821,6 +845,89 @@ TEST(EmulatedAllGatherGemm, FusedCeInOneGraphAgainstTheSplitModes) {
                     pull_us[1], chunks, pull_us[2]);
       }
       WEAVE_CHECK_CUDA(cudaEventDestroy(joined[r]));
+      g.barrier();
+    });
+  }
+}
+
+// auto with a calibration table (AllGatherGemmConfig::calibration), W = 2, every quant fused-ce runs:
+// per call the mode the table measured fastest near m (fused-ce at 8 and 300, split-lsa at 64, the
+// model at 1024), interleaved on one op; each call's output the same bytes as weave::Gemm over the
+// stacked rows at that mode's plan, identical on both ranks, within the reference, the gathered A
+// bitwise; plan(m) says "measured fastest" or "the model"; self_test passes through both modes; a
+// table with an explicit mode, for another K, or different on the ranks is refused at construction.
+TEST(EmulatedAllGatherGemm, AutoFollowsACalibrationTablePerCall) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int world = 2;
+  if (!fits_queues(Mode::kFusedCe, world)) GTEST_SKIP() << test::not_run_reason(Mode::kFusedCe, world);
+  const int64_t n = 512, k = 1024, m_max = 1024;
+  bench::EmulatedWorld ew(world, 0, 20);
+  for (const test::QuantCase& q : agm_quants()) {
+    if (!fused::agm_fused_ce_quant(q.quant, q.out)) continue;
+    SCOPED_TRACE(std::string(q.name));
+    const std::string head = "weave-calibration 1\nop ag-gemm\nquant " + std::string(to_string(q.quant)) +
+                             "\nout bf16\nn 512\nworld 2\nwhere test\n";
+    const test::ScopedTextFile table("weave-agm-auto", head + "k 1024\nm 8 fused-ce\nm 64 split-lsa\nm 300 fused-ce\n");
+    const test::ScopedTextFile other("weave-agm-other", head + "k 1024\nm 8 split-lsa\n");
+    const test::ScopedTextFile wrong_k("weave-agm-k", head + "k 2048\nm 8 fused-ce\n");
+    ew.run([&](comm::Group& g) {
+      const int dev = g.device(), r = g.rank();
+      AllGatherGemmConfig cfg = agm_config(q, Mode::kAuto, n, k, m_max);
+      cfg.calibration = table.path;
+      auto op = make(g, cfg);
+      EXPECT_NE(op->describe().find("its fused-ce rows run fused-ce"), std::string::npos) << op->describe();
+      std::vector<bench::DeviceOperand> bs;
+      bs.push_back(bench::upload_operand(
+          bench::quantize_parallel(bench::random_operand(91, n, k), n, k, q.quant, ref::Operand::kB), dev));
+      const bench::DeviceOperand& b = bs[0];
+      Stream st;
+      struct Call {
+        int64_t m;
+        Mode mode;
+        const char* reason;
+      };
+      const Call calls[] = {{8, Mode::kFusedCe, "measured fastest near m = 8"},
+                            {64, Mode::kSplitLsa, "measured fastest near m = 64"},
+                            {300, Mode::kFusedCe, "measured fastest near m = 300"},
+                            {7, Mode::kFusedCe, "measured fastest near m = 7"},
+                            {1024, Mode::kSplitLsa, "has no row within 2x of m = 1024; the model"},
+                            {64, Mode::kSplitLsa, "measured fastest near m = 64"},
+                            {8, Mode::kFusedCe, "measured fastest near m = 8"}};
+      uint64_t seed = 4000;
+      for (const Call& c : calls) {
+        const AllGatherGemmPlan p = op->plan(c.m);
+        EXPECT_EQ(p.mode, c.mode) << "m " << c.m << ": " << p.reason;
+        EXPECT_NE(p.reason.find(c.reason), std::string::npos) << p.reason;
+        const std::vector<bench::DeviceOperand> as = test::upload_every_a(world, seed += 100, c.m, k, q.quant, dev);
+        const size_t bytes = static_cast<size_t>(world * c.m * n) * dtype_bytes(q.out);
+        const std::vector<uint8_t> got = test::poisoned_call(g, *op, c.m, as[r].view, b.view, scales_of(as[r], b), bytes, st.s);
+        EXPECT_EQ(op->last_mode(), c.mode) << "m " << c.m;
+        EXPECT_EQ(stacked_gemm(*op, as, b, c.m, st.s), got) << "m " << c.m << ": differs from weave::Gemm at "
+                                                             << mode_name(c.mode) << "'s plan";
+        const auto hashes = g.all_gather(fnv1a64(got.data(), bytes), "the output hash");
+        EXPECT_EQ(hashes[1], hashes[0]) << "m " << c.m << ": the ranks differ";
+        const GemmProblem prob{.m = c.m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = q.out};
+        AgTraits::Reference(q, prob, as, bs, r, dev, st.s).expect_close(got, mode_name(c.mode));
+        expect_gathered_bitwise(*op, as, c.m);
+      }
+      for (const Call& c : {calls[0], calls[1]}) {
+        const SelfTestReport rep = op->self_test(c.m);
+        EXPECT_TRUE(rep.ok) << rep.detail;
+        EXPECT_EQ(op->last_mode(), c.mode) << "self_test at m " << c.m;
+      }
+      auto refused = [&](const AllGatherGemmConfig& bad, Status status) {
+        return test::error_of([&] { make(g, bad); }, status);
+      };
+      AllGatherGemmConfig bad = cfg;
+      bad.mode = Mode::kFusedCe;
+      EXPECT_NE(refused(bad, Status::kInvalidArgument).find("only mode auto consults a calibration"), std::string::npos);
+      bad = cfg;
+      bad.calibration = wrong_k.path;
+      EXPECT_NE(refused(bad, Status::kInvalidArgument).find("is for another op shape: k 2048 (this op: 1024)"),
+                std::string::npos);
+      bad = cfg;
+      bad.calibration = r == 0 ? table.path : other.path;
+      EXPECT_NE(refused(bad, Status::kMismatch).find("calibration"), std::string::npos);
       g.barrier();
     });
   }

@@ -152,7 +152,7 @@ struct AgmWorld : FusedWorldBase<AllGatherGemm, AllGatherGemmConfig, AllGatherGe
   static bool runs(Mode, int, int64_t) { return true; }
   static int64_t out_rows(int w, int64_t m) { return w * m; }
   // The split modes' gathers move bytes, then one GEMM of the planner's tile: split-lsa's bits.
-  // fused-ce runs its own 128x128 kernel: held to the reference's bound.
+  // fused-ce runs its own kernel at the planner's tile: held to the reference's bound.
   static bool bitwise_to_split(Mode ran, int) { return ran != Mode::kFusedCe; }
   static RowRange rows_peers_read(Mode, int, int64_t, int) { return {}; }
   // The output is [A_0; ...; A_{W-1}] B^T: every rank's own GEMM, gathered.

@@ -5,9 +5,10 @@
 //     nothing, fails it at W >= 2;
 //   - at model sizes (a column-parallel projection: N_r 4096, K 7168), every split mode bitwise equal
 //     to split-lsa (a gather moves bytes; split-nccl too), fused-ce bitwise equal to weave::Gemm at
-//     its 128x128 tile over the stacked rows (and to split-lsa where split-lsa ran that tile), each
-//     identical on every rank, within the bound of an independent reference per source rank
-//     (CUDA-core GEMMs of every rank's A, made here);
+//     its tile (plan(m): the planner's) over the stacked rows (and to split-lsa where split-lsa ran
+//     that tile), each identical on every rank, within the bound of an independent reference per
+//     source rank (CUDA-core GEMMs of every rank's A, made here); auto with a calibration table that
+//     alternates fused-ce and split-lsa per m: each call the bits of the mode the table names;
 //   - a soak of 10,000 calls against split-lsa's bits (fused-ce: the reference's bound, then its own
 //     quiet bits); a peer that never arrives.
 // Elsewhere over NCCL: graph replays (test_fused_graphs.cu), a delayed rank
@@ -32,6 +33,7 @@
 #include "fused_soak.hpp"
 #include "fused_support.hpp"
 #include "support/expect_error.hpp"
+#include "support/scoped_file.hpp"
 #include "testing/gemm_operands.hpp"
 #include "testing/gpu_reference.hpp"
 #include "testing/poison_nan.hpp"
@@ -55,11 +57,12 @@ bool fused_ce_runs(ScaleMode q) {
   return q == ScaleMode::kBF16 || q == ScaleMode::kPtpc || q == ScaleMode::kBlockscale;
 }
 
-// weave::Gemm forced to fused-ce's tile (128x128, no K split, the tiled kernels at every m) over
-// every rank's A stacked as the gather stacks them (rank s's rows at s m): the bits fused-ce's
-// output must have. bf16 [W m, N] on the host.
+// weave::Gemm forced to fused-ce's tile (`tile`: the op's plan(m), no K split, the tiled kernels at
+// every m) over every rank's A stacked as the gather stacks them (rank s's rows at s m): the bits
+// fused-ce's output must have. bf16 [W m, N] on the host.
 std::vector<uint8_t> gemm_at_fused_ce_tile(const std::vector<bench::DeviceOperand>& as, const bench::DeviceOperand& b,
-                                           int64_t m, int64_t n, int64_t k, ScaleMode q, int dev, cudaStream_t st) {
+                                           int64_t m, int64_t n, int64_t k, ScaleMode q, const AllGatherGemmPlan& at,
+                                           int dev, cudaStream_t st) {
   const int64_t w = static_cast<int64_t>(as.size()), rows = w * m;
   const size_t a_bytes = as[0].values.bytes(), s_bytes = as[0].scales.bytes();  // one rank's, contiguous
   bench::DeviceBuffer a(w * a_bytes), sa(w * s_bytes), out(static_cast<size_t>(rows * n) * 2);
@@ -75,16 +78,16 @@ std::vector<uint8_t> gemm_at_fused_ce_tile(const std::vector<bench::DeviceOperan
   if (q == ScaleMode::kPtpc) scale_a = TensorView::vector(sa.get(), DType::kF32, rows, dev);
   if (q == ScaleMode::kBlockscale) scale_a = TensorView::matrix(sa.get(), DType::kF32, rows, k / 128, dev);
   GemmPlanOverrides tile;
-  tile.block_m = 128;
-  tile.block_n = 128;
+  tile.block_m = at.block_m;
+  tile.block_n = at.block_n;
   tile.split_k = 1;
   tile.decode_route = DecodeRoute::kTiles;
   if (q == ScaleMode::kBlockscale) tile.scale_a_route = ScaleARoute::kAsGiven;  // fused-ce's K-major A scales
   const GemmProblem p{.m = rows, .n = n, .k = k, .mode = q, .scale_layout = ScaleLayout::kRaw, .out_dtype = DType::kBF16};
   Gemm g(p, TensorView::matrix(a.get(), as[0].view.dtype, rows, k, dev), b.view, GemmScales{scale_a, b.scale_view},
          TensorView::matrix(out.get(), DType::kBF16, rows, n, dev), tile);
-  EXPECT_EQ(g.plan().block_m, 128) << g.plan().kernel;
-  EXPECT_EQ(g.plan().block_n, 128) << g.plan().kernel;
+  EXPECT_EQ(g.plan().block_m, at.block_m) << g.plan().kernel;
+  EXPECT_EQ(g.plan().block_n, at.block_n) << g.plan().kernel;
   EXPECT_FALSE(g.plan().gemv) << g.plan().kernel;
   bench::DeviceBuffer ws(g.workspace_bytes());
   if (ws.bytes() > 0) g.set_workspace(ws.get(), ws.bytes());
@@ -141,6 +144,11 @@ TEST(MultiGpuAllGatherGemm, EveryModeEqualsSplitBitwiseAndTheReferenceAtModelSiz
     SCOPED_TRACE(std::string(to_string(q)) + " W" + std::to_string(w));
     std::vector<std::string> reasons(std::size(modes));
     std::string fused_reason;
+    // auto's table for this op shape: fused-ce at m 1 and 1000, split-lsa at 128 and m_max.
+    const ScopedTextFile table("weave-agm-multi", "weave-calibration 1\nop ag-gemm\nquant " + std::string(to_string(q)) +
+                                                      "\nout bf16\nn 4096\nk 7168\nworld " + std::to_string(w) +
+                                                      "\nwhere test\nm 1 fused-ce\nm 128 split-lsa\nm 1000 fused-ce\n"
+                                                      "m 2048 split-lsa\n");
     for_each_rank([&](Communicator& c) {
       const int r = c.rank(), dev = c.device();
       StreamHolder st;
@@ -155,11 +163,17 @@ TEST(MultiGpuAllGatherGemm, EveryModeEqualsSplitBitwiseAndTheReferenceAtModelSiz
         ops.push_back(make_or_reason<AllGatherGemm>(c, cfg, why));
         if (r == 0) reasons[i] = why;
       }
-      std::unique_ptr<AllGatherGemm> fused;  // fused-ce: its own 128x128 kernel, so held to weave::Gemm at that tile
+      std::unique_ptr<AllGatherGemm> fused;  // fused-ce: its own kernel at plan(m)'s tile, held to weave::Gemm at it
+      std::unique_ptr<AllGatherGemm> calibrated;  // auto whose table alternates fused-ce and split-lsa per m
       if (fused_ce_runs(q)) {
         std::string why;
         fused = make_or_reason<AllGatherGemm>(c, agm_config(q, Mode::kFusedCe, n, k, m_max), why);
         if (r == 0) fused_reason = why;
+        if (fused && w > 1) {
+          AllGatherGemmConfig cfg = agm_config(q, Mode::kAuto, n, k, m_max);
+          cfg.calibration = table.path;
+          calibrated = std::make_unique<AllGatherGemm>(c, cfg);
+        }
       }
       const bench::DeviceOperand b = operand(77, n, k, q, ref::Operand::kB, dev);  // one B on every rank
       for (int64_t m : {int64_t(1), int64_t(128), int64_t(1000), m_max}) {
@@ -198,17 +212,26 @@ TEST(MultiGpuAllGatherGemm, EveryModeEqualsSplitBitwiseAndTheReferenceAtModelSiz
           const std::vector<uint8_t> got = poisoned_call(c, *fused, m, bytes, as[r], b, st.s);
           EXPECT_EQ(fused->last_mode(), Mode::kFusedCe);
           expect_within_reference(*fused);
-          const std::vector<uint8_t> tile_bits = gemm_at_fused_ce_tile(as, b, m, n, k, q, dev, st.s);
+          const AllGatherGemmPlan fp = fused->plan(m);
+          const std::vector<uint8_t> tile_bits = gemm_at_fused_ce_tile(as, b, m, n, k, q, fp, dev, st.s);
           EXPECT_EQ(std::memcmp(got.data(), tile_bits.data(), bytes), 0)
-              << "m " << m << ": fused-ce differs from weave::Gemm at 128x128 over the stacked rows";
+              << "m " << m << ": fused-ce differs from weave::Gemm at " << fp.block_m << "x" << fp.block_n
+              << " over the stacked rows";
           // Where split-lsa's plan ran the same tile (not the GEMV, not another tile), the same sums.
           const AllGatherGemmPlan sp = split.plan(m);
-          if (sp.block_m == 128 && sp.block_n == 128)
+          if (sp.block_m == fp.block_m && sp.block_n == fp.block_n && sp.gemm_kernel.find("gemv") == std::string::npos)
             EXPECT_EQ(std::memcmp(got.data(), want.data(), bytes), 0)
-                << "m " << m << ": fused-ce differs from split-lsa at split-lsa's 128x128 tile";
+                << "m " << m << ": fused-ce differs from split-lsa at split-lsa's tile";
           const auto fused_hashes = c.all_gather(fnv1a64(got.data(), got.size()), "fused-ce's output hash");
           for (int s = 1; s < w; ++s)
             EXPECT_EQ(fused_hashes[s], fused_hashes[0]) << "m " << m << ": fused-ce on rank " << s << " differs";
+          if (calibrated) {  // the table's mode at m, with that mode's bits
+            const Mode expect = (m == 1 || m == 1000) ? Mode::kFusedCe : Mode::kSplitLsa;
+            const std::vector<uint8_t> cal = poisoned_call(c, *calibrated, m, bytes, as[r], b, st.s);
+            EXPECT_EQ(calibrated->last_mode(), expect) << "m " << m << ": " << calibrated->plan(m).reason;
+            EXPECT_EQ(std::memcmp(cal.data(), (expect == Mode::kFusedCe ? got : want).data(), bytes), 0)
+                << "m " << m << ": auto from the table differs from " << to_string(expect);
+          }
         }
       }
     });

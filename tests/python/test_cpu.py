@@ -447,12 +447,14 @@ def test_all_gather_gemm_validate_window_and_argument_errors():
                                            weave.AllGatherGemmMode.SPLIT_CE, weave.AllGatherGemmMode.FUSED_CE)] == [
         "auto", "gemm-only", "split-nccl", "split-lsa", "split-ce", "fused-ce"]
     assert "AllGatherGemm" in weave.__all__ and "AllGatherGemmMode" in weave.__all__
-    c = _agm_config(256, 256, 256, "mxfp8", "raw", "bf16", "split-ce", "native", 66)
+    c = _agm_config(256, 256, 256, "mxfp8", "raw", "bf16", "split-ce", "t.txt", "native", 66)
     assert (c.mode, c.quant, c.mx_route, c.max_sms) == (weave.AllGatherGemmMode.SPLIT_CE, weave.ScaleMode.MXFP8, 1, 66)
+    assert c.calibration == "t.txt"
     assert _agm_config(256, 256, 256, "ptpc", "raw", "bf16", "fused-ce").mode == weave.AllGatherGemmMode.FUSED_CE
     for kw, needle in [(dict(comm=object()), "argument 'comm': must be a weave.Communicator"),
                        (dict(mx_route="fp8"), "argument 'mx_route': must be one of auto, native, bf16"),
-                       (dict(max_sms=2000), "argument 'max_sms'"), (dict(mode="fused-lsa"), "unknown mode 'fused-lsa'")]:
+                       (dict(max_sms=2000), "argument 'max_sms'"), (dict(mode="fused-lsa"), "unknown mode 'fused-lsa'"),
+                       (dict(calibration=b"t.txt"), "argument 'calibration': must be a path")]:
         with pytest.raises(weave.ArgumentError) as e:
             weave.AllGatherGemm(**{"comm": object(), "n": 256, "k": 256, "m_max": 256, **kw})
         assert needle in str(e.value), str(e.value)
@@ -593,8 +595,8 @@ def test_create_sharing_window_checks_every_spec_before_gpu_work():
         (dict(all_reduces=[ok_ar]), "argument 'comm': must be a weave.Communicator"),
         (dict(reduce_scatters=[dict(ok_ar, allow_pdl=True)]), "argument 'reduce_scatters[0]': argument 'allow_pdl'"),
         (dict(reduce_scatters=[dict(ok_ar, mode="fused-ce")]), "argument 'reduce_scatters[0]': argument 'mode'"),
-        (dict(all_gather_gemms=[dict(n=512, k=512, m_max=256, calibration="t.txt")]),
-         "argument 'all_gather_gemms[0]': got an unexpected keyword argument 'calibration'"),
+        (dict(all_gather_gemms=[dict(n=512, k=512, m_max=256, calibration=3)]),
+         "argument 'all_gather_gemms[0]': argument 'calibration': must be a path"),
         (dict(all_gather_gemms=[dict(n=512, k=512, m_max=256, mode="fused")]),
          "argument 'all_gather_gemms[0]': argument 'mode'"),
         (dict(all_gather_gemms=[dict(n=512, k=512, m_max=256)]), "argument 'comm': must be a weave.Communicator"),

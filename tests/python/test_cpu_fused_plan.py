@@ -135,6 +135,30 @@ def test_reduce_scatter_plan_for_refuses_bad_input_naming_it(bad, needle):
     assert needle in str(e.value), str(e.value)
 
 
+def test_all_gather_gemm_auto_takes_fused_ce_from_a_calibration_table(tmp_path):
+    """auto runs per m the mode the table measured fastest (fused-ce or split-lsa), the model beyond
+    its reach; a table naming fused-ce adds fused-ce's words to the window (never shrinks it)."""
+    table = tmp_path / "agm.txt"
+    table.write_text("weave-calibration 1\nop ag-gemm\nquant ptpc\nout bf16\nn 2048\nk 7168\nworld 2\nwhere test\n"
+                     "m 64 fused-ce\nm 1024 split-lsa\n")
+    kw = dict(n=2048, k=7168, m_max=8192, world=2, quant="ptpc")
+    ce = weave.AllGatherGemm.plan_for(64, mode="fused-ce", **kw)
+    p = weave.AllGatherGemm.plan_for(64, calibration=str(table), **kw)
+    assert p["mode"] == "fused-ce" and "measured fastest near m = 64" in p["reason"], p  # the package builds ce in
+    assert (p["block_m"], p["block_n"], p["gemm_kernel"]) == (ce["block_m"], ce["block_n"], ce["gemm_kernel"]), p
+    assert weave.AllGatherGemm.plan_for(1024, calibration=str(table), **kw)["mode"] == "split-lsa"
+    far = weave.AllGatherGemm.plan_for(8192, calibration=str(table), **kw)
+    assert far["mode"] == "split-lsa" and "no row within 2x" in far["reason"], far
+    assert weave.AllGatherGemm.plan_for(64, **kw)["mode"] == "split-lsa"  # no table: the model
+    assert weave.AllGatherGemm.window_bytes(calibration=str(table), **kw) >= weave.AllGatherGemm.window_bytes(**kw)
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.AllGatherGemm.plan_for(64, calibration=str(table), **{**kw, "k": 4096})
+    assert "is for another op shape: k 7168 (this op: 4096)" in str(e.value), str(e.value)
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.AllGatherGemm.plan_for(64, calibration=str(table), mode="split-lsa", **kw)
+    assert "only mode auto consults a calibration" in str(e.value), str(e.value)
+
+
 # AllGatherGemm.plan_for: the gather of every rank's m rows of A (with their scales in the fp8
 # modes), then one GEMM of world x m rows. auto: gemm-only at world 1, split-lsa in one NVLink
 # domain, split-nccl across domains.
@@ -199,7 +223,7 @@ def test_all_gather_gemm_plan_for_fused_ce(quant, world):
     assert "chunks of" in p["reason"] and "fused-ce GEMM" in p["gemm_kernel"], p
     # The pulls hide under the GEMM: at this size well under the gather-then-GEMM.
     assert p["model_gemm_us"] <= p["model_fused_us"] < p["model_split_us"], p
-    # auto models it too but takes split-lsa (fused-ce is not calibrated yet).
+    # auto models it too but, without a calibration table, takes split-lsa.
     a = weave.AllGatherGemm.plan_for(4096, **kw)
     assert a["mode"] == "split-lsa" and a["model_fused_us"] == pytest.approx(p["model_fused_us"]), a
     assert weave.AllGatherGemm.plan_for(4096, mode=weave.AllGatherGemmMode.FUSED_CE, **kw)["mode"] == "fused-ce"

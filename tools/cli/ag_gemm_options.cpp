@@ -31,7 +31,7 @@ void add_ag_gemm_options(CLI::App& app, AgGemmOptions& o, bool with_layout, bool
   if (with_mode)
     app.add_option("--mode", o.mode,
                    "auto | gemm-only | split-nccl | split-lsa | split-ce | fused-ce (fused-ce: bf16, ptpc, blockscale "
-                   "with bf16 out; auto never takes it)")
+                   "with bf16 out; auto takes it only from a calibration table)")
         ->capture_default_str();
   o.many_presets = many;
   app.add_option("--preset", o.preset,

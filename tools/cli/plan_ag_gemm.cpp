@@ -2,9 +2,10 @@
 // same public planner the op runs per call (weave::all_gather_gemm_plan, with --sms CTAs per rank,
 // one rank per GPU in one NVLink domain, an NCCL communicator assumed), plus the window it would
 // allocate. The fused mode, fused-ce, is modelled beside the split modes (fused_us) where it can run
-// (bf16, ptpc, blockscale with bf16 out, W > 1); auto never takes it (not calibrated), so there is no
-// --no-fused and no --calibration. This file is the operator's trait; the fused-plan engine
-// (plan_fused_engine.hpp) does the rest.
+// (bf16, ptpc, blockscale with bf16 out, W > 1); auto takes it only from a calibration table
+// (--calibration), so there is no --no-fused. This file is the operator's trait; the fused-plan
+// engine (plan_fused_engine.hpp) does the rest.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,9 +46,10 @@ class AgGemmPlanTrait final : public OpPlanTrait<AgGemmOptions, AllGatherGemmCon
   // The op's model takes GemmAllGather's rates: one gather call's fixed cost per operand (rows, and
   // scales where A has them).
   PlanRates rates() const override { return plan_rates(fused::gag_rates(cfg_.quant)); }
-  std::size_t window_bytes() const override { return all_gather_gemm_window_bytes(cfg_, world_); }
+  // planned_: the config with --calibration (a table naming fused-ce adds its words to the window).
+  std::size_t window_bytes() const override { return all_gather_gemm_window_bytes(planned_, world_); }
   PlanRow plan(std::int64_t m, const FusedPlanMachine& machine) const override {
-    const AllGatherGemmPlan p = all_gather_gemm_plan(cfg_, world_, m, machine);
+    const AllGatherGemmPlan p = all_gather_gemm_plan(planned_, world_, m, machine);
     return plan_row(p, {p.rows, p.bytes_per_peer, p.window_bytes});
   }
   const std::vector<PlanColumn>& columns() const override {
@@ -64,7 +66,8 @@ class AgGemmPlanTrait final : public OpPlanTrait<AgGemmOptions, AllGatherGemmCon
     const bool scales = fused::agm_scale_row_bytes(cfg_) > 0;
     const bool split = world_ > 1 && (cfg_.mode == AllGatherGemmMode::kAuto || cfg_.mode == AllGatherGemmMode::kSplitLsa ||
                                       cfg_.mode == AllGatherGemmMode::kSplitCe);
-    const bool fused_ce = cfg_.mode == AllGatherGemmMode::kFusedCe;
+    const std::optional<fused::Calibration> cal = fused::agm_calibration(planned_, world_);
+    const bool fused_ce = fused::agm_capabilities(planned_, fused::world_only(world_), cal ? &*cal : nullptr).hosts_fused;
     return std::string("agm.a [world * m_max, K]") + (scales ? ", agm.sa (A's scales)" : "") +
            ", agm.out [world * m_max, N] and protocol words" +
            (fused_ce ? ", fused-ce's landed words (world x chunks)" : "") +
@@ -78,7 +81,7 @@ class AgGemmPlanTrait final : public OpPlanTrait<AgGemmOptions, AllGatherGemmCon
     return {std::string("# rows: the gathered GEMM's rows (world x m); bytes/peer: this rank's m rows of A and their "
                         "scales, sent to each peer (e4m3 plus scales in the fp8 modes, bf16 in bf16); fused_us: ") +
             (no_fused_mode().empty() ? "fused-ce's model (the pulls under its GEMM at the planner's tile, plus one chunk's pull and "
-                                       "its enter / arrive kernels), whatever the mode; auto never takes it"
+                                       "its enter / arrive kernels), whatever the mode; auto takes it only from --calibration"
                                      : "- (fused-ce cannot run here)")};
   }
 };
@@ -91,8 +94,8 @@ void add_plan_ag_gemm(CLI::App& plan) {
           .description = "AllGatherGemm per m rows per rank: tile, waves, gathered rows, bytes per peer, window, "
                          "modelled times (split and fused-ce), the mode auto picks and why",
           .sms_note = "one rank per GPU; ",
-          .no_fused_auto = "",       // auto never takes fused-ce: no --no-fused
-          .calibration_match = "",   // auto has nothing to choose: no --calibration
+          .no_fused_auto = "",       // auto takes fused-ce only from a table: no --no-fused
+          .calibration_match = "quant, out dtype, N, K and world",
           .footer =
               "Every rank r holds A_r [m, K] (the same m on every rank) and the column shard B [N, K]; every rank\n"
               "computes [A_0; ...; A_{W-1}] B^T, [W m, N] (sequence parallelism's column-parallel layer): the\n"
@@ -104,11 +107,12 @@ void add_plan_ag_gemm(CLI::App& plan) {
               "moves), split-nccl (ncclAllGather of A's rows and scales in one NCCL group, then the GEMM),\n"
               "split-lsa / split-ce (weave's lsa / copy-engine all-gather of the rows and of the scales, in place\n"
               "in the op's window, then the GEMM), auto (split-lsa; split-nccl across NVLink domains; gemm-only at\n"
-              "world 1), fused-ce (copy engines pull the peers' rows and scales chunk by chunk into the window\n"
+              "world 1; with --calibration the mode the table measured fastest near m: split-lsa or fused-ce),\n"
+              "fused-ce (copy engines pull the peers' rows and scales chunk by chunk into the window\n"
               "while the GEMM runs at the planner's tile, this rank's rows first, each tile waiting for the chunks it\n"
-              "reads; bf16, ptpc and blockscale with bf16 out). auto never takes fused-ce (not calibrated on\n"
-              "NVLink yet), so there is no --no-fused or --calibration; fused_us is fused-ce's model beside\n"
-              "split_us wherever fused-ce can run (\"-\" elsewhere).\n"
+              "reads; bf16, ptpc and blockscale with bf16 out). Without --calibration auto never takes fused-ce\n"
+              "(its model is not calibrated on NVLink), so there is no --no-fused; fused_us is fused-ce's model\n"
+              "beside split_us wherever fused-ce can run (\"-\" elsewhere).\n"
               "A's scales travel with their rows: --scale-layout must be raw; mxfp8 needs K a multiple of 128.\n"
               "--preset LAYER.GEMM: a column-parallel or replicated GEMM of the decoder layer table (`weave plan\n"
               "--presets`: llama3-70b.qkv_proj, llama3-70b.gate_up_proj, deepseek-v3.qkv_a_proj, ...) sets N (the\n"

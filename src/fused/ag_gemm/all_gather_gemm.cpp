@@ -55,7 +55,9 @@ AllGatherGemm::Impl::Impl(comm::Group& g, const AllGatherGemmConfig& config, con
   for (const auto& t : tiles)
     if (const auto* k = fused::agm_fused_kernel(cfg, t.block_m, t.block_n))
       kernels.push_back({.block_m = t.block_m, .block_n = t.block_n, .fused = k});
-  caps = fused::agm_capabilities(cfg, fused::placement_of(g, !kernels.empty()));
+  calibration = fused::agm_calibration(cfg, w);
+  const fused::Calibration* cal = calibration ? &*calibration : nullptr;
+  caps = fused::agm_capabilities(cfg, fused::placement_of(g, !kernels.empty()), cal);
   if (cfg.mode == AllGatherGemmMode::kFusedCe) fused::require_ce_compiled_in("AllGatherGemm");
   WEAVE_EXPECT(caps.unavailable.empty(), Status::kUnavailable, caps.unavailable);
   if (cfg.mode == AllGatherGemmMode::kAuto && caps.split == AllGatherGemmMode::kSplitNccl)
@@ -67,17 +69,33 @@ AllGatherGemm::Impl::Impl(comm::Group& g, const AllGatherGemmConfig& config, con
      << static_cast<int>(cfg.mode) << "|" << static_cast<int>(caps.split) << "|" << static_cast<int>(cfg.mx_route)
      << "|" << grid_cap << "|" << hooks.flow_control << "|" << hooks.initial_epoch << "|" << hooks.stale_slot_lag
      << "|" << hooks.skip_scale_gather << "|" << hooks.skip_landed_wait << "|" << hooks.pull_chunks << "|"
-     << hooks.tile.block_m << "x" << hooks.tile.block_n << "|" << fused::fused_tiles_list(tiles);
+     << hooks.tile.block_m << "x" << hooks.tile.block_n << "|" << fused::fused_tiles_list(tiles) << "|"
+     << (calibration ? calibration->hash : 0);
   rt = std::make_unique<comm::OpRuntime>(g);
   rt->agree_config(id.str(), "AllGatherGemm configuration (n, k, m_max, quant, out dtype, mode, mx_route, max_sms, "
-                             "testing hooks, tiles built)");
-  if (cfg.mode == AllGatherGemmMode::kFusedCe) {
+                             "testing hooks, tiles built, calibration)");
+  if (caps.hosts_fused) {
     if (hooks.tile.forced()) (void)fused::agm_tile_plan(cfg, w, cfg.m_max, grid_cap, tiles, hooks.tile);  // names a bad one
-    for (const auto& k : kernels) k.prepare();
-    if (caps.pulls) {
-      mem_ops = comm::StreamMemOps::agreed(g, "AllGatherGemm fused-ce (device-triggered copies)");
-      pulls.open(w - 1);
+    // auto across NVLink domains runs split-nccl (logged above); without its kernel it runs split-lsa.
+    fused_ce_runs = cfg.mode == AllGatherGemmMode::kFusedCe || caps.fused;
+    if (!fused_ce_runs && caps.split != AllGatherGemmMode::kSplitNccl)
+      WEAVE_LOG(kWarn, "rank " << g.rank() << ": AllGatherGemm auto: calibration " << cal->source
+                               << " names fused-ce, which has no kernel for " << to_string(cfg.quant) << " -> "
+                               << to_string(cfg.out_dtype) << " in this build; those calls run split-lsa");
+    if (caps.pulls && fused_ce_runs) {
+      try {
+        mem_ops = comm::StreamMemOps::agreed(g, "AllGatherGemm fused-ce (device-triggered copies)");
+      } catch (const Error& e) {
+        // Every rank gets the same answer (the agreement is collective): auto keeps its split calls.
+        if (cfg.mode == AllGatherGemmMode::kFusedCe || e.status() != Status::kUnavailable) throw;
+        WEAVE_LOG(kWarn, "rank " << g.rank() << ": AllGatherGemm auto: calibration " << cal->source
+                                 << " names fused-ce, which cannot run here (" << e.what() << "); those calls run split-lsa");
+        fused_ce_runs = false;
+      }
+      if (fused_ce_runs) pulls.open(w - 1);
     }
+    if (fused_ce_runs)
+      for (const auto& k : kernels) k.prepare();
   }
   // The GEMMs' workspace (their mxfp8 and blockscale routes at the largest call), once.
   workspace_bytes = fused::agm_gemm_workspace_bytes(cfg, w);
@@ -99,7 +117,8 @@ AllGatherGemm::Impl::Impl(comm::Group& g, const AllGatherGemmConfig& config, con
 
 void AllGatherGemm::Impl::lay_out(WindowLayout& layout, const std::string& prefix) {
   const int w = group->world_size();
-  gl = fused::add_agm_regions(layout, cfg, w, gather_a ? gather_a->max_blocks : 1, prefix);
+  gl = fused::add_agm_regions(layout, cfg, w, gather_a ? gather_a->max_blocks : 1, prefix,
+                              calibration ? &*calibration : nullptr);
   // The hosted gathers' shapes must be the ones the layout reserved.
   auto expect_shape = [&](const Collective::Impl& c, bool scales) {
     comm::OpShape s = c.shape();
@@ -142,7 +161,7 @@ AllGatherGemmPlan AllGatherGemm::Impl::plan(int64_t m) const {
   AllGatherGemmConfig planned = cfg;
   planned.mode = caps.plan_mode;
   return fused::agm_plan(planned, group->world_size(), m, grid_cap, group->nccl() != nullptr, rt->window().bytes(),
-                         hooks.tile);
+                         hooks.tile, calibration ? &*calibration : nullptr, fused_ce_runs);
 }
 
 void AllGatherGemm::Impl::check_view_m(const char* view, int64_t m) const {
@@ -222,14 +241,17 @@ void AllGatherGemm::Impl::run_in(comm::OpRuntime::CallGuard& guard, int64_t m, c
                      "bytes (got " << out->describe() << ")");
   }
   const TensorView c = out ? *out : output(m);
-  if (cfg.mode == AllGatherGemmMode::kFusedCe) {
+  // No planning on the call's path: the table's row near m (auto) or the requested mode.
+  const AllGatherGemmMode mode = fused::agm_mode(caps.plan_mode, group->world_size(), m,
+                                                 calibration ? &*calibration : nullptr, fused_ce_runs);
+  if (mode == AllGatherGemmMode::kFusedCe) {
     guard.enqueueing();
     enqueue_fused_ce(m, a, b, s, c, stream);
     return;
   }
   Gemm& gemm = gemm_for(m, b, s, c);
   guard.enqueueing();
-  enqueue(m, a, s, gemm, stream);
+  enqueue(mode, m, a, s, gemm, stream);
 }
 
 namespace {
@@ -266,10 +288,9 @@ Gemm& AllGatherGemm::Impl::gemm_for(int64_t m, const TensorView& b, const GemmSc
   return *it->second.gemm;
 }
 
-void AllGatherGemm::Impl::enqueue(int64_t m, const TensorView& a, const GemmScales& s, Gemm& gemm,
-                                  cudaStream_t stream) {
+void AllGatherGemm::Impl::enqueue(AllGatherGemmMode mode, int64_t m, const TensorView& a, const GemmScales& s,
+                                  Gemm& gemm, cudaStream_t stream) {
   const int w = group->world_size(), r = group->rank();
-  const AllGatherGemmMode mode = fused::agm_mode(caps.plan_mode, w);  // no planning on the call's path
   last = mode;
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   // 1. This rank's rows and scales into its slot.
@@ -414,10 +435,12 @@ std::string AllGatherGemm::Impl::describe() const {
   os << "AllGatherGemm " << to_string(cfg.quant) << " -> " << to_string(cfg.out_dtype) << " N=" << cfg.n << " K=" << cfg.k
      << " m_max=" << cfg.m_max << ", mode " << to_string(cfg.mode);
   if (cfg.mode == AllGatherGemmMode::kAuto) os << " (split " << to_string(caps.split) << ")";
+  if (calibration)
+    os << ", calibration " << calibration->source << (fused_ce_runs ? " (its fused-ce rows run fused-ce)" : "");
   os << ", " << group->describe() << ", window " << rt->window().bytes() << " bytes, " << grid_cap << " CTAs per rank";
   if (!hooks.flow_control) os << ", credits OFF (testing)";
   if (hooks.skip_scale_gather) os << ", scale gather SKIPPED (testing)";
-  if (cfg.mode == AllGatherGemmMode::kFusedCe) os << ", " << pulls.size() << " copy streams";
+  if (fused_ce_runs) os << ", " << pulls.size() << " copy streams";
   if (hooks.skip_landed_wait) os << ", landed wait SKIPPED (testing)";
   if (workspace_bytes > 0) os << ", GEMM workspace " << workspace_bytes << " bytes";
   return os.str();

@@ -18,6 +18,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "comm/collective_impl.hpp"
 #include "comm/copy_streams.hpp"
@@ -61,6 +62,10 @@ struct AllGatherGemm::Impl {
   fused::AgmLayout gl;
   std::unique_ptr<comm::OpRuntime> rt;
   fused::AgmCapabilities caps;
+  std::optional<fused::Calibration> calibration;  // cfg.calibration's table (auto's measured choices)
+  // fused-ce can run its calls here: mode fused-ce, or auto whose table names it (caps.hosts_fused)
+  // where every rank has the NVLink domain, the kernel and stream memory operations.
+  bool fused_ce_runs = false;
   std::unique_ptr<Collective::Impl> gather_a, gather_sa;  // split-lsa / split-ce
   // fused-ce: its GEMM kernel, one copy stream per peer step, the stream memory operations they wait with.
   // (fused/tile_choice.hpp: the tiles it may run, and their fused-ce kernels)
@@ -124,7 +129,9 @@ struct AllGatherGemm::Impl {
               const GemmScales& s, const TensorView* out, cudaStream_t stream);
   // The call's GEMM, re-pointed at b, the scales and `c` (checked by weave::Gemm: before any GPU work).
   Gemm& gemm_for(int64_t m, const TensorView& b, const GemmScales& s, const TensorView& c);
-  void enqueue(int64_t m, const TensorView& a, const GemmScales& s, Gemm& gemm, cudaStream_t stream);
+  // A call of a gathering mode (every mode but fused-ce): staging, the gathers, the GEMM.
+  void enqueue(AllGatherGemmMode mode, int64_t m, const TensorView& a, const GemmScales& s, Gemm& gemm,
+               cudaStream_t stream);
   // 1. of every mode: A_r and its scales into this rank's slot (gated: an SM copy that stores
   // nothing once the op gave up, where a slow peer may still be pulling the slot).
   void stage_own_rows(int64_t m, const TensorView& a, const GemmScales& s, bool gated, cudaStream_t stream);

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "comm/protocol.hpp"
+#include "comm/transport_build.hpp"
 #include "common/check.hpp"
 #include "fused/config_rules.hpp"
 #include "fused/model_rates.hpp"
@@ -126,13 +127,29 @@ AllGatherGemmMode hosted_split_of(AllGatherGemmMode mode) {
 }
 }  // namespace
 
-AgmCapabilities agm_capabilities(const AllGatherGemmConfig& cfg, const Placement& at) {
+std::optional<Calibration> agm_calibration(const AllGatherGemmConfig& cfg, int world) {
+  if (cfg.calibration.empty()) return std::nullopt;
+  WEAVE_EXPECT_ARG(cfg.mode == AllGatherGemmMode::kAuto,
+                   "AllGatherGemmConfig.calibration: only mode auto consults a calibration (mode "
+                       << to_string(cfg.mode) << " is explicit)");
+  return load_calibration_for(cfg.calibration, "AllGatherGemmConfig.calibration", "ag-gemm", cfg.quant,
+                              cfg.scale_layout, cfg.out_dtype, cfg.n, cfg.k, world);
+}
+
+bool agm_auto_hosts_fused_ce(const AllGatherGemmConfig& cfg, int world, const Calibration* cal) {
+  return cfg.mode == AllGatherGemmMode::kAuto && world > 1 && cal != nullptr &&
+         cal->names(to_string(AllGatherGemmMode::kFusedCe)) && agm_fused_ce_quant(cfg.quant, cfg.out_dtype) &&
+         comm::transport_compiled_in(Transport::kCe);
+}
+
+AgmCapabilities agm_capabilities(const AllGatherGemmConfig& cfg, const Placement& at, const Calibration* cal) {
   AgmCapabilities c;
   const int w = at.world;
   c.hosted_split = w > 1 ? hosted_split_of(cfg.mode) : AllGatherGemmMode::kAuto;
   c.mx_bf16_route = cfg.quant == ScaleMode::kMxfp8 && cfg.mx_route != MxRoute::kNative;
-  c.pulls = cfg.mode == AllGatherGemmMode::kFusedCe && w > 1;
-  c.hosts_fused = cfg.mode == AllGatherGemmMode::kFusedCe;  // the landed words
+  // fused-ce's landed words and copy streams: its mode, or auto whose table names it.
+  c.hosts_fused = cfg.mode == AllGatherGemmMode::kFusedCe || agm_auto_hosts_fused_ce(cfg, w, cal);
+  c.pulls = c.hosts_fused && w > 1;
   c.fused = at.fused_kernel && at.nvlink_domain;
   c.split = hosted_split_of(cfg.mode);
   c.plan_mode = cfg.mode;
@@ -183,7 +200,7 @@ comm::OpShape agm_split_shape(const AllGatherGemmConfig& cfg, int world, int max
 }
 
 AgmLayout add_agm_regions(WindowLayout& layout, const AllGatherGemmConfig& cfg, int world, int split_max_blocks,
-                          const std::string& prefix) {
+                          const std::string& prefix, const Calibration* cal) {
   AgmLayout g;
   const uint64_t rows = static_cast<uint64_t>(world) * static_cast<uint64_t>(cfg.m_max);
   g.control = layout.add(prefix + ".control", RegionKind::kControl, comm::kControlBytes).offset;
@@ -194,7 +211,7 @@ AgmLayout add_agm_regions(WindowLayout& layout, const AllGatherGemmConfig& cfg, 
   if (srb > 0) g.sa = layout.add(prefix + ".sa", RegionKind::kData, rows * static_cast<uint64_t>(srb)).offset;
   g.out = layout.add(prefix + ".out", RegionKind::kData,
                      rows * static_cast<uint64_t>(cfg.n) * (cfg.out_dtype == DType::kF32 ? 4 : 2)).offset;
-  if (agm_capabilities(cfg, world_only(world)).hosts_fused)  // mode-only part
+  if (agm_capabilities(cfg, world_only(world), cal).hosts_fused)  // mode-only part
     g.landed = layout.add(prefix + ".landed", RegionKind::kData, 4 * agm_landed_words(world)).offset;
   if (agm_capabilities(cfg, world_only(world)).hosted_split != AllGatherGemmMode::kAuto) {  // mode-only part
     g.split_a = comm::add_op_regions(layout, prefix + ".split.a", agm_split_shape(cfg, world, split_max_blocks, false));
@@ -242,13 +259,27 @@ std::size_t agm_gemm_workspace_bytes(const AllGatherGemmConfig& cfg, int world) 
   return gemm_workspace_bytes(p, all);
 }
 
-AllGatherGemmMode agm_mode(AllGatherGemmMode plan_mode, int world) {
+namespace {
+// The table's measured best near m, where it is a mode auto takes (split-lsa, or fused-ce where it runs).
+std::optional<AllGatherGemmMode> measured_mode(int64_t m, const Calibration* cal, bool fused_ce_runs) {
+  if (cal == nullptr) return std::nullopt;
+  const std::optional<std::string> best = cal->best_for(m);
+  if (!best) return std::nullopt;
+  const std::optional<AllGatherGemmMode> mode = parse_all_gather_gemm_mode(*best);
+  if (mode == AllGatherGemmMode::kSplitLsa || (mode == AllGatherGemmMode::kFusedCe && fused_ce_runs)) return mode;
+  return std::nullopt;
+}
+}  // namespace
+
+AllGatherGemmMode agm_mode(AllGatherGemmMode plan_mode, int world, int64_t m, const Calibration* cal,
+                           bool fused_ce_runs) {
   if (plan_mode != AllGatherGemmMode::kAuto) return plan_mode;
-  return world == 1 ? AllGatherGemmMode::kGemmOnly : AllGatherGemmMode::kSplitLsa;
+  if (world == 1) return AllGatherGemmMode::kGemmOnly;
+  return measured_mode(m, cal, fused_ce_runs).value_or(AllGatherGemmMode::kSplitLsa);
 }
 
 AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas, bool nccl_available,
-                           uint64_t window_bytes, FusedTile forced) {
+                           uint64_t window_bytes, FusedTile forced, const Calibration* cal, bool fused_ce_runs) {
   AllGatherGemmPlan p;
   const AgmGemm g = agm_gemm(cfg, world, m, ctas);
   p.gemm_kernel = g.plan.kernel;
@@ -282,15 +313,31 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
     p.model_fused_us = std::max(p.model_gemm_us, pulls_us) + chunk_us + kFusedCeLatencyUs;
   }
   std::ostringstream why;
-  p.mode = agm_mode(cfg.mode, world);
+  fused_ce_runs = fused_ce_runs && fused_ce;
+  p.mode = agm_mode(cfg.mode, world, m, cal, fused_ce_runs);
+  const std::optional<AllGatherGemmMode> measured = world > 1 ? measured_mode(m, cal, fused_ce_runs) : std::nullopt;
   if (cfg.mode != AllGatherGemmMode::kAuto) {
     why << "mode " << to_string(cfg.mode) << " requested";
     if (cfg.mode == AllGatherGemmMode::kSplitNccl && !nccl_available) why << " (unavailable: no NCCL communicator)";
   } else if (world == 1) {
     why << "world 1: nothing to gather";
+  } else if (measured) {
+    why << "calibration " << cal->source << (cal->where.empty() ? "" : " (" + cal->where + ")")
+        << ": measured fastest near m = " << m;
   } else {
-    why << "the gather of " << p.bytes_per_peer << " bytes per peer, then the GEMM (auto does not take fused-ce: not "
-        << "calibrated on NVLink yet)";
+    why << "the gather of " << p.bytes_per_peer << " bytes per peer, then the GEMM (";
+    const std::optional<std::string> best = cal ? cal->best_for(m) : std::nullopt;
+    if (cal == nullptr)
+      why << "auto takes fused-ce only from a calibration table: its model is not calibrated on NVLink";
+    else if (!best)
+      why << "calibration " << cal->source << " has no row within 2x of m = " << m << "; the model";
+    else if (*best == to_string(AllGatherGemmMode::kFusedCe))
+      why << "calibration " << cal->source << " measured fused-ce fastest near m = " << m
+          << ", which cannot run here: " << (fused_ce ? "no NVLink domain or stream memory operations" : "no fused-ce kernel for "
+              + std::string(to_string(cfg.quant)) + " -> " + std::string(to_string(cfg.out_dtype)) + " in this build");
+    else
+      why << "calibration " << cal->source << ": '" << *best << "' near m = " << m << " is not a mode auto takes";
+    why << ")";
   }
   if (p.mode == AllGatherGemmMode::kFusedCe && fused_ce) {
     // Its own kernel at the planner's tile, rotated so the own rows go first (fused/ag_gemm/fused_ce.hpp).
@@ -320,8 +367,9 @@ namespace weave {
 std::size_t all_gather_gemm_window_bytes(const AllGatherGemmConfig& config, int world) {
   const std::string bad = AllGatherGemm::validate(config, world);
   WEAVE_EXPECT_ARG(bad.empty(), "all_gather_gemm_window_bytes: " << bad);
+  const std::optional<fused::Calibration> cal = fused::agm_calibration(config, world);  // its fused-ce rows add words
   WindowLayout layout;
-  fused::add_agm_regions(layout, config, world, fused::kAgmBoundSplitBlocks);
+  fused::add_agm_regions(layout, config, world, fused::kAgmBoundSplitBlocks, "agm", cal ? &*cal : nullptr);
   return layout.total_bytes();
 }
 
@@ -333,12 +381,15 @@ AllGatherGemmPlan all_gather_gemm_plan(const AllGatherGemmConfig& config, int wo
                    "all_gather_gemm_plan: argument 'm' must be in 1..m_max (" << config.m_max << "), got " << m);
   WEAVE_EXPECT_ARG(machine.num_sms >= 1,
                    "all_gather_gemm_plan: FusedPlanMachine.num_sms must be >= 1, got " << machine.num_sms);
+  const std::optional<fused::Calibration> cal = fused::agm_calibration(config, world);
   const fused::AgmCapabilities caps = fused::agm_capabilities(
-      config, fused::placement_of(machine, world, fused::agm_fused_built(config)));
+      config, fused::placement_of(machine, world, fused::agm_fused_built(config)), cal ? &*cal : nullptr);
   AllGatherGemmConfig planned = config;
   planned.mode = caps.plan_mode;
+  // A described machine is assumed to have stream memory operations (every Hopper does).
   return fused::agm_plan(planned, world, m, fused::ctas_per_rank(machine.num_sms, config.max_sms), machine.nccl,
-                         all_gather_gemm_window_bytes(config, world));
+                         all_gather_gemm_window_bytes(config, world), {}, cal ? &*cal : nullptr,
+                         caps.hosts_fused && caps.fused);
 }
 
 }  // namespace weave

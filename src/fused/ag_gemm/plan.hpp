@@ -13,9 +13,11 @@
 //   agm.split.a / agm.split.sa   the split modes' all-gathers of agm.a and agm.sa in place
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "comm/op_layout.hpp"
+#include "fused/calibration.hpp"
 #include "fused/ag_gemm/fused_ce.hpp"
 #include "fused/tile_choice.hpp"
 #include "fused/capabilities.hpp"
@@ -47,9 +49,18 @@ std::string agm_fused_kernel_names(const AllGatherGemmConfig& cfg);  // one line
 GemmPlan agm_tile_plan(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas,
                        const std::vector<gemm::TileCandidate>& cands, FusedTile forced = {});
 
+// cfg.calibration's table for an op in a world of `world` ranks (nothing when none is named);
+// refuses (kInvalidArgument) a table with an explicit mode, or one for another op shape.
+std::optional<Calibration> agm_calibration(const AllGatherGemmConfig& cfg, int world);
+// Whether an auto op with table `cal` holds fused-ce's words and copy streams: W > 1, a row names
+// fused-ce, fused-ce runs the quant and out dtype and the build has the ce transport. (Whether it
+// then runs fused-ce also takes the placement: the NVLink domain, its kernel, stream memory ops.)
+bool agm_auto_hosts_fused_ce(const AllGatherGemmConfig& cfg, int world, const Calibration* cal);
+
 using AgmCapabilities = Capabilities<AllGatherGemmMode>;
-// What an op of `cfg` can run at `at`; `unavailable` names the rule the requested mode breaks.
-AgmCapabilities agm_capabilities(const AllGatherGemmConfig& cfg, const Placement& at);
+// What an op of `cfg` (with its table `cal`, if any) can run at `at`; `unavailable` names the rule
+// the requested mode breaks.
+AgmCapabilities agm_capabilities(const AllGatherGemmConfig& cfg, const Placement& at, const Calibration* cal = nullptr);
 
 struct AgmLayout {
   uint64_t control = 0, credits = 0, flags = 0;
@@ -62,7 +73,7 @@ struct AgmLayout {
 // The hosted gathers' shapes (external buffers: they gather agm.a / agm.sa in place).
 comm::OpShape agm_split_shape(const AllGatherGemmConfig& cfg, int world, int max_blocks, bool scales);
 AgmLayout add_agm_regions(WindowLayout& layout, const AllGatherGemmConfig& cfg, int world, int split_max_blocks,
-                          const std::string& prefix = "agm");
+                          const std::string& prefix = "agm", const Calibration* cal = nullptr);
 
 // The GEMM of a call of m rows per rank on `ctas` SMs: weave::Gemm's planner for [world m, N, K]
 // (tile, grid, routes, the decode GEMV at world m <= 32), without a K split (its partials would
@@ -76,14 +87,18 @@ AgmGemm agm_gemm(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas)
 // The workspace every call's GEMM fits in: its routes' buffers at world x m_max rows.
 std::size_t agm_gemm_workspace_bytes(const AllGatherGemmConfig& cfg, int world);
 
-// The mode every call of an op runs (it does not depend on m: auto does not take fused-ce before it
-// is calibrated): the capabilities' plan mode (split-nccl for auto across NVLink domains), auto's
-// split-lsa, or gemm-only at world 1.
-AllGatherGemmMode agm_mode(AllGatherGemmMode plan_mode, int world);
+// The mode a call of m rows per rank runs (cheap: the op calls it per call): the capabilities' plan
+// mode as requested (split-nccl for auto across NVLink domains); auto: gemm-only at world 1, else
+// the table's measured best near m where it is fused-ce and fused-ce runs here (fused_ce_runs),
+// else split-lsa.
+AllGatherGemmMode agm_mode(AllGatherGemmMode plan_mode, int world, int64_t m = 0, const Calibration* cal = nullptr,
+                           bool fused_ce_runs = false);
 
 // The plan of one call of m rows per rank on `ctas` CTAs per rank; nccl_available: the group has
-// an NCCL communicator (as the other fused planners); forced: the op's testing tile (fused-ce's).
+// an NCCL communicator (as the other fused planners); forced: the op's testing tile (fused-ce's);
+// cal, fused_ce_runs: auto's table and whether fused-ce can run here (agm_mode).
 AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas, bool nccl_available,
-                           uint64_t window_bytes, FusedTile forced = {});
+                           uint64_t window_bytes, FusedTile forced = {}, const Calibration* cal = nullptr,
+                           bool fused_ce_runs = false);
 
 }  // namespace weave::fused

@@ -22,12 +22,14 @@
 #include <nccl.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/ag_gemm_options.hpp"
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#include "cli/fused_options.hpp"
 #include "cli/registry.hpp"
 #include "cli/suites/fused_suite_trait.hpp"
 #include "cli/suites/gathered_suite.hpp"
@@ -49,7 +51,11 @@ struct AgmBenchOptions : fused_bench::FusedSuiteOptions {
 class AgGemmTrait final : public fused_bench::GatheredSuiteTrait<AllGatherGemm, AllGatherGemmConfig> {
  public:
   AgGemmTrait(const AgmBenchOptions& opt, int world)
-      : GatheredSuiteTrait(ag_gemm_config(opt.shape, world), "", opt.shape.ms, opt.shape.preset) {}
+      : GatheredSuiteTrait(ag_gemm_config(opt.shape, world), opt.calibration, opt.shape.ms, opt.shape.preset) {
+    // The table must be for this op shape (refused before any GPU work); only the auto arm reads it.
+    table_ = calibration_option(opt.calibration, /*mode_is_auto=*/true, "ag-gemm", base_.quant, base_.scale_layout,
+                                base_.out_dtype, base_.n, base_.k, world);
+  }
   const char* name() const override { return "ag-gemm"; }
   const std::vector<std::string>& arm_names() const override {
     static const std::vector<std::string> names = {"gemm-only",  "cublaslt",      "split-lsa",        "split-ce",
@@ -104,6 +110,9 @@ class AgGemmTrait final : public fused_bench::GatheredSuiteTrait<AllGatherGemm, 
                              iters, calls)};
   }
   std::string world1_label() const override { return "world 1: one rank on one GPU, nothing gathered"; }
+
+ private:
+  std::optional<fused::Calibration> table_;  // --calibration's (the auto arm's)
 };
 
 std::vector<SuiteArm> AgGemmTrait::arms(int world, bool emulated, bool over_nccl, const std::vector<std::string>& wanted,
@@ -129,8 +138,15 @@ std::vector<SuiteArm> AgGemmTrait::arms(int world, bool emulated, bool over_nccl
                      "waits for its own copy streams: docs/memory_ordering.md \"agm-fused-ce\"); tested in "
                      "EmulatedAllGatherGemm.*, timed on 2+ GPUs"
                    : "";
-  list.add_unless(op_arm("fused-ce", Mode::kFusedCe), fused_why);
-  list.add(op_arm("auto", Mode::kAuto));
+  SuiteArm fused_ce = op_arm("fused-ce", Mode::kFusedCe);
+  fused_ce.auto_takeable = fused_ce.fused = true;  // --calibrate records it where it is fastest
+  list.add_unless(fused_ce, fused_why);
+  // auto runs fused-ce where its table says so: not in the emulated world, for fused-ce's reason.
+  const bool auto_pulls = table_ && fused::agm_auto_hosts_fused_ce(base_, world, &*table_);
+  list.add_unless(op_arm("auto", Mode::kAuto),
+                  auto_pulls && emulated ? "not timed in the emulated world: --calibration " + table_->source +
+                                               " names fused-ce (" + fused_why + ")"
+                                         : "");
   fused_bench::add_over_nccl_arms(list, Mode::kSplitNccl, /*gather_baselines=*/true, over_nccl, emulated);
   return list.take();
 }
@@ -148,7 +164,7 @@ void add_ag_gemm_suite(CLI::App& bench, BenchOptions& common) {
       "Every rank r holds A_r [m, K] and the column shard B [N, K]; every rank computes [A_0; ...; A_{W-1}] B^T, "
       "[W m, N]: the activations (e4m3 plus scales in the fp8 modes) are gathered first, then one GEMM of W m rows "
       "(not gemm-ag, which gathers the output).";
-  help.auto_modes = "";  // auto has nothing to choose (it never takes fused-ce yet): no --calibrate / --calibration
+  help.auto_modes = "split-lsa, fused-ce";
   help.config = "AllGatherGemmConfig";
   help.world1 = "world 1: one rank on one GPU; nothing is gathered, so the arms show the GEMM of\n"
                 "                     this rank's rows and each mode's cost around it (the copy of A into the op's\n"
@@ -170,7 +186,8 @@ void add_ag_gemm_suite(CLI::App& bench, BenchOptions& common) {
       "              runs, each tile waiting for the chunks it reads (not timed in the emulated world: its\n"
       "              kernel waits for its own copy streams, which per-rank graphs cannot order there)\n"
       "  auto        the op's choice per call (shown as auto(<mode>): split-lsa, gemm-only at world 1;\n"
-      "              never fused-ce)\n"
+      "              fused-ce only where --calibration's table measured it fastest, and then not in the\n"
+      "              emulated world)\n"
       "  split-nccl  --devices only: ncclAllGather of the rows and the scales in one NCCL group, then the\n"
       "              GEMM (a split arm)\n"
       "  cublaslt+nccl      --devices only: ncclAllGather of A_r's rows and scales into plain buffers (out\n"
@@ -181,8 +198,9 @@ void add_ag_gemm_suite(CLI::App& bench, BenchOptions& common) {
       "              gathered buffers are NaN-poisoned before every checked call (their own rows re-seeded), so\n"
       "              a gather that brings nothing shows; blockscale: cuBLASLt reads its own scale layout,\n"
       "              converted once from a gather before timing (as the cuBLASLt baselines do everywhere)\n"
-      "No comm-only arm and no overlap line (split-lsa minus gemm-only is the gather's cost); no\n"
-      "--calibrate: auto has nothing to choose (it never takes fused-ce). --preset LAYER.GEMM[,...] takes the\n"
+      "No comm-only arm and no overlap line (split-lsa minus gemm-only is the gather's cost). --calibrate\n"
+      "records split-lsa or fused-ce per m (fused-ce is timed on 2+ GPUs only, so an emulated table holds\n"
+      "split-lsa). --preset LAYER.GEMM[,...] takes the\n"
       "column-parallel and replicated GEMMs of the decoder layer table (`weave plan --presets`), each run in turn.\n"
       "Columns: m (rows per rank) n k quant out mode time_us ratio (time / best split arm, same run) vs_lt\n"
       "(time / cublaslt) TFLOPS (2*W*m*N*K per rank / time) noise% #wrong (elements outside the GEMM tolerance\n"
