@@ -410,7 +410,7 @@ def test_all_gather_gemm_validate_window_and_argument_errors():
                         (dict(n=2050), "n must be a multiple of 8"),
                         (dict(world=9), "world must be in 1..8, got 9")]:
         assert needle in weave.AllGatherGemm.validate(**{**ok, "world": 2, **bad}), (bad, needle)
-    c = _agm_config(256, 256, 256, "bf16", "raw", "bf16", "auto", "native")
+    c = _agm_config(256, 256, 256, "bf16", "raw", "bf16", "auto", mx_route="native")
     assert "mx_route applies to quant mxfp8 only" in weave._weave.all_gather_gemm_validate(c, 2)
     # fused-ce: its GEMM reads A's scales as they land and stores bf16; the split modes keep the rest.
     rule = "mode fused-ce runs quant bf16, ptpc and blockscale with bf16 output"
