@@ -118,6 +118,14 @@ Calibration load_calibration_for(const std::string& path, std::string_view what,
   return c;
 }
 
+std::optional<Calibration> auto_calibration(const std::string& path, std::string_view mode, std::string_view field,
+                                            std::string_view op, ScaleMode quant, ScaleLayout layout, DType out,
+                                            int64_t n, int64_t k, int world) {
+  if (path.empty()) return std::nullopt;
+  WEAVE_EXPECT_ARG(mode == "auto", field << ": only mode auto consults a calibration (mode " << mode << " is explicit)");
+  return load_calibration_for(path, field, op, quant, layout, out, n, k, world);
+}
+
 std::optional<std::string> Calibration::best_for(int64_t m) const {
   const Row* best = nullptr;
   double dist = 0;

@@ -58,5 +58,11 @@ Calibration load_calibration(const std::string& path);  // + unreadable file: kI
 // is for this op shape (what: the option or field, e.g. "--calibration").
 Calibration load_calibration_for(const std::string& path, std::string_view what, std::string_view op, ScaleMode quant,
                                  ScaleLayout layout, DType out, int64_t n, int64_t k, int world);
+// An op config's `calibration` (field: its name in messages, "GemmAllGatherConfig.calibration"):
+// nothing when empty; kInvalidArgument "<field>: only mode auto consults a calibration (mode
+// <mode> is explicit)" when the op's mode is not auto; else load_calibration_for.
+std::optional<Calibration> auto_calibration(const std::string& path, std::string_view mode, std::string_view field,
+                                            std::string_view op, ScaleMode quant, ScaleLayout layout, DType out,
+                                            int64_t n, int64_t k, int world);
 
 }  // namespace weave::fused

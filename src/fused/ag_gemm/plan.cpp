@@ -128,12 +128,8 @@ AllGatherGemmMode hosted_split_of(AllGatherGemmMode mode) {
 }  // namespace
 
 std::optional<Calibration> agm_calibration(const AllGatherGemmConfig& cfg, int world) {
-  if (cfg.calibration.empty()) return std::nullopt;
-  WEAVE_EXPECT_ARG(cfg.mode == AllGatherGemmMode::kAuto,
-                   "AllGatherGemmConfig.calibration: only mode auto consults a calibration (mode "
-                       << to_string(cfg.mode) << " is explicit)");
-  return load_calibration_for(cfg.calibration, "AllGatherGemmConfig.calibration", "ag-gemm", cfg.quant,
-                              cfg.scale_layout, cfg.out_dtype, cfg.n, cfg.k, world);
+  return auto_calibration(cfg.calibration, to_string(cfg.mode), "AllGatherGemmConfig.calibration", "ag-gemm", cfg.quant,
+                          cfg.scale_layout, cfg.out_dtype, cfg.n, cfg.k, world);
 }
 
 bool agm_auto_hosts_fused_ce(const AllGatherGemmConfig& cfg, int world, const Calibration* cal) {

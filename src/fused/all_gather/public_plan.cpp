@@ -41,12 +41,8 @@ GemmPlan gag_tile_plan(const GemmAllGatherConfig& c, int64_t m, int ctas, const 
 }
 
 std::optional<Calibration> gag_calibration(const GemmAllGatherConfig& cfg, int world) {
-  if (cfg.calibration.empty()) return std::nullopt;
-  WEAVE_EXPECT_ARG(cfg.mode == GemmAllGatherMode::kAuto,
-                   "GemmAllGatherConfig.calibration: only mode auto consults a calibration (mode "
-                       << to_string(cfg.mode) << " is explicit)");
-  return load_calibration_for(cfg.calibration, "GemmAllGatherConfig.calibration", "gemm-ag", cfg.quant,
-                              cfg.scale_layout, cfg.out_dtype, cfg.n, cfg.k, world);
+  return auto_calibration(cfg.calibration, to_string(cfg.mode), "GemmAllGatherConfig.calibration", "gemm-ag", cfg.quant,
+                          cfg.scale_layout, cfg.out_dtype, cfg.n, cfg.k, world);
 }
 
 }  // namespace weave::fused

@@ -66,12 +66,9 @@ GemmPlan gar_tile_plan(const GemmAllReduceConfig& c, int world, int64_t m, int c
 }
 
 std::optional<Calibration> gar_calibration(const GemmAllReduceConfig& cfg, int world, ArLeg leg) {
-  if (cfg.calibration.empty()) return std::nullopt;
-  const std::string field = std::string(gar_op_name(leg)) + "Config.calibration";
-  WEAVE_EXPECT_ARG(cfg.mode == GemmAllReduceMode::kAuto,
-                   field << ": only mode auto consults a calibration (mode " << to_string(cfg.mode) << " is explicit)");
-  return load_calibration_for(cfg.calibration, field, leg == ArLeg::kAllReduce ? "gemm-ar" : "gemm-rs", cfg.quant,
-                              cfg.scale_layout, DType::kBF16, cfg.n, cfg.k, world);
+  return auto_calibration(cfg.calibration, to_string(cfg.mode), std::string(gar_op_name(leg)) + "Config.calibration",
+                          leg == ArLeg::kAllReduce ? "gemm-ar" : "gemm-rs", cfg.quant, cfg.scale_layout, DType::kBF16,
+                          cfg.n, cfg.k, world);
 }
 
 bool gar_hosts_decode_fused(const GemmAllReduceConfig& cfg, int world, ArLeg leg, const Calibration* cal) {
