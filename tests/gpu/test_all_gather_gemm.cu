@@ -473,9 +473,10 @@ TEST(EmulatedAllGatherGemm, APeerThatNeverArrivesAndRanksThatDisagreeOnM) {
 }
 
 // A randomised soak at a model layer's width (N 7168, K 2048): 10,000 calls at W = 2 over split-lsa,
-// auto and fused-ce ops (bf16) and ptpc split-lsa and fused-ce ops, picked at random per call (the same sequence on
-// every rank), m random from 16 variants up to 1024 rows per rank, a late rank now and then; each
-// output NaN-poisoned before its call and counted on the device after it.
+// auto and fused-ce ops (bf16) and ptpc split-lsa and fused-ce ops, and auto ops of both quants whose
+// calibration table alternates fused-ce and split-lsa along m, picked at random per call (the same
+// sequence on every rank), m random from 16 variants up to 1024 rows per rank, a late rank now and
+// then; each output NaN-poisoned before its call and counted on the device after it.
 TEST(EmulatedAllGatherGemm, RandomisedSoak) {
   WEAVE_REQUIRE_GPUS(1);
   const int world = 2;
@@ -483,6 +484,10 @@ TEST(EmulatedAllGatherGemm, RandomisedSoak) {
   const int calls = 10000;
   bench::EmulatedWorld ew(world, 0, 20);
   unsigned long long total_wrong = 0;
+  const std::string rows = "where test\nm 4 fused-ce\nm 16 split-lsa\nm 64 fused-ce\nm 256 split-lsa\nm 1024 fused-ce\n";
+  const std::string head = "weave-calibration 1\nop ag-gemm\nout bf16\nn 7168\nk 2048\nworld 2\n";
+  const test::ScopedTextFile bf16_table("weave-agm-soak-bf16", head + "quant bf16\n" + rows);
+  const test::ScopedTextFile ptpc_table("weave-agm-soak-ptpc", head + "quant ptpc\n" + rows);
   ew.run([&](comm::Group& g) {
     const int dev = g.device();
     struct SoakOp {
@@ -495,6 +500,11 @@ TEST(EmulatedAllGatherGemm, RandomisedSoak) {
     ops.push_back({make(g, agm_config(agm_quants()[2], Mode::kSplitLsa, n, k, m_max)), true});
     ops.push_back({make(g, agm_config(AgTraits::kQuants[0], Mode::kFusedCe, n, k, m_max)), false});
     ops.push_back({make(g, agm_config(agm_quants()[2], Mode::kFusedCe, n, k, m_max)), true});
+    for (const bool ptpc : {false, true}) {  // auto following a table: fused-ce and split-lsa by m
+      AllGatherGemmConfig cfg = agm_config(ptpc ? agm_quants()[2] : AgTraits::kQuants[0], Mode::kAuto, n, k, m_max);
+      cfg.calibration = ptpc ? ptpc_table.path : bf16_table.path;
+      ops.push_back({make(g, cfg), ptpc});
+    }
     test::AgOneHot oh(m_max, n, k, g.rank());
     Stream st;
     bench::DeviceBuffer wrong(8);
