@@ -328,9 +328,12 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
     else if (!best)
       why << "calibration " << cal->source << " has no row within 2x of m = " << m << "; the model";
     else if (*best == to_string(AllGatherGemmMode::kFusedCe))
-      why << "calibration " << cal->source << " measured fused-ce fastest near m = " << m
-          << ", which cannot run here: " << (fused_ce ? "no NVLink domain or stream memory operations" : "no fused-ce kernel for "
-              + std::string(to_string(cfg.quant)) + " -> " + std::string(to_string(cfg.out_dtype)) + " in this build");
+      why << "calibration " << cal->source << " measured fused-ce fastest near m = " << m << ", which cannot run here: "
+          << (!fused_ce ? "no fused-ce kernel for " + std::string(to_string(cfg.quant)) + " -> " +
+                              std::string(to_string(cfg.out_dtype)) + " in this build"
+              : !comm::transport_compiled_in(Transport::kCe)
+                  ? std::string("this build compiled the ce transport out (-DWEAVE_ENABLE_CE=OFF)")
+                  : std::string("the ranks are not in one NVLink domain, or a rank has no stream memory operations"));
     else
       why << "calibration " << cal->source << ": '" << *best << "' near m = " << m << " is not a mode auto takes";
     why << ")";
