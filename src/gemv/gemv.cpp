@@ -183,14 +183,6 @@ GemvPathChoice gemv_path_from_env() {
   return c;
 }
 
-int gemv_prefetch_steps_from_env() {
-  const int64_t v = env::get_int("WEAVE_GEMV_PREFETCH", 0);
-  WEAVE_EXPECT_ARG(v >= 0 && v <= 1024, "WEAVE_GEMV_PREFETCH=" << v
-                                            << ": expected 0..1024 (warp steps of 64 bytes per row to prefetch into "
-                                               "L2 ahead of the registers; 0 = none)");
-  return static_cast<int>(v);
-}
-
 namespace {
 
 // Read once per process (a diagnostic set before start-up, not per call).
@@ -388,13 +380,6 @@ GemmProblem checked_problem(const GemvArgs& args, int num_sms) {
   return problem;
 }
 
-namespace {
-int planned_prefetch_steps() {
-  static const int steps = gemv_prefetch_steps_from_env();  // a diagnostic set before start-up
-  return steps;
-}
-}  // namespace
-
 KernelParams kernel_params(const GemvArgs& args, const GemvConfig& cfg) {
   const int64_t eb = elem_bytes(args.mode);
   const Layout l = layout_for(args.mode, args.m, cfg.k_slice_bytes, cfg.path, cfg.ring);
@@ -424,8 +409,6 @@ KernelParams kernel_params(const GemvArgs& args, const GemvConfig& cfg) {
     p.ring_steps_log2 = __builtin_ctz(static_cast<unsigned>(cfg.ring.steps_per_slot));
     p.ring_slots_log2 = __builtin_ctz(static_cast<unsigned>(cfg.ring.slots));
     p.record = hopper::wait_timeout_record();
-  } else {
-    p.l2_prefetch_steps = planned_prefetch_steps();
   }
   return p;
 }

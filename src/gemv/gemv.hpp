@@ -103,10 +103,6 @@ struct GemvPathChoice {
   int depth = 0;
 };
 GemvPathChoice gemv_path_from_env();
-// WEAVE_GEMV_PREFETCH: on the registers path, each warp asks L2 for its rows' bytes this many warp
-// steps (64 bytes of each row) past its register buffer; 0 = none (the default). 0..1024, else
-// kInvalidArgument naming the variable. gemv_launch reads it once per process. A diagnostic.
-int gemv_prefetch_steps_from_env();
 // `residency` empty: the model, every SM holding as many CTAs of any cluster as its registers and
 // shared memory allow (what weave::Gemm's plan describes without asking the device).
 // one_wave: only splits whose clusters are all resident at once (Error kUnavailable when none is).

@@ -187,16 +187,6 @@ __device__ __forceinline__ void gemv_body(const KernelParams& p, const CUtensorM
   // and the other warps' waits then stop too (hopper::mbarrier_wait_or_abort).
   const uint32_t abort_word_u32 = bars_base_u32 + (kWarps << slots_log2) * 8;
   const int32_t warp_row0 = band * kRowsPerCta + warp * kRowsPerWarp;
-  // L2 prefetch (registers path, p.l2_prefetch_steps > 0): lane l < 16 of the warp asks for row
-  // warp_row0 + l's bytes of steps [first, first + count), clipped to the slice.
-  // (The row's address is formed per call: nothing stays live across the K loop.)
-  auto prefetch_rows = [&](int first, int count) {
-    const int64_t begin = k0 + int64_t(kStepBytes) * first;
-    const int64_t end = min(k1, begin + int64_t(kStepBytes) * count) & ~int64_t(15);
-    const int row = warp_row0 + lane;
-    if (lane < kRowsPerWarp && row < p.n && count > 0 && end > begin)
-      weave::ptx::cp_async_bulk_prefetch_l2(p.b + int64_t(row) * p.ldb_bytes + begin, static_cast<uint32_t>(end - begin));
-  };
   auto issue_slot = [&](int j) {  // lane 0: slot sequence j <- its steps of the warp's 16 rows
     const uint32_t slot = j & ((1 << slots_log2) - 1);
     const int first = j << q_log2, count = min(1 << q_log2, steps - first);
@@ -223,9 +213,6 @@ __device__ __forceinline__ void gemv_body(const KernelParams& p, const CUtensorM
       buf_a[u] = ptx::ld_global_nc_na_l2_256b_v4_pred(src_a + kStepBytes * u, in_k && ok_a);
       buf_b[u] = ptx::ld_global_nc_na_l2_256b_v4_pred(src_b + kStepBytes * u, in_k && ok_b);
     }
-    // The L2 prefetch window: steps [kInFlight, kInFlight + pf) now, then kInFlight more per
-    // block of the K loop, always pf steps past what the registers have asked for.
-    prefetch_rows(kInFlight, p.l2_prefetch_steps);
   }
 
   // Dependent grids may be scheduled now; A, the scales and C are touched only after the wait.
@@ -332,8 +319,6 @@ __device__ __forceinline__ void gemv_body(const KernelParams& p, const CUtensorM
 
   bool streaming = true;  // false once a TMA wait timed out (recorded): the warp stops
   for (int s0 = 0; s0 < steps && streaming; s0 += kInFlight) {
-    if constexpr (!kTma)
-      if (p.l2_prefetch_steps > 0) prefetch_rows(s0 + kInFlight + p.l2_prefetch_steps, kInFlight);
 #pragma unroll
     for (int u = 0; u < kInFlight; ++u) {
       const int s = s0 + u;

@@ -53,9 +53,6 @@ struct KernelParams {
   int ring_offset = 0;          // tma path: shared-memory byte offset of the ring (128-aligned)
   int ring_steps_log2 = 0, ring_slots_log2 = 3;  // tma path: log2 of RingShape's q and S
   hopper::WaitTimeoutRecord* record = nullptr;  // tma path: where a ring wait that timed out is recorded
-  // registers path: each warp asks L2 for its rows' bytes this many steps past the register buffer
-  // (0: no prefetch), so DRAM has more of the stream in flight than the registers hold.
-  int l2_prefetch_steps = 0;
 };
 static_assert(std::is_trivially_copyable_v<KernelParams>);
 

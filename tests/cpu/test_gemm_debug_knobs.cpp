@@ -104,26 +104,5 @@ TEST(GemmDebugKnobs, GemvPathIsParsedAndChecked) {
   }
 }
 
-// WEAVE_GEMV_PREFETCH (the GEMV's L2 prefetch distance in warp steps): 0 unset, 0..1024 taken,
-// anything else refused naming the variable.
-TEST(GemmDebugKnobs, GemvPrefetchIsParsedAndChecked) {
-  unsetenv("WEAVE_GEMV_PREFETCH");
-  EXPECT_EQ(detail::gemv_prefetch_steps_from_env(), 0);
-  for (const int v : {0, 1, 16, 64, 1024}) {
-    ScopedEnv e("WEAVE_GEMV_PREFETCH", std::to_string(v).c_str());
-    EXPECT_EQ(detail::gemv_prefetch_steps_from_env(), v);
-  }
-  for (const char* bad : {"-1", "1025", "sixteen", "16x"}) {
-    ScopedEnv e("WEAVE_GEMV_PREFETCH", bad);
-    try {
-      detail::gemv_prefetch_steps_from_env();
-      ADD_FAILURE() << "'" << bad << "' accepted";
-    } catch (const Error& err) {
-      EXPECT_EQ(err.status(), Status::kInvalidArgument);
-      EXPECT_NE(std::string(err.what()).find("WEAVE_GEMV_PREFETCH"), std::string::npos) << err.what();
-    }
-  }
-}
-
 }  // namespace
 }  // namespace weave

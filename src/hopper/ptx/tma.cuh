@@ -24,13 +24,6 @@ __device__ __forceinline__ void cp_async_bulk_prefetch_tensor_2d_l2(const CUtens
                : "memory");
 }
 
-// cp.async.bulk.prefetch.L2.global: brings `bytes` (a multiple of 16) from the 16-byte aligned
-// global address `src` into L2, with nothing landing in the SM and nothing to wait for.
-__device__ __forceinline__ void cp_async_bulk_prefetch_l2(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(reinterpret_cast<uint64_t>(src)), "r"(bytes)
-               : "memory");
-}
-
 // cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint:
 // loads the box at coordinates (c0 = innermost, c1) into shared memory at `dst`, then performs
 // complete_tx(box bytes) on the mbarrier `bar` (both shared::cta addresses of this CTA).
