@@ -139,7 +139,7 @@ std::vector<SuiteArm> AgGemmTrait::arms(int world, bool emulated, bool over_nccl
                      "EmulatedAllGatherGemm.*, timed on 2+ GPUs"
                    : "";
   SuiteArm fused_ce = op_arm("fused-ce", Mode::kFusedCe);
-  fused_ce.auto_takeable = fused_ce.fused = true;  // --calibrate records it where it is fastest
+  fused_ce.auto_takeable = true;  // --calibrate records it where it is fastest
   list.add_unless(fused_ce, fused_why);
   // auto runs fused-ce where its table says so: not in the emulated world, for fused-ce's reason.
   const bool auto_pulls = table_ && fused::agm_auto_hosts_fused_ce(base_, world, &*table_);
