@@ -9,7 +9,9 @@
 namespace weave::gemm {
 
 namespace {
-constexpr uint32_t kDefaultFlags = kPdlWait | kPdlBIntoRing | kPdlTriggerAtStart;
+// ring,late: on whole decode layers it kept trigger-at-start's TP 8 gain without its TP 2 loss
+// (docs/perf/gemm.md "PDL variants on the decode chain").
+constexpr uint32_t kDefaultFlags = kPdlWait | kPdlBIntoRing | kPdlTriggerLate;
 constexpr int kMaxL2Blocks = 64;  // 64 K blocks of a 256-wide bf16 tile: 2 MB per CTA, already past any use
 }  // namespace
 

@@ -1,5 +1,6 @@
 // WEAVE_GEMM_PDL's rule (gemm/pdl_flags.hpp): every accepted form maps to its flags, the default
-// is the ring with the trigger at start, and anything else is refused naming the variable.
+// is the ring with the trigger after the producer's last load, and anything else is refused naming
+// the variable.
 #include <gtest/gtest.h>
 
 #include "gemm/kernel_args.hpp"
@@ -10,7 +11,8 @@ using namespace weave;
 using namespace weave::gemm;
 
 TEST(PdlFlags, EveryFormMapsToItsFlags) {
-  EXPECT_EQ(parse_pdl_flags(""), kPdlWait | kPdlBIntoRing | kPdlTriggerAtStart);
+  EXPECT_EQ(parse_pdl_flags(""), kPdlWait | kPdlBIntoRing | kPdlTriggerLate);
+  EXPECT_EQ(describe_pdl_flags(parse_pdl_flags("")), "ring,late");
   EXPECT_EQ(parse_pdl_flags("ring,late"), kPdlWait | kPdlBIntoRing | kPdlTriggerLate);
   EXPECT_EQ(parse_pdl_flags("none,exit"), kPdlWait);
   EXPECT_EQ(parse_pdl_flags("l2:16,start"), kPdlWait | kPdlBIntoL2 | kPdlTriggerAtStart | (16u << 8));
