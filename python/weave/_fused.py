@@ -453,8 +453,8 @@ class AllGatherGemm(_FusedOp):
     gathered_scale_a(m) keep the gathered activations (for the backward pass or the next layer).
     Modes: auto (default), gemm-only, split-nccl, split-lsa, split-ce, fused-ce (copy engines pull
     the peers' rows chunk by chunk while the GEMM runs; bf16, ptpc and blockscale with bf16 output;
-    auto takes it only from a calibration table). A's scales travel with their rows, so the scale layout is raw (ptpc fp32
-    [m]; blockscale fp32 [m, K/128]; mxfp8 ue8m0 [m, K/32])."""
+    auto takes it only from a calibration table). A's scales travel with their rows, so the scale
+    layout is raw (ptpc fp32 [m]; blockscale fp32 [m, K/128]; mxfp8 ue8m0 [m, K/32])."""
 
     _kind = "AllGatherGemm"
     _validate = staticmethod(_weave.all_gather_gemm_validate)
