@@ -1,14 +1,15 @@
 // A calibration table for a fused op's auto mode: the mode measured fastest at each M on this
-// machine, written by `weave bench gemm-ar|gemm-ag --calibrate FILE` and read through
-// GemmAllReduceConfig::calibration / GemmAllGatherConfig::calibration. auto then takes the measured best (where this op can run it)
-// instead of the model: the model is NVLink arithmetic, the table a measurement of this machine.
+// machine, written by `weave bench gemm-ar|gemm-rs|gemm-ag|ag-gemm --calibrate FILE` and read
+// through the op's config `calibration` (auto_calibration below). auto then takes the measured
+// best (where this op can run it) instead of the model: the model is NVLink arithmetic, the table
+// a measurement of this machine.
 //
 // Text, one op shape per file (every rank reads the same file; the op agrees its contents):
 //   weave-calibration 1
-//   op gemm-ar                (or gemm-ag)
+//   op gemm-ar                (or gemm-rs, gemm-ag, ag-gemm)
 //   quant blockscale          (bf16 | ptpc | blockscale | mxfp8)
 //   layout raw                (mxfp8 scale layout; raw otherwise)
-//   out bf16                  (output dtype: bf16, or fp32 for gemm-ag's bf16 inputs)
+//   out bf16                  (output dtype: bf16, or fp32 for gemm-ag's and ag-gemm's bf16 inputs)
 //   n 7168
 //   k 2048                    (gemm-ar: K_r per rank)
 //   world 2
