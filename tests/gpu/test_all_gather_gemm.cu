@@ -134,6 +134,29 @@ void expect_gathered_bitwise(const AllGatherGemm& op, const std::vector<bench::D
   }
 }
 
+// One NaN-poisoned call of m rows per rank on `op` (W = as.size(), B = bs[0]), checked: `mode` ran,
+// the bytes are weave::Gemm's over the stacked rows at that mode's plan, identical on every rank,
+// within each source's reference, the gathered A and scales bitwise. Returns the output.
+std::vector<uint8_t> expect_call_is_the_stacked_gemm(comm::Group& g, AllGatherGemm& op, const test::QuantCase& q,
+                                                     int64_t m, const std::vector<bench::DeviceOperand>& as,
+                                                     const std::vector<bench::DeviceOperand>& bs, Mode mode,
+                                                     cudaStream_t st) {
+  const int r = g.rank(), dev = g.device();
+  const int64_t n = op.config().n, k = op.config().k;
+  const bench::DeviceOperand& b = bs[0];
+  const size_t bytes = static_cast<size_t>(g.world_size() * m * n) * dtype_bytes(q.out);
+  const std::vector<uint8_t> got = test::poisoned_call(g, op, m, as[r].view, b.view, scales_of(as[r], b), bytes, st);
+  EXPECT_EQ(op.last_mode(), mode) << "m " << m;
+  EXPECT_EQ(stacked_gemm(op, as, b, m, st), got) << "m " << m << ": differs from weave::Gemm at " << mode_name(mode)
+                                                 << "'s plan";
+  const auto hashes = g.all_gather(fnv1a64(got.data(), bytes), "the output hash");
+  for (size_t s = 1; s < hashes.size(); ++s) EXPECT_EQ(hashes[s], hashes[0]) << "m " << m << ": the ranks differ";
+  const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = q.out};
+  AgTraits::Reference(q, p, as, bs, r, dev, st).expect_close(got, mode_name(mode));
+  expect_gathered_bitwise(op, as, m);
+  return got;
+}
+
 // The zero-copy input (A_r and its scales written into input(m) / input_scales(m)) into the
 // caller's out (ld 2N): the same bytes as `want`, the op's output of the same call.
 void expect_zero_copy_into_caller_out(comm::Group& g, AllGatherGemm& op, const bench::DeviceOperand& a,
@@ -557,7 +580,7 @@ TEST(EmulatedAllGatherGemm, RandomisedSoak) {
 }
 
 // fused-ce, W = 2, every quant it runs, m from one row to many tiles (partial tiles straddling the
-// two ranks' rows included): the same bytes as weave::Gemm at its 128x128 tile over the stacked rows,
+// two ranks' rows included): the same bytes as weave::Gemm at its tile (plan(m)) over the stacked rows,
 // identical on both ranks, within the per-source reference; the gathered A and scales bitwise every
 // rank's; the caller's `out`, the zero-copy input and A (blockscale: its scales too) at a row stride
 // the same bytes.
@@ -583,14 +606,7 @@ TEST(EmulatedAllGatherGemm, FusedCeEqualsTheGemmOfTheStackedRowsAtItsTileBitwise
         const std::vector<bench::DeviceOperand> as = test::upload_every_a(world, 900 + m, m, k, q.quant, dev);
         const GemmScales sc = scales_of(as[r], b);
         const size_t bytes = static_cast<size_t>(world * m * n) * ob;
-        const std::vector<uint8_t> got = test::poisoned_call(g, *op, m, as[r].view, b.view, sc, bytes, st.s);
-        EXPECT_EQ(op->last_mode(), Mode::kFusedCe);
-        EXPECT_EQ(stacked_gemm(*op, as, b, m, st.s), got) << "m " << m << ": differs from weave::Gemm at 128x128";
-        const auto hashes = g.all_gather(fnv1a64(got.data(), bytes), "the output hash");
-        EXPECT_EQ(hashes[1], hashes[0]) << "m " << m << ": the ranks differ";
-        const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = q.out};
-        AgTraits::Reference(q, p, as, bs, r, dev, st.s).expect_close(got, "fused-ce");
-        expect_gathered_bitwise(*op, as, m);
+        const std::vector<uint8_t> got = expect_call_is_the_stacked_gemm(g, *op, q, m, as, bs, Mode::kFusedCe, st.s);
         // The zero-copy input into the caller's out (ld 2N): the same bytes.
         expect_zero_copy_into_caller_out(g, *op, as[r], b, m, got, st.s);
         // A in a buffer of row stride 2K and blockscale's scales of row stride K/128 + 1: the staging's
@@ -909,16 +925,7 @@ TEST(EmulatedAllGatherGemm, AutoFollowsACalibrationTablePerCall) {
         EXPECT_EQ(p.mode, c.mode) << "m " << c.m << ": " << p.reason;
         EXPECT_NE(p.reason.find(c.reason), std::string::npos) << p.reason;
         const std::vector<bench::DeviceOperand> as = test::upload_every_a(world, seed += 100, c.m, k, q.quant, dev);
-        const size_t bytes = static_cast<size_t>(world * c.m * n) * dtype_bytes(q.out);
-        const std::vector<uint8_t> got = test::poisoned_call(g, *op, c.m, as[r].view, b.view, scales_of(as[r], b), bytes, st.s);
-        EXPECT_EQ(op->last_mode(), c.mode) << "m " << c.m;
-        EXPECT_EQ(stacked_gemm(*op, as, b, c.m, st.s), got) << "m " << c.m << ": differs from weave::Gemm at "
-                                                             << mode_name(c.mode) << "'s plan";
-        const auto hashes = g.all_gather(fnv1a64(got.data(), bytes), "the output hash");
-        EXPECT_EQ(hashes[1], hashes[0]) << "m " << c.m << ": the ranks differ";
-        const GemmProblem prob{.m = c.m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = q.out};
-        AgTraits::Reference(q, prob, as, bs, r, dev, st.s).expect_close(got, mode_name(c.mode));
-        expect_gathered_bitwise(*op, as, c.m);
+        expect_call_is_the_stacked_gemm(g, *op, q, c.m, as, bs, c.mode, st.s);
       }
       for (const Call& c : {calls[0], calls[1]}) {
         const SelfTestReport rep = op->self_test(c.m);

@@ -241,9 +241,7 @@ void AllGatherGemm::Impl::run_in(comm::OpRuntime::CallGuard& guard, int64_t m, c
                      "bytes (got " << out->describe() << ")");
   }
   const TensorView c = out ? *out : output(m);
-  // No planning on the call's path: the table's row near m (auto) or the requested mode.
-  const AllGatherGemmMode mode = fused::agm_mode(caps.plan_mode, group->world_size(), m,
-                                                 calibration ? &*calibration : nullptr, fused_ce_runs);
+  const AllGatherGemmMode mode = call_mode(m);
   if (mode == AllGatherGemmMode::kFusedCe) {
     guard.enqueueing();
     enqueue_fused_ce(m, a, b, s, c, stream);
@@ -252,6 +250,19 @@ void AllGatherGemm::Impl::run_in(comm::OpRuntime::CallGuard& guard, int64_t m, c
   Gemm& gemm = gemm_for(m, b, s, c);
   guard.enqueueing();
   enqueue(mode, m, a, s, gemm, stream);
+}
+
+AllGatherGemmMode AllGatherGemm::Impl::call_mode(int64_t m) {
+  const fused::Calibration* cal = calibration ? &*calibration : nullptr;
+  const int w = group->world_size();
+  if (!fused_ce_runs || cfg.mode != AllGatherGemmMode::kAuto)  // no table lookup to make
+    return fused::agm_mode(caps.plan_mode, w, m, cal, fused_ce_runs);
+  auto it = call_modes.find(m);
+  if (it == call_modes.end()) {
+    if (call_modes.size() >= kMaxCachedM) call_modes.clear();  // a dropped m is looked up again
+    it = call_modes.emplace(m, fused::agm_mode(caps.plan_mode, w, m, cal, fused_ce_runs)).first;
+  }
+  return it->second;
 }
 
 namespace {

@@ -78,7 +78,7 @@ struct AllGatherGemm::Impl {
   // at construction for the largest call's routes.
   // The views each was last pointed at: a call with the same B, scales and output (the usual
   // case: one layer's weights, the window's output) skips set_operands' descriptor encoding.
-  // Both per-m caches below hold at most kMaxCachedM entries (a bound on the host memory; a
+  // The per-m caches below hold at most kMaxCachedM entries (a bound on the host memory; a
   // dropped m is rebuilt).
   static constexpr std::size_t kMaxCachedM = 64;
   struct CallViews {
@@ -90,6 +90,9 @@ struct AllGatherGemm::Impl {
     CallViews views;
   };
   std::map<int64_t, CachedGemm> gemms;
+  // auto with a table naming fused-ce: each m's mode (the table's lookup), made once per m.
+  std::map<int64_t, AllGatherGemmMode> call_modes;
+  AllGatherGemmMode call_mode(int64_t m);
   // fused-ce: its kernel's arguments for each m met so far (the TMA maps of the gathered rows, B
   // and the output, the grid), re-encoded only when the call's B, scales or output differ from
   // those they were built for; enqueue_fused_ce fills the per-call fields of a copy.

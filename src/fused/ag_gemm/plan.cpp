@@ -271,6 +271,7 @@ AllGatherGemmMode agm_mode(AllGatherGemmMode plan_mode, int world, int64_t m, co
                            bool fused_ce_runs) {
   if (plan_mode != AllGatherGemmMode::kAuto) return plan_mode;
   if (world == 1) return AllGatherGemmMode::kGemmOnly;
+  if (!fused_ce_runs) return AllGatherGemmMode::kSplitLsa;  // a table can only say split-lsa then
   return measured_mode(m, cal, fused_ce_runs).value_or(AllGatherGemmMode::kSplitLsa);
 }
 
