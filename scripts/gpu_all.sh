@@ -209,13 +209,13 @@ elif [ "$mode" = multi ]; then
   # bf16 and ptpc (whose scales travel too); AG_GEMM_PRESET picks another column GEMM. --calibrate
   # writes auto's table (split-lsa or fused-ce per m, measured here: the first NVLink one), and
   # the planner reading it back shows auto's choices.
-  ngpus=$(echo "${DEVICES:-0}" | tr ',' '\n' | wc -l)
+  ngpu=$(echo "${DEVICES:-0}" | tr ',' '\n' | wc -l)  # ranks: one per GPU (also the Python runs' TP below)
   for q in bf16 ptpc; do
     bench "ag_gemm_$q" ag-gemm --preset ${AG_GEMM_PRESET:-llama3-70b.gate_up_proj} --quant $q \
       ${DEVICES:+--devices "$DEVICES"} ${AG_GEMM_ARGS:--m 128,1024,4096 -i 5} \
       --calibrate "$LOGS/calibration_ag_gemm_$q.txt"
     if [ -e "$LOGS/calibration_ag_gemm_$q.txt" ]; then
-      "$BIN"/weave plan ag-gemm --preset ${AG_GEMM_PRESET:-llama3-70b.gate_up_proj} --quant $q --world "$ngpus" \
+      "$BIN"/weave plan ag-gemm --preset ${AG_GEMM_PRESET:-llama3-70b.gate_up_proj} --quant $q --world "$ngpu" \
         -m 128,1024,4096 --calibration "$LOGS/calibration_ag_gemm_$q.txt" >"$LOGS/plan_ag_gemm_${q}_calibrated.txt" 2>&1
       rc=$?
       verdict_pass "plan ag-gemm --calibration ($q)" $rc
@@ -231,7 +231,6 @@ elif [ "$mode" = multi ]; then
     note "python: exit $rc ($(grep -E '[0-9]+ passed' "$LOGS/python.log" | tail -1))"
     # A Hugging Face Llama on weave (examples/python/llama_on_weave.py) at TP = every GPU, each quant:
     # exit 0 when its logits are within weave.hf.TOLERANCE of the unmodified model; its times noted.
-    ngpu=$(echo "${DEVICES:-0}" | tr ',' '\n' | wc -l)
     # The sequence-parallel pair against PyTorch's async-TP operators and torch's GEMM + NCCL.
     env ${DEVICES:+CUDA_VISIBLE_DEVICES=$DEVICES} timeout ${PY_EXAMPLE_TIMEOUT:-300} ${PYTHON:-python3} \
       -m torch.distributed.run --nproc_per_node="$ngpu" scripts/bench_torch_async_tp.py \
