@@ -46,14 +46,19 @@ struct Layout {
 
 int smem_limit(WeightPath path, RingShape ring) {
   if (path == WeightPath::kRegisters) return kMaxSmemBytes;
+  if (path == WeightPath::kStream) return gemv::kMaxSmemBytesTmaWide;
   return gemv::tma_ring_bytes(ring) > gemv::tma_ring_bytes(RingShape{}) ? gemv::kMaxSmemBytesTmaWide
                                                                          : gemv::kMaxSmemBytesTma;
 }
 
 // `m` token rows of A are staged (the MMAs take zeros for the rest of the 8 x tiles); the region
 // is later the fp32 partial tile of all 8 x tiles tokens.
-Layout layout_for(ScaleMode mode, int64_t m, int64_t k_slice, WeightPath path, RingShape ring = {}) {
+Layout layout_for(ScaleMode mode, int64_t m, int64_t k_slice, WeightPath path, RingShape ring = {}, int stages = 0) {
   Layout l;
+  if (path == WeightPath::kStream) {  // no A slice, no scales (bf16): the ring, later the partial tile
+    l.smem = gemv::stream_smem_bytes(tiles_for(m), stages);
+    return l;
+  }
   const int tokens = 8 * tiles_for(m);
   l.a_stride = a_stride_for(k_slice);
   l.region0 = std::max(static_cast<int>(m) * l.a_stride, tokens * kPartStride * 4);
@@ -70,17 +75,25 @@ Layout layout_for(ScaleMode mode, int64_t m, int64_t k_slice, WeightPath path, R
   return l;
 }
 
+// K bytes per CTA: whole 64-byte steps (every path: the same split sums K in the same order).
 int64_t k_slice_for(int64_t k_bytes, int split) { return ceil_div(ceil_div(k_bytes, kStepBytes), split) * kStepBytes; }
 
 }  // namespace
 
-const char* to_string(WeightPath path) { return path == WeightPath::kTma ? "tma" : "registers"; }
+const char* to_string(WeightPath path) {
+  switch (path) {
+    case WeightPath::kTma: return "tma";
+    case WeightPath::kStream: return "stream";
+    default: return "registers";
+  }
+}
 
 std::string GemvConfig::describe() const {
   std::ostringstream os;
   os << "gemv " << to_string(path);
   if (path == WeightPath::kTma && !(ring == RingShape{})) os << " ring " << ring.steps_per_slot << "x" << ring.slots;
   if (depth != 0) os << " depth " << depth;
+  if (path == WeightPath::kStream) os << " stages " << stages;
   os << " tiles " << tiles << " split " << split << " k_slice " << k_slice_bytes << " B grid "
      << split << "x" << n_blocks << " smem " << (smem_bytes + 1023) / 1024 << " KB " << waves
      << (waves == 1 ? " wave" : " waves") << " of <= " << clusters_per_wave << " clusters"
@@ -139,7 +152,9 @@ int modelled_clusters(const GemvConfig& cfg, int num_sms) {
 // on H100 one CTA per SM streamed 6-8% slower than 1.5 (split 2 against 3 over 64 bands,
 // docs/perf/gemv_layer_splits_h100.txt).
 double modelled_us(const GemvConfig& cfg, int capacity, int num_sms) {
-  constexpr double kBytesPerUs = 3.3e6, kWaveUs = 2.0, kFullRateCtasPerSm = 1.1;
+  constexpr double kBytesPerUs = 3.3e6, kWaveUs = 2.0;
+  // The stream path keeps its whole ring (>= 34 KB) in flight per CTA: one CTA per SM is the full rate.
+  const double kFullRateCtasPerSm = cfg.path == WeightPath::kStream ? 1.0 : 1.1;
   const double cta_bytes = double(kRowsPerCta) * double(cfg.k_slice_bytes);
   const int64_t full = cfg.n_blocks / capacity, rest = cfg.n_blocks % capacity;
   auto wave_us = [&](int64_t clusters) {
@@ -156,8 +171,9 @@ namespace {
 bool power_of_two(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
 constexpr const char* kGemvPathRule =
-    "expected auto, registers, registers:D (D = 4 or 8 warp steps in flight at one token tile), tma or tma:QxS (a "
-    "ring of S slots of Q steps, powers of two, 2 <= Q x S <= 16)";
+    "expected auto, registers, registers:D (D = 4 or 8 warp steps in flight at one token tile), tma, tma:QxS (a "
+    "ring of S slots of Q steps, powers of two, 2 <= Q x S <= 16), stream or stream:S (S = 2..16 ring stages; bf16 "
+    "only)";
 
 }  // namespace
 
@@ -170,6 +186,18 @@ GemvPathChoice gemv_path_from_env() {
     if (v == "registers") return c;
     WEAVE_EXPECT_ARG(v == "registers:4" || v == "registers:8", "WEAVE_GEMV_PATH='" << v << "': " << kGemvPathRule);
     c.depth = v.back() - '0';
+    return c;
+  }
+  if (v.rfind("stream", 0) == 0) {
+    c.path = GemvArgs::Path::kStream;
+    if (v == "stream") return c;
+    int stages = 0;
+    char tail = 0;
+    const bool parsed = v.rfind("stream:", 0) == 0 && std::sscanf(v.c_str() + 7, "%d%c", &stages, &tail) == 1 &&
+                        v.substr(7) == std::to_string(stages);  // no sign, space or leading zero
+    WEAVE_EXPECT_ARG(parsed && stages >= gemv::kMinStreamStages && stages <= gemv::kMaxStreamStages,
+                     "WEAVE_GEMV_PATH='" << v << "': " << kGemvPathRule);
+    c.stages = stages;
     return c;
   }
   c.path = GemvArgs::Path::kTma;
@@ -188,9 +216,7 @@ namespace {
 // Read once per process (a diagnostic set before start-up, not per call).
 GemvPathChoice planned_path_from_env() {
   static const GemvPathChoice choice = gemv_path_from_env();
-  GemvPathChoice c = choice;
-  if (c.path != GemvArgs::Path::kTma) c.path = GemvArgs::Path::kRegisters;
-  return c;
+  return choice;
 }
 
 // The rules of a call that need no device: gemv_launch checks them before planning asks the
@@ -206,24 +232,36 @@ void check_call(const GemmProblem& problem, int num_sms, int split) {
 }  // namespace
 
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override, GemvArgs::Path path,
-                       RingShape ring, const GemvResidency& residency, bool one_wave, int depth) {
+                       RingShape ring, const GemvResidency& residency, bool one_wave, int depth, int stages) {
   check_call(problem, num_sms, split_override);
   WEAVE_EXPECT_ARG(depth == 0 || depth == 4 || depth == 8, "argument 'depth': must be 0 (default), 4 or 8, got " << depth);
+  WEAVE_EXPECT_ARG(stages == 0 || (stages >= gemv::kMinStreamStages && stages <= gemv::kMaxStreamStages),
+                   "argument 'stages': must be 0 (default) or " << gemv::kMinStreamStages << ".."
+                                                                << gemv::kMaxStreamStages << ", got " << stages);
+  WEAVE_EXPECT_ARG(path != GemvArgs::Path::kStream || problem.mode == ScaleMode::kBF16,
+                   "argument 'path': the stream path runs bf16 only, got mode " << to_string(problem.mode));
   WEAVE_EXPECT_ARG(power_of_two(ring.steps_per_slot) && power_of_two(ring.slots) &&
                        ring.steps_per_slot * ring.slots >= 2 && ring.steps_per_slot * ring.slots <= 16,
                    "argument 'ring': " << ring.steps_per_slot << "x" << ring.slots
                                        << ": steps per slot and slots must be powers of two, 2 <= product <= 16");
   const int64_t k_bytes = problem.k * elem_bytes(problem.mode);
-  // Auto: the registers path (measured no slower than the TMA ring, docs/perf/gemm.md), unless
-  // WEAVE_GEMV_PATH asks for the ring (a diagnostic: either path from one build); the ring falls
-  // back to registers where its shared memory does not fit beside A.
+  // Auto: bf16 streams (the stream path measured 3-12% faster than registers on every presets'
+  // decode shape, docs/perf/gemm.md), the fp8 modes take the registers path (measured no slower than
+  // the TMA ring); WEAVE_GEMV_PATH may ask for another (a diagnostic: every path from one build). The
+  // TMA ring falls back to registers where its shared memory does not fit beside A.
   const bool planned = path == GemvArgs::Path::kAuto;
   if (planned) {
     const GemvPathChoice c = planned_path_from_env();
     path = c.path;
     ring = c.ring;
     if (depth == 0) depth = c.depth;
+    if (stages == 0) stages = c.stages;
+    const bool bf16 = problem.mode == ScaleMode::kBF16;
+    if (path == GemvArgs::Path::kAuto) path = bf16 ? GemvArgs::Path::kStream : GemvArgs::Path::kRegisters;
+    // The variable's stream path covers bf16; the other modes keep the registers path.
+    if (path == GemvArgs::Path::kStream && !bf16) path = GemvArgs::Path::kRegisters;
   }
+  if (stages == 0) stages = kGemvDefaultStreamStages;
   auto shaped = [&](WeightPath wp, int split) {
     GemvConfig c;
     c.tiles = tiles_for(problem.m);
@@ -231,9 +269,10 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
     c.path = wp;
     c.ring = wp == WeightPath::kTma ? ring : RingShape{};
     c.depth = wp == WeightPath::kRegisters && c.tiles == 1 ? depth : 0;  // instances exist for one tile only
+    c.stages = wp == WeightPath::kStream ? stages : 0;
     c.split = split;
     c.k_slice_bytes = k_slice_for(k_bytes, split);
-    c.smem_bytes = layout_for(problem.mode, problem.m, c.k_slice_bytes, wp, c.ring).smem;
+    c.smem_bytes = layout_for(problem.mode, problem.m, c.k_slice_bytes, wp, c.ring, c.stages).smem;
     return c;
   };
   auto fits = [&](const GemvConfig& c) { return c.smem_bytes <= smem_limit(c.path, c.ring); };
@@ -260,10 +299,12 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
     }
     return best;
   };
-  WeightPath wp = path == GemvArgs::Path::kTma ? WeightPath::kTma : WeightPath::kRegisters;
+  WeightPath wp = path == GemvArgs::Path::kTma      ? WeightPath::kTma
+                  : path == GemvArgs::Path::kStream ? WeightPath::kStream
+                                                    : WeightPath::kRegisters;
   if (split_override != 0) {
     GemvConfig c = shaped(wp, split_override);
-    if (planned && wp == WeightPath::kTma && !fits(c)) c = shaped(WeightPath::kRegisters, split_override);
+    if (planned && wp != WeightPath::kRegisters && !fits(c)) c = shaped(WeightPath::kRegisters, split_override);
     const int limit = smem_limit(c.path, c.ring);
     WEAVE_EXPECT_ARG(fits(c), "argument 'split': " << split_override << " leaves a K slice of " << c.k_slice_bytes
                                                    << " B that needs " << c.smem_bytes
@@ -272,7 +313,7 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
     return with_residency(c);
   }
   std::optional<GemvConfig> best = best_split(wp);
-  if (!best && planned && wp == WeightPath::kTma) best = best_split(WeightPath::kRegisters);
+  if (!best && planned && wp != WeightPath::kRegisters) best = best_split(WeightPath::kRegisters);
   if (!best && one_wave) {
     const GemvConfig widest = with_residency(shaped(wp, 1));
     WEAVE_EXPECT(false, Status::kUnavailable,
@@ -296,7 +337,7 @@ int device_clusters(ScaleMode mode, bool all_reduce, const GemvConfig& cfg) {
   using Key = std::tuple<int, int, bool, int, int, int, int, int>;
   static Memo<Key, int> memo;
   const Key key{device, static_cast<int>(mode), all_reduce, cfg.tiles, static_cast<int>(cfg.path), cfg.split,
-                cfg.smem_bytes, cfg.depth};
+                cfg.smem_bytes, cfg.depth};  // smem_bytes tells the stream path's stages apart
   return memo.get(key, [&] {
     int clusters = 0;
     const gemv::KernelParams p{};
@@ -304,6 +345,8 @@ int device_clusters(ScaleMode mode, bool all_reduce, const GemvConfig& cfg) {
     const gemv::Launch launch{cfg, cfg.path, false, nullptr, &clusters};
     if (all_reduce) {
       gemv::launch_all_reduce(mode, p, GemvAllReduce{}, launch);
+    } else if (cfg.path == WeightPath::kStream) {
+      gemv::launch_stream_bf16(p, b_map, b_map, launch);
     } else {
       switch (mode) {
         case ScaleMode::kBF16: gemv::launch_bf16(p, b_map, launch); break;
@@ -329,14 +372,14 @@ namespace {
 GemvConfig planned_config(const GemmProblem& problem, int num_sms, const GemvArgs& args) {
   int device = 0;
   WEAVE_CHECK_CUDA(cudaGetDevice(&device));
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int, int, int, int, int, int>;
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int, int, int, int, int, int, int, int, int>;
   static Memo<Key, GemvConfig> memo;
   const Key key{device, problem.m, problem.n, problem.k, static_cast<int>(problem.mode),
                 static_cast<int>(problem.out_dtype), num_sms, args.split, static_cast<int>(args.path),
-                args.ring.steps_per_slot, args.ring.slots, args.depth};
+                args.ring.steps_per_slot, args.ring.slots, args.depth, args.stages};
   return memo.get(key, [&] {
     return gemv_config(problem, num_sms, args.split, args.path, args.ring, gemv_device_residency(args.mode),
-                       /*one_wave=*/false, args.depth);
+                       /*one_wave=*/false, args.depth, args.stages);
   });
 }
 
@@ -382,7 +425,7 @@ GemmProblem checked_problem(const GemvArgs& args, int num_sms) {
 
 KernelParams kernel_params(const GemvArgs& args, const GemvConfig& cfg) {
   const int64_t eb = elem_bytes(args.mode);
-  const Layout l = layout_for(args.mode, args.m, cfg.k_slice_bytes, cfg.path, cfg.ring);
+  const Layout l = layout_for(args.mode, args.m, cfg.k_slice_bytes, cfg.path, cfg.ring, cfg.stages);
   KernelParams p;
   p.a = static_cast<const uint8_t*>(args.a);
   p.b = static_cast<const uint8_t*>(args.b);
@@ -410,6 +453,11 @@ KernelParams kernel_params(const GemvArgs& args, const GemvConfig& cfg) {
     p.ring_slots_log2 = __builtin_ctz(static_cast<unsigned>(cfg.ring.slots));
     p.record = hopper::wait_timeout_record();
   }
+  if (cfg.path == WeightPath::kStream) {
+    p.stages = cfg.stages;
+    p.prologue_stages = args.stream_prologue;
+    p.record = hopper::wait_timeout_record();
+  }
   return p;
 }
 
@@ -426,6 +474,15 @@ void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
                                 static_cast<int>(kStepBytes / elem_bytes(args.mode)), hopper::TmaSwizzle::kNone);
   }
   const gemv::Launch launch{cfg, cfg.path, args.pdl, stream};
+  if (cfg.path == WeightPath::kStream) {
+    // [N, K] in [128 rows, 64 B] boxes and [M, K] in [8 x tiles tokens, 64 B] boxes (rows past M read as zeros).
+    const CUtensorMap stream_b = hopper::make_tma_2d("B", args.b, DType::kBF16, args.n, args.k, args.ldb,
+                                                     gemv::kRowsPerCta, kStepBytes / 2, hopper::TmaSwizzle::kNone);
+    const CUtensorMap stream_a = hopper::make_tma_2d("A", args.a, DType::kBF16, args.m, args.k, args.lda,
+                                                     8 * cfg.tiles, kStepBytes / 2, hopper::TmaSwizzle::kNone);
+    gemv::launch_stream_bf16(p, stream_b, stream_a, launch);
+    return;
+  }
   switch (args.mode) {
     case ScaleMode::kBF16: gemv::launch_bf16(p, b_map, launch); break;
     case ScaleMode::kPtpc: gemv::launch_ptpc(p, b_map, launch); break;

@@ -7,7 +7,9 @@
 //     form a thread-block cluster of `split` CTAs whose fp32 partials are summed through
 //     distributed shared memory (no atomics, no workspace, deterministic order);
 //   - the weights stream through registers with 16-byte loads, several steps in flight per
-//     thread; A [M, K slice] (tiny) is staged once per CTA in shared memory;
+//     thread, and A [M, K slice] (tiny) is staged once per CTA in shared memory; or (bf16, the
+//     default there) a producer warp streams weights and A together through a deep TMA ring
+//     (gemv_stream_kernel.cuh), bitwise equal to the registers path at the same split;
 //   - the product runs on the tensor cores (mma.sync m16n8, weights as the 16-row operand, the
 //     M <= 32 tokens as 1, 2 or 4 n8 tiles); blockscale and mxfp8 partial sums are promoted into
 //     fp32 accumulators with the product of the two scales per 128- or 32-wide K group.
@@ -25,8 +27,10 @@ namespace weave::detail {
 inline constexpr int64_t kGemvMaxM = 32;
 
 // How the weights reach the tensor cores (gemv_kernel.cuh, "Weight stream"): each lane's own
-// 16-byte loads into registers, or a per-warp TMA ring in shared memory (more bytes in flight).
-enum class WeightPath { kRegisters, kTma };
+// 16-byte loads into registers, a per-warp TMA ring in shared memory (more bytes in flight), or
+// (bf16) the stream path: a producer warp's CTA-wide TMA ring of weights and activations, no A
+// slice staged (gemv_stream_kernel.cuh).
+enum class WeightPath { kRegisters, kTma, kStream };
 const char* to_string(WeightPath path);
 // The TMA ring of each warp: `slots` slots of `steps_per_slot` consecutive steps (a step: the
 // warp's 16 rows x 64 bytes of K), both powers of two. Default: 8 slots of 1 step (8 KB in flight).
@@ -35,7 +39,9 @@ struct RingShape {
   int slots = 8;
   friend bool operator==(const RingShape&, const RingShape&) = default;
 };
-inline constexpr int kGemvMaxSplit = 16;  // cluster size (any 1..16); > 8 uses a non-portable cluster
+inline constexpr int kGemvMaxSplit = 16;
+// The stream path's ring: stages of 128 bytes of each of a CTA's 128 rows (and of A's tokens).
+inline constexpr int kGemvDefaultStreamStages = 8;  // cluster size (any 1..16); > 8 uses a non-portable cluster
 
 struct GemvArgs {
   const void* a = nullptr;        // [M, K] bf16 or e4m3, row stride lda (elements)
@@ -55,8 +61,13 @@ struct GemvArgs {
   // Only for weights B that no preceding kernel writes.
   bool pdl = false;
   // The planner's path when it fits (kAuto), or one forced (tests and benches compare them).
-  enum class Path { kAuto, kRegisters, kTma } path = Path::kAuto;
+  enum class Path { kAuto, kRegisters, kTma, kStream } path = Path::kAuto;
   RingShape ring{};  // kTma (forced) only; planned calls take WEAVE_GEMV_PATH's ring or the default
+  // kStream only: ring stages 2..16 (0: kGemvDefaultStreamStages, or WEAVE_GEMV_PATH's stream:S).
+  int stages = 0;
+  // kStream only, a diagnostic: stages whose weights are requested before the PDL wait and ahead of
+  // A's boxes (0: the whole first ring).
+  int stream_prologue = 0;
   // Registers path at one token tile (M <= 8) only: warp steps in flight, 4 or 8; 0 = the mode's
   // default (bf16 4, fp8 8), or WEAVE_GEMV_PATH's registers:D for planned calls. A diagnostic.
   int depth = 0;
@@ -72,6 +83,7 @@ struct GemvConfig {
   WeightPath path = WeightPath::kRegisters;
   RingShape ring{};           // tma path
   int depth = 0;              // registers path, one token tile: steps in flight forced (0: default)
+  int stages = 0;             // stream path: ring stages
   int clusters_per_wave = 0;  // clusters of this shape resident at once (GemvResidency)
   int64_t waves = 0;          // ceil(n_blocks / clusters_per_wave)
   bool device_residency = false;  // clusters_per_wave came from the device, not the model
@@ -93,23 +105,26 @@ std::string gemv_unsupported_reason(const GemmProblem& problem);
 // Throws kInvalidArgument for a problem gemv_unsupported_reason refuses or a bad split.
 // The path: `path` when forced (refused when its shared memory does not fit), else registers, or
 // the TMA ring where WEAVE_GEMV_PATH=tma and it fits.
-// WEAVE_GEMV_PATH (auto | registers | registers:D | tma | tma:QxS, default auto; D the steps in
-// flight at one token tile, 4 or 8; QxS a ring of S slots of Q steps, powers of two, Q x S <= 16),
+// WEAVE_GEMV_PATH (auto | registers | registers:D | tma | tma:QxS | stream | stream:S, default auto;
+// D the steps in flight at one token tile, 4 or 8; QxS a ring of S slots of Q steps, powers of two,
+// Q x S <= 16; S the stream ring's stages, 2..16; the stream path is bf16's only),
 // parsed; throws kInvalidArgument naming the variable and the rule for any other value.
 // gemv_config reads it once per process.
 struct GemvPathChoice {
   GemvArgs::Path path = GemvArgs::Path::kAuto;
   RingShape ring{};
   int depth = 0;
+  int stages = 0;
 };
 GemvPathChoice gemv_path_from_env();
 // `residency` empty: the model, every SM holding as many CTAs of any cluster as its registers and
 // shared memory allow (what weave::Gemm's plan describes without asking the device).
 // one_wave: only splits whose clusters are all resident at once (Error kUnavailable when none is).
 // depth: GemvArgs::depth (0: the default, or the variable's for a planned path).
+// stages: GemvArgs::stages (stream path).
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override = 0,
                        GemvArgs::Path path = GemvArgs::Path::kAuto, RingShape ring = {},
-                       const GemvResidency& residency = {}, bool one_wave = false, int depth = 0);
+                       const GemvResidency& residency = {}, bool one_wave = false, int depth = 0, int stages = 0);
 // The K split gemv_launch plans for `problem` on `num_sms` SMs with default arguments (split 0,
 // path auto): what the all-reduce epilogue's planner takes where it fits one wave, so the two
 // kernels sum K in the same order.

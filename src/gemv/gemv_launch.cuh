@@ -14,7 +14,7 @@ namespace weave::detail::gemv {
 // Launches kKernel (a GEMV kernel of either epilogue) on l.cfg's grid (split, n_blocks) in clusters
 // of `split`, with programmatic dependent launch where l.pdl; or, with l.max_active_clusters set,
 // writes how many such clusters the device holds at once instead.
-template <auto kKernel, typename... Args>
+template <auto kKernel, int kBlockThreads = kThreads, typename... Args>
 void launch_clusters(int max_smem_bytes, const Launch& l, const Args&... args) {
   const GemvConfig& cfg = l.cfg;
   // Function attributes are per device; setting them is idempotent, so a race only repeats it.
@@ -28,7 +28,7 @@ void launch_clusters(int max_smem_bytes, const Launch& l, const Args&... args) {
   }
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(cfg.split), static_cast<unsigned>(cfg.n_blocks), 1);
-  config.blockDim = dim3(kThreads, 1, 1);
+  config.blockDim = dim3(kBlockThreads, 1, 1);
   config.dynamicSmemBytes = static_cast<size_t>(cfg.smem_bytes);
   config.stream = l.stream;
   if (l.max_active_clusters != nullptr) {  // a residency query, not a launch

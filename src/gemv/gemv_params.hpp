@@ -34,6 +34,17 @@ inline constexpr int kMaxSmemBytes = 96 * 1024;
 inline constexpr int kMaxSmemBytesTma = 112 * 1024;
 inline constexpr int kMaxSmemBytesTmaWide = 227 * 1024;
 
+// The stream path's CTA (gemv_stream_kernel.cuh): 8 consumer warps and a producer warp; a ring of
+// stages, each 128 bytes of K of the band's 128 rows (two [128 rows, 64 B] boxes) and of A's tokens
+// (two [8 x tiles, 64 B] boxes); then S full and S empty barriers and the abort word (8 bytes kept).
+inline constexpr int kStreamThreads = kThreads + 32;
+inline constexpr int kStreamStageK = 2 * kStepBytes;
+inline constexpr int kStreamBoxB = kRowsPerCta * kStepBytes;
+constexpr int stream_box_a_bytes(int tiles) { return 8 * tiles * kStepBytes; }
+constexpr int stream_stage_bytes(int tiles) { return 2 * kStreamBoxB + 2 * stream_box_a_bytes(tiles); }
+constexpr int stream_smem_bytes(int tiles, int stages) { return stages * stream_stage_bytes(tiles) + 16 * stages + 8; }
+inline constexpr int kMinStreamStages = 2, kMaxStreamStages = 16;
+
 struct KernelParams {
   const uint8_t* a = nullptr;   // [M, K] bytes, row stride lda_bytes
   const uint8_t* b = nullptr;   // [N, K] bytes, row stride ldb_bytes
@@ -52,7 +63,9 @@ struct KernelParams {
   int out_f32 = 0;              // 1: fp32 output, 0: bf16
   int ring_offset = 0;          // tma path: shared-memory byte offset of the ring (128-aligned)
   int ring_steps_log2 = 0, ring_slots_log2 = 3;  // tma path: log2 of RingShape's q and S
-  hopper::WaitTimeoutRecord* record = nullptr;  // tma path: where a ring wait that timed out is recorded
+  int stages = 0;               // stream path: stages of the CTA's ring (gemv_stream_kernel.cuh)
+  int prologue_stages = 0;      // stream path: weight stages issued before the PDL wait (0: the whole ring)
+  hopper::WaitTimeoutRecord* record = nullptr;  // tma, stream paths: where a ring wait that timed out is recorded
 };
 static_assert(std::is_trivially_copyable_v<KernelParams>);
 
@@ -77,6 +90,9 @@ void launch_bf16(const KernelParams& p, const CUtensorMap& b_map, const Launch& 
 void launch_ptpc(const KernelParams& p, const CUtensorMap& b_map, const Launch& l);
 void launch_blockscale(const KernelParams& p, const CUtensorMap& b_map, const Launch& l);
 void launch_mxfp8(const KernelParams& p, const CUtensorMap& b_map, const Launch& l);
+// The stream path (bf16 only; gemv_stream.cu): `a_map` is [M, K] of A in [8 x tiles, 64-byte] boxes,
+// `b_map` [N, K] of B in [128 rows, 64-byte] boxes.
+void launch_stream_bf16(const KernelParams& p, const CUtensorMap& b_map, const CUtensorMap& a_map, const Launch& l);
 // The all-reduce epilogue's kernels (gemv_all_reduce.cu; registers path only).
 void launch_all_reduce(ScaleMode mode, const KernelParams& p, const GemvAllReduce& ar, const Launch& l);
 

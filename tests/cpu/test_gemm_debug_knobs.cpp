@@ -77,20 +77,26 @@ TEST(GemmDebugKnobs, GemvPathIsParsedAndChecked) {
     Path path;
     detail::RingShape ring;
     int depth = 0;
+    int stages = 0;
   };
   const Good good[] = {{"auto", Path::kAuto, {}},        {"registers", Path::kRegisters, {}},
                        {"tma", Path::kTma, {}},          {"tma:4x2", Path::kTma, {4, 2}},
                        {"tma:1x2", Path::kTma, {1, 2}},  {"tma:16x1", Path::kTma, {16, 1}},
-                       {"registers:4", Path::kRegisters, {}, 4}, {"registers:8", Path::kRegisters, {}, 8}};
+                       {"registers:4", Path::kRegisters, {}, 4}, {"registers:8", Path::kRegisters, {}, 8},
+                       {"stream", Path::kStream, {}},    {"stream:2", Path::kStream, {}, 0, 2},
+                       {"stream:12", Path::kStream, {}, 0, 12}, {"stream:16", Path::kStream, {}, 0, 16}};
   for (const Good& g : good) {
     ScopedEnv e("WEAVE_GEMV_PATH", g.value);
     const detail::GemvPathChoice c = detail::gemv_path_from_env();
     EXPECT_EQ(c.path, g.path) << g.value;
     EXPECT_TRUE(c.ring == g.ring) << g.value;
     EXPECT_EQ(c.depth, g.depth) << g.value;
+    EXPECT_EQ(c.stages, g.stages) << g.value;
   }
   for (const char* bad : {"TMA", "regs", " tma", "tma:", "tma:3x2", "tma:4x8", "tma:1x1", "tma:4x2x", "tma:4x2 ",
-                          "registers:", "registers:6", "registers:16", "registers:8x", "registersx", "registers: 8", "registers:08"}) {
+                          "registers:", "registers:6", "registers:16", "registers:8x", "registersx", "registers: 8", "registers:08",
+                          "stream:", "stream:1", "stream:17", "stream:08", "stream:-4", "stream: 4", "stream:4x", "streamx",
+                          "Stream"}) {
     ScopedEnv e("WEAVE_GEMV_PATH", bad);
     try {
       detail::gemv_path_from_env();

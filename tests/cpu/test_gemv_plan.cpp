@@ -138,5 +138,48 @@ TEST(GemvPlan, ForcedDepthAppliesToOneTokenTileOnTheRegistersPath) {
   }
 }
 
+// The stream path (bf16): the registers path's K slices, no A slice (split 1 fits at any K and M),
+// shared memory of the ring's stages, stages 2..16 only, and fp8 modes refused naming the rule.
+TEST(GemvPlan, StreamPathPlansStagesAndRefusesFp8) {
+  const auto stream = GemvArgs::Path::kStream;
+  // 8 tokens of K = 14336 need no staged A: split 1 fits (the registers path needs split >= 3).
+  const GemvConfig one = detail::gemv_config(problem(8, 8192, 14336), 132, 1, stream);
+  EXPECT_EQ(one.path, detail::WeightPath::kStream);
+  EXPECT_EQ(one.stages, detail::kGemvDefaultStreamStages);
+  EXPECT_EQ(one.k_slice_bytes, 14336 * 2);
+  EXPECT_EQ(one.smem_bytes, 8 * (2 * 128 * 64 + 2 * 8 * 64) + 16 * 8 + 8) << one.describe();
+  EXPECT_NE(one.describe().find("stream stages 8"), std::string::npos) << one.describe();
+  // K slices are the registers path's whole 64-byte steps (the two paths then sum K in one order):
+  // 20 steps of K = 640 over 3 ranks are 7, 7, 6.
+  EXPECT_EQ(detail::gemv_config(problem(1, 512, 640), 132, 3, stream).k_slice_bytes, 7 * 64);
+  EXPECT_EQ(detail::gemv_config(problem(1, 512, 640), 132, 3, GemvArgs::Path::kRegisters).k_slice_bytes, 7 * 64);
+  // Token tiles widen A's boxes; 12 stages of 4 tiles (240 KB) do not fit, 11 do.
+  EXPECT_EQ(detail::gemv_config(problem(32, 8192, 4096), 132, 1, stream, {}, {}, false, 0, 11).smem_bytes,
+            11 * (2 * 128 * 64 + 2 * 32 * 64) + 16 * 11 + 8);
+  EXPECT_THROW(detail::gemv_config(problem(32, 8192, 4096), 132, 1, stream, {}, {}, false, 0, 12), Error);
+  // The planner's split under the model: every split's ring fits, one CTA per SM streams at the full rate.
+  const GemvConfig planned = detail::gemv_config(problem(1, 8192, 14336), 132, 0, stream);
+  EXPECT_GE(planned.n_blocks * planned.split, 128) << planned.describe();
+  EXPECT_EQ(planned.waves, 1) << planned.describe();
+  for (int bad : {-1, 1, 17}) {
+    try {
+      detail::gemv_config(problem(1, 8192, 4096), 132, 0, stream, {}, {}, false, 0, bad);
+      ADD_FAILURE() << "stages " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("argument 'stages'"), std::string::npos) << e.what();
+    }
+  }
+  for (ScaleMode fp8 : {ScaleMode::kPtpc, ScaleMode::kBlockscale, ScaleMode::kMxfp8}) {
+    try {
+      detail::gemv_config(problem(1, 8192, 4096, fp8), 132, 0, stream);
+      ADD_FAILURE() << "stream path accepted for " << to_string(fp8);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), Status::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("bf16 only"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weave

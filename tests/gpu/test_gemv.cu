@@ -1,7 +1,8 @@
 // Decode GEMV (src/gemv) against the fp64 CPU reference (weave::ref): every mode x out dtype,
 // M = 1..32 (33 refused), K = 32 (mxfp8), 128, 640, 7168, N not a multiple of the 128-row band
 // (nor of 16), padded leading dimensions, NaN-poisoned outputs, >= 20 launches per case across
-// every valid K split on each weight path (registers, TMA ring) with and without programmatic
+// every valid K split on each weight path (registers, TMA ring, bf16's stream ring at 2, 3, 8 and 12
+// stages; K = 200 leaves a stream stage 16 bytes deep) with and without programmatic
 // dependent launch, guard zones after every
 // tensor (scales included) that must stay untouched and whose NaN contents would surface in C if
 // read, mxfp8 scale-exponent extremes and NaN propagation, bitwise-exact integer cases, a CUDA
@@ -174,11 +175,15 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
     GemvArgs::Path path;
     RingShape ring;
     int depth = 0;
+    int stages = 0;  // stream path
   };
   std::vector<Launch> configs = {{0, GemvArgs::Path::kAuto, {}}};
   std::vector<Launch> candidates;
-  for (GemvArgs::Path path : {GemvArgs::Path::kRegisters, GemvArgs::Path::kTma})
+  for (GemvArgs::Path path : {GemvArgs::Path::kRegisters, GemvArgs::Path::kTma, GemvArgs::Path::kStream})
     for (int s : {0, 1, 2, 3, 4, 5, 8, 16}) candidates.push_back({s, path, {}});  // 3, 5: uneven row shares
+  // The stream ring at its smallest, an odd and a deep stage count (bf16 only: refused for fp8).
+  for (int stages : {2, 3, 12})
+    for (int s : {0, 3}) candidates.push_back({s, GemvArgs::Path::kStream, {}, 0, stages});
   for (const RingShape ring : {RingShape{4, 2}, RingShape{2, 8}, RingShape{8, 2}})
     candidates.push_back({0, GemvArgs::Path::kTma, ring});
   if (m <= 8)
@@ -186,7 +191,7 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
       for (int s : {0, 3}) candidates.push_back({s, GemvArgs::Path::kRegisters, {}, depth});
   for (const Launch& c : candidates) {
     try {
-      detail::gemv_config(problem, num_sms, c.split, c.path, c.ring, {}, false, c.depth);
+      detail::gemv_config(problem, num_sms, c.split, c.path, c.ring, {}, false, c.depth, c.stages);
       configs.push_back(c);
     } catch (const weave::Error&) {
       // this split leaves a K slice whose A tile (and ring) does not fit shared memory
@@ -217,6 +222,7 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
     args.path = configs[launch % configs.size()].path;
     args.ring = configs[launch % configs.size()].ring;
     args.depth = configs[launch % configs.size()].depth;
+    args.stages = configs[launch % configs.size()].stages;
     args.pdl = launch % 2 == 1;
     poison(dc.get(), m * ldc, out);
     detail::gemv_launch(args, num_sms, stream);
@@ -244,7 +250,7 @@ void run_and_check(const ref::QuantMatrix& qa, const ref::QuantMatrix& qb, DType
     if (opt.expect_mismatch) continue;
     EXPECT_EQ(cmp.wrong, 0) << "launch " << launch << " split " << args.split << " path "
                             << static_cast<int>(args.path) << " ring " << args.ring.steps_per_slot << "x"
-                            << args.ring.slots << " depth " << args.depth << " pdl " << args.pdl
+                            << args.ring.slots << " depth " << args.depth << " stages " << args.stages << " pdl " << args.pdl
                             << ": first wrong at m=" << (cmp.first_wrong >= 0 ? cmp.first_wrong / n : -1)
                             << " n=" << (cmp.first_wrong >= 0 ? cmp.first_wrong % n : -1)
                             << " (nonfinite " << cmp.nonfinite << ", never written " << cmp.never_written
@@ -330,6 +336,65 @@ TEST(Gemv, EveryMFrom1To32EveryModeAndOutput) {
       }
 }
 
+// The stream path sums each lane's 64-byte steps in the registers path's order over the same K
+// slices, so at the same split the two write the same bits (fp32 output: nothing rounds them
+// alike by accident). Odd step counts per slice end the stream ring in a half stage; M 13 and 32
+// take 2 and 4 token tiles; K 200 ends inside a step. Each output NaN-poisoned before its launch.
+TEST(Gemv, StreamEqualsRegistersBitwiseAtTheSameSplit) {
+  WEAVE_REQUIRE_GPUS(1);
+  int device = 0, num_sms = 0;
+  WEAVE_CHECK_CUDA(cudaGetDevice(&device));
+  WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  int compared = 0;
+  for (const int64_t k : {200, 640, 7168})
+    for (const int64_t m : {1, 5, 8, 13, 32}) {
+      const int64_t n = 333;
+      ref::Random rng(0xB17 + m * 131 + k);
+      const std::vector<float> af = make_input(rng, m, k), bf = make_input(rng, n, k);
+      const ref::QuantMatrix qa = ref::quantize(af.data(), m, k, ScaleMode::kBF16, ref::Operand::kA);
+      const ref::QuantMatrix qb = ref::quantize(bf.data(), n, k, ScaleMode::kBF16, ref::Operand::kB);
+      const std::vector<uint8_t> ha = value_bytes(qa, k), hb = value_bytes(qb, k);
+      GuardedBuffer da(ha.data(), ha.size(), kNanBf16), db(hb.data(), hb.size(), kNanBf16);
+      GuardedBuffer c_regs(nullptr, m * n * 4, kOutGuard), c_stream(nullptr, m * n * 4, kOutGuard);
+      const GemmProblem problem{.m = m, .n = n, .k = k, .mode = ScaleMode::kBF16, .scale_layout = ScaleLayout::kRaw,
+                                .out_dtype = DType::kF32};
+      for (const int split : {1, 2, 3, 5}) {
+        try {  // the registers path's A slice must fit at this split
+          detail::gemv_config(problem, num_sms, split, GemvArgs::Path::kRegisters);
+        } catch (const weave::Error&) {
+          continue;
+        }
+        for (const int stages : {2, 3, 8}) {
+          std::vector<float> got[2];
+          for (int which = 0; which < 2; ++which) {
+            GemvArgs args;
+            args.a = da.get(), args.b = db.get(), args.c = which == 0 ? c_regs.get() : c_stream.get();
+            args.m = m, args.n = n, args.k = k, args.lda = k, args.ldb = k, args.ldc = n;
+            args.mode = ScaleMode::kBF16, args.out_dtype = DType::kF32, args.split = split;
+            args.path = which == 0 ? GemvArgs::Path::kRegisters : GemvArgs::Path::kStream;
+            args.stages = which == 0 ? 0 : stages;
+            poison(args.c, m * n, DType::kF32);
+            detail::gemv_launch(args, num_sms, nullptr);
+            WEAVE_CHECK_CUDA(cudaDeviceSynchronize());
+            got[which].resize(m * n);
+            WEAVE_CHECK_CUDA(cudaMemcpy(got[which].data(), args.c, m * n * 4, cudaMemcpyDeviceToHost));
+          }
+          int64_t differ = 0, nonfinite = 0;
+          for (int64_t i = 0; i < m * n; ++i) {
+            differ += std::memcmp(&got[0][i], &got[1][i], 4) != 0;
+            nonfinite += !std::isfinite(got[1][i]);
+          }
+          EXPECT_EQ(nonfinite, 0) << "M " << m << " K " << k << " split " << split << " stages " << stages;
+          EXPECT_EQ(differ, 0) << "M " << m << " K " << k << " split " << split << " stages " << stages;
+          ++compared;
+          if (HasFailure()) return;
+        }
+      }
+      EXPECT_TRUE(c_regs.guard_intact() && c_stream.guard_intact()) << "M " << m << " K " << k;
+    }
+  EXPECT_GE(compared, 100);
+}
+
 TEST(Gemv, KEdgesAndRaggedN) {
   WEAVE_REQUIRE_GPUS(1);
   for (ScaleMode mode : kModes)
@@ -341,6 +406,9 @@ TEST(Gemv, KEdgesAndRaggedN) {
         if (HasFailure()) return;
       }
       check_case(mode, out, 5, 1, 640);       // a single row of B
+      // K bytes not a multiple of 64 (a step ends inside the row; the stream ring's last stage is half)
+      if (mode == ScaleMode::kBF16) check_case(mode, out, 3, 333, 200, {.padded = true});
+      if (mode == ScaleMode::kPtpc) check_case(mode, out, 3, 333, 208, {.padded = true});
       check_case(mode, out, 7, 4097, 256);    // one row past a multiple of 128
     }
 }

@@ -66,6 +66,13 @@ struct Sweep {
   // At M <= 8 also the registers path at its other depth (steps in flight: bf16 8, fp8 4) at every
   // swept split and the planner's ("d<split>" in the row).
   bool depths = false;
+  // The TMA ring shapes at these K splits (empty: at the TMA planner's split only).
+  std::vector<int> ring_splits;
+  // bf16: the stream path at every swept split ('s<split>' in the row), and at these other stage
+  // counts at its planner's split ("stream S:us").
+  bool stream = false;
+  std::vector<int> stream_stages;
+  std::vector<int> stream_prologues;  // and these weight stages before A's first boxes ("pro<P>")
 };
 
 // The least time among the swept (path, split) points.
@@ -141,9 +148,9 @@ void measure(const Sweep& sweep_of) {
 
         auto gemv_arm = [&](const std::string& name, int split, bool pdl,
                             detail::GemvArgs::Path path = detail::GemvArgs::Path::kAuto,
-                            detail::RingShape ring = {}, int depth = 0) {
+                            detail::RingShape ring = {}, int depth = 0, int stages = 0, int prologue = 0) {
           void* const c = new_output(name, gemv_tol).get();  // by value: the arm outlives this scope
-          return bench::Arm{name, [&, c, split, pdl, path, ring, depth](cudaStream_t s, int call) {
+          return bench::Arm{name, [&, c, split, pdl, path, ring, depth, stages, prologue](cudaStream_t s, int call) {
             const bench::DeviceOperand& b = copies[call % copies.size()];
             detail::GemvArgs args;
             args.a = da.values.get(), args.b = b.values.get(), args.c = c;
@@ -152,6 +159,8 @@ void measure(const Sweep& sweep_of) {
             args.mode = mode, args.out_dtype = out, args.split = split, args.pdl = pdl, args.path = path;
             args.ring = ring;
             args.depth = depth;
+            args.stages = stages;
+            args.stream_prologue = prologue;
             detail::gemv_launch(args, num_sms, s);
           }};
         };
@@ -170,10 +179,13 @@ void measure(const Sweep& sweep_of) {
           int depth = 0;  // registers: the other depth's instance (sweep_of.depths)
         };
         std::vector<SweepPoint> sweep;
-        for (const detail::WeightPath path : {detail::WeightPath::kRegisters, detail::WeightPath::kTma}) {
+        for (const detail::WeightPath path :
+             {detail::WeightPath::kRegisters, detail::WeightPath::kTma, detail::WeightPath::kStream}) {
           if (path == detail::WeightPath::kTma && !sweep_of.tma) continue;
-          const auto forced = path == detail::WeightPath::kTma ? detail::GemvArgs::Path::kTma
-                                                               : detail::GemvArgs::Path::kRegisters;
+          if (path == detail::WeightPath::kStream && (!sweep_of.stream || mode != ScaleMode::kBF16)) continue;
+          const auto forced = path == detail::WeightPath::kTma      ? detail::GemvArgs::Path::kTma
+                              : path == detail::WeightPath::kStream ? detail::GemvArgs::Path::kStream
+                                                                    : detail::GemvArgs::Path::kRegisters;
           for (int s : sweep_of.splits) {
             if (path == plan.path && s == plan.split) continue;
             try {
@@ -203,18 +215,42 @@ void measure(const Sweep& sweep_of) {
         }
         // Other TMA ring shapes at the TMA planner's split: longer slots request longer runs of
         // each row at once (does DRAM locality limit the stream?).
-        std::vector<detail::RingShape> rings;
-        for (const detail::RingShape ring : {detail::RingShape{4, 2}, detail::RingShape{4, 4},
-                                             detail::RingShape{8, 2}, detail::RingShape{16, 1}}) {
-          if (!sweep_of.tma) break;
-          try {
-            detail::gemv_config(problem, num_sms, 0, detail::GemvArgs::Path::kTma, ring);
-            rings.push_back(ring);
-            arms.push_back(gemv_arm("tma ring " + std::to_string(ring.steps_per_slot) + "x" +
-                                        std::to_string(ring.slots),
-                                    0, false, detail::GemvArgs::Path::kTma, ring));
-          } catch (const weave::Error&) {
+        struct RingPoint {
+          detail::RingShape ring;
+          int split;  // 0: the TMA planner's
+        };
+        std::vector<RingPoint> rings;
+        const std::vector<int> ring_splits = sweep_of.ring_splits.empty() ? std::vector<int>{0} : sweep_of.ring_splits;
+        for (const int s : ring_splits)
+          for (const detail::RingShape ring : {detail::RingShape{4, 2}, detail::RingShape{4, 4},
+                                               detail::RingShape{8, 2}, detail::RingShape{16, 1}}) {
+            if (!sweep_of.tma) break;
+            try {
+              detail::gemv_config(problem, num_sms, s, detail::GemvArgs::Path::kTma, ring);
+              rings.push_back({ring, s});
+              arms.push_back(gemv_arm("tma ring " + std::to_string(ring.steps_per_slot) + "x" +
+                                          std::to_string(ring.slots) + " split=" + std::to_string(s),
+                                      s, false, detail::GemvArgs::Path::kTma, ring));
+            } catch (const weave::Error&) {
+            }
           }
+        // The stream ring at other stage counts, then (default stages) with fewer weight stages
+        // ahead of A's first boxes ("pro<P>": P before the PDL wait), at the stream planner's split;
+        // with PDL at the default.
+        struct StreamPoint {
+          std::string label;
+          int stages = 0, prologue = 0;
+          bool pdl = false;
+        };
+        std::vector<StreamPoint> stream_points;
+        if (mode == ScaleMode::kBF16) {
+          for (const int stages : sweep_of.stream_stages) stream_points.push_back({"stream" + std::to_string(stages), stages});
+          for (const int pro : sweep_of.stream_prologues) stream_points.push_back({"pro" + std::to_string(pro), 0, pro});
+          if (sweep_of.stream) stream_points.push_back({"stream+pdl", 0, 0, true});
+        }
+        for (const StreamPoint& sp : stream_points) {
+          detail::gemv_config(problem, num_sms, 0, detail::GemvArgs::Path::kStream, {}, {}, false, 0, sp.stages);
+          arms.push_back(gemv_arm(sp.label, 0, sp.pdl, detail::GemvArgs::Path::kStream, {}, 0, sp.stages, sp.prologue));
         }
         // weave::Gemm's tiled plan (the tile planner's choice at this M, forced with decode_route
         // so that M <= 32 does not take the GEMV), re-pointed at each call's copy of B (host work,
@@ -286,14 +322,21 @@ void measure(const Sweep& sweep_of) {
         // Every (path, split)'s time, the planner's marked with '*': "r1:9.8 *r4:7.9 t4:6.1 t8:6.0".
         std::vector<std::pair<std::pair<int, int>, double>> by_split = {
             {{int(plan.path), plan.split}, t[1].median_us}};
-        for (size_t i = 0; i < sweep.size(); ++i)  // key 2: the registers path at its other depth
-          by_split.push_back({{sweep[i].depth != 0 ? 2 : int(sweep[i].path), sweep[i].split}, t[3 + i].median_us});
+        constexpr int kOtherDepthKey = 16;  // the registers path at its other depth (beside the WeightPath values)
+        for (size_t i = 0; i < sweep.size(); ++i)
+          by_split.push_back({{sweep[i].depth != 0 ? kOtherDepthKey : int(sweep[i].path), sweep[i].split}, t[3 + i].median_us});
         std::sort(by_split.begin(), by_split.end());
         std::string ring_times;
         for (size_t i = 0; i < rings.size(); ++i) {
           char item[48];
-          std::snprintf(item, sizeof item, "ring%dx%d:%.1f ", rings[i].steps_per_slot, rings[i].slots,
-                        t[3 + sweep.size() + i].median_us);
+          std::snprintf(item, sizeof item, "ring%dx%d@%d:%.1f ", rings[i].ring.steps_per_slot, rings[i].ring.slots,
+                        rings[i].split, t[3 + sweep.size() + i].median_us);
+          ring_times += item;
+        }
+        for (size_t i = 0; i < stream_points.size(); ++i) {
+          char item[48];
+          std::snprintf(item, sizeof item, "%s:%.1f ", stream_points[i].label.c_str(),
+                        t[3 + sweep.size() + rings.size() + i].median_us);
           ring_times += item;
         }
         std::string best;
@@ -301,7 +344,11 @@ void measure(const Sweep& sweep_of) {
           const bool planned = key.first == int(plan.path) && key.second == plan.split;
           char item[32];
           std::snprintf(item, sizeof item, "%s%c%d:%.1f ", planned ? "*" : "",
-                        key.first == 2 ? 'd' : key.first == int(detail::WeightPath::kTma) ? 't' : 'r', key.second, us);
+                        key.first == kOtherDepthKey                         ? 'd'
+                        : key.first == int(detail::WeightPath::kTma)    ? 't'
+                        : key.first == int(detail::WeightPath::kStream) ? 's'
+                                                                        : 'r',
+                        key.second, us);
           best += item;
         }
         std::printf("%5ldx%-5ld %-10s %3d %-28s %9.2f %8.2f %8.2f %8.2f %6.0f %6.1f %6.1f %8.0f %6.1f %6ld  %s\n",
@@ -371,6 +418,34 @@ TEST(GemvBandwidth, DepthAtLayerShapes) {
            .splits = {2, 3, 4, 6},
            .tma = false,
            .depths = true});
+}
+
+// The TMA ring shapes at K splits 1-4 on the presets' large bf16 layers (bf16 trails cuBLASLt by
+// up to 1.24x there on an H200: does a deeper ring at one CTA per SM close it?). "@0" in a ring's
+// name is the TMA planner's split.
+TEST(GemvBandwidth, RingsAtLayerShapes) {
+  WEAVE_REQUIRE_GPUS(1);
+  measure({.shapes = {{8192, 14336}, {7168, 8192}, {8192, 3584}, {7168, 2048}},
+           .modes = {ScaleMode::kBF16},
+           .ms = {1, 8},
+           .splits = {1, 2, 3, 4},
+           .tma = true,
+           .ring_splits = {1, 2, 3, 4}});
+}
+
+// bf16's stream path (a producer warp's CTA-wide ring of weights and activations, no A staged) at
+// K splits 1-4 and 4-12 stages against the registers path and cuBLASLt on the presets' decode
+// shapes: the data behind the bf16 GEMV's path choice.
+TEST(GemvBandwidth, StreamAtLayerShapes) {
+  WEAVE_REQUIRE_GPUS(1);
+  measure({.shapes = {{8192, 14336}, {7168, 8192}, {1280, 8192}, {8192, 3584}, {8192, 1280}, {7168, 2048}},
+           .modes = {ScaleMode::kBF16},
+           .ms = {1, 8},
+           .splits = {1, 2, 3, 4},
+           .tma = false,
+           .stream = true,
+           .stream_stages = {4, 6, 12},
+           .stream_prologues = {1, 2, 4}});
 }
 
 // Where the GEMV pays: the presets' decode shapes at M 1-32, the GEMV (its planned split) against
