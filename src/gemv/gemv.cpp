@@ -261,6 +261,7 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
     // The variable's stream path covers bf16; the other modes keep the registers path.
     if (path == GemvArgs::Path::kStream && !bf16) path = GemvArgs::Path::kRegisters;
   }
+  const bool stages_chosen = stages == 0;  // the planner may take the shallow ring (below)
   if (stages == 0) stages = kGemvDefaultStreamStages;
   auto shaped = [&](WeightPath wp, int split) {
     GemvConfig c;
@@ -313,6 +314,14 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
     return with_residency(c);
   }
   std::optional<GemvConfig> best = best_split(wp);
+  // The stream path's 8-stage ring holds one CTA per SM; where that takes more than one wave, the
+  // 4-stage ring (2-3 CTAs per SM) re-planned: H100, 25600 x 5120 91.6 against 107.7 us, 5120 x
+  // 12800 47.3 against 56.2 (docs/perf/gemm.md, "The bf16 GEMV's stream path").
+  if (wp == WeightPath::kStream && stages_chosen && best && best->waves > 1) {
+    stages = kGemvShallowStreamStages;
+    const std::optional<GemvConfig> shallow = best_split(wp);
+    if (shallow && shallow->waves < best->waves) best = shallow;
+  }
   if (!best && planned && wp != WeightPath::kRegisters) best = best_split(WeightPath::kRegisters);
   if (!best && one_wave) {
     const GemvConfig widest = with_residency(shaped(wp, 1));
@@ -388,6 +397,7 @@ GemvConfig planned_config(const GemmProblem& problem, int num_sms, const GemvArg
 int gemv_planned_split(const GemmProblem& problem, int num_sms) {
   GemvArgs args;
   args.mode = problem.mode;
+  args.path = GemvArgs::Path::kRegisters;
   return planned_config(problem, num_sms, args).split;
 }
 
@@ -455,7 +465,7 @@ KernelParams kernel_params(const GemvArgs& args, const GemvConfig& cfg) {
   }
   if (cfg.path == WeightPath::kStream) {
     p.stages = cfg.stages;
-    p.prologue_stages = args.stream_prologue;
+    p.prologue_stages = args.stream_prologue != 0 ? args.stream_prologue : gemv::kStreamPrologueStages;
     p.record = hopper::wait_timeout_record();
   }
   return p;

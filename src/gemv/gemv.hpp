@@ -41,7 +41,9 @@ struct RingShape {
 };
 inline constexpr int kGemvMaxSplit = 16;
 // The stream path's ring: stages of 128 bytes of each of a CTA's 128 rows (and of A's tokens).
-inline constexpr int kGemvDefaultStreamStages = 8;  // cluster size (any 1..16); > 8 uses a non-portable cluster
+inline constexpr int kGemvDefaultStreamStages = 8;
+// ... and the planner's where 8 stages (one CTA per SM) would take more than one wave.
+inline constexpr int kGemvShallowStreamStages = 4;  // cluster size (any 1..16); > 8 uses a non-portable cluster
 
 struct GemvArgs {
   const void* a = nullptr;        // [M, K] bf16 or e4m3, row stride lda (elements)
@@ -66,7 +68,7 @@ struct GemvArgs {
   // kStream only: ring stages 2..16 (0: kGemvDefaultStreamStages, or WEAVE_GEMV_PATH's stream:S).
   int stages = 0;
   // kStream only, a diagnostic: stages whose weights are requested before the PDL wait and ahead of
-  // A's boxes (0: the whole first ring).
+  // A's boxes (0: gemv::kStreamPrologueStages).
   int stream_prologue = 0;
   // Registers path at one token tile (M <= 8) only: warp steps in flight, 4 or 8; 0 = the mode's
   // default (bf16 4, fp8 8), or WEAVE_GEMV_PATH's registers:D for planned calls. A diagnostic.
@@ -125,9 +127,10 @@ GemvPathChoice gemv_path_from_env();
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override = 0,
                        GemvArgs::Path path = GemvArgs::Path::kAuto, RingShape ring = {},
                        const GemvResidency& residency = {}, bool one_wave = false, int depth = 0, int stages = 0);
-// The K split gemv_launch plans for `problem` on `num_sms` SMs with default arguments (split 0,
-// path auto): what the all-reduce epilogue's planner takes where it fits one wave, so the two
-// kernels sum K in the same order.
+// The K split gemv_launch plans for `problem` on `num_sms` SMs on the registers path (split 0): what
+// the all-reduce epilogue's planner (a registers kernel) takes where it fits one wave. Every path
+// sums K in the same order at one split, so GemmAllReduce's decode mode, which runs that split,
+// stays bitwise equal to decode-fused on either path.
 int gemv_planned_split(const GemmProblem& problem, int num_sms);
 // Enqueues the GEMV on `stream`; no allocation, no sync, graph-capturable. Throws weave::Error
 // (kInvalidArgument) for arguments that break the rules above (shape, alignment, null pointers).

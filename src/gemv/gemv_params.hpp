@@ -44,6 +44,10 @@ constexpr int stream_box_a_bytes(int tiles) { return 8 * tiles * kStepBytes; }
 constexpr int stream_stage_bytes(int tiles) { return 2 * kStreamBoxB + 2 * stream_box_a_bytes(tiles); }
 constexpr int stream_smem_bytes(int tiles, int stages) { return stages * stream_stage_bytes(tiles) + 16 * stages + 8; }
 inline constexpr int kMinStreamStages = 2, kMaxStreamStages = 16;
+// Weight stages requested before the PDL wait, ahead of A's first boxes: A queued behind a whole
+// 8-stage ring of weights cost ~1 us at 20-30 MB layers (H100: 8192 x 1280, 12.3 against 11.3 us
+// with 1, 2 or 4; the same at 235 MB; docs/perf/gemm.md).
+inline constexpr int kStreamPrologueStages = 4;
 
 struct KernelParams {
   const uint8_t* a = nullptr;   // [M, K] bytes, row stride lda_bytes
@@ -64,7 +68,7 @@ struct KernelParams {
   int ring_offset = 0;          // tma path: shared-memory byte offset of the ring (128-aligned)
   int ring_steps_log2 = 0, ring_slots_log2 = 3;  // tma path: log2 of RingShape's q and S
   int stages = 0;               // stream path: stages of the CTA's ring (gemv_stream_kernel.cuh)
-  int prologue_stages = 0;      // stream path: weight stages issued before the PDL wait (0: the whole ring)
+  int prologue_stages = 0;      // stream path: weight stages issued before the PDL wait and A's first boxes
   hopper::WaitTimeoutRecord* record = nullptr;  // tma, stream paths: where a ring wait that timed out is recorded
 };
 static_assert(std::is_trivially_copyable_v<KernelParams>);

@@ -93,10 +93,9 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
   if (producer) {
     // The weights of the first stages go out before the PDL wait; A (a preceding kernel may write
     // it) only after it.
-    // KernelParams::prologue_stages (a diagnostic) issues fewer, so that A's first boxes queue
-    // behind fewer weight boxes.
+    // Only KernelParams::prologue_stages of them, so that A's first boxes queue behind few weight boxes.
     const int first = min(stages_count, stages);
-    const int before_wait = p.prologue_stages > 0 ? min(first, p.prologue_stages) : first;
+    const int before_wait = min(first, p.prologue_stages);
     if (lane == 0)
       for (int j = 0; j < before_wait; ++j) issue_b(j);
     ptx::griddepcontrol_launch_dependents();

@@ -161,6 +161,12 @@ TEST(GemvPlan, StreamPathPlansStagesAndRefusesFp8) {
   const GemvConfig planned = detail::gemv_config(problem(1, 8192, 14336), 132, 0, stream);
   EXPECT_GE(planned.n_blocks * planned.split, 128) << planned.describe();
   EXPECT_EQ(planned.waves, 1) << planned.describe();
+  // 200 bands (qwen3-32b gate_up at tp 2) take two waves of one CTA per SM at 8 stages: the planner
+  // takes the 4-stage ring, two CTAs per SM, one wave; a forced stage count stays.
+  const GemvConfig many = detail::gemv_config(problem(1, 25600, 5120), 132, 0, stream);
+  EXPECT_EQ(many.stages, detail::kGemvShallowStreamStages) << many.describe();
+  EXPECT_EQ(many.waves, 1) << many.describe();
+  EXPECT_EQ(detail::gemv_config(problem(1, 25600, 5120), 132, 0, stream, {}, {}, false, 0, 8).stages, 8);
   for (int bad : {-1, 1, 17}) {
     try {
       detail::gemv_config(problem(1, 8192, 4096), 132, 0, stream, {}, {}, false, 0, bad);

@@ -73,6 +73,8 @@ struct Sweep {
   bool stream = false;
   std::vector<int> stream_stages;
   std::vector<int> stream_prologues;  // and these weight stages before A's first boxes ("pro<P>")
+  // Each of stream_stages also at these K splits ("st<S>@<split>"; empty: the planner's split only).
+  std::vector<int> stream_stage_splits;
 };
 
 // The least time among the swept (path, split) points.
@@ -241,16 +243,22 @@ void measure(const Sweep& sweep_of) {
           std::string label;
           int stages = 0, prologue = 0;
           bool pdl = false;
+          int split = 0;  // 0: the planner's
         };
         std::vector<StreamPoint> stream_points;
         if (mode == ScaleMode::kBF16) {
-          for (const int stages : sweep_of.stream_stages) stream_points.push_back({"stream" + std::to_string(stages), stages});
+          for (const int stages : sweep_of.stream_stages) {
+            if (sweep_of.stream_stage_splits.empty()) stream_points.push_back({"stream" + std::to_string(stages), stages});
+            for (const int s : sweep_of.stream_stage_splits)
+              stream_points.push_back({"st" + std::to_string(stages) + "@" + std::to_string(s), stages, 0, false, s});
+          }
           for (const int pro : sweep_of.stream_prologues) stream_points.push_back({"pro" + std::to_string(pro), 0, pro});
           if (sweep_of.stream) stream_points.push_back({"stream+pdl", 0, 0, true});
         }
         for (const StreamPoint& sp : stream_points) {
-          detail::gemv_config(problem, num_sms, 0, detail::GemvArgs::Path::kStream, {}, {}, false, 0, sp.stages);
-          arms.push_back(gemv_arm(sp.label, 0, sp.pdl, detail::GemvArgs::Path::kStream, {}, 0, sp.stages, sp.prologue));
+          detail::gemv_config(problem, num_sms, sp.split, detail::GemvArgs::Path::kStream, {}, {}, false, 0, sp.stages);
+          arms.push_back(
+              gemv_arm(sp.label, sp.split, sp.pdl, detail::GemvArgs::Path::kStream, {}, 0, sp.stages, sp.prologue));
         }
         // weave::Gemm's tiled plan (the tile planner's choice at this M, forced with decode_route
         // so that M <= 32 does not take the GEMV), re-pointed at each call's copy of B (host work,
@@ -445,7 +453,22 @@ TEST(GemvBandwidth, StreamAtLayerShapes) {
            .tma = false,
            .stream = true,
            .stream_stages = {4, 6, 12},
-           .stream_prologues = {1, 2, 4}});
+           .stream_prologues = {1, 2, 8}});
+}
+
+// The stream path on layers of several waves (a CTA per SM at 8 stages: qwen3-32b and llama3-70b
+// gate_up at tp 2, 200 and 224 bands): 8 stages at splits 1-4 against 4 and 6 stages (2-3 CTAs per
+// SM) at splits 1-6, and cuBLASLt. Does a smaller ring with more CTAs per SM hide the waves?
+TEST(GemvBandwidth, StreamStagesOnManyWaves) {
+  WEAVE_REQUIRE_GPUS(1);
+  measure({.shapes = {{25600, 5120}, {28672, 8192}, {6400, 5120}, {5120, 12800}},
+           .modes = {ScaleMode::kBF16},
+           .ms = {1},
+           .splits = {1, 2, 3, 4},
+           .tma = false,
+           .stream = true,
+           .stream_stages = {4, 6},
+           .stream_stage_splits = {1, 2, 3, 4, 6}});
 }
 
 // Where the GEMV pays: the presets' decode shapes at M 1-32, the GEMV (its planned split) against
