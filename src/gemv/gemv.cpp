@@ -473,6 +473,28 @@ KernelParams kernel_params(const GemvArgs& args, const GemvConfig& cfg) {
 
 }  // namespace gemv
 
+namespace {
+
+// The stream path's tensor maps: [N, K] of B in [128 rows, 64 B] boxes and [M, K] of A in
+// [8 x tiles tokens, 64 B] boxes (rows past M read as zeros). Memoised by everything they encode:
+// weave::Gemm's decode route calls gemv_launch on every run() with the same operands, and two
+// encodes would be host work on every call.
+struct StreamMaps {
+  CUtensorMap b, a;
+};
+StreamMaps stream_maps(const GemvArgs& args, int tiles) {
+  using Key = std::tuple<const void*, const void*, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
+  static Memo<Key, StreamMaps> memo(256);
+  return memo.get(Key{args.a, args.b, args.m, args.n, args.k, args.lda, args.ldb, tiles}, [&] {
+    return StreamMaps{hopper::make_tma_2d("B", args.b, DType::kBF16, args.n, args.k, args.ldb, gemv::kRowsPerCta,
+                                          kStepBytes / 2, hopper::TmaSwizzle::kNone),
+                      hopper::make_tma_2d("A", args.a, DType::kBF16, args.m, args.k, args.lda, 8 * tiles,
+                                          kStepBytes / 2, hopper::TmaSwizzle::kNone)};
+  });
+}
+
+}  // namespace
+
 void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
   const GemmProblem problem = gemv::checked_problem(args, num_sms);
   const GemvConfig cfg = planned_config(problem, num_sms, args);
@@ -485,12 +507,8 @@ void gemv_launch(const GemvArgs& args, int num_sms, cudaStream_t stream) {
   }
   const gemv::Launch launch{cfg, cfg.path, args.pdl, stream};
   if (cfg.path == WeightPath::kStream) {
-    // [N, K] in [128 rows, 64 B] boxes and [M, K] in [8 x tiles tokens, 64 B] boxes (rows past M read as zeros).
-    const CUtensorMap stream_b = hopper::make_tma_2d("B", args.b, DType::kBF16, args.n, args.k, args.ldb,
-                                                     gemv::kRowsPerCta, kStepBytes / 2, hopper::TmaSwizzle::kNone);
-    const CUtensorMap stream_a = hopper::make_tma_2d("A", args.a, DType::kBF16, args.m, args.k, args.lda,
-                                                     8 * cfg.tiles, kStepBytes / 2, hopper::TmaSwizzle::kNone);
-    gemv::launch_stream_bf16(p, stream_b, stream_a, launch);
+    const StreamMaps maps = stream_maps(args, cfg.tiles);
+    gemv::launch_stream_bf16(p, maps.b, maps.a, launch);
     return;
   }
   switch (args.mode) {
