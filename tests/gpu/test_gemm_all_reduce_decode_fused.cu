@@ -17,6 +17,7 @@
 #include "common/check.hpp"
 #include "common/hash.hpp"
 #include "fused/all_reduce/impl.hpp"
+#include "gemv/gemv_all_reduce.hpp"
 #include "fused_op_traits_all_reduce.hpp"
 #include "fused_test_support.hpp"
 #include "support/expect_error.hpp"
@@ -211,6 +212,18 @@ TEST(EmulatedGemmAllReduce, DecodeFusedNegativeControls) {
     bench::EmulatedWorld ew(2, 0, 2);
     ew.run([&](comm::Group& g) {
       const int dev = g.device(), r = g.rank();
+      if (r == 0) {  // the K split these calls run (one timeout of this part was seen once: which split?)
+        int num_sms = 0;
+        WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, dev));
+        const GemmProblem p{.m = m, .n = n, .k = k, .mode = ScaleMode::kBF16, .scale_layout = ScaleLayout::kRaw,
+                            .out_dtype = DType::kBF16};
+        std::printf("  decode-fused split %d (the registers GEMV's planned split %d, the stream path's %d)\n",
+                    detail::gemv_all_reduce_config(p, num_sms, g.ranks_per_device()).split,
+                    detail::gemv_planned_split(p, num_sms),
+                    detail::gemv_config(p, num_sms, 0, detail::GemvArgs::Path::kStream, {},
+                                        detail::gemv_device_residency(ScaleMode::kBF16))
+                        .split);
+      }
       fused::GemmAllReduceHooks h;
       h.flow_control = two_copies;
       if (r == 1) h.delay_receive_ns = 20'000'000;  // rank 1 reads the lines 20 ms after sending its own
