@@ -245,10 +245,11 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
                    "argument 'ring': " << ring.steps_per_slot << "x" << ring.slots
                                        << ": steps per slot and slots must be powers of two, 2 <= product <= 16");
   const int64_t k_bytes = problem.k * elem_bytes(problem.mode);
-  // Auto: bf16 streams (the stream path measured 3-12% faster than registers on every presets'
-  // decode shape, docs/perf/gemm.md), the fp8 modes take the registers path (measured no slower than
-  // the TMA ring); WEAVE_GEMV_PATH may ask for another (a diagnostic: every path from one build). The
-  // TMA ring falls back to registers where its shared memory does not fit beside A.
+  // Auto: bf16 streams where N has >= kGemvStreamMinBands bands (measured on H100 3-12% faster than
+  // registers from 40 bands up, equal at 56-64 bands of 20-30 MB, 6-10% slower at 10 bands, 1280 x
+  // 8192: docs/perf/gemm.md), the fp8 modes and narrower bf16 take the registers path (measured no
+  // slower than the TMA ring); WEAVE_GEMV_PATH may ask for another (a diagnostic: every path from one
+  // build). The TMA ring falls back to registers where its shared memory does not fit beside A.
   const bool planned = path == GemvArgs::Path::kAuto;
   if (planned) {
     const GemvPathChoice c = planned_path_from_env();
@@ -257,7 +258,8 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
     if (depth == 0) depth = c.depth;
     if (stages == 0) stages = c.stages;
     const bool bf16 = problem.mode == ScaleMode::kBF16;
-    if (path == GemvArgs::Path::kAuto) path = bf16 ? GemvArgs::Path::kStream : GemvArgs::Path::kRegisters;
+    const bool wide = ceil_div(problem.n, kRowsPerCta) >= kGemvStreamMinBands;
+    if (path == GemvArgs::Path::kAuto) path = bf16 && wide ? GemvArgs::Path::kStream : GemvArgs::Path::kRegisters;
     // The variable's stream path covers bf16; the other modes keep the registers path.
     if (path == GemvArgs::Path::kStream && !bf16) path = GemvArgs::Path::kRegisters;
   }
