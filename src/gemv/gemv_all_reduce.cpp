@@ -12,23 +12,17 @@ namespace weave::detail {
 
 namespace {
 
-// The plain GEMV's own split where its clusters fit one wave here and A's slice fits the registers
-// path (on a GPU of its own, mostly the plan mode decode's GEMV would make anyway), else the least
-// modelled time among the splits that fit. GemmAllReduce's mode decode runs this split too, so the two modes sum K in one order.
+// The plain GEMV's own split where its clusters fit one wave here (on a GPU of its own, mostly the
+// plan mode decode's GEMV would make anyway), else the least modelled time among the splits that
+// fit. GemmAllReduce's mode decode runs this split too, so the two modes sum K in one order.
 GemvConfig one_wave_config(const GemmProblem& problem, int num_sms, int ranks_per_device) {
   const int share = std::max(1, ranks_per_device);
   const GemvResidency device = gemv_device_residency(problem.mode, /*all_reduce_epilogue=*/true);
   // Ranks sharing the GPU (the emulated world) each get their part of its clusters.
   const GemvResidency shared = [device, share](const GemvConfig& c) { return device(c) / share; };
-  // The plain GEMV's split (bf16 streams without staging A) may leave the registers path an A
-  // slice that does not fit its shared memory: then the one-wave search.
-  const int planned = gemv_planned_split(problem, num_sms);
-  try {
-    const GemvConfig as_decode = gemv_config(problem, num_sms, planned, GemvArgs::Path::kRegisters, {}, shared);
-    if (as_decode.waves == 1) return as_decode;
-  } catch (const Error& e) {
-    if (e.status() != Status::kInvalidArgument) throw;
-  }
+  const GemvConfig as_decode = gemv_config(problem, num_sms, gemv_planned_split(problem, num_sms),
+                                           GemvArgs::Path::kRegisters, {}, shared);
+  if (as_decode.waves == 1) return as_decode;
   return gemv_config(problem, num_sms, 0, GemvArgs::Path::kRegisters, {}, shared, /*one_wave=*/true);
 }
 

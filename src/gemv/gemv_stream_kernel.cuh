@@ -12,8 +12,9 @@
 // 8 x tiles tokens x 64 B]; boxes are 64 bytes wide so the rows sit at a 64-byte pitch and the 8
 // lanes of a shared-memory phase (rows g, g+1 x 4 chunks) read 128 distinct-bank bytes. TMA fills
 // zeros past N, past K and past M (tokens the MMAs then multiply by zero), and counts whole boxes.
-// Warp 8 (the producer, lane 0) issues the first S stages' weight boxes before the PDL wait, their
-// A boxes after it, then refills a stage once its empty barrier says every consumer warp read it.
+// Warp 8 (the producer, lane 0) issues the first KernelParams::prologue_stages stages' weight boxes
+// before the PDL wait, their A boxes after it, then the rest of the first S stages, then refills a
+// stage once its empty barrier says every consumer warp read it.
 // A consumer warp's lane (g, t) reads the 16 bytes [16 t, +16) of rows g and g+8 of its 16 rows and
 // of token g per 64-byte half stage, the fragment mapping of gemv_kernel.cuh ("Tensor-core mapping").
 //
@@ -31,7 +32,6 @@
 
 namespace weave::detail::gemv {
 
-
 template <int kTiles, typename Epilogue>
 __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CUtensorMap& b_map,
                                                  const CUtensorMap& a_map, Epilogue& epi) {
@@ -44,23 +44,23 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
 
   const int rank = blockIdx.x, split = gridDim.x, band = blockIdx.y;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int stages_count = p.stages;
+  const int ring_stages = p.stages;
   const int64_t k0 = rank * p.k_slice_bytes;
   const int64_t k1 = min(p.k_bytes, k0 + p.k_slice_bytes);
   const int steps = k1 > k0 ? static_cast<int>((k1 - k0 + kStepBytes - 1) / kStepBytes) : 0;
-  const int stages = (steps + 1) / 2;
+  const int slice_stages = (steps + 1) / 2;  // stage loads of this CTA's K slice
   auto halves_of = [&](int j) { return min(2, steps - 2 * j); };  // 64-byte steps in stage j
 
   const uint32_t ring_u32 = weave::ptx::smem_addr(smem);
-  const uint32_t full_u32 = ring_u32 + stages_count * kStageBytes;
-  const uint32_t empty_u32 = full_u32 + 8 * stages_count;
-  const uint32_t abort_word_u32 = empty_u32 + 8 * stages_count;
+  const uint32_t full_u32 = ring_u32 + ring_stages * kStageBytes;
+  const uint32_t empty_u32 = full_u32 + 8 * ring_stages;
+  const uint32_t abort_word_u32 = empty_u32 + 8 * ring_stages;
   const bool producer = warp == kWarps;
   if (producer && lane == 0) {
     weave::ptx::st_volatile_shared_u32(abort_word_u32, 0u);
     weave::ptx::prefetch_tensormap(&b_map);
     weave::ptx::prefetch_tensormap(&a_map);
-    for (int s = 0; s < stages_count; ++s) {
+    for (int s = 0; s < ring_stages; ++s) {
       weave::ptx::mbarrier_init_shared_cta(full_u32 + 8 * s, 1);
       weave::ptx::mbarrier_init_shared_cta(empty_u32 + 8 * s, kWarps);
     }
@@ -73,14 +73,14 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
     return static_cast<int32_t>((k0 + int64_t(kStreamStageK) * j + kStepBytes * half) / kElemBytes);
   };
   auto issue_b = [&](int j) {
-    const uint32_t s = j % stages_count, stage = ring_u32 + s * kStageBytes;
+    const uint32_t s = j % ring_stages, stage = ring_u32 + s * kStageBytes;
     weave::ptx::mbarrier_arrive_expect_tx_release_cta(full_u32 + 8 * s, halves_of(j) * (kStreamBoxB + kBoxA));
     for (int half = 0; half < halves_of(j); ++half)
       weave::ptx::cp_async_bulk_tensor_2d_global_to_shared(stage + half * kStreamBoxB, &b_map, k_elem(j, half), row0,
                                                            full_u32 + 8 * s, weave::ptx::kL2EvictFirst);
   };
   auto issue_a = [&](int j) {
-    const uint32_t s = j % stages_count, stage = ring_u32 + s * kStageBytes + 2 * kStreamBoxB;
+    const uint32_t s = j % ring_stages, stage = ring_u32 + s * kStageBytes + 2 * kStreamBoxB;
     for (int half = 0; half < halves_of(j); ++half)
       weave::ptx::cp_async_bulk_tensor_2d_global_to_shared(stage + half * kBoxA, &a_map, k_elem(j, half), 0,
                                                            full_u32 + 8 * s, weave::ptx::kL2EvictLast);
@@ -94,7 +94,7 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
     // The weights of the first stages go out before the PDL wait; A (a preceding kernel may write
     // it) only after it.
     // Only KernelParams::prologue_stages of them, so that A's first boxes queue behind few weight boxes.
-    const int first = min(stages_count, stages);
+    const int first = min(ring_stages, slice_stages);
     const int before_wait = min(first, p.prologue_stages);
     if (lane == 0)
       for (int j = 0; j < before_wait; ++j) issue_b(j);
@@ -106,8 +106,8 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
         issue_b(j);
         issue_a(j);
       }
-      for (int j = first; j < stages; ++j) {
-        const uint32_t s = j % stages_count, parity = ((j / stages_count) - 1) & 1;  // the previous lap's release
+      for (int j = first; j < slice_stages; ++j) {
+        const uint32_t s = j % ring_stages, parity = ((j / ring_stages) - 1) & 1;  // the previous lap's release
         if (!hopper::mbarrier_wait_or_abort(empty_u32 + 8 * s, parity, hopper::WaitSite::kProducerEmpty, s, p.record,
                                             /*bound_ns=*/0, abort_word_u32))
           break;
@@ -122,10 +122,10 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
     const float zero4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const int lane_b = (warp * kRowsPerWarp + g) * kStepBytes + 16 * t;  // row g of the warp, chunk t
     const int lane_a = g * kStepBytes + 16 * t;                          // token g, chunk t
-    for (int j = 0; j < stages; ++j) {
-      const uint32_t s = j % stages_count;
+    for (int j = 0; j < slice_stages; ++j) {
+      const uint32_t s = j % ring_stages;
       // Bounded: a TMA that never lands is recorded as a "full[s]" wait; every role then stops.
-      if (!hopper::mbarrier_wait_or_abort(full_u32 + 8 * s, (j / stages_count) & 1, hopper::WaitSite::kConsumerFull, s,
+      if (!hopper::mbarrier_wait_or_abort(full_u32 + 8 * s, (j / ring_stages) & 1, hopper::WaitSite::kConsumerFull, s,
                                           p.record, /*bound_ns=*/0, abort_word_u32))
         break;
       const uint8_t* stage = smem + s * kStageBytes;

@@ -68,12 +68,13 @@ struct Sweep {
   bool depths = false;
   // The TMA ring shapes at these K splits (empty: at the TMA planner's split only).
   std::vector<int> ring_splits;
-  // bf16: the stream path at every swept split ('s<split>' in the row), and at these other stage
-  // counts at its planner's split ("stream S:us").
+  // bf16: the stream path at every swept split ('s<split>' in the row) and with PDL at its planner's
+  // split ("stream+pdl"); these stage counts at its planner's split ("stream<S>"), or at each of
+  // stream_stage_splits where given ("st<S>@<split>"); these weight stages ahead of A's first boxes
+  // at the default stages ("pro<P>").
   bool stream = false;
   std::vector<int> stream_stages;
-  std::vector<int> stream_prologues;  // and these weight stages before A's first boxes ("pro<P>")
-  // Each of stream_stages also at these K splits ("st<S>@<split>"; empty: the planner's split only).
+  std::vector<int> stream_prologues;
   std::vector<int> stream_stage_splits;
 };
 
