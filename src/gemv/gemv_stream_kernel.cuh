@@ -98,7 +98,6 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
     const int before_wait = min(first, p.prologue_stages);
     if (lane == 0)
       for (int j = 0; j < before_wait; ++j) issue_b(j);
-    ptx::griddepcontrol_launch_dependents();
     ptx::griddepcontrol_wait();
     if (lane == 0) {
       for (int j = 0; j < before_wait; ++j) issue_a(j);
@@ -116,8 +115,11 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
       }
     }
     __syncwarp();
-  } else {
+    // Dependent grids may launch once every CTA has requested its last stage (the GEMM's "late"
+    // trigger): a trigger at the start let the next GEMV's CTAs take the SM slots of this grid's
+    // and stream beside it (H100: 28672 x 8192 at two CTAs per SM 192 against 160 us).
     ptx::griddepcontrol_launch_dependents();
+  } else {
     ptx::griddepcontrol_wait();  // C is written after the reduction: the preceding grid is done by then
     const float zero4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const int lane_b = (warp * kRowsPerWarp + g) * kStepBytes + 16 * t;  // row g of the warp, chunk t
