@@ -18,6 +18,8 @@ bytes, ue8m0 scales torch.float8_e8m0fnu or uint8 bytes.
 from __future__ import annotations
 
 import sys
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from . import _weave
@@ -271,14 +273,16 @@ class Gemm:
     def set_operands(self, a, b, out, *, scale_a=None, scale_b=None) -> None:
         """Re-points the operands (same shapes, dtypes and device; checked) without re-planning.
         Host work only; a graph captured earlier keeps the operands it captured."""
-        ta, tb, tc = describe(a, "A"), describe(b, "B"), describe(out, "out")
+        self._set_described(describe(a, "A"), describe(b, "B"), describe(out, "out"), scale_a, scale_b)
+
+    def _set_described(self, ta, tb, tc, scale_a, scale_b) -> None:
         want = DType.BF16 if self.mode == ScaleMode.BF16 else DType.E4M3
         self._impl.set_operands(ta.view(want), tb.view(want),
                                 _scale_view(scale_a, "scale_a", self.mode, self.scale_layout, self.m, "M"),
                                 _scale_view(scale_b, "scale_b", self.mode, self.scale_layout, self.n, "N"),
                                 tc.view(tc.dtype))
-        self.out = out
-        self._keep = (a, b, scale_a, scale_b, out)
+        self.out = tc.obj
+        self._keep = (ta.obj, tb.obj, scale_a, scale_b, tc.obj)
 
     def run(self, stream=None):
         """Enqueues C = A @ B^T on `stream` (default: torch.cuda.current_stream() of the operands'
@@ -312,10 +316,12 @@ class Gemm:
 def gemm(a, b, *, scale_a=None, scale_b=None, mode=None, out=None, out_dtype="bf16", scale_layout="raw",
          stream=None):
     """One-shot C = A @ B^T (see Gemm). Without `out`, torch operands get a new [M, N] tensor of
-    out_dtype. Plans on every call; hold a Gemm to reuse the plan (and to capture it in a graph
-    without re-planning)."""
+    out_dtype. The plan is made once per problem (shapes, strides, dtypes, device, mode, layout) and
+    kept (a bounded cache): a later call of the same problem only re-points it at its operands, and
+    holds none of them after it returns. Hold a Gemm to capture a call in a graph without any of
+    this host work."""
+    ta, tb = describe(a, "A"), describe(b, "B")
     if out is None:
-        ta, tb = describe(a, "A"), describe(b, "B")
         torch = sys.modules.get("torch")
         if torch is None or not ta.is_torch:
             raise arg_error("argument 'out': required unless the operands are torch tensors")
@@ -323,4 +329,55 @@ def gemm(a, b, *, scale_a=None, scale_b=None, mode=None, out=None, out_dtype="bf
             raise arg_error(f"arguments 'A'/'B': must be 2-D matrices (got {list(ta.shape)} and {list(tb.shape)})")
         dt = torch.bfloat16 if _out_dtype_of(out_dtype) == DType.BF16 else torch.float32
         out = torch.empty((ta.shape[0], tb.shape[0]), dtype=dt, device=a.device)
-    return Gemm(a, b, out, scale_a=scale_a, scale_b=scale_b, mode=mode, scale_layout=scale_layout).run(stream)
+    tc = describe(out, "out")
+    key = (mode, scale_layout, ta.is_torch, _signature(ta), _signature(tb), _signature(tc),
+           _scale_signature(scale_a, "scale_a"), _scale_signature(scale_b, "scale_b"))
+    g = _plans.take(key)
+    if g is None:
+        g = Gemm(a, b, out, scale_a=scale_a, scale_b=scale_b, mode=mode, scale_layout=scale_layout)
+    else:
+        g._set_described(ta, tb, tc, scale_a, scale_b)
+        g._set_workspace(None)  # a fresh one each call (none when the plan needs none)
+    try:
+        g.run(stream)
+        if stream is not None and g.workspace is not None:
+            # Torch frees it into the current stream's pool when dropped below: the run stream's
+            # kernel must be done with it first.
+            torch = sys.modules["torch"]
+            g.workspace.record_stream(torch.cuda.ExternalStream(resolve_stream(stream, g.device), device=g.device))
+    finally:
+        g.out, g._keep, g.workspace = None, (), None  # the cache holds no caller tensor
+    _plans.put(key, g)
+    return out
+
+
+def _signature(t) -> tuple:
+    """What a plan depends on of one operand (not its address: set_operands checks alignment)."""
+    return (t.dtype_text, t.shape, t.strides, t.device)
+
+
+def _scale_signature(s, name: str):
+    return None if s is None else _signature(describe(s, name))
+
+
+class _PlanCache:
+    """weave.gemm's plans by problem, the most recently used last; at most `limit` (the oldest is
+    dropped). A call takes its plan out while it runs it, so threads never share one."""
+
+    def __init__(self, limit: int):
+        self._lock = threading.Lock()
+        self._plans: OrderedDict = OrderedDict()
+        self._limit = limit
+
+    def take(self, key):
+        with self._lock:
+            return self._plans.pop(key, None)
+
+    def put(self, key, plan) -> None:
+        with self._lock:
+            self._plans[key] = plan
+            while len(self._plans) > self._limit:
+                self._plans.popitem(last=False)
+
+
+_plans = _PlanCache(64)

@@ -9,7 +9,8 @@ as uint8 bytes, one per 32 x 32 block of the weight and per token and 32-wide gr
 activations, include/weave/quant.hpp's rule; K a multiple of 32, and of 128 where AllGatherGemm
 gathers the activations' scales). Forward only (inference): weave's custom ops have no
 backward, so the layers' weights and biases are Parameters with requires_grad=False, and a block of
-them compiles and runs under grad mode too; an input that requires grad is refused by autograd.
+them compiles and runs under grad mode too; an input that requires grad gets no gradient through
+them (torch's autograd fallback for ops without a formula: by default it warns at backward).
 
     comm = weave.Communicator.from_process_group()
     up = weave.nn.ColumnParallelLinear.from_linear(mlp.up_proj, comm=comm)          # [tokens, 4h / W]

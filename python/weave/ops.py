@@ -96,9 +96,27 @@ def _empty_output(op, a: torch.Tensor) -> torch.Tensor:
     return torch.empty((rows, cols), dtype=_torch_dtype(dt), device=a.device)
 
 
+# The ops are defined on a torch.library.Library (a schema, a CUDA and a CPU kernel, a fake), not
+# with torch.library.custom_op: custom_op's Python layers around every eager call (its autograd
+# wrapper, redispatch and output checks) cost more host time than a decode-size GEMM takes on the
+# GPU (docs/perf/python.md). The schemas say what custom_op inferred: nothing mutated or aliased.
+# No autograd formula (inference ops): torch's autograd fallback gives an input that requires grad
+# no gradient through them and, by default, warns at backward.
+_lib = torch.library.Library("weave", "DEF")
+
+
+def _define(name: str, schema: str, kernel, fake):
+    """Defines weave::<name><schema> with `kernel` for CUDA tensors (and CPU ones, so that weave's
+    own error names the argument not on a GPU) and `fake` for tracing; returns torch.ops.weave.<name>."""
+    _lib.define(name + schema)
+    for key in ("CUDA", "CPU"):
+        _lib.impl(name, kernel, key)
+    torch.library.register_fake(f"weave::{name}", fake, lib=_lib)
+    return getattr(torch.ops.weave, name)
+
+
 # --- weave::gemm -------------------------------------------------------------------------------
 
-@torch.library.custom_op("weave::gemm", mutates_args=())
 def _gemm_op(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None = None,
              scale_b: torch.Tensor | None = None, mode: str = "", out_dtype: str = "bf16",
              scale_layout: str = "raw") -> torch.Tensor:
@@ -108,12 +126,15 @@ def _gemm_op(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None = No
                  scale_layout=scale_layout)
 
 
-@_gemm_op.register_fake
-def _(a, b, scale_a=None, scale_b=None, mode="", out_dtype="bf16", scale_layout="raw"):
+def _gemm_fake(a, b, scale_a=None, scale_b=None, mode="", out_dtype="bf16", scale_layout="raw"):
     if out_dtype not in ("bf16", "fp32"):
         raise arg_error(f"argument 'out_dtype': must be bf16 or fp32 (got {out_dtype!r})")
     dt = torch.bfloat16 if out_dtype == "bf16" else torch.float32
     return a.new_empty((a.shape[0], b.shape[0]), dtype=dt)
+
+
+gemm = _define("gemm", '(Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None, str mode="", '
+                       'str out_dtype="bf16", str scale_layout="raw") -> Tensor', _gemm_op, _gemm_fake)
 
 
 # --- the fused operators (op by handle) ----------------------------------------------------------
@@ -127,14 +148,12 @@ def _register_fused(name: str, kind, doc: str):
         op = _op_of(handle, kind)
         return op.run(a, b, scale_a=scale_a, scale_b=scale_b, out=_empty_output(op, a))
 
-    run.__doc__ = doc
-    registered = torch.library.custom_op(f"weave::{name}", mutates_args=())(run)
-
-    @registered.register_fake
-    def _(handle, a, b, scale_a=None, scale_b=None):
+    def fake(handle, a, b, scale_a=None, scale_b=None):
         return _empty_output(_op_of(handle, kind), a)
 
-    return registered
+    run.__doc__ = doc
+    return _define(name, "(SymInt handle, Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None) -> Tensor",
+                   run, fake)
 
 
 gemm_all_reduce = _register_fused("gemm_all_reduce", GemmAllReduce,
@@ -167,14 +186,12 @@ def _collective_output(op: Collective, inp: torch.Tensor) -> torch.Tensor:
     return inp.new_empty((rows, *inp.shape[1:]))
 
 
-@torch.library.custom_op("weave::collective", mutates_args=())
-def collective(handle: int, inp: torch.Tensor) -> torch.Tensor:
+def _collective_op(handle: int, inp: torch.Tensor) -> torch.Tensor:
     """weave.Collective (all-gather, reduce-scatter or all-reduce, the op behind `handle`) of a
     contiguous tensor, into a new tensor (_collective_output's shape)."""
     op = _op_of(handle, Collective)
     return op.run(inp.contiguous(), _collective_output(op, inp))
 
 
-@collective.register_fake
-def _(handle, inp):
-    return _collective_output(_op_of(handle, Collective), inp)
+collective = _define("collective", "(SymInt handle, Tensor inp) -> Tensor", _collective_op,
+                     lambda handle, inp: _collective_output(_op_of(handle, Collective), inp))

@@ -668,3 +668,15 @@ def test_foreign_process(order):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"exit {r.returncode}\nstdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
     assert "foreign-process check ok" in r.stdout
+
+
+def test_one_shot_gemm_plan_cache_is_bounded_and_hands_each_plan_to_one_caller():
+    from weave._gemm import _PlanCache
+    cache = _PlanCache(2)
+    for key in ("a", "b", "c"):
+        cache.put(key, key.upper())
+    assert cache.take("a") is None, "the oldest plan is dropped past the limit"
+    assert cache.take("b") == "B" and cache.take("b") is None, "a taken plan is out until put back"
+    cache.put("b", "B")
+    cache.put("d", "D")  # c is now the oldest
+    assert cache.take("c") is None and cache.take("b") == "B" and cache.take("d") == "D"

@@ -313,6 +313,48 @@ def test_wrong_scales_raise():
         weave.Gemm(a, b, out, scale_a=torch.ones(64, 1, device=DEV), scale_b=torch.ones(128, device=DEV), mode="ptpc")
 
 
+@pytest.mark.parametrize("mode", ["bf16", "ptpc", "blockscale"])
+def test_one_shot_gemm_reuses_its_plan_with_new_operands_each_call(mode, seed):
+    """weave.gemm (and torch.ops.weave.gemm) plan a problem once and re-point the plan at each
+    call's operands: fresh operands (new addresses) and NaN-poisoned outputs every call, on the
+    current and on a given stream, one problem whose plan needs a split-K workspace (a fresh one per
+    call) and one that does not; the cache keeps the plan (one entry per problem) and none of the
+    caller's tensors; a misaligned operand is still refused on a cached plan."""
+    import gc
+    import weakref
+    from weave import _gemm
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    split = next(((m, n, k) for m, n, k in ((64, 1024, 8192), (32, 1280, 8192), (128, 512, 16384))
+                  if weave.plan_gemm(m, n, k, mode).split_k > 1 and not weave.plan_gemm(m, n, k, mode).gemv), None)
+    assert split is not None, f"no candidate shape takes a split-K plan in {mode}: the workspace path is untested"
+    side = torch.cuda.Stream()
+    for m, n, k in (split, (300, 512, 1024)):
+        before = len(_gemm._plans._plans)
+        for call in range(4):
+            x, w = operands(m, n, k, gen)
+            a, b, sa, sb, ref = quantised(mode, x, w)
+            out = poisoned(m, n, torch.bfloat16)
+            if call == 3:
+                side.wait_stream(torch.cuda.current_stream())
+                weave.gemm(a, b, scale_a=sa, scale_b=sb, mode=mode, out=out, stream=side)
+                torch.cuda.current_stream().wait_stream(side)
+            elif call == 2:
+                out = torch.ops.weave.gemm(a, b, sa, sb, mode=mode)
+            else:
+                weave.gemm(a, b, scale_a=sa, scale_b=sb, mode=mode, out=out)
+            torch.cuda.synchronize()
+            assert_close(out, ref, mode, f"{mode} {m}x{n}x{k} one-shot call {call} (seed {seed})")
+            held = weakref.ref(a)
+            del a, x
+            gc.collect()
+            assert held() is None, "the plan cache holds a caller's operand"
+        assert len(_gemm._plans._plans) == before + 1, "four calls of one problem made more than one plan"
+    # The cached plan's problem (same shape, strides and dtype) at an address 1 element off.
+    misaligned = torch.zeros(m * k + 16, device=DEV, dtype=b.dtype)[1:1 + m * k].view(m, k)
+    with pytest.raises(weave.ArgumentError, match="argument 'A': base address must be 16-byte aligned"):
+        weave.gemm(misaligned, b, scale_a=sa, scale_b=sb, mode=mode, out=poisoned(m, n, torch.bfloat16))
+
+
 def test_one_rank_collectives(seed):
     gen = torch.Generator(device=DEV).manual_seed(seed)
     (comm,) = weave.Communicator.create_local([0])
