@@ -12,8 +12,10 @@ per decode step of each (CUDA events, after warm-up, the median).
 
 Under torchrun every rank builds the same model (rank 0's weights broadcast), runs the unmodified
 model whole on its own GPU (the one-GPU baseline) and its shard of the weave clone; rank 0 prints.
-Both run eagerly (HF's forward, no CUDA graph), so a decode step of a few layers is bound by kernel
-launches as much as by the GEMMs (the fp8 layers also quantise their activations per call).
+Eagerly (HF's forward) a decode step of a few layers is bound by the host's kernel launches and each
+layer's Python (the fp8 layers also quantise their activations per call, with torch ops), not by the
+GEMMs; so the decode step is also timed replayed from a CUDA graph (one step at the prompt's length,
+captured once, its logits checked against the eager step's), which is how serving engines run decode.
 
 Tolerance (weave.hf.TOLERANCE: the logits' relative L2, and the largest |difference| over the
 reference logits' rms): bf16 3e-2 and 0.25, where only rounding differs (weave's K split and bf16
@@ -24,8 +26,10 @@ for 2 layers at hidden 4096, 0.24-0.27 and 1.35 for 4 (all emulated on the CPU).
 missing all-reduce gives a relative L2 above 1. Argmax agreement is reported, not bounded: random
 weights give nearly tied top logits, which fp8's noise reorders.
 
-Exit status: 0 when prefill and decode logits are within the tolerance, 1 when not, 77 ("skipped":
-it could not run, like the other examples) without a Hopper GPU, torch with CUDA or transformers.
+Exit status: 0 when prefill and decode logits are within the tolerance (and each model's graph
+replay within bf16's of its eager step; a capture that fails is reported, not failed), 1 when not,
+77 ("skipped": it could not run, like the other examples) without a Hopper GPU, torch with CUDA or
+transformers.
 """
 from __future__ import annotations  # the torch annotations stay unevaluated where torch is missing
 
@@ -113,12 +117,17 @@ def prefill_and_decode(model, ids, tokens=None, steps=0):
     return logits, fed
 
 
-def median_ms(fn, warmup: int, iters: int) -> float:
-    """The median of `iters` calls of fn between CUDA events, after `warmup` calls."""
+def median_ms(fn, warmup: int, iters: int, before=None) -> float:
+    """The median of `iters` calls of fn between CUDA events, after `warmup` calls; `before()` runs
+    ahead of each call, outside the timed span."""
     for _ in range(warmup):
+        if before:
+            before()
         fn()
     events = []
     for _ in range(iters):
+        if before:
+            before()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
@@ -129,13 +138,52 @@ def median_ms(fn, warmup: int, iters: int) -> float:
 
 
 def times_ms(model, ids, token, args):
-    """(ms per prefill, ms per decode step): a prefill with a fresh cache each call; decode steps
-    of batch x 1 token each appended to one prefilled cache."""
+    """(ms per prefill, ms per decode step): a prefill with a fresh cache each call; a decode step
+    of batch x 1 token after the prefilled cache, cut back to the prompt before each call, so every
+    call attends to the same length (a cache growing call by call gives attention a new length
+    each time, and torch's cuDNN attention builds a plan per new length: the model timed first
+    would pay for those plans)."""
     with torch.no_grad():
         prefill = median_ms(lambda: model(ids, use_cache=True), args.warmup, args.iters)
         cache = model(ids, use_cache=True).past_key_values
-        decode = median_ms(lambda: model(token, past_key_values=cache, use_cache=True), args.warmup, args.iters)
+        length = ids.shape[1]
+        decode = median_ms(lambda: model(token, past_key_values=cache, use_cache=True), args.warmup, args.iters,
+                           before=lambda: cut_to(cache, length))
     return prefill, decode
+
+
+def cut_to(cache, length: int) -> None:
+    """Drops the cache's tokens past `length` (crop(-n) removes n: transformers 5.17 deprecates
+    crop(positive length), and 4.x takes both)."""
+    extra = cache.get_seq_length() - length
+    if extra > 0:
+        cache.crop(-extra)
+
+
+def graph_decode(model, ids, token, args):
+    """(ms per decode step replayed from a CUDA graph, the replay's logits against the eager
+    step's), or (None, why) where the capture failed. One step at the prompt's length is captured
+    after warm-up on a side stream; every replay recomputes that step from the same cache."""
+    try:
+        with torch.no_grad():
+            cache = model(ids, use_cache=True).past_key_values
+            length = ids.shape[1]
+            eager = model(token, past_key_values=cache, use_cache=True).logits.float()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(args.warmup):
+                    cut_to(cache, length)
+                    model(token, past_key_values=cache, use_cache=True)
+            torch.cuda.current_stream().wait_stream(side)
+            cut_to(cache, length)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                out = model(token, past_key_values=cache, use_cache=True)
+            ms = median_ms(graph.replay, args.warmup, args.iters)
+            return ms, weave.hf.logits_agreement(out.logits.float(), eager)
+    except Exception as e:  # noqa: BLE001 (reported, the eager numbers stand)
+        return None, f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
 
 
 def report(name: str, agree: dict) -> str:
@@ -188,14 +236,27 @@ def main():
         dist.barrier()
     base = times_ms(ref, ids, token, args)
     ours = times_ms(model, ids, token, args)
+    graphs = [graph_decode(m, ids, token, args) for m in (ref, model)]
     say(f"time, median of {args.iters} (CUDA events; torch: the unmodified model on one GPU):")
-    say(f"  {'':12s} {'torch, 1 GPU':>14s} {f'weave, TP={world} {args.quant}':>22s}   speedup")
-    for i, name in enumerate(("prefill", "decode step")):
-        say(f"  {name:12s} {base[i]:11.2f} ms {ours[i]:19.2f} ms   {base[i] / ours[i]:6.2f}x")
+    say(f"  {'':18s} {'torch, 1 GPU':>14s} {f'weave, TP={world} {args.quant}':>22s}   speedup")
+    rows = [("prefill", base[0], ours[0]), ("decode step", base[1], ours[1])]
+    if all(ms is not None for ms, _ in graphs):
+        rows.append(("decode, CUDA graph", graphs[0][0], graphs[1][0]))
+    for name, t_base, t_ours in rows:
+        say(f"  {name:18s} {t_base:11.2f} ms {t_ours:19.2f} ms   {t_base / t_ours:6.2f}x")
+    replay_bad = []
+    for who, (ms, agree) in zip(("torch", "weave"), graphs):
+        if ms is None:
+            say(f"  {who}: no CUDA-graph decode ({agree})")
+        else:
+            say(f"  {who}: graph replay logits against its eager step: rel L2 {agree['rel_l2']:.2e}")
+            if not weave.hf.within_tolerance(agree, "bf16"):
+                replay_bad.append(f"{who}'s graph replay")
 
     bad = [name for name, agree in agreement.items() if not weave.hf.within_tolerance(agree, args.quant)]
+    bad += replay_bad
     if bad:
-        print(f"rank {rank}: FAILED: {' and '.join(bad)} logits outside the {args.quant} tolerance")
+        print(f"rank {rank}: FAILED: {' and '.join(bad)} logits outside the tolerance")
     else:
         say(f"ok: {' and '.join(agreement)} logits within the tolerance")
     if torchrun:
