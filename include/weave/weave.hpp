@@ -16,6 +16,7 @@
 #include "weave/layer_presets.hpp"
 #include "weave/presets.hpp"
 #include "weave/quant.hpp"
+#include "weave/quantize.hpp"
 #include "weave/reference.hpp"
 #include "weave/shared_window.hpp"
 #include "weave/tensor.hpp"

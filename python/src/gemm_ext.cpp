@@ -16,6 +16,7 @@
 
 #include "weave/gemm.hpp"
 #include "weave/quant.hpp"
+#include "weave/quantize.hpp"
 
 #include "ext_common.hpp"
 
@@ -100,6 +101,14 @@ void bind_gemm(nb::module_& m) {
       .def("run", [](const weave::Gemm& g, std::uintptr_t stream) { g.run(as_stream(stream)); }, "stream"_a,
            nb::call_guard<nb::gil_scoped_release>())
       .def("check", &weave::Gemm::check);
+
+  // Activation quantisation on the GPU (include/weave/quantize.hpp).
+  m.def(
+      "quantize_rows",
+      [](weave::ScaleMode mode, const weave::TensorView& x, const weave::TensorView& q, const weave::TensorView& s,
+         std::uintptr_t stream) { weave::quantize_rows(mode, x, q, s, as_stream(stream)); },
+      "mode"_a, "x"_a, "q"_a, "scales"_a, "stream"_a);
+  m.def("quantize_group", &weave::quantize_group, "mode"_a, "k"_a);
 
   // mxfp8 raw scale bytes [rows, k_groups] -> the packed uint32 words [ceil(K/128), rows] (bytes).
   m.def(

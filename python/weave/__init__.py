@@ -24,6 +24,7 @@ from ._fused import (AllGatherGemm, AllGatherGemmMode, GemmAllGather, GemmAllGat
                      GemmAllReduce, GemmAllReduceMode, GemmReduceScatter, GemmReduceScatterMode)
 from ._shared import SharedWindowOps, create_sharing_window  # noqa: E402
 from ._gemm import Gemm, GemmPlan, ScaleLayout, ScaleMode, gemm, plan_gemm, validate_gemm  # noqa: E402
+from ._quantize import quantize_rows  # noqa: E402
 from ._presets import (LayerPreset, LayerShard, Preset, PresetShard, layer_preset, layer_presets,  # noqa: E402
                        preset, presets)
 from ._tensors import DType  # noqa: E402
@@ -36,8 +37,8 @@ __all__ = ["Algorithm", "AllGatherGemm", "AllGatherGemmMode", "ArgumentError", "
            "GemmAllReduceMode", "GemmPlan", "GemmReduceScatter", "GemmReduceScatterMode", "ScaleLayout",
            "ScaleMode", "SharedWindowOps", "Status", "Transport", "create_sharing_window", "devices", "gemm",
            "nccl_versions", "no_gpu_reason",
-           "pack_mxfp8_scales", "plan_gemm", "Preset", "PresetShard", "preset", "presets", "LayerPreset",
-           "LayerShard", "layer_preset", "layer_presets", "validate_gemm"]
+           "pack_mxfp8_scales", "plan_gemm", "Preset", "PresetShard", "preset", "presets", "quantize_rows",
+           "LayerPreset", "LayerShard", "layer_preset", "layer_presets", "validate_gemm"]
 
 
 def devices() -> list[dict]:

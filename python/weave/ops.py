@@ -4,6 +4,7 @@ through them (no graph break) and CUDA graphs capture them. Importing this modul
 
     import torch, weave, weave.ops
     y = torch.ops.weave.gemm(a, b)                                    # [M, N] = a @ b.T (any quant)
+    q, s = torch.ops.weave.quantize_rows(x, "ptpc")                   # e4m3 rows and their scales
     ar = weave.GemmAllReduce(comm, n=7168, k=2048, m_max=8192)       # built eagerly, as always
     h = weave.ops.handle(ar)                                          # an int the compiled graph carries
     y = torch.ops.weave.gemm_all_reduce(h, x, w_shard)                # a fresh [m, 7168] bf16 tensor
@@ -37,10 +38,11 @@ from ._errors import arg_error
 from ._comm import Collective, CollectiveOp
 from ._fused import AllGatherGemm, GemmAllGather, GemmAllReduce, GemmReduceScatter
 from ._gemm import gemm as _gemm
+from ._quantize import quantize_rows as _quantize_rows, quantized_shapes
 from ._tensors import DType
 
-__all__ = ["all_gather_gemm", "collective", "gemm_all_gather", "gemm_all_reduce", "gemm_reduce_scatter", "handle",
-           "release"]
+__all__ = ["all_gather_gemm", "collective", "gemm", "gemm_all_gather", "gemm_all_reduce", "gemm_reduce_scatter",
+           "handle", "quantize_rows", "release"]
 
 # torch's op registry holds the functions below until after nanobind's exit-time check, which would
 # report weave's module objects they reach as leaks: the report is off once these ops exist.
@@ -135,6 +137,27 @@ def _gemm_fake(a, b, scale_a=None, scale_b=None, mode="", out_dtype="bf16", scal
 
 gemm = _define("gemm", '(Tensor a, Tensor b, Tensor? scale_a=None, Tensor? scale_b=None, str mode="", '
                        'str out_dtype="bf16", str scale_layout="raw") -> Tensor', _gemm_op, _gemm_fake)
+
+
+# --- weave::quantize_rows -------------------------------------------------------------------------
+
+def _quantize_fake(x, mode):
+    if x.ndim != 2:
+        raise arg_error(f"argument 'x': must be a 2-D matrix [M, K] (got rank {x.ndim})")
+    shape, ue8m0 = quantized_shapes(mode, x.shape[0], x.shape[1])
+    return (x.new_empty(tuple(x.shape), dtype=torch.float8_e4m3fn),
+            x.new_empty(shape, dtype=torch.uint8 if ue8m0 else torch.float32))
+
+
+def _quantize_op(x: torch.Tensor, mode: str):
+    """(e4m3 [M, K], scales) of a bf16 x [M, K] (weave.quantize_rows); rows the kernel cannot read
+    (not K-contiguous, or not 16-byte aligned) are copied first."""
+    if x.ndim == 2 and (x.stride(1) != 1 or x.data_ptr() % 16 or (x.shape[0] > 1 and x.stride(0) % 8)):
+        x = x.clone(memory_format=torch.contiguous_format)
+    return _quantize_rows(x, mode)
+
+
+quantize_rows = _define("quantize_rows", "(Tensor x, str mode) -> (Tensor, Tensor)", _quantize_op, _quantize_fake)
 
 
 # --- the fused operators (op by handle) ----------------------------------------------------------

@@ -680,3 +680,14 @@ def test_one_shot_gemm_plan_cache_is_bounded_and_hands_each_plan_to_one_caller()
     cache.put("b", "B")
     cache.put("d", "D")  # c is now the oldest
     assert cache.take("c") is None and cache.take("b") == "B" and cache.take("d") == "D"
+
+
+def test_quantize_rows_refuses_before_any_gpu_work():
+    import numpy as np
+    x = np.zeros((4, 256), dtype=np.float32)
+    with pytest.raises(weave.ArgumentError, match="arguments 'q' and 'scales': required unless x is a torch tensor"):
+        weave.quantize_rows(x, "ptpc")
+    with pytest.raises(weave.ArgumentError, match="argument 'mode': must be ptpc, blockscale or mxfp8"):
+        weave.quantize_rows(x, "bf16", q=x, scales=x)
+    with pytest.raises(weave.ArgumentError, match="argument 'mode'"):
+        weave.quantize_rows(x, "fp4", q=x, scales=x)

@@ -41,6 +41,19 @@ def test_ops_are_registered_with_functional_schemas(name, args):
     assert "!" not in schema, "no argument is mutated or aliased"
 
 
+def test_quantize_rows_is_registered_and_its_fake_gives_each_modes_outputs():
+    schema = str(torch.ops.weave.quantize_rows.default._schema)
+    assert schema == "weave::quantize_rows(Tensor x, str mode) -> (Tensor, Tensor)", schema
+    x = _meta(37, 4096)
+    for mode, scale_shape, scale_dtype in (("ptpc", (37,), torch.float32), ("blockscale", (37, 32), torch.float32),
+                                           ("mxfp8", (37, 128), torch.uint8)):
+        q, s = torch.ops.weave.quantize_rows(x, mode)
+        assert q.shape == (37, 4096) and q.dtype == torch.float8_e4m3fn and q.device.type == "meta"
+        assert s.shape == scale_shape and s.dtype == scale_dtype, mode
+    with pytest.raises(weave.ArgumentError, match="argument 'mode'"):
+        torch.ops.weave.quantize_rows(x, "bf16")
+
+
 @pytest.mark.parametrize("out_dtype, dtype", [("bf16", torch.bfloat16), ("fp32", torch.float32)])
 def test_gemm_fake_gives_the_output_shape_and_dtype(out_dtype, dtype):
     y = torch.ops.weave.gemm(_meta(33, 256), _meta(72, 256), out_dtype=out_dtype)

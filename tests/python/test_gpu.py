@@ -355,6 +355,30 @@ def test_one_shot_gemm_reuses_its_plan_with_new_operands_each_call(mode, seed):
         weave.gemm(misaligned, b, scale_a=sa, scale_b=sb, mode=mode, out=poisoned(m, n, torch.bfloat16))
 
 
+@pytest.mark.parametrize("mode", ["ptpc", "blockscale", "mxfp8"])
+def test_quantize_rows_equals_the_layers_torch_rule(mode, seed):
+    """torch.ops.weave.quantize_rows (one kernel) against the torch ops the layers used before it
+    (weave.nn's quantisers, the same rule): e4m3 codes and scales bitwise, on rows of random
+    magnitude, with a zero row; on a column slice of a wider tensor (copied first: the kernel reads
+    aligned rows) and on a later call into memory the first call's outputs left behind."""
+    from weave import nn as wnn
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    for m, k in ((1, 4096), (37, 7168), (300, 1024)):
+        x = torch.randn(m, k, device=DEV, generator=gen) * torch.exp2(torch.randint(-30, 30, (m, 1), device=DEV,
+                                                                                 generator=gen).float())
+        x = x.to(torch.bfloat16)
+        x[m // 2] = 0
+        wide = torch.zeros(m, k + 8, device=DEV, dtype=torch.bfloat16)
+        wide[:, 1:1 + k] = x  # 2 bytes off 16-byte alignment
+        for what, inp in (("contiguous", x), ("a misaligned column slice", wide[:, 1:1 + k])):
+            q, s = torch.ops.weave.quantize_rows(inp, mode)
+            q_ref, s_ref = wnn._QUANTISE_ACTIVATIONS[mode](x)
+            torch.cuda.synchronize()
+            assert q.shape == (m, k) and q.dtype == torch.float8_e4m3fn
+            assert torch.equal(q.view(torch.uint8), q_ref.view(torch.uint8)), f"{mode} {m}x{k} {what}: e4m3 codes"
+            assert s.shape == s_ref.shape and torch.equal(s, s_ref.to(s.dtype)), f"{mode} {m}x{k} {what}: scales"
+
+
 def test_one_rank_collectives(seed):
     gen = torch.Generator(device=DEV).manual_seed(seed)
     (comm,) = weave.Communicator.create_local([0])
