@@ -691,3 +691,13 @@ def test_quantize_rows_refuses_before_any_gpu_work():
         weave.quantize_rows(x, "bf16", q=x, scales=x)
     with pytest.raises(weave.ArgumentError, match="argument 'mode'"):
         weave.quantize_rows(x, "fp4", q=x, scales=x)
+
+
+def test_readme_python_blocks_parse_and_the_first_is_the_compiled_layer():
+    import ast
+    import readme
+    blocks = readme.python_blocks()
+    assert len(blocks) >= 2, "the README's Python section lost its blocks"
+    for block in blocks:
+        ast.parse(block)
+    assert "torch.compile(" in blocks[0] and "weave.nn." in blocks[0], "the first block shows the compiled layers"

@@ -379,6 +379,21 @@ def test_quantize_rows_equals_the_layers_torch_rule(mode, seed):
             assert s.shape == s_ref.shape and torch.equal(s, s_ref.to(s.dtype)), f"{mode} {m}x{k} {what}: scales"
 
 
+def test_readme_compiled_block_runs_as_written():
+    """README's first Python block (a compiled ptpc MLP on weave.nn at world 1), run as written: its
+    output is finite and equals the same layers run eagerly (bf16 rounding apart)."""
+    import readme
+    env: dict = {}
+    exec(compile(readme.python_blocks()[0], "README.md", "exec"), env)
+    y, x, up, down = env["y"], env["x"], env["up"], env["down"]
+    with torch.no_grad():
+        eager = down(torch.nn.functional.silu(up(x)))
+    torch.cuda.synchronize()
+    assert y.shape == (16, 4096) and y.dtype == torch.bfloat16 and torch.isfinite(y).all()
+    err = ((y.float() - eager.float()).norm() / eager.float().norm()).item()
+    assert err < 2e-2, f"the compiled block differs from the eager layers: rel L2 {err:.2e}"
+
+
 def test_one_rank_collectives(seed):
     gen = torch.Generator(device=DEV).manual_seed(seed)
     (comm,) = weave.Communicator.create_local([0])
