@@ -43,7 +43,9 @@
 //               table names decode-fused)
 //   auto        decode where it was measured faster than split-lsa (bf16 and mxfp8, M <= 16; the
 //               ptpc / blockscale GEMV is slower than the tile GEMM there), else fused where the planner says it pays,
-//               else split-lsa (the choice and the reason: plan(m));
+//               else split-lsa (the choice and the reason: plan(m)); at world 1 (nothing to
+//               reduce) weave::Gemm's route: decode (the GEMV alone) where weave::Gemm takes its
+//               GEMV (m <= 8; mxfp8 to 32), else gemm-only;
 //               split-nccl when the ranks are not all in one NVLink domain
 // A mode that cannot run here raises kUnavailable naming the reason; auto falls back with a log line.
 //

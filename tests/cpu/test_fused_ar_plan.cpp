@@ -277,8 +277,9 @@ TEST(FusedArPlan, AutoChoosesByWavesAndModelAndRespectsExplicitModes) {
 
 // Decode-sized M: auto takes decode (GEMV + LL all-reduce) where it was measured faster (bf16 and
 // mxfp8 raw, m <= 16) and says why; elsewhere it says why not (ptpc, blockscale: measured slower;
-// mxfp8 packed: the GEMV reads raw scales); never at world 1; an explicit decode at m > 32 keeps its mode and says it
-// cannot run (run() raises).
+// mxfp8 packed: the GEMV reads raw scales); at world 1 weave::Gemm's route (the GEMV at m <= 8,
+// every quant; mxfp8 to 32); an explicit decode at m > 32 keeps its mode and says it cannot run
+// (run() raises).
 TEST(FusedArPlan, AutoTakesDecodeAtDecodeSizedM) {
   GemmAllReduceConfig c = model_layer();
   for (ScaleMode q : {ScaleMode::kBF16, ScaleMode::kPtpc, ScaleMode::kBlockscale, ScaleMode::kMxfp8}) {
@@ -292,7 +293,14 @@ TEST(FusedArPlan, AutoTakesDecodeAtDecodeSizedM) {
           << p.reason;
     }
     EXPECT_NE(fused::gar_plan(c, 2, 33, 132, true, true).mode, GemmAllReduceMode::kDecode) << to_string(q);
-    EXPECT_EQ(fused::gar_plan(c, 1, 1, 132, true, true).mode, GemmAllReduceMode::kGemmOnly);
+    for (int64_t m : {1, 8, 9, 32, 33}) {
+      const auto one = fused::gar_plan(c, 1, m, 132, true, true);
+      const bool gemv = m <= 8 || (q == ScaleMode::kMxfp8 && m <= 32);
+      EXPECT_EQ(one.mode, gemv ? GemmAllReduceMode::kDecode : GemmAllReduceMode::kGemmOnly)
+          << to_string(q) << " world 1 m " << m << ": " << one.reason;
+      EXPECT_NE(one.reason.find(gemv ? "world 1: nothing to reduce; weave::Gemm's route" : "world 1: nothing to reduce"),
+                std::string::npos) << one.reason;
+    }
   }
   c.quant = ScaleMode::kMxfp8;
   c.scale_layout = ScaleLayout::kPacked;

@@ -462,6 +462,10 @@ def test_one_rank_fused_ops(seed):
         assert ar.self_test(200)["ok"], ar.describe()
         _world_one_call_and_replay(ar, gen, n, k)
         assert ar.plan(257)["mode"] in ("gemm-only", "split-lsa", "fused", "fused-rs")
+    # auto at decode sizes takes weave::Gemm's route at world 1: the decode GEMV (its own plan).
+    auto = weave.GemmAllReduce(comm, n=n, k=k, m_max=m_max)
+    _world_one_call_and_replay(auto, gen, n, k, m=4)
+    assert auto.last_mode == "decode" == auto.plan(4)["mode"], auto.plan(4)["reason"]
     # GemmReduceScatter: at world 1 rank 0 owns every row, so the output is [m, n], the rank's own GEMM.
     for mode in ("auto", "gemm-only", "split-lsa", "fused"):
         rs = weave.GemmReduceScatter(comm, n=n, k=k, m_max=m_max, mode=mode)

@@ -476,11 +476,13 @@ void GemmAllReduce::Impl::run_decode(const GemmProblem& prob, const TensorView& 
                                      const GemmScales& s, cudaStream_t stream) {
   detail::GemvArgs gemv = gemm::make_gemv_args(prob, a, b, s, out_local(), cfg.n);
   gemv.pdl = cfg.allow_pdl;  // the all-reduce after it waits for it (its lsa kernels: "pdl")
-  gemv.split = decode_split(prob);
-  // The registers path, whose kernel decode_split's one-wave planner sized: bf16's stream kernel
-  // (one CTA per SM) at that split could take two waves, or not be placeable beside a peer's
-  // waiting all-reduce where ranks share a GPU. (Either path gives the same bits at one split.)
-  gemv.path = detail::GemvArgs::Path::kRegisters;
+  if (group->world_size() > 1) {
+    gemv.split = decode_split(prob);
+    // The registers path, whose kernel decode_split's one-wave planner sized: bf16's stream kernel
+    // (one CTA per SM) at that split could take two waves, or not be placeable beside a peer's
+    // waiting all-reduce where ranks share a GPU. (Either path gives the same bits at one split.)
+    gemv.path = detail::GemvArgs::Path::kRegisters;
+  }  // world 1: no all-reduce, no decode-fused to agree with: the GEMV's own plan (weave::Gemm's)
   detail::gemv_launch(gemv, num_sms, stream);
   if (group->world_size() == 1) return;
   WEAVE_EXPECT(split != nullptr, Status::kInternal, "GemmAllReduce: mode decode has no all-reduce");

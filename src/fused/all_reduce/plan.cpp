@@ -10,6 +10,7 @@
 #include "fused/config_rules.hpp"
 #include "fused/all_reduce/pull.hpp"
 #include "fused/model_rates.hpp"
+#include "gemm/planner.hpp"
 #include "gemv/gemv.hpp"
 #include "gemv/gemv_all_reduce.hpp"
 #include "weave/gemm.hpp"
@@ -201,10 +202,14 @@ int64_t gar_decode_max_m(ScaleMode quant) {
 }
 bool gar_decode_pays(ScaleMode quant, int64_t m) { return m <= gar_decode_max_m(quant); }
 
+// One rank's GEMM of m rows, as weave::Gemm would see it.
+static GemmProblem gar_local_problem(const GemmAllReduceConfig& cfg, int64_t m) {
+  return GemmProblem{.m = m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
+                     .out_dtype = DType::kBF16};
+}
+
 std::string gar_decode_unsupported_reason(const GemmAllReduceConfig& cfg, int64_t m) {
-  const GemmProblem p{.m = m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
-                      .out_dtype = DType::kBF16};
-  return detail::gemv_unsupported_reason(p);
+  return detail::gemv_unsupported_reason(gar_local_problem(cfg, m));
 }
 
 int gar_chunks(const GemmAllReduceConfig& cfg, int64_t m, int ctas, int block_m, int block_n) {
@@ -307,8 +312,12 @@ GemmAllReducePlan gar_plan(const GemmAllReduceConfig& cfg, int world, int64_t m,
   switch (cfg.mode) {
     case GemmAllReduceMode::kAuto:
       if (world == 1) {
-        p.mode = GemmAllReduceMode::kGemmOnly;
-        why << "world 1: nothing to reduce";
+        // Nothing to reduce: the op is one weave::Gemm, so it takes weave::Gemm's decode route (the
+        // GEMV at decode sizes, gemm/planner_gemv_route.cpp), not the tiled gemm-only at every m.
+        const gemm::GemvRoute route =
+            decode_why.empty() ? gemm::gemv_route(gar_local_problem(cfg, m)) : gemm::GemvRoute{false, decode_why};
+        p.mode = route.gemv ? GemmAllReduceMode::kDecode : GemmAllReduceMode::kGemmOnly;
+        why << "world 1: nothing to reduce" << (route.gemv ? "; weave::Gemm's route, " + route.reason : "");
       } else if (measured) {
         p.mode = *measured;
         why << "calibration " << cal->source << (cal->where.empty() ? "" : " (" + cal->where + ")")
