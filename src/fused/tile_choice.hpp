@@ -51,13 +51,14 @@ std::string fused_kernel_names(const std::vector<gemm::TileCandidate>& cands, Fu
   return kernel_names_line(names);
 }
 
-// An op's tile plans by m, each made once: run() plans every call, and the tile rule writes its
-// reasons as text. Every input but m is fixed per op. At most kMaxPlans m are held (a bound on the
-// host memory; a dropped m is planned again).
-class TilePlanCache {
+// An op's plans by m, each made once: run() plans every call, and the rules write their reasons
+// as text. Every input but m is fixed per op. At most kMaxPlans m are held (a bound on the host
+// memory; a dropped m is planned again); a reference from at() lasts until the next at().
+template <class Plan>
+class PerMCache {
  public:
   template <class PlanOf>
-  const GemmPlan& at(int64_t m, PlanOf&& plan_of) {
+  const Plan& at(int64_t m, PlanOf&& plan_of) {
     if (const auto it = plans_.find(m); it != plans_.end()) return it->second;
     if (plans_.size() >= kMaxPlans) plans_.clear();
     return plans_.emplace(m, plan_of(m)).first->second;
@@ -65,8 +66,9 @@ class TilePlanCache {
 
  private:
   static constexpr std::size_t kMaxPlans = 64;
-  std::map<int64_t, GemmPlan> plans_;
+  std::map<int64_t, Plan> plans_;
 };
+using TilePlanCache = PerMCache<GemmPlan>;
 
 // One call's tile GEMM plan on `ctas` CTAs: the planner's rule on the candidates `keep` accepts
 // (all of them where it accepts none, or where `keep` is empty), split_k 1; `forced` takes that

@@ -157,18 +157,26 @@ GemmPlan GemmAllGather::Impl::tile_plan(int64_t m) const {
   return tile_plans.at(m, [&](int64_t mm) { return fused::gag_tile_plan(cfg, mm, grid_cap, tiles, hooks.tile); });
 }
 
-GemmAllGatherPlan GemmAllGather::Impl::plan(int64_t m) const {
-  const GemmPlan tile = tile_plan(m);
-  return plan_on(m, tile, fused::ag_chunks(m, cfg.n, tile.block_m, tile.block_n));
+const GemmAllGather::Impl::Planned& GemmAllGather::Impl::planned_at(int64_t m) const {
+  return planned.at(m, [&](int64_t mm) {
+    Planned p;
+    p.gemm = tile_plan(mm);
+    p.chunks = fused::ag_chunks(mm, cfg.n, p.gemm.block_m, p.gemm.block_n);
+    p.plan = plan_on(mm, p.gemm, p.chunks);
+    return p;
+  });
 }
+
+GemmAllGatherPlan GemmAllGather::Impl::plan(int64_t m) const { return planned_at(m).plan; }
 
 GemmAllGather::Impl::Call GemmAllGather::Impl::plan_call(const GemmProblem& prob, const TensorView& a,
                                                           const TensorView& b, const GemmScales& s) const {
   Call c;
-  c.gemm = tile_plan(prob.m);
+  const Planned& p = planned_at(prob.m);
+  c.gemm = p.gemm;
   c.kernels = &fused::tile_kernels_at(kernels, c.gemm.block_m, c.gemm.block_n, "GemmAllGather");
-  c.chunks = fused::ag_chunks(prob.m, cfg.n, c.gemm.block_m, c.gemm.block_n);
-  c.plan = plan_on(prob.m, c.gemm, c.chunks);
+  c.chunks = p.chunks;
+  c.plan = p.plan;
   c.pull = c.plan.mode == GemmAllGatherMode::kFusedCe && group->world_size() > 1;
   // mxfp8 on the bf16 route where it pays (never fused-ce): the conversion, then both kernels, either/or.
   if (mx && !c.pull && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms)) {

@@ -75,6 +75,13 @@ struct GemmAllGather::Impl {
 
   GemmAllGatherPlan plan(int64_t m) const;
   GemmAllGatherPlan plan_on(int64_t m, const GemmPlan& tile, const fused::AgChunks& chunks) const;
+  struct Planned {  // what a call of m rows runs, made once per m (planned)
+    GemmPlan gemm;
+    fused::AgChunks chunks;
+    GemmAllGatherPlan plan;
+  };
+  const Planned& planned_at(int64_t m) const;
+  mutable fused::PerMCache<Planned> planned;
   GemmPlan tile_plan(int64_t m) const;  // the call's tile GEMM (hooks.tile forces one), made once per m
   mutable fused::TilePlanCache tile_plans;
   // One call's decisions, made once (plan_call) and only carried out by enqueue.

@@ -227,10 +227,17 @@ GemmAllReducePlan GemmAllReduce::Impl::plan_on(int64_t m, const GemmPlan& tile, 
                          sched, leg, m <= detail::kGemvMaxM && ((auto_decode_fused_m >> (m - 1)) & 1u) != 0);
 }
 
-GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const {
-  const GemmPlan tile = tile_plan(m);
-  return plan_on(m, tile, schedule(m, tile));
+const GemmAllReduce::Impl::Planned& GemmAllReduce::Impl::planned_at(int64_t m) const {
+  return planned.at(m, [&](int64_t mm) {
+    Planned p;
+    p.gemm = tile_plan(mm);
+    p.sched = schedule(mm, p.gemm);
+    p.plan = plan_on(mm, p.gemm, p.sched);
+    return p;
+  });
 }
+
+GemmAllReducePlan GemmAllReduce::Impl::plan(int64_t m) const { return planned_at(m).plan; }
 
 void GemmAllReduce::Impl::check() const {
   rt->check(op_name());
@@ -293,10 +300,11 @@ GemmAllReduce::Impl::Call GemmAllReduce::Impl::plan_call(const GemmProblem& prob
                                                           const TensorView& b, const GemmScales& s) const {
   const int64_t m = prob.m;
   Call c;
-  c.gemm = tile_plan(m);
+  const Planned& p = planned_at(m);
+  c.gemm = p.gemm;
   c.kernels = &fused::tile_kernels_at(kernels, c.gemm.block_m, c.gemm.block_n, op_name());
-  c.sched = schedule(m, c.gemm);
-  c.plan = plan_on(m, c.gemm, c.sched);
+  c.sched = p.sched;
+  c.plan = p.plan;
   c.mode = c.plan.mode;
   if (fused::gar_decode_mode(c.mode)) {  // before the tile GEMM's TMA maps, which it needs not
     if (gemm::gemv_scales_dense(prob, s)) return c;
