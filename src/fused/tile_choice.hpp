@@ -70,6 +70,15 @@ class PerMCache {
 };
 using TilePlanCache = PerMCache<GemmPlan>;
 
+// What a fused op's call of m rows runs, made once per m: the tile GEMM's plan, the op's schedule
+// of it (its bands and rounds, or its chunks) and the public plan (mode, model, reason).
+template <class Schedule, class PublicPlan>
+struct PlannedCall {
+  GemmPlan gemm;
+  Schedule sched;
+  PublicPlan plan;
+};
+
 // One call's tile GEMM plan on `ctas` CTAs: the planner's rule on the candidates `keep` accepts
 // (all of them where it accepts none, or where `keep` is empty), split_k 1; `forced` takes that
 // tile instead (kInvalidArgument naming the built tiles where it is not a candidate).

@@ -161,8 +161,8 @@ const GemmAllGather::Impl::Planned& GemmAllGather::Impl::planned_at(int64_t m) c
   return planned.at(m, [&](int64_t mm) {
     Planned p;
     p.gemm = tile_plan(mm);
-    p.chunks = fused::ag_chunks(mm, cfg.n, p.gemm.block_m, p.gemm.block_n);
-    p.plan = plan_on(mm, p.gemm, p.chunks);
+    p.sched = fused::ag_chunks(mm, cfg.n, p.gemm.block_m, p.gemm.block_n);
+    p.plan = plan_on(mm, p.gemm, p.sched);
     return p;
   });
 }
@@ -175,7 +175,7 @@ GemmAllGather::Impl::Call GemmAllGather::Impl::plan_call(const GemmProblem& prob
   const Planned& p = planned_at(prob.m);
   c.gemm = p.gemm;
   c.kernels = &fused::tile_kernels_at(kernels, c.gemm.block_m, c.gemm.block_n, "GemmAllGather");
-  c.chunks = p.chunks;
+  c.chunks = p.sched;
   c.plan = p.plan;
   c.pull = c.plan.mode == GemmAllGatherMode::kFusedCe && group->world_size() > 1;
   // mxfp8 on the bf16 route where it pays (never fused-ce): the conversion, then both kernels, either/or.

@@ -75,11 +75,7 @@ struct GemmAllGather::Impl {
 
   GemmAllGatherPlan plan(int64_t m) const;
   GemmAllGatherPlan plan_on(int64_t m, const GemmPlan& tile, const fused::AgChunks& chunks) const;
-  struct Planned {  // what a call of m rows runs, made once per m (planned)
-    GemmPlan gemm;
-    fused::AgChunks chunks;
-    GemmAllGatherPlan plan;
-  };
+  using Planned = fused::PlannedCall<fused::AgChunks, GemmAllGatherPlan>;
   const Planned& planned_at(int64_t m) const;
   mutable fused::PerMCache<Planned> planned;
   GemmPlan tile_plan(int64_t m) const;  // the call's tile GEMM (hooks.tile forces one), made once per m

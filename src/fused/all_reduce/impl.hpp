@@ -87,11 +87,7 @@ struct GemmAllReduce::Impl {
   mutable fused::TilePlanCache tile_plans;
   fused::ArSchedule schedule(int64_t m, const GemmPlan& tile) const;  // this rank's walk of m rows
   GemmAllReducePlan plan_on(int64_t m, const GemmPlan& tile, const fused::ArSchedule& sched) const;
-  struct Planned {  // what a call of m rows runs, made once per m (planned)
-    GemmPlan gemm;
-    fused::ArSchedule sched;
-    GemmAllReducePlan plan;
-  };
+  using Planned = fused::PlannedCall<fused::ArSchedule, GemmAllReducePlan>;
   const Planned& planned_at(int64_t m) const;
   mutable fused::PerMCache<Planned> planned;
   // One call's decisions for this rank, made once (plan_call) and only carried out by enqueue.
