@@ -117,3 +117,31 @@ def test_the_package_holds_one_libweave():
     libs = sorted(os.path.basename(p) for p in glob.glob(os.path.join(pkg, "libweave*")))
     assert libs == ["libweave.so"], libs
     assert weave._weave.__file__.startswith(pkg)
+
+
+def test_llama_example_cuts_its_cache_back_by_a_negative_crop():
+    # examples/python/llama_on_weave.py times every decode step at the prompt's length: it drops the
+    # tokens past it with crop(-n) (transformers 5.17 deprecates crop(positive length)), and leaves a
+    # cache of that length alone (crop(0) would mean "drop nothing" in 5.x but "keep 0" in 4.x).
+    sys.path.insert(0, os.path.join(ROOT, "examples", "python"))
+    try:
+        import llama_on_weave
+    finally:
+        sys.path.pop(0)
+
+    class Cache:
+        def __init__(self, n):
+            self.n, self.crops = n, []
+
+        def get_seq_length(self):
+            return self.n
+
+        def crop(self, k):
+            self.crops.append(k)
+            self.n = self.n + k if k < 0 else k
+
+    c = Cache(515)
+    llama_on_weave.cut_to(c, 512)
+    assert c.crops == [-3] and c.n == 512
+    llama_on_weave.cut_to(c, 512)
+    assert c.crops == [-3], "a cache already at the length is left alone"
