@@ -97,6 +97,19 @@ def test_the_async_tp_bench_skips_cleanly_and_checks_its_arguments_first():
         assert r.returncode == 2 and says in r.stderr, (bad, r.stdout + r.stderr)
 
 
+@pytest.mark.skipif(not GPU_SKIP, reason="checks the no-GPU path")
+def test_the_python_host_bench_skips_cleanly_and_checks_its_arguments_first():
+    # scripts/bench_python_host.py: exit 77 with the reason without a GPU (or torch), exit 2 naming
+    # the option for a bad argument, before anything else.
+    script = os.path.join(ROOT, "scripts", "bench_python_host.py")
+    r = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 77 and r.stdout.startswith("bench_python_host: skipped: "), r.stdout + r.stderr
+    for bad, says in ((["--quant", "fp4"], "--quant fp4: expected bf16"), (["--m", "1,x"], "--m '1,x': expected integers"),
+                      (["--calls", "0"], "--calls must be >= 1")):
+        r = subprocess.run([sys.executable, script, *bad], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and says in r.stderr, (bad, r.stdout + r.stderr)
+
+
 def test_package_metadata_names_the_license():
     from importlib import metadata
 
