@@ -31,6 +31,7 @@ def quantize_rows(x, mode, *, q=None, scales=None, stream=None):
     if tx.ndim != 2:
         raise arg_error(f"argument 'x': must be a 2-D matrix [M, K] (got rank {tx.ndim}: {list(tx.shape)})")
     m, k = tx.shape
+    mode = _mode_of(mode)
     shape, ue8m0 = quantized_shapes(mode, m, k)
     torch = sys.modules.get("torch") if tx.is_torch else None
     if q is None:
@@ -39,7 +40,7 @@ def quantize_rows(x, mode, *, q=None, scales=None, stream=None):
         scales = torch.empty(shape, dtype=torch.uint8 if ue8m0 else torch.float32, device=x.device)
     tq, ts = describe(q, "q"), describe(scales, "scales")
     s = resolve_stream(stream, tx.device, (tx,))
-    args = (_mode_of(mode), tx.view(DType.BF16), tq.view(DType.E4M3), ts.view(DType.UE8M0 if ue8m0 else DType.F32), s)
+    args = (mode, tx.view(DType.BF16), tq.view(DType.E4M3), ts.view(DType.UE8M0 if ue8m0 else DType.F32), s)
     if torch is not None and tx.device >= 0 and torch.cuda.current_device() != tx.device:
         with torch.cuda.device(tx.device):
             _weave.quantize_rows(*args)

@@ -39,13 +39,13 @@ struct RingShape {
   int slots = 8;
   friend bool operator==(const RingShape&, const RingShape&) = default;
 };
-inline constexpr int kGemvMaxSplit = 16;
+inline constexpr int kGemvMaxSplit = 16;  // cluster size (any 1..16); > 8 uses a non-portable cluster
 // The stream path's ring: stages of 128 bytes of each of a CTA's 128 rows (and of A's tokens).
 inline constexpr int kGemvDefaultStreamStages = 8;
 // ... and the planner's where 8 stages (one CTA per SM) would take more than one wave.
 inline constexpr int kGemvShallowStreamStages = 4;
 // The planner streams bf16 from this many 128-row bands of N (below it, the registers path).
-inline constexpr int64_t kGemvStreamMinBands = 32;  // cluster size (any 1..16); > 8 uses a non-portable cluster
+inline constexpr int64_t kGemvStreamMinBands = 32;
 
 struct GemvArgs {
   const void* a = nullptr;        // [M, K] bf16 or e4m3, row stride lda (elements)

@@ -257,12 +257,7 @@ AllGatherGemmMode AllGatherGemm::Impl::call_mode(int64_t m) {
   const int w = group->world_size();
   if (!fused_ce_runs || cfg.mode != AllGatherGemmMode::kAuto)  // no table lookup to make
     return fused::agm_mode(caps.plan_mode, w, m, cal, fused_ce_runs);
-  auto it = call_modes.find(m);
-  if (it == call_modes.end()) {
-    if (call_modes.size() >= kMaxCachedM) call_modes.clear();  // a dropped m is looked up again
-    it = call_modes.emplace(m, fused::agm_mode(caps.plan_mode, w, m, cal, fused_ce_runs)).first;
-  }
-  return it->second;
+  return call_modes.at(m, [&](int64_t mm) { return fused::agm_mode(caps.plan_mode, w, mm, cal, fused_ce_runs); });
 }
 
 namespace {

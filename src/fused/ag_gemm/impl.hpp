@@ -26,6 +26,7 @@
 #include "comm/group.hpp"
 #include "comm/op_runtime.hpp"
 #include "fused/ag_gemm/plan.hpp"
+#include "fused/tile_choice.hpp"
 #include "fused/tile_kernels.hpp"
 #include "common/cuda_owned.hpp"
 #include "gemm/operands.hpp"
@@ -91,7 +92,7 @@ struct AllGatherGemm::Impl {
   };
   std::map<int64_t, CachedGemm> gemms;
   // auto with a table naming fused-ce: each m's mode (the table's lookup), made once per m.
-  std::map<int64_t, AllGatherGemmMode> call_modes;
+  fused::PerMCache<AllGatherGemmMode> call_modes;
   AllGatherGemmMode call_mode(int64_t m);
   // fused-ce: its kernel's arguments for each m met so far (the TMA maps of the gathered rows, B
   // and the output, the grid), re-encoded only when the call's B, scales or output differ from
