@@ -99,11 +99,18 @@ def _check_k(quant: str, k: int, name: str, gathered: bool = False) -> None:
                         f"{_MX_GROUP} (one ue8m0 scale per 32-wide group of input features)")
 
 
+def _amax_scale(amax: torch.Tensor) -> torch.Tensor:
+    """amax / 448 in fp32, IEEE-rounded (1 where amax is 0): weave::ref::quantize's scale. The divisor
+    is a tensor on purpose: torch's CUDA division by a Python number multiplies by its reciprocal,
+    which differs from the quotient in the last bit for some amax (and then so do the e4m3 codes)."""
+    return torch.where(amax > 0, amax / torch.full_like(amax, _E4M3_MAX), torch.ones_like(amax))
+
+
 def _per_row_e4m3(x: torch.Tensor):
     """(e4m3 x / s, s) with s = the row's amax / 448 in fp32 (1 for an all-zero row): weave's ptpc
     operands (one scale per row of A, per output feature of B)."""
     amax = x.abs().amax(dim=1).float()
-    scale = torch.where(amax > 0, amax / _E4M3_MAX, torch.ones_like(amax))
+    scale = _amax_scale(amax)
     return (x.float() / scale[:, None]).clamp(-_E4M3_MAX, _E4M3_MAX).to(torch.float8_e4m3fn), scale
 
 
@@ -116,7 +123,7 @@ def _per_block_e4m3(x: torch.Tensor, rows_per_block: int):
     padded = torch.nn.functional.pad(x.float(), (0, 0, 0, blocks * rows_per_block - rows))
     grouped = padded.view(blocks, rows_per_block, cols // _BLOCK, _BLOCK)
     amax = grouped.abs().amax(dim=(1, 3))
-    scale = torch.where(amax > 0, amax / _E4M3_MAX, torch.ones_like(amax))
+    scale = _amax_scale(amax)
     q = (grouped / scale[:, None, :, None]).clamp(-_E4M3_MAX, _E4M3_MAX)
     return q.view(blocks * rows_per_block, cols)[:rows].to(torch.float8_e4m3fn), scale
 
