@@ -194,7 +194,10 @@ class _Weights(torch.nn.Module):
     def _operands(self, x2: torch.Tensor):
         if self.quant == "bf16":
             return x2, self.weight, None, None
-        a, sa = _QUANTISE_ACTIVATIONS[self.quant](x2)
+        if x2.is_cuda:  # one kernel (torch.ops.weave.quantize_rows), the reference's rule bit for bit
+            a, sa = torch.ops.weave.quantize_rows(x2, self.quant)
+        else:  # CPU and meta tensors: the same rule in torch ops (emulation, tracing)
+            a, sa = _QUANTISE_ACTIVATIONS[self.quant](x2)
         return a, self.weight, sa, self.weight_scale
 
 
