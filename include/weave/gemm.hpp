@@ -93,6 +93,10 @@ struct GemmPlanOverrides {
   MxRoute mx_route = MxRoute::kAuto;  // mxfp8 only
   ScaleARoute scale_a_route = ScaleARoute::kAuto;  // blockscale with scale_layout raw only
   DecodeRoute decode_route = DecodeRoute::kAuto;   // m <= 32: the GEMV or the tiled kernels
+  // CTAs per cluster of the tiled kernels: 1, or 2 (pairs of CTAs along M share each B tile,
+  // loaded once and multicast to both; fp8 instances only, see `weave plan gemm`). 0: the
+  // planner's choice, which is 1 until clusters are measured faster.
+  int cluster = 0;
 };
 
 struct GemmPlan {

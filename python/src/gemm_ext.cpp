@@ -41,6 +41,7 @@ void bind_gemm(nb::module_& m) {
       .def_rw("grid", &weave::GemmPlanOverrides::grid)
       .def_rw("split_k", &weave::GemmPlanOverrides::split_k)
       .def_rw("group_rows", &weave::GemmPlanOverrides::group_rows)
+      .def_rw("cluster", &weave::GemmPlanOverrides::cluster)
       .def_prop_rw(
           "mx_route", [](const weave::GemmPlanOverrides& o) { return static_cast<int>(o.mx_route); },
           [](weave::GemmPlanOverrides& o, int r) {

@@ -100,8 +100,9 @@ _DECODE_ROUTES = {"auto": 0, "gemv": 1, "tiles": 2}
 
 
 def _overrides(block_m=0, block_n=0, grid=0, split_k=0, group_rows=0, mx_route="auto", scale_a_route="auto",
-               decode_route="auto"):
+               decode_route="auto", cluster=0):
     o = _weave.GemmPlanOverrides()
+    o.cluster = int_arg("cluster", cluster, *INT32)  # the range: the planner's rule (check_plan_limits)
     o.block_m, o.block_n, o.grid, o.split_k, o.group_rows = (
         int_arg(name, v, *INT32) for name, v in (("block_m", block_m), ("block_n", block_n), ("grid", grid),
                                                  ("split_k", split_k), ("group_rows", group_rows)))
@@ -124,7 +125,8 @@ def validate_gemm(m: int, n: int, k: int, mode="bf16", out_dtype="bf16", scale_l
 
 def plan_gemm(m: int, n: int, k: int, mode="bf16", out_dtype="bf16", scale_layout="raw", *, num_sms: int = 132,
               block_m: int = 0, block_n: int = 0, grid: int = 0, split_k: int = 0, group_rows: int = 0,
-              mx_route: str = "auto", scale_a_route: str = "auto", decode_route: str = "auto") -> GemmPlan:
+              mx_route: str = "auto", scale_a_route: str = "auto", decode_route: str = "auto",
+              cluster: int = 0) -> GemmPlan:
     """The planner's choice for this problem on a GPU with `num_sms` SMs (H100/H200: 132). CPU
     only. Raises weave.ArgumentError naming the rule for an invalid problem or override.
     mx_route (mxfp8): "auto" (the planner's model), "native" (the fp8 kernel) or "bf16" (A and B
@@ -133,10 +135,12 @@ def plan_gemm(m: int, n: int, k: int, mode="bf16", out_dtype="bf16", scale_layou
     scales) or "mn-major-copy" (A's scales copied to MN-major in the workspace first, then the
     faster MN-major kernel; bitwise the same result). decode_route (m <= 32): "auto" (the decode
     GEMV where it was measured faster than the tiled kernels: m <= 8, mxfp8 at
-    m <= 32), "gemv" or "tiles"."""
+    m <= 32), "gemv" or "tiles". cluster: 0 (the planner's choice, 1 today), 1, or 2 (pairs of CTAs
+    along M load each shared B tile once, multicast to both: the fp8 ptpc and blockscale mn-major
+    instances; the grid must then be even)."""
     p = _problem(m, n, k, mode, scale_layout, out_dtype)
     return GemmPlan._of(_weave.gemm_plan(p, int_arg("num_sms", num_sms, *INT32), _overrides(block_m, block_n, grid, split_k, group_rows,
-                                                                 mx_route, scale_a_route, decode_route)))
+                                                                 mx_route, scale_a_route, decode_route, cluster)))
 
 
 def _infer_mode(a, scale_a) -> ScaleMode:
@@ -191,8 +195,8 @@ class Gemm:
     workspace_bytes), or one allocated with torch. Without torch and without a workspace, mxfp8
     with mx_route="auto" stays on the native kernel, blockscale with scale_a_route="auto" reads
     its row-major A scales as given, and a decode-size call (m <= 32) whose tiled plan would split K
-    takes the decode GEMV (needs no workspace). decode_route (m <= 32): "auto", "gemv" or "tiles"
-    (see plan_gemm).
+    takes the decode GEMV (needs no workspace). decode_route (m <= 32): "auto", "gemv" or "tiles",
+    cluster: 0, 1 or 2 (see plan_gemm).
     allow_pdl (off by default; weave::Gemm::set_allow_pdl): run() launches the GEMM kernel (the
     decode GEMV or the tiled kernel; not the mxfp8 bf16 route) with programmatic dependent launch,
     so it starts loading B while the kernel before it on the stream finishes. The promise it needs:
@@ -202,7 +206,7 @@ class Gemm:
     def __init__(self, a, b, out, *, scale_a=None, scale_b=None, mode=None, scale_layout="raw", workspace=None,
                  block_m: int = 0, block_n: int = 0, grid: int = 0, split_k: int = 0, group_rows: int = 0,
                  mx_route: str = "auto", scale_a_route: str = "auto", decode_route: str = "auto",
-                 allow_pdl: bool = False):
+                 allow_pdl: bool = False, cluster: int = 0):
         if not isinstance(allow_pdl, bool):
             raise arg_error(f"argument 'allow_pdl': must be a bool (got {allow_pdl!r})")
         ta, tb, tc = describe(a, "A"), describe(b, "B"), describe(out, "out")
@@ -222,7 +226,7 @@ class Gemm:
         sb = _scale_view(scale_b, "scale_b", self.mode, layout, self.n, "N")
         build = lambda route, sa_route, dec=decode_route: _weave.Gemm(
             self._problem, ta.view(want), tb.view(want), sa, sb, tc.view(tc.dtype),
-            _overrides(block_m, block_n, grid, split_k, group_rows, route, sa_route, dec))
+            _overrides(block_m, block_n, grid, split_k, group_rows, route, sa_route, dec, cluster))
         self._impl = build(mx_route, scale_a_route)
         self._torch = ta.is_torch
         if (not self._impl.plan.gemv and self._impl.workspace_bytes > 0 and self.m <= 32 and decode_route == "auto"

@@ -27,6 +27,9 @@ struct GemmKernelEntry {
   EpilogueKind epilogue = EpilogueKind::kStoreLocal;
   SchedulerKind scheduler = SchedulerKind::kGroupedRows;
   int block_m = 0, block_n = 0, block_k = 0;
+  // CTAs per cluster along M (gemm/kernel.cuh "Clusters"): 1, or 2 (B multicast across the pair;
+  // launched with a cluster dimension, on an even grid).
+  int cluster_m = 1;
   int stages = 0;
   int threads = 0;
   int smem_bytes = 0;
@@ -79,10 +82,11 @@ template <class EpilogueParams>
 const GemmKernelEntry<EpilogueParams>* find_gemm_kernel(ScaleMode mode, DType out_dtype, EpilogueKind epilogue,
                                                         int block_m, int block_n,
                                                         ScaleLayout scale_layout = ScaleLayout::kRaw,
-                                                        SchedulerKind scheduler = SchedulerKind::kGroupedRows) {
+                                                        SchedulerKind scheduler = SchedulerKind::kGroupedRows,
+                                                        int cluster_m = 1) {
   for (const auto& i : gemm_kernel_table<EpilogueParams>())
     if (i.mode == mode && i.out_dtype == out_dtype && i.epilogue == epilogue && i.block_m == block_m &&
-        i.block_n == block_n && i.scale_layout == scale_layout && i.scheduler == scheduler)
+        i.block_n == block_n && i.scale_layout == scale_layout && i.scheduler == scheduler && i.cluster_m == cluster_m)
       return &i;
   return nullptr;
 }
@@ -91,6 +95,6 @@ const GemmKernelEntry<EpilogueParams>* find_gemm_kernel(ScaleMode mode, DType ou
 using GemmInstance = GemmKernelEntry<StoreLocalParams>;
 const std::vector<GemmInstance>& gemm_instances();
 const GemmInstance* find_gemm_instance(ScaleMode mode, DType out_dtype, EpilogueKind epilogue, int block_m,
-                                       int block_n, ScaleLayout scale_layout = ScaleLayout::kRaw);
+                                       int block_n, ScaleLayout scale_layout = ScaleLayout::kRaw, int cluster_m = 1);
 
 }  // namespace weave::gemm

@@ -208,6 +208,7 @@ static void fill_args(const GemmProblem& p, const GemmPlan& plan, const gemm::Ma
   } else {
     out.args.main = gemm::make_mainloop_args(p, plan, a, b, s, debug);
   }
+  if (plan.cluster == 2) out.args.tma_b_half = gemm::make_multicast_b_map(p, plan, b);  // the caller's B, either route
   // With split-K the kernel stores fp32 partials into the workspace (set_workspace builds that
   // map); C is then written by the reduction only.
   if (plan.split_k <= 1)

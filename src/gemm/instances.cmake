@@ -1,10 +1,12 @@
 # The GEMM kernel instances: one generated .cu per entry, so builds parallelise, a developer loop
 # can build a subset (-DWEAVE_GEMM_KERNELS=<file stems>), and adding a tile, mode or epilogue is
 # one line instead of a hand-written file. Each entry is
-#   "<scale> <out> <block_m>x<block_n> [<epilogue> [<scheduler>]]"
+#   "<scale> <out> <block_m>x<block_n>[c2] [<epilogue> [<scheduler>]]"
 #   scale      bf16 (bf16 inputs, no scales) | ptpc | blockscale | blockscale_mn (A scales MN-major,
 #              loaded by TMA) | mxfp8_raw | mxfp8_packed (e4m3 inputs)
 #   out        bf16 | fp32
+#   c2         launched in 2-CTA clusters along M, B multicast across the pair (gemm/kernel.cuh
+#              "Clusters"; plain GEMMs only); the name gains _c2
 #   epilogue   store (EpilogueStoreLocal, the default), or one a fused operator registers with
 #              weave_gemm_epilogue (its own instances.cmake, e.g. src/fused/all_reduce/)
 #   scheduler  grouped (GroupedRowsScheduler, the default), or one registered with
@@ -31,7 +33,10 @@ set(WEAVE_GEMM_INSTANCE_SPECS
   # 64x128 stops computing a 128-row tile's empty half at M <= 64 (docs/perf/gemm.md, small M).
   "blockscale bf16 128x64" "blockscale fp32 128x64" "blockscale bf16 64x128" "blockscale fp32 64x128"
   "blockscale_mn bf16 128x64" "blockscale_mn fp32 128x64" "blockscale_mn bf16 64x128" "blockscale_mn fp32 64x128"
-  "mxfp8_raw bf16 128x128" "mxfp8_raw fp32 128x128" "mxfp8_packed bf16 128x128" "mxfp8_packed fp32 128x128")
+  "mxfp8_raw bf16 128x128" "mxfp8_raw fp32 128x128" "mxfp8_packed bf16 128x128" "mxfp8_packed fp32 128x128"
+  # 2-CTA clusters with B multicast (issue 41 item 2): fp8 at the large-M tiles, forced with the
+  # override 'cluster' until measured (planner_tiles.cpp).
+  "ptpc bf16 128x128c2" "ptpc bf16 256x128c2" "blockscale_mn bf16 128x128c2" "blockscale_mn bf16 256x128c2")
 
 # Epilogue and scheduler policies an entry may name: the C++ type (@OUT@ stands for the output
 # element type) and the header that defines it ("" for the kernel's own).
@@ -63,6 +68,13 @@ function(weave_generate_gemm_instances out_dir out_var)
     endif()
     if(n GREATER 4)
       list(GET f 4 scheduler)
+    endif()
+    set(cm 1)
+    set(csuffix "")
+    if(tile MATCHES "c2$")
+      set(cm 2)
+      set(csuffix "_c2")
+      string(REGEX REPLACE "c2$" "" tile "${tile}")
     endif()
     string(REPLACE "x" ";" t "${tile}")
     list(GET t 0 bm)
@@ -137,11 +149,18 @@ function(weave_generate_gemm_instances out_dir out_var)
         string(APPEND epi_include "#include \"${header}\"\n")
       endif()
     endforeach()
-    set(name "sm90_gemm_${stem}_${out}_${epilogue}_${bm}x${bn}x${bk}")
+    set(name "sm90_gemm_${stem}_${out}_${epilogue}_${bm}x${bn}x${bk}${csuffix}")
     set(text "// Generated from src/gemm/instances.cmake (\"${spec}\"): ${what} -> ${out},\n")
     string(APPEND text "// ${bm}x${bn} tile, ${bk}-wide K stages, epilogue ${epilogue}, scheduler ${scheduler}.\n")
     string(APPEND text "${epi_include}#include \"gemm/kernel.cuh\"\n")
-    string(APPEND text "WEAVE_GEMM_KERNEL(${name}, ${in}, ${bm}, ${bn}, ${policy}, ${epi_type}, ${sched_type},\n")
+    if(cm EQUAL 1)
+      string(APPEND text "WEAVE_GEMM_KERNEL(${name}, ${in}, ${bm}, ${bn}, ${policy}, ${epi_type}, ${sched_type},\n")
+    else()
+      if(NOT epilogue STREQUAL "store" OR NOT scheduler STREQUAL "grouped")
+        message(FATAL_ERROR "weave: GEMM instance '${spec}': clusters are for the plain GEMM (store, grouped) only")
+      endif()
+      string(APPEND text "WEAVE_GEMM_KERNEL_CLUSTER(${name}, ${in}, ${bm}, ${bn}, ${cm}, ${policy}, ${epi_type}, ${sched_type},\n")
+    endif()
     string(APPEND text "                  ::weave::ScaleMode::${mode}, ${layout}, ${out_dtype})\n")
     file(CONFIGURE OUTPUT "${out_dir}/${name}.cu" CONTENT "${text}")
     list(APPEND files "${out_dir}/${name}.cu")

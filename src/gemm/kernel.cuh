@@ -21,6 +21,17 @@
 // needs A: so all of it is ordered after that kernel's completion (docs/memory_ordering.md "pdl").
 // The kernel lets its own dependents be scheduled at its start or after its last load.
 //
+// Clusters (TileShape::kClusterM = 2; plain GEMMs): launched in clusters of two CTAs along M. The
+// pair walks vertically adjacent tiles of one column (gemm/persistent_walk.hpp cluster_pair_rows),
+// so both read the same B tile: CTA r's producer loads B's rows [r * BN/2, (r + 1) * BN/2) once
+// (KernelArgs::tma_b_half) and multicasts them into the same stage of both CTAs, whose full
+// barriers each expect A's bytes plus the whole B tile. A stage may be refilled only once both
+// CTAs' consumers have read it, so every consumer warp releases it in both CTAs (empty barriers
+// count 2 x 8 warps; the producer acquires at cluster scope). The CTAs meet in a cluster barrier
+// after the barriers' init (before any multicast) and before they exit (no CTA leaves while its
+// peer may still arrive on its barriers). A role that gives up a wait sets both CTAs' abort words
+// (docs/memory_ordering.md "gemm-cluster").
+//
 // Work items: tiles x split_k (MainloopArgs); split s of a tile covers its own range of K blocks
 // and stores an fp32 partial into rows [s * M, s * M + M) of the epilogue's output (the split-K
 // workspace, reduced by gemm/split_k_reduce). split_k = 1 is the plain GEMM.
@@ -45,6 +56,7 @@
 #include "gemm/tile_scheduler.cuh"
 #include "hopper/pdl_attribute.hpp"
 #include "hopper/pipeline.cuh"
+#include "hopper/ptx/cluster.cuh"
 #include "hopper/ptx/fence.cuh"
 #include "hopper/ptx/griddepcontrol.cuh"
 #include "hopper/ptx/mbarrier.cuh"
@@ -94,6 +106,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   using Mma = typename Tile::Mma;
   constexpr int kStages = L::kStages;
   constexpr int kAcc = Mma::kAcc;
+  constexpr int kCluster = Tile::kClusterM;
+  static_assert(kCluster == 1 || (stores_local_only<Epilogue>() && Scheduler::kKind == SchedulerKind::kGroupedRows),
+                "2-CTA clusters: plain GEMMs (local store, grouped order) only");
 
   extern __shared__ __align__(1024) uint8_t smem[];
   const uint32_t smem_base = ptx::smem_addr(smem);
@@ -122,7 +137,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const Scheduler sched(args, Tile::kBlockM, Tile::kBlockN);
+  Scheduler sched(args, Tile::kBlockM, Tile::kBlockN);
+  if constexpr (kCluster > 1) sched.pair_rows();
   const int num_tiles = sched.num_tiles();
   const int num_k_blocks = (a.k + Tile::kBlockK - 1) / Tile::kBlockK;
   const int k_blocks_per_split = a.k_blocks_per_split > 0 ? a.k_blocks_per_split : num_k_blocks;
@@ -140,12 +156,14 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     // The 128B swizzle pattern is a function of the address bits, so tiles must be 1024-aligned.
     if ((smem_base & 1023u) != 0) __trap();
     ptx::prefetch_tensormap(&a.tma_a);
-    ptx::prefetch_tensormap(&a.tma_b);
+    if constexpr (kCluster > 1) ptx::prefetch_tensormap(&args.tma_b_half);
+    else ptx::prefetch_tensormap(&a.tma_b);
     ptx::prefetch_tensormap(&args.epi.tma_c);
     if constexpr (requires { Scale::prefetch_maps(a); }) Scale::prefetch_maps(a);
     for (uint32_t s = 0; s < kStages; ++s) {
       ptx::mbarrier_init_shared_cta(full_bar(s), 1 + Scale::kProducerArrivals);
-      ptx::mbarrier_init_shared_cta(empty_bar(s), Tile::kConsumerThreads / 32);
+      // Every consumer warp of every CTA that reads the stage (a cluster's CTAs share its B).
+      ptx::mbarrier_init_shared_cta(empty_bar(s), kCluster * Tile::kConsumerThreads / 32);
     }
     if constexpr (L::kTileScaleBarriers > 0) {
       for (uint32_t b = 0; b < 2; ++b) {
@@ -160,7 +178,30 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
     if constexpr (Epilogue::kHasCallHooks)
       Epilogue::begin_call(args.epi, reinterpret_cast<uint32_t*>(smem + L::kCallWordsOffset));
   }
-  __syncthreads();
+  if constexpr (kCluster > 1) {
+    // Both CTAs' barriers exist before either multicasts into the other.
+    ptx::barrier_cluster_arrive_release();
+    ptx::barrier_cluster_wait_acquire();
+  } else {
+    __syncthreads();
+  }
+  // The cluster peer's shared memory (kCluster 2): its barriers and abort word at our offsets.
+  [[maybe_unused]] uint32_t cta_rank = 0, peer_base = 0;
+  if constexpr (kCluster > 1) {
+    cta_rank = ptx::cluster_ctarank();
+    peer_base = ptx::mapa_shared_cluster(smem_base, cta_rank ^ 1u);
+  }
+  // A cluster CTA that gives up stops its peer too, and leaves only with it: no CTA exits while its
+  // peer may still arrive on its barriers (the exit's cluster barrier counts exited threads).
+  [[maybe_unused]] auto stop_peer = [&] {
+    if constexpr (kCluster > 1) ptx::st_relaxed_cluster_shared_cluster_u32(peer_base + L::kAbortWordOffset, 1u);
+  };
+  [[maybe_unused]] auto leave_with_peer = [&] {
+    if constexpr (kCluster > 1) {
+      ptx::barrier_cluster_arrive_release();
+      ptx::barrier_cluster_wait_acquire();
+    }
+  };
   if constexpr (kPdlPrologue<Epilogue>) {
     if (a.pdl_flags & kPdlTriggerAtStart) ptx::griddepcontrol_launch_dependents();
   }
@@ -174,10 +215,25 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       // abort nothing of this role is pending but its scale copies (they read global memory and
       // land whatever the consumers do); it lets them land, then leaves.
       auto wait_or_leave = [&](uint32_t bar, uint32_t parity, hopper::WaitSite site, uint32_t which) {
-        if (!hopper::mbarrier_wait_or_abort(bar, parity, site, which, a.timeout_record, a.pipeline_timeout_ns,
-                                            abort_word)) {
+        if (!hopper::mbarrier_wait_or_abort<(kCluster > 1)>(bar, parity, site, which, a.timeout_record,
+                                                             a.pipeline_timeout_ns, abort_word)) {
+          stop_peer();
           ptx::cp_async_wait_all();
+          leave_with_peer();
           ptx::thread_exit();
+        }
+      };
+      // Stage `stage`'s B tile at (kb, n0): the whole box, or (kCluster 2) this CTA's half of its
+      // rows, multicast into the same stage of both CTAs.
+      auto load_b = [&](uint32_t stage, int kb, int n0, uint32_t full) {
+        if constexpr (kCluster > 1) {
+          constexpr int kHalfRows = Tile::kBlockN / 2;
+          ptx::cp_async_bulk_tensor_2d_global_to_shared_multicast(
+              smem_b(stage) + cta_rank * (kHalfRows * 128), &args.tma_b_half, kb * Tile::kBlockK,
+              n0 + static_cast<int>(cta_rank) * kHalfRows, full, static_cast<uint16_t>(0x3), ptx::kL2EvictNormal);
+        } else {
+          ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_b(stage), &a.tma_b, kb * Tile::kBlockK, n0, full,
+                                                        ptx::kL2EvictNormal);
         }
       };
       // Bytes that complete stage s's full barrier: A (half a box where the tile's upper 64 rows
@@ -199,12 +255,12 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
           sched.coords(tile, m_blk, n_blk);
           if (pdl & kPdlBIntoRing) {
             b_early = max(0, min(kb_end - kb_begin, kStages));
-            const bool a_half = kHalfBoxA<Tile, Epilogue> && m_blk * Tile::kBlockM + 64 >= a.m;
+            bool a_half = kHalfBoxA<Tile, Epilogue> && m_blk * Tile::kBlockM + 64 >= a.m;
+            if constexpr (kCluster > 1) a_half = a_half && m_blk * Tile::kBlockM < a.m;  // as below
             if (lane == 0) {
               for (int s = 0; s < b_early; ++s) {
                 ptx::mbarrier_arrive_expect_tx_release_cta(full_bar(s), stage_tx_bytes(a_half));
-                ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_b(s), &a.tma_b, (kb_begin + s) * Tile::kBlockK,
-                                                              n_blk * Tile::kBlockN, full_bar(s), ptx::kL2EvictNormal);
+                load_b(s, kb_begin + s, n_blk * Tile::kBlockN, full_bar(s));
               }
             }
           } else if (lane == 0) {
@@ -246,6 +302,9 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         // epilogues (whose maps may hold rows past M) keep the full box.
         bool a_half = false;
         if constexpr (kHalfBoxA<Tile, Epilogue>) a_half = m0 + 64 >= a.m;
+        // A cluster's empty partner tile (m0 >= M) loads the full box, all zeros: tma_a_half is
+        // encoded only where M's last row block holds 1-64 rows.
+        if constexpr (kCluster > 1) a_half = a_half && m0 < a.m;
         const CUtensorMap* a_map = a_half ? &a.tma_a_half : &a.tma_a;
         for (int kb = kb_begin; kb < kb_end; ++kb) {
           // First lap: parity 1 refers to the phase "before" the barrier's first, already complete.
@@ -261,9 +320,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
             if (!b_loaded) ptx::mbarrier_arrive_expect_tx_release_cta(full, stage_tx_bytes(a_half));
             ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_a(ps.stage), a_map, kb * Tile::kBlockK, m0, full,
                                                           ptx::kL2EvictNormal);
-            if (!b_loaded)
-              ptx::cp_async_bulk_tensor_2d_global_to_shared(smem_b(ps.stage), &a.tma_b, kb * Tile::kBlockK, n0, full,
-                                                            ptx::kL2EvictNormal);
+            if (!b_loaded) load_b(ps.stage, kb, n0, full);
           }
           if constexpr (Scale::kWhere == ScaleWhere::kMainloop)
             Scale::template producer_copy_stage<Tile>(a, stage_scales(ps.stage), full, m0, n_blk, kb, lane);
@@ -273,6 +330,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       if constexpr (kPdlPrologue<Epilogue>) {
         if (a.pdl_flags & kPdlTriggerLate) ptx::griddepcontrol_launch_dependents();
       }
+      leave_with_peer();
     } else if (warp == 1) {
       // Idle in the plain GEMM; a fused epilogue's end of call (arrival wait, epoch store).
       if constexpr (Epilogue::kHasCallHooks)
@@ -294,7 +352,7 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       const int col_in_n8 = (lane % 4) * 2;              // fragment column in each n8 chunk
       hopper::PipelineState<kStages> ps;
       StagedEpilogue<Tile, L, Epilogue> epi;
-      const ConsumerRing<Tile, L> ring{smem_base, abort_word, a, cwg, lane, row_in_wg};
+      const ConsumerRing<Tile, L> ring{smem_base, abort_word, a, cwg, lane, row_in_wg, peer_base};
       // The tile's scales (epilogue scale policies) have landed in buffer t % 2.
       [[maybe_unused]] auto wait_tile_scales = [&](uint32_t t) {
         ring.wait_or_leave(tile_scale_full(t), (t >> 1) & 1u, hopper::WaitSite::kConsumerScalesFull, t & 1u);
@@ -339,7 +397,10 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
         epi.store(args.epi, smem_base + L::kEpiOffset, acc, m_blk, n_blk, split);
         // The CTA's last tile: retire its stores before exit. Inside the loop on purpose: any code
         // after the consumer loop made ptxas spill the fp8 main loops (~350 bytes).
-        if (persistent_last_item(item, gridDim.x, num_items)) epi.finish(args.epi);
+        if (persistent_last_item(item, gridDim.x, num_items)) {
+          epi.finish(args.epi);
+          leave_with_peer();
+        }
       }
     };
     if constexpr (single_consumer_role<Tile, Scale, Epilogue>()) {
@@ -365,32 +426,50 @@ struct KernelInstance {
     WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout::kBytes));
   }
   static void launch(const Args& args, int grid, cudaStream_t stream) {
-    kernel<<<grid, Tile::kThreads, Layout::kBytes, stream>>>(args);
-    WEAVE_CHECK_LAUNCH();
+    if constexpr (Tile::kClusterM > 1) {
+      launch_with(nullptr, args, grid, stream);
+    } else {
+      kernel<<<grid, Tile::kThreads, Layout::kBytes, stream>>>(args);
+      WEAVE_CHECK_LAUNCH();
+    }
   }
-  // One launch through cudaLaunchKernelEx with one attribute (the two launches below).
-  static void launch_with(cudaLaunchAttribute attr, const Args& args, int grid, cudaStream_t stream) {
+  // One launch through cudaLaunchKernelEx with `attr` (if any) and, for a clustered instance, its
+  // cluster dimension (the grid is a whole number of clusters: the planner's rule).
+  static void launch_with(const cudaLaunchAttribute* attr, const Args& args, int grid, cudaStream_t stream) {
+    cudaLaunchAttribute attrs[2];
+    unsigned n = 0;
+    if (attr != nullptr) attrs[n++] = *attr;
+    if constexpr (Tile::kClusterM > 1) {
+      WEAVE_EXPECT(grid % Tile::kClusterM == 0, Status::kInternal,
+                   "GEMM instance of " << Tile::kClusterM << "-CTA clusters launched with grid " << grid);
+      attrs[n].id = cudaLaunchAttributeClusterDimension;
+      attrs[n].val.clusterDim.x = Tile::kClusterM;
+      attrs[n].val.clusterDim.y = 1;
+      attrs[n].val.clusterDim.z = 1;
+      ++n;
+    }
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(static_cast<unsigned>(grid));
     cfg.blockDim = dim3(Tile::kThreads);
     cfg.dynamicSmemBytes = Layout::kBytes;
     cfg.stream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cfg.attrs = attrs;
+    cfg.numAttrs = n;
     WEAVE_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, args));
   }
   // With programmatic stream serialization (the PDL prologue above; plain GEMMs only).
   // (Never a guarded launch: weave::Gemm runs the mxfp8 bf16 route, whose kernels read run_if_flag
   // first thing, without PDL.)
   static void launch_pdl(const Args& args, int grid, cudaStream_t stream) {
-    launch_with(hopper::programmatic_serialization_attribute(), args, grid, stream);
+    const cudaLaunchAttribute attr = hopper::programmatic_serialization_attribute();
+    launch_with(&attr, args, grid, stream);
   }
   static void launch_noting_start(const Args& args, int grid, cudaStream_t stream, cudaEvent_t started) {
     cudaLaunchAttribute attr{};
     attr.id = cudaLaunchAttributeLaunchCompletionEvent;
     attr.val.launchCompletionEvent.event = started;
     attr.val.launchCompletionEvent.flags = 0;
-    launch_with(attr, args, grid, stream);
+    launch_with(&attr, args, grid, stream);
   }
   // The table entry of this instance (gemm/dispatch.hpp), in the table of its epilogue's Params.
   static GemmKernelEntry<typename Epilogue::Params> entry(const char* name, ScaleMode mode, ScaleLayout layout,
@@ -405,6 +484,7 @@ struct KernelInstance {
         .block_m = Tile::kBlockM,
         .block_n = Tile::kBlockN,
         .block_k = Tile::kBlockK,
+        .cluster_m = Tile::kClusterM,
         .stages = Layout::kStages,
         .threads = Tile::kThreads,
         .smem_bytes = Layout::kBytes,
@@ -424,8 +504,11 @@ struct KernelInstance {
 // NAME must match the file name; EPILOGUE and SCHEDULER are fully qualified (a fused operator's
 // policies live in its own namespace); LAYOUT is the mxfp8 scale layout the instance reads (kRaw for every other mode).
 #define WEAVE_GEMM_KERNEL(NAME, IN, BM, BN, SCALE, EPILOGUE, SCHEDULER, MODE, LAYOUT, OUT_DTYPE)                  \
+  WEAVE_GEMM_KERNEL_CLUSTER(NAME, IN, BM, BN, 1, SCALE, EPILOGUE, SCHEDULER, MODE, LAYOUT, OUT_DTYPE)
+// The same with CM CTAs per cluster along M (1 or 2; gemm/kernel.cuh "Clusters").
+#define WEAVE_GEMM_KERNEL_CLUSTER(NAME, IN, BM, BN, CM, SCALE, EPILOGUE, SCHEDULER, MODE, LAYOUT, OUT_DTYPE)      \
   namespace {                                                                                                 \
-  using NAME##_t = ::weave::gemm::KernelInstance<::weave::gemm::TileShape<::weave::gemm::IN, BM, BN>,         \
+  using NAME##_t = ::weave::gemm::KernelInstance<::weave::gemm::TileShape<::weave::gemm::IN, BM, BN, CM>,     \
                                                  ::weave::gemm::SCALE, EPILOGUE,                              \
                                                  SCHEDULER>;                                                  \
   const bool NAME##_registered =                                                                              \

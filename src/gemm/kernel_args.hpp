@@ -98,6 +98,11 @@ template <class EpilogueParams>
 struct KernelArgs {
   MainloopArgs main;
   EpilogueParams epi;
+  // 2-CTA clusters (TileShape::kClusterM = 2) only: B again with box [block_n / 2, block_k], 128B
+  // swizzle; cluster CTA r loads rows [r * block_n / 2, (r + 1) * block_n / 2) of the pair's
+  // shared B tile and multicasts them to both CTAs (make_multicast_b_map). Unused otherwise. Last,
+  // so no other field moves (the other instances' SASS stays as it was).
+  CUtensorMap tma_b_half;
 };
 
 using LocalKernelArgs = KernelArgs<StoreLocalParams>;

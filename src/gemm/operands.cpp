@@ -186,6 +186,13 @@ MainloopDebug MainloopDebug::from_env() {
   return d;
 }
 
+CUtensorMap make_multicast_b_map(const GemmProblem& p, const GemmPlan& plan, const TensorView& b) {
+  WEAVE_EXPECT(plan.cluster == 2 && plan.block_n % 16 == 0, Status::kInternal,
+               "half-B map for a plan of cluster " << plan.cluster << ", tile " << plan.block_m << "x" << plan.block_n);
+  return hopper::make_tma_2d("B", b.data, gemm_input_dtype(p.mode), p.n, p.k, b.ld(), plan.block_n / 2, plan.block_k,
+                             hopper::TmaSwizzle::k128B);
+}
+
 MainloopArgs make_mainloop_args(const GemmProblem& p, const GemmPlan& plan, const TensorView& a, const TensorView& b,
                                 const GemmScales& s, const MainloopDebug& debug) {
   MainloopArgs m{};

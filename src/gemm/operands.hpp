@@ -52,6 +52,10 @@ struct MainloopDebug {
 MainloopArgs make_mainloop_args(const GemmProblem& p, const GemmPlan& plan, const TensorView& a, const TensorView& b,
                                 const GemmScales& s, const MainloopDebug& debug = {});
 
+// A 2-CTA cluster plan's (plan.cluster = 2) half-B map: B [N, K] with box [block_n / 2, block_k]
+// (KernelArgs::tma_b_half; each CTA of a pair loads one half of the shared tile, multicast).
+CUtensorMap make_multicast_b_map(const GemmProblem& p, const GemmPlan& plan, const TensorView& b);
+
 // The epilogue's TMA-store map over `planes` stacked [m, n] outputs of `dtype` with leading
 // dimension `ld` (gemm/kernel_args.hpp, StoreLocalParams::tma_c): any global address, local C,
 // a split-K workspace, a window region or a peer's copy of it. `box_bytes` is the kernel

@@ -41,6 +41,31 @@ WEAVE_WALK_HD constexpr int persistent_items_of(int cta, int grid, int num_items
   return cta < num_items ? (num_items - cta + grid - 1) / grid : 0;
 }
 
+// 2-CTA clusters along M (TileShape::kClusterM = 2; gemm/kernel.cuh "Clusters"): the grouped tile
+// order (gemm/tile_scheduler.cuh) runs over the row blocks rounded up to an even count, in groups of
+// an even number of rows (this function applied to both), so its tiles 2j and 2j + 1 are row
+// blocks 2i and 2i + 1 of one column. With an even grid, cluster c's two CTAs (2c, 2c + 1) take
+// items 2c + kG and 2c + 1 + kG: always such a pair, and the same number of items each (the
+// item count, tiles x K splits, is even). Where the real row count is odd, the last row block
+// of each column is a ghost: its CTA loads and multiplies rows past M (zeros) for the pair's B
+// and stores nothing (the TMA clips every row).
+WEAVE_WALK_HD constexpr int cluster_pair_rows(int rows) { return rows + (rows & 1); }
+
+// The grouped tile order's tile -> (row block, column block) (GroupedRowsScheduler::coords, which
+// calls this; picture in gemm/tile_scheduler.cuh): groups of `group_rows` row blocks, each walked
+// down its rows first, then along N.
+WEAVE_WALK_HD constexpr void grouped_tile_coords(int tile, int num_m_blocks, int num_n_blocks, int group_rows,
+                                                 int& m_blk, int& n_blk) {
+  const int per_group = group_rows * num_n_blocks;
+  const int group = tile / per_group;
+  const int first_m = group * group_rows;
+  const int left = num_m_blocks - first_m;
+  const int rows = group_rows < left ? group_rows : left;
+  const int in_group = tile - group * per_group;
+  m_blk = first_m + in_group % rows;
+  n_blk = in_group / rows;
+}
+
 }  // namespace weave::gemm
 
 #undef WEAVE_WALK_HD

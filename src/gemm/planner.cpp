@@ -24,7 +24,7 @@ namespace {
 GemmPlan tiled_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverrides& overrides, bool blockscale_raw) {
   if (problem.mode == ScaleMode::kMxfp8) return gemm::plan_mxfp8_tiles(problem, num_sms, overrides);
   if (blockscale_raw) return gemm::plan_blockscale_raw_tiles(problem, num_sms, overrides);
-  return gemm::gemm_plan_tiles(problem, num_sms, overrides, gemm::gemm_tile_candidates(problem));
+  return gemm::gemm_plan_tiles(problem, num_sms, overrides, gemm::gemm_tile_candidates(problem, overrides.cluster));
 }
 
 }  // namespace
@@ -40,9 +40,10 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
   WEAVE_EXPECT_ARG(blockscale_raw || overrides.scale_a_route == ScaleARoute::kAuto,
                    "override 'scale_a_route': applies to mode blockscale with scale_layout raw only (mode "
                        << to_string(problem.mode) << ", scale_layout " << to_string(problem.scale_layout) << ")");
-  // A forced tile, K split, mxfp8 route, A-scale route or decode_route = tiles asks for the tiled kernels.
+  // A forced tile, K split, cluster, mxfp8 route, A-scale route or decode_route = tiles asks for the tiled kernels.
   const bool tile_override = overrides.block_m != 0 || overrides.block_n != 0 || overrides.split_k >= 2 ||
-                             overrides.mx_route != MxRoute::kAuto || overrides.scale_a_route != ScaleARoute::kAuto;
+                             overrides.cluster == 2 || overrides.mx_route != MxRoute::kAuto ||
+                             overrides.scale_a_route != ScaleARoute::kAuto;
   const bool tile_forced = tile_override || overrides.decode_route == DecodeRoute::kTiles;
   if (overrides.decode_route == DecodeRoute::kGemv) {
     const std::string gemv_why = problem.m > detail::kGemvMaxM
@@ -51,7 +52,7 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
     WEAVE_EXPECT_ARG(gemv_why.empty(), "override 'decode_route' = gemv: the GEMV cannot run this problem: " << gemv_why);
     WEAVE_EXPECT_ARG(!tile_override && overrides.grid == 0 && overrides.group_rows == 0,
                      "override 'decode_route' = gemv: conflicts with a tiled-kernel override (block_m, block_n, "
-                     "grid, split_k, group_rows, mx_route, scale_a_route)");
+                     "grid, split_k, cluster, group_rows, mx_route, scale_a_route)");
   }
   if (overrides.decode_route == DecodeRoute::kTiles) {
     const auto v = gemm::gemm_problem_violations(problem);

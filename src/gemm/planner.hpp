@@ -19,10 +19,12 @@ struct TileCandidate {
   int block_m = 0, block_n = 0, block_k = 0, stages = 0;
   std::string kernel;        // the instance writing the problem's output dtype
   std::string split_kernel;  // the fp32-output instance of the same tile (split-K partials); "" if not built
+  int cluster_m = 1;         // CTAs per cluster (gemm/kernel.cuh "Clusters")
 };
 // Tiles built for (mode, mxfp8 scale layout, out dtype) with the local-store epilogue, each with
-// its fp32-output twin for split-K when that is built.
-std::vector<TileCandidate> gemm_tile_candidates(const GemmProblem& problem);
+// its fp32-output twin for split-K when that is built: the instances of `cluster` CTAs per cluster
+// (GemmPlanOverrides::cluster: 0 and 1 name the plain ones, 2 the 2-CTA clusters').
+std::vector<TileCandidate> gemm_tile_candidates(const GemmProblem& problem, int cluster = 1);
 
 // Limits the library checks and the CLI's options show (one place for both): m, n and k are TMA
 // coordinates (32-bit); num_sms is an SM count (H100/H200: 132), and a persistent grid has at most

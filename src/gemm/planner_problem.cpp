@@ -52,6 +52,12 @@ void check_plan_limits(int num_sms, const GemmPlanOverrides& o) {
   WEAVE_EXPECT_ARG(o.grid >= 0 && o.grid <= num_sms,
                    "override 'grid' = " << o.grid << ": a persistent grid has at most one CTA per SM, so 1 .. num_sms = "
                                         << num_sms << ", or 0 for the planner's choice");
+  WEAVE_EXPECT_ARG(o.cluster >= 0 && o.cluster <= 2,
+                   "override 'cluster': must be 1 (no clusters), 2 (2-CTA clusters, B multicast), or 0 for the "
+                   "planner's choice (got " << o.cluster << ")");
+  WEAVE_EXPECT_ARG(o.cluster != 2 || o.grid % 2 == 0,
+                   "override 'grid' = " << o.grid << ": 2-CTA clusters (override 'cluster' = 2) launch whole pairs, so "
+                                        "the grid must be even");
   WEAVE_EXPECT_ARG(o.group_rows >= 0,
                    "override 'group_rows': must be >= 1, or 0 for the planner's choice (got " << o.group_rows << ")");
 }

@@ -84,14 +84,14 @@ GemmPlan plan_mxfp8_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverr
         return r.bf16_us < r.native_us ? MxRoute::kBf16 : MxRoute::kNative;
       });
   if (route == MxRoute::kNative) {
-    GemmPlan plan = gemm_plan_tiles(p, num_sms, o, gemm_tile_candidates(p));
+    GemmPlan plan = gemm_plan_tiles(p, num_sms, o, gemm_tile_candidates(p, o.cluster));
     plan.reason = "mxfp8 native route " + why.str() + "; " + plan.reason;
     return plan;
   }
   GemmProblem bf = p;
   bf.mode = ScaleMode::kBF16;
   bf.scale_layout = ScaleLayout::kRaw;
-  GemmPlan plan = gemm_plan_tiles(bf, num_sms, o, gemm_tile_candidates(bf), SplitRule::kFillSms);
+  GemmPlan plan = gemm_plan_tiles(bf, num_sms, o, gemm_tile_candidates(bf, o.cluster), SplitRule::kFillSms);
   GemmPlanOverrides fo;
   fo.split_k = 1;
   fo.group_rows = o.group_rows;
@@ -150,13 +150,13 @@ GemmPlan plan_blockscale_raw_tiles(const GemmProblem& p, int num_sms, const Gemm
         return r.copy_us < r.saved_us ? ScaleARoute::kMnMajorCopy : ScaleARoute::kAsGiven;
       });
   if (route == ScaleARoute::kAsGiven) {
-    GemmPlan plan = gemm_plan_tiles(p, num_sms, o, gemm_tile_candidates(p));
+    GemmPlan plan = gemm_plan_tiles(p, num_sms, o, gemm_tile_candidates(p, o.cluster));
     plan.reason = "blockscale, A scales read as given (row-major) " + why.str() + "; " + plan.reason;
     return plan;
   }
   GemmProblem mn = p;
   mn.scale_layout = ScaleLayout::kMnMajor;
-  GemmPlan plan = gemm_plan_tiles(mn, num_sms, o, gemm_tile_candidates(mn));
+  GemmPlan plan = gemm_plan_tiles(mn, num_sms, o, gemm_tile_candidates(mn, o.cluster));
   plan.scale_a_mn_copy = true;
   plan.reason = "blockscale, A scales copied to MN-major in the workspace first " + why.str() +
                 ", then the MN-major kernel: " + plan.reason;

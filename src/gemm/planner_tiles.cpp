@@ -38,6 +38,7 @@
 
 #include "common/check.hpp"
 #include "gemm/dispatch.hpp"
+#include "gemm/persistent_walk.hpp"
 #include "gemm/planner.hpp"
 #include "weave/gemm.hpp"
 
@@ -89,15 +90,17 @@ constexpr double kHalfRowNarrowTileEfficiencyBf16 = 0.31;
 // The largest M the planner gives a 64-row tile (kHalfRowTileMaxM, planner.hpp): the sweep measured
 // M <= 128 (a forced tile runs at any M).
 
-std::vector<TileCandidate> gemm_tile_candidates(const GemmProblem& p) {
+std::vector<TileCandidate> gemm_tile_candidates(const GemmProblem& p, int cluster) {
   const ScaleLayout layout = instance_scale_layout(p.mode, p.scale_layout);
+  const int cluster_m = cluster == 2 ? 2 : 1;
   std::vector<TileCandidate> out;
   for (const auto& i : gemm_instances()) {
     if (i.mode != p.mode || i.scale_layout != layout || i.out_dtype != p.out_dtype ||
-        i.epilogue != EpilogueKind::kStoreLocal)
+        i.epilogue != EpilogueKind::kStoreLocal || i.cluster_m != cluster_m)
       continue;
-    const GemmInstance* f32 = find_gemm_instance(p.mode, DType::kF32, i.epilogue, i.block_m, i.block_n, layout);
-    out.push_back({i.block_m, i.block_n, i.block_k, i.stages, i.name, f32 ? f32->name : ""});
+    const GemmInstance* f32 =
+        find_gemm_instance(p.mode, DType::kF32, i.epilogue, i.block_m, i.block_n, layout, i.cluster_m);
+    out.push_back({i.block_m, i.block_n, i.block_k, i.stages, i.name, f32 ? f32->name : "", i.cluster_m});
   }
   return out;
 }
@@ -156,8 +159,18 @@ double tile_cost(const GemmProblem& p, int num_sms, int block_m, int block_n) {
 }
 
 GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverrides& o,
-                         const std::vector<TileCandidate>& cands, SplitRule split_rule) {
+                         const std::vector<TileCandidate>& all_cands, SplitRule split_rule) {
   check_plan_limits(num_sms, o);
+  // Clusters only where asked for (override 'cluster' = 2): not yet measured faster.
+  const int cluster = o.cluster == 2 ? 2 : 1;
+  std::vector<TileCandidate> cands;
+  for (const auto& c : all_cands)
+    if (c.cluster_m == cluster) cands.push_back(c);
+  WEAVE_EXPECT_ARG(cluster == 1 || num_sms >= 2, "override 'cluster' = 2: needs at least 2 SMs (num_sms = " << num_sms << ")");
+  WEAVE_EXPECT(cluster == 1 || !cands.empty(), Status::kUnsupported,
+               "override 'cluster' = 2: no instance of 2-CTA clusters is built for mode "
+                   << to_string(p.mode) << " / " << to_string(p.out_dtype) << " output"
+                   << (p.mode == ScaleMode::kBlockscale ? " with this scale_layout (mn-major only)" : ""));
   WEAVE_EXPECT_ARG((o.block_m == 0) == (o.block_n == 0),
                    "override tile: give both block_m and block_n (got " << o.block_m << "x" << o.block_n << ")");
   WEAVE_EXPECT(!cands.empty(), Status::kUnsupported,
@@ -218,7 +231,7 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
   plan.block_n = pick->block_n;
   plan.block_k = pick->block_k;
   plan.stages = pick->stages;
-  plan.cluster = 1;
+  plan.cluster = pick->cluster_m;
   plan.tiles = tiles_of(*pick);
   plan.kernel = pick->kernel;
   plan.group_rows = o.group_rows > 0 ? o.group_rows : kDefaultGroupRows;
@@ -259,7 +272,10 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
     split = 1;
   }
   plan.split_k = static_cast<int>(std::max<int64_t>(split, 1));
-  const int64_t items = plan.tiles * plan.split_k;
+  // A cluster pair walks row blocks rounded up to even (gemm/persistent_walk.hpp cluster_pair_rows).
+  const int64_t row_blocks = ceil_div(p.m, pick->block_m);
+  const int64_t items = (plan.cluster == 2 ? cluster_pair_rows(static_cast<int>(row_blocks)) : row_blocks) *
+                        ceil_div(p.n, pick->block_n) * plan.split_k;
   if (plan.split_k > 1) {
     plan.kernel = pick->split_kernel;
     why << "; split-K " << plan.split_k << (o.split_k >= 2 ? " (override)" : "") << ": " << plan.tiles << " tiles x "
@@ -283,11 +299,16 @@ GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverri
     plan.grid = o.grid;
     why << "; grid " << o.grid << " (override)";
   } else {
-    plan.grid = static_cast<int>(std::min<int64_t>(items, num_sms));
+    // Clusters: whole pairs (the items are even).
+    plan.grid = static_cast<int>(std::min<int64_t>(items, num_sms - num_sms % plan.cluster));
     why << "; grid " << plan.grid << " persistent CTAs, " << std::fixed;
     why.precision(2);
     why << static_cast<double>(items) / plan.grid << (plan.split_k > 1 ? " work items each" : " tiles each");
   }
+  if (plan.cluster == 2)
+    why << "; 2-CTA clusters (override): each pair of CTAs takes vertically adjacent tiles and loads their B "
+           "tile once, multicast to both"
+        << (row_blocks % 2 != 0 ? " (the odd last row block's partner is an empty tile)" : "");
   plan.reason = why.str();
   return plan;
 }

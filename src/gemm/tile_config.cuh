@@ -82,11 +82,14 @@ struct Wgmma<InE4m3, 256> {
 // way: both consumer warpgroups take the tile's 64 rows, warpgroup w columns [w * BN/2, (w+1) * BN/2),
 // so two warpgroups still feed the tensor cores (one warp's wgmma chain per SM sub-partition does
 // not; docs/perf/gemm.md "step 3"). wg_row0 / wg_col0 say where a warpgroup's part starts.
-template <class In, int BM, int BN>
+// CM: CTAs per cluster along M (1, or 2: the pair takes vertically adjacent tiles of one column
+// and each CTA loads half of their shared B tile, multicast to both; gemm/kernel.cuh "Clusters").
+template <class In, int BM, int BN, int CM = 1>
 struct TileShape {
   using Input = In;
   static constexpr int kBlockM = BM;
   static constexpr int kBlockN = BN;
+  static constexpr int kClusterM = CM;
   static constexpr int kBlockK = 128 / In::kBytes;  // one 128-byte swizzle row of K per stage
   static constexpr int kMmaK = 32 / In::kBytes;     // K of one wgmma (32 bytes)
   static constexpr int kKSteps = kBlockK / kMmaK;   // wgmmas per stage and m64 slice
@@ -115,6 +118,8 @@ struct TileShape {
   static_assert(!kSplitN || BN >= 128 || (BN == 64 && In::kBytes == 2),
                 "64-row tiles: each consumer warpgroup takes >= 64 columns (32 for bf16 64x64)");
   using Mma = Wgmma<In, kWgCols>;  // one m64 x (the warpgroup's columns) instruction
+  static_assert(CM == 1 || (CM == 2 && BM >= 128 && BN % 16 == 0),
+                "clusters: 1, or 2 along M with 128- or 256-row tiles (each CTA multicasts half of B's rows)");
 };
 
 inline constexpr int kSmemLimitBytes = 232448;  // 227 KB: the sm_90 per-block opt-in maximum

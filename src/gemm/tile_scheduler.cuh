@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "gemm/kernel_args.hpp"
+#include "gemm/persistent_walk.hpp"
 
 namespace weave::gemm {
 
@@ -36,13 +37,14 @@ struct GroupedRowsScheduler {
   __device__ __forceinline__ int num_tiles() const { return num_m_blocks * num_n_blocks; }
 
   __device__ __forceinline__ void coords(int tile, int& m_blk, int& n_blk) const {
-    const int per_group = group_rows * num_n_blocks;
-    const int group = tile / per_group;
-    const int first_m = group * group_rows;
-    const int rows = min(group_rows, num_m_blocks - first_m);
-    const int in_group = tile - group * per_group;
-    m_blk = first_m + in_group % rows;
-    n_blk = in_group / rows;
+    grouped_tile_coords(tile, num_m_blocks, num_n_blocks, group_rows, m_blk, n_blk);
+  }
+
+  // A 2-CTA cluster's order (gemm/persistent_walk.hpp cluster_pair_rows): rows and groups rounded
+  // up to even counts, so the cluster's CTAs take tiles 2j, 2j + 1 of one column.
+  __device__ __forceinline__ void pair_rows() {
+    num_m_blocks = cluster_pair_rows(num_m_blocks);
+    group_rows = cluster_pair_rows(group_rows);
   }
 };
 

@@ -128,6 +128,11 @@ std::vector<BadInput> bad_inputs() {
        {"--split-k", "not in range 0 to 16"}},
       {"PlanGemmSplitKAboveKBlocks", {"plan", "gemm", "-m", "128", "-n", "128", "-k", "128", "--split-k", "16"},
        {"--split-k: override 'split_k' = 16"}},
+      {"PlanGemmClusterThree", {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--cluster", "3"},
+       {"--cluster", "not in range 0 to 2"}},
+      {"PlanGemmClusterOddGrid",
+       {"plan", "gemm", "-m", "4096", "-n", "4096", "-k", "4096", "--quant", "ptpc", "--cluster", "2", "--grid", "7"},
+       {"--grid: override 'grid' = 7: 2-CTA clusters"}},
       {"PlanGemmGridOnGemv", {"plan", "gemm", "-m", "4", "-n", "4096", "-k", "4096", "--grid", "8"},
        {"--grid: m = 4 goes to the decode GEMV"}},
       {"BenchDecodeCompareRoutesWithAForcedRoute",
@@ -409,6 +414,10 @@ TEST(Cli, PlansRunWithoutAGpu) {
                  "--split-k", "1"});
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("grid 64 (override)"), std::string::npos) << r.out;
+  r = run_weave({"plan", "gemm", "-m", "4096", "-n", "7168", "-k", "2048", "--quant", "ptpc", "--cluster", "2"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("_c2 tile 128x128x128 stages 6 cluster 2 grid 132"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2-CTA clusters (override)"), std::string::npos) << r.out;
   r = run_weave({"plan", "comm", "--op", "all-reduce", "--bytes", "64M", "--world", "8"});
   EXPECT_NE(r.out.find("collective: all-reduce, 64.00 MiB"), std::string::npos) << r.out;
 #if WEAVE_TEST_EXPECT_NCCL_TRANSPORT || WEAVE_TEST_EXPECT_CE || WEAVE_TEST_EXPECT_LSA

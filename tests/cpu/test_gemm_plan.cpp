@@ -282,7 +282,9 @@ TEST(GemmPlanInstances, TableIsConsistent) {
     } else {
       EXPECT_EQ(i.scale_layout, ScaleLayout::kRaw) << name;
     }
-    EXPECT_EQ(gemm::find_gemm_instance(i.mode, i.out_dtype, i.epilogue, i.block_m, i.block_n, i.scale_layout), &i);
+    EXPECT_EQ(gemm::find_gemm_instance(i.mode, i.out_dtype, i.epilogue, i.block_m, i.block_n, i.scale_layout,
+                                       i.cluster_m),
+              &i);
   }
 }
 

@@ -29,11 +29,12 @@ void check_every_tile(const OperandSet& o, DType out) {
   for (const auto& inst : gemm::gemm_instances()) {
     if (inst.mode != p.mode || inst.out_dtype != out || p.mode == ScaleMode::kMxfp8) continue;  // mxfp8: test_gemm_mxfp8.cu
     p.scale_layout = inst.scale_layout;  // blockscale: raw and mn-major instances, each with its own scales
-    for (int grid : {0, 3}) {
+    for (int grid : {0, inst.cluster_m == 2 ? 4 : 3}) {  // a 2-CTA cluster instance takes whole pairs
       Guarded c(p.m * p.n * dtype_bytes(out));
       GemmPlanOverrides ov;
       ov.block_m = inst.block_m;
       ov.block_n = inst.block_n;
+      ov.cluster = inst.cluster_m;
       ov.grid = grid;
       ov.split_k = 1;  // this test checks the instance itself; split-K: test_gemm_split_k.cu
       const TensorView cv = TensorView::matrix(c.get(), out, p.m, p.n, 0);

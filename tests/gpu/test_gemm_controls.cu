@@ -93,7 +93,7 @@ TEST(GemmNegativeControl, PipelineFaultsAreDetectedInEveryBuiltInstance) {
     GemmProblem p = o.p;
     p.out_dtype = inst.out_dtype;
     p.scale_layout = inst.scale_layout;
-    GemmPlanOverrides ov{.block_m = inst.block_m, .block_n = inst.block_n, .split_k = 1};
+    GemmPlanOverrides ov{.block_m = inst.block_m, .block_n = inst.block_n, .split_k = 1, .cluster = inst.cluster_m};
     if (p.mode == ScaleMode::kMxfp8) ov.mx_route = MxRoute::kNative;
     if (p.mode == ScaleMode::kBlockscale && p.scale_layout == ScaleLayout::kRaw) ov.scale_a_route = ScaleARoute::kAsGiven;
     // Bad launches of kRuns with the knob `env` set (nullptr: none); the plan's kernel in *kernel.
@@ -249,6 +249,7 @@ TEST(GemmSanitizer, EveryInstanceOnce) {
         GemmPlanOverrides ov;
         ov.block_m = inst.block_m;
         ov.block_n = inst.block_n;
+        ov.cluster = inst.cluster_m;
         ov.split_k = split;
         Gemm g(p, o.va, o.vb, o.scales_for(inst.scale_layout), TensorView::matrix(c.get(), p.out_dtype, p.m, p.n, 0),
                ov);

@@ -64,8 +64,10 @@ void time_shape(ScaleMode mode, PerfShape s, int l2_bytes, const std::vector<int
   for (const auto& inst : gemm::gemm_instances())
     if (inst.mode == mode && inst.out_dtype == DType::kBF16)
       variants.push_back({std::string(inst.scale_layout == ScaleLayout::kMnMajor ? "mn " : "") + "tile " +
-                              std::to_string(inst.block_m) + "x" + std::to_string(inst.block_n),
-                          GemmPlanOverrides{.block_m = inst.block_m, .block_n = inst.block_n}, inst.scale_layout});
+                              std::to_string(inst.block_m) + "x" + std::to_string(inst.block_n) +
+                              (inst.cluster_m == 2 ? " c2" : ""),
+                          GemmPlanOverrides{.block_m = inst.block_m, .block_n = inst.block_n, .cluster = inst.cluster_m},
+                          inst.scale_layout});
   // Blockscale: the planner's choice with A's scales M-contiguous too.
   bench::MnMajorScales sa_mn;
   if (mode == ScaleMode::kBlockscale) {
@@ -88,8 +90,9 @@ void time_shape(ScaleMode mode, PerfShape s, int l2_bytes, const std::vector<int
           if (split >= 1 && split <= k_blocks)
             variants.push_back({std::string(inst.scale_layout == ScaleLayout::kMnMajor ? "mn " : "") + "tile " +
                                     std::to_string(inst.block_m) + "x" + std::to_string(inst.block_n) + " split " +
-                                    std::to_string(split),
-                                GemmPlanOverrides{.block_m = inst.block_m, .block_n = inst.block_n, .split_k = split},
+                                    std::to_string(split) + (inst.cluster_m == 2 ? " c2" : ""),
+                                GemmPlanOverrides{.block_m = inst.block_m, .block_n = inst.block_n, .split_k = split,
+                                                  .cluster = inst.cluster_m},
                                 inst.scale_layout});
   }
   std::vector<std::vector<std::unique_ptr<Gemm>>> gemm_sets(variants.size());

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "gemm/dispatch.hpp"
 #include "gemm/planner.hpp"
 #include "support/gpu.hpp"
 #include "testing/gemm_operands.hpp"
@@ -86,7 +87,7 @@ TEST(GemmSoak, RandomShapesModesTilesAndGrids) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   ref::Random rng(0x50A4);
   int launches = 0, problems = 0, wrong_launches = 0, gemv_launches = 0, split_launches = 0, mx_route_launches = 0,
-      scale_copy_launches = 0;
+      scale_copy_launches = 0, cluster_launches = 0;
   int64_t wrong_elements = 0;
   while (launches < target) {
     const SoakProblem sp = random_problem(rng);
@@ -120,7 +121,9 @@ TEST(GemmSoak, RandomShapesModesTilesAndGrids) {
                               p.scale_layout == ScaleLayout::kMnMajor ? GemmScales{a.scale_view, b.scale_view} : scales,
                               ref.as<float>(), stream);
     const bench::Tolerance tol = bench::gemm_tolerance(p.mode, p.out_dtype);
-    const auto cands = gemm::gemm_tile_candidates(p);
+    // The plain tiles and the 2-CTA cluster instances of this problem's mode and layout.
+    auto cands = gemm::gemm_tile_candidates(p);
+    for (const auto& t : gemm::gemm_tile_candidates(p, 2)) cands.push_back(t);
     std::unique_ptr<bench::DeviceBuffer> workspace;
     for (int l = 0; l < kLaunchesPerProblem && launches < target; ++l) {
       // Planner's choice, or a random tile / grid / split among the built ones.
@@ -129,7 +132,8 @@ TEST(GemmSoak, RandomShapesModesTilesAndGrids) {
         const auto& t = cands[static_cast<std::size_t>(rng.integer(0, static_cast<int>(cands.size()) - 1))];
         o.block_m = t.block_m;
         o.block_n = t.block_n;
-        if (rng.integer(0, 2) == 0) o.grid = rng.integer(1, sms);
+        o.cluster = t.cluster_m;
+        if (rng.integer(0, 2) == 0) o.grid = t.cluster_m == 2 ? 2 * rng.integer(1, sms / 2) : rng.integer(1, sms);
         const int64_t k_blocks = (p.k + t.block_k - 1) / t.block_k;
         if (rng.integer(0, 3) == 0 && k_blocks >= 2 && !t.split_kernel.empty())
           o.split_k = rng.integer(2, static_cast<int>(std::min<int64_t>(k_blocks, 8)));
@@ -162,6 +166,7 @@ TEST(GemmSoak, RandomShapesModesTilesAndGrids) {
         split_launches += g->plan().split_k > 1 ? 1 : 0;
       }
       gemv_launches += g->plan().gemv ? 1 : 0;
+      cluster_launches += g->plan().cluster == 2 ? 1 : 0;
       mx_route_launches += g->plan().mx_dequant ? 1 : 0;
       scale_copy_launches += g->plan().scale_a_mn_copy ? 1 : 0;
       bench::poison_nan(c.get(), c.bytes(), p.out_dtype, stream);
@@ -182,11 +187,14 @@ TEST(GemmSoak, RandomShapesModesTilesAndGrids) {
   ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   cudaStreamDestroy(stream);
   std::printf("gemm soak: %d launches over %d random problems (%d split-K, %d GEMV, %d mxfp8 bf16 route, %d blockscale "
-              "A-scale copy), %d wrong launches, %lld wrong elements\n",
+              "A-scale copy, %d 2-CTA clusters), %d wrong launches, %lld wrong elements\n",
               launches, problems, split_launches, gemv_launches, mx_route_launches, scale_copy_launches,
-              wrong_launches, static_cast<long long>(wrong_elements));
+              cluster_launches, wrong_launches, static_cast<long long>(wrong_elements));
   if (target >= 1000) EXPECT_GT(mx_route_launches, 0) << "the soak never ran the mxfp8 bf16 route";
   if (target >= 1000) EXPECT_GT(scale_copy_launches, 0) << "the soak never ran blockscale's A-scale copy";
+  const bool clusters_built = std::any_of(gemm::gemm_instances().begin(), gemm::gemm_instances().end(),
+                                          [](const gemm::GemmInstance& i) { return i.cluster_m == 2; });
+  if (target >= 1000 && clusters_built) EXPECT_GT(cluster_launches, 0) << "the soak never ran a 2-CTA cluster instance";
   EXPECT_EQ(wrong_launches, 0);
   EXPECT_GE(launches, target);
 }

@@ -17,7 +17,8 @@
 //    CTA's later timeout overwriting the first record (no claim), wrong fields, and an abort that
 //    leaves the context unusable (a trap: the sync and the next kernel fail);
 //  - GemmKernelAbortsCooperatively: every instance family (bf16, ptpc 128- and 256-row tiles,
-//    blockscale, mxfp8 native) with a stage that is never loaded (debug knob) must end within a
+//    blockscale, mxfp8 native, the 2-CTA cluster instances, whose CTAs also wait for each other's
+//    B halves and empty stages) with a stage that is never loaded (debug knob) must end within a
 //    few bounds, with cudaSuccess, report through Gemm::check() once (kTimeout), and the same
 //    process must then compute a correct GEMM.
 #include <gtest/gtest.h>
@@ -167,22 +168,33 @@ TEST(GemmWaitTimeout, GemmKernelAbortsCooperatively) {
   struct Case {
     ScaleMode mode;
     int block_m;
+    int cluster = 1;
+    ScaleLayout layout = ScaleLayout::kRaw;
   };
   // 256x128 as well as 128x128: ptpc's two tiles run different consumer loops (gemm/kernel.cuh).
   for (const Case c : {Case{ScaleMode::kBF16, 128}, Case{ScaleMode::kPtpc, 128}, Case{ScaleMode::kPtpc, 256},
-                       Case{ScaleMode::kBlockscale, 128}, Case{ScaleMode::kMxfp8, 128}}) {
-    const OperandSet o = make_operands(c.mode, 512, 512, 1024, 71 + c.block_m, false);
-    const std::string what = describe(o, DType::kBF16) + " tile " + std::to_string(c.block_m) + "x128";
+                       Case{ScaleMode::kBlockscale, 128}, Case{ScaleMode::kMxfp8, 128},
+                       Case{ScaleMode::kPtpc, 128, 2}, Case{ScaleMode::kPtpc, 256, 2},
+                       Case{ScaleMode::kBlockscale, 128, 2, ScaleLayout::kMnMajor}}) {
+    OperandSet o = make_operands(c.mode, 512, 512, 1024, 71 + c.block_m, false);
+    o.p.scale_layout = c.layout;
+    const std::string what = describe(o, DType::kBF16) + " tile " + std::to_string(c.block_m) + "x128 cluster " +
+                             std::to_string(c.cluster);
     SCOPED_TRACE(what);
     Guarded out(o.p.m * o.p.n * 2);
     const TensorView cv = TensorView::matrix(out.get(), DType::kBF16, o.p.m, o.p.n, 0);
-    GemmPlanOverrides ov{.block_m = c.block_m, .block_n = 128, .split_k = 1};
+    GemmPlanOverrides ov{.block_m = c.block_m, .block_n = 128, .split_k = 1, .cluster = c.cluster};
     if (c.mode == ScaleMode::kMxfp8) ov.mx_route = MxRoute::kNative;
+    if (c.cluster == 2 && gemm::gemm_tile_candidates(o.p, 2).empty()) {
+      std::printf("  %s: not built (narrowed build)\n", what.c_str());
+      continue;
+    }
     {
       ScopedEnv stall("WEAVE_GEMM_DEBUG_STALL_K_BLOCK", "2");
       ScopedEnv bound("WEAVE_GEMM_DEBUG_PIPELINE_TIMEOUT_MS", "200");
-      Gemm g(o.p, o.va, o.vb, o.scales, cv, ov);
+      Gemm g(o.p, o.va, o.vb, o.scales_for(c.layout), cv, ov);
       ASSERT_EQ(g.plan().block_m, c.block_m);
+      ASSERT_EQ(g.plan().cluster, c.cluster);
       EXPECT_NO_THROW(g.check()) << "nothing recorded yet";
       g.run(nullptr);
       const double seconds = seconds_to_sync(nullptr, 20);
@@ -193,7 +205,7 @@ TEST(GemmWaitTimeout, GemmKernelAbortsCooperatively) {
       EXPECT_NO_THROW(g.check()) << "reported twice";
     }
     // The same process computes a correct GEMM right after.
-    Gemm g(o.p, o.va, o.vb, o.scales, cv, ov);
+    Gemm g(o.p, o.va, o.vb, o.scales_for(c.layout), cv, ov);
     const RepeatResult r = run_repeated(g, o, out, DType::kBF16, 2, nullptr);
     EXPECT_EQ(r.bad_runs, 0) << "worst " << r.worst_wrong << " wrong after the abort";
     EXPECT_NO_THROW(g.check());

@@ -81,6 +81,14 @@ def test_plan_overrides_and_layouts():
     assert weave.plan_gemm(256, 256, 256, "blockscale", scale_a_route="mn-major-copy").scale_a_mn_copy
     assert weave.plan_gemm(4096, 4096, 2048, weave.ScaleMode.PTPC, weave.DType.F32).kernel.endswith(
         weave.plan_gemm(4096, 4096, 2048, "ptpc", "fp32").kernel[-7:])
+    # 2-CTA clusters only where forced (the planner's choice is 1 until measured), on whole pairs.
+    assert weave.plan_gemm(4096, 7168, 2048, "ptpc").cluster == 1
+    c2 = weave.plan_gemm(4096, 7168, 2048, "ptpc", cluster=2)
+    assert c2.cluster == 2 and c2.kernel.endswith("_c2") and c2.grid % 2 == 0, c2.reason
+    assert weave.plan_gemm(4096, 7168, 2048, "blockscale", scale_layout="mn-major", cluster=2).cluster == 2
+    with pytest.raises(weave.Error) as e:
+        weave.plan_gemm(4096, 7168, 2048, "bf16", cluster=2)
+    assert "no instance of 2-CTA clusters is built for mode bf16" in str(e.value)
 
 
 @pytest.mark.parametrize("args,needle", [
@@ -110,6 +118,8 @@ def test_validate_gemm_rules(args, needle):
     ({"mx_route": "bf16", "mode": "ptpc"}, "'mx_route': applies to mode mxfp8 only"),
     ({"scale_a_route": "copy"}, "argument 'scale_a_route': must be one of auto, as-given, mn-major-copy"),
     ({"scale_a_route": "mn-major-copy", "mode": "ptpc"}, "'scale_a_route': applies to mode blockscale"),
+    ({"cluster": 3}, "override 'cluster': must be 1 (no clusters), 2"),
+    ({"cluster": 2, "mode": "ptpc", "grid": 7}, "override 'grid' = 7: 2-CTA clusters"),
 ])
 def test_plan_argument_errors(kw, needle):
     with pytest.raises(weave.ArgumentError) as e:

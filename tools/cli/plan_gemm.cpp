@@ -24,6 +24,7 @@ struct PlanGemmOptions {
   std::string tile;  // "128x256"
   int grid = 0;
   int split_k = 0;
+  int cluster = 0;
   std::string mx_route = "auto";
   std::string scale_a_route = "auto";
   std::string decode_route = "auto";
@@ -33,6 +34,7 @@ struct PlanGemmOptions {
 const char* override_option(const std::string& message) {
   if (message.find("'split_k'") != std::string::npos) return "--split-k";
   if (message.find("'grid'") != std::string::npos) return "--grid";
+  if (message.find("'cluster'") != std::string::npos) return "--cluster";
   if (message.find("'mx_route'") != std::string::npos) return "--mx-route";
   if (message.find("'scale_a_route'") != std::string::npos) return "--scale-a-route";
   if (message.find("'num_sms'") != std::string::npos) return "--sms";
@@ -65,6 +67,7 @@ int run_plan_gemm(const PlanGemmOptions& o) {
   GemmPlanOverrides ov;
   ov.grid = o.grid;
   ov.split_k = o.split_k;
+  ov.cluster = o.cluster;
   if (o.mx_route == "native") ov.mx_route = MxRoute::kNative;
   else if (o.mx_route == "bf16") ov.mx_route = MxRoute::kBf16;
   else if (o.mx_route != "auto") return usage_error("--mx-route '" + o.mx_route + "': expected auto, native or bf16");
@@ -87,7 +90,7 @@ int run_plan_gemm(const PlanGemmOptions& o) {
     tiles_of.scale_layout = ScaleLayout::kRaw;
   }
   if (ov.scale_a_route == ScaleARoute::kMnMajorCopy) tiles_of.scale_layout = ScaleLayout::kMnMajor;
-  const auto cands = gemm::gemm_tile_candidates(tiles_of);
+  const auto cands = gemm::gemm_tile_candidates(tiles_of, o.cluster);
   if (!o.tile.empty()) {
     const Tile t = parse_tile("--tile", o.tile);
     std::string built;
@@ -205,6 +208,10 @@ void add_plan_gemm(CLI::App& plan) {
       ->check(int_range(0, gemm::kMaxSms))->capture_default_str();
   c->add_option("--split-k", opts->split_k, "force a K split (1 = none, 2..16); 0 = planner's choice")
       ->check(int_range(0, gemm::kMaxSplitK))->capture_default_str();
+  c->add_option("--cluster", opts->cluster,
+                "CTAs per cluster: 1 | 2 (pairs of CTAs along M load each shared B tile once, multicast to both; "
+                "the _c2 instances: fp8 ptpc and blockscale mn-major); 0 = the planner's choice (1)")
+      ->check(int_range(0, 2))->capture_default_str();
   c->add_option("--mx-route", opts->mx_route,
                 "mxfp8: auto (the planner's model) | native (fp8 kernel, promotion every 32 K) | bf16 (A and B "
                 "converted to bf16 with their scales, then the bf16 kernel)")

@@ -7,6 +7,7 @@
 
 #include "gemm/kernel_args.hpp"
 #include "hopper/pipeline.cuh"
+#include "hopper/ptx/cluster.cuh"
 #include "hopper/ptx/ld_st.cuh"
 #include "hopper/ptx/misc.cuh"
 #include "hopper/ptx/mbarrier.cuh"
@@ -43,6 +44,10 @@ struct ConsumerRing {
   int cwg;        // consumer warpgroup 0..1, warp-uniform (read through a shuffle by the kernel)
   int lane;
   int row_in_wg;  // this thread's accumulator-fragment row in its warpgroup's m64 slice (and +8)
+  // 2-CTA clusters (Tile::kClusterM = 2): the peer CTA's shared-memory base as a shared::cluster
+  // address (its barriers and abort word sit at our offsets); unused otherwise.
+  uint32_t peer_base = 0;
+  static constexpr bool kCluster = Tile::kClusterM > 1;
 
   __device__ __forceinline__ uint32_t full_bar(uint32_t s) const { return smem_base + L::kBarrierOffset + 8 * s; }
   __device__ __forceinline__ uint32_t empty_bar(uint32_t s) const {
@@ -74,18 +79,28 @@ struct ConsumerRing {
                                                 uint32_t which) const {
     if (!hopper::mbarrier_wait_or_abort(bar, parity, site, which, a.timeout_record, a.pipeline_timeout_ns,
                                         abort_word)) {
+      // A cluster's CTAs give up together and leave together (gemm/kernel.cuh "Clusters").
+      if constexpr (kCluster) ptx::st_relaxed_cluster_shared_cluster_u32(peer_base + L::kAbortWordOffset, 1u);
       ptx::wgmma_wait_group_sync_aligned<0>();
       ptx::cp_async_wait_all();
       ptx::cp_async_bulk_wait_group_read<0>();
+      if constexpr (kCluster) {
+        ptx::barrier_cluster_arrive_release();
+        ptx::barrier_cluster_wait_acquire();
+      }
       ptx::thread_exit();
     }
   }
   __device__ __forceinline__ void wait_full(uint32_t s, uint32_t phase) const {
     wait_or_leave(full_bar(s), phase, hopper::WaitSite::kConsumerFull, s);
   }
-  // One arrival per consumer warp: the empty barrier counts warps.
+  // One arrival per consumer warp: the empty barrier counts warps. In a cluster the peer's
+  // producer multicasts into this stage too, so lane 1 releases it in the peer's barrier as well.
   __device__ __forceinline__ void release(uint32_t s) const {
     if (lane == 0) ptx::mbarrier_arrive_release_cta(empty_bar(s));
+    if constexpr (kCluster) {
+      if (lane == 1) ptx::mbarrier_arrive_release_cluster_shared_cluster(peer_base + (empty_bar(s) - smem_base));
+    }
   }
 
   // A main loop's stage protocol under a fault. acquire: wait for stage s to land (unless the

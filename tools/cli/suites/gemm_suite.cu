@@ -16,6 +16,8 @@
 //                choice is measured against both routes in one run |
 //                cublaslt-bs (cuBLASLt block-wise, the nearest vendor mode; Hopper has no MX mode) |
 //                weave-bs (our blockscale, mn-major A scales)
+//   --clusters   ptpc rows add weave-c2, blockscale rows are weave | weave-mn | weave-mn-c2 |
+//                cublaslt: the same plans with 2-CTA clusters forced (B multicast across a pair)
 // split-K plans (the planner's, e.g. where the output tiles leave SMs idle) get their workspace.
 // Inputs: fresh random fp32 data (bench::random_operand: magnitudes vary per row and 128-column
 // block, so misapplied scales show) quantised by the host reference (weave::ref::quantize).
@@ -84,6 +86,7 @@ struct GemmSuiteOptions {
   double cpu_ref_max_macs = 1.2e10;
   bool check_targets = false;
   bool baselines_only = false;  // no weave arms: measure and validate the baselines alone
+  bool clusters = false;        // also the weave arms with 2-CTA clusters forced (weave-c2, weave-mn-c2)
   uint64_t seed = 1;
 };
 
@@ -195,6 +198,7 @@ struct ArmState {
   ScaleLayout layout = ScaleLayout::kRaw;  // mxfp8 scales the weave arm reads
   MxRoute route = MxRoute::kAuto;          // mxfp8: the weave arm's route (kAuto: the planner's)
   ScaleARoute sa_route = ScaleARoute::kAuto;  // blockscale raw: the route for A's scales
+  int cluster = 0;                            // GemmPlanOverrides::cluster
   GemmProblem problem;        // the arm's own mode, the row's out dtype
   bool fast_accum = false;
   std::string unsupported;    // non-empty: not run
@@ -236,7 +240,8 @@ void setup_weave(ArmState& arm) {
   try {
     for (std::size_t i = 0; i < arm.data->b.size(); ++i)
       arm.gemms.emplace_back(arm.problem, arm.data->a.view, arm.data->b[i].view, arm.data->scales(i, arm.layout),
-                             arm.out_view, GemmPlanOverrides{.mx_route = arm.route, .scale_a_route = arm.sa_route});
+                             arm.out_view,
+                             GemmPlanOverrides{.mx_route = arm.route, .scale_a_route = arm.sa_route, .cluster = arm.cluster});
     // split-K plans write fp32 partials into a workspace; the weight copies run one after another
     // on one stream, so they share it.
     const std::size_t ws = arm.gemms[0].workspace_bytes();
@@ -368,13 +373,21 @@ struct ArmSpec {
   ScaleLayout layout = ScaleLayout::kRaw;
   MxRoute route = MxRoute::kAuto;
   ScaleARoute sa_route = ScaleARoute::kAuto;
+  int cluster = 0;  // GemmPlanOverrides::cluster (2: the 2-CTA cluster instances, forced)
 };
 
-std::vector<ArmSpec> arms_for(ScaleMode mode, const std::vector<ScaleLayout>& layouts) {
+std::vector<ArmSpec> arms_for(ScaleMode mode, const std::vector<ScaleLayout>& layouts, bool clusters) {
   switch (mode) {
     case ScaleMode::kBF16: return {{"weave", mode, true}, {"cublaslt", mode, false}};
-    case ScaleMode::kPtpc: return {{"weave", mode, true}, {"cublaslt", mode, false}};
+    case ScaleMode::kPtpc:
+      if (clusters) return {{"weave", mode, true}, {"weave-c2", mode, true, ScaleLayout::kRaw, MxRoute::kAuto, ScaleARoute::kAuto, 2}, {"cublaslt", mode, false}};
+      return {{"weave", mode, true}, {"cublaslt", mode, false}};
     case ScaleMode::kBlockscale:
+      if (clusters)
+        return {{"weave", mode, true},
+                {"weave-mn", mode, true, ScaleLayout::kMnMajor},
+                {"weave-mn-c2", mode, true, ScaleLayout::kMnMajor, MxRoute::kAuto, ScaleARoute::kAuto, 2},
+                {"cublaslt", mode, false}};
       return {{"weave", mode, true},
               {"weave-as-given", mode, true, ScaleLayout::kRaw, MxRoute::kAuto, ScaleARoute::kAsGiven},
               {"weave-mn-copy", mode, true, ScaleLayout::kRaw, MxRoute::kAuto, ScaleARoute::kMnMajorCopy},
@@ -496,7 +509,7 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
         const std::string quant = quant_name(row_problem);
         std::vector<std::unique_ptr<ArmState>> arms;
         try {
-          for (const ArmSpec& spec : arms_for(mode, layouts)) {
+          for (const ArmSpec& spec : arms_for(mode, layouts, opt.clusters)) {
             if (spec.weave && opt.baselines_only) continue;
             auto arm = std::make_unique<ArmState>();
             arm->name = spec.name;
@@ -506,6 +519,7 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
             arm->layout = spec.layout;
             arm->route = spec.route;
             arm->sa_route = spec.sa_route;
+            arm->cluster = spec.cluster;
             arm->problem.scale_layout = spec.layout;
             arm->fast_accum = opt.fast_accum && spec.mode == ScaleMode::kPtpc && !spec.weave;
             alloc_output(*arm, device);
@@ -650,6 +664,7 @@ int run_gemm_suite(const BenchOptions& common, const GemmSuiteOptions& opt) {
                            {"cpu_ref_max_macs", opt.cpu_ref_max_macs},
                            {"seed", opt.seed},
                            {"baselines_only", opt.baselines_only},
+                           {"clusters", opt.clusters},
                            {"reference_checks", reference_checks},
                            {"targets", targets}};
     report.write_json(common.json_path, meta);
@@ -699,6 +714,10 @@ void add_gemm_suite(CLI::App& bench, BenchOptions& common) {
   app->add_flag("--check-targets", o.check_targets, "exit 1 when a ratio target (docs/perf/gemm.md) is missed");
   app->add_flag("--baselines-only", o.baselines_only,
                 "leave out the weave arms (measure and validate the cuBLASLt baselines alone)");
+  app->add_flag("--clusters", o.clusters,
+                "also time weave with 2-CTA clusters forced (pairs of CTAs share each B tile, loaded once and "
+                "multicast): arms weave-c2 (ptpc) and weave-mn-c2 (blockscale, A scales mn-major); blockscale rows "
+                "then keep weave, weave-mn and cublaslt");
   app->add_option("--seed", o.seed, "seed of the random inputs (>= 0)")
       ->check(digits_only())
       ->capture_default_str();
