@@ -42,6 +42,8 @@ struct GemmKernelEntry {
   // Raises the kernel's dynamic shared-memory limit on the current device (host call, no GPU work;
   // done once per op construction, never in run()).
   void (*prepare)() = nullptr;
+  // CTAs of the instance the current device holds at once (after prepare; a device query, host only).
+  int (*resident_ctas)() = nullptr;
   // Enqueues the kernel with `grid` persistent CTAs.
   void (*launch)(const KernelArgs<EpilogueParams>& args, int grid, cudaStream_t stream) = nullptr;
   // The same, recording `started` once every CTA of the kernel has begun (the launch-completion

@@ -425,6 +425,24 @@ struct KernelInstance {
   static void prepare() {
     WEAVE_CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Layout::kBytes));
   }
+  // CTAs of this instance the current device holds at once (clusters resident x cluster size;
+  // after prepare()).
+  static int resident_ctas() {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(Tile::kClusterM));
+    cfg.blockDim = dim3(Tile::kThreads);
+    cfg.dynamicSmemBytes = Layout::kBytes;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = Tile::kClusterM;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    WEAVE_CHECK_CUDA(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+    return clusters * Tile::kClusterM;
+  }
   static void launch(const Args& args, int grid, cudaStream_t stream) {
     if constexpr (Tile::kClusterM > 1) {
       launch_with(nullptr, args, grid, stream);
@@ -491,6 +509,7 @@ struct KernelInstance {
         .epi_box_bytes = Layout::kStripRowBytes,
         .early_release_control = !single_consumer_role<Tile, Scale, Epilogue>(),
         .prepare = &prepare,
+        .resident_ctas = &resident_ctas,
         .launch = &launch,
         .launch_noting_start = &launch_noting_start,
         .launch_pdl = kPdlPrologue<Epilogue> ? &launch_pdl : nullptr,

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -81,6 +82,58 @@ TEST(GemmCluster, EqualsThePlainInstanceBitwise) {
     }
   }
   if (tried == 0) GTEST_SKIP() << "no 2-CTA cluster instance in this build (WEAVE_GEMM_KERNELS narrowed)";
+}
+
+}  // namespace
+
+namespace {
+
+// Diagnostic (WEAVE_GEMM_CLUSTER_DIAG=1; prints, asserts nothing about speed): each fp8 tile's
+// plain and 2-CTA cluster instances, the CTAs the device holds at once, and the time of one
+// 8192 x 8192 x 2048 ptpc GEMM at grids from one pair to every SM (operands constant: timing only).
+TEST(GemmCluster, DiagnosticTimeByGrid) {
+  WEAVE_REQUIRE_GPUS(1);
+  if (std::getenv("WEAVE_GEMM_CLUSTER_DIAG") == nullptr) GTEST_SKIP() << "diagnostic: set WEAVE_GEMM_CLUSTER_DIAG=1";
+  GemmProblem p;
+  p.m = 8192;
+  p.n = 8192;
+  p.k = 2048;
+  p.mode = ScaleMode::kPtpc;
+  Guarded a(p.m * p.k), b(p.n * p.k), sa(p.m * 4), sb(p.n * 4), c(p.m * p.n * 2);
+  ASSERT_EQ(cudaMemset(a.get(), 0x38, p.m * p.k), cudaSuccess);  // e4m3 1.0
+  ASSERT_EQ(cudaMemset(b.get(), 0x38, p.n * p.k), cudaSuccess);
+  const std::vector<float> ones(static_cast<size_t>(std::max(p.m, p.n)), 1.0f);
+  ASSERT_EQ(cudaMemcpy(sa.get(), ones.data(), p.m * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(sb.get(), ones.data(), p.n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  const TensorView va = TensorView::matrix(a.get(), DType::kE4M3, p.m, p.k, 0);
+  const TensorView vb = TensorView::matrix(b.get(), DType::kE4M3, p.n, p.k, 0);
+  const GemmScales s{TensorView::vector(sa.get(), DType::kF32, p.m, 0), TensorView::vector(sb.get(), DType::kF32, p.n, 0)};
+  const TensorView vc = TensorView::matrix(c.get(), DType::kBF16, p.m, p.n, 0);
+  cudaEvent_t e0, e1;
+  ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
+  for (int bm : {128, 256})
+    for (int cluster : {1, 2}) {
+      const gemm::GemmInstance* inst = gemm::find_gemm_instance(p.mode, DType::kBF16, gemm::EpilogueKind::kStoreLocal,
+                                                                bm, 128, ScaleLayout::kRaw, cluster);
+      if (inst == nullptr) continue;
+      inst->prepare();
+      std::printf("  %-50s resident CTAs %d\n", inst->name, inst->resident_ctas());
+      for (int grid : {2, 8, 32, 64, 66, 96, 128, 132}) {
+        Gemm g(p, va, vb, s, vc, GemmPlanOverrides{.block_m = bm, .block_n = 128, .grid = grid, .split_k = 1,
+                                                    .cluster = cluster});
+        for (int i = 0; i < 2; ++i) g.run(nullptr);
+        ASSERT_EQ(cudaEventRecord(e0), cudaSuccess);
+        for (int i = 0; i < 5; ++i) g.run(nullptr);
+        ASSERT_EQ(cudaEventRecord(e1), cudaSuccess);
+        ASSERT_EQ(cudaEventSynchronize(e1), cudaSuccess);
+        float ms = 0;
+        ASSERT_EQ(cudaEventElapsedTime(&ms, e0, e1), cudaSuccess);
+        std::printf("    grid %3d: %8.1f us\n", grid, 1000.0 * ms / 5);
+      }
+    }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
 }
 
 }  // namespace
