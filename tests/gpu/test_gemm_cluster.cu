@@ -10,6 +10,7 @@
 //    these instances in test_gemm_controls.cu and test_gemm_wait_timeout.cu; the soak draws them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
