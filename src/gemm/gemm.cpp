@@ -93,6 +93,23 @@ static void fill_scale_copy_main(const GemmProblem& p, const GemmPlan& plan, con
 // time without, bf16 and blockscale 0.99-1.03x; the cause of the difference is not profiled.
 static bool split_reduce_pdl(ScaleMode mode) { return mode == ScaleMode::kPtpc; }
 
+// A persistent grid of clusters larger than the device holds at once runs its last clusters after
+// the first ones have finished all their items (twice the time where half fit): the planner's
+// grid (whole pairs up to the SM count, a pure function of num_sms) is cut to the CTAs resident.
+static void cap_grid_at_resident(GemmPlan& plan, const gemm::GemmInstance& instance, int device) {
+  int current = -1;
+  WEAVE_CHECK_CUDA(cudaGetDevice(&current));
+  if (current != device) WEAVE_CHECK_CUDA(cudaSetDevice(device));
+  const int resident = instance.resident_ctas();
+  if (current != device) WEAVE_CHECK_CUDA(cudaSetDevice(current));
+  const int cap = resident - resident % plan.cluster;
+  if (cap >= plan.cluster && plan.grid > cap) {
+    plan.reason += "; grid cut to " + std::to_string(cap) + ": the CTAs of " + std::to_string(plan.cluster) +
+                   "-CTA clusters this device holds at once";
+    plan.grid = cap;
+  }
+}
+
 struct Gemm::Impl {
   GemmProblem problem;
   GemmPlan plan;
@@ -233,6 +250,7 @@ Gemm::Gemm(const GemmProblem& problem, TensorView a, TensorView b, GemmScales sc
   if (!im.plan.gemv) {
     im.instance = instance_named(im.plan.kernel);
     prepare_on(*im.instance, im.device);
+    if (im.plan.cluster > 1 && overrides.grid == 0) cap_grid_at_resident(im.plan, *im.instance, im.device);
   }
   if (im.plan.mx_dequant) {
     im.skip_mx_rerun = env::get_bool("WEAVE_GEMM_DEBUG_SKIP_MX_RERUN", false);

@@ -27,10 +27,10 @@
 // (KernelArgs::tma_b_half) and multicasts them into the same stage of both CTAs, whose full
 // barriers each expect A's bytes plus the whole B tile. A stage may be refilled only once both
 // CTAs' consumers have read it, so every consumer warp releases it in both CTAs (empty barriers
-// count 2 x 8 warps; the producer acquires at cluster scope). The CTAs meet in a cluster barrier
-// after the barriers' init (before any multicast) and before they exit (no CTA leaves while its
-// peer may still arrive on its barriers). A role that gives up a wait sets both CTAs' abort words
-// (docs/memory_ordering.md "gemm-cluster").
+// count 2 x 8 warps; CTA-scope arrivals: the reads they follow are complete). The CTAs meet in a
+// cluster barrier after the barriers' init (before any multicast) and before they exit (no CTA
+// leaves while its peer may still arrive on its barriers). A role that gives up a wait sets both
+// CTAs' abort words (docs/memory_ordering.md "gemm-cluster").
 //
 // Work items: tiles x split_k (MainloopArgs); split s of a tile covers its own range of K blocks
 // and stores an fp32 partial into rows [s * M, s * M + M) of the epilogue's output (the split-K
@@ -215,8 +215,8 @@ __global__ void __launch_bounds__(Tile::kThreads, 1)
       // abort nothing of this role is pending but its scale copies (they read global memory and
       // land whatever the consumers do); it lets them land, then leaves.
       auto wait_or_leave = [&](uint32_t bar, uint32_t parity, hopper::WaitSite site, uint32_t which) {
-        if (!hopper::mbarrier_wait_or_abort<(kCluster > 1)>(bar, parity, site, which, a.timeout_record,
-                                                             a.pipeline_timeout_ns, abort_word)) {
+        if (!hopper::mbarrier_wait_or_abort(bar, parity, site, which, a.timeout_record, a.pipeline_timeout_ns,
+                                            abort_word)) {
           stop_peer();
           ptx::cp_async_wait_all();
           leave_with_peer();

@@ -8,7 +8,6 @@
 #pragma once
 #include <cstdint>
 
-#include "hopper/ptx/cluster.cuh"
 #include "hopper/ptx/ld_st.cuh"
 #include "hopper/ptx/mbarrier.cuh"
 #include "hopper/ptx/misc.cuh"
@@ -50,20 +49,13 @@ __device__ __forceinline__ void record_wait_timeout(WaitTimeoutRecord* record, W
 // waits go through here, so a stuck consumer takes the producer with it and vice versa.
 // Memory-ordering note (docs/memory_ordering.md "pipeline-abort"): the abort word is a plain
 // volatile shared store/load; it carries no data, only "stop", so no fence is needed.
-// kClusterScope: the barrier receives arrivals from other CTAs of a cluster (a 2-CTA GEMM's
-// empty barriers), so the wait acquires at cluster scope.
-template <bool kClusterScope = false>
 __device__ __forceinline__ bool mbarrier_wait_or_abort(uint32_t bar, uint32_t parity, WaitSite site, uint32_t stage,
                                                        WaitTimeoutRecord* record, uint64_t bound_ns,
                                                        uint32_t abort_word) {
-  if (kClusterScope ? ptx::mbarrier_try_wait_parity_acquire_cluster(bar, parity)
-                    : ptx::mbarrier_try_wait_parity_acquire_cta(bar, parity))
-    return true;
+  if (ptx::mbarrier_try_wait_parity_acquire_cta(bar, parity)) return true;
   const uint64_t start = ptx::globaltimer_ns();
   for (uint32_t spins = 1;; ++spins) {
-    if (kClusterScope ? ptx::mbarrier_try_wait_parity_acquire_cluster(bar, parity)
-                      : ptx::mbarrier_try_wait_parity_acquire_cta(bar, parity))
-      return true;
+    if (ptx::mbarrier_try_wait_parity_acquire_cta(bar, parity)) return true;
     if ((spins & 255u) == 0) {
       if (ptx::ld_volatile_shared_u32(abort_word) != 0) return false;
       const uint64_t waited = ptx::globaltimer_ns() - start;

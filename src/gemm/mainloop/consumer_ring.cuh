@@ -95,11 +95,12 @@ struct ConsumerRing {
     wait_or_leave(full_bar(s), phase, hopper::WaitSite::kConsumerFull, s);
   }
   // One arrival per consumer warp: the empty barrier counts warps. In a cluster the peer's
-  // producer multicasts into this stage too, so lane 1 releases it in the peer's barrier as well.
+  // producer multicasts into this stage too, so lane 1 releases it in the peer's barrier as well
+  // (CTA scope: the reads it follows have completed; docs/memory_ordering.md "gemm-cluster").
   __device__ __forceinline__ void release(uint32_t s) const {
     if (lane == 0) ptx::mbarrier_arrive_release_cta(empty_bar(s));
     if constexpr (kCluster) {
-      if (lane == 1) ptx::mbarrier_arrive_release_cluster_shared_cluster(peer_base + (empty_bar(s) - smem_base));
+      if (lane == 1) ptx::mbarrier_arrive_release_cta_shared_cluster(peer_base + (empty_bar(s) - smem_base));
     }
   }
 

@@ -25,27 +25,11 @@ __device__ __forceinline__ uint32_t mapa_shared_cluster(uint32_t addr, uint32_t 
   return r;
 }
 
-// mbarrier.arrive.release.cluster.shared::cluster.b64: one arrival on the barrier at a
-// shared::cluster address (another CTA's, from mapa), releasing this thread's prior accesses at
-// cluster scope.
-__device__ __forceinline__ void mbarrier_arrive_release_cluster_shared_cluster(uint32_t bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-
-// mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64: as the .cta form (hopper/ptx/mbarrier.cuh),
-// acquiring at cluster scope: for a barrier other CTAs of the cluster arrive on.
-__device__ __forceinline__ bool mbarrier_try_wait_parity_acquire_cluster(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n"
-      "}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
+// mbarrier.arrive.release.cta.shared::cluster.b64: one arrival on the barrier at a shared::cluster
+// address (another CTA's, from mapa), releasing at CTA scope. (The .cluster scope compiles to a
+// MEMBAR.ALL.GPU before the arrival: docs/memory_ordering.md "gemm-cluster" says why it is not needed.)
+__device__ __forceinline__ void mbarrier_arrive_release_cta_shared_cluster(uint32_t bar) {
+  asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
 // st.relaxed.cluster.shared::cluster.u32: a word of another CTA of the cluster (its abort word).
