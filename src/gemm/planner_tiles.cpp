@@ -161,7 +161,7 @@ double tile_cost(const GemmProblem& p, int num_sms, int block_m, int block_n) {
 GemmPlan gemm_plan_tiles(const GemmProblem& p, int num_sms, const GemmPlanOverrides& o,
                          const std::vector<TileCandidate>& all_cands, SplitRule split_rule) {
   check_plan_limits(num_sms, o);
-  // Clusters only where asked for (override 'cluster' = 2): not yet measured faster.
+  // Clusters only where asked for (override 'cluster' = 2): measured no faster (docs/perf/gemm.md).
   const int cluster = o.cluster == 2 ? 2 : 1;
   std::vector<TileCandidate> cands;
   for (const auto& c : all_cands)
