@@ -32,7 +32,79 @@
 
 namespace weave::detail::gemv {
 
-template <int kTiles, typename Epilogue>
+// The push reduction's wait for the peers' partial rows: bounded by time only, never by the abort
+// word, because peers write into this CTA's shared memory until the barrier's phase completes and
+// the CTA must not exit before (every peer always sends, an aborted one too, and its own waits are
+// bounded by kMbarrierTimeoutNs, so the bound here is a multiple of it).
+__device__ __forceinline__ bool wait_landed(uint32_t bar, uint32_t rank, hopper::WaitTimeoutRecord* record) {
+  if (weave::ptx::mbarrier_try_wait_parity_acquire_cluster(bar, 0)) return true;
+  const uint64_t start = weave::ptx::globaltimer_ns();
+  for (uint32_t spins = 1;; ++spins) {
+    if (weave::ptx::mbarrier_try_wait_parity_acquire_cluster(bar, 0)) return true;
+    if ((spins & 255u) == 0) {
+      const uint64_t waited = weave::ptx::globaltimer_ns() - start;
+      if (waited > 4 * hopper::kMbarrierTimeoutNs) {
+        hopper::record_wait_timeout(record, hopper::WaitSite::kGemvLanded, rank, 0, waited);
+        return false;
+      }
+    }
+  }
+}
+
+// The cluster reduction by pushing (kPush): each consumer lane sends its partial rows straight from
+// its registers to the rank that owns them (st.async with complete_tx on the owner's landing
+// barrier), its own rows to its own landing slot; the owner sums the `split` partials of each row
+// in rank order from 0.0f (the pull reduction's order: both agree bitwise) and stores them. One
+// cluster barrier (arrived at the start, waited here: every peer's landing barrier exists) instead
+// of the pull's two; a CTA leaves once its rows are stored, its shared memory read by nobody.
+// Memory ordering ("gemv-stream" in docs/memory_ordering.md): st.async's complete_tx releases each
+// write at cluster scope; the owner's threads acquire the barrier's phase at cluster scope; its own
+// slot's stores are ordered by __syncthreads.
+template <int kTiles>
+__device__ __forceinline__ void gemv_push_reduce(const KernelParams& p, const float (&acc)[kTiles][4],
+                                                 uint32_t land_bar_u32, int rows_max, int my_first, int my_rows,
+                                                 bool producer) {
+  constexpr int kTokens = 8 * kTiles;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int rank = blockIdx.x, split = gridDim.x, band = blockIdx.y;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const uint32_t land_u32 = land_bar_u32 + 16;
+  float* land = reinterpret_cast<float*>(smem + (land_u32 - weave::ptx::smem_addr(smem)));
+  weave::ptx::barrier_cluster_wait_acquire();  // every CTA of the cluster initialised its landing barrier
+  if (!producer) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp * kRowsPerWarp + g + 8 * h;
+      const int owner = ((r + 1) * split - 1) / kRowsPerCta;
+      const int row_in_owner = r - owner * kRowsPerCta / split;
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i) {
+        const int idx = (rank * rows_max + row_in_owner) * kTokens + 8 * i + 2 * t;
+        if (owner == rank) {
+          land[idx] = acc[i][2 * h];
+          land[idx + 1] = acc[i][2 * h + 1];
+        } else {
+          weave::ptx::st_async_v2_f32_complete_tx(weave::ptx::mapa_shared_cluster(land_u32 + 4 * idx, owner),
+                                                  acc[i][2 * h], acc[i][2 * h + 1],
+                                                  weave::ptx::mapa_shared_cluster(land_bar_u32, owner));
+        }
+      }
+    }
+  }
+  __syncthreads();  // this CTA's own slot is written
+  if (!wait_landed(land_bar_u32, rank, p.record)) return;
+  for (int idx = tid; idx < p.m * my_rows; idx += kStreamThreads) {
+    const int tok = idx / my_rows, rl = idx % my_rows;
+    const int n = band * kRowsPerCta + my_first + rl;
+    if (n >= p.n) continue;
+    float sum = 0.0f;
+    for (int q = 0; q < split; ++q) sum += land[(q * rows_max + rl) * kTokens + tok];
+    if (p.out_f32) static_cast<float*>(p.c)[tok * p.ldc + n] = sum;
+    else static_cast<__nv_bfloat16*>(p.c)[tok * p.ldc + n] = __float2bfloat16_rn(sum);
+  }
+}
+
+template <int kTiles, bool kPush, typename Epilogue>
 __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CUtensorMap& b_map,
                                                  const CUtensorMap& a_map, Epilogue& epi) {
   namespace cg = cooperative_groups;
@@ -56,6 +128,11 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
   const uint32_t empty_u32 = full_u32 + 8 * ring_stages;
   const uint32_t abort_word_u32 = empty_u32 + 8 * ring_stages;
   const bool producer = warp == kWarps;
+  // Push reduction: rank q owns rows [q 128 / split, (q + 1) 128 / split) of the band; its landing
+  // region holds land[sender][row - first][token] for the other senders.
+  const uint32_t land_bar_u32 = ring_u32 + stream_landing_offset(kTiles, ring_stages);
+  const int rows_max = (kRowsPerCta + split - 1) / split;
+  const int my_first = rank * kRowsPerCta / split, my_rows = (rank + 1) * kRowsPerCta / split - my_first;
   if (producer && lane == 0) {
     weave::ptx::st_volatile_shared_u32(abort_word_u32, 0u);
     weave::ptx::prefetch_tensormap(&b_map);
@@ -64,9 +141,18 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
       weave::ptx::mbarrier_init_shared_cta(full_u32 + 8 * s, 1);
       weave::ptx::mbarrier_init_shared_cta(empty_u32 + 8 * s, kWarps);
     }
-    weave::ptx::fence_mbarrier_init_release_cluster();  // the inits are visible to the TMA unit
+    if constexpr (kPush) {
+      // One arrival (this one) and the peers' bytes of this CTA's rows: the phase completes once
+      // every peer's partial rows landed (a cluster of one expects none).
+      weave::ptx::mbarrier_init_shared_cta(land_bar_u32, 1);
+      weave::ptx::mbarrier_arrive_expect_tx_release_cta(land_bar_u32, (split - 1) * my_rows * kTokens * 4);
+    }
+    weave::ptx::fence_mbarrier_init_release_cluster();  // the inits are visible to the TMA unit and the peers
   }
   __syncthreads();  // the barriers and the abort word are initialised before any role waits
+  // Push: peers may write into this CTA's landing region and arrive on its barrier only after it
+  // exists; the matching wait comes after the K loop, by when every CTA has long arrived.
+  if constexpr (kPush) weave::ptx::barrier_cluster_arrive_relaxed();
 
   const int32_t row0 = band * kRowsPerCta;
   auto k_elem = [&](int j, int half) {
@@ -158,6 +244,10 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
     }
   }
 
+  if constexpr (kPush) {
+    gemv_push_reduce<kTiles>(p, acc, land_bar_u32, rows_max, my_first, my_rows, producer);
+    return;
+  }
   // --- cluster reduction (gemv_kernel.cuh's, with the producer warp outside the row work) ---
   __syncthreads();  // every stage was consumed (or the CTA gave up): the partial tile may alias the ring
   float* part = reinterpret_cast<float*>(smem);
@@ -180,12 +270,12 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
   if (!producer) epi.finish(p, b);
 }
 
-template <int kTiles>
+template <int kTiles, bool kPush = false>
 __global__ void __launch_bounds__(kStreamThreads, 2)
     gemv_stream_kernel(const KernelParams p, const __grid_constant__ CUtensorMap b_map,
                        const __grid_constant__ CUtensorMap a_map) {
   GemvStoreEpilogue epi;
-  gemv_stream_body<kTiles>(p, b_map, a_map, epi);
+  gemv_stream_body<kTiles, kPush>(p, b_map, a_map, epi);
 }
 
 }  // namespace weave::detail::gemv

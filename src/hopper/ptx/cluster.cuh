@@ -47,6 +47,23 @@ __device__ __forceinline__ void barrier_cluster_wait_acquire() {
   asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
+// barrier.cluster.arrive.relaxed: this thread's arrival on the cluster barrier without ordering its
+// prior accesses (a start handshake: the barriers it initialised are published by
+// fence.mbarrier_init.release.cluster; the matching barrier_cluster_wait_acquire comes later).
+__device__ __forceinline__ void barrier_cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory");
+}
+
+// st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32: writes {x, y} (8 bytes, aligned) to
+// the shared::cluster address `addr` of a CTA of the cluster and performs complete_tx(8) on the
+// mbarrier at the shared::cluster address `remote_bar` of that CTA; the completion releases the
+// write at cluster scope to whoever acquires the barrier's phase.
+__device__ __forceinline__ void st_async_v2_f32_complete_tx(uint32_t addr, float x, float y, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];\n" ::"r"(addr),
+               "f"(x), "f"(y), "r"(remote_bar)
+               : "memory");
+}
+
 // cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster
 // .L2::cache_hint: loads the box at (c0 = innermost, c1) once and writes it to the same shared::cta
 // offset `dst` in every CTA of the cluster whose bit is set in `cta_mask`, performing
