@@ -15,6 +15,12 @@ namespace weave::detail {
 struct GemvAllReduce;  // gemv/gemv_all_reduce.hpp
 }  // namespace weave::detail
 
+#if defined(__CUDACC__)
+#define WEAVE_GEMV_HD __host__ __device__ __forceinline__
+#else
+#define WEAVE_GEMV_HD inline
+#endif
+
 namespace weave::detail::gemv {
 
 inline constexpr int kWarps = 8;
@@ -46,6 +52,12 @@ constexpr int stream_stage_bytes(int tiles) { return 2 * kStreamBoxB + 2 * strea
 // after the abort word: a 16-byte slot for its mbarrier, then [split][ceil(128 / split) rows][8 x
 // tiles tokens] floats, at most (128 + 15) rows' worth for a cluster of up to 16.
 inline constexpr int kStreamMaxSplit = 16;
+// Rank q of a cluster of `split` owns rows [push_first_row(q), push_first_row(q + 1)) of the band
+// (the pull reduction's shares); push_owner is its inverse (the largest q whose first row <= r),
+// push_rows_max the most rows any rank owns (the landing region's row stride). CPU-tested.
+WEAVE_GEMV_HD constexpr int push_first_row(int q, int split) { return q * kRowsPerCta / split; }
+WEAVE_GEMV_HD constexpr int push_owner(int r, int split) { return ((r + 1) * split - 1) / kRowsPerCta; }
+WEAVE_GEMV_HD constexpr int push_rows_max(int split) { return (kRowsPerCta + split - 1) / split; }
 constexpr int stream_landing_offset(int tiles, int stages) {
   return (stages * stream_stage_bytes(tiles) + 16 * stages + 8 + 15) / 16 * 16;
 }

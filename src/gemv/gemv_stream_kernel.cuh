@@ -75,8 +75,8 @@ __device__ __forceinline__ void gemv_push_reduce(const KernelParams& p, const fl
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = warp * kRowsPerWarp + g + 8 * h;
-      const int owner = ((r + 1) * split - 1) / kRowsPerCta;
-      const int row_in_owner = r - owner * kRowsPerCta / split;
+      const int owner = push_owner(r, split);
+      const int row_in_owner = r - push_first_row(owner, split);
 #pragma unroll
       for (int i = 0; i < kTiles; ++i) {
         const int idx = (rank * rows_max + row_in_owner) * kTokens + 8 * i + 2 * t;
@@ -131,8 +131,8 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
   // Push reduction: rank q owns rows [q 128 / split, (q + 1) 128 / split) of the band; its landing
   // region holds land[sender][row - first][token] for the other senders.
   const uint32_t land_bar_u32 = ring_u32 + stream_landing_offset(kTiles, ring_stages);
-  const int rows_max = (kRowsPerCta + split - 1) / split;
-  const int my_first = rank * kRowsPerCta / split, my_rows = (rank + 1) * kRowsPerCta / split - my_first;
+  const int rows_max = push_rows_max(split);
+  const int my_first = push_first_row(rank, split), my_rows = push_first_row(rank + 1, split) - my_first;
   if (producer && lane == 0) {
     weave::ptx::st_volatile_shared_u32(abort_word_u32, 0u);
     weave::ptx::prefetch_tensormap(&b_map);
