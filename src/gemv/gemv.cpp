@@ -53,11 +53,10 @@ int smem_limit(WeightPath path, RingShape ring) {
 
 // `m` token rows of A are staged (the MMAs take zeros for the rest of the 8 x tiles); the region
 // is later the fp32 partial tile of all 8 x tiles tokens.
-Layout layout_for(ScaleMode mode, int64_t m, int64_t k_slice, WeightPath path, RingShape ring = {}, int stages = 0,
-                  bool push = false) {
+Layout layout_for(ScaleMode mode, int64_t m, int64_t k_slice, WeightPath path, RingShape ring = {}, int stages = 0) {
   Layout l;
   if (path == WeightPath::kStream) {  // no A slice, no scales (bf16): the ring, later the partial tile
-    l.smem = gemv::stream_smem_bytes(tiles_for(m), stages, push);
+    l.smem = gemv::stream_smem_bytes(tiles_for(m), stages);
     return l;
   }
   const int tokens = 8 * tiles_for(m);
@@ -94,7 +93,7 @@ std::string GemvConfig::describe() const {
   os << "gemv " << to_string(path);
   if (path == WeightPath::kTma && !(ring == RingShape{})) os << " ring " << ring.steps_per_slot << "x" << ring.slots;
   if (depth != 0) os << " depth " << depth;
-  if (path == WeightPath::kStream) os << " stages " << stages << (push_reduce ? " push" : "");
+  if (path == WeightPath::kStream) os << " stages " << stages;
   os << " tiles " << tiles << " split " << split << " k_slice " << k_slice_bytes << " B grid "
      << split << "x" << n_blocks << " smem " << (smem_bytes + 1023) / 1024 << " KB " << waves
      << (waves == 1 ? " wave" : " waves") << " of <= " << clusters_per_wave << " clusters"
@@ -177,17 +176,6 @@ constexpr const char* kGemvPathRule =
     "only)";
 
 }  // namespace
-
-// WEAVE_GEMV_STREAM_REDUCE=push|pull (default pull): the stream path's cluster reduction, a
-// diagnostic while the push form is measured. Read once.
-static bool stream_push_from_env() {
-  static const bool push = [] {
-    const std::string v = env::get_string("WEAVE_GEMV_STREAM_REDUCE", "pull");
-    WEAVE_EXPECT_ARG(v == "push" || v == "pull", "WEAVE_GEMV_STREAM_REDUCE='" << v << "': expected push or pull");
-    return v == "push";
-  }();
-  return push;
-}
 
 GemvPathChoice gemv_path_from_env() {
   const std::string v = env::get_string("WEAVE_GEMV_PATH", "");
@@ -285,10 +273,9 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
     c.ring = wp == WeightPath::kTma ? ring : RingShape{};
     c.depth = wp == WeightPath::kRegisters && c.tiles == 1 ? depth : 0;  // instances exist for one tile only
     c.stages = wp == WeightPath::kStream ? stages : 0;
-    c.push_reduce = wp == WeightPath::kStream && stream_push_from_env();
     c.split = split;
     c.k_slice_bytes = k_slice_for(k_bytes, split);
-    c.smem_bytes = layout_for(problem.mode, problem.m, c.k_slice_bytes, wp, c.ring, c.stages, c.push_reduce).smem;
+    c.smem_bytes = layout_for(problem.mode, problem.m, c.k_slice_bytes, wp, c.ring, c.stages).smem;
     return c;
   };
   auto fits = [&](const GemvConfig& c) { return c.smem_bytes <= smem_limit(c.path, c.ring); };

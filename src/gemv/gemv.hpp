@@ -88,7 +88,6 @@ struct GemvConfig {
   RingShape ring{};           // tma path
   int depth = 0;              // registers path, one token tile: steps in flight forced (0: default)
   int stages = 0;             // stream path: ring stages
-  bool push_reduce = false;   // stream path: the push reduction (WEAVE_GEMV_STREAM_REDUCE=push, a diagnostic)
   int clusters_per_wave = 0;  // clusters of this shape resident at once (GemvResidency)
   int64_t waves = 0;          // ceil(n_blocks / clusters_per_wave)
   bool device_residency = false;  // clusters_per_wave came from the device, not the model

@@ -1,4 +1,4 @@
-// The stream GEMV's push reduction (gemv_stream_kernel.cuh) without a GPU: the row shares the
+// The stream GEMV's cluster reduction (gemv_stream_kernel.cuh, gemv_push_reduce) without a GPU: the row shares the
 // kernel's own functions give each rank of a cluster, and the landing region they must fit.
 //
 // Catches: a row with no owner or two, an owner whose first row lies past the row (the floor
@@ -45,8 +45,9 @@ TEST(GemvPushLayout, TheLandingRegionHoldsEverySendersShare) {
     for (int stages = kMinStreamStages; stages <= kMaxStreamStages; ++stages) {
       const int land = stream_landing_offset(tiles, stages);
       EXPECT_EQ(land % 16, 0);
-      EXPECT_GE(land, stream_smem_bytes(tiles, stages));  // past the ring, its barriers and the abort word
-      EXPECT_EQ(stream_smem_bytes(tiles, stages, true), land + stream_landing_bytes(tiles));
+      // Past the ring, its 2 x S barriers and the abort word.
+      EXPECT_GE(land, stages * stream_stage_bytes(tiles) + 16 * stages + 8);
+      EXPECT_EQ(stream_smem_bytes(tiles, stages), land + stream_landing_bytes(tiles));
     }
 }
 

@@ -32,6 +32,23 @@ __device__ __forceinline__ void mbarrier_arrive_release_cta_shared_cluster(uint3
   asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
+// mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64: as the .cta form (hopper/ptx/mbarrier.cuh),
+// acquiring at cluster scope: for a barrier whose phase other CTAs of the cluster complete with
+// writes of their own (st.async's complete_tx).
+__device__ __forceinline__ bool mbarrier_try_wait_parity_acquire_cluster(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // st.relaxed.cluster.shared::cluster.u32: a word of another CTA of the cluster (its abort word).
 __device__ __forceinline__ void st_relaxed_cluster_shared_cluster_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.relaxed.cluster.shared::cluster.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
