@@ -28,82 +28,9 @@
 // every role).
 #pragma once
 #include "gemv/gemv_kernel.cuh"
-#include "hopper/ptx/cluster.cuh"
+#include "gemv/gemv_push_reduce.cuh"
 
 namespace weave::detail::gemv {
-
-// The reduction's wait for the peers' partial rows: bounded by time only, never by the abort
-// word, because peers write into this CTA's shared memory until the barrier's phase completes and
-// the CTA must not exit before (every peer always sends, an aborted one too, and its own waits are
-// bounded by kMbarrierTimeoutNs, so the bound here is a multiple of it).
-__device__ __forceinline__ bool wait_landed(uint32_t bar, uint32_t rank, hopper::WaitTimeoutRecord* record) {
-  if (weave::ptx::mbarrier_try_wait_parity_acquire_cluster(bar, 0)) return true;
-  const uint64_t start = weave::ptx::globaltimer_ns();
-  for (uint32_t spins = 1;; ++spins) {
-    if (weave::ptx::mbarrier_try_wait_parity_acquire_cluster(bar, 0)) return true;
-    if ((spins & 255u) == 0) {
-      const uint64_t waited = weave::ptx::globaltimer_ns() - start;
-      if (waited > 4 * hopper::kMbarrierTimeoutNs) {
-        hopper::record_wait_timeout(record, hopper::WaitSite::kGemvLanded, rank, 0, waited);
-        return false;
-      }
-    }
-  }
-}
-
-// The cluster reduction by pushing: each consumer lane sends its partial rows straight from
-// its registers to the rank that owns them (st.async with complete_tx on the owner's landing
-// barrier), its own rows to its own landing slot; the owner sums the `split` partials of each row
-// in rank order from 0.0f (gemv_kernel.cuh's reduced_row: the paths agree bitwise) and stores them. One
-// cluster barrier (arrived at the start, waited here: every peer's landing barrier exists) instead
-// of a pull's two (H200: 2-6% off the 20-30 MB layers, docs/perf/gemm.md); a CTA leaves once its
-// rows are stored, its shared memory read by nobody.
-// Memory ordering ("gemv-stream" in docs/memory_ordering.md): st.async's complete_tx releases each
-// write at cluster scope; the owner's threads acquire the barrier's phase at cluster scope; its own
-// slot's stores are ordered by __syncthreads.
-template <int kTiles>
-__device__ __forceinline__ void gemv_push_reduce(const KernelParams& p, const float (&acc)[kTiles][4],
-                                                 uint32_t land_bar_u32, int rows_max, int my_first, int my_rows,
-                                                 bool producer) {
-  constexpr int kTokens = 8 * kTiles;
-  extern __shared__ __align__(128) uint8_t smem[];
-  const int rank = blockIdx.x, split = gridDim.x, band = blockIdx.y;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const uint32_t land_u32 = land_bar_u32 + 16;
-  float* land = reinterpret_cast<float*>(smem + (land_u32 - weave::ptx::smem_addr(smem)));
-  weave::ptx::barrier_cluster_wait_acquire();  // every CTA of the cluster initialised its landing barrier
-  if (!producer) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = warp * kRowsPerWarp + g + 8 * h;
-      const int owner = push_owner(r, split);
-      const int row_in_owner = r - push_first_row(owner, split);
-#pragma unroll
-      for (int i = 0; i < kTiles; ++i) {
-        const int idx = (rank * rows_max + row_in_owner) * kTokens + 8 * i + 2 * t;
-        if (owner == rank) {
-          land[idx] = acc[i][2 * h];
-          land[idx + 1] = acc[i][2 * h + 1];
-        } else {
-          weave::ptx::st_async_v2_f32_complete_tx(weave::ptx::mapa_shared_cluster(land_u32 + 4 * idx, owner),
-                                                  acc[i][2 * h], acc[i][2 * h + 1],
-                                                  weave::ptx::mapa_shared_cluster(land_bar_u32, owner));
-        }
-      }
-    }
-  }
-  __syncthreads();  // this CTA's own slot is written
-  if (!wait_landed(land_bar_u32, rank, p.record)) return;
-  for (int idx = tid; idx < p.m * my_rows; idx += kStreamThreads) {
-    const int tok = idx / my_rows, rl = idx % my_rows;
-    const int n = band * kRowsPerCta + my_first + rl;
-    if (n >= p.n) continue;
-    float sum = 0.0f;
-    for (int q = 0; q < split; ++q) sum += land[(q * rows_max + rl) * kTokens + tok];
-    if (p.out_f32) static_cast<float*>(p.c)[tok * p.ldc + n] = sum;
-    else static_cast<__nv_bfloat16*>(p.c)[tok * p.ldc + n] = __float2bfloat16_rn(sum);
-  }
-}
 
 template <int kTiles>
 __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CUtensorMap& b_map,
@@ -243,7 +170,8 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
     }
   }
 
-  gemv_push_reduce<kTiles>(p, acc, land_bar_u32, rows_max, my_first, my_rows, producer);
+  gemv_push_reduce<ScaleMode::kBF16, kTiles, kStreamThreads>(p, acc, land_bar_u32, rows_max, my_first, my_rows,
+                                                              producer, nullptr);
 }
 
 template <int kTiles>

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gemv/gemv.hpp"
+#include "gemv/gemv_params.hpp"
 #include "weave/error.hpp"
 
 namespace weave {
@@ -108,9 +109,10 @@ TEST(GemvPlan, AcceptsEverySplitFrom1To16AndRefusesTheRest) {
 }
 
 TEST(GemvPlan, StagesOnlyTheRealRowsOfA) {
-  // bf16, K = 14336: a whole row of A is 28 KB; 8 staged rows at split 1 would be 229 KB.
+  // bf16, K = 14336: a whole row of A is 28 KB; 8 staged rows at split 1 would be 229 KB. Beyond A
+  // (and the partial tile it becomes), only the cluster reduction's landing region (4.6 KB at M <= 8).
   const GemvConfig one = detail::gemv_config(problem(1, 8192, 14336), 132, 1, GemvArgs::Path::kRegisters);
-  EXPECT_LT(one.smem_bytes, 32 * 1024) << one.describe();
+  EXPECT_LT(one.smem_bytes, 32 * 1024 + detail::gemv::push_landing_bytes(1)) << one.describe();
   const GemvConfig three = detail::gemv_config(problem(3, 8192, 14336), 132, 1, GemvArgs::Path::kRegisters);
   EXPECT_GT(three.smem_bytes, 2 * one.smem_bytes) << three.describe();
   EXPECT_THROW(detail::gemv_config(problem(8, 8192, 14336), 132, 1, GemvArgs::Path::kRegisters), Error);

@@ -39,7 +39,7 @@ TEST(GemvPushLayout, TheLandingRegionHoldsEverySendersShare) {
   for (int tiles : {1, 2, 4})
     for (int split = 1; split <= kStreamMaxSplit; ++split) {
       const int floats = split * push_rows_max(split) * 8 * tiles;
-      EXPECT_LE(16 + 4 * floats, stream_landing_bytes(tiles)) << "tiles " << tiles << " split " << split;
+      EXPECT_LE(16 + 4 * floats, push_landing_bytes(tiles)) << "tiles " << tiles << " split " << split;
     }
   for (int tiles : {1, 2, 4})
     for (int stages = kMinStreamStages; stages <= kMaxStreamStages; ++stages) {
@@ -47,7 +47,7 @@ TEST(GemvPushLayout, TheLandingRegionHoldsEverySendersShare) {
       EXPECT_EQ(land % 16, 0);
       // Past the ring, its 2 x S barriers and the abort word.
       EXPECT_GE(land, stages * stream_stage_bytes(tiles) + 16 * stages + 8);
-      EXPECT_EQ(stream_smem_bytes(tiles, stages), land + stream_landing_bytes(tiles));
+      EXPECT_EQ(stream_smem_bytes(tiles, stages), land + push_landing_bytes(tiles));
     }
 }
 
