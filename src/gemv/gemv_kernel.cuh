@@ -65,6 +65,7 @@
 
 #include "common/ue8m0.cuh"
 #include "gemv/gemv_params.hpp"
+#include "gemv/gemv_push_reduce.cuh"
 #include "hopper/pipeline.cuh"
 #include "hopper/ptx/fence.cuh"
 #include "hopper/ptx/sync_mma_ld.cuh"
@@ -165,6 +166,13 @@ __device__ __forceinline__ void gemv_body(const KernelParams& p, const CUtensorM
   const int64_t k0 = rank * p.k_slice_bytes;
   const int64_t k1 = min(p.k_bytes, k0 + p.k_slice_bytes);
   const int steps = k1 > k0 ? static_cast<int>((k1 - k0 + kStepBytes - 1) / kStepBytes) : 0;
+  // The GEMV's own store pushes its cluster reduction at one token tile (gemv_push_reduce.cuh, landing
+  // at the end of the dynamic shared memory); GemmAllReduce's epilogue pulls through its hooks (below).
+  constexpr bool kPush = std::is_same_v<Epilogue, GemvStoreEpilogue> && pushes_reduction(kPath, kTiles);
+  const uint32_t land_bar_u32 =
+      weave::ptx::smem_addr(smem) + weave::ptx::dynamic_smem_size() - push_landing_bytes(kTiles);
+  const int rows_max = push_rows_max(split);
+  const int my_first = push_first_row(rank, split), my_rows = push_first_row(rank + 1, split) - my_first;
 
   // --- weight stream: prologue loads, issued before anything else (and before the PDL wait) ---
   const int row_a = band * kRowsPerCta + warp * kRowsPerWarp + g;  // rows g and g + 8 of the warp
@@ -214,6 +222,8 @@ __device__ __forceinline__ void gemv_body(const KernelParams& p, const CUtensorM
       buf_b[u] = ptx::ld_global_nc_na_l2_256b_v4_pred(src_b + kStepBytes * u, in_k && ok_b);
     }
   }
+
+  if constexpr (kPush) gemv_push_reduce_start<kTiles>(land_bar_u32, split, my_rows, tid == 0);
 
   // Dependent grids may be scheduled now; A, the scales and C are touched only after the wait.
   ptx::griddepcontrol_launch_dependents();
@@ -428,6 +438,10 @@ __device__ __forceinline__ void gemv_body(const KernelParams& p, const CUtensorM
     }
   }
 
+  if constexpr (kPush) {
+    gemv_push_reduce<kMode, kTiles, kThreads>(p, acc, land_bar_u32, rows_max, my_first, my_rows, false, scale_smem);
+    return;
+  }
   // --- cluster reduction of the fp32 partial tiles [kTokens, 128 rows] ---
   __syncthreads();  // every warp is done with the A slice: the partial tile may alias it
   float* part = reinterpret_cast<float*>(smem);

@@ -15,6 +15,12 @@ namespace weave::detail {
 struct GemvAllReduce;  // gemv/gemv_all_reduce.hpp
 }  // namespace weave::detail
 
+#if defined(__CUDACC__)
+#define WEAVE_GEMV_HD __host__ __device__ __forceinline__
+#else
+#define WEAVE_GEMV_HD inline
+#endif
+
 namespace weave::detail::gemv {
 
 inline constexpr int kWarps = 8;
@@ -42,7 +48,28 @@ inline constexpr int kStreamStageK = 2 * kStepBytes;
 inline constexpr int kStreamBoxB = kRowsPerCta * kStepBytes;
 constexpr int stream_box_a_bytes(int tiles) { return 8 * tiles * kStepBytes; }
 constexpr int stream_stage_bytes(int tiles) { return 2 * kStreamBoxB + 2 * stream_box_a_bytes(tiles); }
-constexpr int stream_smem_bytes(int tiles, int stages) { return stages * stream_stage_bytes(tiles) + 16 * stages + 8; }
+// The cluster reduction (gemv_push_reduce.cuh) lands the cluster's partial rows of this CTA's share
+// in a region of a 16-byte slot for its mbarrier, then [split][ceil(128 / split) rows][8 x tiles
+// tokens] floats, at most (128 + 15) rows' worth for a cluster of up to 16: on the stream path after
+// the ring's abort word, on the other paths at the end of the dynamic shared memory.
+inline constexpr int kStreamMaxSplit = 16;
+// Rank q of a cluster of `split` owns rows [push_first_row(q), push_first_row(q + 1)) of the band
+// (the pull reduction's shares); push_owner is its inverse (the largest q whose first row <= r),
+// push_rows_max the most rows any rank owns (the landing region's row stride). CPU-tested.
+WEAVE_GEMV_HD constexpr int push_first_row(int q, int split) { return q * kRowsPerCta / split; }
+WEAVE_GEMV_HD constexpr int push_owner(int r, int split) { return ((r + 1) * split - 1) / kRowsPerCta; }
+WEAVE_GEMV_HD constexpr int push_rows_max(int split) { return (kRowsPerCta + split - 1) / split; }
+constexpr int stream_landing_offset(int tiles, int stages) {
+  return (stages * stream_stage_bytes(tiles) + 16 * stages + 8 + 15) / 16 * 16;
+}
+constexpr int push_landing_bytes(int tiles) { return 16 + 8 * tiles * (kRowsPerCta + kStreamMaxSplit - 1) * 4; }
+// Whether the GEMV's own store kernel pushes its cluster reduction: the stream path always; the
+// registers and TMA paths at one token tile (M <= 8), where the landing region costs 4.6 KB; wider
+// tiles' 9-18 KB would cost M 17-32 a second wave (H100-like residency), so they pull.
+constexpr bool pushes_reduction(WeightPath path, int tiles) { return path == WeightPath::kStream || tiles == 1; }
+constexpr int stream_smem_bytes(int tiles, int stages) {
+  return stream_landing_offset(tiles, stages) + push_landing_bytes(tiles);
+}
 inline constexpr int kMinStreamStages = 2, kMaxStreamStages = 16;
 // Weight stages requested before the PDL wait, ahead of A's first boxes: A queued behind a whole
 // 8-stage ring of weights cost ~1 us at 20-30 MB layers (H100: 8192 x 1280, 12.3 against 11.3 us

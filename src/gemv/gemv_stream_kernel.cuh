@@ -3,10 +3,11 @@
 // is staged, so one CTA may take the whole K of its band (the shape of cuBLASLt's decode kernels).
 //
 // Work split: as gemv_kernel.cuh (grid (split, ceil(N/128)), a cluster of `split` CTAs per
-// 128-row band, the same K slices of whole 64-byte steps, the fp32 partial tiles summed through
-// distributed shared memory in rank order by the same epilogue). A stage holds two steps (a slice of
-// an odd number of steps ends in a half stage); each lane adds its steps' MMA pairs in the same
-// order as the registers path, so the two paths agree bitwise at the same split.
+// 128-row band, the same K slices of whole 64-byte steps, the same row shares and rank-order sums
+// of the fp32 partials), but the partials are pushed to the rank that owns their rows
+// (gemv_push_reduce: one cluster barrier, not the registers path's two around a pull). A stage holds
+// two steps (a slice of an odd number of steps ends in a half stage); each lane adds its steps' MMA
+// pairs in the same order as the registers path, so the two paths agree bitwise at the same split.
 //
 // Ring: S stages (KernelParams::stages), each [B: 2 boxes of 128 rows x 64 B | A: 2 boxes of
 // 8 x tiles tokens x 64 B]; boxes are 64 bytes wide so the rows sit at a 64-byte pitch and the 8
@@ -26,15 +27,14 @@
 // (hopper::mbarrier_wait_or_abort, recorded in KernelParams::record, the CTA's abort word stops
 // every role).
 #pragma once
-#include <cooperative_groups.h>
-
 #include "gemv/gemv_kernel.cuh"
+#include "gemv/gemv_push_reduce.cuh"
 
 namespace weave::detail::gemv {
 
-template <int kTiles, typename Epilogue>
+template <int kTiles>
 __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CUtensorMap& b_map,
-                                                 const CUtensorMap& a_map, Epilogue& epi) {
+                                                 const CUtensorMap& a_map) {
   namespace cg = cooperative_groups;
   constexpr int kTokens = 8 * kTiles;
   constexpr int kStageBytes = stream_stage_bytes(kTiles);
@@ -56,6 +56,11 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
   const uint32_t empty_u32 = full_u32 + 8 * ring_stages;
   const uint32_t abort_word_u32 = empty_u32 + 8 * ring_stages;
   const bool producer = warp == kWarps;
+  // The reduction: rank q owns rows [q 128 / split, (q + 1) 128 / split) of the band; its landing
+  // region holds land[sender][row - first][token] for the other senders.
+  const uint32_t land_bar_u32 = ring_u32 + stream_landing_offset(kTiles, ring_stages);
+  const int rows_max = push_rows_max(split);
+  const int my_first = push_first_row(rank, split), my_rows = push_first_row(rank + 1, split) - my_first;
   if (producer && lane == 0) {
     weave::ptx::st_volatile_shared_u32(abort_word_u32, 0u);
     weave::ptx::prefetch_tensormap(&b_map);
@@ -64,9 +69,16 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
       weave::ptx::mbarrier_init_shared_cta(full_u32 + 8 * s, 1);
       weave::ptx::mbarrier_init_shared_cta(empty_u32 + 8 * s, kWarps);
     }
-    weave::ptx::fence_mbarrier_init_release_cluster();  // the inits are visible to the TMA unit
+    // One arrival (this one) and the peers' bytes of this CTA's rows: the phase completes once
+    // every peer's partial rows landed (a cluster of one expects none).
+    weave::ptx::mbarrier_init_shared_cta(land_bar_u32, 1);
+    weave::ptx::mbarrier_arrive_expect_tx_release_cta(land_bar_u32, (split - 1) * my_rows * kTokens * 4);
+    weave::ptx::fence_mbarrier_init_release_cluster();  // the inits are visible to the TMA unit and the peers
   }
   __syncthreads();  // the barriers and the abort word are initialised before any role waits
+  // Peers may write into this CTA's landing region and complete its barrier only after it exists;
+  // the matching wait comes after the K loop, by when every CTA has long arrived.
+  weave::ptx::barrier_cluster_arrive_relaxed();
 
   const int32_t row0 = band * kRowsPerCta;
   auto k_elem = [&](int j, int half) {
@@ -158,34 +170,15 @@ __device__ __forceinline__ void gemv_stream_body(const KernelParams& p, const CU
     }
   }
 
-  // --- cluster reduction (gemv_kernel.cuh's, with the producer warp outside the row work) ---
-  __syncthreads();  // every stage was consumed (or the CTA gave up): the partial tile may alias the ring
-  float* part = reinterpret_cast<float*>(smem);
-  if (!producer) {
-    const int r = warp * kRowsPerWarp + g;
-#pragma unroll
-    for (int i = 0; i < kTiles; ++i) {
-      const int tok = 8 * i + 2 * t;
-      part[tok * kPartStride + r] = acc[i][0];
-      part[(tok + 1) * kPartStride + r] = acc[i][1];
-      part[tok * kPartStride + r + 8] = acc[i][2];
-      part[(tok + 1) * kPartStride + r + 8] = acc[i][3];
-    }
-  }
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
-  const GemvBand b{part, nullptr, rank, split, band};
-  if (!producer) epi.template reduce<ScaleMode::kBF16, kTokens>(p, cluster, b);
-  cluster.sync();
-  if (!producer) epi.finish(p, b);
+  gemv_push_reduce<ScaleMode::kBF16, kTiles, kStreamThreads>(p, acc, land_bar_u32, rows_max, my_first, my_rows,
+                                                              producer, nullptr);
 }
 
 template <int kTiles>
 __global__ void __launch_bounds__(kStreamThreads, 2)
     gemv_stream_kernel(const KernelParams p, const __grid_constant__ CUtensorMap b_map,
                        const __grid_constant__ CUtensorMap a_map) {
-  GemvStoreEpilogue epi;
-  gemv_stream_body<kTiles>(p, b_map, a_map, epi);
+  gemv_stream_body<kTiles>(p, b_map, a_map);
 }
 
 }  // namespace weave::detail::gemv

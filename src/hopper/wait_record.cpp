@@ -32,6 +32,7 @@ static const char* wait_site_name(uint32_t site) {
     case WaitSite::kConsumerFull: return "full";
     case WaitSite::kProducerScalesEmpty: return "tile-scales empty";
     case WaitSite::kConsumerScalesFull: return "tile-scales full";
+    case WaitSite::kGemvLanded: return "gemv landed partials";
   }
   return "unknown-site";
 }

@@ -14,6 +14,7 @@ enum class WaitSite : uint32_t {
   kConsumerFull = 2,
   kProducerScalesEmpty = 3,
   kConsumerScalesFull = 4,
+  kGemvLanded = 5,  // the stream GEMV's landing barrier: peers' partial rows (stage = the cluster rank)
 };
 inline constexpr uint32_t kWaitTimeoutMagic = 0x7EA7E0u;
 

@@ -129,7 +129,15 @@ long long wrong_elements(ScaleMode q, Case what, int calls, Route route = Route:
 void expect_the_contract(ScaleMode q, Route route, int calls, bool b_in_smem) {
   const long long right = wrong_elements(q, Case::kPdlRight, calls, route);
   const long long b_written = wrong_elements(q, Case::kPdlProducerWritesB, calls, route);
-  const long long no_wait = wrong_elements(q, Case::kPdlConsumerDoesNotWait, calls, route);
+  // The unwaiting consumer is a race by nature: it is early only if it reads C before the GEMM's
+  // last stores, and on an H200 one round of 30 bf16 tiled calls once lost all 30 races (0 wrong).
+  // Up to 4 rounds: a control that never catches in 120 calls still fails.
+  long long no_wait = 0;
+  int rounds = 0;
+  while (no_wait == 0 && rounds < 4) {
+    no_wait = wrong_elements(q, Case::kPdlConsumerDoesNotWait, calls, route);
+    ++rounds;
+  }
   const long long no_pdl = wrong_elements(q, Case::kNoPdlProducerWritesB, calls, route);
   EXPECT_EQ(right, 0) << "PDL with the producer writing A and a waiting consumer must be right";
   EXPECT_EQ(no_pdl, 0) << "without PDL nothing overlaps: a producer of B is fine";
@@ -137,8 +145,8 @@ void expect_the_contract(ScaleMode q, Route route, int calls, bool b_in_smem) {
   EXPECT_GT(no_wait, 0) << "a consumer that does not wait reads C before it is written";
   const char* what = route == Route::kGemv ? "M 8 (GEMV)" : route == Route::kTiles ? "M 64 (tiles)" : "M 64 (tiles, split-K 4)";
   std::printf("  %s, %d calls of %s x N 4096 x K 4096: PDL right %lld wrong; controls: producer of B %lld, consumer "
-              "without wait %lld; PDL off with a producer of B %lld\n",
-              std::string(to_string(q)).c_str(), calls, what, right, b_written, no_wait, no_pdl);
+              "without wait %lld (round %d); PDL off with a producer of B %lld\n",
+              std::string(to_string(q)).c_str(), calls, what, right, b_written, no_wait, rounds, no_pdl);
 }
 
 }  // namespace

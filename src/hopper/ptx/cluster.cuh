@@ -32,6 +32,23 @@ __device__ __forceinline__ void mbarrier_arrive_release_cta_shared_cluster(uint3
   asm volatile("mbarrier.arrive.release.cta.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
+// mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64: as the .cta form (hopper/ptx/mbarrier.cuh),
+// acquiring at cluster scope: for a barrier whose phase other CTAs of the cluster complete with
+// writes of their own (st.async's complete_tx).
+__device__ __forceinline__ bool mbarrier_try_wait_parity_acquire_cluster(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // st.relaxed.cluster.shared::cluster.u32: a word of another CTA of the cluster (its abort word).
 __device__ __forceinline__ void st_relaxed_cluster_shared_cluster_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.relaxed.cluster.shared::cluster.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
@@ -45,6 +62,23 @@ __device__ __forceinline__ void barrier_cluster_arrive_release() {
 }
 __device__ __forceinline__ void barrier_cluster_wait_acquire() {
   asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
+// barrier.cluster.arrive.relaxed: this thread's arrival on the cluster barrier without ordering its
+// prior accesses (a start handshake: the barriers it initialised are published by
+// fence.mbarrier_init.release.cluster; the matching barrier_cluster_wait_acquire comes later).
+__device__ __forceinline__ void barrier_cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory");
+}
+
+// st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32: writes {x, y} (8 bytes, aligned) to
+// the shared::cluster address `addr` of a CTA of the cluster and performs complete_tx(8) on the
+// mbarrier at the shared::cluster address `remote_bar` of that CTA; the completion releases the
+// write at cluster scope to whoever acquires the barrier's phase.
+__device__ __forceinline__ void st_async_v2_f32_complete_tx(uint32_t addr, float x, float y, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];\n" ::"r"(addr),
+               "f"(x), "f"(y), "r"(remote_bar)
+               : "memory");
 }
 
 // cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster
