@@ -96,7 +96,7 @@ struct KernelParams {
   int ring_steps_log2 = 0, ring_slots_log2 = 3;  // tma path: log2 of RingShape's q and S
   int stages = 0;               // stream path: stages of the CTA's ring (gemv_stream_kernel.cuh)
   int prologue_stages = 0;      // stream path: weight stages issued before the PDL wait and A's first boxes
-  hopper::WaitTimeoutRecord* record = nullptr;  // tma, stream paths: where a ring wait that timed out is recorded
+  hopper::WaitTimeoutRecord* record = nullptr;  // where a wait that timed out is recorded (ring, landing)
 };
 static_assert(std::is_trivially_copyable_v<KernelParams>);
 

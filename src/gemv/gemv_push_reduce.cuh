@@ -50,11 +50,12 @@ __device__ __forceinline__ bool wait_landed(uint32_t bar, uint32_t rank, hopper:
   }
 }
 
-// The cluster reduction by pushing: each lane of the row work (`producer`: a lane without rows) sends its partial rows straight from
-// its registers to the rank that owns them (st.async with complete_tx on the owner's landing
-// barrier), its own rows to its own landing slot; the owner sums the `split` partials of each row
-// in rank order from 0.0f, applies ptpc's two scales (`scale_smem`: sa[token], then sb[row of the band])
-// as gemv_kernel.cuh's reduced_row does, and stores them: every path agrees bitwise. One
+// The cluster reduction by pushing: each lane of the row work (`producer`: a lane without rows)
+// sends its partial rows straight from its registers to the rank that owns them (st.async with
+// complete_tx on the owner's landing barrier), its own rows to its own landing slot; the owner sums
+// the `split` partials of each row in rank order from 0.0f, applies ptpc's two scales (`scale_smem`:
+// sa[token], then sb[row of the band]) as gemv_kernel.cuh's reduced_row does, and stores them:
+// every path agrees bitwise. One
 // cluster barrier (arrived at the start, waited here: every peer's landing barrier exists) instead
 // of a pull's two (H200: 2-6% off the 20-30 MB layers, docs/perf/gemm.md); a CTA leaves once its
 // rows are stored, its shared memory read by nobody.
