@@ -50,9 +50,8 @@ constexpr int stream_box_a_bytes(int tiles) { return 8 * tiles * kStepBytes; }
 constexpr int stream_stage_bytes(int tiles) { return 2 * kStreamBoxB + 2 * stream_box_a_bytes(tiles); }
 // The cluster reduction (gemv_push_reduce.cuh) lands the cluster's partial rows of this CTA's share
 // in a region of a 16-byte slot for its mbarrier, then [split][ceil(128 / split) rows][8 x tiles
-// tokens] floats, at most (128 + 15) rows' worth for a cluster of up to 16: on the stream path after
-// the ring's abort word, on the other paths at the end of the dynamic shared memory.
-inline constexpr int kStreamMaxSplit = 16;
+// tokens] floats, at most (128 + 15) rows' worth for a cluster of up to kGemvMaxSplit (16): on the
+// stream path after the ring's abort word, on the other paths at the end of the dynamic shared memory.
 // Rank q of a cluster of `split` owns rows [push_first_row(q), push_first_row(q + 1)) of the band
 // (the pull reduction's shares); push_owner is its inverse (the largest q whose first row <= r),
 // push_rows_max the most rows any rank owns (the landing region's row stride). CPU-tested.
@@ -62,7 +61,7 @@ WEAVE_GEMV_HD constexpr int push_rows_max(int split) { return (kRowsPerCta + spl
 constexpr int stream_landing_offset(int tiles, int stages) {
   return (stages * stream_stage_bytes(tiles) + 16 * stages + 8 + 15) / 16 * 16;
 }
-constexpr int push_landing_bytes(int tiles) { return 16 + 8 * tiles * (kRowsPerCta + kStreamMaxSplit - 1) * 4; }
+constexpr int push_landing_bytes(int tiles) { return 16 + 8 * tiles * (kRowsPerCta + kGemvMaxSplit - 1) * 4; }
 // Whether the GEMV's own store kernel pushes its cluster reduction: the stream path always; the
 // registers and TMA paths at one token tile (M <= 8), where the landing region costs 4.6 KB; wider
 // tiles' 9-18 KB would cost M 17-32 a second wave (H100-like residency), so they pull.

@@ -13,7 +13,7 @@ namespace weave::detail::gemv {
 namespace {
 
 TEST(GemvPushLayout, EveryRowHasExactlyTheOwnerOfItsShare) {
-  for (int split = 1; split <= kStreamMaxSplit; ++split) {
+  for (int split = 1; split <= kGemvMaxSplit; ++split) {
     int rows = 0;
     for (int q = 0; q < split; ++q) {
       const int first = push_first_row(q, split), end = push_first_row(q + 1, split);
@@ -30,14 +30,14 @@ TEST(GemvPushLayout, EveryRowHasExactlyTheOwnerOfItsShare) {
 // the kernel runs, so the test above would see it.
 TEST(GemvPushLayout, TheFloorOwnerIsCaught) {
   int wrong = 0;
-  for (int split = 1; split <= kStreamMaxSplit; ++split)
+  for (int split = 1; split <= kGemvMaxSplit; ++split)
     for (int r = 0; r < kRowsPerCta; ++r) wrong += r * split / kRowsPerCta != push_owner(r, split);
   EXPECT_GT(wrong, 0);
 }
 
 TEST(GemvPushLayout, TheLandingRegionHoldsEverySendersShare) {
   for (int tiles : {1, 2, 4})
-    for (int split = 1; split <= kStreamMaxSplit; ++split) {
+    for (int split = 1; split <= kGemvMaxSplit; ++split) {
       const int floats = split * push_rows_max(split) * 8 * tiles;
       EXPECT_LE(16 + 4 * floats, push_landing_bytes(tiles)) << "tiles " << tiles << " split " << split;
     }
