@@ -136,8 +136,9 @@ __device__ __forceinline__ float landed_row(const GemvBand& b, int tok, int rl) 
 // The hooks an epilogue supplies (GemmAllReduce's decode-fused one: gemv/gemv_all_reduce.cuh):
 //   after_wait()  every thread, right after griddepcontrol.wait (before A is staged)
 //   reduce()      every thread, while the cluster's partial tiles are readable (between the two
-//                 cluster barriers)
-//   finish()      every thread, after the last cluster barrier (this CTA's shared memory only)
+//                 cluster barriers), or once its rows' partials have landed (the pushed reduction)
+//   finish()      every thread, after the last cluster barrier or after reduce() (this CTA's shared
+//                 memory only)
 struct GemvStoreEpilogue {
   static constexpr int kRowGranule = 1;  // its CTAs' row shares (gemv_params.hpp push_first_row)
   __device__ __forceinline__ void after_wait() {}
@@ -180,8 +181,8 @@ __device__ __forceinline__ void gemv_body(const KernelParams& p, const CUtensorM
   const int64_t k0 = rank * p.k_slice_bytes;
   const int64_t k1 = min(p.k_bytes, k0 + p.k_slice_bytes);
   const int steps = k1 > k0 ? static_cast<int>((k1 - k0 + kStepBytes - 1) / kStepBytes) : 0;
-  // The GEMV's own store pushes its cluster reduction at one token tile (gemv_push_reduce.cuh, landing
-  // at the end of the dynamic shared memory); GemmAllReduce's epilogue pulls through its hooks (below).
+  // At one token tile the cluster reduction is pushed (gemv_push_reduce.cuh, landing at the end of the
+  // dynamic shared memory, shares of the epilogue's row granule); wider tiles pull (below).
   constexpr bool kPush = pushes_reduction(kPath, kTiles);
   constexpr int kGranule = Epilogue::kRowGranule;
   const uint32_t land_bar_u32 =
