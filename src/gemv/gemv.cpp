@@ -53,10 +53,10 @@ int smem_limit(WeightPath path, RingShape ring) {
 
 // `m` token rows of A are staged (the MMAs take zeros for the rest of the 8 x tiles); the region
 // is later the fp32 partial tile of all 8 x tiles tokens.
-// `push_landing`: the kernel pushes its cluster reduction (the GEMV's own store), so the landing
-// region follows everything else (gemv_push_reduce.cuh); GemmAllReduce's epilogue has none.
+// Where the kernel pushes its cluster reduction (gemv_params.hpp pushes_reduction), the landing
+// region of `landing_granule`-row shares follows everything else (gemv_push_reduce.cuh).
 Layout layout_for(ScaleMode mode, int64_t m, int64_t k_slice, WeightPath path, RingShape ring = {}, int stages = 0,
-                  bool push_landing = true) {
+                  int landing_granule = 1) {
   Layout l;
   if (path == WeightPath::kStream) {  // no A slice, no scales (bf16): the ring, later the partial tile
     l.smem = gemv::stream_smem_bytes(tiles_for(m), stages);
@@ -75,8 +75,8 @@ Layout layout_for(ScaleMode mode, int64_t m, int64_t k_slice, WeightPath path, R
     l.ring_offset = (l.smem + 127) / 128 * 128;
     l.smem = l.ring_offset + gemv::tma_ring_bytes(ring);
   }
-  if (push_landing && gemv::pushes_reduction(path, tiles_for(m)))
-    l.smem = (l.smem + 15) / 16 * 16 + gemv::push_landing_bytes(tiles_for(m));
+  if (gemv::pushes_reduction(path, tiles_for(m)))
+    l.smem = (l.smem + 15) / 16 * 16 + gemv::push_landing_bytes(tiles_for(m), landing_granule);
   return l;
 }
 
@@ -238,7 +238,7 @@ void check_call(const GemmProblem& problem, int num_sms, int split) {
 
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override, GemvArgs::Path path,
                        RingShape ring, const GemvResidency& residency, bool one_wave, int depth, int stages,
-                       bool push_landing) {
+                       int landing_granule) {
   check_call(problem, num_sms, split_override);
   WEAVE_EXPECT_ARG(depth == 0 || depth == 4 || depth == 8, "argument 'depth': must be 0 (default), 4 or 8, got " << depth);
   WEAVE_EXPECT_ARG(stages == 0 || (stages >= gemv::kMinStreamStages && stages <= gemv::kMaxStreamStages),
@@ -281,7 +281,7 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
     c.stages = wp == WeightPath::kStream ? stages : 0;
     c.split = split;
     c.k_slice_bytes = k_slice_for(k_bytes, split);
-    c.smem_bytes = layout_for(problem.mode, problem.m, c.k_slice_bytes, wp, c.ring, c.stages, push_landing).smem;
+    c.smem_bytes = layout_for(problem.mode, problem.m, c.k_slice_bytes, wp, c.ring, c.stages, landing_granule).smem;
     return c;
   };
   auto fits = [&](const GemvConfig& c) { return c.smem_bytes <= smem_limit(c.path, c.ring); };

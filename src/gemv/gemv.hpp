@@ -126,12 +126,13 @@ GemvPathChoice gemv_path_from_env();
 // one_wave: only splits whose clusters are all resident at once (Error kUnavailable when none is).
 // depth: GemvArgs::depth (0: the default, or the variable's for a planned path).
 // stages: GemvArgs::stages (stream path).
-// push_landing: the config is for the GEMV's own store kernel, whose pushed cluster reduction needs a
-// landing region (gemv/gemv_push_reduce.cuh); false for GemmAllReduce's epilogue kernel, which pulls.
+// landing_granule: the row granule of the kernel's pushed cluster reduction, which sizes its landing
+// region (gemv/gemv_push_reduce.cuh): 1 for the GEMV's own store, 4 for GemmAllReduce's epilogue
+// (whole LL units).
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override = 0,
                        GemvArgs::Path path = GemvArgs::Path::kAuto, RingShape ring = {},
                        const GemvResidency& residency = {}, bool one_wave = false, int depth = 0, int stages = 0,
-                       bool push_landing = true);
+                       int landing_granule = 1);
 // The K split gemv_launch plans for `problem` on `num_sms` SMs on the registers path (split 0): what
 // the all-reduce epilogue's planner (a registers kernel) takes where it fits one wave. Every path
 // sums K in the same order at one split, so GemmAllReduce's decode mode, which runs that split,

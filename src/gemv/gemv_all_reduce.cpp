@@ -20,12 +20,12 @@ GemvConfig one_wave_config(const GemmProblem& problem, int num_sms, int ranks_pe
   const GemvResidency device = gemv_device_residency(problem.mode, /*all_reduce_epilogue=*/true);
   // Ranks sharing the GPU (the emulated world) each get their part of its clusters.
   const GemvResidency shared = [device, share](const GemvConfig& c) { return device(c) / share; };
-  // This epilogue pulls its cluster reduction: no landing region (push_landing false).
+  // This epilogue's pushed reduction lands whole LL units (4 rows).
+  constexpr int kGranule = gemv::kRowsPerCta / kGemvLlUnitsPerBand;
   const GemvConfig as_decode = gemv_config(problem, num_sms, gemv_planned_split(problem, num_sms),
-                                           GemvArgs::Path::kRegisters, {}, shared, false, 0, 0, /*push_landing=*/false);
+                                           GemvArgs::Path::kRegisters, {}, shared, false, 0, 0, kGranule);
   if (as_decode.waves == 1) return as_decode;
-  return gemv_config(problem, num_sms, 0, GemvArgs::Path::kRegisters, {}, shared, /*one_wave=*/true, 0, 0,
-                     /*push_landing=*/false);
+  return gemv_config(problem, num_sms, 0, GemvArgs::Path::kRegisters, {}, shared, /*one_wave=*/true, 0, 0, kGranule);
 }
 
 }  // namespace

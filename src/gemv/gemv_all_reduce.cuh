@@ -3,7 +3,8 @@
 //   after_wait  thread 0 reads the abort word and the epoch and takes the CTA's election ticket
 //               (call_protocol.cuh read_call_epoch; shared words read after the staging barrier)
 //   reduce      every thread: its units of the band, rounded to bf16 (kept in registers) and sent
-//               as LL lines to every peer, while the cluster's partials are readable
+//               as LL lines to every peer, from the landing region at one token tile (the pushed
+//               reduction), else while the cluster's partials are readable
 //   finish      every thread: polls its units' lines from every peer, sums in rank order, stores;
 //               the last ticket stores the epoch
 // Sends precede every wait of the call (a CTA that gives up has written all it will write); a
@@ -24,6 +25,8 @@ __device__ __forceinline__ uint32_t* all_reduce_call_words() {
 
 template <ScaleMode kMode, int kTiles>
 struct GemvAllReduceEpilogue {
+  // Its CTAs' row shares are whole LL units (4 rows): the pushed reduction lands them so.
+  static constexpr int kRowGranule = kRowsPerCta / kGemvLlUnitsPerBand;
   // Units per thread: at most kGemvMaxM tokens x 32 units (a cluster of one CTA) over kThreads.
   static constexpr int kMaxItems = kGemvMaxM * kGemvLlUnitsPerBand / kThreads;
   static_assert(kMaxItems * kThreads == kGemvMaxM * kGemvLlUnitsPerBand);
@@ -70,7 +73,9 @@ struct GemvAllReduceEpilogue {
         const int tok = idx / u_count, unit = u_begin + idx % u_count;
         float v[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) v[e] = reduced_row<kMode, kTokens>(cluster, b, tok, 4 * unit + e);
+        for (int e = 0; e < 4; ++e)
+          v[e] = pushes_reduction(WeightPath::kRegisters, kTiles) ? landed_row<kMode, kTokens>(b, tok, 4 * unit + e)
+                                                                 : reduced_row<kMode, kTokens>(cluster, b, tok, 4 * unit + e);
         own[j] = comm::LlUnitElems<__nv_bfloat16>::pack(v);  // round to nearest, as the GEMV's store
         if (!bad)
           for (int s = 1; s < w; ++s)

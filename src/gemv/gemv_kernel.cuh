@@ -107,6 +107,10 @@ struct GemvBand {
   float* part;
   const float* scale_smem;
   int rank, split, band;
+  // The pushed reduction's landing region (gemv_push_reduce.cuh) instead of `part`: the cluster's
+  // partials of this CTA's rows [first, first + its share), landed[q][row - first][token].
+  const float* landed = nullptr;
+  int rows_max = 0, first = 0;
 };
 
 // Row rl of the band for token tok: the cluster's partials summed in rank order (deterministic),
@@ -119,13 +123,24 @@ __device__ __forceinline__ float reduced_row(cooperative_groups::cluster_group& 
   return sum;
 }
 
+// reduced_row from the pushed reduction's landing region (row rl of the band, one of this CTA's).
+template <ScaleMode kMode, int kTokens>
+__device__ __forceinline__ float landed_row(const GemvBand& b, int tok, int rl) {
+  float sum = 0.0f;
+  for (int q = 0; q < b.split; ++q) sum += b.landed[(q * b.rows_max + rl - b.first) * kTokens + tok];
+  if constexpr (kMode == ScaleMode::kPtpc) sum = sum * b.scale_smem[tok] * b.scale_smem[kTokens + rl];
+  return sum;
+}
+
 // The GEMV's own epilogue: each CTA of the cluster stores its share of the band's rows into C.
 // The hooks an epilogue supplies (GemmAllReduce's decode-fused one: gemv/gemv_all_reduce.cuh):
 //   after_wait()  every thread, right after griddepcontrol.wait (before A is staged)
 //   reduce()      every thread, while the cluster's partial tiles are readable (between the two
-//                 cluster barriers)
-//   finish()      every thread, after the last cluster barrier (this CTA's shared memory only)
+//                 cluster barriers), or once its rows' partials have landed (the pushed reduction)
+//   finish()      every thread, after the last cluster barrier or after reduce() (this CTA's shared
+//                 memory only)
 struct GemvStoreEpilogue {
+  static constexpr int kRowGranule = 1;  // its CTAs' row shares (gemv_params.hpp push_first_row)
   __device__ __forceinline__ void after_wait() {}
   template <ScaleMode kMode, int kTokens>
   __device__ __forceinline__ void reduce(const KernelParams& p, cooperative_groups::cluster_group& cluster,
@@ -166,13 +181,15 @@ __device__ __forceinline__ void gemv_body(const KernelParams& p, const CUtensorM
   const int64_t k0 = rank * p.k_slice_bytes;
   const int64_t k1 = min(p.k_bytes, k0 + p.k_slice_bytes);
   const int steps = k1 > k0 ? static_cast<int>((k1 - k0 + kStepBytes - 1) / kStepBytes) : 0;
-  // The GEMV's own store pushes its cluster reduction at one token tile (gemv_push_reduce.cuh, landing
-  // at the end of the dynamic shared memory); GemmAllReduce's epilogue pulls through its hooks (below).
-  constexpr bool kPush = std::is_same_v<Epilogue, GemvStoreEpilogue> && pushes_reduction(kPath, kTiles);
+  // At one token tile the cluster reduction is pushed (gemv_push_reduce.cuh, landing at the end of the
+  // dynamic shared memory, shares of the epilogue's row granule); wider tiles pull (below).
+  constexpr bool kPush = pushes_reduction(kPath, kTiles);
+  constexpr int kGranule = Epilogue::kRowGranule;
   const uint32_t land_bar_u32 =
-      weave::ptx::smem_addr(smem) + weave::ptx::dynamic_smem_size() - push_landing_bytes(kTiles);
-  const int rows_max = push_rows_max(split);
-  const int my_first = push_first_row(rank, split), my_rows = push_first_row(rank + 1, split) - my_first;
+      weave::ptx::smem_addr(smem) + weave::ptx::dynamic_smem_size() - push_landing_bytes(kTiles, kGranule);
+  const int rows_max = push_rows_max<kGranule>(split);
+  const int my_first = push_first_row<kGranule>(rank, split);
+  const int my_rows = push_first_row<kGranule>(rank + 1, split) - my_first;
 
   // --- weight stream: prologue loads, issued before anything else (and before the PDL wait) ---
   const int row_a = band * kRowsPerCta + warp * kRowsPerWarp + g;  // rows g and g + 8 of the warp
@@ -438,8 +455,18 @@ __device__ __forceinline__ void gemv_body(const KernelParams& p, const CUtensorM
     }
   }
 
-  if constexpr (kPush) {
+  if constexpr (kPush && std::is_same_v<Epilogue, GemvStoreEpilogue>) {
     gemv_push_reduce<kMode, kTiles, kThreads>(p, acc, land_bar_u32, rows_max, my_first, my_rows, false, scale_smem);
+    return;
+  } else if constexpr (kPush) {
+    // Another epilogue (GemmAllReduce's) reads this CTA's rows from the landing region through the
+    // same hooks; nobody reads a peer's shared memory, so no barrier follows. A landing wait that
+    // gave up (recorded; a peer of this GPU stuck for 40 s) still runs the hooks on what landed.
+    gemv_push_partials<kTiles, kGranule>(p, acc, land_bar_u32, rows_max, false);
+    cg::cluster_group cluster = cg::this_cluster();
+    const GemvBand b{nullptr, scale_smem, rank, split, band, landing_floats(land_bar_u32), rows_max, my_first};
+    epi.template reduce<kMode, kTokens>(p, cluster, b);
+    epi.finish(p, b);
     return;
   }
   // --- cluster reduction of the fp32 partial tiles [kTokens, 128 rows] ---

@@ -53,18 +53,31 @@ constexpr int stream_stage_bytes(int tiles) { return 2 * kStreamBoxB + 2 * strea
 // tokens] floats, at most (128 + 15) rows' worth for a cluster of up to kGemvMaxSplit (16): on the
 // stream path after the ring's abort word, on the other paths at the end of the dynamic shared memory.
 // Rank q of a cluster of `split` owns rows [push_first_row(q), push_first_row(q + 1)) of the band
-// (the pull reduction's shares); push_owner is its inverse (the largest q whose first row <= r),
+// (the pull reduction's shares) in whole granules of kGranule rows (1: the GEMV's store; 4: the
+// all-reduce epilogue's LL units); push_owner is its inverse (the largest q whose first row <= r),
 // push_rows_max the most rows any rank owns (the landing region's row stride). CPU-tested.
-WEAVE_GEMV_HD constexpr int push_first_row(int q, int split) { return q * kRowsPerCta / split; }
-WEAVE_GEMV_HD constexpr int push_owner(int r, int split) { return ((r + 1) * split - 1) / kRowsPerCta; }
-WEAVE_GEMV_HD constexpr int push_rows_max(int split) { return (kRowsPerCta + split - 1) / split; }
+template <int kGranule = 1>
+WEAVE_GEMV_HD constexpr int push_first_row(int q, int split) {
+  return q * (kRowsPerCta / kGranule) / split * kGranule;
+}
+template <int kGranule = 1>
+WEAVE_GEMV_HD constexpr int push_owner(int r, int split) {
+  return ((r / kGranule + 1) * split - 1) / (kRowsPerCta / kGranule);
+}
+template <int kGranule = 1>
+WEAVE_GEMV_HD constexpr int push_rows_max(int split) {
+  return (kRowsPerCta / kGranule + split - 1) / split * kGranule;
+}
 constexpr int stream_landing_offset(int tiles, int stages) {
   return (stages * stream_stage_bytes(tiles) + 16 * stages + 8 + 15) / 16 * 16;
 }
-constexpr int push_landing_bytes(int tiles) { return 16 + 8 * tiles * (kRowsPerCta + kGemvMaxSplit - 1) * 4; }
-// Whether the GEMV's own store kernel pushes its cluster reduction: the stream path always; the
-// registers and TMA paths at one token tile (M <= 8), where the landing region costs 4.6 KB; wider
-// tiles' 9-18 KB would cost M 17-32 a second wave (H100-like residency), so they pull.
+constexpr int push_landing_bytes(int tiles, int granule = 1) {
+  return 16 + 8 * tiles * (kRowsPerCta + granule * (kGemvMaxSplit - 1)) * 4;
+}
+// Whether a GEMV kernel pushes its cluster reduction: the stream path always; the registers and TMA
+// paths (the store and GemmAllReduce's epilogue) at one token tile (M <= 8), where the landing region
+// costs 4.6-6.0 KB; wider tiles' 9-24 KB would cost M 17-32 a second wave (H100-like residency), so
+// they pull.
 constexpr bool pushes_reduction(WeightPath path, int tiles) { return path == WeightPath::kStream || tiles == 1; }
 constexpr int stream_smem_bytes(int tiles, int stages) {
   return stream_landing_offset(tiles, stages) + push_landing_bytes(tiles);

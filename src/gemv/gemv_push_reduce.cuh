@@ -50,38 +50,29 @@ __device__ __forceinline__ bool wait_landed(uint32_t bar, uint32_t rank, hopper:
   }
 }
 
-// The cluster reduction by pushing: each lane of the row work (`producer`: a lane without rows)
-// sends its partial rows straight from its registers to the rank that owns them (st.async with
-// complete_tx on the owner's landing barrier), its own rows to its own landing slot; the owner sums
-// the `split` partials of each row in rank order from 0.0f, applies ptpc's two scales (`scale_smem`:
-// sa[token], then sb[row of the band]) as gemv_kernel.cuh's reduced_row does, and stores them:
-// every path agrees bitwise. One
-// cluster barrier (arrived at the start, waited here: every peer's landing barrier exists) instead
-// of a pull's two (H200: 2-6% off the 20-30 MB layers, docs/perf/gemm.md); a CTA leaves once its
-// rows are stored, its shared memory read by nobody.
-// Before it, at the kernel's start: thread 0 initialises the landing barrier (count 1) and arrives with
-// expect_tx of its peers' bytes, fence.mbarrier_init.release.cluster, and every thread arrives on the
-// cluster barrier relaxed (gemv_push_reduce_start).
-// Memory ordering ("gemv-stream" in docs/memory_ordering.md): st.async's complete_tx releases each
-// write at cluster scope; the owner's threads acquire the barrier's phase at cluster scope; its own
-// slot's stores are ordered by __syncthreads.
-template <ScaleMode kMode, int kTiles, int kBlockThreads>
-__device__ __forceinline__ void gemv_push_reduce(const KernelParams& p, const float (&acc)[kTiles][4],
-                                                 uint32_t land_bar_u32, int rows_max, int my_first, int my_rows,
-                                                 bool producer, const float* scale_smem) {
-  constexpr int kTokens = 8 * kTiles;
+// The landing region's floats (after its barrier's 16-byte slot).
+__device__ __forceinline__ float* landing_floats(uint32_t land_bar_u32) {
   extern __shared__ __align__(128) uint8_t smem[];
-  const int rank = blockIdx.x, split = gridDim.x, band = blockIdx.y;
+  return reinterpret_cast<float*>(smem + (land_bar_u32 + 16 - weave::ptx::smem_addr(smem)));
+}
+
+// The push and the wait of gemv_push_reduce (below): true once every peer's partial rows of this
+// CTA's share have landed, false if the bounded wait gave up (recorded).
+template <int kTiles, int kGranule>
+__device__ __forceinline__ bool gemv_push_partials(const KernelParams& p, const float (&acc)[kTiles][4],
+                                                   uint32_t land_bar_u32, int rows_max, bool producer) {
+  constexpr int kTokens = 8 * kTiles;
+  const int rank = blockIdx.x, split = gridDim.x;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const uint32_t land_u32 = land_bar_u32 + 16;
-  float* land = reinterpret_cast<float*>(smem + (land_u32 - weave::ptx::smem_addr(smem)));
+  float* land = landing_floats(land_bar_u32);
   weave::ptx::barrier_cluster_wait_acquire();  // every CTA of the cluster initialised its landing barrier
   if (!producer) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = warp * kRowsPerWarp + g + 8 * h;
-      const int owner = push_owner(r, split);
-      const int row_in_owner = r - push_first_row(owner, split);
+      const int owner = push_owner<kGranule>(r, split);
+      const int row_in_owner = r - push_first_row<kGranule>(owner, split);
 #pragma unroll
       for (int i = 0; i < kTiles; ++i) {
         const int idx = (rank * rows_max + row_in_owner) * kTokens + 8 * i + 2 * t;
@@ -97,7 +88,32 @@ __device__ __forceinline__ void gemv_push_reduce(const KernelParams& p, const fl
     }
   }
   __syncthreads();  // this CTA's own slot is written
-  if (!wait_landed(land_bar_u32, rank, p.record)) return;
+  return wait_landed(land_bar_u32, rank, p.record);
+}
+
+// The cluster reduction by pushing: each lane of the row work (`producer`: a lane without rows)
+// sends its partial rows straight from its registers to the rank that owns them (st.async with
+// complete_tx on the owner's landing barrier), its own rows to its own landing slot; the owner sums
+// the `split` partials of each row in rank order from 0.0f, applies ptpc's two scales (`scale_smem`:
+// sa[token], then sb[row of the band]) as gemv_kernel.cuh's reduced_row does, and stores them:
+// every path agrees bitwise. One cluster barrier (arrived at the start, waited here: every peer's
+// landing barrier exists) instead of a pull's two (H200: 2-6% off the 20-30 MB layers,
+// docs/perf/gemm.md); a CTA leaves once its rows are stored, its shared memory read by nobody.
+// Before it, at the kernel's start: thread 0 initialises the landing barrier (count 1) and arrives with
+// expect_tx of its peers' bytes, fence.mbarrier_init.release.cluster, and every thread arrives on the
+// cluster barrier relaxed (gemv_push_reduce_start).
+// Memory ordering ("gemv-stream" in docs/memory_ordering.md): st.async's complete_tx releases each
+// write at cluster scope; the owner's threads acquire the barrier's phase at cluster scope; its own
+// slot's stores are ordered by __syncthreads.
+template <ScaleMode kMode, int kTiles, int kBlockThreads>
+__device__ __forceinline__ void gemv_push_reduce(const KernelParams& p, const float (&acc)[kTiles][4],
+                                                 uint32_t land_bar_u32, int rows_max, int my_first, int my_rows,
+                                                 bool producer, const float* scale_smem) {
+  constexpr int kTokens = 8 * kTiles;
+  const int split = gridDim.x, band = blockIdx.y;
+  const int tid = threadIdx.x;
+  float* land = landing_floats(land_bar_u32);
+  if (!gemv_push_partials<kTiles, 1>(p, acc, land_bar_u32, rows_max, producer)) return;
   for (int idx = tid; idx < p.m * my_rows; idx += kBlockThreads) {
     const int tok = idx / my_rows, rl = idx % my_rows;
     const int n = band * kRowsPerCta + my_first + rl;

@@ -12,18 +12,29 @@
 namespace weave::detail::gemv {
 namespace {
 
-TEST(GemvPushLayout, EveryRowHasExactlyTheOwnerOfItsShare) {
+template <int kGranule>
+void expect_every_row_has_the_owner_of_its_share() {
   for (int split = 1; split <= kGemvMaxSplit; ++split) {
     int rows = 0;
     for (int q = 0; q < split; ++q) {
-      const int first = push_first_row(q, split), end = push_first_row(q + 1, split);
-      EXPECT_LE(end - first, push_rows_max(split)) << "split " << split << " rank " << q;
+      const int first = push_first_row<kGranule>(q, split), end = push_first_row<kGranule>(q + 1, split);
+      EXPECT_EQ(first % kGranule, 0) << "granule " << kGranule << " split " << split << " rank " << q;
+      EXPECT_LE(end - first, push_rows_max<kGranule>(split)) << "split " << split << " rank " << q;
       rows += end - first;
-      for (int r = first; r < end; ++r) EXPECT_EQ(push_owner(r, split), q) << "split " << split << " row " << r;
+      for (int r = first; r < end; ++r)
+        EXPECT_EQ(push_owner<kGranule>(r, split), q) << "granule " << kGranule << " split " << split << " row " << r;
     }
     EXPECT_EQ(rows, kRowsPerCta) << "split " << split;
-    EXPECT_EQ(push_first_row(split, split), kRowsPerCta);
+    EXPECT_EQ(push_first_row<kGranule>(split, split), kRowsPerCta);
   }
+}
+
+TEST(GemvPushLayout, EveryRowHasExactlyTheOwnerOfItsShare) {
+  expect_every_row_has_the_owner_of_its_share<1>();  // the GEMV's store
+  expect_every_row_has_the_owner_of_its_share<4>();  // GemmAllReduce's epilogue: whole LL units
+  // The all-reduce epilogue's own unit shares (rank c: units [c 32 / split, (c + 1) 32 / split)).
+  for (int split = 1; split <= kGemvMaxSplit; ++split)
+    for (int c = 0; c < split; ++c) EXPECT_EQ(push_first_row<4>(c, split), 4 * (c * 32 / split));
 }
 
 // Negative control: the plain floor r * split / 128 names another owner for some row of a split
@@ -40,6 +51,8 @@ TEST(GemvPushLayout, TheLandingRegionHoldsEverySendersShare) {
     for (int split = 1; split <= kGemvMaxSplit; ++split) {
       const int floats = split * push_rows_max(split) * 8 * tiles;
       EXPECT_LE(16 + 4 * floats, push_landing_bytes(tiles)) << "tiles " << tiles << " split " << split;
+      const int floats4 = split * push_rows_max<4>(split) * 8 * tiles;
+      EXPECT_LE(16 + 4 * floats4, push_landing_bytes(tiles, 4)) << "granule 4 tiles " << tiles << " split " << split;
     }
   for (int tiles : {1, 2, 4})
     for (int stages = kMinStreamStages; stages <= kMaxStreamStages; ++stages) {
