@@ -190,6 +190,8 @@ void bind_fused(nb::module_& m) {
       .def_ro("model_comm_us", &weave::GemmAllGatherPlan::model_comm_us)
       .def_ro("model_split_us", &weave::GemmAllGatherPlan::model_split_us)
       .def_ro("model_fused_us", &weave::GemmAllGatherPlan::model_fused_us)
+      .def_ro("gemm_gemv", &weave::GemmAllGatherPlan::gemm_gemv)
+      .def_ro("gemm_split_k", &weave::GemmAllGatherPlan::gemm_split_k)
       .def_ro("reason", &weave::GemmAllGatherPlan::reason);
   nb::class_<weave::AllGatherGemmPlan>(m, "AllGatherGemmPlan")
       .def_ro("mode", &weave::AllGatherGemmPlan::mode)
