@@ -199,6 +199,7 @@ void bind_fused(nb::module_& m) {
       .def_ro("gemm_reason", &weave::AllGatherGemmPlan::gemm_reason)
       .def_ro("block_m", &weave::AllGatherGemmPlan::block_m)
       .def_ro("block_n", &weave::AllGatherGemmPlan::block_n)
+      .def_ro("gemm_split_k", &weave::AllGatherGemmPlan::gemm_split_k)
       .def_ro("rows", &weave::AllGatherGemmPlan::rows)
       .def_ro("tiles", &weave::AllGatherGemmPlan::tiles)
       .def_ro("waves", &weave::AllGatherGemmPlan::waves)

@@ -121,7 +121,7 @@ _RS_FUSED_BLOCK_M = 128
 _AG_PLAN_FIELDS = ("block_m", "block_n", "tiles", "waves", "grid", "chunks", "bytes_per_peer", "window_bytes",
                    "model_gemm_us", "model_comm_us", "model_split_us", "model_fused_us", "gemm_gemv", "gemm_split_k",
                    "reason")
-_AGM_PLAN_FIELDS = ("gemm_kernel", "gemm_reason", "block_m", "block_n", "rows", "tiles", "waves", "grid", "bytes_per_peer", "window_bytes",
+_AGM_PLAN_FIELDS = ("gemm_kernel", "gemm_reason", "block_m", "block_n", "gemm_split_k", "rows", "tiles", "waves", "grid", "bytes_per_peer", "window_bytes",
                     "model_gemm_us", "model_comm_us", "model_split_us", "model_fused_us", "reason")
 
 

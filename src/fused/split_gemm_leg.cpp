@@ -14,6 +14,20 @@ uint64_t split_k_partials_bytes(const GemmProblem& p, int split_k) {
   return static_cast<uint64_t>(split_k) * static_cast<uint64_t>(p.m) * static_cast<uint64_t>(p.n) * sizeof(float);
 }
 
+uint64_t split_k_partials_bound(const GemmProblem& p, int ctas) {
+  const int64_t most_splits = std::min<int64_t>(gemm::kMaxSplitK, p.k / gemm::kMinSplitKElems);
+  if (most_splits < 2) return 0;
+  int64_t area = 0;
+  GemmProblem bf16 = p;  // mxfp8's bf16 route splits the bf16 kernels' tiles
+  bf16.mode = ScaleMode::kBF16;
+  bf16.scale_layout = ScaleLayout::kRaw;
+  for (const GemmProblem& q : {p, bf16})
+    for (const auto& t : gemm::gemm_tile_candidates(q)) area = std::max<int64_t>(area, int64_t(t.block_m) * t.block_n);
+  const uint64_t by_ctas = uint64_t(std::max(ctas, 1)) * uint64_t(area);
+  const uint64_t by_m = uint64_t(most_splits) * uint64_t(p.m) * uint64_t(p.n);
+  return std::min(by_ctas, by_m) * sizeof(float);
+}
+
 SplitGemmLeg plan_split_gemm_leg(const GemmProblem& p, int ctas, const SplitLegRoom& room) {
   SplitGemmLeg leg;
   if (p.mode == ScaleMode::kMxfp8) return leg;

@@ -49,6 +49,11 @@ SplitGemmLeg plan_split_gemm_leg(const GemmProblem& p, int ctas, const SplitLegR
 
 // Bytes of the K split's partials of p at `split_k` splits.
 uint64_t split_k_partials_bytes(const GemmProblem& p, int split_k);
+// The most partials bytes weave::Gemm's planner can ask for at any m <= p.m on `ctas` CTAs: it
+// splits only where the tiles leave CTAs idle, S <= ctas / tiles, so S x m x N <= ctas x the
+// largest tile's area; and S <= min(16, K / 1024). 0 where K cannot split (K < 2048). A workspace
+// of this many bytes (beside the routes' buffers) holds every call's split whole.
+uint64_t split_k_partials_bound(const GemmProblem& p, int ctas);
 
 // Enqueues a kGemv or kSplitK leg for checked operands (the GEMV's scales dense): C = out [m, N]
 // with leading dimension N, partials at `partials` (16-byte aligned, leg.partials_bytes; kSplitK

@@ -165,15 +165,9 @@ uint64_t gag_partials_bytes(const GemmAllGatherConfig& cfg, int ctas) {
   if (cfg.mode == GemmAllGatherMode::kFusedLsa || cfg.mode == GemmAllGatherMode::kFusedCe ||
       cfg.quant == ScaleMode::kMxfp8)
     return 0;
-  const int64_t most_splits = std::min<int64_t>(gemm::kMaxSplitK, cfg.k / gemm::kMinSplitKElems);
-  if (most_splits < 2) return 0;
   const GemmProblem p{.m = cfg.m_max, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
                       .out_dtype = cfg.out_dtype};
-  int64_t area = 0;
-  for (const auto& t : gemm::gemm_tile_candidates(p)) area = std::max<int64_t>(area, int64_t(t.block_m) * t.block_n);
-  const uint64_t by_ctas = uint64_t(std::max(ctas, 1)) * uint64_t(area);
-  const uint64_t by_m = uint64_t(most_splits) * uint64_t(cfg.m_max) * uint64_t(cfg.n);
-  return std::min(by_ctas, by_m) * sizeof(float);
+  return split_k_partials_bound(p, ctas);
 }
 
 SplitGemmLeg gag_split_leg(const GemmAllGatherConfig& cfg, int64_t m, int ctas, bool gemv_room, bool use,

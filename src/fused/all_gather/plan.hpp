@@ -80,10 +80,9 @@ GemmPlan gag_tile_plan(const GemmAllGatherConfig& cfg, int64_t m, int ctas,
                        const std::vector<gemm::TileCandidate>& cands, FusedTile forced = {});
 
 // Bytes of gag.partials, the split modes' K-split partials (fp32 [S, m, N], local only) on `ctas`
-// CTAs per rank: the most any call can need. weave::Gemm's planner splits only where the tiles
-// leave CTAs idle, S <= ctas / tiles, so S x m x N <= ctas x the largest tile's area; and S <=
-// min(16, K / 1024), m <= m_max. 0 where no call splits: mxfp8 (its own route), K < 2048, or an
-// op whose mode never runs a split GEMM (fused-lsa, fused-ce).
+// CTAs per rank: the most any call can need (split_k_partials_bound at m_max). 0 where no call
+// splits: mxfp8 (its own route), K < 2048, or an op whose mode never runs a split GEMM (fused-lsa,
+// fused-ce).
 uint64_t gag_partials_bytes(const GemmAllGatherConfig& cfg, int ctas);
 // The split modes' GEMM of a call of m rows (fused/split_gemm_leg.hpp) on `ctas` CTAs; `gemv_room`:
 // no rank shares this rank's GPU. Its K split's partials go to gag.partials. A forced tile (the

@@ -104,11 +104,11 @@ class SuiteOpOf final : public SuiteOp {
   std::string reason(int64_t m) const override { return op_->plan(m).reason; }
   SuiteTile tile(int64_t m) const override {
     const auto p = op_->plan(m);
-    if constexpr (requires { p.gemm_split_k; }) {  // the split modes' GEMM: weave::Gemm's GEMV or K split
+    SuiteTile t{p.block_m, p.block_n};
+    if constexpr (requires { p.gemm_gemv; })  // GemmAllGather's split modes: weave::Gemm's GEMV
       if (p.gemm_gemv) return {0, 0};
-      return {p.block_m, p.block_n, p.gemm_split_k};
-    }
-    return {p.block_m, p.block_n};
+    if constexpr (requires { p.gemm_split_k; }) t.split_k = p.gemm_split_k;  // weave::Gemm's K split
+    return t;
   }
 
  private:
