@@ -93,6 +93,7 @@ struct AllGatherGemmPlan {
   std::string gemm_kernel;        // the GEMM's kernel (weave::Gemm's planner: an instance, or "gemv")
   std::string gemm_reason;        // why the planner chose it
   int block_m = 0, block_n = 0;   // its tile (0 for the decode GEMV)
+  int gemm_split_k = 1;           // its K split (weave::Gemm's, where the tiles leave SMs idle); fused-ce: 1
   std::int64_t rows = 0;          // rows of the GEMM: world x m
   std::int64_t tiles = 0;         // output tiles per rank (0 for the decode GEMV)
   double waves = 0;               // tiles / CTAs

@@ -19,7 +19,10 @@
 //   auto        fused-lsa where the planner says it pays, else split-lsa (split-nccl across NVLink
 //               domains, gemm-only at world 1; the choice and the reason: plan(m))
 // A mode that cannot run here raises kUnavailable naming the reason; auto then falls back with a
-// log line.
+// log line. The GEMM of gemm-only and the split modes is weave::Gemm's where that is not one pass
+// of whole tiles (small m, long K: its decode GEMV or its K split; plan(m).gemm_gemv and
+// gemm_split_k); elsewhere, and always in the fused modes, the op's tile, so fused and split give
+// the same bits there.
 //
 // Operands: A_r [M, K] (M <= m_max, any M >= 1), B [N, K] identical on every rank, the scales of
 // weave::Gemm's mode `quant` (weave/gemm.hpp). Inputs bf16 (output bf16 or fp32) or e4m3 in ptpc,
@@ -110,6 +113,11 @@ struct GemmAllGatherPlan {
   std::int64_t bytes_per_peer = 0;  // this rank's rows (M x N x out bytes) sent to each peer
   std::int64_t window_bytes = 0;    // the op's window per rank
   double model_gemm_us = 0, model_comm_us = 0, model_split_us = 0, model_fused_us = 0;
+  // The GEMM of gemm-only and the split modes where weave::Gemm would not run one pass of the tile
+  // above (small m, long K): its decode GEMV (m <= 8, ranks on GPUs of their own), or its K split
+  // over split_k ranges summed in split order. Fused modes never (their epilogue needs final tiles).
+  bool gemm_gemv = false;
+  int gemm_split_k = 1;
   std::string reason;
 };
 

@@ -190,6 +190,8 @@ void bind_fused(nb::module_& m) {
       .def_ro("model_comm_us", &weave::GemmAllGatherPlan::model_comm_us)
       .def_ro("model_split_us", &weave::GemmAllGatherPlan::model_split_us)
       .def_ro("model_fused_us", &weave::GemmAllGatherPlan::model_fused_us)
+      .def_ro("gemm_gemv", &weave::GemmAllGatherPlan::gemm_gemv)
+      .def_ro("gemm_split_k", &weave::GemmAllGatherPlan::gemm_split_k)
       .def_ro("reason", &weave::GemmAllGatherPlan::reason);
   nb::class_<weave::AllGatherGemmPlan>(m, "AllGatherGemmPlan")
       .def_ro("mode", &weave::AllGatherGemmPlan::mode)
@@ -197,6 +199,7 @@ void bind_fused(nb::module_& m) {
       .def_ro("gemm_reason", &weave::AllGatherGemmPlan::gemm_reason)
       .def_ro("block_m", &weave::AllGatherGemmPlan::block_m)
       .def_ro("block_n", &weave::AllGatherGemmPlan::block_n)
+      .def_ro("gemm_split_k", &weave::AllGatherGemmPlan::gemm_split_k)
       .def_ro("rows", &weave::AllGatherGemmPlan::rows)
       .def_ro("tiles", &weave::AllGatherGemmPlan::tiles)
       .def_ro("waves", &weave::AllGatherGemmPlan::waves)

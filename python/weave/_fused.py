@@ -119,8 +119,9 @@ _RS_PLAN_FIELDS = tuple(f for f in _AR_PLAN_FIELDS if f != "bytes_ag")  # no gat
 # GemmReduceScatter's fused bands are whole tiles of this many rows (include/weave/gemm_reduce_scatter.hpp).
 _RS_FUSED_BLOCK_M = 128
 _AG_PLAN_FIELDS = ("block_m", "block_n", "tiles", "waves", "grid", "chunks", "bytes_per_peer", "window_bytes",
-                   "model_gemm_us", "model_comm_us", "model_split_us", "model_fused_us", "reason")
-_AGM_PLAN_FIELDS = ("gemm_kernel", "gemm_reason", "block_m", "block_n", "rows", "tiles", "waves", "grid", "bytes_per_peer", "window_bytes",
+                   "model_gemm_us", "model_comm_us", "model_split_us", "model_fused_us", "gemm_gemv", "gemm_split_k",
+                   "reason")
+_AGM_PLAN_FIELDS = ("gemm_kernel", "gemm_reason", "block_m", "block_n", "gemm_split_k", "rows", "tiles", "waves", "grid", "bytes_per_peer", "window_bytes",
                     "model_gemm_us", "model_comm_us", "model_split_us", "model_fused_us", "reason")
 
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fused/split_gemm_leg.hpp"
 #include "gemm/planner.hpp"
 #include "weave/gemm.hpp"
 
@@ -71,12 +72,14 @@ class PerMCache {
 using TilePlanCache = PerMCache<GemmPlan>;
 
 // What a fused op's call of m rows runs, made once per m: the tile GEMM's plan, the op's schedule
-// of it (its bands and rounds, or its chunks) and the public plan (mode, model, reason).
+// of it (its bands and rounds, or its chunks), the public plan (mode, model, reason) and the split
+// modes' GEMM where it differs from the tile's.
 template <class Schedule, class PublicPlan>
 struct PlannedCall {
   GemmPlan gemm;
   Schedule sched;
   PublicPlan plan;
+  SplitGemmLeg leg;  // the split modes' GEMM where it is not the tile's (fused/split_gemm_leg.hpp)
 };
 
 // One call's tile GEMM plan on `ctas` CTAs: the planner's rule on the candidates `keep` accepts

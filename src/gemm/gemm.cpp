@@ -88,11 +88,6 @@ static void fill_scale_copy_main(const GemmProblem& p, const GemmPlan& plan, con
   args.main = gemm::make_mainloop_args(mn, plan, r.a, r.b, GemmScales{sa, r.scale_b}, debug);
 }
 
-// Whether the split-K reduction launches with PDL after its GEMM: measured on the H100 over 10
-// split plans per mode (docs/perf/gemm.md "split-K reduction with PDL"): ptpc 0.94-0.96x of the
-// time without, bf16 and blockscale 0.99-1.03x; the cause of the difference is not profiled.
-static bool split_reduce_pdl(ScaleMode mode) { return mode == ScaleMode::kPtpc; }
-
 // A persistent grid of clusters larger than the device holds at once runs its last clusters after
 // the first ones have finished all their items (twice the time where half fit): the planner's
 // grid (whole pairs up to the SM count, a pure function of num_sms) is cut to the CTAs resident.
@@ -398,7 +393,7 @@ void Gemm::run(cudaStream_t stream) const {
     launch(args);
     gemm::split_k_reduce(reinterpret_cast<const float*>(static_cast<const uint8_t*>(im.workspace) + im.ws_layout.partials),
                          im.problem.m, im.problem.n, im.plan.split_k, im.c, im.ldc, im.problem.out_dtype, im.num_sms,
-                         split_reduce_pdl(im.problem.mode), stream);
+                         gemm::split_reduce_pdl(im.problem.mode), stream);
   }
   // Last, so that when it runs it overwrites all of C: returns at once unless the conversion
   // met a scale it could not carry exactly.

@@ -15,6 +15,11 @@
 
 namespace weave::gemm {
 
+// Whether the split-K reduction launches with PDL after its GEMM: measured on the H100 over 10
+// split plans per mode (docs/perf/gemm.md "split-K reduction with PDL"): ptpc 0.94-0.96x of the
+// time without, bf16 and blockscale 0.99-1.03x; the cause of the difference is not profiled.
+inline bool split_reduce_pdl(ScaleMode mode) { return mode == ScaleMode::kPtpc; }
+
 // Requirements (checked by weave::Gemm, not here): n % 4 == 0; partials and c 16-byte aligned;
 // ldc * sizeof(out) a multiple of 16 bytes.
 void split_k_reduce(const float* partials, int64_t m, int64_t n, int split_k, void* c, int64_t ldc, DType out_dtype,

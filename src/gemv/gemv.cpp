@@ -465,7 +465,8 @@ KernelParams kernel_params(const GemvArgs& args, const GemvConfig& cfg) {
   p.region0_bytes = l.region0;
   p.scale_groups = l.scale_groups;
   p.out_f32 = args.out_dtype == DType::kF32;
-  p.record = hopper::wait_timeout_record();  // the ring waits and the pushed reduction's landing wait
+  // The ring waits and the pushed reduction's landing wait record here.
+  p.record = args.record != nullptr ? args.record : hopper::wait_timeout_record();
   if (cfg.path == WeightPath::kTma) {
     p.ring_offset = l.ring_offset;
     p.ring_steps_log2 = __builtin_ctz(static_cast<unsigned>(cfg.ring.steps_per_slot));

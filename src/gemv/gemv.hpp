@@ -22,6 +22,10 @@
 
 #include "weave/gemm.hpp"
 
+namespace weave::hopper {
+struct WaitTimeoutRecord;  // hopper/wait_record.hpp
+}
+
 namespace weave::detail {
 
 inline constexpr int64_t kGemvMaxM = 32;
@@ -75,6 +79,9 @@ struct GemvArgs {
   // Registers path at one token tile (M <= 8) only: warp steps in flight, 4 or 8; 0 = the mode's
   // default (bf16 4, fp8 8), or WEAVE_GEMV_PATH's registers:D for planned calls. A diagnostic.
   int depth = 0;
+  // Where the kernel records a wait that timed out: a fused op's own record (its check() reports
+  // it), or null for the process-wide one (weave::Gemm::check()).
+  hopper::WaitTimeoutRecord* record = nullptr;
 };
 
 // The launch shape the GEMV uses for a problem (a pure function; tests and benches print it).

@@ -442,8 +442,8 @@ TEST(Cli, PlanGemmAgPrintsOneRowPerM) {
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("gemm-ag: n=2048 k=7168 bf16 -> fp32, world 8, mode auto, sms 132, m_max 4096"), std::string::npos)
       << r.out;
-  for (const char* col : {"tiles", "waves", "grid", "chunks", "bytes/peer", "window", "gemm_us", "comm_us", "split_us",
-                          "fused_us", "mode", "reason"})
+  for (const char* col : {"tiles", "waves", "grid", "chunks", "bytes/peer", "window", "ksplit", "gemv", "gemm_us",
+                          "comm_us", "split_us", "fused_us", "mode", "reason"})
     EXPECT_NE(r.out.find(col), std::string::npos) << col << " missing:\n" << r.out;
   // The planner's tiles (bf16 -> fp32): m = 128: 64 tiles of 64x64 on 132 CTAs, too little GEMM to
   // hide a gather under; m = 4096: 256 tiles of 128x256 in 1.94 waves.
@@ -459,6 +459,20 @@ TEST(Cli, PlanGemmAgPrintsOneRowPerM) {
   r = run_weave({"plan", "gemm-ag", "-m", "1024", "--world", "1"});
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("gemm-only  world 1: nothing to gather"), std::string::npos) << r.out;
+  // DeepSeek's wkv_a (5 tiles of K 7168): split-lsa's GEMM splits K 7 ways as weave::Gemm does,
+  // the decode row runs its GEMV; the fused mode keeps its tile.
+  r = run_weave({"plan", "gemm-ag", "--preset", "deepseek-v3.wkv_a", "-m", "1,32", "--m-max", "1024", "--quant",
+                 "blockscale"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("MiB      1    1 "), std::string::npos) << r.out;  // window, ksplit 1, gemv
+  EXPECT_NE(r.out.find("MiB      7    0 "), std::string::npos) << r.out;  // ksplit 7
+  EXPECT_NE(r.out.find("the GEMM splits K 7 ways as weave::Gemm does (64x128, 5 tiles on 132 CTAs"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("the GEMM is weave::Gemm's decode GEMV"), std::string::npos) << r.out;
+  r = run_weave({"plan", "gemm-ag", "--preset", "deepseek-v3.wkv_a", "-m", "32", "--m-max", "1024", "--quant",
+                 "blockscale", "--mode", "fused-lsa"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(r.out.find("splits K"), std::string::npos) << r.out;
   // An explicit mode the op would refuse is a report (exit 1), not a usage error.
   r = run_weave({"plan", "gemm-ag", "--mode", "fused-lsa", "--no-fused"});
   EXPECT_EQ(r.rc, 1) << r.out;

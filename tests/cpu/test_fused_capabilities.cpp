@@ -155,7 +155,7 @@ TEST(FusedCapabilities, TheWindowHoldsWhatTheRecordHosts) {
       cfg.m_max = 512;
       cfg.mode = mode;
       WindowLayout layout;
-      const fused::GagLayout g = fused::add_gag_regions(layout, cfg, world, 8);
+      const fused::GagLayout g = fused::add_gag_regions(layout, cfg, world, 8, 132);
       EXPECT_EQ(g.has_split, fused::gag_capabilities(cfg, fused::world_only(world)).hosted_split != G::kAuto)
           << to_string(mode) << " W" << world;
     }

@@ -61,8 +61,13 @@ TEST(FusedAgLayout, RegionsAtCapacityAndSplitRegionsWithoutBuffersOfTheirOwn) {
     for (GemmAllGatherMode mode : {GemmAllGatherMode::kAuto, GemmAllGatherMode::kGemmOnly, GemmAllGatherMode::kSplitLsa,
                                    GemmAllGatherMode::kSplitCe, GemmAllGatherMode::kFusedLsa, GemmAllGatherMode::kFusedCe}) {
       WindowLayout layout;
-      const auto g = fused::add_gag_regions(layout, cfg_of(mode), world, 132);
+      const auto g = fused::add_gag_regions(layout, cfg_of(mode), world, 132, 132);
       EXPECT_EQ(g.out_bytes, uint64_t(world) * 4096 * 2048 * 4);
+      // The split modes' K-split partials: local, 16-byte aligned, none where no split GEMM runs.
+      const bool splits = mode != GemmAllGatherMode::kFusedLsa && mode != GemmAllGatherMode::kFusedCe;
+      EXPECT_EQ(g.partials_bytes > 0, splits) << to_string(mode);
+      EXPECT_EQ(layout.find("gag.partials") != nullptr, splits) << to_string(mode);
+      EXPECT_EQ(g.partials % 16, 0u);
       const bool hosts_split = world > 1 && (mode == GemmAllGatherMode::kAuto || mode == GemmAllGatherMode::kSplitLsa ||
                                              mode == GemmAllGatherMode::kSplitCe);
       EXPECT_EQ(g.has_split, hosts_split) << to_string(mode) << " W" << world;
@@ -84,8 +89,8 @@ TEST(FusedAgLayout, RegionsAtCapacityAndSplitRegionsWithoutBuffersOfTheirOwn) {
 // prefix, none overlapping another's; two GemmAllGathers under one prefix are refused by name.
 TEST(FusedSharedWindow, EveryOpsRegionsUnderItsPrefixNeverOverlap) {
   WindowLayout layout;
-  const auto ag0 = fused::add_gag_regions(layout, cfg_of(GemmAllGatherMode::kAuto), 4, 132, "ag0");
-  const auto ag1 = fused::add_gag_regions(layout, cfg_of(GemmAllGatherMode::kFusedCe, 1024), 4, 132, "ag1");
+  const auto ag0 = fused::add_gag_regions(layout, cfg_of(GemmAllGatherMode::kAuto), 4, 132, 132, "ag0");
+  const auto ag1 = fused::add_gag_regions(layout, cfg_of(GemmAllGatherMode::kFusedCe, 1024), 4, 132, 132, "ag1");
   GemmAllReduceConfig ar;
   ar.n = 7168;
   ar.k = 2048;
@@ -115,7 +120,7 @@ TEST(FusedSharedWindow, EveryOpsRegionsUnderItsPrefixNeverOverlap) {
     for (size_t j = i + 1; j < rs.size(); ++j)
       EXPECT_TRUE(rs[i].end() <= rs[j].offset || rs[j].end() <= rs[i].offset) << rs[i].name << " / " << rs[j].name;
   const std::string msg =
-      test::error_of([&] { fused::add_gag_regions(layout, cfg_of(GemmAllGatherMode::kAuto), 4, 132, "ag0"); });
+      test::error_of([&] { fused::add_gag_regions(layout, cfg_of(GemmAllGatherMode::kAuto), 4, 132, 132, "ag0"); });
   EXPECT_NE(msg.find("'ag0.control': name already used"), std::string::npos) << msg;
 }
 

@@ -76,18 +76,20 @@ GemmScales scales_of(const bench::DeviceOperand& a, const bench::DeviceOperand& 
 // weave::Gemm over every rank's A stacked ([world m, K] and its scales, copied here) with the plan
 // the op makes for its share of the SMs: the op's output, bitwise, if the gathers move the right
 // bytes to the right rows.
-// fused-ce (its own kernel at the planner's tile, plan(m)): weave::Gemm forced to that tile, on the
-// tiled kernels at any m.
+// fused-ce (its own kernel at its tile, fused::agm_tile_plan: never a K split): weave::Gemm forced to
+// that tile, on the tiled kernels at any m.
 std::vector<uint8_t> stacked_gemm(AllGatherGemm& op, const std::vector<bench::DeviceOperand>& as,
                                   const bench::DeviceOperand& b, int64_t m, cudaStream_t st) {
   const AllGatherGemmConfig& c = op.config();
   const int world = static_cast<int>(as.size()), dev = b.view.device;
   fused::AgmGemm g = fused::agm_gemm(c, world, m, AllGatherGemm::Impl::of(op).grid_cap);
   const AllGatherGemmPlan p = op.plan(m);  // the call's mode (auto: its table's choice at m)
-  if (p.mode == Mode::kFusedCe) {
+  if (p.mode == Mode::kFusedCe) {  // its own tile (no K split), which the split modes' GEMM need not run
+    const auto& im = AllGatherGemm::Impl::of(op);
+    const GemmPlan t = fused::agm_tile_plan(c, world, m, im.grid_cap, im.tiles, im.hooks.tile);
     g.overrides = GemmPlanOverrides{};
-    g.overrides.block_m = p.block_m;
-    g.overrides.block_n = p.block_n;
+    g.overrides.block_m = t.block_m;
+    g.overrides.block_n = t.block_n;
     g.overrides.split_k = 1;
     g.overrides.decode_route = DecodeRoute::kTiles;
     if (c.quant == ScaleMode::kBlockscale) g.overrides.scale_a_route = ScaleARoute::kAsGiven;

@@ -94,8 +94,12 @@ namespace {
 // checked (rank 0's count).
 template <class T>
 int numerics_case(bench::EmulatedWorld& ew, int world, const QuantCase& q, const OpShape& shape,
-                  const std::vector<int64_t>& ms, const typename T::Hooks& hooks = {}) {
+                  const std::vector<int64_t>& ms, const typename T::Hooks& given = {}) {
   const int64_t n = shape.n, k = shape.k, m_max = shape.m_max;
+  // fused == split is about the tile both run: a split mode that takes weave::Gemm's K split or
+  // GEMV instead (small m, long K) has its own test (SplitModesRunWeaveGemmsKSplitOrGemvBitwise).
+  typename T::Hooks hooks = given;
+  if constexpr (requires { hooks.split_leg; }) hooks.split_leg = false;
   const auto arms = T::numerics_arms();
   if (&q == &T::kQuants[0])  // once per world
     for (const auto& arm : arms)

@@ -9,6 +9,7 @@
 // windows on 2+ GPUs in the runs-on-2-GPUs issue.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -18,6 +19,7 @@
 #include "common/check.hpp"
 #include "common/hash.hpp"
 #include "fused/all_gather/impl.hpp"
+#include "fused/all_gather/plan.hpp"
 #include "fused_op_traits_all_gather.hpp"
 #include "fused_test_support.hpp"
 #include "support/gpu.hpp"
@@ -25,6 +27,7 @@
 #include "testing/gemm_operands.hpp"
 #include "testing/gpu_reference.hpp"
 #include "testing/spin_delay.hpp"
+#include "weave/gemm.hpp"
 #include "weave/quant.hpp"
 
 using namespace weave;
@@ -272,5 +275,114 @@ TEST(EmulatedGemmAllGather, DisablingTheCreditIsCaught) {
     else EXPECT_GT(wrong, 0) << "without credits the next call must overwrite rows not yet read";
     std::printf("  %s, credits %s: the slow %s saw %lld wrong elements\n", mode_name(mode).c_str(), credits ? "on" : "OFF",
                 pull ? "puller" : "reader", static_cast<long long>(wrong));
+  }
+}
+
+// The split modes' GEMM where weave::Gemm would not run one pass of whole tiles (fused/
+// split_gemm_leg.hpp): small m, long K. At W = 2 and 4 (ranks share the GPU: no GEMV) the K split;
+// at world 1 (gemm-only) the decode GEMV too. Each case is one the planner takes on the op's CTAs
+// (SMs / W - 1; 132 at world 1), asserted through plan(m). Every source rank's rows are bitwise
+// weave::Gemm's at the leg's tile, split and route (its own workspace and reduction: not the op's
+// code) and within the reference; calls at m, a smaller m and m again back to back (the partials
+// move with m), each output NaN-poisoned. Control: the same op with the leg off runs its tile
+// (plan(m) says so), and its bits differ from the leg's in most cases (else the bitwise check
+// above could not tell the two paths apart).
+TEST(EmulatedGemmAllGather, SplitModesRunWeaveGemmsKSplitOrGemvBitwise) {
+  WEAVE_REQUIRE_GPUS(1);
+  struct Case {
+    int quant;  // index into Traits::kQuants: 1 bf16->fp32, 2 ptpc, 3 blockscale, 6 blockscale-mn
+    int64_t n, m;
+  };
+  const std::vector<std::pair<int, std::vector<Case>>> worlds = {
+      {1, {{1, 2048, 1}, {3, 576, 4}, {2, 2048, 8}, {3, 576, 256}, {1, 2048, 256}}},
+      {2, {{3, 576, 32}, {3, 576, 256}, {1, 2048, 64}, {2, 2048, 64}, {1, 2048, 256}, {6, 576, 32}}},
+      {4, {{3, 576, 32}, {2, 2048, 64}}}};
+  const int64_t k = 7168, m_max = 512;
+  for (const auto& [world, cases] : worlds) {
+    bench::EmulatedWorld ew(world, 0, 20);
+    const GemmAllGatherMode mode = world == 1 ? GemmAllGatherMode::kGemmOnly : GemmAllGatherMode::kSplitLsa;
+    int differing = 0;
+    for (const Case& c : cases) {
+      const test::QuantCase& q = Traits::kQuants[c.quant];
+      SCOPED_TRACE(std::string(q.name) + " W" + std::to_string(world) + " N " + std::to_string(c.n) + " m " +
+                   std::to_string(c.m));
+      ew.run([&](comm::Group& g) {
+        const int dev = g.device(), r = g.rank();
+        const GemmAllGatherConfig cfg = Traits::config(q, mode, c.n, k, m_max);
+        auto op = GemmAllGather::Impl::create(g, cfg);
+        fused::GemmAllGatherHooks off;
+        off.split_leg = false;
+        auto tile_op = GemmAllGather::Impl::create(g, cfg, off);
+        const bench::DeviceOperand b = bench::upload_operand(
+            bench::quantize_parallel(bench::random_operand(91, c.n, k), c.n, k, q.quant, ref::Operand::kB), dev);
+        Stream st;
+        const size_t ob = dtype_bytes(q.out);
+        for (int64_t m : {c.m, c.m / 2 + 1, c.m}) {
+          const GemmAllGatherPlan plan = op->plan(m);
+          const fused::SplitGemmLeg leg =
+              fused::gag_split_leg(cfg, m, GemmAllGather::Impl::of(*op).grid_cap, world == 1);
+          if (m == c.m) {
+            EXPECT_TRUE(plan.gemm_split_k > 1 || plan.gemm_gemv) << "the case no longer takes the leg: " << plan.reason;
+            EXPECT_EQ(plan.gemm_gemv, leg.kind == fused::SplitLegKind::kGemv) << plan.reason;
+          }
+          if (leg.kind == fused::SplitLegKind::kSplitK) EXPECT_EQ(plan.gemm_split_k, leg.plan.split_k) << plan.reason;
+          const std::vector<bench::DeviceOperand> as = test::upload_every_a(world, 4000, m, k, q.quant, dev);
+          std::vector<test::LayoutScales> held(world);
+          std::vector<GemmScales> scales;
+          for (int s = 0; s < world; ++s) scales.push_back(test::scales_in_layout(q.layout, as[s], b, held[s]));
+          const size_t row_bytes = static_cast<size_t>(m * c.n) * ob, bytes = world * row_bytes;
+          const std::vector<uint8_t> out = test::poisoned_call(g, *op, m, as[r].view, b.view, scales[r], bytes, st.s);
+          const std::vector<uint8_t> tiles =
+              m == c.m ? test::poisoned_call(g, *tile_op, m, as[r].view, b.view, scales[r], bytes, st.s)
+                       : std::vector<uint8_t>{};
+          if (m == c.m) {
+            const GemmAllGatherPlan tp = tile_op->plan(m);
+            EXPECT_TRUE(tp.gemm_split_k == 1 && !tp.gemm_gemv) << "the leg is off, yet: " << tp.reason;
+            if (r == 0 && tiles != out) ++differing;
+          }
+          const GemmProblem p{.m = m, .n = c.n, .k = k, .mode = q.quant, .scale_layout = q.layout, .out_dtype = q.out};
+          GemmPlanOverrides ov;
+          if (leg.kind == fused::SplitLegKind::kGemv) {
+            ov.decode_route = DecodeRoute::kGemv;
+          } else if (leg.kind == fused::SplitLegKind::kSplitK) {
+            ov.block_m = leg.plan.block_m;
+            ov.block_n = leg.plan.block_n;
+            ov.split_k = leg.plan.split_k;
+            ov.decode_route = DecodeRoute::kTiles;
+            if (q.quant == ScaleMode::kBlockscale && q.layout == ScaleLayout::kRaw) ov.scale_a_route = ScaleARoute::kAsGiven;
+          }
+          bench::DeviceBuffer cbuf(row_bytes), refbuf(static_cast<size_t>(m * c.n) * 4), rows_buf(row_bytes);
+          for (int s = 0; s < world; ++s) {
+            const uint8_t* got = out.data() + s * row_bytes;
+            if (leg.kind != fused::SplitLegKind::kTiles) {
+              Gemm gemm(p, as[s].view, b.view, scales[s], TensorView::matrix(cbuf.get(), q.out, m, c.n, dev), ov);
+              bench::DeviceBuffer ws(std::max<size_t>(gemm.workspace_bytes(), 16));
+              gemm.set_workspace(gemm.workspace_bytes() ? ws.get() : nullptr, gemm.workspace_bytes());
+              WEAVE_CHECK_CUDA(cudaMemsetAsync(cbuf.get(), 0xFF, row_bytes, st.s));
+              gemm.run(st.s);
+              WEAVE_CHECK_CUDA(cudaStreamSynchronize(st.s));
+              std::vector<uint8_t> want(row_bytes);
+              cbuf.download(want.data(), row_bytes);
+              EXPECT_EQ(std::memcmp(got, want.data(), row_bytes), 0)
+                  << "m " << m << " source " << s << ": not weave::Gemm's bits (" << gemm.plan().reason << ")";
+            }
+            rows_buf.upload(got, row_bytes);
+            GemmProblem raw = p;  // the reference reads the scales as made (row-major)
+            raw.scale_layout = ScaleLayout::kRaw;
+            bench::gpu_reference_gemm(raw, as[s].view, b.view, GemmScales{as[s].scale_view, b.scale_view},
+                                      refbuf.as<float>(), st.s);
+            const ref::Comparison cmp = bench::gpu_compare(TensorView::matrix(rows_buf.get(), q.out, m, c.n, dev),
+                                                           refbuf.as<float>(), bench::gemm_tolerance(q.quant, q.out), st.s);
+            EXPECT_EQ(cmp.wrong, 0) << "m " << m << " source " << s << ": " << cmp.wrong << " wrong, rel_l2 " << cmp.rel_l2;
+            EXPECT_LT(cmp.rel_l2, test::kFusedRelL2Bound) << "m " << m << " source " << s;
+          }
+          g.barrier();
+        }
+      });
+    }
+    EXPECT_GT(2 * differing, static_cast<int>(cases.size()))
+        << "W" << world << ": the leg's bits equal the tile's in most cases, so the check cannot tell them apart";
+    std::printf("  W%d: %zu cases x 3 calls bitwise weave::Gemm's; the tile's bits differ in %d\n", world, cases.size(),
+                differing);
   }
 }

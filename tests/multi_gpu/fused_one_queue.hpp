@@ -43,7 +43,9 @@ void fused_ce_on_one_hardware_queue(typename T::Mode fused_ce, int64_t n, int64_
       if (r == 0) reason = why;
       return;
     }
-    auto split = T::make(c, T::config(T::kSplitLsa, n, k, m_max));
+    typename T::Hooks on_the_tile;  // split runs fused-ce's tile at every m (never weave::Gemm's GEMV)
+    if constexpr (requires { on_the_tile.split_leg; }) on_the_tile.split_leg = false;
+    auto split = T::make(c, T::config(T::kSplitLsa, n, k, m_max), on_the_tile);
     const bench::DeviceOperand b = b_operand<T>(c, 501, n, k);
     std::mt19937_64 rng(2024);  // the same M sequence on every rank
     for (int call = 0; call < 50; ++call) {

@@ -63,7 +63,7 @@ void randomised_soak_against_split(const std::vector<typename T::Mode>& modes, i
       const std::vector<uint8_t> split_bits = split_output<T>(c, *split, m, n, k, as.back(), b, st.s, what);
       for (size_t o = 0; o < ops.size(); ++o)
         want[o].push_back(T::runs(ops[o]->config().mode, w, m)
-                              ? quiet_output<T>(c, *ops[o], m, n, k, as.back(), b, split_bits, st.s, what)
+                              ? quiet_output<T>(c, *ops[o], *split, m, n, k, as.back(), b, split_bits, st.s, what)
                               : bench::DeviceBuffer());
     }
     for (auto& op : ops) poison_whole_output<T>(c, *op, n, st.s);

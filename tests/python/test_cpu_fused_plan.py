@@ -48,6 +48,19 @@ def test_all_gather_plan_for_follows_the_machine():
     assert weave.GemmAllGather.plan_for(8192, nvlink_domain=False, **kw)["mode"] == "split-nccl"
     p = weave.GemmAllGather.plan_for(8192, quant="ptpc", **kw)
     assert p["block_m"] in (64, 128, 256) and p["window_bytes"] > 0 and p["reason"]
+    assert p["gemm_split_k"] == 1 and not p["gemm_gemv"], p  # whole tiles fill the SMs
+
+
+def test_all_gather_split_modes_take_weave_gemms_k_split_or_gemv():
+    # DeepSeek's wkv_a: 5 output tiles of K 7168 on 132 SMs: split-lsa's GEMM splits K as weave::Gemm
+    # does, the decode rows run its GEMV; the fused mode runs its tile (it stores final tiles).
+    kw = dict(n=576, k=7168, m_max=1024, world=2, quant="blockscale", out_dtype="bf16")
+    p = weave.GemmAllGather.plan_for(32, **kw)
+    assert p["mode"] == "split-lsa" and p["gemm_split_k"] > 1 and not p["gemm_gemv"], p
+    assert "splits K" in p["reason"], p
+    assert weave.GemmAllGather.plan_for(1, **kw)["gemm_gemv"]
+    f = weave.GemmAllGather.plan_for(32, mode="fused-lsa", **kw)
+    assert f["gemm_split_k"] == 1 and not f["gemm_gemv"], f
 
 
 @pytest.mark.parametrize("bad, needle", [

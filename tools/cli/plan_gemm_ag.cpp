@@ -32,13 +32,15 @@ class GemmAgPlanTrait final : public OpPlanTrait<GemmAgOptions, GemmAllGatherCon
   std::size_t window_bytes() const override { return gemm_all_gather_window_bytes(cfg_, world_); }
   PlanRow plan(std::int64_t m, const FusedPlanMachine& machine) const override {
     const GemmAllGatherPlan p = gemm_all_gather_plan(planned_, world_, m, machine);
-    return plan_row(p, {p.chunks, p.bytes_per_peer, p.window_bytes});
+    return plan_row(p, {p.chunks, p.bytes_per_peer, p.window_bytes, p.gemm_split_k, p.gemm_gemv ? 1 : 0});
   }
   const std::vector<PlanColumn>& columns() const override {
     static const std::vector<PlanColumn> kColumns = {
         {.header = "chunks", .width = 6, .key = "chunks"},
         {.header = "bytes/peer", .width = 12, .key = "bytes_per_peer", .bytes = true},
-        {.header = "window", .width = 12, .key = "window_bytes", .bytes = true}};
+        {.header = "window", .width = 12, .key = "window_bytes", .bytes = true},
+        {.header = "ksplit", .width = 6, .key = "gemm_split_k"},
+        {.header = "gemv", .width = 4, .key = "gemm_gemv"}};
     return kColumns;
   }
 
@@ -46,7 +48,9 @@ class GemmAgPlanTrait final : public OpPlanTrait<GemmAgOptions, GemmAllGatherCon
   const char* collective() const override { return "all-gather"; }
   std::string window_contents() const override {
     const bool split = fused::gag_split_mode(cfg_.mode) != GemmAllGatherMode::kAuto && world_ > 1;
-    return std::string("gag.out [world * m_max, N] and protocol words") + (split ? ", the split all-gather's regions" : "");
+    const bool partials = fused::gag_partials_bytes(cfg_, fused::kGagBoundCtas) > 0;
+    return std::string("gag.out [world * m_max, N] and protocol words") + (split ? ", the split all-gather's regions" : "") +
+           (partials ? ", the split GEMM's K-split partials" : "");
   }
   std::string no_kernel_reason() const override {
     return "no fused kernel for " + std::string(to_string(cfg_.quant)) + " -> " +
@@ -70,6 +74,9 @@ void add_plan_gemm_ag(CLI::App& plan) {
               "stored to this rank's rows here and at every peer), fused-ce (the same kernel storing only here; each\n"
               "chunk's flag triggers the peers' copy-engine pulls of it while the GEMM runs), auto (fused-lsa where\n"
               "the model says it pays; never fused-ce).\n"
+              "ksplit / gemv: the GEMM of gemm-only and the split modes where weave::Gemm would not run one pass of\n"
+              "whole tiles (small M, long K): its K split (ksplit > 1) or its decode GEMV (gemv 1); the fused modes\n"
+              "always run the tile.\n"
               "Times are the planner's model (fused::gag_rates), not measurements."});
 }
 

@@ -97,8 +97,8 @@ AllGatherGemm::Impl::Impl(comm::Group& g, const AllGatherGemmConfig& config, con
     if (fused_ce_runs)
       for (const auto& k : kernels) k.prepare();
   }
-  // The GEMMs' workspace (their mxfp8 and blockscale routes at the largest call), once.
-  workspace_bytes = fused::agm_gemm_workspace_bytes(cfg, w);
+  // The GEMMs' workspace (their mxfp8 and blockscale routes at the largest call, K-split partials), once.
+  workspace_bytes = fused::agm_gemm_workspace_bytes(cfg, w, grid_cap);
   if (workspace_bytes > 0) workspace = std::make_unique<OwnedDeviceMemory>(workspace_bytes);
   if (caps.hosted_split != AllGatherGemmMode::kAuto) {
     const bool ce = caps.hosted_split == AllGatherGemmMode::kSplitCe;

@@ -8,6 +8,7 @@
 #include "common/check.hpp"
 #include "fused/config_rules.hpp"
 #include "fused/model_rates.hpp"
+#include "fused/split_gemm_leg.hpp"
 #include "gemm/dispatch.hpp"
 #include "gemm/planner.hpp"
 
@@ -225,8 +226,7 @@ AgmGemm agm_gemm(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas)
   g.problem = GemmProblem{.m = world * m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
                           .out_dtype = cfg.out_dtype};
   GemmPlanOverrides base;
-  base.split_k = 1;
-  base.mx_route = cfg.mx_route;
+  base.mx_route = cfg.mx_route;  // the planner's K split: agm_gemm_workspace_bytes holds its partials
   g.plan = gemm_plan(g.problem, ctas, base);
   if (g.plan.gemv) {  // the decode GEMV: its own launch shape, no tile to force
     g.overrides = base;
@@ -238,21 +238,23 @@ AgmGemm agm_gemm(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas)
   g.overrides.block_n = g.plan.block_n;
   g.overrides.grid = g.plan.grid;
   g.overrides.group_rows = g.plan.group_rows;
+  g.overrides.split_k = g.plan.split_k;
   if (cfg.quant == ScaleMode::kMxfp8) g.overrides.mx_route = g.plan.mx_dequant ? MxRoute::kBf16 : MxRoute::kNative;
   if (cfg.quant == ScaleMode::kBlockscale)
     g.overrides.scale_a_route = g.plan.scale_a_mn_copy ? ScaleARoute::kMnMajorCopy : ScaleARoute::kAsGiven;
   return g;
 }
 
-std::size_t agm_gemm_workspace_bytes(const AllGatherGemmConfig& cfg, int world) {
-  // Every route a call may take, at the largest call (the layout grows with M).
+std::size_t agm_gemm_workspace_bytes(const AllGatherGemmConfig& cfg, int world, int ctas) {
+  // Every route a call may take, at the largest call (the layout grows with M), and after them the
+  // most K-split partials any call's plan asks for (weave::Gemm's workspace puts them last).
   GemmPlan all;
   all.mx_dequant = cfg.quant == ScaleMode::kMxfp8;
   all.scale_a_mn_copy = cfg.quant == ScaleMode::kBlockscale;
   all.split_k = 1;
   const GemmProblem p{.m = world * cfg.m_max, .n = cfg.n, .k = cfg.k, .mode = cfg.quant,
                       .scale_layout = cfg.scale_layout, .out_dtype = cfg.out_dtype};
-  return gemm_workspace_bytes(p, all);
+  return gemm_workspace_bytes(p, all) + split_k_partials_bound(p, ctas);
 }
 
 namespace {
@@ -283,6 +285,7 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
   p.gemm_reason = g.plan.reason;
   p.block_m = g.plan.gemv ? 0 : g.plan.block_m;
   p.block_n = g.plan.gemv ? 0 : g.plan.block_n;
+  p.gemm_split_k = g.plan.gemv ? 1 : g.plan.split_k;
   p.rows = int64_t(world) * m;
   p.tiles = g.plan.gemv ? 0 : g.plan.tiles;
   p.grid = g.plan.grid;
@@ -343,6 +346,7 @@ AllGatherGemmPlan agm_plan(const AllGatherGemmConfig& cfg, int world, int64_t m,
     // Its own kernel at the planner's tile, rotated so the own rows go first (fused/ag_gemm/fused_ce.hpp).
     p.block_m = tile.block_m;
     p.block_n = tile.block_n;
+    p.gemm_split_k = 1;
     p.tiles = tile.tiles;
     p.grid = tile.grid;
     p.waves = double(p.tiles) / std::max(1, ctas);

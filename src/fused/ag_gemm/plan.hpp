@@ -84,8 +84,9 @@ struct AgmGemm {
   GemmPlanOverrides overrides;
 };
 AgmGemm agm_gemm(const AllGatherGemmConfig& cfg, int world, int64_t m, int ctas);
-// The workspace every call's GEMM fits in: its routes' buffers at world x m_max rows.
-std::size_t agm_gemm_workspace_bytes(const AllGatherGemmConfig& cfg, int world);
+// The workspace every call's GEMM fits in on `ctas` CTAs: its routes' buffers at world x m_max
+// rows and the most K-split partials any call's plan asks for (fused/split_gemm_leg.hpp).
+std::size_t agm_gemm_workspace_bytes(const AllGatherGemmConfig& cfg, int world, int ctas);
 
 // The mode a call of m rows per rank runs (cheap: the op calls it per call): the capabilities' plan
 // mode as requested (split-nccl for auto across NVLink domains); auto: gemm-only at world 1, else

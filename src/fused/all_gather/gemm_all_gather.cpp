@@ -114,7 +114,7 @@ GemmAllGather::Impl::Impl(comm::Group& g, const GemmAllGatherConfig& config, con
 
 fused::GagLayout GemmAllGather::Impl::lay_out(WindowLayout& layout, const std::string& prefix) {
   const int w = group->world_size();
-  gl = fused::add_gag_regions(layout, cfg, w, split ? split->max_blocks : 1, prefix);
+  gl = fused::add_gag_regions(layout, cfg, w, split ? split->max_blocks : 1, grid_cap, prefix);
   if (split) {
     // The hosted collective's shape must be the one the layout reserved.
     comm::OpShape s = split->shape();
@@ -147,10 +147,11 @@ std::unique_ptr<GemmAllGather> GemmAllGather::Impl::create(comm::Group& g, const
   return wrap(std::move(im));
 }
 
-GemmAllGatherPlan GemmAllGather::Impl::plan_on(int64_t m, const GemmPlan& tile, const fused::AgChunks& chunks) const {
+GemmAllGatherPlan GemmAllGather::Impl::plan_on(int64_t m, const GemmPlan& tile, const fused::AgChunks& chunks,
+                                               const fused::SplitGemmLeg& leg) const {
   return fused::gag_plan(fused::gag_plan_config(cfg, caps), group->world_size(), m, grid_cap, caps.fused,
                          group->nccl() != nullptr, rt->window().bytes(), calibration ? &*calibration : nullptr, tile,
-                         chunks);
+                         chunks, leg);
 }
 
 GemmPlan GemmAllGather::Impl::tile_plan(int64_t m) const {
@@ -162,7 +163,10 @@ const GemmAllGather::Impl::Planned& GemmAllGather::Impl::planned_at(int64_t m) c
     Planned p;
     p.gemm = tile_plan(mm);
     p.sched = fused::ag_chunks(mm, cfg.n, p.gemm.block_m, p.gemm.block_n);
-    p.plan = plan_on(mm, p.gemm, p.sched);
+    // The GEMV only where no rank shares this GPU: its clusters could find no room beside a peer's
+    // collective waiting for this rank's rows.
+    p.leg = fused::gag_split_leg(cfg, mm, grid_cap, group->ranks_per_device() == 1, hooks.split_leg, hooks.tile);
+    p.plan = plan_on(mm, p.gemm, p.sched, p.leg);
     return p;
   });
 }
@@ -178,6 +182,12 @@ GemmAllGather::Impl::Call GemmAllGather::Impl::plan_call(const GemmProblem& prob
   c.chunks = p.sched;
   c.plan = p.plan;
   c.pull = c.plan.mode == GemmAllGatherMode::kFusedCe && group->world_size() > 1;
+  const bool fused_mode = c.plan.mode == GemmAllGatherMode::kFusedLsa || c.plan.mode == GemmAllGatherMode::kFusedCe;
+  // The split modes' GEMV reads dense scale rows only; other scales keep the tile. (c.leg points
+  // into the plan cache: valid until its next at(), which nothing calls before the launch.)
+  if (!fused_mode && (p.leg.kind == fused::SplitLegKind::kSplitK ||
+                      (p.leg.kind == fused::SplitLegKind::kGemv && gemm::gemv_scales_dense(prob, s))))
+    c.leg = &p.leg;
   // mxfp8 on the bf16 route where it pays (never fused-ce): the conversion, then both kernels, either/or.
   if (mx && !c.pull && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms)) {
     c.route = mx.get();
@@ -230,15 +240,18 @@ void GemmAllGather::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
   fused::MxBf16Route* route = call.route;
   const fused::MxRouteCall& rc = call.rc;
   last_mx_bf16_route = route != nullptr;
-  gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s, debug);
-  main.timeout_record = pipeline.device();
+  auto mainloop = [&] {  // the tile's (host work: TMA maps), not made for the split leg
+    gemm::MainloopArgs main = gemm::make_mainloop_args(prob, gp, a, b, s, debug);
+    main.timeout_record = pipeline.device();
+    return main;
+  };
   const size_t rows_bytes = static_cast<size_t>(m) * static_cast<size_t>(cfg.n) * out_bytes;
   char* own = out_local() + static_cast<size_t>(r) * rows_bytes;
   WEAVE_CHECK_CUDA(cudaSetDevice(group->device()));
   last = call.plan.mode;
   if (call.plan.mode == GemmAllGatherMode::kFusedLsa || pull) {
     gemm::KernelArgs<fused::AllGatherParams> args{};
-    args.main = main;
+    args.main = mainloop();
     const int box = call.kernels->fused->epi_box_bytes;  // (kStripWidthMaps: every map at the strip width)
     args.epi.tma_c = gemm::make_epilogue_map("the output (own rows)", own, cfg.out_dtype, 1, m, cfg.n, cfg.n, box);
     const WindowHandle& h = rt->window().handle();
@@ -273,11 +286,17 @@ void GemmAllGather::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
     enqueue_pulls(m, gp.block_m, args.epi.chunks, rows_bytes, stream);
     return;
   }
-  gemm::LocalKernelArgs args{};
-  args.main = main;
-  args.epi.tma_c = gemm::make_epilogue_map("the output (own rows)", own, cfg.out_dtype, 1, m, cfg.n, cfg.n,
-                                           call.kernels->local->epi_box_bytes);
-  fused::launch_either(*call.kernels->local, call.kernels->local_bf16, args, gp.grid, route, rc, stream);
+  if (call.leg != nullptr) {
+    // weave::Gemm's GEMV or K split; its partials in gag.partials (local only; stream-ordered).
+    float* partials = reinterpret_cast<float*>(rt->window().local() + gl.partials);
+    fused::enqueue_split_gemm_leg(*call.leg, prob, a, b, s, own, partials, grid_cap, pipeline.device(), stream);
+  } else {
+    gemm::LocalKernelArgs args{};
+    args.main = mainloop();
+    args.epi.tma_c = gemm::make_epilogue_map("the output (own rows)", own, cfg.out_dtype, 1, m, cfg.n, cfg.n,
+                                             call.kernels->local->epi_box_bytes);
+    fused::launch_either(*call.kernels->local, call.kernels->local_bf16, args, gp.grid, route, rc, stream);
+  }
   if (call.plan.mode == GemmAllGatherMode::kGemmOnly || w == 1) return;
   if (call.plan.mode == GemmAllGatherMode::kSplitNccl) {
     WEAVE_EXPECT(group->nccl() != nullptr, Status::kUnavailable, "GemmAllGather split-nccl: no NCCL communicator");

@@ -22,6 +22,8 @@ struct GemmAllGatherHooks {
                                       // may differ between ranks)
   FusedTile tile;                     // every call runs this tile (one of the op's candidates), not
                                       // the planner's: each built instance gets tested
+  bool split_leg = true;              // false: the split modes run the op's tile at every m, never
+                                      // weave::Gemm's GEMV or K split (fused == split bitwise tests)
 };
 
 }  // namespace weave::fused

@@ -10,6 +10,8 @@
 //                the previous call's output, whatever its m.
 //                fused-ce pulls them with copy engines: this rank's copy stream s - 1 copies peer
 //                r + s's rows out of that peer's gag.out into its own, chunk by chunk.
+//   gag.partials the split modes' K-split partials (fp32 [S, m, N], plan.hpp gag_partials_bytes):
+//                local only, written and read by this rank's kernels in stream order
 //   gag.split.*  the split modes' all-gather (a Collective without in/out regions of its own:
 //                it gathers gag.out in place)
 #pragma once
@@ -74,7 +76,8 @@ struct GemmAllGather::Impl {
   static std::unique_ptr<GemmAllGather> wrap(std::unique_ptr<Impl> impl);
 
   GemmAllGatherPlan plan(int64_t m) const;
-  GemmAllGatherPlan plan_on(int64_t m, const GemmPlan& tile, const fused::AgChunks& chunks) const;
+  GemmAllGatherPlan plan_on(int64_t m, const GemmPlan& tile, const fused::AgChunks& chunks,
+                            const fused::SplitGemmLeg& leg) const;
   using Planned = fused::PlannedCall<fused::AgChunks, GemmAllGatherPlan>;
   const Planned& planned_at(int64_t m) const;
   mutable fused::PerMCache<Planned> planned;
@@ -89,6 +92,7 @@ struct GemmAllGather::Impl {
     const fused::TileKernels<fused::AllGatherParams>* kernels = nullptr;  // its tile's kernels
     fused::MxBf16Route* route = nullptr;  // mxfp8 converted to bf16 for this call (fused/mx_route.hpp)
     fused::MxRouteCall rc;
+    const fused::SplitGemmLeg* leg = nullptr;  // split modes: weave::Gemm's GEMV or K split instead of the tile
   };
   Call plan_call(const GemmProblem& prob, const TensorView& a, const TensorView& b, const GemmScales& s) const;
   // One call (checks every argument before any GPU work); with `out`, then the copy into it.

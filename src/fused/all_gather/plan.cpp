@@ -131,7 +131,7 @@ comm::OpShape gag_split_shape(const GemmAllGatherConfig& cfg, int world, int max
 }
 
 GagLayout add_gag_regions(WindowLayout& layout, const GemmAllGatherConfig& cfg, int world, int split_max_blocks,
-                          const std::string& prefix) {
+                          int ctas, const std::string& prefix) {
   GagLayout g;
   const size_t w = static_cast<size_t>(world);
   g.control = layout.add(prefix + ".control", RegionKind::kControl, comm::kControlBytes).offset;
@@ -139,6 +139,8 @@ GagLayout add_gag_regions(WindowLayout& layout, const GemmAllGatherConfig& cfg, 
   g.flags = layout.add(prefix + ".flags", RegionKind::kFlags, 4 * size_t(comm::kFlagPhases) * w * comm::kMaxChunks).offset;
   g.out_bytes = w * static_cast<uint64_t>(cfg.m_max) * static_cast<uint64_t>(cfg.n) * (cfg.out_dtype == DType::kF32 ? 4 : 2);
   g.out = layout.add(prefix + ".out", RegionKind::kData, g.out_bytes).offset;
+  g.partials_bytes = gag_partials_bytes(cfg, ctas);  // local only: no peer reads or writes it
+  if (g.partials_bytes > 0) g.partials = layout.add(prefix + ".partials", RegionKind::kData, g.partials_bytes).offset;
   if (gag_capabilities(cfg, world_only(world)).hosted_split != GemmAllGatherMode::kAuto) {  // mode-only part
     g.split = comm::add_op_regions(layout, prefix + ".split", gag_split_shape(cfg, world, split_max_blocks));
     g.has_split = true;
@@ -156,12 +158,29 @@ GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m,
                            bool nccl_available, uint64_t window_bytes, const Calibration* cal) {
   const GemmPlan tile = gag_tile_plan(cfg, m, ctas, gag_tile_candidates(cfg));
   return gag_plan(cfg, world, m, ctas, fused_available, nccl_available, window_bytes, cal, tile,
-                  ag_chunks(m, cfg.n, tile.block_m, tile.block_n));
+                  ag_chunks(m, cfg.n, tile.block_m, tile.block_n), gag_split_leg(cfg, m, ctas, true));
+}
+
+uint64_t gag_partials_bytes(const GemmAllGatherConfig& cfg, int ctas) {
+  if (cfg.mode == GemmAllGatherMode::kFusedLsa || cfg.mode == GemmAllGatherMode::kFusedCe ||
+      cfg.quant == ScaleMode::kMxfp8)
+    return 0;
+  const GemmProblem p{.m = cfg.m_max, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
+                      .out_dtype = cfg.out_dtype};
+  return split_k_partials_bound(p, ctas);
+}
+
+SplitGemmLeg gag_split_leg(const GemmAllGatherConfig& cfg, int64_t m, int ctas, bool gemv_room, bool use,
+                           FusedTile forced) {
+  if (!use || forced.forced()) return {};
+  const GemmProblem p{.m = m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
+                      .out_dtype = cfg.out_dtype};
+  return plan_split_gemm_leg(p, ctas, SplitLegRoom{.gemv = gemv_room, .scratch_bytes = gag_partials_bytes(cfg, ctas)});
 }
 
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes, const Calibration* cal, const GemmPlan& tile,
-                           const AgChunks& ch) {
+                           const AgChunks& ch, const SplitGemmLeg& leg) {
   GemmAllGatherPlan p;
   const size_t ob = cfg.out_dtype == DType::kF32 ? 4 : 2;
   p.block_m = tile.block_m;
@@ -239,6 +258,12 @@ GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m,
       if (cfg.mode == GemmAllGatherMode::kSplitNccl && !nccl_available) why << " (unavailable: no NCCL communicator)";
       break;
   }
+  if (leg.kind != SplitLegKind::kTiles && p.mode != GemmAllGatherMode::kFusedLsa &&
+      p.mode != GemmAllGatherMode::kFusedCe) {
+    p.gemm_gemv = leg.kind == SplitLegKind::kGemv;
+    p.gemm_split_k = leg.kind == SplitLegKind::kSplitK ? leg.plan.split_k : 1;
+    why << "; " << leg.note;
+  }
   p.reason = why.str();
   return p;
 }
@@ -250,7 +275,7 @@ std::size_t gemm_all_gather_window_bytes(const GemmAllGatherConfig& config, int 
   const std::string bad = GemmAllGather::validate(config, world);
   WEAVE_EXPECT_ARG(bad.empty(), "gemm_all_gather_window_bytes: " << bad);
   WindowLayout layout;
-  fused::add_gag_regions(layout, config, world, fused::kGagBoundSplitBlocks);
+  fused::add_gag_regions(layout, config, world, fused::kGagBoundSplitBlocks, fused::kGagBoundCtas);
   return layout.total_bytes();
 }
 }  // namespace weave

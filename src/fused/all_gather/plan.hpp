@@ -11,6 +11,7 @@
 #include "fused/capabilities.hpp"
 #include "gemm/dispatch.hpp"
 #include "fused/model_rates.hpp"
+#include "fused/split_gemm_leg.hpp"
 #include "fused/tile_choice.hpp"
 #include "weave/gemm_all_gather.hpp"
 #include "weave/window_layout.hpp"
@@ -26,9 +27,13 @@ inline constexpr double kGagMinFusedWaves = 1.5;
 // H100/H200 gives (132 SMs x 2), so they are upper bounds by at most a few KB.
 inline constexpr int kGagBoundSplitBlocks = 264;
 
+// CTAs per rank that sizes gag.partials before an op exists (the most an H100/H200 gives).
+inline constexpr int kGagBoundCtas = 132;
+
 struct GagLayout {
   uint64_t control = 0, credits = 0, flags = 0, out = 0;
   uint64_t out_bytes = 0;              // world * m_max * N * out element bytes
+  uint64_t partials = 0, partials_bytes = 0;  // the split modes' K-split partials (0 bytes: none)
   comm::OpOffsets split;               // the split all-gather's regions (if any)
   bool has_split = false;
 };
@@ -43,9 +48,9 @@ GagCapabilities gag_capabilities(const GemmAllGatherConfig& cfg, const Placement
 // The split all-gather's shape (external buffers: it gathers gag.out in place).
 comm::OpShape gag_split_shape(const GemmAllGatherConfig& cfg, int world, int max_blocks);
 // Adds the op's regions, named "<prefix>.control" etc. (several ops share a window under distinct
-// prefixes); `split_max_blocks` is the hosted collective's grid cap.
+// prefixes); `split_max_blocks` is the hosted collective's grid cap, `ctas` the op's per rank.
 GagLayout add_gag_regions(WindowLayout& layout, const GemmAllGatherConfig& cfg, int world, int split_max_blocks,
-                          const std::string& prefix = "gag");
+                          int ctas, const std::string& prefix = "gag");
 
 // What the model assumes (per rank; docs/perf/fused.md has the measured values to compare).
 struct GagRates {
@@ -74,16 +79,29 @@ std::string gag_fused_kernel_names(const GemmAllGatherConfig& cfg);
 GemmPlan gag_tile_plan(const GemmAllGatherConfig& cfg, int64_t m, int ctas,
                        const std::vector<gemm::TileCandidate>& cands, FusedTile forced = {});
 
+// Bytes of gag.partials, the split modes' K-split partials (fp32 [S, m, N], local only) on `ctas`
+// CTAs per rank: the most any call can need (split_k_partials_bound at m_max). 0 where no call
+// splits: mxfp8 (its own route), K < 2048, or an op whose mode never runs a split GEMM (fused-lsa,
+// fused-ce).
+uint64_t gag_partials_bytes(const GemmAllGatherConfig& cfg, int ctas);
+// The split modes' GEMM of a call of m rows (fused/split_gemm_leg.hpp) on `ctas` CTAs; `gemv_room`:
+// no rank shares this rank's GPU. Its K split's partials go to gag.partials. A forced tile (the
+// tests') or `use` false keeps the op's tile.
+SplitGemmLeg gag_split_leg(const GemmAllGatherConfig& cfg, int64_t m, int ctas, bool gemv_room, bool use = true,
+                           FusedTile forced = {});
+
 // cfg.calibration's table for an op in a world of `world` ranks (nothing when none is named); refuses
 // a table for another op shape, or one named with an explicit mode (kInvalidArgument).
 std::optional<Calibration> gag_calibration(const GemmAllGatherConfig& cfg, int world);
 
+// (The split modes' GEMM: gag_split_leg with gemv_room, as on GPUs of their own.)
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes = 0, const Calibration* cal = nullptr);
-// The same on the call's tile GEMM plan (gag_tile_plan) and the chunks made of it (ag_chunks).
+// The same on the call's tile GEMM plan (gag_tile_plan), the chunks made of it (ag_chunks) and
+// the split modes' GEMM (gag_split_leg).
 GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m, int ctas, bool fused_available,
                            bool nccl_available, uint64_t window_bytes, const Calibration* cal, const GemmPlan& tile,
-                           const AgChunks& ch);
+                           const AgChunks& ch, const SplitGemmLeg& leg);
 // The configuration the planner reads for an op of `cfg` with capabilities `caps` (its plan_mode).
 inline GemmAllGatherConfig gag_plan_config(GemmAllGatherConfig cfg, const GagCapabilities& caps) {
   cfg.mode = caps.plan_mode;

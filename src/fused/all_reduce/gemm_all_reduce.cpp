@@ -484,6 +484,7 @@ void GemmAllReduce::Impl::run_decode(const GemmProblem& prob, const TensorView& 
                                      const GemmScales& s, cudaStream_t stream) {
   detail::GemvArgs gemv = gemm::make_gemv_args(prob, a, b, s, out_local(), cfg.n);
   gemv.pdl = cfg.allow_pdl;  // the all-reduce after it waits for it (its lsa kernels: "pdl")
+  gemv.record = pipeline.device();  // a timed-out wait: this op's check() raises it
   if (group->world_size() > 1) {
     gemv.split = decode_split(prob);
     // The registers path, whose kernel decode_split's one-wave planner sized: bf16's stream kernel

@@ -68,10 +68,12 @@ class ArmList {
   std::vector<SuiteArm> arms_;
 };
 
-// The GEMM tile of one call as its op's plan says ({0, 0}: the decode GEMV): whether two arms' GEMMs
-// sum in the same order (an arm equal to split-lsa only where it runs split-lsa's tile).
+// The GEMM tile of one call as its op's plan says ({0, 0}: the decode GEMV; split_k > 1: weave::
+// Gemm's K split, GemmAllGather's split modes at small m): whether two arms' GEMMs sum in the same
+// order (an arm equal to split-lsa only where it runs split-lsa's tile).
 struct SuiteTile {
   int block_m = 0, block_n = 0;
+  int split_k = 1;
   bool operator==(const SuiteTile&) const = default;
 };
 
@@ -102,7 +104,11 @@ class SuiteOpOf final : public SuiteOp {
   std::string reason(int64_t m) const override { return op_->plan(m).reason; }
   SuiteTile tile(int64_t m) const override {
     const auto p = op_->plan(m);
-    return {p.block_m, p.block_n};
+    SuiteTile t{p.block_m, p.block_n};
+    if constexpr (requires { p.gemm_gemv; })  // GemmAllGather's split modes: weave::Gemm's GEMV
+      if (p.gemm_gemv) return {0, 0};
+    if constexpr (requires { p.gemm_split_k; }) t.split_k = p.gemm_split_k;  // weave::Gemm's K split
+    return t;
   }
 
  private:
