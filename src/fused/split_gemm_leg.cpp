@@ -62,7 +62,7 @@ SplitGemmLeg plan_split_gemm_leg(const GemmProblem& p, int ctas, const SplitLegR
     leg.partials_bytes = split_k_partials_bytes(p, plan.split_k);
     leg.note = "the GEMM splits K " + std::to_string(plan.split_k) + " ways as weave::Gemm does (" +
                std::to_string(plan.block_m) + "x" + std::to_string(plan.block_n) + ", " + std::to_string(plan.tiles) +
-               " tiles on " + std::to_string(ctas) + " CTAs; fp32 partials in the window past the call's rows" +
+               " tiles on " + std::to_string(ctas) + " CTAs; fp32 partials in the op's own region" +
                (plan.split_k < wanted ? ", where " + std::to_string(wanted) + " ways would not fit" : std::string()) + ")";
   } else {
     return leg;
