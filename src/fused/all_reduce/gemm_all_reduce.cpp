@@ -526,6 +526,7 @@ void GemmAllReduce::Impl::run_decode_fused(const GemmProblem& prob, const Tensor
   WEAVE_EXPECT(layout.has_decode_ll, Status::kInternal, op_name() << ": decode-fused planned without its LL lines");
   detail::GemvArgs gemv = gemm::make_gemv_args(prob, a, b, s, out_local(), cfg.n);
   gemv.pdl = cfg.allow_pdl;
+  gemv.record = pipeline.device();  // the pushed reduction's landing wait: this op's check() raises it
   detail::GemvAllReduce ar;
   ar.p = rt->proto();
   ar.ll = layout.decode_ll;
