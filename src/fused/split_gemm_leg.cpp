@@ -59,6 +59,11 @@ SplitGemmLeg plan_split_gemm_leg(const GemmProblem& p, int ctas, const SplitLegR
       plan = gemm_plan(p, ctas, o);
     }
     leg.kind = SplitLegKind::kSplitK;
+    leg.partials_kernel =
+        gemm::find_gemm_instance(p.mode, DType::kF32, gemm::EpilogueKind::kStoreLocal, plan.block_m, plan.block_n,
+                                 gemm::instance_scale_layout(p.mode, p.scale_layout));
+    WEAVE_EXPECT(leg.partials_kernel != nullptr && plan.kernel == leg.partials_kernel->name, Status::kInternal,
+                 "split GEMM leg: the planned split-K kernel " << plan.kernel << " is not the registered fp32 instance");
     leg.partials_bytes = split_k_partials_bytes(p, plan.split_k);
     leg.note = "the GEMM splits K " + std::to_string(plan.split_k) + " ways as weave::Gemm does (" +
                std::to_string(plan.block_m) + "x" + std::to_string(plan.block_n) + ", " + std::to_string(plan.tiles) +
@@ -82,14 +87,10 @@ void enqueue_split_gemm_leg(const SplitGemmLeg& leg, const GemmProblem& p, const
     return;
   }
   const GemmPlan& plan = leg.plan;
-  const gemm::GemmInstance* k =
-      gemm::find_gemm_instance(p.mode, DType::kF32, gemm::EpilogueKind::kStoreLocal, plan.block_m, plan.block_n,
-                               gemm::instance_scale_layout(p.mode, p.scale_layout));
-  WEAVE_EXPECT(k != nullptr && plan.kernel == k->name, Status::kInternal,
-               "split GEMM leg: the planned split-K kernel " << plan.kernel << " is not the registered fp32 instance");
+  const gemm::GemmInstance* k = leg.partials_kernel;
   WEAVE_EXPECT(partials != nullptr && reinterpret_cast<uintptr_t>(partials) % 16 == 0, Status::kInternal,
                "split GEMM leg: the partials' scratch must be 16-byte aligned");
-  k->prepare();  // the instance's shared-memory limit on the current device (idempotent)
+  k->prepare();  // its shared-memory limit on the launching device (one idempotent driver call)
   gemm::LocalKernelArgs args{};
   args.main = gemm::make_mainloop_args(p, plan, a, b, s);
   args.main.timeout_record = record;

@@ -29,6 +29,7 @@ enum class SplitLegKind : uint8_t {
 struct SplitGemmLeg {
   SplitLegKind kind = SplitLegKind::kTiles;
   GemmPlan plan;                    // weave::Gemm's plan of the rows (kGemv, kSplitK)
+  const gemm::GemmInstance* partials_kernel = nullptr;  // kSplitK: plan.kernel, the fp32-output instance
   uint64_t partials_bytes = 0;      // kSplitK: split_k x m x N fp32
   std::string note;                 // why, one clause for the op's plan reason ("" for kTiles)
 };

@@ -13,7 +13,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "comm_support.hpp"
@@ -66,15 +65,12 @@ std::vector<uint8_t> split_output(Communicator& c, typename T::Op& split, int64_
   return bits;
 }
 
-// Whether `ran` gives split-lsa's bits at m: T::bitwise_to_split, except GemmAllGather's fused
-// modes where split runs weave::Gemm's GEMV or K split (small m, long K; they run the op's tile).
+// Whether `ran` gives split-lsa's bits at m: T::bitwise_to_split, and where the trait says the
+// split GEMM at m may differ from the mode's (T::split_gemm_differs), not then.
 template <class T>
 bool gives_split_bits(typename T::Op& split, typename T::Mode ran, int world, int64_t m) {
-  if constexpr (std::is_same_v<typename T::Mode, GemmAllGatherMode>) {
-    const GemmAllGatherPlan sp = split.plan(m);
-    if ((sp.gemm_gemv || sp.gemm_split_k > 1) && (ran == GemmAllGatherMode::kFusedLsa || ran == GemmAllGatherMode::kFusedCe))
-      return false;
-  }
+  if constexpr (requires { T::split_gemm_differs(split, ran, m); })
+    if (T::split_gemm_differs(split, ran, m)) return false;
   return T::bitwise_to_split(ran, world);
 }
 

@@ -10,6 +10,7 @@
 //   runs(mode, w, m)          whether `mode` takes a call of m rows at world w
 //   out_rows(w, m)            rows of this rank's output of a call of m rows
 //   bitwise_to_split(ran, w)  whether a call that ran `ran` gives split-lsa's bits
+//   split_gemm_differs(split, ran, m)  (optional) split-lsa's GEMM at m is not the one `ran` runs
 //   rows_peers_read(mode, w, m, rank)  rows peers may read after this rank's call ended
 //   config(mode, n, k, m_max), make(c, config, hooks = {})
 //   reference(c, out, p, a, b, st)  this rank's output against an independent reference: every
@@ -111,6 +112,11 @@ struct AgWorld : FusedWorldBase<GemmAllGather, GemmAllGatherConfig, GemmAllGathe
   static bool runs(Mode, int, int64_t) { return true; }
   static int64_t out_rows(int w, int64_t m) { return w * m; }
   static bool bitwise_to_split(Mode, int) { return true; }  // a gather moves bytes
+  // ... of the same GEMM: at small m split-lsa runs weave::Gemm's GEMV or K split, the fused modes their tile.
+  static bool split_gemm_differs(Op& split, Mode ran, int64_t m) {
+    const GemmAllGatherPlan sp = split.plan(m);
+    return (sp.gemm_gemv || sp.gemm_split_k > 1) && (ran == Mode::kFusedLsa || ran == Mode::kFusedCe);
+  }
   static RowRange rows_peers_read(Mode mode, int, int64_t m, int rank) {
     return gemm_all_gather_rows_peers_read(mode, m, rank);
   }

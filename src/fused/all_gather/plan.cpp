@@ -172,7 +172,8 @@ uint64_t gag_partials_bytes(const GemmAllGatherConfig& cfg, int ctas) {
 
 SplitGemmLeg gag_split_leg(const GemmAllGatherConfig& cfg, int64_t m, int ctas, bool gemv_room, bool use,
                            FusedTile forced) {
-  if (!use || forced.forced()) return {};
+  const bool fused_only = cfg.mode == GemmAllGatherMode::kFusedLsa || cfg.mode == GemmAllGatherMode::kFusedCe;
+  if (!use || forced.forced() || fused_only) return {};
   const GemmProblem p{.m = m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
                       .out_dtype = cfg.out_dtype};
   return plan_split_gemm_leg(p, ctas, SplitLegRoom{.gemv = gemv_room, .scratch_bytes = gag_partials_bytes(cfg, ctas)});

@@ -86,7 +86,7 @@ GemmPlan gag_tile_plan(const GemmAllGatherConfig& cfg, int64_t m, int ctas,
 uint64_t gag_partials_bytes(const GemmAllGatherConfig& cfg, int ctas);
 // The split modes' GEMM of a call of m rows (fused/split_gemm_leg.hpp) on `ctas` CTAs; `gemv_room`:
 // no rank shares this rank's GPU. Its K split's partials go to gag.partials. A forced tile (the
-// tests') or `use` false keeps the op's tile.
+// tests'), `use` false or a fused-only mode (fused-lsa, fused-ce) keeps the op's tile.
 SplitGemmLeg gag_split_leg(const GemmAllGatherConfig& cfg, int64_t m, int ctas, bool gemv_room, bool use = true,
                            FusedTile forced = {});
 
