@@ -177,7 +177,7 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
   help.footer =
       "Arms (per M, timed alternating, CUDA graphs of --calls calls per rank, ranks barriered before every\n"
       "sample, per-rank max of medians):\n"
-      "  gemm-only   the op in gemm-only mode: this rank's partial alone, weave's 128x128 GEMM (T_gemm)\n"
+      "  gemm-only   the op in gemm-only mode: this rank's partial alone at the planner's tile (T_gemm)\n"
       "  cublaslt    cuBLASLt's GEMM of this rank's shard, the strongest GEMM baseline (no mxfp8 on Hopper;\n"
       "              emulated world: not capped to an SM share, as weave's grids are)\n"
       "  comm-only   weave's lsa all-reduce alone, M x N bf16 from its window input to its window output\n"
@@ -190,7 +190,7 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
       "              ranks' copy streams would share hardware queues with peers' waiting kernels)\n"
       "  decode      W > 1, m <= 32 only: weave's decode GEMV into the window, then the lsa all-reduce (LL\n"
       "              at these sizes); counts as a split arm; not compared bit for bit (the GEMV sums K in\n"
-      "              another order than the 128x128 tile)\n"
+      "              another order than the tile)\n"
       "  decode-fused W > 1, m <= 32 only: decode as one kernel (the GEMV's clusters send their rows as LL\n"
       "              lines as each band is reduced, then sum the peers'); bitwise equal to decode (the GPU\n"
       "              tests); where a rank's GEMV grid cannot be resident beside its peers' it is not run\n"

@@ -165,7 +165,7 @@ void add_gemm_rs_suite(CLI::App& bench, BenchOptions& common) {
       "M must be a multiple of W (the default list is rounded up per W; a --preset's M list too).\n"
       "Arms (per M, timed alternating, CUDA graphs of --calls calls per rank, ranks barriered before every\n"
       "sample, per-rank max of medians):\n"
-      "  gemm-only   the op in gemm-only mode: this rank's partial alone, weave's 128x128 GEMM (T_gemm;\n"
+      "  gemm-only   the op in gemm-only mode: this rank's partial alone at the planner's tile (T_gemm;\n"
       "              checked: its band of the partial)\n"
       "  cublaslt    cuBLASLt's GEMM of this rank's shard, the strongest GEMM baseline (no mxfp8 on Hopper;\n"
       "              emulated world: not capped to an SM share, as weave's grids are)\n"
