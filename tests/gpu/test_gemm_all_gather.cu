@@ -415,11 +415,12 @@ TEST(EmulatedGemmAllGather, SplitLegSoakAtModelShapes) {
       std::mt19937_64 shared(20261208);  // the same m sequence on every rank
       Stream st;
       const size_t ob = dtype_bytes(q.out);
-      bench::DeviceBuffer refbuf(static_cast<size_t>(m_max * sh.n) * 4), rows_buf(static_cast<size_t>(m_max * sh.n) * ob);
+      bench::DeviceBuffer refbuf(static_cast<size_t>(m_max * sh.n) * 4);
       for (int call = 0; call < kCalls; ++call) {
         const int64_t m = 1 + static_cast<int64_t>(shared() % sh.m_hi);
         const std::vector<bench::DeviceOperand> as = test::upload_every_a(g.world_size(), 6000 + call, m, k, q.quant, dev);
         const size_t row_bytes = static_cast<size_t>(m * sh.n) * ob;
+        bench::DeviceBuffer rows_buf(row_bytes);  // upload() fills a buffer of exactly its bytes
         const std::vector<uint8_t> out =
             test::poisoned_call(g, *op, m, as[r].view, b.view, GemmScales{as[r].scale_view, b.scale_view},
                                 2 * row_bytes, st.s);
