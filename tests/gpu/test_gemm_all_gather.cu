@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -384,5 +385,60 @@ TEST(EmulatedGemmAllGather, SplitModesRunWeaveGemmsKSplitOrGemvBitwise) {
         << "W" << world << ": the leg's bits equal the tile's in most cases, so the check cannot tell them apart";
     std::printf("  W%d: %zu cases x 3 calls bitwise weave::Gemm's; the tile's bits differ in %d\n", world, cases.size(),
                 differing);
+  }
+}
+
+// A randomised soak of the split leg at DeepSeek's wkv_a (blockscale N 576, K 7168) and wkv_gate
+// (bf16 -> fp32, N 2048): W = 2, split-lsa, 150 calls each at m drawn from 1..512 (1..256 at N 2048;
+// the same sequence on every rank: small m, where weave::Gemm splits K, and larger, where the tile
+// runs; the planner splits about three quarters of them at 65 CTAs a rank), A fresh per
+// call, the output NaN-poisoned before it; every source's rows against the CUDA-core reference. The
+// calls that took the K split are counted (most of them must have, else the soak is not about it).
+TEST(EmulatedGemmAllGather, SplitLegSoakAtModelShapes) {
+  WEAVE_REQUIRE_GPUS(1);
+  struct Shape {
+    int quant;  // index into Traits::kQuants
+    int64_t n, m_hi;
+  };
+  const int64_t k = 7168, m_max = 512;
+  const int kCalls = 150;
+  bench::EmulatedWorld ew(2, 0, 20);
+  for (const Shape sh : {Shape{3, 576, 512}, Shape{1, 2048, 256}}) {
+    const test::QuantCase& q = Traits::kQuants[sh.quant];
+    SCOPED_TRACE(std::string(q.name) + " N " + std::to_string(sh.n));
+    int split_calls = 0;
+    ew.run([&](comm::Group& g) {
+      const int dev = g.device(), r = g.rank();
+      auto op = GemmAllGather::Impl::create(g, Traits::config(q, GemmAllGatherMode::kSplitLsa, sh.n, k, m_max));
+      const bench::DeviceOperand b = bench::upload_operand(
+          bench::quantize_parallel(bench::random_operand(93, sh.n, k), sh.n, k, q.quant, ref::Operand::kB), dev);
+      std::mt19937_64 shared(20261208);  // the same m sequence on every rank
+      Stream st;
+      const size_t ob = dtype_bytes(q.out);
+      bench::DeviceBuffer refbuf(static_cast<size_t>(m_max * sh.n) * 4), rows_buf(static_cast<size_t>(m_max * sh.n) * ob);
+      for (int call = 0; call < kCalls; ++call) {
+        const int64_t m = 1 + static_cast<int64_t>(shared() % sh.m_hi);
+        const std::vector<bench::DeviceOperand> as = test::upload_every_a(g.world_size(), 6000 + call, m, k, q.quant, dev);
+        const size_t row_bytes = static_cast<size_t>(m * sh.n) * ob;
+        const std::vector<uint8_t> out =
+            test::poisoned_call(g, *op, m, as[r].view, b.view, GemmScales{as[r].scale_view, b.scale_view},
+                                2 * row_bytes, st.s);
+        if (r == 0 && op->plan(m).gemm_split_k > 1) ++split_calls;
+        const GemmProblem p{.m = m, .n = sh.n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw, .out_dtype = q.out};
+        for (int s = 0; s < 2; ++s) {
+          rows_buf.upload(out.data() + s * row_bytes, row_bytes);
+          bench::gpu_reference_gemm(p, as[s].view, b.view, GemmScales{as[s].scale_view, b.scale_view},
+                                    refbuf.as<float>(), st.s);
+          const ref::Comparison cmp = bench::gpu_compare(TensorView::matrix(rows_buf.get(), q.out, m, sh.n, dev),
+                                                         refbuf.as<float>(), bench::gemm_tolerance(q.quant, q.out), st.s);
+          EXPECT_EQ(cmp.wrong, 0) << "call " << call << " m " << m << " source " << s << ": " << cmp.wrong
+                                  << " wrong, rel_l2 " << cmp.rel_l2 << " (" << op->plan(m).reason << ")";
+          EXPECT_LT(cmp.rel_l2, test::kFusedRelL2Bound) << "call " << call << " m " << m << " source " << s;
+        }
+      }
+    });
+    EXPECT_GT(split_calls, kCalls / 3) << "too few calls took the K split";
+    std::printf("  %s N %lld W2: %d calls, %d of them split K, every source's rows within the reference\n", q.name,
+                static_cast<long long>(sh.n), kCalls, split_calls);
   }
 }
