@@ -27,6 +27,8 @@ template <ScaleMode kMode, int kTiles>
 struct GemvAllReduceEpilogue {
   // Its CTAs' row shares are whole LL units (4 rows): the pushed reduction lands them so.
   static constexpr int kRowGranule = kRowsPerCta / kGemvLlUnitsPerBand;
+  // One token tile pushes the cluster reduction (gemv_params.hpp pushes_reduction); wider tiles pull.
+  static constexpr bool kPushed = pushes_reduction(WeightPath::kRegisters, kTiles);
   // Units per thread: at most kGemvMaxM tokens x 32 units (a cluster of one CTA) over kThreads.
   static constexpr int kMaxItems = kGemvMaxM * kGemvLlUnitsPerBand / kThreads;
   static_assert(kMaxItems * kThreads == kGemvMaxM * kGemvLlUnitsPerBand);
@@ -44,6 +46,10 @@ struct GemvAllReduceEpilogue {
            ((static_cast<uint64_t>(tok) * gridDim.y + band) * kGemvLlUnitsPerBand + unit) * comm::kLLLineBytes;
   }
 
+  // The landing wait's negative control (GemvAllReduce::skip_push_rank): that cluster rank's CTAs
+  // push nothing, so their peers' landing waits give up.
+  __device__ __forceinline__ bool skips_push(int rank) const { return rank == ar.skip_push_rank; }
+
   __device__ __forceinline__ void after_wait() {
     if (threadIdx.x == 0) {
       bool gave_up = false;
@@ -56,7 +62,9 @@ struct GemvAllReduceEpilogue {
   __device__ __forceinline__ void reduce(const KernelParams& p, cooperative_groups::cluster_group& cluster,
                                          const GemvBand& b) {
     call.e = all_reduce_call_words()[0];  // stored before the staging barrier
-    bad = all_reduce_call_words()[1] != 0;
+    // A gave-up epoch wait, or a landing wait that gave up (no rows, recorded): send nothing, so
+    // every peer's bounded wait for this CTA's lines names this rank instead of summing garbage.
+    bad = all_reduce_call_words()[1] != 0 || (kPushed && b.landed == nullptr);
     f = comm::ll_flag(call.e);
     f2 = f ^ ar.payload_bytes;
     slot = comm::slot_of(call.e, ar.slots);
@@ -69,13 +77,13 @@ struct GemvAllReduceEpilogue {
 #pragma unroll
     for (int j = 0; j < kMaxItems; ++j) {
       const int idx = static_cast<int>(threadIdx.x) + j * kThreads;
-      if (idx < items) {
+      if (idx < items && !(kPushed && bad)) {  // (no landed rows to read after a landing give-up)
         const int tok = idx / u_count, unit = u_begin + idx % u_count;
         float v[4];
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          v[e] = pushes_reduction(WeightPath::kRegisters, kTiles) ? landed_row<kMode, kTokens>(b, tok, 4 * unit + e)
-                                                                 : reduced_row<kMode, kTokens>(cluster, b, tok, 4 * unit + e);
+          v[e] = kPushed ? landed_row<kMode, kTokens>(b, tok, 4 * unit + e)
+                         : reduced_row<kMode, kTokens>(cluster, b, tok, 4 * unit + e);
         own[j] = comm::LlUnitElems<__nv_bfloat16>::pack(v);  // round to nearest, as the GEMV's store
         if (!bad)
           for (int s = 1; s < w; ++s)

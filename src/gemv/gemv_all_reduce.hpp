@@ -50,6 +50,7 @@ struct GemvAllReduce {
   uint64_t delay_sends_ns = 0;   // a slow rank: its CTAs send this much later
   uint64_t delay_receive_ns = 0; // a slow receiver: its CTAs wait this long between sending and receiving
   int32_t no_wait = 0;           // the negative control: take each peer's line as found, flag unchecked
+  int32_t skip_push_rank = -1;   // the landing wait's: this cluster rank pushes no partials (M <= 8)
 };
 
 // The launch shape: gemv_config's registers path, its least modelled time among the K splits whose

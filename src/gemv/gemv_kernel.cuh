@@ -139,9 +139,12 @@ __device__ __forceinline__ float landed_row(const GemvBand& b, int tok, int rl) 
 //                 cluster barriers), or once its rows' partials have landed (the pushed reduction)
 //   finish()      every thread, after the last cluster barrier or after reduce() (this CTA's shared
 //                 memory only)
+//   skips_push(r) whether cluster rank r withholds its pushed partials (a testing hook)
 struct GemvStoreEpilogue {
   static constexpr int kRowGranule = 1;  // its CTAs' row shares (gemv_params.hpp push_first_row)
   __device__ __forceinline__ void after_wait() {}
+  // Whether cluster rank `rank` withholds its pushed partials (a negative control's; never here).
+  static constexpr bool skips_push(int) { return false; }
   template <ScaleMode kMode, int kTokens>
   __device__ __forceinline__ void reduce(const KernelParams& p, cooperative_groups::cluster_group& cluster,
                                          const GemvBand& b) {
@@ -461,10 +464,12 @@ __device__ __forceinline__ void gemv_body(const KernelParams& p, const CUtensorM
   } else if constexpr (kPush) {
     // Another epilogue (GemmAllReduce's) reads this CTA's rows from the landing region through the
     // same hooks; nobody reads a peer's shared memory, so no barrier follows. A landing wait that
-    // gave up (recorded; a peer of this GPU stuck for 40 s) still runs the hooks on what landed.
-    gemv_push_partials<kTiles, kGranule>(p, acc, land_bar_u32, rows_max, false);
+    // gave up (recorded; a peer of this GPU stuck for 40 s) hands the hooks no rows (landed null):
+    // they then send nothing a peer would sum.
+    const bool landed = gemv_push_partials<kTiles, kGranule>(p, acc, land_bar_u32, rows_max, epi.skips_push(rank));
     cg::cluster_group cluster = cg::this_cluster();
-    const GemvBand b{nullptr, scale_smem, rank, split, band, landing_floats(land_bar_u32), rows_max, my_first};
+    const GemvBand b{nullptr, scale_smem, rank, split, band, landed ? landing_floats(land_bar_u32) : nullptr,
+                     rows_max, my_first};
     epi.template reduce<kMode, kTokens>(p, cluster, b);
     epi.finish(p, b);
     return;

@@ -345,6 +345,43 @@ TEST(EmulatedGemmAllReduce, DecodeFusedPeerThatNeverArrivesTimesOutNamingIt) {
   });
 }
 
+// The pushed cluster reduction's landing wait (M <= 8) when it gives up: rank 0's CTAs of cluster
+// rank 1 push none of their partials (the hook), so their cluster peers' landing waits give up after
+// 40 s. Those CTAs have no rows and send no lines, so rank 1's waits for them end after its timeout
+// (50 s) naming rank 0, and both ranks' check() raise: rank 0 naming the landing wait, rank 1 the
+// peer. About 50 s.
+// Before the fix, rank 0 sent what had landed and rank 1 summed it with a clean check().
+TEST(EmulatedGemmAllReduce, DecodeFusedLandingWaitThatGaveUpSendsNothing) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 1024, k = 4096, m = 4;
+  // The ranks' bound (device and host waits) outlasts the 40 s landing bound, so rank 1's waits for
+  // the lines that never come end after rank 0's landing waits did, and both meet at the barrier.
+  bench::EmulatedWorld ew(2, 0, 50.0);
+  ew.run([&](comm::Group& g) {
+    const GemmProblem p{.m = m, .n = n, .k = k, .mode = ScaleMode::kBF16, .out_dtype = DType::kBF16};
+    int sms = 0;
+    WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g.device()));
+    const int split = detail::gemv_all_reduce_config(p, sms, g.ranks_per_device()).split;
+    ASSERT_GE(split, 2) << "no cluster peer to withhold a push";
+    fused::GemmAllReduceHooks h;
+    if (g.rank() == 0) h.skip_gemv_push_rank = 1;
+    auto op = make_op(g, bf16_case(), Mode::kDecodeFused, n, k, m, h);
+    test::ArOneHot oh(m, n, k, g.rank());
+    oh.set_a(1, m);
+    Stream st;
+    g.barrier();
+    op->run(m, oh.a_view(m, g.device()), oh.b_view(g.device()), {}, st.s);
+    comm::sync_stream_bounded(st.s, 150, "the call whose landing wait gives up");
+    g.barrier();
+    const std::string msg = test::error_of([&] { op->check(); }, Status::kTimeout);
+    if (g.rank() == 0)
+      EXPECT_NE(msg.find("gemv landed partials"), std::string::npos) << msg;
+    else
+      test::expect_first_call_timeout_names_everything(msg, 1, 0);
+    std::printf("  split %d, rank %d: %s\n", split, g.rank(), msg.substr(0, 240).c_str());
+  });
+}
+
 // Ranks that call with m = 5 and 6: every line carries M x N x 2 in its second flag, so both ranks
 // find the other's count (kMismatch naming both), not a misread or a timeout.
 TEST(EmulatedGemmAllReduce, DecodeFusedRanksThatDisagreeOnMAreAMismatchOnEveryRank) {

@@ -536,6 +536,7 @@ void GemmAllReduce::Impl::run_decode_fused(const GemmProblem& prob, const Tensor
   ar.delay_sends_ns = hooks.delay_stores_ns;
   ar.delay_receive_ns = hooks.delay_receive_ns;
   ar.no_wait = hooks.skip_arrival_wait ? 1 : 0;
+  ar.skip_push_rank = hooks.skip_gemv_push_rank;
   detail::gemv_all_reduce_launch(gemv, ar, num_sms, stream);
 }
 

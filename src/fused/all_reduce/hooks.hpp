@@ -27,6 +27,10 @@ struct GemmAllReduceHooks {
                                       // reading the peers' (a slow receiver; may differ between ranks).
                                       // delay_stores_ns delays its sends, skip_arrival_wait takes the
                                       // peers' lines unchecked (the negative control)
+  int skip_gemv_push_rank = -1;       // decode-fused at M <= 8: the CTAs of this cluster rank push
+                                      // none of their partials, so their cluster peers' landing waits
+                                      // give up after 40 s (the negative control of the landing wait;
+                                      // may differ between ranks)
   std::uint64_t delay_pull_ns = 0;    // fused-ce: each gather copy's trigger this much later (a slow
                                       // puller of the peers' final rows, for the credit's tests; may
                                       // differ between ranks)
