@@ -191,10 +191,12 @@ class _Weights(torch.nn.Module):
                 self.weight.copy_(q)
                 self.weight_scale.copy_(s)
 
-    def _operands(self, x2: torch.Tensor):
+    def _operands(self, x2: torch.Tensor, direct: bool = False):
         if self.quant == "bf16":
             return x2, self.weight, None, None
-        if x2.is_cuda:  # one kernel (torch.ops.weave.quantize_rows), the reference's rule bit for bit
+        if direct:  # _direct: the custom op's own kernel, without the dispatcher
+            a, sa = _ops._quantize_op(x2, self.quant)
+        elif x2.is_cuda:  # one kernel (torch.ops.weave.quantize_rows), the reference's rule bit for bit
             a, sa = torch.ops.weave.quantize_rows(x2, self.quant)
         else:  # CPU and meta tensors: the same rule in torch ops (emulation, tracing)
             a, sa = _QUANTISE_ACTIVATIONS[self.quant](x2)
@@ -245,6 +247,18 @@ def _tokens_per_rank(max_tokens, world: int) -> int:
         raise arg_error(f"argument 'max_tokens': {max_tokens} must be divisible by the world ({world}): each rank "
                         f"passes tokens / world of them")
     return max_tokens // world
+
+
+def _direct(x: torch.Tensor) -> bool:
+    """Whether a layer's forward may call its custom ops' CUDA kernels itself, skipping torch's
+    dispatcher (about 14 us of host time per op call, more than a decode GEMM takes on the GPU:
+    docs/perf/python.md): an eager call on a plain CUDA tensor. Whatever must see torch.ops.weave.*
+    goes through it: torch.compile and export, jit tracing, a dispatch mode (fake tensors, make_fx,
+    functionalisation, FlopCounterMode), meta and CPU tensors, and an input that requires grad under
+    grad mode (torch's autograd fallback then warns at backward, as documented above)."""
+    return (type(x) is torch.Tensor and x.is_cuda and not torch.compiler.is_compiling()
+            and not (x.requires_grad and torch.is_grad_enabled()) and torch._C._get_tracing_state() is None
+            and not torch._C._len_torch_dispatch_stack())
 
 
 def _input_2d(x: torch.Tensor, k: int, layer: str) -> torch.Tensor:
@@ -319,11 +333,14 @@ class ColumnParallelLinear(_Weights):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = _input_2d(x, self.weight.shape[1], "ColumnParallelLinear")
-        a, b, sa, sb = self._operands(x2)
-        if self.sequence_parallel:
-            y = torch.ops.weave.all_gather_gemm(self._handle, a, b, sa, sb)  # [W x rows of x2, out_features / W]
+        direct = _direct(x2)
+        a, b, sa, sb = self._operands(x2, direct)
+        if self.sequence_parallel:  # [W x rows of x2, out_features / W]
+            y = (_ops.run_fused(self.op, a, b, sa, sb) if direct
+                 else torch.ops.weave.all_gather_gemm(self._handle, a, b, sa, sb))
         else:
-            y = torch.ops.weave.gemm(a, b, sa, sb, mode=self.quant)
+            gemm = _ops._gemm_op if direct else torch.ops.weave.gemm
+            y = gemm(a, b, sa, sb, mode=self.quant)
         if self.bias is not None:
             y = y + self.bias
         return y if self.sequence_parallel else y.reshape(*x.shape[:-1], self.weight.shape[0])
@@ -372,8 +389,11 @@ class RowParallelLinear(_Weights):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = _input_2d(x, self.weight.shape[1], "RowParallelLinear")
-        a, b, sa, sb = self._operands(x2)
-        if self.sequence_parallel:
+        direct = _direct(x2)
+        a, b, sa, sb = self._operands(x2, direct)
+        if direct:
+            y = _ops.run_fused(self.op, a, b, sa, sb)
+        elif self.sequence_parallel:
             y = torch.ops.weave.gemm_reduce_scatter(self._handle, a, b, sa, sb)
         else:
             y = torch.ops.weave.gemm_all_reduce(self._handle, a, b, sa, sb)

@@ -162,14 +162,20 @@ quantize_rows = _define("quantize_rows", "(Tensor x, str mode) -> (Tensor, Tenso
 
 # --- the fused operators (op by handle) ----------------------------------------------------------
 
+def run_fused(op, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None = None,
+              scale_b: torch.Tensor | None = None) -> torch.Tensor:
+    """What torch.ops.weave.<fused op> does with the op behind its handle: one call, its output in a
+    new tensor. weave.nn's layers call it themselves when they skip the dispatcher (nn._direct)."""
+    return op.run(a, b, scale_a=scale_a, scale_b=scale_b, out=_empty_output(op, a))
+
+
 def _register_fused(name: str, kind, doc: str):
     """torch.ops.weave.<name>(handle, a, b, scale_a=None, scale_b=None): one call of the op behind
     `handle` (a `kind`), its output copied into a new tensor; the fake gives that tensor's shape."""
 
     def run(handle: int, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor | None = None,
             scale_b: torch.Tensor | None = None) -> torch.Tensor:
-        op = _op_of(handle, kind)
-        return op.run(a, b, scale_a=scale_a, scale_b=scale_b, out=_empty_output(op, a))
+        return run_fused(_op_of(handle, kind), a, b, scale_a, scale_b)
 
     def fake(handle, a, b, scale_a=None, scale_b=None):
         return _empty_output(_op_of(handle, kind), a)

@@ -871,6 +871,70 @@ def test_tensor_parallel_layers_at_world_one_match_torch_linear(seed, quant):
         row(hid.float())
 
 
+@pytest.mark.parametrize("quant", ["bf16", "ptpc"])
+def test_eager_layers_skip_the_dispatcher_and_give_the_ops_bits(seed, quant, monkeypatch):
+    """weave.nn's eager forward on CUDA tensors calls the custom ops' kernels itself (nn._direct:
+    no torch dispatcher, ~14 us of host time per op call) and gives the torch.ops.weave path's bits
+    for fresh inputs each round (a stale output would repeat the last round's); whatever must see
+    torch.ops.weave.* still goes through the ops: an input that requires grad under grad mode, a
+    dispatch mode, meta and CPU tensors. Control: with the direct path forced off, the layers call
+    the registered ops (their handle lookup counts, the direct GEMM's does not)."""
+    import weave.nn
+    import weave.ops
+    from torch.utils._python_dispatch import TorchDispatchMode
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+    torch.manual_seed(seed)
+    (comm,) = weave.Communicator.create_local([0])
+    col = weave.nn.ColumnParallelLinear.from_linear(torch.nn.Linear(512, 768).to(DEV, torch.bfloat16), comm=comm,
+                                                    quant=quant)
+    row = weave.nn.RowParallelLinear.from_linear(torch.nn.Linear(768, 512).to(DEV, torch.bfloat16), comm=comm,
+                                                 max_tokens=64, quant=quant)
+    calls = {"gemm": 0, "handle": 0}
+    real_gemm, real_op_of = weave.ops._gemm_op, weave.ops._op_of
+
+    def counted_gemm(*args, **kwargs):
+        calls["gemm"] += 1
+        return real_gemm(*args, **kwargs)
+
+    def counted_op_of(*args, **kwargs):
+        calls["handle"] += 1
+        return real_op_of(*args, **kwargs)
+
+    monkeypatch.setattr(weave.ops, "_gemm_op", counted_gemm)  # read by the direct path only
+    monkeypatch.setattr(weave.ops, "_op_of", counted_op_of)  # read by the registered fused ops only
+
+    def forward(x):
+        y = row(torch.nn.functional.gelu(col(x).float()).to(torch.bfloat16))
+        torch.cuda.synchronize()
+        return y
+
+    last = None
+    for rnd in range(3):
+        x = torch.randn(3, 21, 512, device=DEV, generator=gen).to(torch.bfloat16)
+        assert weave.nn._direct(x.reshape(-1, 512))
+        direct = forward(x)
+        assert calls == {"gemm": rnd + 1, "handle": rnd}, calls
+        with monkeypatch.context() as off:
+            off.setattr(weave.nn, "_direct", lambda t: False)
+            through_ops = forward(x)
+        assert calls == {"gemm": rnd + 1, "handle": rnd + 1}, calls
+        assert not torch.isnan(direct).any() and direct.abs().sum() > 0
+        assert torch.equal(direct, through_ops), f"round {rnd}: the direct path's bits differ from torch.ops.weave's"
+        assert last is None or not torch.equal(direct, last), f"round {rnd}: the last round's output again"
+        last = direct
+    x_grad = x.clone().requires_grad_(True)
+    assert not weave.nn._direct(x_grad) and not weave.nn._direct(x.to("meta")) and not weave.nn._direct(x.cpu())
+    with torch.no_grad():
+        assert weave.nn._direct(x_grad)
+
+    class Seen(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Seen():
+        assert not weave.nn._direct(x)
+
+
 def test_collective_custom_op_at_world_one(seed):
     """torch.ops.weave.collective over a one-rank communicator: all-gather, reduce-scatter and
     all-reduce each return a new tensor equal to the input (one rank: nothing moves), also
