@@ -740,6 +740,20 @@ TEST(Cli, GemmRsHelpStatesTheMRule) {
   EXPECT_NE(bench.out.find("gemm-rs: GemmReduceScatter modes per M"), std::string::npos) << bench.out;
 }
 
+// Every fused suite offers the weave-gemm arm (weave::Gemm of the rows its gemm-only arm computes)
+// and says what the closing ratio is.
+TEST(Cli, FusedSuitesHoldGemmOnlyToWeaveGemm) {
+  for (const char* suite : {"gemm-ar", "gemm-rs", "gemm-ag", "ag-gemm"}) {
+    const CliRun r = run_weave({"bench", suite, "--help"});
+    EXPECT_EQ(r.rc, 0) << r.out;
+    for (const char* says : {"weave-gemm", "weave::Gemm of", "gemm-only / weave-gemm"})
+      EXPECT_NE(r.out.find(says), std::string::npos) << suite << ": " << says << " missing:\n" << r.out;
+    const CliRun bad = run_weave({"bench", suite, "--arms", "weave-gem"});
+    EXPECT_EQ(bad.rc, 2) << bad.out;
+    EXPECT_NE(bad.out.find("weave-gemm"), std::string::npos) << suite << ": the accepted arms name it:\n" << bad.out;
+  }
+}
+
 // `weave plan ag-gemm`: one row per m (rows per rank) with the gathered GEMM's rows, the bytes each
 // peer receives, the window, the planner's choice and reason, and fused-ce's modelled time beside
 // split's where fused-ce can run (auto takes it only from a calibration table).
@@ -866,7 +880,7 @@ TEST(Cli, AgGemmHelpExplainsTheOpModesAndArms) {
             std::string::npos) << plan.out;
   EXPECT_NE(plan.out.find("auto | gemm-only | split-nccl | split-lsa | split-ce | fused-ce"), std::string::npos) << plan.out;
   const CliRun bench = run_weave({"bench", "ag-gemm", "--help"});
-  for (const char* says : {"cublaslt ", "cublaslt+nccl ", "cublaslt+nccl-sym", "ncclAllGather", "NaN-poisoned",
+  for (const char* says : {"cublaslt ", "cublaslt+nccl ", "cublaslt+nccl-sym", "weave-gemm  weave::Gemm", "ncclAllGather", "NaN-poisoned",
                            "No comm-only arm", "TFLOPS (2*W*m*N*K per rank / time)", "--emulate-world", "--devices",
                            "  fused-ce    W > 1, bf16 / ptpc / blockscale with bf16 out", "where split-lsa's plan ran the same tile unsplit",
                            "\n  --calibrate", "--calibrate\nrecords split-lsa or fused-ce per m"})
@@ -891,7 +905,10 @@ TEST(Cli, ValidBenchInputReachesTheGpuProbe) {
         {"bench", "ag-gemm", "--devices", "0,1", "--arms", "split-nccl,cublaslt+nccl,cublaslt+nccl-sym"},
         {"bench", "ag-gemm", "--preset", "llama3-70b.qkv_proj,deepseek-v3.qkv_a_proj", "--emulate-world", "2"},
         {"bench", "decode"}, {"bench", "decode", "--preset", "deepseek-v3", "--tp", "1,8", "-m", "1,64"},
-        {"bench", "decode", "--quant", "ptpc", "--devices", "0"}}) {
+        {"bench", "decode", "--quant", "ptpc", "--devices", "0"},
+        // the weave-gemm arm (weave::Gemm of the same rows) in every fused suite, at world 1 and emulated
+        {"bench", "gemm-ar", "--arms", "gemm-only,weave-gemm"}, {"bench", "gemm-rs", "--emulate-world", "2", "--arms", "weave-gemm"},
+        {"bench", "gemm-ag", "--arms", "weave-gemm,split-lsa"}, {"bench", "ag-gemm", "--emulate-world", "2", "--arms", "weave-gemm"}}) {
     const CliRun r = run_weave(args);
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_NE(r.out.find(weave::no_gpu_reason()), std::string::npos) << r.out;

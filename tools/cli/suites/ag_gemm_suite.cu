@@ -6,7 +6,7 @@
 // gemm-ag) and the subcommand's help, which lists the arms and worlds.
 //
 // What is ag-gemm's own:
-//   arms      gemm-only, cublaslt (cuBLASLt's GEMM of the W m gathered rows, only this rank's rows
+//   arms      gemm-only, cublaslt, weave-gemm (cuBLASLt's GEMM of the W m gathered rows, only this rank's rows
 //             there: the GEMM alone), split-lsa, split-ce, fused-ce (W > 1; bf16, ptpc, blockscale
 //             with bf16 out), auto; --devices: split-nccl, cublaslt+nccl (ncclAllGather of A's rows
 //             and scales, out of place from A_r, then cuBLASLt's GEMM), cublaslt+nccl-sym (the same
@@ -58,9 +58,9 @@ class AgGemmTrait final : public fused_bench::GatheredSuiteTrait<AllGatherGemm, 
   }
   const char* name() const override { return "ag-gemm"; }
   const std::vector<std::string>& arm_names() const override {
-    static const std::vector<std::string> names = {"gemm-only",  "cublaslt",      "split-lsa",        "split-ce",
-                                                   "fused-ce",   "auto",          "split-nccl",       "cublaslt+nccl",
-                                                   "cublaslt+nccl-sym"};
+    static const std::vector<std::string> names = {"gemm-only", "cublaslt",   "weave-gemm",    "split-lsa",
+                                                   "split-ce",  "fused-ce",   "auto",          "split-nccl",
+                                                   "cublaslt+nccl", "cublaslt+nccl-sym"};
     return names;
   }
   std::vector<SuiteArm> arms(int world, bool emulated, bool over_nccl, const std::vector<std::string>& wanted,
@@ -124,6 +124,7 @@ std::vector<SuiteArm> AgGemmTrait::arms(int world, bool emulated, bool over_nccl
   gemm_only.partial = true;
   list.add(gemm_only);
   list.add({.name = "cublaslt", .kind = ArmKind::kCublasLt, .partial = true});
+    list.add({.name = "weave-gemm", .kind = ArmKind::kWeaveGemm, .partial = true});
   const std::string ce_why = emulated ? bench::EmulatedWorld::copy_engine_unsupported_reason(world) : "";
   fused_bench::add_split_arms(list, Mode::kSplitLsa, Mode::kSplitCe, ce_why);
   // Copy engines pull the peers' rows under the GEMM. In the emulated world its kernel waits for
@@ -177,6 +178,9 @@ void add_ag_gemm_suite(CLI::App& bench, BenchOptions& common) {
       "  cublaslt    cuBLASLt's GEMM of the W m gathered rows, this rank's rows in place before timing and\n"
       "              nothing moved: the GEMM alone, the strongest GEMM baseline (checked: own rows; no mxfp8\n"
       "              on Hopper; emulated world: not capped to an SM share, as weave's grids are)\n"
+      "  weave-gemm  weave::Gemm of the same W m rows as a caller plans it (every SM; K split, decode GEMV\n"
+      "              where its planner takes them): what gemm-only is held to; a closing line per m gives\n"
+      "              gemm-only / weave-gemm (checked: own rows)\n"
       "  split-lsa   A_r into the op's window, weave's lsa all-gather of the rows, then of the scales, in\n"
       "              place, then the GEMM\n"
       "  split-ce    the same with weave's copy-engine all-gather (emulated world: W <= 2 only, because the\n"

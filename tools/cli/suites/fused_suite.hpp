@@ -70,12 +70,15 @@ struct WorldOptions {
 void add_world_options(CLI::App& app, WorldOptions& o);
 
 // What an arm of a fused suite is: the op in one of its modes, the collective alone, cuBLASLt's
-// GEMM, or (over NCCL) cuBLASLt's GEMM followed by NCCL's collective on plain buffers or on an
-// NCCL symmetric window (NCCL's own fastest kernels): what users run today.
-enum class ArmKind { kOp, kCommOnly, kCublasLt, kCublasLtNccl, kCublasLtNcclSym };
+// GEMM, weave::Gemm (the standalone GEMM the op's GEMM leg is held to), or (over NCCL) cuBLASLt's
+// GEMM followed by NCCL's collective on plain buffers or on an NCCL symmetric window (NCCL's own
+// fastest kernels): what users run today.
+enum class ArmKind { kOp, kCommOnly, kCublasLt, kWeaveGemm, kCublasLtNccl, kCublasLtNcclSym };
 inline bool is_cublaslt(ArmKind k) {
   return k == ArmKind::kCublasLt || k == ArmKind::kCublasLtNccl || k == ArmKind::kCublasLtNcclSym;
 }
+// A GEMM alone (cuBLASLt's or weave::Gemm): cuBLASLt's problem into the arm's own C, nothing moved.
+inline bool is_gemm_alone(ArmKind k) { return k == ArmKind::kCublasLt || k == ArmKind::kWeaveGemm; }
 
 // --emulate-world (0: not given, world 1) and --devices (one rank per listed GPU over real NCCL
 // communicators, any count 1..8, distinct ordinals), one or the other. Throws

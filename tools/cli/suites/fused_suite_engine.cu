@@ -71,10 +71,15 @@ void SuiteRun::print_header(int device) const {
               device);
   if (emulated_) {
     print_emulated_share(world_);
-    for (const auto& a : arms_)
+    for (const auto& a : arms_) {
       if (a.kind == ArmKind::kCublasLt)
         std::printf("# %s; cublaslt: the %d ranks' cuBLASLt GEMMs are not capped to an SM share (weave's grids are)\n",
                     kEmulatedLabel, world_);
+      if (a.kind == ArmKind::kWeaveGemm)
+        std::printf("# %s; weave-gemm: the %d ranks' weave::Gemm calls are planned for every SM, as a caller's are "
+                    "(the op's grids are capped to an SM share)\n",
+                    kEmulatedLabel, world_);
+    }
   }
   std::fflush(stdout);
 }

@@ -13,6 +13,7 @@
 #include "cli/suites/fused_suite_trait.hpp"
 #include "fused/calibration.hpp"
 #include "weave/communicator.hpp"
+#include "weave/gemm.hpp"
 
 namespace weave::cli::fused_bench {
 
@@ -25,7 +26,9 @@ struct RankArm {
   std::unique_ptr<Collective> coll;
   std::unique_ptr<bench::CublasLtGemm> lt;
   std::vector<bench::CublasLtScales> lt_scales;
-  bench::DeviceBuffer lt_c, lt_out;      // cuBLASLt's C [gemm_rows(m), n]; out of place: the collective's output
+  std::vector<Gemm> gemms;               // weave-gemm: weave::Gemm per weight copy (cuBLASLt's problem, per M)
+  bench::DeviceBuffer gemm_ws;           // their workspace (one call at a time)
+  bench::DeviceBuffer lt_c, lt_out;      // cuBLASLt's (or weave-gemm's) C [gemm_rows(m), n]; out of place: the collective's output
   bench::DeviceBuffer lt_a, lt_sa;       // a trait that gathers the input: the gathered A [W m, k] and its scales
   std::unique_ptr<SymmetricWindow> sym;  // cublaslt+nccl-sym: "c" (and "out", or "a" and "sa") in an NCCL symmetric window
   std::string unavailable;               // why the arm cannot run here (the same on every rank)
@@ -70,6 +73,9 @@ class SuiteRun {
   // fused_suite_rank.cu
   void run_rank(comm::Group& g, int64_t m, const References& refs, std::vector<ArmResult>& res);
   void prepare_cublaslt(const RankCall& c);
+  // weave-gemm: weave::Gemm of cuBLASLt's problem (as a caller plans it: every SM, raw scales)
+  // into arm i's own C, one per weight copy; kUnsupported / kUnavailable make it unavailable.
+  void prepare_weave_gemm(const RankCall& c, size_t i);
   // A trait that gathers the input (FusedSuiteTrait::gathered_input_row): cuBLASLt arm i's gathered
   // A (its buffers or its window's regions) and what this rank sends; this rank's rows into slot r;
   // the buffers set up for this M (zero, slot r seeded, over NCCL gathered once: blockscale's
@@ -126,7 +132,7 @@ class SuiteRun::Rows {
   bool failed_ = false;
   // Per M, the arms' times the rows are measured against.
   struct Baselines {
-    double best_split, lt, lt_nccl, lt_sym, gemm, comm, fused;
+    double best_split, lt, lt_nccl, lt_sym, gemm, comm, fused, weave_gemm;
     std::string best_split_name;
   } base_{};
 };

@@ -23,6 +23,7 @@ void SuiteRun::prepare_cublaslt(const RankCall& c) {
   const GemmProblem prob = problem(lt_rows);
   const size_t rows_bytes = static_cast<size_t>(lt_rows) * static_cast<size_t>(shape_.n) * dtype_bytes(shape_.out);
   for (size_t i = 0; i < arms_.size(); ++i) {
+    if (arms_[i].kind == ArmKind::kWeaveGemm) prepare_weave_gemm(c, i);
     if (!is_cublaslt(arms_[i].kind)) continue;
     RankArm& a = c.st.arms[i];
     a.lt.reset();
@@ -44,6 +45,31 @@ void SuiteRun::prepare_cublaslt(const RankCall& c) {
     const TensorView scale_a = lt_input(c, i).scale_a;
     for (const auto& b : c.st.b) a.lt_scales.push_back(a.lt->prepare_scales({scale_a, b.scale_view}, c.st.stream));
   }
+}
+
+void SuiteRun::prepare_weave_gemm(const RankCall& c, size_t i) {
+  const int64_t rows = t_.gemm_rows(c.m, world_);
+  const GemmProblem prob = problem(rows);
+  RankArm& a = c.st.arms[i];
+  a.gemms.clear();
+  a.unavailable = gemm_validate_problem(prob);
+  if (!a.unavailable.empty()) return;
+  a.lt_c = bench::DeviceBuffer(static_cast<size_t>(rows) * static_cast<size_t>(shape_.n) * dtype_bytes(shape_.out));
+  if (t_.gathers_input()) prepare_gathered_input(c, i);
+  const LtInput in = lt_input(c, i);
+  const TensorView cv = TensorView::matrix(a.lt_c.get(), shape_.out, rows, shape_.n, c.g.device());
+  try {
+    for (const auto& b : c.st.b) a.gemms.emplace_back(prob, in.a, b.view, GemmScales{in.scale_a, b.scale_view}, cv);
+  } catch (const Error& e) {
+    if (e.status() != Status::kUnsupported && e.status() != Status::kUnavailable) throw;
+    a.gemms.clear();
+    a.unavailable = e.message();
+    return;
+  }
+  const size_t ws = a.gemms.front().workspace_bytes();
+  a.gemm_ws = bench::DeviceBuffer(ws);
+  if (ws > 0)
+    for (auto& g : a.gemms) g.set_workspace(a.gemm_ws.get(), ws);
 }
 
 FusedSuiteTrait::GatheredInput SuiteRun::gathered_input(const RankCall& c, size_t i) const {
@@ -91,7 +117,7 @@ void SuiteRun::prepare_gathered_input(const RankCall& c, size_t i) {
   if (in.sa) WEAVE_CHECK_CUDA(cudaMemsetAsync(in.sa, 0, rows * row.scale_bytes, c.st.stream));
   seed_own_rows(c, i);
   // Over NCCL, every rank's rows once, so the scales cuBLASLt converts below are every source's.
-  if (arms_[i].kind != ArmKind::kCublasLt) t_.before_cublaslt(arms_[i].kind, in, c.m, c.g, c.st.stream);
+  if (!is_gemm_alone(arms_[i].kind)) t_.before_cublaslt(arms_[i].kind, in, c.m, c.g, c.st.stream);
   comm::sync_stream_bounded(c.st.stream, opt_.timeout_s,
                             std::string(name_) + " " + arms_[i].name + ": the gathered input of cuBLASLt's GEMM");
 }
@@ -116,6 +142,7 @@ void SuiteRun::enqueue(const RankCall& c, size_t i, cudaStream_t s, int call) {
   const bench::DeviceOperand& b = c.st.b[copy];
   switch (arms_[i].kind) {
     case ArmKind::kOp: a.op->run(c.m, c.refs.as[r], b, s); break;
+    case ArmKind::kWeaveGemm: a.gemms[copy].run(s); break;
     case ArmKind::kCommOnly:
       t_.run_comm_only(*a.coll, c.m, r, s);
       // fused_bench::comm_only_emulated_note: a graph of lsa calls must not chain on one GPU.
@@ -141,14 +168,14 @@ char* SuiteRun::output_of(const RankCall& c, size_t i) const {
   if (a.coll) return static_cast<char*>(a.coll->window_output());
   if (a.sym) return a.sym->region(t_.out_of_place() ? "out" : "c");
   // cuBLASLt's GEMM alone: its C (what a trait's after_cublaslt may copy elsewhere, or not at all).
-  if (arms_[i].kind == ArmKind::kCublasLt) return static_cast<char*>(a.lt_c.get());
+  if (is_gemm_alone(arms_[i].kind)) return static_cast<char*>(a.lt_c.get());
   return static_cast<char*>(t_.out_of_place() ? a.lt_out.get() : a.lt_c.get());
 }
 
-// cuBLASLt's own GEMM holds its rows (m, or the W m gathered ones); every other arm a rank's
-// output: blocks x its own rows.
+// A GEMM alone holds its rows (m, or the W m gathered ones); every other arm a rank's output:
+// blocks x its own rows.
 size_t SuiteRun::output_bytes(size_t i, int64_t m) const {
-  const int64_t rows = arms_[i].kind == ArmKind::kCublasLt ? t_.gemm_rows(m, world_)
+  const int64_t rows = is_gemm_alone(arms_[i].kind) ? t_.gemm_rows(m, world_)
                                                            : t_.own_rows(m, 0, world_).rows * int64_t{t_.blocks(world_)};
   return static_cast<size_t>(rows) * static_cast<size_t>(shape_.n) * dtype_bytes(shape_.out);
 }
@@ -158,7 +185,7 @@ size_t SuiteRun::output_bytes(size_t i, int64_t m) const {
 // gather must bring the peers' rows again.
 void SuiteRun::poison(const RankCall& c, size_t i) {
   bench::poison_nan(output_of(c, i), output_bytes(i, c.m), shape_.out, c.st.stream);
-  if (t_.gathers_input() && is_cublaslt(arms_[i].kind) && arms_[i].kind != ArmKind::kCublasLt) {
+  if (t_.gathers_input() && is_cublaslt(arms_[i].kind) && !is_gemm_alone(arms_[i].kind)) {
     const FusedSuiteTrait::InputRow row = t_.gathered_input_row();
     const FusedSuiteTrait::GatheredInput in = gathered_input(c, i);
     const bench::DeviceOperand& own = c.refs.as[c.g.rank()];
@@ -196,9 +223,9 @@ void SuiteRun::check(const RankCall& c, size_t i, const char* when, bool fresh_c
   ArmResult& ar = c.res[i];
   const int blocks = t_.blocks(world_);
   ar.wrong_from.resize(t_.wrong_per_source() ? static_cast<size_t>(blocks) : 1, -1);
-  // The rows of each block this arm's output holds (cuBLASLt's own C: all m), from row own.first.
+  // The rows of each block this arm's output holds (a GEMM alone's own C: all m), from row own.first.
   const FusedSuiteTrait::OwnRows own =
-      spec.kind == ArmKind::kCublasLt ? FusedSuiteTrait::OwnRows{0, c.m} : t_.own_rows(c.m, r, world_);
+      is_gemm_alone(spec.kind) ? FusedSuiteTrait::OwnRows{0, c.m} : t_.own_rows(c.m, r, world_);
   const size_t n = static_cast<size_t>(shape_.n), own_bytes = static_cast<size_t>(own.rows) * n * dtype_bytes(shape_.out);
   const size_t first = static_cast<size_t>(own.first) * n;  // elements into a block of the reference
   auto count = [&](size_t slot, const ref::Comparison& cmp) {
@@ -206,7 +233,7 @@ void SuiteRun::check(const RankCall& c, size_t i, const char* when, bool fresh_c
     ar.rel_l2 = std::max(ar.rel_l2, cmp.rel_l2);
   };
   if (spec.partial) {
-    // Its own rows: where this rank's block lies in a full output; cuBLASLt's own C holds only them.
+    // Its own rows: where this rank's block lies in a full output; a GEMM alone's C holds only them.
     const int block = output_bytes(i, c.m) == own_bytes ? 0 : r;
     const TensorView rows =
         TensorView::matrix(o + static_cast<size_t>(block) * own_bytes, shape_.out, own.rows, shape_.n, dev);

@@ -35,13 +35,14 @@ void SuiteRun::Rows::add(int64_t m, const std::vector<std::vector<ArmResult>>& r
       [&](size_t i) { return arms[i].name; }, [&](size_t i) { return arms[i].reference; });
   if (!best_auto.empty()) calibration_.rows.push_back({m, best_auto});
   const double nan = bench::kNaN;
-  base_ = {nan, nan, nan, nan, nan, nan, nan, ""};
+  base_ = {nan, nan, nan, nan, nan, nan, nan, nan, ""};
   for (size_t i = 0; i < arms.size(); ++i) {
     const double t = per_arm[i].median_us;
     if (std::isnan(t)) continue;
     if (arms[i].split && (std::isnan(base_.best_split) || t < base_.best_split))
       base_.best_split = t, base_.best_split_name = arms[i].name;
     if (arms[i].kind == ArmKind::kCublasLt) base_.lt = t;
+    if (arms[i].kind == ArmKind::kWeaveGemm) base_.weave_gemm = t;
     if (arms[i].kind == ArmKind::kCublasLtNccl) base_.lt_nccl = t;
     if (arms[i].kind == ArmKind::kCublasLtNcclSym) base_.lt_sym = t;
     if (arms[i].name == "gemm-only") base_.gemm = t;
@@ -66,6 +67,10 @@ void SuiteRun::Rows::add(int64_t m, const std::vector<std::vector<ArmResult>>& r
   std::fprintf(stderr, "weave bench %s: m=%lld:%s\n", run_.name_, static_cast<long long>(m), progress.c_str());
   if (!std::isnan(base_.gemm) && !std::isnan(base_.comm) && !std::isnan(base_.fused))
     summary_lines_.push_back(overlap_line(m, base_.gemm, base_.comm, base_.fused, run_.emulated_));
+  if (!std::isnan(base_.gemm) && !std::isnan(base_.weave_gemm))
+    summary_lines_.push_back(fmt("m=%lld: gemm-only / weave-gemm = %.3f (the op's GEMM leg against weave::Gemm of the "
+                                 "same rows, same run)",
+                                 static_cast<long long>(m), base_.gemm / base_.weave_gemm));
 }
 
 bench::Row SuiteRun::Rows::row_of(int64_t m, size_t i, const std::vector<std::vector<ArmResult>>& res,
@@ -119,6 +124,9 @@ bench::Row SuiteRun::Rows::row_of(int64_t m, size_t i, const std::vector<std::ve
   if (rel_l2 >= 0) row.extra["rel_l2_vs_reference"] = rel_l2;
   if (arm.kind == ArmKind::kCublasLt && run_.emulated_)
     row.extra["note"] = "the ranks' cuBLASLt GEMMs are not capped to an SM share (weave's grids are)";
+  if (arm.kind == ArmKind::kWeaveGemm && run_.emulated_)
+    row.extra["note"] = "the ranks' weave::Gemm calls are planned for every SM of the GPU, as a caller's are (the op's "
+                        "grids are capped to an SM share)";
   if (arm.kind == ArmKind::kCommOnly && run_.emulated_)
     row.extra["note"] = "includes one empty kernel per call (ends the PDL chain of lsa calls; see --help)";
   if (!unavailable.empty() || timing.samples == 0) return row;
@@ -136,6 +144,7 @@ bench::Row SuiteRun::Rows::row_of(int64_t m, size_t i, const std::vector<std::ve
     row.ratio = row.time_us / base_.best_split;
   }
   if (!std::isnan(base_.lt)) row.extra[t.vs_lt_key()] = row.time_us / base_.lt;
+  if (arm.name == "gemm-only" && !std::isnan(base_.weave_gemm)) row.extra["vs_weave_gemm"] = row.time_us / base_.weave_gemm;
   // Against what users run today (> 1: this arm is faster).
   if (!std::isnan(base_.lt_nccl)) row.extra["speedup_vs_cublaslt_nccl"] = base_.lt_nccl / row.time_us;
   if (!std::isnan(base_.lt_sym)) row.extra["speedup_vs_cublaslt_nccl_sym"] = base_.lt_sym / row.time_us;

@@ -5,7 +5,7 @@
 // what it shares with ag-gemm) and the subcommand's help, which lists the arms and worlds.
 //
 // What is gemm-ag's own:
-//   arms      gemm-only, comm-only (lsa all-gather in place), split-lsa, split-ce, fused-lsa,
+//   arms      gemm-only, weave-gemm, comm-only (lsa all-gather in place), split-lsa, split-ce, fused-lsa,
 //             fused-ce, auto; world 1: cublaslt+copy (cuBLASLt's GEMM, then a copy into the output:
 //             what an out-of-place gather costs there); --devices: split-nccl, cublaslt+nccl,
 //             cublaslt+nccl-sym;
@@ -63,9 +63,9 @@ class GemmAgTrait final : public fused_bench::GatheredSuiteTrait<GemmAllGather, 
   }
   const char* name() const override { return "gemm-ag"; }
   const std::vector<std::string>& arm_names() const override {
-    static const std::vector<std::string> names = {"gemm-only", "comm-only", "split-lsa", "split-ce", "split-nccl",
-                                                   "fused-lsa", "fused-ce", "auto", "cublaslt+copy", "cublaslt+nccl",
-                                                   "cublaslt+nccl-sym"};
+    static const std::vector<std::string> names = {"gemm-only", "weave-gemm", "comm-only",     "split-lsa",
+                                                   "split-ce",  "split-nccl", "fused-lsa",     "fused-ce",
+                                                   "auto",      "cublaslt+copy", "cublaslt+nccl", "cublaslt+nccl-sym"};
     return names;
   }
   std::vector<SuiteArm> arms(int world, bool emulated, bool over_nccl, const std::vector<std::string>& wanted,
@@ -123,6 +123,7 @@ std::vector<SuiteArm> GemmAgTrait::arms(int world, bool emulated, bool over_nccl
   SuiteArm gemm_only = op_arm("gemm-only", Mode::kGemmOnly);
   gemm_only.partial = true;
   list.add(gemm_only);
+    list.add({.name = "weave-gemm", .kind = ArmKind::kWeaveGemm, .partial = true});
   list.add_comm_only(world, emulated, "nothing to gather", kCommOnlyEmulatedNote);
   const std::string ce_why = emulated ? bench::EmulatedWorld::copy_engine_unsupported_reason(world) : "";
   fused_bench::add_split_arms(list, Mode::kSplitLsa, Mode::kSplitCe, ce_why);
@@ -157,6 +158,9 @@ void add_gemm_ag_suite(CLI::App& bench, BenchOptions& common) {
       "Arms (per M, timed alternating, CUDA graphs of --calls calls per rank, ranks barriered before every\n"
       "sample, per-rank max of medians):\n"
       "  gemm-only      the op in gemm-only mode: the GEMM alone into this rank's rows (checked: own rows)\n"
+      "  weave-gemm     weave::Gemm of this rank's rows as a caller plans it (every SM; K split, decode GEMV\n"
+      "                 where its planner takes them) into its own C: what gemm-only is held to; a closing\n"
+      "                 line per M gives gemm-only / weave-gemm (checked: own rows)\n"
       "  comm-only      weave's lsa all-gather alone, in place (W > 1). Emulated world: only when --arms\n"
       "                 names it, and then with an empty kernel after each call (included in its time): lsa\n"
       "                 kernels let the next call's grid become resident at once (PDL), so a graph of calls\n"

@@ -6,7 +6,7 @@
 // arms and worlds.
 //
 // What is gemm-ar's own:
-//   arms      gemm-only, cublaslt, comm-only (lsa all-reduce), split-lsa, split-ce, decode (m <= 32,
+//   arms      gemm-only, cublaslt, weave-gemm, comm-only (lsa all-reduce), split-lsa, split-ce, decode (m <= 32,
 //             GEMV + LL all-reduce), decode-fused (the same in one kernel), fused, fused-rs (MORI's
 //             structure, a control), fused-ce, auto;
 //             --devices: split-nccl, cublaslt+nccl, cublaslt+nccl-sym;
@@ -65,8 +65,9 @@ class GemmArTrait final : public fused_bench::RowParallelSuiteTrait<GemmAllReduc
                               opt.shape.preset, world) {}
   const char* name() const override { return "gemm-ar"; }
   const std::vector<std::string>& arm_names() const override {
-    static const std::vector<std::string> names = {"gemm-only", "cublaslt", "cublaslt+nccl", "cublaslt+nccl-sym",
-                                                   "comm-only", "split-lsa", "split-ce", "split-nccl", "decode",
+    static const std::vector<std::string> names = {"gemm-only", "cublaslt", "weave-gemm", "cublaslt+nccl",
+                                                   "cublaslt+nccl-sym", "comm-only", "split-lsa", "split-ce",
+                                                   "split-nccl", "decode",
                                                    "decode-fused", "fused", "fused-rs", "fused-ce", "auto"};
     return names;
   }
@@ -180,6 +181,9 @@ void add_gemm_ar_suite(CLI::App& bench, BenchOptions& common) {
       "  gemm-only   the op in gemm-only mode: this rank's partial alone at the planner's tile (T_gemm)\n"
       "  cublaslt    cuBLASLt's GEMM of this rank's shard, the strongest GEMM baseline (no mxfp8 on Hopper;\n"
       "              emulated world: not capped to an SM share, as weave's grids are)\n"
+      "  weave-gemm  weave::Gemm of the same shard as a caller plans it (every SM; K split, decode GEMV where\n"
+      "              its planner takes them): what gemm-only is held to; a closing line per M gives\n"
+      "              gemm-only / weave-gemm (checked as cublaslt)\n"
       "  comm-only   weave's lsa all-reduce alone, M x N bf16 from its window input to its window output\n"
       "              (W > 1; T_comm). Emulated world: only when --arms names it, and then with an empty\n"
       "              kernel after each call (included in its time): lsa kernels let the next call's grid\n"

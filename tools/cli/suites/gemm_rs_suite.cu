@@ -6,7 +6,7 @@
 // with gemm-ar) and the subcommand's help, which lists the arms and worlds.
 //
 // What is gemm-rs's own:
-//   arms      gemm-only, cublaslt, comm-only (lsa reduce-scatter), split-lsa, split-ce, fused (M a
+//   arms      gemm-only, cublaslt, weave-gemm, comm-only (lsa reduce-scatter), split-lsa, split-ce, fused (M a
 //             multiple of W x 128; unavailable at other M), auto; --devices: split-nccl,
 //             cublaslt+nccl, cublaslt+nccl-sym (cuBLASLt's GEMM, then ncclReduceScatter);
 //   checks    gemm-only on this rank's band of its own reference GEMM, cublaslt on all of it
@@ -57,8 +57,9 @@ class GemmRsTrait final : public fused_bench::RowParallelSuiteTrait<GemmReduceSc
         world_(world) {}
   const char* name() const override { return "gemm-rs"; }
   const std::vector<std::string>& arm_names() const override {
-    static const std::vector<std::string> names = {"gemm-only", "cublaslt", "cublaslt+nccl", "cublaslt+nccl-sym",
-                                                   "comm-only", "split-lsa", "split-ce", "split-nccl", "fused", "auto"};
+    static const std::vector<std::string> names = {"gemm-only", "cublaslt", "weave-gemm", "cublaslt+nccl",
+                                                   "cublaslt+nccl-sym", "comm-only", "split-lsa", "split-ce",
+                                                   "split-nccl", "fused", "auto"};
     return names;
   }
   std::vector<SuiteArm> arms(int world, bool emulated, bool over_nccl, const std::vector<std::string>& wanted,
@@ -169,6 +170,9 @@ void add_gemm_rs_suite(CLI::App& bench, BenchOptions& common) {
       "              checked: its band of the partial)\n"
       "  cublaslt    cuBLASLt's GEMM of this rank's shard, the strongest GEMM baseline (no mxfp8 on Hopper;\n"
       "              emulated world: not capped to an SM share, as weave's grids are)\n"
+      "  weave-gemm  weave::Gemm of the same shard as a caller plans it (every SM; K split, decode GEMV where\n"
+      "              its planner takes them): what gemm-only is held to; a closing line per M gives\n"
+      "              gemm-only / weave-gemm (checked as cublaslt)\n"
       "  comm-only   weave's lsa reduce-scatter alone, M x N bf16 from its window input into this rank's\n"
       "              M / W rows (W > 1; T_comm). Emulated world: only when --arms names it, and then with an\n"
       "              empty kernel after each call (included in its time): lsa kernels let the next call's grid\n"

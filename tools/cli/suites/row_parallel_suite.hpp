@@ -75,7 +75,7 @@ class RowParallelSuiteTrait : public OpSuiteTrait<Op, Config> {
   }
 
   // The arms both operators open with, in this order: gemm-only (this rank's partial), cuBLASLt's
-  // GEMM alone, cuBLASLt + NCCL on plain and on symmetric buffers (--devices), comm-only, split-lsa
+  // GEMM alone, weave::Gemm alone, cuBLASLt + NCCL on plain and on symmetric buffers (--devices), comm-only, split-lsa
   // and split-ce. Each trait then adds its own (decode, fused, auto, ...).
   template <class Mode>
   static void add_opening_arms(ArmList& list, int world, bool emulated, bool over_nccl,
@@ -84,6 +84,7 @@ class RowParallelSuiteTrait : public OpSuiteTrait<Op, Config> {
     gemm_only.partial = true;
     list.add(gemm_only);
     list.add({.name = "cublaslt", .kind = ArmKind::kCublasLt, .partial = true});
+    list.add({.name = "weave-gemm", .kind = ArmKind::kWeaveGemm, .partial = true});
     list.add_over_nccl({{.name = "cublaslt+nccl", .kind = ArmKind::kCublasLtNccl},
                         {.name = "cublaslt+nccl-sym", .kind = ArmKind::kCublasLtNcclSym}},
                        over_nccl, emulated);
