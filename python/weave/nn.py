@@ -1,6 +1,7 @@
 """Tensor-parallel linear layers on weave's operators, as torch.nn.Modules whose forward is
 torch.ops.weave.* custom ops (weave.ops), so torch.compile(fullgraph=True) traces them whole and
-CUDA graphs capture them. quant="bf16" (weights and activations bf16), "ptpc" (e4m3 weights with
+CUDA graphs capture them (an eager call on CUDA tensors runs the same kernels without torch's
+dispatcher: _direct says when). quant="bf16" (weights and activations bf16), "ptpc" (e4m3 weights with
 one fp32 scale per output feature, activations quantised per token in forward: amax / 448),
 "blockscale" (DeepSeek's: e4m3 weights with one fp32 scale per 128 x 128 block, activations
 quantised per token and 128-wide group of input features in forward; the input features of the
