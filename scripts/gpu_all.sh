@@ -25,7 +25,9 @@
 # scripts/bench_torch_async_tp.py (the sequence-parallel pair against PyTorch's async-TP operators)
 # and examples/python/llama_on_weave.py under torchrun over every GPU in bf16, ptpc, blockscale and
 # mxfp8 (PY_EXAMPLE_TIMEOUT, default 300 s each). MULTI_PART=tests or bench runs one half, for two
-# device calls where the whole would pass one call's 10 minutes. Expected on 2 H200s,
+# device calls where the whole would pass one call's 10 minutes; bench-ar (comm and the gemm-ar
+# presets) and bench-rest (gemm-rs, gemm-ag, ag-gemm, the plots and PY=1's part) split the bench
+# half again, for three calls where the bench half would pass 10 minutes. Expected on 2 H200s,
 # prebuilt binaries: about 12 minutes without PY=1 (tests about 3, comm about 1, ten presets about 5,
 # the seven row-parallel ones as gemm-rs about 3, ag-gemm about 1; estimated, not yet run), plus 6-10
 # with it.
@@ -51,9 +53,17 @@ source scripts/gpu_verdict.sh
 OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
 LOGS=$(mktemp -d "${TMPDIR:-/tmp}/weave_logs.XXXX")
 mode=${1:-full}
-# MULTI_PART=tests / bench: only that half of `multi` (two device calls where one would pass 10 minutes).
+# MULTI_PART=tests / bench: only that half of `multi` (two device calls where one would pass 10
+# minutes); bench-ar / bench-rest: the bench half's two parts (three calls).
 multi_part=${MULTI_PART:-all}
-case $multi_part in all|tests|bench) ;; *) echo "gpu_all: MULTI_PART='$multi_part': expected all, tests or bench" >&2; exit 2 ;; esac
+case $multi_part in
+  all|tests|bench|bench-ar|bench-rest) ;;
+  *) echo "gpu_all: MULTI_PART='$multi_part': expected all, tests, bench, bench-ar or bench-rest" >&2; exit 2 ;;
+esac
+multi_tests=1; [[ $multi_part == bench* ]] && multi_tests=0
+multi_ar=1; multi_rest=1
+[ "$multi_part" = bench-ar ] && multi_rest=0
+[ "$multi_part" = bench-rest ] && multi_ar=0
 t0=$(date +%s)
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
@@ -96,7 +106,7 @@ fi
 verdict_pass "weave info" $?
 cat "$LOGS/info.txt"
 
-if [ "$mode" != bench ] && ! { [ "$mode" = multi ] && [ "$multi_part" = bench ]; }; then
+if [ "$mode" != bench ] && ! { [ "$mode" = multi ] && [ "$multi_tests" = 0 ]; }; then
   labels="gpu multi_gpu"; [ "$mode" = gemm ] && labels=gpu; { [ "$mode" = comm ] || [ "$mode" = multi ]; } && labels=multi_gpu
   for label in $labels; do
     t1=$(date +%s)
@@ -182,12 +192,14 @@ elif [ "$mode" = multi ]; then
   # Every GPU, one rank each (DEVICES overrides: a comma-separated list of ordinals).
   DEVICES=${DEVICES:-$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | paste -sd, -)}
   note "GPUs: ${DEVICES:-none found}"
-  bench comm comm ${COMM_ARGS:-}
+  [ "$multi_part" = all ] || note "multi: MULTI_PART=$multi_part"
+  [ "$multi_ar" = 1 ] && bench comm comm ${COMM_ARGS:-}
   # Every preset of each fused op over every GPU (--devices: real NCCL, the cuBLASLt + NCCL
   # baselines beside the modes), one run and one JSON per preset. gemm-rs takes the gemm-ar
   # (row-parallel) layers; its M (the total rows) must divide among the GPUs: the default list suits
   # 1, 2, 4 or 8, with 128 and 1000 split only (not whole 128-row bands) and 4096, 8192 fused-able.
   for op in gemm-ar gemm-rs gemm-ag; do
+    if [ "$op" = gemm-ar ]; then [ "$multi_ar" = 1 ] || continue; else [ "$multi_rest" = 1 ] || continue; fi
     layers=$op; [ "$op" = gemm-rs ] && layers=gemm-ar
     presets=$("$BIN"/weave plan --presets 2>/dev/null | awk -v op="$layers" '$2 == op {print $1}')
     if [ -z "$presets" ]; then
@@ -211,6 +223,7 @@ elif [ "$mode" = multi ]; then
   # the planner reading it back shows auto's choices.
   ngpu=$(echo "${DEVICES:-0}" | tr ',' '\n' | wc -l)  # ranks: one per GPU (also the Python runs' TP below)
   for q in bf16 ptpc; do
+    [ "$multi_rest" = 1 ] || break
     bench "ag_gemm_$q" ag-gemm --preset ${AG_GEMM_PRESET:-llama3-70b.gate_up_proj} --quant $q \
       ${DEVICES:+--devices "$DEVICES"} ${AG_GEMM_ARGS:--m 128,1024,4096 -i 5} \
       --calibrate "$LOGS/calibration_ag_gemm_$q.txt"
@@ -224,7 +237,7 @@ elif [ "$mode" = multi ]; then
     fi
   done
   plot_benches
-  if [ "${PY:-0}" = 1 ]; then
+  if [ "${PY:-0}" = 1 ] && [ "$multi_rest" = 1 ]; then
     OUT="$LOGS/python" bash scripts/device_python.sh >"$LOGS/python.log" 2>&1
     rc=$?
     verdict_pass "python (scripts/device_python.sh)" $rc

@@ -175,9 +175,30 @@ TEST_F(GpuAllScript, MultiRunsTheMultiGpuTestsCommAndEveryPreset) {
   EXPECT_EQ(bench_only.rc, 0) << "no test binary runs, so the failing fake one is not reached:\n" << bench_only.out;
   EXPECT_EQ(bench_only.out.find("tests multi_gpu"), std::string::npos) << bench_only.out;
   EXPECT_NE(bench_only.out.find("bench comm: exit 0"), std::string::npos) << bench_only.out;
+  // bench-ar / bench-rest: the bench half in two calls; together every bench of `bench`, once.
+  const ScriptRun ar_part = gpu_all("FAKE_BENCH=0 FAKE_MULTI=1 MULTI_PART=bench-ar DEVICES=0,1", "multi");
+  const ScriptRun rest_part = gpu_all("FAKE_BENCH=0 FAKE_MULTI=1 MULTI_PART=bench-rest DEVICES=0,1", "multi");
+  for (const ScriptRun* part : {&ar_part, &rest_part}) {
+    EXPECT_EQ(part->rc, 0) << part->out;
+    EXPECT_EQ(part->out.find("tests multi_gpu"), std::string::npos) << part->out;
+  }
+  for (const char* in_ar : {"bench comm: exit 0", "fake bench bench gemm-ar --preset m.o_proj --devices 0,1",
+                            "fake bench bench gemm-ar --preset m.down --devices 0,1"}) {
+    EXPECT_NE(ar_part.out.find(in_ar), std::string::npos) << in_ar << " missing:\n" << ar_part.out;
+    EXPECT_EQ(rest_part.out.find(in_ar), std::string::npos) << in_ar << " ran twice:\n" << rest_part.out;
+  }
+  for (const char* in_rest : {"fake bench bench gemm-rs --preset m.o_proj --devices 0,1",
+                              "fake bench bench gemm-ag --preset m.wkv --devices 0,1",
+                              "fake bench bench ag-gemm --preset llama3-70b.gate_up_proj --quant ptpc --devices 0,1"}) {
+    EXPECT_NE(rest_part.out.find(in_rest), std::string::npos) << in_rest << " missing:\n" << rest_part.out;
+    EXPECT_EQ(ar_part.out.find(in_rest), std::string::npos) << in_rest << " ran twice:\n" << ar_part.out;
+  }
+  const ScriptRun ar_fails = gpu_all("FAKE_BENCH=1 MULTI_PART=bench-ar", "multi");
+  EXPECT_EQ(ar_fails.rc, 1) << ar_fails.out;
   const ScriptRun wrong = gpu_all("MULTI_PART=half", "multi");
   EXPECT_EQ(wrong.rc, 2) << wrong.out;
-  EXPECT_NE(wrong.out.find("MULTI_PART='half': expected all, tests or bench"), std::string::npos) << wrong.out;
+  EXPECT_NE(wrong.out.find("MULTI_PART='half': expected all, tests, bench, bench-ar or bench-rest"), std::string::npos)
+      << wrong.out;
 }
 
 // multi renders its benches' JSON after them (one PNG per file here: eight, so packed into
