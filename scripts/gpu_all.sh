@@ -31,6 +31,8 @@
 # prebuilt binaries: about 12 minutes without PY=1 (tests about 3, comm about 1, ten presets about 5,
 # the seven row-parallel ones as gemm-rs about 3, ag-gemm about 1; estimated, not yet run), plus 6-10
 # with it.
+# GPU_ALL_BUDGET=S: the whole run, summary included, ends within S seconds (a device call's limit,
+# e.g. 570 of 600): each step's timeout is cut to fit, a step with no time left is not run (and fails).
 # GTEST_FILTER (GoogleTest reads it) narrows the tests. SANITIZE=1 adds compute-sanitizer memcheck
 # and racecheck over GemmSanitizer.* after them.
 # To save GPU-machine time, build here instead (scripts/pack_prebuilt.sh fills carry/), copy
@@ -67,6 +69,21 @@ multi_ar=1; multi_rest=1
 t0=$(date +%s)
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
+# GPU_ALL_BUDGET=S (seconds; a device call's limit): the run ends within S of its start, summary
+# included. Every step's timeout is cut to what is left less 30 s for the summary, and a step with
+# under 10 s left is not run (exit 124, as a timeout; its RESULT line fails and a note names it).
+run_bounded() {  # run_bounded LIMIT CMD...: CMD under `timeout` LIMIT (capped as above)
+  local lim=$1; shift
+  if [ "${GPU_ALL_BUDGET:-0}" -gt 0 ]; then
+    local left=$(( t0 + GPU_ALL_BUDGET - $(date +%s) - 30 ))
+    [ "$left" -lt "$lim" ] && lim=$left
+    if [ "$lim" -lt 10 ]; then
+      note "not run (GPU_ALL_BUDGET=$GPU_ALL_BUDGET spent): ${*##*/}"
+      return 124
+    fi
+  fi
+  timeout "$lim" "$@"
+}
 finish() {
   tar -czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
   # A remote run brings back a handful of files: many JSON results (multi: one per preset) travel
@@ -113,7 +130,7 @@ if [ "$mode" != bench ] && ! { [ "$mode" = multi ] && [ "$multi_tests" = 0 ]; };
     # The GPU binary took 208 s on an H100 (2026-12-05) before GemmReduceScatter's tests: 480 s leaves room.
     # The multi-GPU one holds the fused ops' soaks, graph replays, timeouts and controls: 900 s (not yet run).
     limit=480; [ "$label" = multi_gpu ] && limit=900
-    timeout ${TEST_TIMEOUT:-$limit} "$TBIN/weave_tests_$label" --gtest_brief=1 >"$LOGS/tests_$label.log" 2>&1
+    run_bounded ${TEST_TIMEOUT:-$limit} "$TBIN/weave_tests_$label" --gtest_brief=1 >"$LOGS/tests_$label.log" 2>&1
     rc=$?
     verdict_pass "tests $label" $rc
     note "tests $label (exit $rc, $(( $(date +%s) - t1 )) s): $(grep -E '^\[  PASSED  \]' "$LOGS/tests_$label.log" | tail -1) $(grep -E '^\[  SKIPPED \] [0-9]' "$LOGS/tests_$label.log" | tail -1) $(grep -E '^\[  FAILED  \] [0-9]' "$LOGS/tests_$label.log" | tail -1)"
@@ -124,7 +141,7 @@ if [ "$mode" != bench ] && ! { [ "$mode" = multi ] && [ "$multi_tests" = 0 ]; };
   # run in a process of their own.
   if [ "$mode" = multi ]; then
     t1=$(date +%s)
-    CUDA_DEVICE_MAX_CONNECTIONS=1 timeout ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_multi_gpu" --gtest_brief=1 \
+    CUDA_DEVICE_MAX_CONNECTIONS=1 run_bounded ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_multi_gpu" --gtest_brief=1 \
       --gtest_filter='MultiGpu*.FusedCeOnOneHardwareQueue*' >"$LOGS/tests_one_queue.log" 2>&1
     rc=$?
     verdict_pass "tests multi_gpu, one hardware queue" $rc
@@ -142,7 +159,7 @@ if [ "${SANITIZE:-0}" = 1 ] && [ "$mode" != bench ]; then
     for tool in memcheck racecheck; do
       t1=$(date +%s)
       # --error-exitcode: a hazard the tool reports fails the step even when the tests pass.
-      timeout ${SANITIZE_TIMEOUT:-120} "$cs" --tool $tool --error-exitcode 1 "$TBIN/weave_tests_gpu" \
+      run_bounded ${SANITIZE_TIMEOUT:-120} "$cs" --tool $tool --error-exitcode 1 "$TBIN/weave_tests_gpu" \
         --gtest_filter='GemmSanitizer.*' >"$LOGS/sanitize_$tool.log" 2>&1
       rc=$?
       verdict_pass "compute-sanitizer $tool" $rc
@@ -153,7 +170,7 @@ fi
 
 bench() {  # bench <name> <weave bench args...>
   local name=$1; shift
-  timeout ${BENCH_TIMEOUT:-300} "$BIN"/weave bench "$@" --json "$LOGS/bench_$name.json" >"$LOGS/bench_$name.txt" 2>"$LOGS/bench_$name.err"
+  run_bounded ${BENCH_TIMEOUT:-300} "$BIN"/weave bench "$@" --json "$LOGS/bench_$name.json" >"$LOGS/bench_$name.txt" 2>"$LOGS/bench_$name.err"
   local rc=$?
   verdict_pass "bench $name" $rc
   note "bench $name: exit $rc"
@@ -238,21 +255,21 @@ elif [ "$mode" = multi ]; then
   done
   plot_benches
   if [ "${PY:-0}" = 1 ] && [ "$multi_rest" = 1 ]; then
-    OUT="$LOGS/python" bash scripts/device_python.sh >"$LOGS/python.log" 2>&1
+    OUT="$LOGS/python" run_bounded ${PY_SUITE_TIMEOUT:-900} bash scripts/device_python.sh >"$LOGS/python.log" 2>&1
     rc=$?
     verdict_pass "python (scripts/device_python.sh)" $rc
     note "python: exit $rc ($(grep -E '[0-9]+ passed' "$LOGS/python.log" | tail -1))"
     # A Hugging Face Llama on weave (examples/python/llama_on_weave.py) at TP = every GPU, each quant:
     # exit 0 when its logits are within weave.hf.TOLERANCE of the unmodified model; its times noted.
     # The sequence-parallel pair against PyTorch's async-TP operators and torch's GEMM + NCCL.
-    env ${DEVICES:+CUDA_VISIBLE_DEVICES=$DEVICES} timeout ${PY_EXAMPLE_TIMEOUT:-300} ${PYTHON:-python3} \
+    run_bounded ${PY_EXAMPLE_TIMEOUT:-300} env ${DEVICES:+CUDA_VISIBLE_DEVICES=$DEVICES} ${PYTHON:-python3} \
       -m torch.distributed.run --nproc_per_node="$ngpu" scripts/bench_torch_async_tp.py \
       --json "$LOGS/bench_torch_async_tp.json" >"$LOGS/bench_torch_async_tp.txt" 2>&1
     rc=$?
     verdict_pass "bench_torch_async_tp.py (TP $ngpu)" $rc
     note "bench_torch_async_tp (TP $ngpu): exit $rc"; cat "$LOGS/bench_torch_async_tp.txt" | tail -20
     for q in bf16 ptpc blockscale mxfp8; do
-      env ${DEVICES:+CUDA_VISIBLE_DEVICES=$DEVICES} timeout ${PY_EXAMPLE_TIMEOUT:-300} ${PYTHON:-python3} \
+      run_bounded ${PY_EXAMPLE_TIMEOUT:-300} env ${DEVICES:+CUDA_VISIBLE_DEVICES=$DEVICES} ${PYTHON:-python3} \
         -m torch.distributed.run --nproc_per_node="$ngpu" examples/python/llama_on_weave.py --quant $q \
         >"$LOGS/llama_on_weave_$q.log" 2>&1
       rc=$?
@@ -285,7 +302,7 @@ fi
 # testing/emulated_world.hpp show up in about one run of four).
 if [ "$mode" = fused ] || [ "$mode" = full ]; then
   t1=$(date +%s)
-  timeout ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_gpu" --gtest_brief=1 --gtest_repeat=${FUSED_REPEAT:-3} \
+  run_bounded ${TEST_TIMEOUT:-300} "$TBIN/weave_tests_gpu" --gtest_brief=1 --gtest_repeat=${FUSED_REPEAT:-3} \
     --gtest_filter='Emulated*' >"$LOGS/tests_fused.log" 2>&1
   rc=$?
   failed_runs=$(grep -cE '^\[  FAILED  \] [A-Z]' "$LOGS/tests_fused.log")

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -57,6 +58,7 @@ for a in "$@"; do
   prev=$a
 done
 echo "fake bench $*"; [ -n "${WEAVE_GEMM_PDL:-}" ] && echo "fake bench under WEAVE_GEMM_PDL=$WEAVE_GEMM_PDL"
+sleep "${FAKE_BENCH_SECONDS:-0}"
 exit "${FAKE_BENCH:-0}"
 )");
     // The plots' interpreter (PLOT_PYTHON): `plot_bench.py FILE... --out DIR` writes one PNG per
@@ -199,6 +201,27 @@ TEST_F(GpuAllScript, MultiRunsTheMultiGpuTestsCommAndEveryPreset) {
   EXPECT_EQ(wrong.rc, 2) << wrong.out;
   EXPECT_NE(wrong.out.find("MULTI_PART='half': expected all, tests, bench, bench-ar or bench-rest"), std::string::npos)
       << wrong.out;
+}
+
+// GPU_ALL_BUDGET: a run that would pass a device call's limit ends inside it with its summary: a
+// step is cut to what is left less the summary's 30 s, a step with under 10 s left is not run, and
+// either fails the run.
+TEST_F(GpuAllScript, ABudgetEndsTheRunInTimeWithItsSummary) {
+  const auto t = std::chrono::steady_clock::now();
+  const ScriptRun r = gpu_all("FAKE_BENCH=0 FAKE_BENCH_SECONDS=100 GPU_ALL_BUDGET=50 MULTI_PART=bench-ar DEVICES=0,1",
+                              "multi");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_LT(seconds, 50.0) << r.out;
+  EXPECT_NE(r.out.find("bench comm: exit 124"), std::string::npos) << "comm cut to the 20 s left:\n" << r.out;
+  EXPECT_NE(r.out.find("not run (GPU_ALL_BUDGET=50 spent): weave bench gemm-ar"), std::string::npos) << r.out;
+  std::ifstream summary(dir_ / "out" / "summary.txt");
+  const std::string text((std::istreambuf_iterator<char>(summary)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("RESULT: FAILED"), std::string::npos) << text;
+  // Time enough: the budget changes nothing.
+  const ScriptRun roomy = gpu_all("FAKE_BENCH=0 GPU_ALL_BUDGET=600 MULTI_PART=bench-ar DEVICES=0,1", "multi");
+  EXPECT_EQ(roomy.rc, 0) << roomy.out;
+  EXPECT_EQ(roomy.out.find("not run"), std::string::npos) << roomy.out;
 }
 
 // multi renders its benches' JSON after them (one PNG per file here: eight, so packed into
