@@ -10,6 +10,7 @@
 
 #include "fused/all_gather/plan.hpp"
 #include "fused/split_gemm_leg.hpp"
+#include "support/fused_config.hpp"
 #include "weave/gemm.hpp"
 
 using namespace weave;
@@ -22,13 +23,8 @@ GemmProblem problem(ScaleMode q, int64_t m, int64_t n, int64_t k, DType out = DT
 
 GemmAllGatherConfig ag_config(ScaleMode q, GemmAllGatherMode mode, int64_t n, int64_t k, int64_t m_max,
                               DType out = DType::kBF16) {
-  GemmAllGatherConfig c;
-  c.n = n;
-  c.k = k;
-  c.m_max = m_max;
-  c.quant = q;
+  GemmAllGatherConfig c = test::fused_op_config<GemmAllGatherConfig>(q, mode, n, k, m_max);
   c.out_dtype = out;
-  c.mode = mode;
   return c;
 }
 

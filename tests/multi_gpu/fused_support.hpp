@@ -16,6 +16,7 @@
 #include "common/check.hpp"
 #include "comm_support.hpp"
 #include "support/expect_error.hpp"
+#include "support/fused_config.hpp"  // fused_op_config
 #include "testing/gemm_operands.hpp"
 #include "testing/poison_nan.hpp"
 #include "weave/communicator.hpp"
@@ -25,18 +26,6 @@
 
 namespace weave::test {
 
-// A fused op's config: N, K (K_r for the reducing ops), m_max, quant and mode; the rest defaults
-// (bf16 output, raw scales).
-template <class Config>
-Config fused_op_config(ScaleMode quant, decltype(Config::mode) mode, int64_t n, int64_t k, int64_t m_max) {
-  Config c;
-  c.n = n;
-  c.k = k;
-  c.m_max = m_max;
-  c.quant = quant;
-  c.mode = mode;
-  return c;
-}
 
 // Builds an op, or returns null with the reason when its mode cannot run at this world (every rank
 // alike: the constructor's resolution is collective).

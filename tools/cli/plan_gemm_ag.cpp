@@ -21,7 +21,7 @@ class GemmAgPlanTrait final : public OpPlanTrait<GemmAgOptions, GemmAllGatherCon
   GemmAgPlanTrait(const GemmAgOptions& options, const FusedPlanOptions& o)
       : OpPlanTrait(options, o, gemm_ag_shapes, gemm_ag_config) {
     shape_.out = cfg_.out_dtype;
-    shape_.mode_needs_fused = cfg_.mode == GemmAllGatherMode::kFusedLsa || cfg_.mode == GemmAllGatherMode::kFusedCe;
+    shape_.mode_needs_fused = fused::gag_fused_mode(cfg_.mode);
   }
 
   const char* name() const override { return "gemm-ag"; }

@@ -182,12 +182,11 @@ GemmAllGather::Impl::Call GemmAllGather::Impl::plan_call(const GemmProblem& prob
   c.chunks = p.sched;
   c.plan = p.plan;
   c.pull = c.plan.mode == GemmAllGatherMode::kFusedCe && group->world_size() > 1;
-  const bool fused_mode = c.plan.mode == GemmAllGatherMode::kFusedLsa || c.plan.mode == GemmAllGatherMode::kFusedCe;
   // The split modes' GEMV reads dense scale rows only; other scales keep the tile. (c.leg points
   // into the plan cache: valid until its next at(), which nothing calls before the launch.)
-  if (!fused_mode && (p.leg.kind == fused::SplitLegKind::kSplitK ||
-                      (p.leg.kind == fused::SplitLegKind::kGemv && gemm::gemv_scales_dense(prob, s))))
-    c.leg = &p.leg;
+  const bool leg_runs = p.leg.kind == fused::SplitLegKind::kSplitK ||
+                        (p.leg.kind == fused::SplitLegKind::kGemv && gemm::gemv_scales_dense(prob, s));
+  if (!fused::gag_fused_mode(c.plan.mode) && leg_runs) c.leg = &p.leg;
   // mxfp8 on the bf16 route where it pays (never fused-ce): the conversion, then both kernels, either/or.
   if (mx && !c.pull && fused::mx_bf16_route_wanted(cfg.mx_route, prob, num_sms)) {
     c.route = mx.get();

@@ -162,9 +162,7 @@ GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m,
 }
 
 uint64_t gag_partials_bytes(const GemmAllGatherConfig& cfg, int ctas) {
-  if (cfg.mode == GemmAllGatherMode::kFusedLsa || cfg.mode == GemmAllGatherMode::kFusedCe ||
-      cfg.quant == ScaleMode::kMxfp8)
-    return 0;
+  if (gag_fused_mode(cfg.mode) || cfg.quant == ScaleMode::kMxfp8) return 0;
   const GemmProblem p{.m = cfg.m_max, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
                       .out_dtype = cfg.out_dtype};
   return split_k_partials_bound(p, ctas);
@@ -172,8 +170,7 @@ uint64_t gag_partials_bytes(const GemmAllGatherConfig& cfg, int ctas) {
 
 SplitGemmLeg gag_split_leg(const GemmAllGatherConfig& cfg, int64_t m, int ctas, bool gemv_room, bool use,
                            FusedTile forced) {
-  const bool fused_only = cfg.mode == GemmAllGatherMode::kFusedLsa || cfg.mode == GemmAllGatherMode::kFusedCe;
-  if (!use || forced.forced() || fused_only) return {};
+  if (!use || forced.forced() || gag_fused_mode(cfg.mode)) return {};
   const GemmProblem p{.m = m, .n = cfg.n, .k = cfg.k, .mode = cfg.quant, .scale_layout = cfg.scale_layout,
                       .out_dtype = cfg.out_dtype};
   return plan_split_gemm_leg(p, ctas, SplitLegRoom{.gemv = gemv_room, .scratch_bytes = gag_partials_bytes(cfg, ctas)});
@@ -259,8 +256,7 @@ GemmAllGatherPlan gag_plan(const GemmAllGatherConfig& cfg, int world, int64_t m,
       if (cfg.mode == GemmAllGatherMode::kSplitNccl && !nccl_available) why << " (unavailable: no NCCL communicator)";
       break;
   }
-  if (leg.kind != SplitLegKind::kTiles && p.mode != GemmAllGatherMode::kFusedLsa &&
-      p.mode != GemmAllGatherMode::kFusedCe) {
+  if (leg.kind != SplitLegKind::kTiles && !gag_fused_mode(p.mode)) {
     p.gemm_gemv = leg.kind == SplitLegKind::kGemv;
     p.gemm_split_k = leg.kind == SplitLegKind::kSplitK ? leg.plan.split_k : 1;
     why << "; " << leg.note;

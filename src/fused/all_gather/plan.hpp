@@ -79,6 +79,11 @@ std::string gag_fused_kernel_names(const GemmAllGatherConfig& cfg);
 GemmPlan gag_tile_plan(const GemmAllGatherConfig& cfg, int64_t m, int ctas,
                        const std::vector<gemm::TileCandidate>& cands, FusedTile forced = {});
 
+// fused-lsa or fused-ce: the modes whose GEMM epilogue stores and signals final tiles, so they
+// never run the split modes' GEMM leg (gag_split_leg) nor need its partials.
+inline bool gag_fused_mode(GemmAllGatherMode mode) {
+  return mode == GemmAllGatherMode::kFusedLsa || mode == GemmAllGatherMode::kFusedCe;
+}
 // Bytes of gag.partials, the split modes' K-split partials (fp32 [S, m, N], local only) on `ctas`
 // CTAs per rank: the most any call can need (split_k_partials_bound at m_max). 0 where no call
 // splits: mxfp8 (its own route), K < 2048, or an op whose mode never runs a split GEMM (fused-lsa,

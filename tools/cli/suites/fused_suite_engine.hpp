@@ -72,10 +72,10 @@ class SuiteRun {
 
   // fused_suite_rank.cu
   void run_rank(comm::Group& g, int64_t m, const References& refs, std::vector<ArmResult>& res);
-  void prepare_cublaslt(const RankCall& c);
-  // weave-gemm: weave::Gemm of cuBLASLt's problem (as a caller plans it: every SM, raw scales)
-  // into arm i's own C, one per weight copy; kUnsupported / kUnavailable make it unavailable.
-  void prepare_weave_gemm(const RankCall& c, size_t i);
+  void prepare_gemm_arms(const RankCall& c);
+  // weave-gemm: weave::Gemm of cuBLASLt's problem `prob` (as a caller plans it: every SM, raw
+  // scales) into arm i's own C, one per weight copy; kUnsupported / kUnavailable make it unavailable.
+  void prepare_weave_gemm(const RankCall& c, size_t i, const GemmProblem& prob);
   // A trait that gathers the input (FusedSuiteTrait::gathered_input_row): cuBLASLt arm i's gathered
   // A (its buffers or its window's regions) and what this rank sends; this rank's rows into slot r;
   // the buffers set up for this M (zero, slot r seeded, over NCCL gathered once: blockscale's

@@ -16,14 +16,15 @@
 
 namespace weave::cli::fused_bench {
 
-// cuBLASLt: per M, since its descriptors and algorithm are per shape. Where the trait gathers the
-// input, its GEMM is of the W m gathered rows, set up first (its scales are what cuBLASLt converts).
-void SuiteRun::prepare_cublaslt(const RankCall& c) {
+// The GEMM baselines, per M since their plans are per shape: weave-gemm's Gemms and cuBLASLt's
+// descriptors and algorithm. Where the trait gathers the input, their GEMM is of the W m gathered
+// rows, set up first (its scales are what cuBLASLt converts).
+void SuiteRun::prepare_gemm_arms(const RankCall& c) {
   const int64_t lt_rows = t_.gemm_rows(c.m, world_);
   const GemmProblem prob = problem(lt_rows);
   const size_t rows_bytes = static_cast<size_t>(lt_rows) * static_cast<size_t>(shape_.n) * dtype_bytes(shape_.out);
   for (size_t i = 0; i < arms_.size(); ++i) {
-    if (arms_[i].kind == ArmKind::kWeaveGemm) prepare_weave_gemm(c, i);
+    if (arms_[i].kind == ArmKind::kWeaveGemm) prepare_weave_gemm(c, i, prob);
     if (!is_cublaslt(arms_[i].kind)) continue;
     RankArm& a = c.st.arms[i];
     a.lt.reset();
@@ -47,9 +48,8 @@ void SuiteRun::prepare_cublaslt(const RankCall& c) {
   }
 }
 
-void SuiteRun::prepare_weave_gemm(const RankCall& c, size_t i) {
-  const int64_t rows = t_.gemm_rows(c.m, world_);
-  const GemmProblem prob = problem(rows);
+void SuiteRun::prepare_weave_gemm(const RankCall& c, size_t i, const GemmProblem& prob) {
+  const int64_t rows = prob.m;
   RankArm& a = c.st.arms[i];
   a.gemms.clear();
   a.unavailable = gemm_validate_problem(prob);
@@ -278,7 +278,7 @@ void SuiteRun::compare_with_reference_arm(const RankCall& c, const std::vector<s
 
 void SuiteRun::run_rank(comm::Group& g, int64_t m, const References& refs, std::vector<ArmResult>& res) {
   const RankCall c{g, m, refs, res, *states_[g.rank()]};
-  prepare_cublaslt(c);
+  prepare_gemm_arms(c);
   std::vector<size_t> runnable;
   for (size_t i = 0; i < arms_.size(); ++i) {
     res[i].unavailable = c.st.arms[i].unavailable;
