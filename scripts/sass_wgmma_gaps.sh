@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# What ptxas placed between the wgmmas of one group (WARPGROUP.ARRIVE ... WARPGROUP.DEPBAR), per
+# kernel of a binary. The warp issues in order, so an instruction there that waits on a load (a
+# shared-memory load's result multiplied before the next wgmma) holds back the rest of the group;
+# PTX order does not prevent it (docs/perf/gemm.md "scale loads"). Needs only cuobjdump, no GPU.
+#
+#   scripts/sass_wgmma_gaps.sh BINARY [NAME_FILTER]
+#
+# Prints one line per kernel with anything between its wgmmas (the gaps' loads and floating-point
+# instructions, in order), and a count of kernels where a gap holds a load and then an FMUL or
+# FFMA (the stall pattern). Exit 0, or 2 on bad arguments.
+set -euo pipefail
+if [ $# -lt 1 ] || [ ! -f "$1" ]; then
+  echo "usage: $0 BINARY [NAME_FILTER]  (BINARY: libweave.so, weave, a cubin; a readable file)" >&2
+  exit 2
+fi
+cuobjdump=${CUOBJDUMP:-$(command -v cuobjdump || true)}
+[ -n "$cuobjdump" ] || cuobjdump=/usr/local/cuda/bin/cuobjdump
+if [ ! -x "$cuobjdump" ]; then
+  echo "$0: cuobjdump not found (set CUOBJDUMP=path; it ships with the CUDA toolkit)" >&2
+  exit 2
+fi
+"$cuobjdump" -sass "$1" | awk -v filter="${2:-}" '
+  /Function :/ { fn = $3; in_group = 0; next }
+  filter != "" && index(fn, filter) == 0 { next }
+  /WARPGROUP.ARRIVE/ { in_group = 1; seen = 0; gap = ""; next }
+  /[QH]GMMA/ {
+    if (in_group) { if (seen && gap != "") gaps[fn] = gaps[fn] " [" gap " ]"; seen = 1; gap = "" }
+    next
+  }
+  /WARPGROUP.DEPBAR/ { in_group = 0; next }
+  in_group && seen {
+    for (i = 1; i <= NF; ++i) if ($i ~ /^(LDS|LDG|FMUL|FFMA|FADD)/) { gap = gap " " $i; break }
+  }
+  END {
+    stalls = 0
+    for (f in gaps) { print f ":" gaps[f]; if (gaps[f] ~ /LD[SG][^]]*F(MUL|FMA)/) ++stalls }
+    printf "%d kernel(s) with instructions between their wgmmas, %d with a load and then an FMUL/FFMA in one gap\n",
+           length(gaps), stalls
+  }'
