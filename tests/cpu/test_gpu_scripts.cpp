@@ -3,6 +3,7 @@
 // The run must exit non-zero when any test binary fails, a repeat fails, a bench fails, a plot
 // fails or a negative control passes, and its summary must say which (a failed plot beside the
 // tests' and benches' own verdicts, never instead of them); every script must parse (bash -n).
+// Also scripts/sass_wgmma_gaps.sh's count over a stand-in cuobjdump's SASS.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -258,6 +259,64 @@ TEST_F(GpuAllScript, MultiPlotsItsBenchesAndAPlotFailureIsALineOfItsOwn) {
   const ScriptRun none = gpu_all("", "multi");
   EXPECT_NE(none.out.find("plots: no bench JSON to render"), std::string::npos) << none.out;
   EXPECT_EQ(none.out.find("plots (scripts/plot_bench.py)"), std::string::npos) << none.out;
+}
+
+// scripts/sass_wgmma_gaps.sh over a stand-in cuobjdump's SASS: a kernel whose gap between two
+// wgmmas holds a load and then a multiply counts as the stall pattern; loads alone, a multiply
+// before the load, or anything after the group's wait are listed or ignored but never counted.
+TEST(SassWgmmaGaps, CountsOnlyALoadThenAMultiplyBetweenOneGroupsWgmmas) {
+  const fs::path dir = fs::temp_directory_path() / ("weave-sass-gaps-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  write_script(dir / "cuobjdump", R"(cat <<'SASS'
+		Function : k_stall
+        /*0010*/                   WARPGROUP.ARRIVE ;
+        /*0020*/                   QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR28], RZ, !UPT ;
+        /*0030*/                   LDS R4, [R6+0x34000] ;
+        /*0040*/                   FMUL R4, R7, R4 ;
+        /*0050*/                   QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR24], R24 ;
+        /*0060*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+		Function : k_loads_only
+        /*0010*/                   WARPGROUP.ARRIVE ;
+        /*0020*/                   QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR28], RZ, !UPT ;
+        /*0030*/                   LDS R4, [R6+0x34000] ;
+        /*0040*/                   QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR24], R24 ;
+        /*0050*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*0060*/                   FMUL R4, R7, R4 ;
+		Function : k_multiply_first
+        /*0010*/                   WARPGROUP.ARRIVE ;
+        /*0020*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR28], RZ, !UPT ;
+        /*0030*/                   FMUL R4, R7, R5 ;
+        /*0040*/                   LDS R5, [R6+0x34000] ;
+        /*0050*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR24], R24 ;
+        /*0060*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+		Function : k_clean
+        /*0010*/                   WARPGROUP.ARRIVE ;
+        /*0020*/                   QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR28], RZ, !UPT ;
+        /*0030*/                   QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR24], R24 ;
+        /*0040*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*0050*/                   LDS R4, [R6+0x34000] ;
+        /*0060*/                   FFMA R8, R24, R4, R8 ;
+SASS
+)");
+  const std::string run = "CUOBJDUMP=" + (dir / "cuobjdump").string() + " bash " + std::string(WEAVE_TEST_SOURCE_DIR) +
+                          "/scripts/sass_wgmma_gaps.sh " + (dir / "cuobjdump").string();
+  const ScriptRun all = run_shell(run);
+  EXPECT_EQ(all.rc, 0) << all.out;
+  EXPECT_NE(all.out.find("3 kernel(s) with instructions between their wgmmas, 1 with a load and then an FMUL/FFMA"),
+            std::string::npos)
+      << all.out;
+  EXPECT_NE(all.out.find("k_stall: [ LDS FMUL ]"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("k_multiply_first: [ FMUL LDS ]"), std::string::npos) << all.out;
+  EXPECT_EQ(all.out.find("k_clean"), std::string::npos) << all.out;
+  // The name filter keeps only the kernels it names.
+  const ScriptRun one = run_shell(run + " k_loads");
+  EXPECT_NE(one.out.find("1 kernel(s) with instructions between their wgmmas, 0 with"), std::string::npos) << one.out;
+  // No binary: usage, exit 2.
+  const ScriptRun bad = run_shell("bash " + std::string(WEAVE_TEST_SOURCE_DIR) + "/scripts/sass_wgmma_gaps.sh " +
+                                  (dir / "missing").string());
+  EXPECT_EQ(bad.rc, 2) << bad.out;
+  EXPECT_NE(bad.out.find("usage:"), std::string::npos) << bad.out;
+  fs::remove_all(dir);
 }
 
 TEST(GpuScripts, EveryScriptParses) {
