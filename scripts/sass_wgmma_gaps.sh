@@ -4,14 +4,17 @@
 # shared-memory load's result multiplied before the next wgmma) holds back the rest of the group;
 # PTX order does not prevent it (docs/perf/gemm.md "scale loads"). Needs only cuobjdump, no GPU.
 #
-#   scripts/sass_wgmma_gaps.sh BINARY [NAME_FILTER]
+#   scripts/sass_wgmma_gaps.sh [--check] BINARY [NAME_FILTER]
 #
 # Prints one line per kernel with anything between its wgmmas (the gaps' loads and floating-point
 # instructions, in order), and a count of kernels where a gap holds a load and then an FMUL or
-# FFMA (the stall pattern). Exit 0, or 2 on bad arguments.
+# FFMA (the stall pattern). Exit 0; with --check, 1 when any kernel has the pattern; 2 on bad
+# arguments or without cuobjdump.
 set -euo pipefail
+check=0
+if [ "${1:-}" = --check ]; then check=1; shift; fi
 if [ $# -lt 1 ] || [ ! -f "$1" ]; then
-  echo "usage: $0 BINARY [NAME_FILTER]  (BINARY: libweave.so, weave, a cubin; a readable file)" >&2
+  echo "usage: $0 [--check] BINARY [NAME_FILTER]  (BINARY: libweave.so, weave, a cubin; a readable file)" >&2
   exit 2
 fi
 cuobjdump=${CUOBJDUMP:-$(command -v cuobjdump || true)}
@@ -20,7 +23,7 @@ if [ ! -x "$cuobjdump" ]; then
   echo "$0: cuobjdump not found (set CUOBJDUMP=path; it ships with the CUDA toolkit)" >&2
   exit 2
 fi
-"$cuobjdump" -sass "$1" | awk -v filter="${2:-}" '
+"$cuobjdump" -sass "$1" | awk -v filter="${2:-}" -v check=$check '
   /Function :/ { fn = $3; in_group = 0; next }
   filter != "" && index(fn, filter) == 0 { next }
   /WARPGROUP.ARRIVE/ { in_group = 1; seen = 0; gap = ""; next }
@@ -37,4 +40,5 @@ fi
     for (f in gaps) { print f ":" gaps[f]; if (gaps[f] ~ /LD[SG][^]]*F(MUL|FMA)/) ++stalls }
     printf "%d kernel(s) with instructions between their wgmmas, %d with a load and then an FMUL/FFMA in one gap\n",
            length(gaps), stalls
+    if (check && stalls > 0) exit 1
   }'

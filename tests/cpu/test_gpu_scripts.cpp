@@ -263,7 +263,8 @@ TEST_F(GpuAllScript, MultiPlotsItsBenchesAndAPlotFailureIsALineOfItsOwn) {
 
 // scripts/sass_wgmma_gaps.sh over a stand-in cuobjdump's SASS: a kernel whose gap between two
 // wgmmas holds a load and then a multiply counts as the stall pattern; loads alone, a multiply
-// before the load, or anything after the group's wait are listed or ignored but never counted.
+// before the load, or anything after the group's wait are listed or ignored but never counted;
+// --check fails only where one is.
 TEST(SassWgmmaGaps, CountsOnlyALoadThenAMultiplyBetweenOneGroupsWgmmas) {
   const fs::path dir = fs::temp_directory_path() / ("weave-sass-gaps-" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -311,6 +312,12 @@ SASS
   // The name filter keeps only the kernels it names.
   const ScriptRun one = run_shell(run + " k_loads");
   EXPECT_NE(one.out.find("1 kernel(s) with instructions between their wgmmas, 0 with"), std::string::npos) << one.out;
+  // --check fails where a kernel has the pattern, and only there.
+  const std::string checked = "CUOBJDUMP=" + (dir / "cuobjdump").string() + " bash " +
+                              std::string(WEAVE_TEST_SOURCE_DIR) + "/scripts/sass_wgmma_gaps.sh --check " +
+                              (dir / "cuobjdump").string();
+  EXPECT_EQ(run_shell(checked).rc, 1);
+  EXPECT_EQ(run_shell(checked + " k_multiply_first").rc, 0);
   // No binary: usage, exit 2.
   const ScriptRun bad = run_shell("bash " + std::string(WEAVE_TEST_SOURCE_DIR) + "/scripts/sass_wgmma_gaps.sh " +
                                   (dir / "missing").string());
