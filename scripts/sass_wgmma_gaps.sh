@@ -9,7 +9,7 @@
 # Prints one line per kernel with anything between its wgmmas (the gaps' loads and floating-point
 # instructions, in order), and a count of kernels where a gap holds a load and then an FMUL or
 # FFMA (the stall pattern). Exit 0; with --check, 1 when any kernel has the pattern; 2 on bad
-# arguments or without cuobjdump.
+# arguments, without cuobjdump or when it fails (it needs nvdisasm too).
 set -euo pipefail
 check=0
 if [ "${1:-}" = --check ]; then check=1; shift; fi
@@ -23,7 +23,15 @@ if [ ! -x "$cuobjdump" ]; then
   echo "$0: cuobjdump not found (set CUOBJDUMP=path; it ships with the CUDA toolkit)" >&2
   exit 2
 fi
-"$cuobjdump" -sass "$1" | awk -v filter="${2:-}" -v check=$check '
+# cuobjdump -sass runs nvdisasm: look beside cuobjdump too (PyPI's packages share a bin/).
+export PATH="$(dirname "$cuobjdump"):$PATH"
+sass=$(mktemp)
+trap 'rm -f "$sass"' EXIT
+if ! "$cuobjdump" -sass "$1" >"$sass"; then
+  echo "$0: '$cuobjdump -sass $1' failed (above); nothing was checked" >&2
+  exit 2
+fi
+awk -v filter="${2:-}" -v check=$check '
   /Function :/ { fn = $3; in_group = 0; next }
   filter != "" && index(fn, filter) == 0 { next }
   /WARPGROUP.ARRIVE/ { in_group = 1; seen = 0; gap = ""; next }
@@ -41,4 +49,4 @@ fi
     printf "%d kernel(s) with instructions between their wgmmas, %d with a load and then an FMUL/FFMA in one gap\n",
            length(gaps), stalls
     if (check && stalls > 0) exit 1
-  }'
+  }' "$sass"

@@ -264,7 +264,7 @@ TEST_F(GpuAllScript, MultiPlotsItsBenchesAndAPlotFailureIsALineOfItsOwn) {
 // scripts/sass_wgmma_gaps.sh over a stand-in cuobjdump's SASS: a kernel whose gap between two
 // wgmmas holds a load and then a multiply counts as the stall pattern; loads alone, a multiply
 // before the load, or anything after the group's wait are listed or ignored but never counted;
-// --check fails only where one is.
+// --check fails only where one is; a failing cuobjdump is an error, not an empty count.
 TEST(SassWgmmaGaps, CountsOnlyALoadThenAMultiplyBetweenOneGroupsWgmmas) {
   const fs::path dir = fs::temp_directory_path() / ("weave-sass-gaps-" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -318,6 +318,14 @@ SASS
                               (dir / "cuobjdump").string();
   EXPECT_EQ(run_shell(checked).rc, 1);
   EXPECT_EQ(run_shell(checked + " k_multiply_first").rc, 0);
+  // A cuobjdump that fails (e.g. no nvdisasm beside it): exit 2 naming it, never a clean count.
+  write_script(dir / "cuobjdump_fails", "echo 'cuobjdump fatal   : Could not find executable file nvdisasm' >&2; exit 1\n");
+  const ScriptRun failed = run_shell("CUOBJDUMP=" + (dir / "cuobjdump_fails").string() + " bash " +
+                                     std::string(WEAVE_TEST_SOURCE_DIR) + "/scripts/sass_wgmma_gaps.sh --check " +
+                                     (dir / "cuobjdump").string());
+  EXPECT_EQ(failed.rc, 2) << failed.out;
+  EXPECT_NE(failed.out.find("nothing was checked"), std::string::npos) << failed.out;
+  EXPECT_EQ(failed.out.find("kernel(s)"), std::string::npos) << failed.out;
   // No binary: usage, exit 2.
   const ScriptRun bad = run_shell("bash " + std::string(WEAVE_TEST_SOURCE_DIR) + "/scripts/sass_wgmma_gaps.sh " +
                                   (dir / "missing").string());
