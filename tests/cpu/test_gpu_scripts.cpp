@@ -299,9 +299,12 @@ TEST(SassWgmmaGaps, CountsOnlyALoadThenAMultiplyBetweenOneGroupsWgmmas) {
         /*0060*/                   FFMA R8, R24, R4, R8 ;
 SASS
 )");
-  const std::string run = "CUOBJDUMP=" + (dir / "cuobjdump").string() + " bash " + std::string(WEAVE_TEST_SOURCE_DIR) +
-                          "/scripts/sass_wgmma_gaps.sh " + (dir / "cuobjdump").string();
-  const ScriptRun all = run_shell(run);
+  // `CUOBJDUMP=dir/tool sass_wgmma_gaps.sh [flags] BINARY [filter]`; the stand-in's own file serves as BINARY.
+  auto gaps = [&](const std::string& tool, const std::string& flags, const std::string& filter = "") {
+    return run_shell("CUOBJDUMP=" + (dir / tool).string() + " bash " + std::string(WEAVE_TEST_SOURCE_DIR) +
+                     "/scripts/sass_wgmma_gaps.sh " + flags + " " + (dir / "cuobjdump").string() + " " + filter);
+  };
+  const ScriptRun all = gaps("cuobjdump", "");
   EXPECT_EQ(all.rc, 0) << all.out;
   EXPECT_NE(all.out.find("3 kernel(s) with instructions between their wgmmas, 1 with a load and then an FMUL/FFMA"),
             std::string::npos)
@@ -310,19 +313,14 @@ SASS
   EXPECT_NE(all.out.find("k_multiply_first: [ FMUL LDS ]"), std::string::npos) << all.out;
   EXPECT_EQ(all.out.find("k_clean"), std::string::npos) << all.out;
   // The name filter keeps only the kernels it names.
-  const ScriptRun one = run_shell(run + " k_loads");
+  const ScriptRun one = gaps("cuobjdump", "", "k_loads");
   EXPECT_NE(one.out.find("1 kernel(s) with instructions between their wgmmas, 0 with"), std::string::npos) << one.out;
   // --check fails where a kernel has the pattern, and only there.
-  const std::string checked = "CUOBJDUMP=" + (dir / "cuobjdump").string() + " bash " +
-                              std::string(WEAVE_TEST_SOURCE_DIR) + "/scripts/sass_wgmma_gaps.sh --check " +
-                              (dir / "cuobjdump").string();
-  EXPECT_EQ(run_shell(checked).rc, 1);
-  EXPECT_EQ(run_shell(checked + " k_multiply_first").rc, 0);
+  EXPECT_EQ(gaps("cuobjdump", "--check").rc, 1);
+  EXPECT_EQ(gaps("cuobjdump", "--check", "k_multiply_first").rc, 0);
   // A cuobjdump that fails (e.g. no nvdisasm beside it): exit 2 naming it, never a clean count.
   write_script(dir / "cuobjdump_fails", "echo 'cuobjdump fatal   : Could not find executable file nvdisasm' >&2; exit 1\n");
-  const ScriptRun failed = run_shell("CUOBJDUMP=" + (dir / "cuobjdump_fails").string() + " bash " +
-                                     std::string(WEAVE_TEST_SOURCE_DIR) + "/scripts/sass_wgmma_gaps.sh --check " +
-                                     (dir / "cuobjdump").string());
+  const ScriptRun failed = gaps("cuobjdump_fails", "--check");
   EXPECT_EQ(failed.rc, 2) << failed.out;
   EXPECT_NE(failed.out.find("nothing was checked"), std::string::npos) << failed.out;
   EXPECT_EQ(failed.out.find("kernel(s)"), std::string::npos) << failed.out;
