@@ -65,6 +65,7 @@ void SuiteRun::prepare_weave_gemm(const RankCall& c, size_t i, const GemmProblem
   try {
     // Emulated world: planned for the rank's SM share, as the op's grids are (share_plan.hpp).
     GemmPlanOverrides pinned;
+    std::string share_note;
     if (emulated_) {
       int sms = 0;
       WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c.g.device()));
@@ -72,12 +73,14 @@ void SuiteRun::prepare_weave_gemm(const RankCall& c, size_t i, const GemmProblem
       const GemmPlan plan = gemm_plan(prob, share);
       pinned = overrides_from(prob, plan);
       const std::string unpinned = share_plan_unpinned(plan);
-      a.share_plan = plan_summary(plan) + " (planned for " + std::to_string(share) + " SMs of " + std::to_string(sms) +
-                     (unpinned.empty() ? "" : "; " + unpinned) + ")";
+      share_note = " (planned for " + std::to_string(share) + " SMs of " + std::to_string(sms) +
+                   (unpinned.empty() ? "" : "; " + unpinned) + ")";
       a.share_reason = plan.reason;
     }
     for (const auto& b : c.st.b)
       a.gemms.emplace_back(prob, in.a, b.view, GemmScales{in.scale_a, b.scale_view}, cv, pinned);
+    // What runs: the share's plan, but for what share_plan_unpinned names.
+    if (emulated_) a.share_plan = plan_summary(a.gemms.front().plan()) + share_note;
   } catch (const Error& e) {
     if (e.status() != Status::kUnsupported && e.status() != Status::kUnavailable) throw;
     a.gemms.clear();
