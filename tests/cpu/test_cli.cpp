@@ -740,13 +740,13 @@ TEST(Cli, GemmRsHelpStatesTheMRule) {
   EXPECT_NE(bench.out.find("gemm-rs: GemmReduceScatter modes per M"), std::string::npos) << bench.out;
 }
 
-// Every fused suite offers the weave-gemm arm (weave::Gemm of the rows its gemm-only arm computes)
-// and says what the closing ratio is.
+// Every fused suite offers the weave-gemm arm (weave::Gemm of the rows its gemm-only arm computes,
+// in the emulated world planned for the rank's SM share) and says what the closing ratio is.
 TEST(Cli, FusedSuitesHoldGemmOnlyToWeaveGemm) {
   for (const char* suite : {"gemm-ar", "gemm-rs", "gemm-ag", "ag-gemm"}) {
     const CliRun r = run_weave({"bench", suite, "--help"});
     EXPECT_EQ(r.rc, 0) << r.out;
-    for (const char* says : {"weave-gemm", "weave::Gemm of", "gemm-only / weave-gemm"})
+    for (const char* says : {"weave-gemm", "weave::Gemm of", "gemm-only / weave-gemm", "planned for the rank's SM share"})
       EXPECT_NE(r.out.find(says), std::string::npos) << suite << ": " << says << " missing:\n" << r.out;
     const CliRun bad = run_weave({"bench", suite, "--arms", "weave-gem"});
     EXPECT_EQ(bad.rc, 2) << bad.out;

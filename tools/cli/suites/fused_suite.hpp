@@ -199,6 +199,7 @@ struct ArmResult {
   double rel_l2 = -1;               // largest relative L2 error against the reference over the checks; -1: none
   std::string unavailable;
   std::string resolved, reason;     // auto: the mode it ran and why
+  std::string gemm_plan, gemm_plan_reason;  // weave-gemm, emulated world: its SM share's plan and why
   bool ran = false;
 };
 

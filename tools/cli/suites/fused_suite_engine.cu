@@ -28,6 +28,7 @@
 #include "cli/preset_options.hpp"
 #include "cli/registry.hpp"
 #include "comm/collective_impl.hpp"
+#include "comm/protocol.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "testing/gpu_reference.hpp"
@@ -75,10 +76,13 @@ void SuiteRun::print_header(int device) const {
       if (a.kind == ArmKind::kCublasLt)
         std::printf("# %s; cublaslt: the %d ranks' cuBLASLt GEMMs are not capped to an SM share (weave's grids are)\n",
                     kEmulatedLabel, world_);
-      if (a.kind == ArmKind::kWeaveGemm)
-        std::printf("# %s; weave-gemm: the %d ranks' weave::Gemm calls are planned for every SM, as a caller's are "
-                    "(the op's grids are capped to an SM share)\n",
-                    kEmulatedLabel, world_);
+      if (a.kind == ArmKind::kWeaveGemm) {
+        int sms = 0;
+        WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        std::printf("# %s; weave-gemm: the %d ranks' weave::Gemm calls are planned for the rank's SM share (%d SMs "
+                    "of %d), like the op's grids, and forced to that plan (a decode GEMV's K split excepted)\n",
+                    kEmulatedLabel, world_, comm::rank_sm_share(sms, world_), sms);
+      }
     }
   }
   std::fflush(stdout);

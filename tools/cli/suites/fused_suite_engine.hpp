@@ -32,6 +32,7 @@ struct RankArm {
   bench::DeviceBuffer lt_a, lt_sa;       // a trait that gathers the input: the gathered A [W m, k] and its scales
   std::unique_ptr<SymmetricWindow> sym;  // cublaslt+nccl-sym: "c" (and "out", or "a" and "sa") in an NCCL symmetric window
   std::string unavailable;               // why the arm cannot run here (the same on every rank)
+  std::string share_plan, share_reason;  // weave-gemm, emulated world: the SM share's plan its Gemms are forced to
 };
 
 class SuiteRun {
@@ -74,7 +75,8 @@ class SuiteRun {
   void run_rank(comm::Group& g, int64_t m, const References& refs, std::vector<ArmResult>& res);
   void prepare_gemm_arms(const RankCall& c);
   // weave-gemm: weave::Gemm of cuBLASLt's problem `prob` (as a caller plans it: every SM, raw
-  // scales) into arm i's own C, one per weight copy; kUnsupported / kUnavailable make it unavailable.
+  // scales; in the emulated world planned for the rank's SM share and forced to that plan) into arm
+  // i's own C, one per weight copy; kUnsupported / kUnavailable make it unavailable.
   void prepare_weave_gemm(const RankCall& c, size_t i, const GemmProblem& prob);
   // A trait that gathers the input (FusedSuiteTrait::gathered_input_row): cuBLASLt arm i's gathered
   // A (its buffers or its window's regions) and what this rank sends; this rank's rows into slot r;

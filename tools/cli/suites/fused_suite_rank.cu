@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/share_plan.hpp"
 #include "cli/suites/fused_suite_engine.hpp"
+#include "comm/protocol.hpp"
 #include "comm/timeout.hpp"
 #include "common/check.hpp"
 #include "testing/gpu_reference.hpp"
@@ -52,6 +54,8 @@ void SuiteRun::prepare_weave_gemm(const RankCall& c, size_t i, const GemmProblem
   const int64_t rows = prob.m;
   RankArm& a = c.st.arms[i];
   a.gemms.clear();
+  a.share_plan.clear();
+  a.share_reason.clear();
   a.unavailable = gemm_validate_problem(prob);
   if (!a.unavailable.empty()) return;
   a.lt_c = bench::DeviceBuffer(static_cast<size_t>(rows) * static_cast<size_t>(shape_.n) * dtype_bytes(shape_.out));
@@ -59,10 +63,28 @@ void SuiteRun::prepare_weave_gemm(const RankCall& c, size_t i, const GemmProblem
   const LtInput in = lt_input(c, i);
   const TensorView cv = TensorView::matrix(a.lt_c.get(), shape_.out, rows, shape_.n, c.g.device());
   try {
-    for (const auto& b : c.st.b) a.gemms.emplace_back(prob, in.a, b.view, GemmScales{in.scale_a, b.scale_view}, cv);
+    // Emulated world: planned for the rank's SM share, as the op's grids are (share_plan.hpp).
+    GemmPlanOverrides pinned;
+    std::string share_note;
+    if (emulated_) {
+      int sms = 0;
+      WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, c.g.device()));
+      const int share = comm::rank_sm_share(sms, c.g.ranks_per_device());
+      const GemmPlan plan = gemm_plan(prob, share);
+      pinned = overrides_from(prob, plan);
+      const std::string unpinned = share_plan_unpinned(plan);
+      share_note = " (planned for " + std::to_string(share) + " SMs of " + std::to_string(sms) +
+                   (unpinned.empty() ? "" : "; " + unpinned) + ")";
+      a.share_reason = plan.reason;
+    }
+    for (const auto& b : c.st.b)
+      a.gemms.emplace_back(prob, in.a, b.view, GemmScales{in.scale_a, b.scale_view}, cv, pinned);
+    // What runs: the share's plan, but for what share_plan_unpinned names.
+    if (emulated_) a.share_plan = plan_summary(a.gemms.front().plan()) + share_note;
   } catch (const Error& e) {
     if (e.status() != Status::kUnsupported && e.status() != Status::kUnavailable) throw;
     a.gemms.clear();
+    a.share_plan.clear();
     a.unavailable = e.message();
     return;
   }
@@ -282,6 +304,8 @@ void SuiteRun::run_rank(comm::Group& g, int64_t m, const References& refs, std::
   std::vector<size_t> runnable;
   for (size_t i = 0; i < arms_.size(); ++i) {
     res[i].unavailable = c.st.arms[i].unavailable;
+    res[i].gemm_plan = c.st.arms[i].share_plan;
+    res[i].gemm_plan_reason = c.st.arms[i].share_reason;
     if (res[i].unavailable.empty()) res[i].unavailable = t_.unavailable_at(arms_[i], m);
     if (res[i].unavailable.empty()) runnable.push_back(i);
   }

@@ -67,10 +67,16 @@ void SuiteRun::Rows::add(int64_t m, const std::vector<std::vector<ArmResult>>& r
   std::fprintf(stderr, "weave bench %s: m=%lld:%s\n", run_.name_, static_cast<long long>(m), progress.c_str());
   if (!std::isnan(base_.gemm) && !std::isnan(base_.comm) && !std::isnan(base_.fused))
     summary_lines_.push_back(overlap_line(m, base_.gemm, base_.comm, base_.fused, run_.emulated_));
-  if (!std::isnan(base_.gemm) && !std::isnan(base_.weave_gemm))
+  if (!std::isnan(base_.gemm) && !std::isnan(base_.weave_gemm)) {
+    // Emulated world: which plan of the SM share weave::Gemm was held to.
+    std::string share_plan;
+    for (size_t i = 0; i < arms.size(); ++i)
+      if (arms[i].kind == ArmKind::kWeaveGemm && !res[0][i].gemm_plan.empty()) share_plan = "; " + res[0][i].gemm_plan;
     summary_lines_.push_back(fmt("m=%lld: gemm-only / weave-gemm = %.3f (the op's GEMM leg against weave::Gemm of the "
-                                 "same rows, same run)",
-                                 static_cast<long long>(m), base_.gemm / base_.weave_gemm));
+                                 "same rows, same run",
+                                 static_cast<long long>(m), base_.gemm / base_.weave_gemm) +
+                             share_plan + ")");
+  }
 }
 
 bench::Row SuiteRun::Rows::row_of(int64_t m, size_t i, const std::vector<std::vector<ArmResult>>& res,
@@ -124,9 +130,13 @@ bench::Row SuiteRun::Rows::row_of(int64_t m, size_t i, const std::vector<std::ve
   if (rel_l2 >= 0) row.extra["rel_l2_vs_reference"] = rel_l2;
   if (arm.kind == ArmKind::kCublasLt && run_.emulated_)
     row.extra["note"] = "the ranks' cuBLASLt GEMMs are not capped to an SM share (weave's grids are)";
-  if (arm.kind == ArmKind::kWeaveGemm && run_.emulated_)
-    row.extra["note"] = "the ranks' weave::Gemm calls are planned for every SM of the GPU, as a caller's are (the op's "
-                        "grids are capped to an SM share)";
+  if (arm.kind == ArmKind::kWeaveGemm && run_.emulated_) {
+    row.extra["note"] = "the ranks' weave::Gemm calls are planned for the rank's SM share, like the op's grids";
+    if (!res[0][i].gemm_plan.empty()) {
+      row.extra["gemm_plan"] = res[0][i].gemm_plan;
+      row.extra["gemm_plan_reason"] = res[0][i].gemm_plan_reason;
+    }
+  }
   if (arm.kind == ArmKind::kCommOnly && run_.emulated_)
     row.extra["note"] = "includes one empty kernel per call (ends the PDL chain of lsa calls; see --help)";
   if (!unavailable.empty() || timing.samples == 0) return row;
