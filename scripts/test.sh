@@ -2,8 +2,7 @@
 # The test command (README; .ci/run calls exactly this). Installs what is missing, builds
 # everything (all CUDA code compiles without a GPU), runs every test through CTest: CPU tests run,
 # GPU and multi-GPU tests run where Hopper GPUs are visible and are reported as Skipped, with the
-# reason, where not. Checks libweave.so exports only weave's API and that no kernel waits on a
-# load between its wgmmas (SASS), installs the Python package
+# reason, where not. Checks libweave.so exports only weave's API, installs the Python package
 # (pip install .) into a venv and runs its pytest suite (CPU part here). Then builds once more with every transport compiled out and runs the CPU tests
 # that cover those diagnostics, so the compiled-out paths cannot rot.
 set -euo pipefail
@@ -19,30 +18,6 @@ cmake --build build -j "$jobs"
 
 echo "== libweave.so exports only weave's API =="
 bash scripts/check_exports.sh build/src/libweave.so
-
-echo "== SASS: no kernel waits on a load between its wgmmas =="
-# ptxas once moved blockscale's scale loads between a group's wgmmas, unnoticed, with the source in
-# the intended order (docs/perf/gemm.md "scale loads"); this fails the build if any kernel has that.
-# cuobjdump from the toolkit, else PyPI's (with the nvdisasm it runs) into the build's venv.
-cuobjdump=$(command -v cuobjdump || true)
-if [ -z "$cuobjdump" ]; then
-  [ -x build/pyvenv/bin/python ] || python3 -m venv build/pyvenv
-  sass_tools=build/pyvenv/sass-tools
-  [ -x "$sass_tools/nvidia/cu13/bin/cuobjdump" ] ||
-    build/pyvenv/bin/python -m pip install -q --target "$sass_tools" "nvidia-cuda-cuobjdump>=13,<14" \
-      "nvidia-cuda-nvdisasm>=13,<14" || echo "(could not install cuobjdump from PyPI)"
-  [ -x "$sass_tools/nvidia/cu13/bin/cuobjdump" ] && cuobjdump=$sass_tools/nvidia/cu13/bin/cuobjdump
-fi
-if [ -n "$cuobjdump" ]; then
-  if ! CUOBJDUMP=$cuobjdump bash scripts/sass_wgmma_gaps.sh --check build/src/libweave.so >build/sass_gaps.txt; then
-    cat build/sass_gaps.txt
-    echo "FAILED: a kernel waits on a load between its wgmmas (above; docs/perf/gemm.md \"scale loads\")" >&2
-    exit 1
-  fi
-  tail -1 build/sass_gaps.txt
-else
-  echo "SKIPPED: no cuobjdump (not in the CUDA toolkit here, not installable from PyPI)"
-fi
 
 echo "== GPUs =="
 ./build/weave info | sed -n '3,4p'

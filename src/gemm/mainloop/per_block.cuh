@@ -46,9 +46,6 @@ struct MainloopPerBlock {
           Tile::Mma::mma(blk, ring.desc_a(s, j, ks), ring.desc_b(s, ks), ks > 0 ? 1u : 0u);
         ptx::wgmma_commit_group_sync_aligned();
         if constexpr (kScaled) {
-          // bar.warp.sync orders memory accesses, so ptxas keeps the loads below after the slice's
-          // wgmmas (it had moved them between; the warp is converged: a NOP). docs/perf/gemm.md.
-          __syncwarp();
           if (j == 0) {
             const uint32_t slot = ring.stage_scales(s);
             sb = Scale::template col_scale<Tile>(slot);
