@@ -2,7 +2,8 @@
 # What ptxas placed between the wgmmas of one group (WARPGROUP.ARRIVE ... WARPGROUP.DEPBAR), per
 # kernel of a binary. The warp issues in order, so an instruction there that waits on a load (a
 # shared-memory load's result multiplied before the next wgmma) holds back the rest of the group;
-# PTX order does not prevent it (docs/perf/gemm.md "scale loads"). Needs only cuobjdump, no GPU.
+# PTX order does not prevent it (docs/perf/gemm.md "scale loads": there, measured, the stall cost
+# less than holding the loads back, so a gap is a lead for a profile, not a fault). Needs only cuobjdump.
 #
 #   scripts/sass_wgmma_gaps.sh [--check] BINARY [NAME_FILTER]
 #
