@@ -88,7 +88,8 @@ std::optional<DecodeRoute> parse_decode_route(std::string_view name) noexcept;
 struct GemmPlanOverrides {
   int block_m = 0, block_n = 0;  // tile shape, one of the built tiles
   int grid = 0;                  // persistent CTAs
-  int split_k = 0;               // 1 = no split, 2..16 = split K that many ways (fp32 partials)
+  int split_k = 0;               // 1 = no split, 2..16 = split K that many ways (fp32 partials);
+                                 // with decode_route = kGemv: the GEMV's K split (CTAs per cluster)
   int group_rows = 0;            // row blocks per L2 group of the tile order
   MxRoute mx_route = MxRoute::kAuto;  // mxfp8 only
   ScaleARoute scale_a_route = ScaleARoute::kAuto;  // blockscale with scale_layout raw only

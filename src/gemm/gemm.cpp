@@ -113,6 +113,7 @@ struct Gemm::Impl {
   const gemm::GemmInstance* instance = nullptr;  // null on the GEMV path
   gemm::LocalKernelArgs args{};
   detail::GemvArgs gemv{};
+  int gemv_split = 0;      // the GEMV's K split forced (split_k beside decode_route = gemv); 0: the launch plans it
   bool allow_pdl = false;  // set_allow_pdl: the GEMV launched with programmatic stream serialization
   gemm::MainloopDebug debug;  // debug-only knobs (environment at construction)
   bool skip_mx_rerun = false;  // debug negative control (WEAVE_GEMM_DEBUG_SKIP_MX_RERUN)
@@ -239,6 +240,7 @@ Gemm::Gemm(const GemmProblem& problem, TensorView a, TensorView b, GemmScales sc
   check_operands(problem, a, b, scales, c, im.device);
   WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&im.num_sms, cudaDevAttrMultiProcessorCount, im.device));
   im.plan = gemm_plan(problem, im.num_sms, overrides);
+  if (im.plan.gemv && overrides.decode_route == DecodeRoute::kGemv) im.gemv_split = overrides.split_k;
   im.ws_layout = workspace_layout(problem, im.plan);
   if (im.plan.gemv) gemm::check_gemv_scales(problem, scales);
   im.debug = gemm::MainloopDebug::from_env();
@@ -357,6 +359,7 @@ void Gemm::run(cudaStream_t stream) const {
   if (im.plan.gemv) {
     detail::GemvArgs args = im.gemv;
     args.pdl = im.allow_pdl;
+    args.split = im.gemv_split;
     detail::gemv_launch(args, im.num_sms, stream);
     return;
   }

@@ -40,19 +40,26 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
   WEAVE_EXPECT_ARG(blockscale_raw || overrides.scale_a_route == ScaleARoute::kAuto,
                    "override 'scale_a_route': applies to mode blockscale with scale_layout raw only (mode "
                        << to_string(problem.mode) << ", scale_layout " << to_string(problem.scale_layout) << ")");
-  // A forced tile, K split, cluster, mxfp8 route, A-scale route or decode_route = tiles asks for the tiled kernels.
-  const bool tile_override = overrides.block_m != 0 || overrides.block_n != 0 || overrides.split_k >= 2 ||
+  // A forced tile, K split, cluster, mxfp8 route, A-scale route or decode_route = tiles asks for the tiled
+  // kernels; beside decode_route = gemv, split_k is the GEMV's K split (its cluster size).
+  const bool gemv_forced = overrides.decode_route == DecodeRoute::kGemv;
+  const bool tile_override = overrides.block_m != 0 || overrides.block_n != 0 || (!gemv_forced && overrides.split_k >= 2) ||
                              overrides.cluster == 2 || overrides.mx_route != MxRoute::kAuto ||
                              overrides.scale_a_route != ScaleARoute::kAuto;
   const bool tile_forced = tile_override || overrides.decode_route == DecodeRoute::kTiles;
-  if (overrides.decode_route == DecodeRoute::kGemv) {
+  if (gemv_forced) {
     const std::string gemv_why = problem.m > detail::kGemvMaxM
                                      ? "m = " + std::to_string(problem.m) + " > " + std::to_string(detail::kGemvMaxM)
                                      : detail::gemv_unsupported_reason(problem);
     WEAVE_EXPECT_ARG(gemv_why.empty(), "override 'decode_route' = gemv: the GEMV cannot run this problem: " << gemv_why);
     WEAVE_EXPECT_ARG(!tile_override && overrides.grid == 0 && overrides.group_rows == 0,
                      "override 'decode_route' = gemv: conflicts with a tiled-kernel override (block_m, block_n, "
-                     "grid, split_k, cluster, group_rows, mx_route, scale_a_route)");
+                     "grid, cluster, group_rows, mx_route, scale_a_route)");
+    // Each CTA of the cluster needs at least one 64-byte step of K.
+    const int64_t k_steps = (problem.k * (problem.mode == ScaleMode::kBF16 ? 2 : 1) + 63) / 64;
+    WEAVE_EXPECT_ARG(overrides.split_k <= k_steps,
+                     "override 'split_k' = " << overrides.split_k << " with decode_route = gemv: the GEMV splits K "
+                         "in 64-byte steps, and K = " << problem.k << " has " << k_steps << ", so at most " << k_steps);
   }
   if (overrides.decode_route == DecodeRoute::kTiles) {
     const auto v = gemm::gemm_problem_violations(problem);
@@ -69,7 +76,7 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
       GemmPlan plan;
       plan.gemv = true;
       plan.kernel = "gemv";
-      const detail::GemvConfig cfg = detail::gemv_config(problem, num_sms);
+      const detail::GemvConfig cfg = detail::gemv_config(problem, num_sms, gemv_forced ? overrides.split_k : 0);
       plan.grid = static_cast<int>(cfg.n_blocks * cfg.split);
       plan.split_k = cfg.split;
       plan.reason = route.reason + " (" + cfg.describe() + ")";

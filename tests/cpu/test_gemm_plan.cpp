@@ -399,6 +399,31 @@ TEST(GemmPlanInstances, DecodeRouteFollowsTheMeasuredRule) {
   both.block_m = 128;
   both.block_n = 128;
   expect_refused(problem(4, 8192, 4096, ScaleMode::kBF16), both, "the GEMV with a forced tile");
+  // Beside decode_route = gemv, split_k is the GEMV's K split: taken as given (any 1..16 within K's
+  // 64-byte steps), where without the route it still asks for the tiled kernels.
+  const GemmProblem decode = problem(4, 7168, 2048, ScaleMode::kBF16);
+  const int planned = gemm_plan(decode, 132).split_k;
+  for (int split : {1, 3, 16}) {
+    GemmPlanOverrides forced = gemv;
+    forced.split_k = split;
+    const GemmPlan plan = gemm_plan(decode, 132, forced);
+    EXPECT_TRUE(plan.gemv);
+    EXPECT_EQ(plan.split_k, split) << plan.reason;
+    EXPECT_EQ(plan.grid, (7168 / 128) * split) << plan.reason;
+  }
+  EXPECT_NE(planned, 3);  // the override, not the planner, made the split above
+  GemmPlanOverrides split_only;
+  split_only.split_k = 2;
+  EXPECT_FALSE(gemm_plan(decode, 132, split_only).gemv);
+  GemmPlanOverrides too_many = gemv;
+  too_many.split_k = 3;  // K = 64 bf16 is two 64-byte steps
+  try {
+    gemm_plan(problem(4, 7168, 64, ScaleMode::kBF16), 132, too_many);
+    ADD_FAILURE() << "a 3-way GEMV split of two K steps was planned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("override 'split_k' = 3 with decode_route = gemv"), std::string::npos) << e.what();
+  }
   expect_refused(problem(16, 100, 4096, ScaleMode::kBF16), tiles, "the tiles at N = 100 (rows of C not 16-byte)");
   // The tiled kernels cannot run N = 100 (rows of C must be 16-byte multiples): the GEMV takes it.
   EXPECT_TRUE(gemm_plan(problem(24, 100, 4096, ScaleMode::kBF16), 132).gemv);

@@ -1,6 +1,6 @@
 // weave-gemm's share plan (tools/cli/share_plan.hpp): weave::Gemm's plan for a rank's SM share,
 // forced through GemmPlanOverrides, is what the planner then takes on every SM of the GPU, field
-// by field; the decode GEMV keeps its route (no override pins its K split). CPU only.
+// by field, the decode GEMV's route and K split included. CPU only.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -91,33 +91,36 @@ TEST(ShareSmPlan, ForcedOnEverySmTheTiledPlanIsTheShares) {
   }
 }
 
-// The GEMV takes its route and nothing else: its K split is the one the planner makes for the SM
-// count it is given (weave::Gemm: the device's), which share_plan_unpinned says.
-TEST(ShareSmPlan, GemvKeepsItsRoute) {
+// The GEMV takes its route and the share's K split (override split_k beside decode_route = gemv),
+// also where the whole GPU's plan splits otherwise (ForcedGemvSplitDiffersSomewhere).
+TEST(ShareSmPlan, GemvTakesTheSharesSplit) {
   for (const GemmProblem& p : problems()) {
     for (int sms : shares()) {
       const GemmPlan share = gemm_plan(p, sms);
       if (!share.gemv) continue;
-      SCOPED_TRACE(what(p, sms));
+      SCOPED_TRACE(what(p, sms) + ": " + share.reason);
       const GemmPlanOverrides o = cli::overrides_from(p, share);
       EXPECT_EQ(o.decode_route, DecodeRoute::kGemv);
+      EXPECT_EQ(o.split_k, share.split_k);
       const GemmPlan pinned = gemm_plan(p, kH100Sms, o);
       EXPECT_TRUE(pinned.gemv);
       EXPECT_EQ(pinned.kernel, share.kernel);
-      EXPECT_EQ(pinned.split_k, gemm_plan(p, kH100Sms).split_k);
-      EXPECT_NE(cli::share_plan_unpinned(share).find("GEMV"), std::string::npos);
+      EXPECT_EQ(pinned.split_k, share.split_k);
+      EXPECT_EQ(pinned.grid, share.grid);
+      EXPECT_EQ(cli::share_plan_unpinned(share), "");
     }
   }
 }
 
 // The cases exercise what the overrides must pin: a share plan unlike the whole GPU's, each route.
 TEST(ShareSmPlan, CasesCoverEveryRoute) {
-  int gemv = 0, split = 0, unlike_gpu = 0, mx_bf16 = 0, mx_native = 0, mn_copy = 0, as_given = 0;
+  int gemv = 0, gemv_split_unlike_gpu = 0, split = 0, unlike_gpu = 0, mx_bf16 = 0, mx_native = 0, mn_copy = 0, as_given = 0;
   for (const GemmProblem& p : problems()) {
     const GemmPlan gpu = gemm_plan(p, kH100Sms);
     for (int sms : shares()) {
       const GemmPlan s = gemm_plan(p, sms);
       gemv += s.gemv;
+      gemv_split_unlike_gpu += s.gemv && gpu.gemv && s.split_k != gpu.split_k;
       split += !s.gemv && s.split_k > 1;
       unlike_gpu += !s.gemv && (s.kernel != gpu.kernel || s.grid != gpu.grid || s.split_k != gpu.split_k);
       mx_bf16 += s.mx_dequant;
@@ -128,6 +131,7 @@ TEST(ShareSmPlan, CasesCoverEveryRoute) {
     }
   }
   EXPECT_GT(gemv, 0);
+  EXPECT_GT(gemv_split_unlike_gpu, 0);
   EXPECT_GT(split, 0);
   EXPECT_GT(unlike_gpu, 0);
   EXPECT_GT(mx_bf16, 0);

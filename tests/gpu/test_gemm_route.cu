@@ -15,14 +15,20 @@
 //    forced tile really leaves the GEMV, and mxfp8 packed (not a GEMV layout) goes to the tiles;
 //  - SetOperandsRepointsTheGemv: set_operands that re-checks but does not refresh the GEMV's
 //    arguments (the output would still be the first operand set's);
+//  - ForcedSplitIsTheSplitLaunched: GemmPlanOverrides::split_k beside decode_route = gemv planned
+//    but not passed to the launch (the GEMV would run the planner's split);
 //  - RefusesNonDenseScales: a padded blockscale B / mxfp8 scale tensor on the GEMV route accepted
 //    (the GEMV reads them densely, so it would silently use the padding as scales), a refusal
 //    that does not name the argument, and a refused set_operands that half-updated the plan.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
+#include "gemm/operands.hpp"
 #include "gemm/planner.hpp"
+#include "gemv/gemv.hpp"
 #include "support/expect_error.hpp"
 #include "support/gpu.hpp"
 #include "test_gemm_support.hpp"
@@ -142,6 +148,52 @@ TEST(GemmGemvRoute, SetOperandsRepointsTheGemv) {
     expect_clean(run_repeated(g, o2, c2, DType::kF32, 3, nullptr), o2, DType::kF32,
                  describe(o2, DType::kF32) + " set 2", 3);
   }
+}
+
+// split_k beside decode_route = gemv is the K split the GEMV launches with: the output is bitwise the
+// GEMV's launched directly at that split (detail::gemv_launch, the same arguments), and right against
+// the reference. Splits unlike the planner's, so a Gemm that dropped the override would launch the
+// planner's split and differ in bits (fp32 out, random inputs: the sums' order differs); checked: split 1
+// and split 5 give different bits here, else the comparison could not see a dropped override.
+TEST(GemmGemvRoute, ForcedSplitIsTheSplitLaunched) {
+  WEAVE_REQUIRE_GPUS(1);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  int num_sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  for (const ScaleMode mode : {ScaleMode::kBF16, ScaleMode::kPtpc}) {
+    const OperandSet o = make_operands(mode, 4, 392, 4096, 4500 + static_cast<int>(mode), false);
+    GemmProblem p = o.p;
+    p.out_dtype = DType::kF32;
+    const size_t bytes = static_cast<size_t>(p.m * p.n) * 4;
+    const int planned = gemm_plan(p, num_sms).split_k;
+    std::vector<std::vector<char>> by_split;
+    for (const int split : {1, 5}) {
+      const std::string what = std::string(to_string(mode)) + " split " + std::to_string(split);
+      ASSERT_NE(split, planned) << what << ": the planner's own split cannot show the override";
+      GemmPlanOverrides forced = kGemv;
+      forced.split_k = split;
+      Guarded c(bytes), direct(bytes);
+      const TensorView cv = TensorView::matrix(c.get(), DType::kF32, p.m, p.n, 0);
+      Gemm g(p, o.va, o.vb, o.scales, cv, forced);
+      ASSERT_TRUE(g.plan().gemv) << what;
+      ASSERT_EQ(g.plan().split_k, split) << what << ": " << g.plan().reason;
+      expect_clean(run_repeated(g, o, c, DType::kF32, 3, stream), o, DType::kF32, what, 3);
+      detail::GemvArgs args = gemm::make_gemv_args(p, o.va, o.vb, o.scales, direct.get(), p.n);
+      args.split = split;
+      bench::poison_nan(direct.get(), bytes, DType::kF32, stream);
+      detail::gemv_launch(args, num_sms, stream);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      std::vector<char> from_gemm(bytes), launched(bytes);
+      ASSERT_EQ(cudaMemcpy(from_gemm.data(), c.get(), bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(launched.data(), direct.get(), bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+      EXPECT_EQ(from_gemm, launched) << what << ": weave::Gemm did not launch the forced split";
+      by_split.push_back(from_gemm);
+    }
+    EXPECT_NE(by_split[0], by_split[1]) << to_string(mode) << ": splits 1 and 5 agree bitwise, so this test cannot "
+                                           "tell a forced split from another";
+  }
+  cudaStreamDestroy(stream);
 }
 
 TEST(GemmGemvRoute, RefusesNonDenseScales) {

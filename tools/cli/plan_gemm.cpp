@@ -118,10 +118,11 @@ int run_plan_gemm(const PlanGemmOptions& o) {
       return usage_error(std::string(override_option(e.message())) + ": " + e.message());
     refused = e.message();  // this build cannot run it (a kernel not built): a report, exit 1
   }
-  if (refused.empty() && plan.gemv && (o.grid > 0 || o.split_k > 0))
+  // A K split reaches the GEMV only beside --decode-route gemv (it is then the cluster split).
+  if (refused.empty() && plan.gemv && (o.grid > 0 || (o.split_k > 0 && ov.decode_route != DecodeRoute::kGemv)))
     return usage_error(std::string(o.grid > 0 ? "--grid" : "--split-k") + ": m = " + std::to_string(p.m) +
-                       " goes to the decode GEMV, which takes no grid or K-split override (force the tiled "
-                       "kernels with --tile)");
+                       " goes to the decode GEMV, which takes no grid override and a K split only with "
+                       "--decode-route gemv (force the tiled kernels with --tile or --decode-route tiles)");
 
   std::printf("problem: m=%lld n=%lld k=%lld quant=%s out=%s layout=%s sms=%d\n", static_cast<long long>(p.m),
               static_cast<long long>(p.n), static_cast<long long>(p.k), o.quant.c_str(), o.out.c_str(),
@@ -206,7 +207,7 @@ void add_plan_gemm(CLI::App& plan) {
   c->add_option("--tile", opts->tile, "force a tile, BMxBN (e.g. 128x256); one of the built tiles");
   c->add_option("--grid", opts->grid, "force the persistent grid size (1 .. --sms); 0 = planner's choice")
       ->check(int_range(0, gemm::kMaxSms))->capture_default_str();
-  c->add_option("--split-k", opts->split_k, "force a K split (1 = none, 2..16); 0 = planner's choice")
+  c->add_option("--split-k", opts->split_k, "force a K split (1 = none, 2..16; with --decode-route gemv: the GEMV's cluster split along K); 0 = planner's choice")
       ->check(int_range(0, gemm::kMaxSplitK))->capture_default_str();
   c->add_option("--cluster", opts->cluster,
                 "CTAs per cluster: 1 | 2 (pairs of CTAs along M load each shared B tile once, multicast to both; "

@@ -6,8 +6,9 @@ namespace weave::cli {
 
 GemmPlanOverrides overrides_from(const GemmProblem& problem, const GemmPlan& plan) {
   GemmPlanOverrides o;
-  if (plan.gemv) {  // the planner refuses any tiled-kernel override beside this route
+  if (plan.gemv) {  // the route and its K split (the planner refuses any tiled-kernel override beside it)
     o.decode_route = DecodeRoute::kGemv;
+    o.split_k = plan.split_k;
     return o;
   }
   o.decode_route = DecodeRoute::kTiles;
@@ -26,7 +27,6 @@ GemmPlanOverrides overrides_from(const GemmProblem& problem, const GemmPlan& pla
 }
 
 std::string share_plan_unpinned(const GemmPlan& plan) {
-  if (plan.gemv) return "the decode GEMV's K split and grid are planned for every SM (weave::Gemm takes no override for them)";
   if (plan.mx_dequant)
     return "the mxfp8 native fallback (run only for scale bytes outside [10, 246]) is planned for every SM";
   return "";

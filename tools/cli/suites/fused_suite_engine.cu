@@ -80,7 +80,7 @@ void SuiteRun::print_header(int device) const {
         int sms = 0;
         WEAVE_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
         std::printf("# %s; weave-gemm: the %d ranks' weave::Gemm calls are planned for the rank's SM share (%d SMs "
-                    "of %d), like the op's grids, and forced to that plan (a decode GEMV's K split excepted)\n",
+                    "of %d), like the op's grids, and forced to that plan\n",
                     kEmulatedLabel, world_, comm::rank_sm_share(sms, world_), sms);
       }
     }
