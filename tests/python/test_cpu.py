@@ -64,6 +64,16 @@ def test_plan_decode_route_refusals():
     assert "override 'decode_route' = gemv" in str(e.value) and "m = 33 > 32" in str(e.value)
 
 
+def test_plan_gemv_split_beside_the_gemv_route():
+    # split_k beside decode_route="gemv" is the GEMV's K split; without the route it asks for the tiles.
+    p = weave.plan_gemm(4, 7168, 2048, decode_route="gemv", split_k=3)
+    assert p.gemv and p.split_k == 3 and p.grid == 56 * 3, p
+    assert not weave.plan_gemm(4, 7168, 2048, split_k=2).gemv
+    with pytest.raises(weave.ArgumentError) as e:
+        weave.plan_gemm(4, 7168, 64, decode_route="gemv", split_k=3)  # bf16 K 64: two 64-byte steps
+    assert "override 'split_k' = 3 with decode_route = gemv" in str(e.value)
+
+
 def test_plan_overrides_and_layouts():
     assert weave.plan_gemm(256, 512, 8192, "bf16", split_k=4).split_k == 4
     assert weave.plan_gemm(4096, 4096, 2048, block_m=128, block_n=128).block_n == 128
