@@ -76,7 +76,14 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
       GemmPlan plan;
       plan.gemv = true;
       plan.kernel = "gemv";
-      const detail::GemvConfig cfg = detail::gemv_config(problem, num_sms, gemv_forced ? overrides.split_k : 0);
+      const int forced_split = gemv_forced ? overrides.split_k : 0;
+      detail::GemvConfig cfg;
+      try {
+        cfg = detail::gemv_config(problem, num_sms, forced_split);
+      } catch (const Error& e) {  // a forced split the GEMV refuses is the override's error
+        if (forced_split == 0 || e.status() != Status::kInvalidArgument) throw;
+        WEAVE_EXPECT_ARG(false, "override 'split_k' = " << forced_split << " with decode_route = gemv: " << e.message());
+      }
       plan.grid = static_cast<int>(cfg.n_blocks * cfg.split);
       plan.split_k = cfg.split;
       plan.reason = route.reason + " (" + cfg.describe() + ")";

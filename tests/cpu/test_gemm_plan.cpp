@@ -424,6 +424,16 @@ TEST(GemmPlanInstances, DecodeRouteFollowsTheMeasuredRule) {
     EXPECT_EQ(e.status(), Status::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("override 'split_k' = 3 with decode_route = gemv"), std::string::npos) << e.what();
   }
+  GemmPlanOverrides unsplit = gemv;
+  unsplit.split_k = 1;  // ptpc M 32, K 16384 unsplit: A's slice needs 515 KB of shared memory
+  try {
+    gemm_plan(problem(32, 4096, 16384, ScaleMode::kPtpc), 132, unsplit);
+    ADD_FAILURE() << "an unsplit GEMV whose A slice cannot fit was planned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), Status::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("override 'split_k' = 1 with decode_route = gemv"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("shared memory"), std::string::npos) << e.what();
+  }
   expect_refused(problem(16, 100, 4096, ScaleMode::kBF16), tiles, "the tiles at N = 100 (rows of C not 16-byte)");
   // The tiled kernels cannot run N = 100 (rows of C must be 16-byte multiples): the GEMV takes it.
   EXPECT_TRUE(gemm_plan(problem(24, 100, 4096, ScaleMode::kBF16), 132).gemv);
