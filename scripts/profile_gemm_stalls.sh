@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Where weave's GEMM kernel stalls, per SASS instruction: Nsight Compute's warp-state sampling
-# (SourceCounters) for one launch of the planner's kernel at one shape, L2-hot, clocks left alone.
+# (SourceCounters) for one launch of the planner's kernel at one shape, L2-hot (HOT=0: cold), clocks
+# left alone.
 #   bash scripts/profile_gemm_stalls.sh BIN_DIR OUT_DIR MxNxK:quant[:out] [TOP]
 # LAUNCH_SKIP=n profiles the (n+1)-th GEMM launch instead: the bench validates its weave arms in
 # order, so for blockscale LAUNCH_SKIP=1 is the mn-major arm (weave-mn) after the raw one.
+# KERNEL_REGEX (default sm90_gemm_kernel) picks another kernel, e.g. gemv_stream_kernel for the bf16
+# decode GEMV at M <= 8; HOT=0 runs the bench with cold weights (ncu flushes the caches before the
+# launch too), which a memory-bound GEMV needs to be profiled as it runs.
 # Writes OUT_DIR/<spec>.ncu-rep and OUT_DIR/<spec>.source.csv, then prints the TOP (default 30)
 # instructions by stall samples with their leading stall reasons, and the kernel's warp-state summary.
 set -uo pipefail
@@ -15,8 +19,8 @@ ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || ls /opt/nvidia
 [ -n "$ncu" ] || { echo "profile_gemm_stalls: ncu not found" >&2; exit 1; }
 name=$(echo "$spec" | tr ':x' '__')
 "$ncu" --clock-control none --set none --section SourceCounters --section WarpStateStats \
-  --kernel-name regex:'sm90_gemm_kernel' --launch-skip "${LAUNCH_SKIP:-0}" --launch-count 1 -f -o "$outdir/$name" \
-  "$bin/weave" bench gemm --hot -w 0 -i 1 --calls 1 --no-idle-gate --cpu-ref-max 0 \
+  --kernel-name regex:"${KERNEL_REGEX:-sm90_gemm_kernel}" --launch-skip "${LAUNCH_SKIP:-0}" --launch-count 1 -f -o "$outdir/$name" \
+  "$bin/weave" bench gemm $([ "${HOT:-1}" = 0 ] || echo --hot) -w 0 -i 1 --calls 1 --no-idle-gate --cpu-ref-max 0 \
   --shapes "$shape" --quant "$quant" --out "$outdt" >"$outdir/$name.log" 2>&1 || { tail -20 "$outdir/$name.log"; exit 1; }
 "$ncu" -i "$outdir/$name.ncu-rep" --page details --section WarpStateStats --csv 2>/dev/null |
   awk -F'","' '{print $(NF-2) " = " $NF}' | tr -d '"' | grep -v "^Metric Name" | head -40
