@@ -55,8 +55,8 @@ GemmPlan gemm_plan(const GemmProblem& problem, int num_sms, const GemmPlanOverri
     WEAVE_EXPECT_ARG(!tile_override && overrides.grid == 0 && overrides.group_rows == 0,
                      "override 'decode_route' = gemv: conflicts with a tiled-kernel override (block_m, block_n, "
                      "grid, cluster, group_rows, mx_route, scale_a_route)");
-    // Each CTA of the cluster needs at least one 64-byte step of K.
-    const int64_t k_steps = (problem.k * (problem.mode == ScaleMode::kBF16 ? 2 : 1) + 63) / 64;
+    // Each CTA of the cluster gets at least one 64-byte step of K, as the GEMV's own planner keeps them.
+    const int64_t k_steps = detail::gemv_k_steps(problem);
     WEAVE_EXPECT_ARG(overrides.split_k <= k_steps,
                      "override 'split_k' = " << overrides.split_k << " with decode_route = gemv: the GEMV splits K "
                          "in 64-byte steps, and K = " << problem.k << " has " << k_steps << ", so at most " << k_steps);

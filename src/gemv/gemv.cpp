@@ -236,6 +236,8 @@ void check_call(const GemmProblem& problem, int num_sms, int split) {
 
 }  // namespace
 
+int64_t gemv_k_steps(const GemmProblem& problem) { return ceil_div(problem.k * elem_bytes(problem.mode), kStepBytes); }
+
 GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_override, GemvArgs::Path path,
                        RingShape ring, const GemvResidency& residency, bool one_wave, int depth, int stages,
                        int landing_granule) {
@@ -297,7 +299,7 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
   auto best_split = [&](WeightPath wp) -> std::optional<GemvConfig> {
     std::optional<GemvConfig> best;
     double best_us = 0;
-    const int max_split = static_cast<int>(std::min<int64_t>(kGemvMaxSplit, ceil_div(k_bytes, kStepBytes)));
+    const int max_split = static_cast<int>(std::min<int64_t>(kGemvMaxSplit, gemv_k_steps(problem)));
     for (int s = 1; s <= max_split; ++s) {
       const GemvConfig shape = shaped(wp, s);
       if (!fits(shape)) continue;

@@ -140,6 +140,8 @@ GemvConfig gemv_config(const GemmProblem& problem, int num_sms, int split_overri
                        GemvArgs::Path path = GemvArgs::Path::kAuto, RingShape ring = {},
                        const GemvResidency& residency = {}, bool one_wave = false, int depth = 0, int stages = 0,
                        int landing_granule = 1);
+// K's 64-byte steps (the unit the GEMV's K split shares out): the planner splits at most this many ways.
+int64_t gemv_k_steps(const GemmProblem& problem);
 // The K split gemv_launch plans for `problem` on `num_sms` SMs on the registers path (split 0): what
 // the all-reduce epilogue's planner (a registers kernel) takes where it fits one wave. Every path
 // sums K in the same order at one split, so GemmAllReduce's decode mode, which runs that split,
