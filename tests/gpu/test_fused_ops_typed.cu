@@ -213,12 +213,12 @@ TYPED_TEST(EmulatedFusedOp, FusedEqualsSplitBitwiseAndMatchesReference) {
 // Every tile the op may run (its candidates: built with its fused epilogue and the local store,
 // fused/tile_choice.hpp), forced on every arm: fused == split bitwise and the reference, every
 // quant at W = 2 (the bf16 quant at W = 3 too), M of one row, a partial tile, several tiles and
-// a partial band; N 640 leaves a partial column tile for the 256- and 160-wide tiles. The
+// a partial band; N 672 leaves a partial column tile at every width (64, 128, 160 and 256). The
 // planner reaches only some tiles at the other tests' shapes; this holds every built instance.
 TYPED_TEST(EmulatedFusedOp, EveryBuiltTileFusedEqualsSplit) {
   using T = TypeParam;
   WEAVE_REQUIRE_GPUS(1);
-  const OpShape shape{640, 1024, 1024};
+  const OpShape shape{672, 1024, 1024};
   const std::vector<int64_t> ms = {1, 77, 300, 1000};
   for (int world : {2, 3}) {
     bench::EmulatedWorld ew(world, 0, T::kNumericsTimeoutS);

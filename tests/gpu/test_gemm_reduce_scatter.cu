@@ -185,6 +185,61 @@ TEST(EmulatedGemmReduceScatter, FusedEqualsSplitAndTheAllReducesBandBitwise) {
   }
 }
 
+// Every tile the op may run (GemmAllReduce's candidates: the same fused kernels, here with
+// no_gather), forced on fused and split-lsa: the same bytes, within the summed reference. W = 2,
+// every quant; M 512 and 1024 are whole bands at every tile height; N 672 leaves a partial column
+// tile at every width (64, 128, 160, 256).
+TEST(EmulatedGemmReduceScatter, EveryBuiltTileFusedEqualsSplit) {
+  WEAVE_REQUIRE_GPUS(1);
+  const int64_t n = 672, k = 1024, m_max = 1024;
+  const int world = 2;
+  bench::EmulatedWorld ew(world, 0, 20);
+  int tiles = 0;
+  for (const test::QuantCase& q : ArTraits::kQuants) {
+    const auto cands = fused::gar_tile_candidates(fused::grs_ar_config(rs_config(q, Mode::kFused, n, k, m_max)));
+    EXPECT_GE(cands.size(), q.quant == ScaleMode::kMxfp8 ? 1u : 4u) << q.name << ": the tiles built";
+    for (const auto& t : cands) {
+      SCOPED_TRACE(std::string(q.name) + " tile " + std::to_string(t.block_m) + "x" + std::to_string(t.block_n));
+      ++tiles;
+      ew.run([&](comm::Group& g) {
+        const int dev = g.device(), r = g.rank();
+        fused::GemmAllReduceHooks h;
+        h.tile = {t.block_m, t.block_n};
+        auto fused = make(g, rs_config(q, Mode::kFused, n, k, m_max), h);
+        auto lsa = make(g, rs_config(q, Mode::kSplitLsa, n, k, m_max), h);
+        std::vector<bench::DeviceOperand> bs;
+        for (int s = 0; s < world; ++s)
+          bs.push_back(bench::upload_operand(
+              bench::quantize_parallel(bench::random_operand(301 + s, n, k), n, k, q.quant, ref::Operand::kB), dev));
+        Stream st;
+        for (int64_t m : {int64_t(512), m_max}) {
+          ASSERT_TRUE(fused::grs_fused_fits(m, world) && m % (int64_t(world) * t.block_m) == 0) << "m " << m;
+          const std::vector<bench::DeviceOperand> as = test::upload_every_a(world, 700 + m, m, k, q.quant, dev);
+          test::LayoutScales held;
+          const GemmScales sc = test::scales_in_layout(q.layout, as[r], bs[r], held);
+          const int64_t rows = m / world;
+          const size_t bytes = static_cast<size_t>(rows * n) * 2;
+          const std::vector<uint8_t> got_fused = test::poisoned_call(g, *fused, m, as[r].view, bs[r].view, sc, bytes, st.s);
+          const std::vector<uint8_t> got_lsa = test::poisoned_call(g, *lsa, m, as[r].view, bs[r].view, sc, bytes, st.s);
+          EXPECT_EQ(got_fused, got_lsa) << "m " << m << ": fused differs from split-lsa";
+          const GemmProblem p{.m = m, .n = n, .k = k, .mode = q.quant, .scale_layout = ScaleLayout::kRaw,
+                              .out_dtype = DType::kBF16};
+          test::SummedReference want(as, bs, p, st.s);
+          bench::DeviceBuffer got(bytes);
+          got.upload(got_fused.data(), bytes);
+          const size_t row0 = static_cast<size_t>(r * rows * n);
+          const ref::Comparison cmp = bench::gpu_compare(
+              TensorView::matrix(got.get(), DType::kBF16, rows, n, dev), want.sum.as<float>() + row0,
+              bench::reduced_gemm_tolerance(q.quant, world), st.s, want.mag.as<float>() + row0);
+          EXPECT_EQ(cmp.wrong, 0) << "m " << m << ": " << cmp.wrong << " of " << cmp.count << " beyond the bound";
+          EXPECT_LT(cmp.rel_l2, test::kFusedRelL2Bound) << "m " << m;
+        }
+      });
+    }
+  }
+  std::printf("  GemmReduceScatter W2: %d quant x tile cases (fused == split-lsa, reference)\n", tiles);
+}
+
 // The fused protocol's negative controls (W = 2, one chunk per band of 256 tiles, every tile's
 // stores 2 ms late on the slow rank):
 //  - partial wait skipped, or the chunk election off (a chunk's flag after its first tile), with

@@ -84,6 +84,7 @@ struct EpilogueAllReduce {
   static constexpr bool kHasCallHooks = true;
   static constexpr bool kMultiDestination = true;
   static constexpr bool kHasCombineHook = true;
+  static constexpr bool kStripWidthMaps = true;  // the op builds its maps with epi_box_bytes (64 or 128)
   // One copy of the GEMM consumer role (gemm/kernel.cuh single_consumer_role): with the role
   // compiled per debug-flag value, this epilogue's registers made ptxas spill 68-972 bytes.
   static constexpr bool kSingleConsumerRole = true;
@@ -167,7 +168,8 @@ struct EpilogueAllReduce {
     // acc, which holds the own term until its turn). A load per value behind a loop over peers was
     // one L2 round trip each. The peer loop is unrolled to kArMaxWorld (a runtime loop, or batches
     // of the whole row of 16 chunks, made the mxfp8 kernels spill).
-    constexpr int kChunks = kAcc / 4, kBatch = kSlices > 1 ? 4 : 8;
+    // A 160-wide tile has 20 chunks: batches of 4 there (8 where they divide the row).
+    constexpr int kChunks = kAcc / 4, kBatch = kSlices > 1 || kChunks % 8 != 0 ? 4 : 8;
     static_assert(kChunks % kBatch == 0, "n8 chunks per slice must split into batches");
 #pragma unroll
     for (int j = 0; j < kSlices; ++j)

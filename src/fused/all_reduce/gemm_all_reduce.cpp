@@ -360,11 +360,12 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
     e.sched = call.sched;
     e.no_gather = leg == fused::ArLeg::kReduceScatter ? 1 : 0;
     const WindowHandle& h = rt->window().handle();
-    e.tma_c = gemm::make_epilogue_map("the output", out_local(), DType::kBF16, 1, m, cfg.n, cfg.n);
+    const int box = call.kernels->fused->epi_box_bytes;  // (kStripWidthMaps: every map at the strip width)
+    e.tma_c = gemm::make_epilogue_map("the output", out_local(), DType::kBF16, 1, m, cfg.n, cfg.n, box);
     for (int st = 1; st < w && !pull && !e.no_gather; ++st) {  // fused-ce (and reduce-scatter) store to the own rows only
       const int peer = comm::peer_at(r, st, w);
       e.tma_peer[st - 1] = gemm::make_epilogue_map("the output (a peer's copy)", h.base[peer] + layout.out,
-                                                   DType::kBF16, 1, m, cfg.n, cfg.n);
+                                                   DType::kBF16, 1, m, cfg.n, cfg.n, box);
     }
     for (int d = 0; d < w && !pull; ++d) {
       if (d == r && !scatter) continue;  // fused-rs: the own band's partials go to this rank's own slot
@@ -372,7 +373,7 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
       const int64_t rows = std::min<int64_t>(int64_t(fused::ar_band_end(e.sched, d)) * block_m, m) - row0;
       if (rows <= 0) continue;  // an empty band: no tile goes there
       char* slot = h.base[d] + layout.staging + static_cast<size_t>(r) * layout.slot_stride;
-      e.tma_stage[d] = gemm::make_epilogue_map("a peer's staging slot", slot, DType::kBF16, 1, rows, cfg.n, cfg.n);
+      e.tma_stage[d] = gemm::make_epilogue_map("a peer's staging slot", slot, DType::kBF16, 1, rows, cfg.n, cfg.n, box);
     }
     e.p = rt->proto();
     e.staging = layout.staging;
@@ -422,7 +423,8 @@ void GemmAllReduce::Impl::enqueue(const GemmProblem& prob, const TensorView& a, 
   }
   gemm::LocalKernelArgs args{};
   args.main = main;
-  args.epi.tma_c = gemm::make_epilogue_map("the output", out_local(), DType::kBF16, 1, m, cfg.n, cfg.n);
+  args.epi.tma_c = gemm::make_epilogue_map("the output", out_local(), DType::kBF16, 1, m, cfg.n, cfg.n,
+                                           call.kernels->local->epi_box_bytes);
   fused::launch_either(*call.kernels->local, call.kernels->local_bf16, args, gp.grid, route, rc, stream);
   if (call.mode == GemmAllReduceMode::kGemmOnly || w == 1) return;
   // reduce-scatter in place: the partial's rows of band r reduce into themselves (in + r * count == out).
