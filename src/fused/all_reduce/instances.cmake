@@ -9,7 +9,7 @@ weave_gemm_scheduler(bandround "::weave::fused::BandRoundScheduler" "fused/all_r
 list(APPEND WEAVE_GEMM_INSTANCE_SPECS
   "bf16 bf16 128x128 allreduce bandround" "bf16 bf16 128x256 allreduce bandround"
   "bf16 bf16 256x128 allreduce bandround" "bf16 bf16 128x160 allreduce bandround" "bf16 bf16 128x64 allreduce bandround"
-  "bf16 bf16 64x128 allreduce bandround" "bf16 bf16 64x256 allreduce bandround"
+  "bf16 bf16 64x128 allreduce bandround" "bf16 bf16 64x256 allreduce bandround" "bf16 bf16 64x64 allreduce bandround"
   "ptpc bf16 128x128 allreduce bandround" "ptpc bf16 256x128 allreduce bandround"
   "ptpc bf16 128x64 allreduce bandround" "ptpc bf16 64x128 allreduce bandround"
   "ptpc bf16 64x256 allreduce bandround"
