@@ -3,12 +3,20 @@
 # short summary last. Full logs are packed into $OUT/logs.tgz, JSON results and the summary are
 # copied to $OUT (few files: a remote run may bring back only a handful); multi also renders its
 # bench JSON into PNGs ($OUT/plots/, or $OUT/plots.tgz past four).
-#   on the GPU machine, with .deps/ copied along:  bash scripts/gpu_all.sh [quick|tests|bench|gemm|comm|fused|multi]
+#   on the GPU machine, with .deps/ copied along:  bash scripts/gpu_all.sh [quick|tests|bench|gemm|comm|fused|leg|multi]
 # quick: tests + the default (short) bench suites; tests / bench: only that half; gemm: the GPU
 # tests and the gemm and decode suites only; comm: the multi-GPU tests and the comm suite only; fused: the
 # GPU and multi-GPU tests, then the emulated fused tests repeated and the gemm-ag / gemm-ar /
-# gemm-rs / ag-gemm suites in the emulated world; multi: the run for a machine of 2+ GPUs (below);
-# default: all.
+# gemm-rs / ag-gemm suites in the emulated world; leg: the fused operators' GEMM leg against
+# weave::Gemm (below), benches only; multi: the run for a machine of 2+ GPUs (below); default: all.
+# leg (issue 41 item 1, one GPU): each fused suite over every preset of its op (gemm-rs over the
+# gemm-ar layers, ag-gemm over AG_GEMM_PRESET in bf16 and ptpc) with --arms gemm-only,weave-gemm,
+# in the emulated world W = 2 (weave::Gemm planned for the rank's SM share) and at world 1
+# (LEG_WORLDS, default "2 1"; LEG_ARGS, default "-m 64,256,1024,4096 -i 5 --no-idle-gate"), then
+# every `gemm-only / weave-gemm` ratio in one table and how many pass LEG_TOLERANCE (default 1.02,
+# the issue's target). A ratio past it is a finding for the notes, not a failure: the run fails
+# only when a bench fails. About 10-15 s per run: 34 runs with the shipped presets, so split the
+# worlds over two device calls (LEG_WORLDS=2, then 1) or set GPU_ALL_BUDGET.
 # multi: every multi-GPU test (tests/multi_gpu, one rank per GPU over real NCCL: the collectives and
 # the four fused operators, every mode, bitwise against split and against an NCCL-reduced
 # reference, graph replays across the epoch wrap, a delayed rank, a PDL consumer, the soaks, a peer
@@ -123,7 +131,7 @@ fi
 verdict_pass "weave info" $?
 cat "$LOGS/info.txt"
 
-if [ "$mode" != bench ] && ! { [ "$mode" = multi ] && [ "$multi_tests" = 0 ]; }; then
+if [ "$mode" != bench ] && [ "$mode" != leg ] && ! { [ "$mode" = multi ] && [ "$multi_tests" = 0 ]; }; then
   labels="gpu multi_gpu"; [ "$mode" = gemm ] && labels=gpu; { [ "$mode" = comm ] || [ "$mode" = multi ]; } && labels=multi_gpu
   for label in $labels; do
     t1=$(date +%s)
@@ -151,7 +159,7 @@ fi
 
 # SANITIZE=1: compute-sanitizer memcheck and racecheck over GemmSanitizer.* (every GEMM instance
 # once, the mxfp8 route with and without its rerun) after the tests; each bounded by SANITIZE_TIMEOUT.
-if [ "${SANITIZE:-0}" = 1 ] && [ "$mode" != bench ]; then
+if [ "${SANITIZE:-0}" = 1 ] && [ "$mode" != bench ] && [ "$mode" != leg ]; then
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
   if [ -z "$cs" ]; then
     note "sanitizers: compute-sanitizer not found (skipped)"
@@ -277,6 +285,43 @@ elif [ "$mode" = multi ]; then
       note "llama_on_weave $q, TP $ngpu: exit $rc; $(grep -E '^  (prefill|decode)' "$LOGS/llama_on_weave_$q.log" | tr -s ' ' | paste -sd ';')"
     done
   fi
+elif [ "$mode" = leg ]; then
+  leg_benches=()
+  for op in gemm-ar gemm-rs gemm-ag ag-gemm; do
+    case $op in
+      gemm-rs) presets=$("$BIN"/weave plan --presets 2>/dev/null | awk '$2 == "gemm-ar" {print $1}') ;;
+      ag-gemm) presets=${AG_GEMM_PRESET:-llama3-70b.gate_up_proj} ;;
+      *) presets=$("$BIN"/weave plan --presets 2>/dev/null | awk -v op="$op" '$2 == op {print $1}') ;;
+    esac
+    if [ -z "$presets" ]; then
+      verdict_pass "weave plan --presets ($op)" 1
+      note "leg: no preset listed by weave plan --presets for $op"
+      continue
+    fi
+    for p in $presets; do
+      quants=default; [ "$op" = ag-gemm ] && quants="bf16 ptpc"
+      for q in $quants; do
+        for w in ${LEG_WORLDS:-2 1}; do
+          name="leg_${op//-/_}_${p}_w$w"; [ "$q" = default ] || name="${name}_$q"
+          bench "$name" "$op" --preset "$p" $([ "$q" = default ] || echo --quant "$q") \
+            $([ "$w" = 1 ] || echo --emulate-world "$w") --arms gemm-only,weave-gemm \
+            ${LEG_ARGS:--m 64,256,1024,4096 -i 5 --no-idle-gate}
+          leg_benches+=("$name")
+        done
+      done
+    done
+  done
+  # Every ratio the benches printed ("m=M: gemm-only / weave-gemm = R (...)"), one line each.
+  for name in "${leg_benches[@]}"; do
+    sed -n 's/^m=\([0-9]*\): gemm-only \/ weave-gemm = \([0-9.]*\).*/\1 \2/p' "$LOGS/bench_$name.txt" |
+      while read -r m ratio; do echo "$name $m $ratio"; done
+  done >"$LOGS/leg_ratios.txt"
+  cp "$LOGS/leg_ratios.txt" "$OUT/" 2>/dev/null
+  tol=${LEG_TOLERANCE:-1.02}
+  note "leg: $(awk -v tol="$tol" '{n++; if ($3 > tol) {k++; if ($3 > max) {max = $3; at = $1 " m " $2}}}
+    END {printf "%d ratios (gemm-only / weave-gemm), %d past %s", n, k, tol; if (k) printf " (max %.3f: %s)", max, at}' \
+    "$LOGS/leg_ratios.txt")"
+  awk -v tol="$tol" '$3 > tol' "$LOGS/leg_ratios.txt" | head -40
 elif [ "$mode" != tests ] && [ "$mode" != fused ]; then
   if [ "$mode" != gemm ] && [ "$mode" != comm ]; then
     bench copy copy ${COPY_ARGS:-}

@@ -46,7 +46,8 @@ class GpuAllScript : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("weave-gpu-all-" + std::to_string(::getpid()));
     fs::create_directories(dir_ / "bin");
     // weave: `info` and `plan` succeed; the copy negative control exits FAKE_NEGATIVE (it must
-    // exit 1: the injected fault caught); every other bench writes its --json file and exits FAKE_BENCH.
+    // exit 1: the injected fault caught); every other bench writes its --json file and exits FAKE_BENCH
+    // (with --arms gemm-only,weave-gemm it first prints one ratio line, FAKE_LEG_RATIO).
     // `plan --presets` lists one preset per fused op (the table's name and op columns).
     write_script(dir_ / "bin" / "weave", R"(case "$1" in
   plan) [ "$2" = --presets ] && printf 'preset op N K\nm.o_proj gemm-ar 7168 2048\nm.down gemm-ar 7168 4096\nm.wkv gemm-ag 576 7168\n'; exit 0 ;;
@@ -59,6 +60,8 @@ for a in "$@"; do
   prev=$a
 done
 echo "fake bench $*"; [ -n "${WEAVE_GEMM_PDL:-}" ] && echo "fake bench under WEAVE_GEMM_PDL=$WEAVE_GEMM_PDL"
+case " $* " in *" gemm-only,weave-gemm "*)
+  echo "m=64: gemm-only / weave-gemm = ${FAKE_LEG_RATIO:-1.000}, stand-in" ;; esac
 sleep "${FAKE_BENCH_SECONDS:-0}"
 exit "${FAKE_BENCH:-0}"
 )");
@@ -202,6 +205,40 @@ TEST_F(GpuAllScript, MultiRunsTheMultiGpuTestsCommAndEveryPreset) {
   EXPECT_EQ(wrong.rc, 2) << wrong.out;
   EXPECT_NE(wrong.out.find("MULTI_PART='half': expected all, tests, bench, bench-ar or bench-rest"), std::string::npos)
       << wrong.out;
+}
+
+// leg (issue 41 item 1): every preset of each fused op (gemm-rs over the gemm-ar layers, ag-gemm in
+// bf16 and ptpc) with the arms gemm-only and weave-gemm, emulated W = 2 and world 1, no test binary;
+// every ratio in leg_ratios.txt and the count past LEG_TOLERANCE in the summary. A ratio past it is
+// not a failure; a failed bench is.
+TEST_F(GpuAllScript, LegModeRunsEveryPresetAtBothWorldsAndCountsTheRatios) {
+  const ScriptRun r = gpu_all("FAKE_BENCH=0 FAKE_LEG_RATIO=1.050", "leg");
+  EXPECT_EQ(r.rc, 0) << "a ratio past the tolerance is a finding, not a failure:\n" << r.out;
+  for (const char* part :
+       {"fake bench bench gemm-ar --preset m.o_proj --emulate-world 2 --arms gemm-only,weave-gemm -m 64,256,1024,4096 "
+        "-i 5 --no-idle-gate",
+        "fake bench bench gemm-ar --preset m.o_proj --arms gemm-only,weave-gemm -m 64,256,1024,4096",
+        "fake bench bench gemm-rs --preset m.down --emulate-world 2 --arms gemm-only,weave-gemm",
+        "fake bench bench gemm-ag --preset m.wkv --arms gemm-only,weave-gemm",
+        "fake bench bench ag-gemm --preset llama3-70b.gate_up_proj --quant ptpc --emulate-world 2 --arms "
+        "gemm-only,weave-gemm",
+        "bench leg_ag_gemm_llama3-70b.gate_up_proj_w1_bf16: exit 0",
+        // 2 gemm-ar + 2 gemm-rs + 1 gemm-ag presets and ag-gemm's 2 quants, each at W = 2 and 1.
+        "leg: 14 ratios (gemm-only / weave-gemm), 14 past 1.02 (max 1.050: leg_gemm_ar_m.o_proj_w2 m 64)"})
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " missing:\n" << r.out;
+  EXPECT_EQ(r.out.find("gemm-rs --preset m.wkv"), std::string::npos) << "gemm-rs takes no gemm-ag layer:\n" << r.out;
+  EXPECT_EQ(r.out.find("tests gpu ("), std::string::npos) << "leg runs benches only:\n" << r.out;
+  std::ifstream ratios(dir_ / "out" / "leg_ratios.txt");
+  int lines = 0;
+  for (std::string line; std::getline(ratios, line);) ++lines;
+  EXPECT_EQ(lines, 14);
+  const ScriptRun fine = gpu_all("FAKE_BENCH=0 LEG_WORLDS=1", "leg");
+  EXPECT_EQ(fine.rc, 0) << fine.out;
+  EXPECT_NE(fine.out.find("leg: 7 ratios (gemm-only / weave-gemm), 0 past 1.02"), std::string::npos) << fine.out;
+  EXPECT_EQ(fine.out.find("--emulate-world"), std::string::npos) << "LEG_WORLDS=1: world 1 only:\n" << fine.out;
+  const ScriptRun bad = gpu_all("FAKE_BENCH=1", "leg");
+  EXPECT_EQ(bad.rc, 1) << bad.out;
+  EXPECT_NE(bad.out.find("bench leg_gemm_ar_m.o_proj_w2: exit 1, must exit 0"), std::string::npos) << bad.out;
 }
 
 // GPU_ALL_BUDGET: a run that would pass a device call's limit ends inside it with its summary: a
