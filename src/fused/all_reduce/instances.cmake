@@ -6,10 +6,11 @@
 # Not yet: bf16's 128x160 and 64x64 (weave::Gemm's wave tiles; the fused planners take them as soon
 # as they are built: 128x160 at qwen3 o_proj m 256, 64x64 at m 64 of N 7168). They compile and the
 # epilogue and the op's maps handle them (64-byte strips, batches of 4 chunks), but no GPU has run
-# them: add the two specs below and run EmulatedFusedOp/GemmAllReduce.EveryBuiltTileFusedEqualsSplit
-# and EmulatedGemmReduceScatter.EveryBuiltTileFusedEqualsSplit (both force every candidate at N 672)
-# before they land in the default build:
-#   "bf16 bf16 128x160 allreduce bandround" "bf16 bf16 64x64 allreduce bandround"
+# them: configure with
+#   -DWEAVE_GEMM_EXTRA_INSTANCES="bf16 bf16 128x160 allreduce bandround;bf16 bf16 64x64 allreduce bandround"
+# and run EmulatedFusedOp/GemmAllReduce.EveryBuiltTileFusedEqualsSplit and
+# EmulatedGemmReduceScatter.EveryBuiltTileFusedEqualsSplit (both force every candidate at N 672)
+# before the two specs move into the list below.
 weave_gemm_epilogue(allreduce "::weave::fused::EpilogueAllReduce<@OUT@>" "fused/all_reduce/epilogue.cuh")
 weave_gemm_scheduler(bandround "::weave::fused::BandRoundScheduler" "fused/all_reduce/epilogue.cuh")
 list(APPEND WEAVE_GEMM_INSTANCE_SPECS
