@@ -168,7 +168,7 @@ struct EpilogueAllReduce {
     // acc, which holds the own term until its turn). A load per value behind a loop over peers was
     // one L2 round trip each. The peer loop is unrolled to kArMaxWorld (a runtime loop, or batches
     // of the whole row of 16 chunks, made the mxfp8 kernels spill).
-    // A 160-wide tile has 20 chunks: batches of 4 there (8 where they divide the row).
+    // Batches of 8 where they divide the row, else 4 (a 160-wide tile's 20 chunks, 64x64's 4).
     constexpr int kChunks = kAcc / 4, kBatch = kSlices > 1 || kChunks % 8 != 0 ? 4 : 8;
     static_assert(kChunks % kBatch == 0, "n8 chunks per slice must split into batches");
 #pragma unroll
