@@ -3,6 +3,8 @@
 # deps, GoogleTest and the NCCL headers come from .deps/ (scripts/make_device_deps.sh, carried),
 # the NCCL library from the PyTorch venv (2.28.9, matching the headers).
 #   bash scripts/device_build.sh [ninja targets...]      (default: everything)
+# WEAVE_GEMM_EXTRA_INSTANCES (the CMake option's value, e.g. "bf16 bf16 128x160 allreduce bandround;...")
+# builds instances beside the default list; WEAVE_CMAKE_ARGS adds other (space-free) options.
 # Prints the environment to put in front of every binary: source build-gpu/env.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +15,7 @@ nccl_lib=$(ls -d /opt/torch/.venv/lib/python3.*/site-packages/nvidia/nccl/lib 2>
 [ -d .deps ] || { echo "device_build: .deps missing: run scripts/make_device_deps.sh here and carry .deps" >&2; exit 1; }
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEAVE_DEPS_DIR="$PWD/.deps" \
   -DNCCL_INCLUDE_DIR="$PWD/.deps/nccl/include" -DNCCL_LIBRARY="$nccl_lib/libnccl.so.2" \
-  ${WEAVE_CMAKE_ARGS:-} >build-gpu.configure.log 2>&1 || { tail -30 build-gpu.configure.log; exit 1; }
+  -DWEAVE_GEMM_EXTRA_INSTANCES="${WEAVE_GEMM_EXTRA_INSTANCES:-}" ${WEAVE_CMAKE_ARGS:-} >build-gpu.configure.log 2>&1 || { tail -30 build-gpu.configure.log; exit 1; }
 if ! ninja -C build-gpu "$@" >build-gpu.build.log 2>&1; then
   grep -E 'error|FAILED' -A3 build-gpu.build.log | head -80; echo "device_build: build FAILED" >&2; exit 1
 fi

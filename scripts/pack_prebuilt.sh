@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 export PATH=/usr/local/cuda/bin:$PATH
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# WEAVE_GEMM_EXTRA_INSTANCES: instance specs built beside the default list (the CMake option).
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEAVE_GEMM_EXTRA_INSTANCES="${WEAVE_GEMM_EXTRA_INSTANCES:-}" >/dev/null
 cmake --build build -j "$(nproc)" --target weave_cli weave_tests_gpu weave_tests_multi_gpu
 rm -rf carry && mkdir carry
 # The binaries load libweave by its soname (libweave.so.<major>.<minor>); carry it under that name.

@@ -6,7 +6,8 @@
 # Not yet: bf16's 128x160 and 64x64 (weave::Gemm's wave tiles; the fused planners take them as soon
 # as they are built: 128x160 at qwen3 o_proj m 256, 64x64 at m 64 of N 7168). They compile and the
 # epilogue and the op's maps handle them (64-byte strips, batches of 4 chunks), but no GPU has run
-# them: configure with
+# them: configure with (or set the same variable in the environment of scripts/pack_prebuilt.sh or
+# scripts/device_build.sh)
 #   -DWEAVE_GEMM_EXTRA_INSTANCES="bf16 bf16 128x160 allreduce bandround;bf16 bf16 64x64 allreduce bandround"
 # and run EmulatedFusedOp/GemmAllReduce.EveryBuiltTileFusedEqualsSplit and
 # EmulatedGemmReduceScatter.EveryBuiltTileFusedEqualsSplit (both force every candidate at N 672)
