@@ -184,6 +184,8 @@ bench() {  # bench <name> <weave bench args...>
   note "bench $name: exit $rc"
   cat "$LOGS/bench_$name.txt"; tail -3 "$LOGS/bench_$name.err"
 }
+# The presets of the table `weave plan --presets` prints whose op column is $1 (gemm-ar, gemm-ag).
+presets_of() { "$BIN"/weave plan --presets 2>/dev/null | awk -v op="$1" '$2 == op {print $1}'; }
 # Every bench JSON of this run rendered into PNGs by scripts/plot_bench.py (the GPU machine's system
 # python3 has matplotlib; PLOT_PYTHON overrides the interpreter): to $OUT/plots/, or packed into
 # $OUT/plots.tgz past four (a remote run brings back a handful of files). A plot that fails is a
@@ -226,7 +228,7 @@ elif [ "$mode" = multi ]; then
   for op in gemm-ar gemm-rs gemm-ag; do
     if [ "$op" = gemm-ar ]; then [ "$multi_ar" = 1 ] || continue; else [ "$multi_rest" = 1 ] || continue; fi
     layers=$op; [ "$op" = gemm-rs ] && layers=gemm-ar
-    presets=$("$BIN"/weave plan --presets 2>/dev/null | awk -v op="$layers" '$2 == op {print $1}')
+    presets=$(presets_of "$layers")
     if [ -z "$presets" ]; then
       verdict_pass "weave plan --presets ($op)" 1
       note "no $layers preset listed by weave plan --presets (for $op)"
@@ -289,9 +291,9 @@ elif [ "$mode" = leg ]; then
   leg_benches=()
   for op in gemm-ar gemm-rs gemm-ag ag-gemm; do
     case $op in
-      gemm-rs) presets=$("$BIN"/weave plan --presets 2>/dev/null | awk '$2 == "gemm-ar" {print $1}') ;;
+      gemm-rs) presets=$(presets_of gemm-ar) ;;
       ag-gemm) presets=${AG_GEMM_PRESET:-llama3-70b.gate_up_proj} ;;
-      *) presets=$("$BIN"/weave plan --presets 2>/dev/null | awk -v op="$op" '$2 == op {print $1}') ;;
+      *) presets=$(presets_of "$op") ;;
     esac
     if [ -z "$presets" ]; then
       verdict_pass "weave plan --presets ($op)" 1

@@ -60,8 +60,9 @@ CUtensorMap make_multicast_b_map(const GemmProblem& p, const GemmPlan& plan, con
 // dimension `ld` (gemm/kernel_args.hpp, StoreLocalParams::tma_c): any global address, local C,
 // a split-K workspace, a window region or a peer's copy of it. `box_bytes` is the kernel
 // instance's strip row (GemmKernelEntry::epi_box_bytes: 128, or 64 where a warpgroup's columns are
-// no whole 128-byte row, as for bf16 output of 160-wide tiles).
+// no whole 128-byte row, as for bf16 output of 160-wide tiles). No default: a map built at 128 bytes
+// for a 64-byte-strip kernel stores wrong bytes, so every caller names the kernel it launches.
 CUtensorMap make_epilogue_map(const char* what, void* base, DType dtype, int64_t planes, int64_t m, int64_t n,
-                              int64_t ld, int box_bytes = 128);
+                              int64_t ld, int box_bytes);
 
 }  // namespace weave::gemm
